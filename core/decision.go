@@ -1,0 +1,54 @@
+package core
+
+import (
+	"math"
+	"time"
+)
+
+// Never is the RetryAfter of a request that no amount of waiting would
+// admit: its cost exceeds the binding limit's capacity.
+const Never time.Duration = math.MaxInt64
+
+// Decision is the outcome of one check-and-consume.
+//
+// The zero Decision denies with no limit attached; stores never return it
+// except alongside an error.
+type Decision struct {
+	// Allowed reports whether the request may proceed. In shadow mode it is
+	// always true (see Shadowed); under a store failure it follows the
+	// policy's FailMode (see Degraded).
+	Allowed bool
+	// Limit is the binding limit as configured (nominal, without soft
+	// overage): when allowed, the one with the least room left; when
+	// denied, the denying one with the longest wait. Zero when Degraded.
+	Limit Limit
+	// Remaining is the cost the binding limit would still admit now, after
+	// this request when it was allowed. Never negative; 0 when denied.
+	// Under soft throttling it counts down to 0 at the nominal limit, while
+	// the tolerated overage is still admitted.
+	Remaining int64
+	// ResetAfter is the time until the binding limit is back to full
+	// (all its quota available again) if no more requests arrive. 0 when
+	// the key holds no state. Never negative.
+	ResetAfter time.Duration
+	// RetryAfter is 0 when the request was allowed (and not Shadowed).
+	// Otherwise it is the exact wait until the same request (same cost)
+	// would be allowed if nothing else is consumed meanwhile — the maximum
+	// over every limit that denied — rounded up to the microsecond; or
+	// [Never] when the cost exceeds a limit's capacity.
+	RetryAfter time.Duration
+	// Policy is the name of the policy that decided.
+	Policy string
+	// Shadowed is true when the policy is in shadow mode and would have
+	// denied this request; Allowed is then true and RetryAfter says how long
+	// the client would have had to wait.
+	Shadowed bool
+	// Degraded is true when the store failed or timed out and the policy's
+	// FailMode made the decision (Allowed true for FailOpen, false for
+	// FailClosed). The accompanying error says why.
+	Degraded bool
+}
+
+// Denied reports whether the request was refused (the inverse of Allowed),
+// for readable conditions at call sites.
+func (d Decision) Denied() bool { return !d.Allowed }

@@ -1,0 +1,167 @@
+package core
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"time"
+)
+
+// DefaultTimeout is the deadline a Limiter gives each call to a store that
+// does I/O, unless the request's context has an earlier one.
+const DefaultTimeout = 50 * time.Millisecond
+
+// Limiter applies one Policy through one Store. Allow is what most callers
+// want; AllowN charges a cost other than 1.
+//
+// A Limiter reads time from its Clock (the system clock by default) and
+// gives every call to a remote store its own deadline (DefaultTimeout, or
+// the request's earlier one). When the store fails or times out, the
+// decision follows the policy's FailMode and the call returns a
+// *StoreError alongside it: callers use the decision and log the error.
+//
+// The zero Limiter is not usable; build one with NewLimiter. A Limiter is
+// safe for concurrent use.
+type Limiter struct {
+	store   Store
+	policy  *Policy
+	clock   Clock
+	timeout time.Duration
+	local   bool
+}
+
+// Option configures a Limiter.
+type Option func(*Limiter)
+
+// WithClock makes the Limiter read time from c (e.g. a *ManualClock in
+// tests). Stores with their own clock (Redis by default) ignore it.
+func WithClock(c Clock) Option { return func(l *Limiter) { l.clock = c } }
+
+// WithTimeout sets the per-call store deadline (default DefaultTimeout).
+// It must be > 0.
+func WithTimeout(d time.Duration) Option { return func(l *Limiter) { l.timeout = d } }
+
+// NewLimiter validates policy and returns a Limiter applying it through
+// store. The policy is copied: changing it afterwards has no effect.
+func NewLimiter(store Store, policy Policy, opts ...Option) (*Limiter, error) {
+	if store == nil {
+		return nil, fmt.Errorf("core: NewLimiter: nil store; use memstore.New() for the embedded store")
+	}
+	policy.Limits = slices.Clone(policy.Limits)
+	if err := policy.Validate(); err != nil {
+		return nil, err
+	}
+	l := &Limiter{store: store, policy: &policy, clock: SystemClock{}, timeout: DefaultTimeout}
+	for _, o := range opts {
+		o(l)
+	}
+	if l.clock == nil {
+		return nil, fmt.Errorf("core: policy %q: WithClock(nil); pass a Clock", policy.Name)
+	}
+	if l.timeout <= 0 {
+		return nil, fmt.Errorf("core: policy %q: WithTimeout(%v); the store deadline must be > 0", policy.Name, l.timeout)
+	}
+	if ls, ok := store.(LocalStore); ok && ls.Local() {
+		l.local = true
+	}
+	return l, nil
+}
+
+// MustNewLimiter is NewLimiter that panics on a configuration error; for
+// package-level variables and start-up code.
+func MustNewLimiter(store Store, policy Policy, opts ...Option) *Limiter {
+	l, err := NewLimiter(store, policy, opts...)
+	if err != nil {
+		panic(err)
+	}
+	return l
+}
+
+// Policy returns the limiter's (validated) policy. Do not modify it.
+func (l *Limiter) Policy() *Policy { return l.policy }
+
+// Allow is AllowN(ctx, key, 1).
+func (l *Limiter) Allow(ctx context.Context, key string) (Decision, error) {
+	return l.AllowN(ctx, key, 1)
+}
+
+// AllowN charges cost to key and reports whether the request may proceed.
+// cost 0 consumes nothing and reports the current state. A negative cost
+// returns ErrInvalidCost with a denying decision.
+//
+// On a store failure or timeout, AllowN returns the policy's FailMode
+// decision (Degraded set) and a *StoreError.
+func (l *Limiter) AllowN(ctx context.Context, key string, cost int64) (Decision, error) {
+	if cost < 0 {
+		return Decision{Policy: l.policy.Name, RetryAfter: Never}, ErrInvalidCost
+	}
+	now := l.clock.Now()
+	var d Decision
+	var err error
+	if l.local {
+		d, err = l.store.Take(ctx, key, l.policy, now, cost)
+	} else {
+		cctx, cancel := context.WithTimeout(ctx, l.timeout)
+		d, err = l.store.Take(cctx, key, l.policy, now, cost)
+		cancel()
+	}
+	if err != nil {
+		return l.failed(err), &StoreError{Policy: l.policy.Name, Mode: l.policy.FailMode, Err: err}
+	}
+	return d, nil
+}
+
+// failed is the decision of the policy's fail mode.
+func (l *Limiter) failed(error) Decision {
+	d := Decision{Policy: l.policy.Name, Degraded: true, Allowed: l.policy.FailMode == FailOpen}
+	if !d.Allowed {
+		d.RetryAfter = time.Second
+	}
+	return d
+}
+
+// Check is one (limiter, key, cost) of a hybrid decision: the user's policy
+// on the user's key and the IP's policy on the IP, say.
+type Check struct {
+	Limiter *Limiter
+	Key     string
+	// Cost is the cost to charge; 0 means 1.
+	Cost int64
+}
+
+// AllowAll decides checks in order and allows only when every check allows.
+// It stops at the first denial, so later checks consume nothing; earlier
+// ones have consumed (put the most restrictive check first). It returns the
+// binding decision: the denying one, or when all allow, the one with the
+// least Remaining. A store failure under FailOpen continues with the next
+// check and its error is returned at the end; under FailClosed it stops.
+// With no checks it allows.
+func AllowAll(ctx context.Context, checks ...Check) (Decision, error) {
+	best := Decision{Allowed: true, Remaining: -1}
+	var firstErr error
+	for i := range checks {
+		c := &checks[i]
+		cost := c.Cost
+		if cost == 0 {
+			cost = 1
+		}
+		d, err := c.Limiter.AllowN(ctx, c.Key, cost)
+		if err != nil && firstErr == nil {
+			firstErr = err
+		}
+		if !d.Allowed {
+			return d, firstErr
+		}
+		if d.Degraded && !best.Degraded && best.Remaining >= 0 {
+			continue // a degraded decision carries no limit to report
+		}
+		if best.Remaining < 0 || best.Degraded || d.Remaining < best.Remaining ||
+			d.Remaining == best.Remaining && d.Shadowed && !best.Shadowed {
+			best = d
+		}
+	}
+	if best.Remaining < 0 {
+		best.Remaining = 0
+	}
+	return best, firstErr
+}

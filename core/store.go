@@ -1,0 +1,66 @@
+package core
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Store holds per-key state and applies decisions to it atomically.
+//
+// Take applies cost to key under p at now and returns the decision: one
+// atomic check-and-consume, so concurrent calls for one key never
+// over-admit. A denial is a Decision with Allowed false, never an error; an
+// error means the store itself failed (the Limiter then applies the
+// policy's FailMode). key is opaque; stores must not assume it is printable
+// or short, and must not keep it in a form an attacker can grow without
+// bound.
+//
+// A store may take time from its own clock instead of now (the Redis store
+// uses the Redis server's clock by default); such a store documents it.
+//
+// Implementations must be safe for concurrent use.
+type Store interface {
+	Take(ctx context.Context, key string, p *Policy, now time.Time, cost int64) (Decision, error)
+}
+
+// LocalStore is implemented by stores that do no I/O (the in-memory store):
+// a Limiter then calls Take without arming a per-call deadline, which would
+// cost more than the decision.
+type LocalStore interface {
+	Store
+	// Local reports whether Take never blocks on I/O.
+	Local() bool
+}
+
+// ErrClosed is returned by a store used after Close.
+var ErrClosed = errors.New("limitkit: store closed")
+
+// ErrInvalidCost is returned for a negative cost.
+var ErrInvalidCost = errors.New("limitkit: cost must be >= 0")
+
+// StoreError is the error a [Limiter] returns when its store failed or timed
+// out; the accompanying Decision has the policy's FailMode applied and
+// Degraded set. Unwrap gives the store's error (context.DeadlineExceeded on
+// a timeout).
+type StoreError struct {
+	// Policy is the name of the policy being decided.
+	Policy string
+	// Mode is the fail mode that was applied.
+	Mode FailMode
+	// Err is the store's error.
+	Err error
+}
+
+// Error implements error. It contains the store's error text, which may
+// name hosts: log it, do not send it to clients.
+func (e *StoreError) Error() string {
+	return fmt.Sprintf("limitkit: store failed for policy %q (failing %s): %v", e.Policy, e.Mode, e.Err)
+}
+
+// Unwrap returns the store's error.
+func (e *StoreError) Unwrap() error { return e.Err }
+
+// Timeout reports whether the store did not answer within the deadline.
+func (e *StoreError) Timeout() bool { return errors.Is(e.Err, context.DeadlineExceeded) }
