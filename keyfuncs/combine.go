@@ -1,0 +1,145 @@
+package keyfuncs
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// Join encodes parts into one string such that different part lists never
+// give the same string: each part is written as its length in decimal, ':',
+// the part and ',' (a netstring), so Join("a:b", "c") = "3:a:b,1:c," and
+// Join("a", "b:c") = "1:a,3:b:c," differ. Use it wherever several values
+// make one key; it adds no length bound of its own (pass untrusted parts
+// through [Bound] first; key functions in this package already do).
+func Join(parts ...string) string {
+	n := 0
+	for _, p := range parts {
+		n += len(p) + 2 + decimalLen(len(p))
+	}
+	var b strings.Builder
+	b.Grow(n)
+	var num [20]byte
+	for _, p := range parts {
+		b.Write(strconv.AppendInt(num[:0], int64(len(p)), 10))
+		b.WriteByte(':')
+		b.WriteString(p)
+		b.WriteByte(',')
+	}
+	return b.String()
+}
+
+func decimalLen(n int) int {
+	d := 1
+	for n >= 10 {
+		n /= 10
+		d++
+	}
+	return d
+}
+
+// Tagged namespaces fn's keys under tag: the key is Join(tag, key). Give
+// every alternative of [FirstOf] its own tag, so that a user named
+// "203.0.113.7" and the client at 203.0.113.7 never share a quota. Errors
+// from fn pass through unchanged.
+func Tagged(tag string, fn Func) Func {
+	return func(r Request) (string, error) {
+		k, err := fn(r)
+		if err != nil {
+			return "", err
+		}
+		return Join(tag, k), nil
+	}
+}
+
+// FirstOf returns the key of the first fn that yields one. A fn that fails,
+// whether with [ErrNoKey] or because its material is invalid (an expired or
+// forged token), is skipped, so a request with a bad token is keyed by the
+// next function rather than by what the token claims. If every fn fails, the
+// result is the first error that is not ErrNoKey, else an error wrapping
+// ErrNoKey.
+//
+// FirstOf returns keys verbatim: wrap each fn in [Tagged] (or use
+// [UserOrIP]) so that keys from different functions cannot collide.
+//
+// Safe for: the hybrid "the user if authenticated, else the IP". A client
+// can pick which function keys it by sending a token or not, so give the
+// fallback (anonymous) policy the stricter limit.
+func FirstOf(fns ...Func) Func {
+	fns = append([]Func(nil), fns...)
+	return func(r Request) (string, error) {
+		var firstErr error
+		for _, fn := range fns {
+			k, err := fn(r)
+			if err == nil {
+				return k, nil
+			}
+			if firstErr == nil && !errors.Is(err, ErrNoKey) {
+				firstErr = err
+			}
+		}
+		if firstErr != nil {
+			return "", firstErr
+		}
+		return "", errNoneOf
+	}
+}
+
+var errNoneOf = fmt.Errorf("%w: no key function yielded a key", ErrNoKey)
+
+// UserOrIP is FirstOf(Tagged("user", user), Tagged("ip", ip)): the design
+// notes' hybrid key for login and mixed endpoints. Pass a [JWTClaim],
+// [ClaimFromContext] or [ContextValue] as user and a [Resolver]'s Key as ip.
+func UserOrIP(user, ip Func) Func {
+	return FirstOf(Tagged("user", user), Tagged("ip", ip))
+}
+
+// WithRoute scopes fn's keys to the matched route pattern
+// ([Request.Route]): the key is Join(route, key), so /api1 and /api2 have
+// separate quotas. It uses the pattern, never the path, because the path is
+// client-chosen ("/users/1", "/users/2", ...) and would give every variant a
+// fresh quota. When the adapter does not know the route (Route() == ""), all
+// such requests share the route component "".
+func WithRoute(fn Func) Func {
+	return func(r Request) (string, error) {
+		k, err := fn(r)
+		if err != nil {
+			return "", err
+		}
+		return Join(r.Route(), k), nil
+	}
+}
+
+// WithMethod scopes fn's keys to the request method: the key is
+// Join(method, key), so GET and POST on one route have separate quotas. The
+// method is client-chosen, so it is passed through [Bound]; an unusual
+// method gets its own quota, which matters only if the route accepts it.
+func WithMethod(fn Func) Func {
+	return func(r Request) (string, error) {
+		k, err := fn(r)
+		if err != nil {
+			return "", err
+		}
+		return Join(Bound(r.Method()), k), nil
+	}
+}
+
+// WithEndpoint scopes fn's keys to the method and route together: the key
+// is Join(method, route, key). It is the per-user, per-endpoint key of the
+// design notes' limit table.
+func WithEndpoint(fn Func) Func {
+	return func(r Request) (string, error) {
+		k, err := fn(r)
+		if err != nil {
+			return "", err
+		}
+		return Join(Bound(r.Method()), r.Route(), k), nil
+	}
+}
+
+// Constant keys every request by key: one quota shared by all clients (a
+// global limit protecting a backend).
+func Constant(key string) Func {
+	return func(Request) (string, error) { return key, nil }
+}

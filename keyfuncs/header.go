@@ -1,0 +1,168 @@
+package keyfuncs
+
+import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"hash"
+	"net/http"
+)
+
+// Length bounds for key material.
+const (
+	// MaxRawKeyLen is the longest value a key function returns verbatim.
+	// Longer values, and values with bytes outside printable ASCII or
+	// starting with '~', are replaced by "~" and 32 hex digits of their
+	// SHA-256: bounded, collision-resistant (never truncated, so two long
+	// values sharing a prefix never share a key), and disjoint from every
+	// verbatim value.
+	MaxRawKeyLen = 64
+	// MaxHeaderKeyLen is the longest header value [Header] accepts; longer
+	// values are an error rather than a key, so that hashing stays cheap.
+	MaxHeaderKeyLen = 4096
+	// MaxAPIKeyLen is the longest API key [APIKey] accepts.
+	MaxAPIKeyLen = 256
+)
+
+// ErrTooLong reports key material over its length bound. It is not
+// [ErrNoKey]: the material is present but refused.
+var ErrTooLong = errors.New("keyfuncs: key material too long")
+
+// Bound returns s unchanged when it is at most [MaxRawKeyLen] bytes of
+// printable ASCII not starting with '~', and otherwise "~" followed by 32
+// hex digits of its SHA-256. Key functions in this package apply it to every
+// client-supplied value they return; apply it to your own untrusted values
+// before they reach a store key.
+func Bound(s string) string {
+	if len(s) <= MaxRawKeyLen && (s == "" || s[0] != '~') {
+		printable := true
+		for i := 0; i < len(s); i++ {
+			if s[i] < 0x20 || s[i] > 0x7e {
+				printable = false
+				break
+			}
+		}
+		if printable {
+			return s
+		}
+	}
+	sum := sha256.Sum256([]byte(s))
+	var buf [33]byte
+	buf[0] = '~'
+	hex.Encode(buf[1:], sum[:16])
+	return string(buf[:])
+}
+
+// Header keys requests by the value of the named header (first value,
+// surrounding whitespace trimmed), passed through [Bound]. A missing or empty
+// header yields [ErrNoKey]; a value over [MaxHeaderKeyLen] yields [ErrTooLong].
+//
+// Safe for: headers a trusted layer in front of the server sets and clients
+// cannot (a tenant id injected by an authenticating gateway). A header the
+// client sends is a key the client chooses: rotating it evades the limit and
+// copying a victim's value spends the victim's quota, so never key an
+// unauthenticated endpoint by one alone. Construction fails on an invalid
+// header name.
+func Header(name string) (Func, error) {
+	if !isToken(name) {
+		return nil, fmt.Errorf("keyfuncs: Header needs a valid header name, got %q", name)
+	}
+	name = http.CanonicalHeaderKey(name)
+	return func(r Request) (string, error) {
+		v := trimOWS(r.Header(name))
+		if v == "" {
+			return "", errNoHeader
+		}
+		if len(v) > MaxHeaderKeyLen {
+			return "", errHeaderTooLong
+		}
+		return Bound(v), nil
+	}, nil
+}
+
+var (
+	errNoHeader      = fmt.Errorf("%w: header absent or empty", ErrNoKey)
+	errHeaderTooLong = fmt.Errorf("%w: header value over %d bytes", ErrTooLong, MaxHeaderKeyLen)
+	errNoAPIKey      = fmt.Errorf("%w: no API key", ErrNoKey)
+	errAPIKeyTooLong = fmt.Errorf("%w: API key over %d bytes", ErrTooLong, MaxAPIKeyLen)
+)
+
+// APIKeyOption configures [APIKey].
+type APIKeyOption func(*apiKeyConfig)
+
+type apiKeyConfig struct {
+	secret []byte
+}
+
+// WithHMACSecret makes [APIKey] return HMAC-SHA256(secret, key) instead of
+// SHA-256(key), so that someone who reads the store (a Redis dump, a log of
+// keys) cannot test guesses of low-entropy API keys offline. The secret
+// must be at least 16 bytes; APIKey fails otherwise. The slice is copied.
+func WithHMACSecret(secret []byte) APIKeyOption {
+	s := append([]byte(nil), secret...)
+	return func(c *apiKeyConfig) { c.secret = s }
+}
+
+// APIKey keys requests by an API key taken from the named header, else from
+// the named query parameter ("" disables either source; at least one is
+// required). The key is never returned raw: the result is 32 hex digits of
+// its SHA-256 (or of its HMAC with [WithHMACSecret]), so a secret never
+// reaches a store key or a log. A missing or empty key yields [ErrNoKey]; a
+// key over [MaxAPIKeyLen] bytes yields [ErrTooLong].
+//
+// APIKey does not check that the key is valid. Safe for: endpoints behind an
+// authentication layer that has already rejected unknown keys. Before
+// authentication a client can mint keys at will and get a fresh quota for
+// each, so combine it with an IP limit there. Query parameters end up in
+// access logs; prefer a header.
+func APIKey(header, query string, opts ...APIKeyOption) (Func, error) {
+	if header == "" && query == "" {
+		return nil, errors.New("keyfuncs: APIKey needs a header name, a query parameter name, or both")
+	}
+	if header != "" {
+		if !isToken(header) {
+			return nil, fmt.Errorf("keyfuncs: APIKey needs a valid header name, got %q", header)
+		}
+		header = http.CanonicalHeaderKey(header)
+	}
+	var c apiKeyConfig
+	for _, o := range opts {
+		o(&c)
+	}
+	if c.secret != nil && len(c.secret) < 16 {
+		return nil, fmt.Errorf("keyfuncs: the API key HMAC secret has %d bytes: use at least 16 random bytes", len(c.secret))
+	}
+	return func(r Request) (string, error) {
+		var k string
+		if header != "" {
+			k = trimOWS(r.Header(header))
+		}
+		if k == "" && query != "" {
+			k = r.Query(query)
+		}
+		if k == "" {
+			return "", errNoAPIKey
+		}
+		if len(k) > MaxAPIKeyLen {
+			return "", errAPIKeyTooLong
+		}
+		return hashKey(c.secret, k), nil
+	}, nil
+}
+
+// hashKey returns 32 hex digits of SHA-256(k), or of HMAC-SHA256(secret, k).
+func hashKey(secret []byte, k string) string {
+	var sum [sha256.Size]byte
+	if secret == nil {
+		sum = sha256.Sum256([]byte(k))
+	} else {
+		var h hash.Hash = hmac.New(sha256.New, secret)
+		h.Write([]byte(k))
+		h.Sum(sum[:0])
+	}
+	var buf [32]byte
+	hex.Encode(buf[:], sum[:16])
+	return string(buf[:])
+}
