@@ -33,12 +33,19 @@ func parseHost(s string) (netip.Addr, bool) {
 		}
 		return a, true
 	}
-	if a, err := netip.ParseAddr(s); err == nil {
+	// Decide the form by its colons before parsing: a failed netip parse
+	// allocates its error, and "ip:port" is the common RemoteAddr form.
+	i := strings.IndexByte(s, ':')
+	if i < 0 || strings.IndexByte(s[i+1:], ':') >= 0 {
+		// No colon: IPv4. Two or more: IPv6 (a port needs brackets).
+		a, err := netip.ParseAddr(s)
+		if err != nil {
+			return netip.Addr{}, false
+		}
 		return a, true
 	}
-	// IPv4 with a port. An IPv6 address with a port must be bracketed.
-	i := strings.IndexByte(s, ':')
-	if i < 0 || strings.IndexByte(s[i+1:], ':') >= 0 || !validPort(s[i+1:]) {
+	// One colon: IPv4 with a port.
+	if !validPort(s[i+1:]) {
 		return netip.Addr{}, false
 	}
 	a, err := netip.ParseAddr(s[:i])

@@ -1,0 +1,174 @@
+package keyfuncs
+
+import (
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// splitJoin decodes Join's output; it fails unless s is a valid encoding.
+// Join is injective iff every output decodes to its input.
+func splitJoin(s string) ([]string, bool) {
+	var parts []string
+	for s != "" {
+		i := strings.IndexByte(s, ':')
+		if i <= 0 {
+			return nil, false
+		}
+		n, err := strconv.Atoi(s[:i])
+		if err != nil || n < 0 || i+1+n >= len(s) || s[i+1+n] != ',' {
+			return nil, false
+		}
+		parts = append(parts, s[i+1:i+1+n])
+		s = s[i+2+n:]
+	}
+	return parts, true
+}
+
+func TestJoinNeverCollides(t *testing.T) {
+	assert.Equal(t, "3:a:b,1:c,", Join("a:b", "c"))
+	assert.Equal(t, "1:a,3:b:c,", Join("a", "b:c"))
+	assert.NotEqual(t, Join("a:b", "c"), Join("a", "b:c"))
+	assert.NotEqual(t, Join("a,", "b"), Join("a", ",b"))
+	assert.NotEqual(t, Join("", "a"), Join("a", ""))
+	assert.NotEqual(t, Join("a"), Join("a", ""))
+	assert.Equal(t, "", Join())
+	assert.Equal(t, "0:,", Join(""))
+	long := strings.Repeat("z", 12345)
+	for _, parts := range [][]string{{"a:b", "c"}, {"", ""}, {"1:a,", "2"}, {long, "x"}, {"GET", "/users/{id}", "4:user,5:alice,"}} {
+		got, ok := splitJoin(Join(parts...))
+		require.True(t, ok, "%q", parts)
+		assert.Equal(t, parts, got)
+	}
+}
+
+func TestTaggedUserNamedLikeAnIPDoesNotCollideWithThatIP(t *testing.T) {
+	user := ContextValue(ctxKey("user"))
+	key := UserOrIP(user, PeerIP().Key)
+
+	// An attacker registers the username "203.0.113.7" to spend the quota of
+	// the anonymous client at 203.0.113.7 (or the other way round).
+	asUser := withValue(newReq(t, "198.51.100.1:1"), ctxKey("user"), "203.0.113.7")
+	anon := newReq(t, "203.0.113.7:1")
+	ku, err := key(asUser)
+	require.NoError(t, err)
+	ka, err := key(anon)
+	require.NoError(t, err)
+	assert.Equal(t, "4:user,11:203.0.113.7,", ku)
+	assert.Equal(t, "2:ip,11:203.0.113.7,", ka)
+	assert.NotEqual(t, ku, ka)
+}
+
+func TestFirstOf(t *testing.T) {
+	noKey := func(Request) (string, error) { return "", ErrNoKey }
+	invalid := errors.New("forged")
+	bad := func(Request) (string, error) { return "", invalid }
+	ok := func(k string) Func { return func(Request) (string, error) { return k, nil } }
+	req := newReq(t, lbPeer)
+
+	tests := []struct {
+		name    string
+		fns     []Func
+		want    string
+		wantErr error
+		noKey   bool
+	}{
+		{"first wins", []Func{ok("a"), ok("b")}, "a", nil, false},
+		{"skips no key", []Func{noKey, ok("b")}, "b", nil, false},
+		{"skips invalid material", []Func{bad, ok("b")}, "b", nil, false},
+		{"all missing", []Func{noKey, noKey}, "", nil, true},
+		{"invalid reported over missing", []Func{noKey, bad, noKey}, "", invalid, false},
+		{"empty", nil, "", nil, true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := FirstOf(tc.fns...)(req)
+			assert.Equal(t, tc.want, got)
+			switch {
+			case tc.wantErr != nil:
+				assert.ErrorIs(t, err, tc.wantErr)
+				assert.False(t, errors.Is(err, ErrNoKey))
+			case tc.noKey:
+				assert.ErrorIs(t, err, ErrNoKey)
+			default:
+				assert.NoError(t, err)
+			}
+		})
+	}
+}
+
+func TestFirstOfCopiesItsArguments(t *testing.T) {
+	fns := []Func{Constant("a")}
+	f := FirstOf(fns...)
+	fns[0] = Constant("b")
+	k, err := f(newReq(t, lbPeer))
+	require.NoError(t, err)
+	assert.Equal(t, "a", k)
+}
+
+func TestForgedTokenFallsBackToIPNotToTheClaimedUser(t *testing.T) {
+	jwtFn := must(JWTClaim(JWTConfig{Methods: []string{"HS256"}, Key: hmacKey, Now: fixedNow}))
+	key := UserOrIP(jwtFn, PeerIP().Key)
+	forged := sign(t, jwtSigningHS256WrongKey(), claimsFor("victim"))
+	k, err := key(newReq(t, "203.0.113.7:1", "Authorization", "Bearer "+forged))
+	require.NoError(t, err)
+	assert.Equal(t, "2:ip,11:203.0.113.7,", k)
+
+	good := sign(t, jwtSigningHS256(), claimsFor("alice"))
+	k, err = key(newReq(t, "203.0.113.7:1", "Authorization", "Bearer "+good))
+	require.NoError(t, err)
+	assert.Equal(t, "4:user,5:alice,", k)
+}
+
+func TestEndpointScoping(t *testing.T) {
+	mux := http.NewServeMux()
+	var got []string
+	key := WithEndpoint(PeerIP().Key)
+	route := WithRoute(PeerIP().Key)
+	method := WithMethod(PeerIP().Key)
+	h := func(w http.ResponseWriter, r *http.Request) {
+		req := FromHTTP(r)
+		for _, f := range []Func{key, route, method} {
+			k, err := f(req)
+			require.NoError(t, err)
+			got = append(got, k)
+		}
+	}
+	mux.HandleFunc("GET /api1", h)
+	mux.HandleFunc("/api2/{id}", h)
+	for _, target := range []string{"/api1", "/api2/7", "/api2/8"} {
+		for _, m := range []string{"GET", "POST"} {
+			r := httptest.NewRequest(m, target, nil)
+			r.RemoteAddr = "203.0.113.7:1"
+			mux.ServeHTTP(httptest.NewRecorder(), r)
+		}
+	}
+	assert.Equal(t, []string{
+		"3:GET,9:GET /api1,11:203.0.113.7,", "9:GET /api1,11:203.0.113.7,", "3:GET,11:203.0.113.7,",
+		// POST /api1 is 405 from the mux: the handler does not run.
+		"3:GET,10:/api2/{id},11:203.0.113.7,", "10:/api2/{id},11:203.0.113.7,", "3:GET,11:203.0.113.7,",
+		"4:POST,10:/api2/{id},11:203.0.113.7,", "10:/api2/{id},11:203.0.113.7,", "4:POST,11:203.0.113.7,",
+		// /api2/8 has the same route pattern as /api2/7: the same quota.
+		"3:GET,10:/api2/{id},11:203.0.113.7,", "10:/api2/{id},11:203.0.113.7,", "3:GET,11:203.0.113.7,",
+		"4:POST,10:/api2/{id},11:203.0.113.7,", "10:/api2/{id},11:203.0.113.7,", "4:POST,11:203.0.113.7,",
+	}, got)
+}
+
+func TestScopingPropagatesErrorsAndBoundsTheMethod(t *testing.T) {
+	noKey := func(Request) (string, error) { return "", ErrNoKey }
+	for _, f := range []Func{WithRoute(noKey), WithMethod(noKey), WithEndpoint(noKey), Tagged("t", noKey)} {
+		_, err := f(newReq(t, lbPeer))
+		assert.ErrorIs(t, err, ErrNoKey)
+	}
+	r := httptest.NewRequest("GET", "/", nil)
+	r.Method = strings.Repeat("M", 10_000)
+	k, err := WithMethod(Constant("k"))(FromHTTP(r))
+	require.NoError(t, err)
+	assert.Less(t, len(k), 64)
+}

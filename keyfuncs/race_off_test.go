@@ -1,0 +1,5 @@
+//go:build !race
+
+package keyfuncs
+
+const raceEnabled = false
