@@ -1,0 +1,72 @@
+package redistest
+
+import (
+	"context"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+func TestNodeLifecycle(t *testing.T) {
+	s := StartNode(t)
+	require.NotEqual(t, 6379, s.Port)
+	c := s.NewClient(t)
+	ctx := context.Background()
+	require.NoError(t, c.Set(ctx, "k", "v", 0).Err())
+
+	// Paused: the connection is accepted but nothing answers before the deadline.
+	s.Pause()
+	pctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+	err := c.Get(pctx, "k").Err()
+	cancel()
+	require.Error(t, err)
+	s.Resume()
+	require.NoError(t, c.Ping(ctx).Err())
+
+	// Killed: refused; restarted: empty (persistence is off) and answering.
+	s.Kill()
+	require.False(t, s.Running())
+	_, err = s.Do("PING")
+	require.Error(t, err)
+	s.Restart()
+	require.True(t, s.Running())
+	v, err := s.Do("EXISTS", "k")
+	require.NoError(t, err)
+	require.Equal(t, "0", v)
+
+	s.Stop()
+	require.False(t, s.Running())
+}
+
+func TestNodePersistenceOff(t *testing.T) {
+	s := StartNode(t)
+	c := s.NewClient(t)
+	m, err := c.ConfigGet(context.Background(), "*").Result()
+	require.NoError(t, err)
+	require.Equal(t, "", m["save"])
+	require.Equal(t, "no", m["appendonly"])
+	require.Equal(t, "127.0.0.1", m["bind"])
+}
+
+func TestCluster(t *testing.T) {
+	cl := StartCluster(t)
+	require.Len(t, cl.Nodes, 3)
+	c := cl.NewClient(t)
+	ctx := context.Background()
+	masters := map[string]bool{}
+	for i := 0; i < 50; i++ {
+		k := "key" + strconv.Itoa(i)
+		require.NoError(t, c.Set(ctx, k, i, 0).Err())
+		n, err := c.MasterForKey(ctx, k)
+		require.NoError(t, err)
+		masters[n.Options().Addr] = true
+	}
+	require.Len(t, masters, 3, "keys spread over the three masters")
+	for _, n := range cl.Nodes {
+		info, err := n.Do("CLUSTER", "INFO")
+		require.NoError(t, err)
+		require.Contains(t, info, "cluster_state:ok")
+	}
+}
