@@ -1,0 +1,406 @@
+package rules
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/limitkit/limitkit/core"
+)
+
+// switches is the resolved form of switchesDoc.
+type switches struct {
+	algorithm   core.Algorithm
+	buckets     int
+	shadow      bool
+	softPercent int
+	countDenied bool
+	failMode    core.FailMode
+}
+
+// collector gathers errors up to maxErrors.
+type collector struct{ errs []error }
+
+func (c *collector) add(e *Error) {
+	if len(c.errs) < maxErrors {
+		c.errs = append(c.errs, e)
+	}
+}
+
+func (c *collector) err() error { return errors.Join(c.errs...) }
+
+// resolve applies s over base; errors name field lines through at.
+func resolveSwitches(s *switchesDoc, base switches, e Error, at func(string) int, c *collector) switches {
+	out := base
+	fail := func(field, msg string) {
+		e := e
+		e.Field, e.Line, e.Msg = field, at(field), msg
+		c.add(&e)
+	}
+	if s.Algorithm != nil {
+		a, err := core.ParseAlgorithm(*s.Algorithm)
+		if err != nil {
+			fail("algorithm", strings.TrimPrefix(err.Error(), "core: "))
+		}
+		out.algorithm = a
+		if a != core.SlidingWindowCounter {
+			out.buckets = 0 // a default bucket count applies to sliding_counter only
+		}
+	}
+	if s.Buckets != nil {
+		out.buckets = *s.Buckets
+	}
+	if s.Shadow != nil {
+		out.shadow = *s.Shadow
+	}
+	if s.SoftPercent != nil {
+		out.softPercent = *s.SoftPercent
+	}
+	if s.CountDenied != nil {
+		out.countDenied = *s.CountDenied
+	}
+	if s.FailMode != nil {
+		m, err := core.ParseFailMode(*s.FailMode)
+		if err != nil {
+			fail("fail_mode", strings.TrimPrefix(err.Error(), "core: "))
+		}
+		out.failMode = m
+	}
+	return out
+}
+
+// parseLimits resolves a limits list.
+func parseLimits(docs []limitDoc, e Error, at func(string) int, c *collector) []core.Limit {
+	if len(docs) == 0 {
+		e.Field, e.Line, e.Msg = "limits", at("limits"), `no limits; add at least one, e.g. limits: ["200 per 1m"]`
+		c.add(&e)
+		return nil
+	}
+	out := make([]core.Limit, 0, len(docs))
+	for j, d := range docs {
+		var l core.Limit
+		var err error
+		if d.structured {
+			l = core.Limit{Requests: d.requests, Burst: d.burst}
+			switch {
+			case d.requests <= 0:
+				err = fmt.Errorf("requests: %d is not a positive whole number", d.requests)
+			case d.burst < 0:
+				err = fmt.Errorf("burst: %d is negative", d.burst)
+			default:
+				l.Window, err = parseWindow(strings.TrimSpace(d.window))
+			}
+		} else {
+			l, err = ParseLimit(d.text)
+		}
+		if err != nil {
+			e := e
+			e.Field, e.Line, e.Msg = fmt.Sprintf("limits[%d]", j), d.line, err.Error()
+			if e.Line == 0 {
+				e.Line = at("limits")
+			}
+			c.add(&e)
+			continue
+		}
+		if l.Burst == l.Requests {
+			l.Burst = 0
+		}
+		out = append(out, l)
+	}
+	return out
+}
+
+// validatePolicy runs core's validation and reports its message under the
+// entry's context.
+func validatePolicy(p *core.Policy, e Error, at func(string) int, c *collector) {
+	err := p.Validate()
+	if err == nil {
+		return
+	}
+	msg := strings.TrimPrefix(err.Error(), "core: ")
+	msg = strings.TrimPrefix(msg, "policy "+strconv.Quote(p.Name)+": ")
+	e.Field = "policy"
+	if strings.Contains(msg, " limits, at most") {
+		msg = "limits: " + msg
+	}
+	for _, f := range []string{"limits", "buckets", "soft_percent", "name"} {
+		if strings.HasPrefix(msg, f) {
+			e.Field = f
+			if i := strings.Index(msg, ": "); f == "limits" && i > 0 {
+				e.Field, msg = msg[:i], msg[i+2:]
+			}
+			break
+		}
+	}
+	e.Line, e.Msg = at(strings.SplitN(e.Field, "[", 2)[0]), msg
+	c.add(&e)
+}
+
+// validName checks the characters core allows in policy names, minus the
+// '/' that separates a descriptor's domain from its key.
+func validName(s string, slash bool) bool {
+	if s == "" || len(s) > 64 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.IndexByte("_.:-", c) >= 0 || slash && c == '/') {
+			return false
+		}
+	}
+	return true
+}
+
+func build(doc *fileDoc, ln *lines) (*Set, error) {
+	c := &collector{}
+	if doc.Version != 0 && doc.Version != 1 {
+		c.add(&Error{Index: -1, Field: "version", Msg: fmt.Sprintf("version %d is not supported; write version: 1 or leave it out", doc.Version)})
+	}
+	base := switches{}
+	if doc.Defaults != nil {
+		at := func(f string) int { return ln.defaults[f] }
+		base = resolveSwitches(doc.Defaults, base, Error{Section: "defaults", Index: -1}, at, c)
+	}
+	if len(doc.Rules) == 0 && len(doc.Descriptors) == 0 {
+		c.add(&Error{Index: -1, Msg: "no rules and no descriptors; add a rules: list"})
+	}
+	s := &Set{}
+	names := map[string]string{} // policy name -> where it was defined
+	for i := range doc.Rules {
+		d := &doc.Rules[i]
+		e := Error{Section: "rules", Index: i, Name: d.Name}
+		at := func(f string) int { return lineOf(ln.rules, i, f) }
+		fail := func(field, msg string) {
+			e := e
+			e.Field, e.Line, e.Msg = field, at(field), msg
+			c.add(&e)
+		}
+		r := Rule{Name: d.Name, Route: d.Route, Index: i, Line: at("")}
+		switch {
+		case d.Name == "":
+			fail("name", "is empty; give every rule a unique name (it names the policy)")
+		case !validName(d.Name, false):
+			fail("name", "use 1 to 64 of the characters A-Z a-z 0-9 _ . : -")
+		case names[d.Name] != "":
+			fail("name", fmt.Sprintf("already used by %s; names must be unique", names[d.Name]))
+		default:
+			names[d.Name] = fmt.Sprintf("rules[%d]", i)
+		}
+		for _, m := range d.Methods {
+			switch u := strings.ToUpper(strings.TrimSpace(m)); {
+			case u == "*" || u == "ANY":
+				if len(d.Methods) != 1 {
+					fail("methods", fmt.Sprintf("%q means any method; it cannot be combined with others", m))
+				}
+			case !isToken(u) || len(u) > 32:
+				fail("methods", fmt.Sprintf("%q is not an HTTP method", m))
+			case slices.Contains(r.Methods, u):
+				fail("methods", fmt.Sprintf("%s is listed twice", u))
+			default:
+				r.Methods = append(r.Methods, u)
+			}
+		}
+		var err error
+		if r.pat, err = compilePattern(d.Route); err != nil {
+			fail("route", err.Error())
+		}
+		if r.Identity, err = ParseIdentity(d.Identity); err != nil {
+			fail("identity", err.Error())
+		}
+		switch {
+		case d.Key != "":
+			if r.Key, err = ParseKey(d.Key); err != nil {
+				fail("key", err.Error())
+			}
+		case r.Identity == Authenticated:
+			r.Key = Key{Kind: KeyUser}
+		default:
+			r.Key = Key{Kind: KeyIP}
+		}
+		if r.Key.Kind == KeyUser && r.Identity != Authenticated {
+			fail("key", "key user needs identity: authenticated (anonymous callers have no user); use key: ip, or set identity: authenticated")
+		}
+		if r.Key.Kind == KeyAPIKey && r.Identity == Anonymous {
+			fail("key", "anonymous callers present no API key; use key: ip")
+		}
+		sw := resolveSwitches(&d.switchesDoc, base, e, at, c)
+		r.Algorithm, r.Buckets, r.Shadow, r.SoftPercent, r.CountDenied, r.FailMode =
+			sw.algorithm, sw.buckets, sw.shadow, sw.softPercent, sw.countDenied, sw.failMode
+		r.Limits = parseLimits(d.Limits, e, at, c)
+		if len(r.Limits) == len(d.Limits) && len(r.Limits) > 0 && validName(r.Name, false) {
+			p := r.Policy()
+			validatePolicy(&p, e, at, c)
+		}
+		s.rules = append(s.rules, r)
+	}
+	// Two rules that tie on every precedence criterion for some request
+	// make the later one dead: reject.
+	for j := range s.rules {
+		for i := 0; i < j; i++ {
+			a, b := &s.rules[i], &s.rules[j]
+			if a.Identity != b.Identity || canonical(a.Route) != canonical(b.Route) || (len(a.Methods) == 0) != (len(b.Methods) == 0) {
+				continue
+			}
+			// Some method both match (GET also matches HEAD)?
+			overlap := len(a.Methods) == 0
+			for _, m := range append(slices.Clone(b.Methods), "HEAD") {
+				overlap = overlap || a.matchesMethod(m) && b.matchesMethod(m)
+			}
+			if overlap {
+				c.add(&Error{Section: "rules", Index: j, Name: b.Name, Line: b.Line, Msg: fmt.Sprintf(
+					"matches the same requests as rules[%d] %q (same route, methods and identity), which comes first, so it would never apply; merge or remove one", i, a.Name)})
+			}
+		}
+	}
+	for i := range doc.Descriptors {
+		d := &doc.Descriptors[i]
+		e := Error{Section: "descriptors", Index: i, Name: d.Domain + "/" + d.Key}
+		at := func(f string) int { return lineOf(ln.descriptors, i, f) }
+		fail := func(field, msg string) {
+			e := e
+			e.Field, e.Line, e.Msg = field, at(field), msg
+			c.add(&e)
+		}
+		ds := Descriptor{Domain: d.Domain, Key: d.Key, Index: i, Line: at("")}
+		okName := true
+		for _, f := range []struct{ field, v string }{{"domain", d.Domain}, {"key", d.Key}} {
+			if !validName(f.v, false) || len(d.Domain)+len(d.Key) > 63 {
+				fail(f.field, "use 1 to 63 of the characters A-Z a-z 0-9 _ . : - (domain and key together)")
+				okName = false
+			}
+		}
+		if okName {
+			if where := names[ds.Name()]; where != "" {
+				fail("key", fmt.Sprintf("%s is already defined by %s", ds.Name(), where))
+			}
+			names[ds.Name()] = fmt.Sprintf("descriptors[%d]", i)
+		}
+		switch {
+		case len(d.Limits) > 0 && (d.Unit != "" || d.Requests != 0):
+			fail("limits", "write either unit and requests, or limits, not both")
+		case len(d.Limits) > 0:
+			ds.Limits = parseLimits(d.Limits, e, at, c)
+		case d.Unit == "" || d.Requests <= 0:
+			fail("requests", "write unit (second, minute, hour, day) and requests (> 0), e.g. unit: minute, requests: 10")
+		default:
+			w, err := parseWindow(strings.TrimSpace(d.Unit))
+			if err != nil {
+				fail("unit", err.Error())
+			} else {
+				ds.Limits = []core.Limit{{Requests: d.Requests, Window: w}}
+			}
+		}
+		sw := resolveSwitches(&d.switchesDoc, base, e, at, c)
+		ds.Algorithm, ds.Buckets, ds.Shadow, ds.SoftPercent, ds.CountDenied, ds.FailMode =
+			sw.algorithm, sw.buckets, sw.shadow, sw.softPercent, sw.countDenied, sw.failMode
+		if len(ds.Limits) > 0 && okName {
+			p := ds.Policy()
+			validatePolicy(&p, e, at, c)
+		}
+		s.descriptors = append(s.descriptors, ds)
+	}
+	if err := c.err(); err != nil {
+		return nil, err
+	}
+	s.order = make([]int, len(s.rules))
+	for i := range s.order {
+		s.order[i] = i
+	}
+	slices.SortStableFunc(s.order, func(i, j int) int {
+		if precedes(&s.rules[i], &s.rules[j]) {
+			return -1
+		}
+		if precedes(&s.rules[j], &s.rules[i]) {
+			return 1
+		}
+		return 0
+	})
+	return s, nil
+}
+
+// precedes reports whether a is more specific than b, ignoring file order.
+func precedes(a, b *Rule) bool {
+	if more, decided := moreSpecific(&a.pat, &b.pat); decided {
+		return more
+	}
+	if (len(a.Methods) > 0) != (len(b.Methods) > 0) {
+		return len(a.Methods) > 0
+	}
+	if (a.Identity != AnyIdentity) != (b.Identity != AnyIdentity) {
+		return a.Identity != AnyIdentity
+	}
+	return false
+}
+
+// canonical is a route with parameter names erased, so that /u/{id} and
+// /u/:x compare equal.
+func canonical(route string) string {
+	parts := strings.Split(route, "/")
+	for i, p := range parts {
+		if strings.HasPrefix(p, "{") || strings.HasPrefix(p, ":") {
+			parts[i] = "{}"
+		}
+	}
+	return strings.Join(parts, "/")
+}
+
+// ---- encoding ----
+
+func (s *Set) doc() *fileDoc {
+	doc := &fileDoc{Version: 1}
+	sw := func(a core.Algorithm, buckets int, shadow bool, soft int, count bool, fm core.FailMode) switchesDoc {
+		var out switchesDoc
+		alg := a.String()
+		out.Algorithm = &alg
+		if buckets != 0 {
+			out.Buckets = &buckets
+		}
+		if shadow {
+			out.Shadow = &shadow
+		}
+		if soft != 0 {
+			out.SoftPercent = &soft
+		}
+		if count {
+			out.CountDenied = &count
+		}
+		if fm != core.FailOpen {
+			m := fm.String()
+			out.FailMode = &m
+		}
+		return out
+	}
+	limits := func(ls []core.Limit) []limitDoc {
+		out := make([]limitDoc, len(ls))
+		for i, l := range ls {
+			out[i].text = l.String()
+		}
+		return out
+	}
+	for i := range s.rules {
+		r := &s.rules[i]
+		d := ruleDoc{Name: r.Name, Methods: r.Methods, Route: r.Route, Identity: r.Identity.String(), Key: r.Key.String(), Limits: limits(r.Limits),
+			switchesDoc: sw(r.Algorithm, r.Buckets, r.Shadow, r.SoftPercent, r.CountDenied, r.FailMode)}
+		doc.Rules = append(doc.Rules, d)
+	}
+	for i := range s.descriptors {
+		ds := &s.descriptors[i]
+		doc.Descriptors = append(doc.Descriptors, descriptorDoc{Domain: ds.Domain, Key: ds.Key, Limits: limits(ds.Limits),
+			switchesDoc: sw(ds.Algorithm, ds.Buckets, ds.Shadow, ds.SoftPercent, ds.CountDenied, ds.FailMode)})
+	}
+	return doc
+}
+
+// EncodeYAML writes the set as a YAML rules file with every default
+// spelled out and limits in the short form; [Parse] reads it back to an
+// equal set.
+func (s *Set) EncodeYAML() ([]byte, error) { return yaml.Marshal(s.doc()) }
+
+// EncodeJSON writes the set as an indented JSON rules file; [Parse] reads
+// it back to an equal set.
+func (s *Set) EncodeJSON() ([]byte, error) { return json.MarshalIndent(s.doc(), "", "  ") }

@@ -1,0 +1,143 @@
+package rules
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/limitkit/limitkit/core"
+)
+
+// maxLimitText bounds the length of a limit string; anything longer is a
+// mistake, and the bound keeps the parser cheap on hostile input.
+const maxLimitText = 128
+
+// ParseLimit parses the short form of a limit:
+//
+//	<requests> per <window> [burst <n>]
+//	<requests> / <window> [burst <n>]
+//
+// where <window> is a Go duration ("15m", "1h30m", "500ms"), a number of
+// days ("1d", "7d"), or an optional count followed by a unit word:
+// "second", "minute", "hour", "day" (singular or plural, or the
+// abbreviations s/sec, m/min, h/hr, d). Examples: "900 per 15m",
+// "200 per 1m", "10 per minute", "5 per day", "100/s", "10 per 1s burst 20",
+// "250 per 15 minutes".
+//
+// ParseLimit checks the syntax and that every number is positive; whether
+// the limit suits an algorithm (burst, resolution, bounds) is checked by
+// [core.Policy.Validate]. It never panics. The output of [core.Limit.String]
+// parses back to the same limit.
+func ParseLimit(s string) (core.Limit, error) {
+	if len(s) > maxLimitText {
+		return core.Limit{}, fmt.Errorf("limit is longer than %d bytes", maxLimitText)
+	}
+	f := strings.Fields(strings.ReplaceAll(s, "/", " / "))
+	if len(f) == 0 {
+		return core.Limit{}, errors.New(`empty limit; write e.g. "200 per 1m"`)
+	}
+	n, err := positiveInt(f[0], "requests")
+	if err != nil {
+		return core.Limit{}, err
+	}
+	if len(f) < 3 || (!strings.EqualFold(f[1], "per") && f[1] != "/") {
+		return core.Limit{}, fmt.Errorf(`limit %q: want "<requests> per <window>", e.g. "200 per 1m"`, s)
+	}
+	rest := f[2:]
+	if strings.EqualFold(rest[len(rest)-1], "burst") {
+		return core.Limit{}, fmt.Errorf(`limit %q: burst needs a number, e.g. "10 per 1s burst 20"`, s)
+	}
+	var burst int64
+	if len(rest) >= 2 && strings.EqualFold(rest[len(rest)-2], "burst") {
+		burst, err = positiveInt(rest[len(rest)-1], "burst")
+		if err != nil {
+			return core.Limit{}, fmt.Errorf("limit %q: %w", s, err)
+		}
+		rest = rest[:len(rest)-2]
+	}
+	var window time.Duration
+	switch len(rest) {
+	case 1:
+		window, err = parseWindow(rest[0])
+	case 2:
+		var k int64
+		k, err = positiveInt(rest[0], "window count")
+		if err == nil {
+			window, err = unitWindow(rest[1], k)
+		}
+	default:
+		err = errors.New(`window: want a duration ("15m"), a unit ("minute") or both ("15 minutes")`)
+	}
+	if err != nil {
+		return core.Limit{}, fmt.Errorf("limit %q: %w", s, err)
+	}
+	return core.Limit{Requests: n, Window: window, Burst: burst}, nil
+}
+
+func positiveInt(s, what string) (int64, error) {
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || n <= 0 {
+		return 0, fmt.Errorf("%s: %q is not a positive whole number", what, s)
+	}
+	return n, nil
+}
+
+// units maps unit words to their duration.
+var units = map[string]time.Duration{
+	"s": time.Second, "sec": time.Second, "secs": time.Second, "second": time.Second, "seconds": time.Second,
+	"m": time.Minute, "min": time.Minute, "mins": time.Minute, "minute": time.Minute, "minutes": time.Minute,
+	"h": time.Hour, "hr": time.Hour, "hrs": time.Hour, "hour": time.Hour, "hours": time.Hour,
+	"d": 24 * time.Hour, "day": 24 * time.Hour, "days": 24 * time.Hour,
+}
+
+// maxWindowCount keeps count × unit far from overflow; core bounds windows
+// at 366 days anyway.
+const maxWindowCount = 1 << 20
+
+func unitWindow(unit string, count int64) (time.Duration, error) {
+	u, ok := units[strings.ToLower(unit)]
+	if !ok {
+		return 0, fmt.Errorf("window: unknown unit %q (use second, minute, hour or day)", unit)
+	}
+	if count > maxWindowCount {
+		return 0, fmt.Errorf("window: count %d is too large", count)
+	}
+	return time.Duration(count) * u, nil
+}
+
+// parseWindow parses "15m", "1h30m", "7d", or a bare unit word "minute".
+func parseWindow(s string) (time.Duration, error) {
+	if _, ok := units[strings.ToLower(s)]; ok && !isDigit(s[0]) {
+		return unitWindow(s, 1)
+	}
+	if strings.HasSuffix(s, "d") && len(s) > 1 {
+		k, err := positiveInt(s[:len(s)-1], "window days")
+		if err != nil {
+			return 0, errors.New("window: " + err.Error())
+		}
+		return unitWindow("d", k)
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil || d <= 0 {
+		return 0, fmt.Errorf("window: %q is not a positive duration (e.g. 1s, 15m, 1h, 1d)", s)
+	}
+	return d, nil
+}
+
+func isDigit(c byte) bool { return c >= '0' && c <= '9' }
+
+// LimitSpec is one limit as written in a rules file: either the short
+// string form parsed by [ParseLimit] ("900 per 15m") or the structured form
+// {requests: 900, window: 15m, burst: 0}. Both decode into the embedded
+// [core.Limit]; encoding always writes the short form.
+type LimitSpec struct {
+	core.Limit
+	// line is the source line (YAML) or line of the offset (JSON); 0 when
+	// unknown.
+	line int
+}
+
+// String returns the short form.
+func (l LimitSpec) String() string { return l.Limit.String() }

@@ -1,0 +1,115 @@
+package rules
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/limitkit/limitkit/core"
+)
+
+func TestParseLimit(t *testing.T) {
+	tests := []struct {
+		in   string
+		want core.Limit
+	}{
+		{"900 per 15m", core.Per(900, 15*time.Minute)},
+		{"200 per 1m", core.PerMinute(200)},
+		{"  200   PER   1m ", core.PerMinute(200)},
+		{"10 per minute", core.PerMinute(10)},
+		{"5 per day", core.PerDay(5)},
+		{"5 per 1d", core.PerDay(5)},
+		{"5 per 7d", core.Per(5, 7*24*time.Hour)},
+		{"250 per 15 minutes", core.Per(250, 15*time.Minute)},
+		{"100/s", core.PerSecond(100)},
+		{"100 / 1h30m", core.Per(100, 90*time.Minute)},
+		{"10 per 1s burst 20", core.PerSecond(10).WithBurst(20)},
+		{"10 per second BURST 20", core.PerSecond(10).WithBurst(20)},
+		{"3 per 500ms", core.Per(3, 500*time.Millisecond)},
+		{"1 per 2 hours", core.Per(1, 2*time.Hour)},
+		{"7 per hr", core.PerHour(7)},
+	}
+	for _, tt := range tests {
+		t.Run(tt.in, func(t *testing.T) {
+			got, err := ParseLimit(tt.in)
+			require.NoError(t, err)
+			assert.Equal(t, tt.want, got)
+		})
+	}
+}
+
+func TestParseLimitErrors(t *testing.T) {
+	tests := []struct{ in, want string }{
+		{"", "empty limit"},
+		{"   ", "empty limit"},
+		{"abc per 1m", `requests: "abc" is not a positive whole number`},
+		{"0 per 1m", `requests: "0" is not a positive whole number`},
+		{"-5 per 1m", `requests: "-5" is not a positive whole number`},
+		{"99999999999999999999 per 1m", "not a positive whole number"},
+		{"10", `want "<requests> per <window>"`},
+		{"10 every 1m", `want "<requests> per <window>"`},
+		{"10 per", `want "<requests> per <window>"`},
+		{"10 per 0s", "not a positive duration"},
+		{"10 per -1m", "not a positive duration"},
+		{"10 per fortnight", "not a positive duration"},
+		{"10 per 3 fortnights", `unknown unit "fortnights"`},
+		{"10 per 0 minutes", "window count"},
+		{"10 per 1m burst", "burst needs a number"},
+		{"10 per 1m burst 0", `burst: "0" is not a positive whole number`},
+		{"10 per 1m burst x", `burst: "x"`},
+		{"10 per 1 2 3", "window: want a duration"},
+		{"10 per 0d", "window days"},
+		{"10 per 99999999 days", "too large"},
+		{strings.Repeat("1", 200), "longer than 128 bytes"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.in, func(t *testing.T) {
+			_, err := ParseLimit(tt.in)
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), tt.want)
+		})
+	}
+}
+
+// TestLimitStringRoundTrip guards the property the encoders rely on:
+// core.Limit.String parses back to the same limit.
+func TestLimitStringRoundTrip(t *testing.T) {
+	for _, l := range []core.Limit{
+		core.Per(900, 15*time.Minute), core.PerDay(5), core.Per(3, 1500*time.Millisecond),
+		core.PerSecond(10).WithBurst(20), core.Per(1, 90*time.Minute), core.Per(7, time.Microsecond*7),
+		core.Per(1, 25*time.Hour+time.Second),
+	} {
+		got, err := ParseLimit(l.String())
+		require.NoError(t, err, l.String())
+		assert.Equal(t, l, got, l.String())
+	}
+}
+
+func FuzzParseLimit(f *testing.F) {
+	for _, s := range []string{"900 per 15m", "10 per minute", "100/s", "10 per 1s burst 20", "5 per 7d", "250 per 15 minutes", "1 per 1h0m0.5s", "x", "1 per 1 1"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		l, err := ParseLimit(s)
+		if err != nil {
+			return
+		}
+		if l.Requests <= 0 || l.Window <= 0 || l.Burst < 0 {
+			t.Fatalf("ParseLimit(%q) = %+v: accepted a non-positive field", s, l)
+		}
+		// The canonical form parses back to the same limit.
+		if l.Burst == l.Requests {
+			l.Burst = 0
+		}
+		back, err := ParseLimit(l.String())
+		if err != nil {
+			t.Fatalf("ParseLimit(%q) = %v; its String %q does not parse: %v", s, l, l.String(), err)
+		}
+		if back != l {
+			t.Fatalf("ParseLimit(%q) = %+v; String %q parses to %+v", s, l, l.String(), back)
+		}
+	})
+}

@@ -1,0 +1,331 @@
+package rules
+
+import (
+	"fmt"
+	"net/textproto"
+	"slices"
+	"strings"
+
+	"github.com/limitkit/limitkit/core"
+)
+
+// Identity is the class of caller a rule applies to. The zero value is
+// [AnyIdentity].
+type Identity uint8
+
+const (
+	// AnyIdentity matches every caller.
+	AnyIdentity Identity = iota
+	// Authenticated matches callers the application identified (a verified
+	// JWT, an API key).
+	Authenticated
+	// Anonymous matches callers the application did not identify.
+	Anonymous
+)
+
+// String returns "any", "authenticated" or "anonymous".
+func (i Identity) String() string {
+	switch i {
+	case AnyIdentity:
+		return "any"
+	case Authenticated:
+		return "authenticated"
+	case Anonymous:
+		return "anonymous"
+	}
+	return fmt.Sprintf("Identity(%d)", uint8(i))
+}
+
+// ParseIdentity parses "authenticated", "anonymous" or "any" (the empty
+// string is "any"); case does not matter.
+func ParseIdentity(s string) (Identity, error) {
+	switch strings.ToLower(strings.TrimSpace(s)) {
+	case "", "any":
+		return AnyIdentity, nil
+	case "authenticated":
+		return Authenticated, nil
+	case "anonymous":
+		return Anonymous, nil
+	}
+	return 0, fmt.Errorf("unknown identity %q (want authenticated, anonymous or any)", s)
+}
+
+// matches reports whether a caller with the given authentication state is
+// in the class.
+func (i Identity) matches(authenticated bool) bool {
+	switch i {
+	case Authenticated:
+		return authenticated
+	case Anonymous:
+		return !authenticated
+	}
+	return true
+}
+
+// KeyKind says which property of a request a rule counts by.
+type KeyKind uint8
+
+const (
+	// KeyIP counts by client IP (as the application's trusted-proxy
+	// configuration resolves it; IPv6 aggregated to a prefix).
+	KeyIP KeyKind = iota
+	// KeyUser counts by the authenticated principal: the user ID of a
+	// verified JWT, or the API key when that is how the caller
+	// authenticated. Requires identity: authenticated.
+	KeyUser
+	// KeyAPIKey counts by the API key the caller presented.
+	KeyAPIKey
+	// KeyHeader counts by the value of the header named in [Key.Header].
+	// Only safe for headers a trusted component sets: a client chooses its
+	// own header values and can rotate them to escape the limit.
+	KeyHeader
+)
+
+// Key names what a rule counts by. Its text form is "ip", "user",
+// "api_key" or "header:<Name>". The zero value is {Kind: KeyIP}.
+type Key struct {
+	// Kind is the key's kind.
+	Kind KeyKind
+	// Header is the canonical header name when Kind is KeyHeader; empty
+	// otherwise.
+	Header string
+}
+
+// String returns the text form: "ip", "user", "api_key", "header:X-Tenant".
+func (k Key) String() string {
+	switch k.Kind {
+	case KeyIP:
+		return "ip"
+	case KeyUser:
+		return "user"
+	case KeyAPIKey:
+		return "api_key"
+	case KeyHeader:
+		return "header:" + k.Header
+	}
+	return fmt.Sprintf("KeyKind(%d)", uint8(k.Kind))
+}
+
+// ParseKey parses "ip", "user", "api_key" (or "api-key") and
+// "header:<Name>". Header names are canonicalized (x-tenant → X-Tenant).
+func ParseKey(s string) (Key, error) {
+	t := strings.TrimSpace(s)
+	switch strings.ToLower(t) {
+	case "ip":
+		return Key{Kind: KeyIP}, nil
+	case "user":
+		return Key{Kind: KeyUser}, nil
+	case "api_key", "api-key", "apikey":
+		return Key{Kind: KeyAPIKey}, nil
+	}
+	if len(t) > 7 && strings.EqualFold(t[:7], "header:") {
+		name := strings.TrimSpace(t[7:])
+		if !isToken(name) || len(name) > 128 {
+			return Key{}, fmt.Errorf("key %q: %q is not a valid header name", s, name)
+		}
+		return Key{Kind: KeyHeader, Header: textproto.CanonicalMIMEHeaderKey(name)}, nil
+	}
+	return Key{}, fmt.Errorf("unknown key %q (want user, api_key, ip or header:<Name>)", s)
+}
+
+// isToken reports whether s is a non-empty RFC 9110 token (method and
+// header-name syntax).
+func isToken(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0) {
+			return false
+		}
+	}
+	return true
+}
+
+// Rule is one validated rule: which requests it matches (Methods, Route,
+// Identity), what it counts them by (Key), and the policy it applies.
+// Defaults from the file's "defaults" section are already applied.
+//
+// Rules come from [Load], [LoadFile] or [Default]; a Rule obtained from a
+// [Set] must not be modified (the Set and its matcher share it). A Rule is
+// safe for concurrent reads.
+type Rule struct {
+	// Name is the rule's unique name, used as the policy name (and so in
+	// store keys and the RateLimit-Policy header).
+	Name string
+	// Methods are the upper-case HTTP methods the rule matches; empty means
+	// any method. GET also matches HEAD.
+	Methods []string
+	// Route is the route pattern (see the package doc for the syntax).
+	Route string
+	// Identity is the class of caller the rule matches.
+	Identity Identity
+	// Key is what the rule counts by. Defaults to user for authenticated
+	// rules and ip otherwise.
+	Key Key
+	// Algorithm counts the limits. Default GCRA (or the file's default).
+	Algorithm core.Algorithm
+	// Limits must all hold; at least one. A Burst equal to Requests is
+	// normalized to 0 (they mean the same).
+	Limits []core.Limit
+	// Buckets is the sliding window counter's sub-window count (0 = 1).
+	Buckets int
+	// Shadow reports would-be denials without denying.
+	Shadow bool
+	// SoftPercent tolerates this percentage over each limit.
+	SoftPercent int
+	// CountDenied makes denied requests consume quota.
+	CountDenied bool
+	// FailMode is what the limiter decides when the store fails.
+	FailMode core.FailMode
+	// Index is the rule's position in the file's rules list (0-based).
+	Index int
+	// Line is the rule's line in the source file (1-based); 0 when unknown.
+	Line int
+
+	pat pattern
+}
+
+// Policy returns the rule's policy, named after the rule. It was validated
+// when the rule was loaded; the Limits slice is a copy the caller may keep.
+func (r *Rule) Policy() core.Policy {
+	return core.Policy{
+		Name:        r.Name,
+		Algorithm:   r.Algorithm,
+		Limits:      slices.Clone(r.Limits),
+		Buckets:     r.Buckets,
+		CountDenied: r.CountDenied,
+		SoftPercent: r.SoftPercent,
+		Shadow:      r.Shadow,
+		FailMode:    r.FailMode,
+	}
+}
+
+// matchesMethod reports whether the rule applies to method.
+func (r *Rule) matchesMethod(method string) bool {
+	if len(r.Methods) == 0 {
+		return true
+	}
+	for _, m := range r.Methods {
+		if m == method || m == "GET" && method == "HEAD" {
+			return true
+		}
+	}
+	return false
+}
+
+// Descriptor is a generic rule in the design notes' form
+// domain / key / unit / requests ("auth / login / minute / 10"): a named
+// policy that is not bound to a route. Application code looks it up with
+// [Set.Descriptor] and applies it where the event happens (a login
+// attempt, an e-mail sent), choosing the key itself (the account, the IP).
+//
+// Its policy is named "<domain>/<key>". A Descriptor obtained from a Set
+// must not be modified.
+type Descriptor struct {
+	// Domain groups descriptors ("auth", "messaging").
+	Domain string
+	// Key names the limited event within the domain ("login", "email").
+	Key string
+	// Algorithm, Limits and the switches have the meaning of [Rule]'s
+	// fields. A descriptor written as unit/requests has one limit of
+	// requests per one unit.
+	Algorithm   core.Algorithm
+	Limits      []core.Limit
+	Buckets     int
+	Shadow      bool
+	SoftPercent int
+	CountDenied bool
+	FailMode    core.FailMode
+	// Index is the descriptor's position in the file's descriptors list.
+	Index int
+	// Line is the descriptor's line in the source (1-based); 0 if unknown.
+	Line int
+}
+
+// Name returns "<domain>/<key>", the descriptor's policy name.
+func (d *Descriptor) Name() string { return d.Domain + "/" + d.Key }
+
+// Policy returns the descriptor's validated policy, named [Descriptor.Name].
+func (d *Descriptor) Policy() core.Policy {
+	return core.Policy{
+		Name:        d.Name(),
+		Algorithm:   d.Algorithm,
+		Limits:      slices.Clone(d.Limits),
+		Buckets:     d.Buckets,
+		CountDenied: d.CountDenied,
+		SoftPercent: d.SoftPercent,
+		Shadow:      d.Shadow,
+		FailMode:    d.FailMode,
+	}
+}
+
+// Set is a validated, immutable collection of rules and descriptors with
+// a matcher. Build one with [Load], [LoadFile], [Parse] or [Default]. The
+// zero Set has no rules and matches nothing. A Set is safe for concurrent
+// use.
+type Set struct {
+	rules       []Rule
+	order       []int // indexes into rules, most specific first
+	descriptors []Descriptor
+}
+
+// Rules returns the rules in file order. The slice is a copy; the Rules
+// share their Methods and Limits slices with the Set, which must not be
+// modified.
+func (s *Set) Rules() []Rule { return slices.Clone(s.rules) }
+
+// Descriptors returns the descriptors in file order (a copy).
+func (s *Set) Descriptors() []Descriptor { return slices.Clone(s.descriptors) }
+
+// Descriptor returns the descriptor with the given domain and key, or
+// false.
+func (s *Set) Descriptor(domain, key string) (*Descriptor, bool) {
+	for i := range s.descriptors {
+		if s.descriptors[i].Domain == domain && s.descriptors[i].Key == key {
+			return &s.descriptors[i], true
+		}
+	}
+	return nil, false
+}
+
+// Rule returns the rule with the given name, or false.
+func (s *Set) Rule(name string) (*Rule, bool) {
+	for i := range s.rules {
+		if s.rules[i].Name == name {
+			return &s.rules[i], true
+		}
+	}
+	return nil, false
+}
+
+// Match returns the most specific rule matching a request, or nil when no
+// rule matches (the request is then not limited by this Set). path is the
+// request's URL path or, better, the route pattern the router matched (see
+// the package doc on why); authenticated says whether the application
+// identified the caller. The precedence is documented in the package doc.
+//
+// Match does not allocate; the returned Rule must not be modified.
+func (s *Set) Match(method, path string, authenticated bool) *Rule {
+	for _, i := range s.order {
+		r := &s.rules[i]
+		if r.Identity.matches(authenticated) && r.matchesMethod(method) && r.pat.match(path) {
+			return r
+		}
+	}
+	return nil
+}
+
+// Policies returns every rule's policy in file order, then every
+// descriptor's.
+func (s *Set) Policies() []core.Policy {
+	out := make([]core.Policy, 0, len(s.rules)+len(s.descriptors))
+	for i := range s.rules {
+		out = append(out, s.rules[i].Policy())
+	}
+	for i := range s.descriptors {
+		out = append(out, s.descriptors[i].Policy())
+	}
+	return out
+}
