@@ -1,0 +1,128 @@
+package echolimit
+
+import (
+	"sync"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/limitkit/limitkit/core"
+	"github.com/limitkit/limitkit/internal/limitmw"
+	"github.com/limitkit/limitkit/internal/respond"
+	"github.com/limitkit/limitkit/keyfuncs"
+)
+
+// DenyHandler writes a denial in place of the default one. The rate-limit
+// headers (and Retry-After) are already set; the handler writes the status
+// and body. Its error is returned to echo (and its HTTPErrorHandler); the
+// next handler is not called.
+type DenyHandler func(c echo.Context, rej Rejection) error
+
+// WithDenyHandler replaces the whole denial (status, body) with h, for
+// quota, no-key and store-unavailable denials alike (rej.Reason tells them
+// apart).
+func WithDenyHandler(h DenyHandler) Option { return limitmw.SetDenyHandler(h, h == nil) }
+
+// NewMiddleware returns the rate-limiting middleware applying l (and any
+// [WithCheck] limiters), or a configuration error naming the option to fix.
+//
+// Use it globally, per group or per route:
+//
+//	e.Use(echolimit.New(apiLimiter))
+//	e.POST("/login", login, echolimit.New(loginLimiter))
+//
+// The route pattern is c.Path() ("/users/:id"). Echo routes before running
+// e.Use middleware, so a global middleware keys each endpoint separately;
+// in e.Pre middleware the route is not known yet (one quota per client).
+// Requests are keyed by the TCP peer (c.Request().RemoteAddr), never by
+// c.RealIP(), which trusts X-Forwarded-For and X-Real-IP by default.
+//
+// The middleware is safe for concurrent use and never panics on a
+// request.
+func NewMiddleware(l *core.Limiter, opts ...Option) (echo.MiddlewareFunc, error) {
+	e, cfg, err := limitmw.New("echolimit", l, opts)
+	if err != nil {
+		return nil, err
+	}
+	deny, _ := cfg.DenyHandler.(DenyHandler)
+	return func(next echo.HandlerFunc) echo.HandlerFunc {
+		return func(c echo.Context) error {
+			req := requests.Get().(*request)
+			req.c = c
+			res := e.Decide(c.Request().Context(), req)
+			req.c = nil
+			requests.Put(req)
+			if res.Action == limitmw.Skip {
+				return next(c)
+			}
+			var f respond.Fields
+			e.Fields(&res, &f)
+			respond.SetHTTP(c.Response().Header(), &f)
+			if res.Action == limitmw.Pass {
+				return next(c)
+			}
+			rej := e.Reject(&res)
+			if deny != nil {
+				return deny(c, rej)
+			}
+			return WriteRejection(c, rej)
+		}
+	}, nil
+}
+
+// New is [NewMiddleware] that panics on a configuration error, for
+// start-up code.
+func New(l *core.Limiter, opts ...Option) echo.MiddlewareFunc {
+	mw, err := NewMiddleware(l, opts...)
+	if err != nil {
+		panic(err)
+	}
+	return mw
+}
+
+// WriteRejection writes rej's default denial (status, Content-Type, body);
+// for a [DenyHandler] that only wants to add something.
+func WriteRejection(c echo.Context, rej Rejection) error {
+	resp := c.Response()
+	if rej.ContentType != "" {
+		resp.Header()["Content-Type"] = []string{rej.ContentType}
+	}
+	resp.WriteHeader(rej.Status)
+	_, err := resp.Write(rej.Body)
+	return err
+}
+
+// requests pools the request views: echo.Context is an interface, so the
+// view needs a struct, and pooling keeps it off the heap per request. Key
+// functions never retain the view (keyfuncs.Request's contract).
+var requests = sync.Pool{New: func() any { return new(request) }}
+
+type request struct{ c echo.Context }
+
+var _ keyfuncs.Request = (*request)(nil)
+
+func (r *request) Method() string { return r.c.Request().Method }
+
+// Route is echo's matched route pattern.
+func (r *request) Route() string { return r.c.Path() }
+
+func (r *request) Path() string { return r.c.Request().URL.Path }
+
+func (r *request) Header(name string) string { return r.c.Request().Header.Get(name) }
+
+func (r *request) HeaderValues(name string) []string { return r.c.Request().Header.Values(name) }
+
+func (r *request) Query(name string) string { return keyfuncs.FromHTTP(r.c.Request()).Query(name) }
+
+// RemoteAddr is the TCP peer, not c.RealIP().
+func (r *request) RemoteAddr() string { return r.c.Request().RemoteAddr }
+
+// Value looks in the echo context's store (c.Set, string keys), then in the
+// request's context.
+func (r *request) Value(key any) any {
+	if s, ok := key.(string); ok {
+		if v := r.c.Get(s); v != nil {
+			return v
+		}
+	}
+	return r.c.Request().Context().Value(key)
+}

@@ -1,0 +1,184 @@
+package fiberlimit
+
+import (
+	"net"
+	"net/netip"
+	"strconv"
+
+	"github.com/gofiber/fiber/v2"
+
+	"github.com/limitkit/limitkit/core"
+	"github.com/limitkit/limitkit/internal/limitmw"
+	"github.com/limitkit/limitkit/internal/respond"
+	"github.com/limitkit/limitkit/keyfuncs"
+)
+
+// DenyHandler writes a denial in place of the default one. The rate-limit
+// headers (and Retry-After) are already set; the handler writes the status
+// and body. Its error is returned to fiber (and its ErrorHandler); the next
+// handler is not called.
+type DenyHandler func(c *fiber.Ctx, rej Rejection) error
+
+// WithDenyHandler replaces the whole denial (status, body) with h, for
+// quota, no-key and store-unavailable denials alike (rej.Reason tells them
+// apart).
+func WithDenyHandler(h DenyHandler) Option { return limitmw.SetDenyHandler(h, h == nil) }
+
+// NewMiddleware returns the rate-limiting middleware (fiber v2) applying l
+// (and any [WithCheck] limiters), or a configuration error naming the
+// option to fix.
+//
+// Use it per route or group to key each endpoint by its pattern:
+//
+//	app.Post("/login", fiberlimit.New(loginLimiter), login)
+//	app.Get("/users/:id", fiberlimit.New(apiLimiter), getUser)
+//
+// or with app.Use for one quota per client across every route: fiber runs
+// app.Use handlers before it matches the final route, so there the route is
+// unknown ("" scope) unless [WithScopeFunc] supplies one. Inside a route,
+// the pattern is c.Route().Path. Requests are keyed by the TCP peer
+// (fasthttp's RemoteAddr), never by c.IP(), which reads the configured
+// proxy header.
+//
+// The middleware is safe for concurrent use and never panics on a
+// request. With the default key and one hot key it allocates nothing.
+func NewMiddleware(l *core.Limiter, opts ...Option) (fiber.Handler, error) {
+	e, cfg, err := limitmw.New("fiberlimit", l, opts)
+	if err != nil {
+		return nil, err
+	}
+	deny, _ := cfg.DenyHandler.(DenyHandler)
+	m := &middleware{e: e, deny: deny}
+	return m.handle, nil
+}
+
+// New is [NewMiddleware] that panics on a configuration error, for
+// start-up code.
+func New(l *core.Limiter, opts ...Option) fiber.Handler {
+	h, err := NewMiddleware(l, opts...)
+	if err != nil {
+		panic(err)
+	}
+	return h
+}
+
+type middleware struct {
+	e    *limitmw.Engine
+	deny DenyHandler
+}
+
+func (m *middleware) handle(c *fiber.Ctx) error {
+	res := m.e.Decide(c.UserContext(), (*request)(c))
+	if res.Action == limitmw.Skip {
+		return c.Next()
+	}
+	var f respond.Fields
+	m.e.Fields(&res, &f)
+	h := &c.Response().Header
+	for i := 0; i < f.Len(); i++ {
+		name, dyn, static := f.At(i)
+		if static != "" {
+			h.Set(name, static)
+		} else {
+			h.SetBytesV(name, dyn)
+		}
+	}
+	if res.Action == limitmw.Pass {
+		return c.Next()
+	}
+	rej := m.e.Reject(&res)
+	if m.deny != nil {
+		return m.deny(c, rej)
+	}
+	return WriteRejection(c, rej)
+}
+
+// WriteRejection writes rej's default denial (status, Content-Type, body);
+// for a [DenyHandler] that only wants to add something.
+func WriteRejection(c *fiber.Ctx, rej Rejection) error {
+	c.Status(rej.Status)
+	if rej.ContentType != "" {
+		c.Response().Header.SetContentType(rej.ContentType)
+	}
+	c.Response().SetBodyRaw(rej.Body) // shared and never modified
+	return nil
+}
+
+// request is the keyfuncs.Request view of a fiber context: a pointer
+// conversion, so building it does not allocate. Strings it returns are
+// fiber's, valid until the handler returns (keyfuncs never retains them).
+type request fiber.Ctx
+
+var _ keyfuncs.Request = (*request)(nil)
+
+func (r *request) ctx() *fiber.Ctx { return (*fiber.Ctx)(r) }
+
+func (r *request) Method() string { return r.ctx().Method() }
+
+// Route is the matched route's pattern (c.Route().Path), or "" inside an
+// app.Use handler, which runs before the final route is known.
+func (r *request) Route() string {
+	rt := r.ctx().Route()
+	if rt == nil || rt.Method == "USE" {
+		return ""
+	}
+	return rt.Path
+}
+
+func (r *request) Path() string { return r.ctx().Path() }
+
+func (r *request) Header(name string) string { return r.ctx().Get(name) }
+
+func (r *request) HeaderValues(name string) []string {
+	vs := r.ctx().Request().Header.PeekAll(name)
+	if len(vs) == 0 {
+		return nil
+	}
+	out := make([]string, len(vs))
+	for i, v := range vs {
+		out[i] = string(v)
+	}
+	return out
+}
+
+func (r *request) Query(name string) string { return r.ctx().Query(name) }
+
+// RemoteAddr is the TCP peer ("ip:port"), not c.IP(). It is rendered into
+// an interned string, so a returning client costs no allocation.
+func (r *request) RemoteAddr() string {
+	addr := r.ctx().Context().RemoteAddr()
+	tcp, ok := addr.(*net.TCPAddr)
+	if !ok {
+		if addr == nil {
+			return ""
+		}
+		return addr.String()
+	}
+	ip, ok := netip.AddrFromSlice(tcp.IP)
+	if !ok {
+		return ""
+	}
+	var buf [64]byte
+	b := buf[:0]
+	if ip.Is4In6() {
+		ip = ip.Unmap()
+	}
+	if ip.Is6() {
+		b = append(b, '[')
+		b = ip.AppendTo(b)
+		b = append(b, ']')
+	} else {
+		b = ip.AppendTo(b)
+	}
+	b = append(b, ':')
+	b = strconv.AppendInt(b, int64(tcp.Port), 10)
+	return limitmw.Intern(b)
+}
+
+// Value looks in fiber's Locals, then in the user context.
+func (r *request) Value(key any) any {
+	if v := r.ctx().Locals(key); v != nil {
+		return v
+	}
+	return r.ctx().UserContext().Value(key)
+}

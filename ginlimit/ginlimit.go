@@ -1,0 +1,126 @@
+package ginlimit
+
+import (
+	"github.com/gin-gonic/gin"
+
+	"github.com/limitkit/limitkit/core"
+	"github.com/limitkit/limitkit/internal/limitmw"
+	"github.com/limitkit/limitkit/internal/respond"
+	"github.com/limitkit/limitkit/keyfuncs"
+)
+
+// DenyHandler writes a denial in place of the default one. The rate-limit
+// headers (and Retry-After) are already set; the handler writes the status
+// and body. The middleware aborts the chain after it returns.
+type DenyHandler func(c *gin.Context, rej Rejection)
+
+// WithDenyHandler replaces the whole denial (status, body) with h, for
+// quota, no-key and store-unavailable denials alike (rej.Reason tells them
+// apart).
+func WithDenyHandler(h DenyHandler) Option { return limitmw.SetDenyHandler(h, h == nil) }
+
+// NewMiddleware returns the rate-limiting middleware applying l (and any
+// [WithCheck] limiters), or a configuration error naming the option to fix.
+//
+// Use it globally or per route or group:
+//
+//	r.Use(ginlimit.New(apiLimiter))
+//	r.POST("/login", ginlimit.New(loginLimiter), login)
+//
+// The route pattern is c.FullPath() ("/users/:id"), which gin knows before
+// any handler of the route runs, so even a global middleware keys each
+// endpoint separately. Requests are keyed by the TCP peer
+// (c.Request.RemoteAddr), never by c.ClientIP(), which trusts
+// X-Forwarded-For by default.
+//
+// The middleware is safe for concurrent use and never panics on a
+// request.
+func NewMiddleware(l *core.Limiter, opts ...Option) (gin.HandlerFunc, error) {
+	e, cfg, err := limitmw.New("ginlimit", l, opts)
+	if err != nil {
+		return nil, err
+	}
+	deny, _ := cfg.DenyHandler.(DenyHandler)
+	m := &middleware{e: e, deny: deny}
+	return m.handle, nil
+}
+
+// New is [NewMiddleware] that panics on a configuration error, for
+// start-up code.
+func New(l *core.Limiter, opts ...Option) gin.HandlerFunc {
+	h, err := NewMiddleware(l, opts...)
+	if err != nil {
+		panic(err)
+	}
+	return h
+}
+
+type middleware struct {
+	e    *limitmw.Engine
+	deny DenyHandler
+}
+
+func (m *middleware) handle(c *gin.Context) {
+	res := m.e.Decide(c.Request.Context(), (*request)(c))
+	if res.Action == limitmw.Skip {
+		return
+	}
+	var f respond.Fields
+	m.e.Fields(&res, &f)
+	respond.SetHTTP(c.Writer.Header(), &f)
+	if res.Action == limitmw.Pass {
+		return
+	}
+	rej := m.e.Reject(&res)
+	if m.deny != nil {
+		m.deny(c, rej)
+	} else {
+		WriteRejection(c, rej)
+	}
+	c.Abort()
+}
+
+// WriteRejection writes rej's default denial (status, Content-Type, body)
+// and aborts the chain; for a [DenyHandler] that only wants to add
+// something.
+func WriteRejection(c *gin.Context, rej Rejection) {
+	if rej.ContentType != "" {
+		c.Writer.Header()["Content-Type"] = []string{rej.ContentType}
+	}
+	c.Writer.WriteHeader(rej.Status)
+	_, _ = c.Writer.Write(rej.Body)
+	c.Abort()
+}
+
+// request is the keyfuncs.Request view of a gin context: a pointer
+// conversion, so building it does not allocate.
+type request gin.Context
+
+var _ keyfuncs.Request = (*request)(nil)
+
+func (r *request) ctx() *gin.Context { return (*gin.Context)(r) }
+
+func (r *request) Method() string { return r.Request.Method }
+
+// Route is gin's matched route pattern, "" when no route matched.
+func (r *request) Route() string { return r.ctx().FullPath() }
+
+func (r *request) Path() string { return r.Request.URL.Path }
+
+func (r *request) Header(name string) string { return r.Request.Header.Get(name) }
+
+func (r *request) HeaderValues(name string) []string { return r.Request.Header.Values(name) }
+
+func (r *request) Query(name string) string { return keyfuncs.FromHTTP(r.Request).Query(name) }
+
+// RemoteAddr is the TCP peer, not c.ClientIP().
+func (r *request) RemoteAddr() string { return r.Request.RemoteAddr }
+
+// Value looks in the gin context's keys (c.Set, where gin authentication
+// middleware leaves the principal), then in the request's context.
+func (r *request) Value(key any) any {
+	if v, ok := r.ctx().Get(key); ok {
+		return v
+	}
+	return r.Request.Context().Value(key)
+}

@@ -1,0 +1,470 @@
+// Package limitmw is the framework-neutral engine behind every limitkit
+// adapter: options, key assembly, the hybrid decision, and the choice of
+// response. Adapters supply a keyfuncs.Request view and write what the
+// engine decides; they hold no limiting logic.
+package limitmw
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+
+	"github.com/limitkit/limitkit/core"
+	"github.com/limitkit/limitkit/internal/respond"
+	"github.com/limitkit/limitkit/keyfuncs"
+)
+
+// MaxChecks bounds the checks of one middleware.
+const MaxChecks = 8
+
+// maxKeyLen is the longest key-function result used verbatim; longer ones
+// are hashed with keyfuncs.Bound.
+const maxKeyLen = 256
+
+// keySep separates the scope from the client key in a store key.
+const keySep = '|'
+
+// fallbackPrefix marks keys produced by the fallback key function, so that
+// a fallback IP key never shares quota with an identical-looking primary key
+// (an API key "203.0.113.7"). '~' followed by a non-hex byte is disjoint
+// from keyfuncs.Bound's "~<hex>" digests.
+const fallbackPrefix = "~fb/"
+
+// Action is what the adapter does with a request.
+type Action uint8
+
+const (
+	// Pass: write the headers and call the next handler.
+	Pass Action = iota
+	// Deny: write the headers and the denial.
+	Deny
+	// Skip: exempt by the skip hook; call the next handler, write nothing.
+	Skip
+)
+
+// Reason says why a request was denied.
+type Reason uint8
+
+const (
+	// ReasonLimited: a check's quota is exhausted (429 by default).
+	ReasonLimited Reason = iota + 1
+	// ReasonUnavailable: a FailClosed check's store failed (503).
+	ReasonUnavailable
+	// ReasonNoKey: no key could be derived and the no-key mode denies.
+	ReasonNoKey
+)
+
+// String returns "limited", "unavailable" or "no_key".
+func (r Reason) String() string {
+	switch r {
+	case ReasonLimited:
+		return "limited"
+	case ReasonUnavailable:
+		return "unavailable"
+	case ReasonNoKey:
+		return "no_key"
+	}
+	return fmt.Sprintf("Reason(%d)", uint8(r))
+}
+
+// Rejection describes a denial to a custom denial handler. The rate-limit
+// headers are already set on the response when the handler runs.
+type Rejection struct {
+	// Reason says why: quota exhausted, store unavailable, or no key.
+	Reason Reason
+	// Decision is the binding decision (the denying check's). For
+	// ReasonNoKey it carries only the policy name and RetryAfter core.Never;
+	// for ReasonUnavailable it is Degraded.
+	Decision core.Decision
+	// Status is the status the default denial would send: the configured
+	// denial status (429 by default) or 503 for ReasonUnavailable.
+	Status int
+	// RetryAfter is the Retry-After value in seconds (the core's exact
+	// RetryAfter rounded up, at least 1), or 0 when none applies
+	// (core.Never, ReasonNoKey).
+	RetryAfter int64
+	// ContentType and Body are the default denial body. Body is shared:
+	// do not modify it.
+	ContentType string
+	Body        []byte
+}
+
+// Result is the engine's verdict on one request.
+type Result struct {
+	// Action is what to do.
+	Action Action
+	// Reason is set when Action is Deny.
+	Reason Reason
+	// Decision is the binding decision, when a check ran.
+	Decision core.Decision
+	// Degraded is true when a FailOpen store failed and the request passed.
+	Degraded bool
+	decided  bool
+}
+
+type check struct {
+	lim    *core.Limiter
+	key    keySpec
+	policy *core.Policy
+	ids    []string
+	body   []byte
+}
+
+// Engine applies a middleware's configuration. It is immutable after New
+// and safe for concurrent use.
+type Engine struct {
+	pkg         string
+	checks      []check
+	scope       string
+	scopeFixed  bool
+	scopeFunc   func(keyfuncs.Request) string
+	skip        func(keyfuncs.Request) bool
+	cost        func(keyfuncs.Request) int64
+	noKey       NoKeyMode
+	fallback    keySpec
+	headers     HeaderSet
+	reset       ResetFormat
+	degraded    string
+	status      int
+	bodyType    string
+	body        []byte
+	bodySet     bool
+	onError     func(context.Context, error)
+	clock       core.Clock
+	policyField string
+	unavailable []byte
+}
+
+// New validates the options and builds an Engine. pkg names the adapter in
+// error messages ("ginlimit: WithKey(nil): ..."). The returned Config holds
+// the adapter-specific DenyHandler.
+func New(pkg string, lim *core.Limiter, opts []Option) (*Engine, *Config, error) {
+	if lim == nil {
+		return nil, nil, fmt.Errorf("%s: New: %w", pkg, errNoLimiter)
+	}
+	cfg := &Config{headers: HeaderDefault, status: http.StatusTooManyRequests, clock: core.SystemClock{}}
+	for _, o := range opts {
+		if o == nil {
+			return nil, nil, fmt.Errorf("%s: nil Option", pkg)
+		}
+		o(cfg)
+	}
+	if len(cfg.errs) > 0 {
+		return nil, nil, fmt.Errorf("%s: %w", pkg, cfg.errs[0])
+	}
+	if 1+len(cfg.extra) > MaxChecks {
+		return nil, nil, fmt.Errorf("%s: %d checks, at most %d", pkg, 1+len(cfg.extra), MaxChecks)
+	}
+	peer := keyfuncs.PeerIP()
+	defKey := func(k keySpec) keySpec {
+		if !k.set {
+			return keySpec{ip: peer, set: true}
+		}
+		return k
+	}
+	e := &Engine{
+		pkg:         pkg,
+		scopeFunc:   cfg.scopeFunc,
+		skip:        cfg.skip,
+		cost:        cfg.cost,
+		noKey:       cfg.noKey,
+		fallback:    defKey(cfg.fallback),
+		headers:     cfg.headers,
+		reset:       cfg.reset,
+		degraded:    cfg.degraded,
+		status:      cfg.status,
+		bodyType:    cfg.bodyType,
+		body:        cfg.body,
+		bodySet:     cfg.bodySet,
+		onError:     cfg.onError,
+		clock:       cfg.clock,
+		unavailable: respond.UnavailableBody(),
+	}
+	if cfg.scope != nil {
+		e.scope, e.scopeFixed = *cfg.scope, true
+	}
+	specs := append([]checkSpec{{lim: lim, key: cfg.primary}}, cfg.extra...)
+	var pf []byte
+	seen := map[string]bool{}
+	for _, s := range specs {
+		p := s.lim.Policy()
+		c := check{lim: s.lim, key: defKey(s.key), policy: p, ids: respond.LimitIDs(p), body: respond.QuotaExceededBody(e.status, p.Name)}
+		e.checks = append(e.checks, c)
+		if seen[p.Name] {
+			continue
+		}
+		seen[p.Name] = true
+		for i, l := range p.Limits {
+			if len(pf) > 0 {
+				pf = append(pf, ", "...)
+			}
+			pf = respond.AppendPolicyItem(pf, c.ids[i], l)
+		}
+	}
+	e.policyField = string(pf)
+	return e, cfg, nil
+}
+
+// Clock returns the engine's clock.
+func (e *Engine) Clock() core.Clock { return e.clock }
+
+type keyStatus uint8
+
+const (
+	keyOK keyStatus = iota
+	keySkip
+	keyDeny
+)
+
+// Decide runs the skip hook, derives each check's key, and decides.
+// ctx is the request's context (the store deadline derives from it).
+func (e *Engine) Decide(ctx context.Context, req keyfuncs.Request) Result {
+	if e.skip != nil && e.skip(req) {
+		return Result{Action: Skip}
+	}
+	cost := int64(1)
+	if e.cost != nil {
+		if c := e.cost(req); c > 1 {
+			cost = c
+		}
+	}
+	var sbuf [96]byte
+	scope := e.appendScope(sbuf[:0], req)
+	if len(e.checks) == 1 {
+		c := &e.checks[0]
+		key, st := e.key(ctx, c, req, scope)
+		if st != keyOK {
+			return e.noKeyResult(c, st)
+		}
+		d, err := c.lim.AllowN(ctx, key, cost)
+		return e.finish(ctx, d, err)
+	}
+	var cbuf [MaxChecks]core.Check
+	list := cbuf[:0]
+	for i := range e.checks {
+		c := &e.checks[i]
+		key, st := e.key(ctx, c, req, scope)
+		switch st {
+		case keySkip:
+			continue
+		case keyDeny:
+			return e.noKeyResult(c, st)
+		}
+		list = append(list, core.Check{Limiter: c.lim, Key: key, Cost: cost})
+	}
+	if len(list) == 0 {
+		return Result{Action: Pass}
+	}
+	d, err := core.AllowAll(ctx, list...)
+	return e.finish(ctx, d, err)
+}
+
+func (e *Engine) noKeyResult(c *check, st keyStatus) Result {
+	if st == keySkip {
+		return Result{Action: Pass}
+	}
+	return Result{Action: Deny, Reason: ReasonNoKey, Decision: core.Decision{Policy: c.policy.Name, RetryAfter: core.Never}}
+}
+
+func (e *Engine) finish(ctx context.Context, d core.Decision, err error) Result {
+	if err != nil {
+		e.report(ctx, err)
+	}
+	r := Result{Decision: d, decided: true}
+	switch {
+	case d.Allowed:
+		r.Action = Pass
+		r.Degraded = err != nil
+	case d.Degraded:
+		r.Action, r.Reason = Deny, ReasonUnavailable
+	default:
+		r.Action, r.Reason = Deny, ReasonLimited
+	}
+	return r
+}
+
+func (e *Engine) report(ctx context.Context, err error) {
+	if e.onError != nil {
+		e.onError(ctx, err)
+	}
+}
+
+// appendScope appends the key namespace: the fixed scope, the scope
+// function's result, or by default "METHOD route" ("GET /users/:id"); a
+// route that already names its method (net/http's "GET /users/{id}") is
+// used as is, a method-less net/http pattern ("/users/{id}") stands for
+// every method, and an unknown route ("") gives the empty scope. Methods
+// outside RFC 9110 and PATCH collapse to "OTHER", so a client inventing
+// methods cannot mint new namespaces.
+func (e *Engine) appendScope(b []byte, req keyfuncs.Request) []byte {
+	if e.scopeFixed {
+		return append(b, e.scope...)
+	}
+	if e.scopeFunc != nil {
+		return append(b, e.scopeFunc(req)...)
+	}
+	route := req.Route()
+	if route == "" {
+		return b
+	}
+	if strings.IndexByte(route, ' ') >= 0 || route[0] != '/' {
+		return append(b, route...)
+	}
+	m := req.Method()
+	if !standardMethod(m) {
+		m = "OTHER"
+	}
+	b = append(b, m...)
+	b = append(b, ' ')
+	return append(b, route...)
+}
+
+func standardMethod(m string) bool {
+	switch m {
+	case http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch,
+		http.MethodDelete, http.MethodOptions, http.MethodConnect, http.MethodTrace:
+		return true
+	}
+	return false
+}
+
+// key derives check c's store key: scope, '|', client key.
+func (e *Engine) key(ctx context.Context, c *check, req keyfuncs.Request, scope []byte) (string, keyStatus) {
+	var buf [160]byte
+	b := append(buf[:0], scope...)
+	b = append(b, keySep)
+	n := len(b)
+	b, err := appendKey(b, c.key, req)
+	if err == nil {
+		return interned.intern(b), keyOK
+	}
+	if !errors.Is(err, keyfuncs.ErrNoKey) {
+		e.report(ctx, fmt.Errorf("%s: key for policy %q: %w", e.pkg, c.policy.Name, err))
+	}
+	switch e.noKey {
+	case NoKeySkip:
+		return "", keySkip
+	case NoKeyDeny:
+		return "", keyDeny
+	}
+	b = append(b[:n], fallbackPrefix...)
+	b, err = appendKey(b, e.fallback, req)
+	if err == nil {
+		return interned.intern(b), keyOK
+	}
+	if !errors.Is(err, keyfuncs.ErrNoKey) {
+		e.report(ctx, fmt.Errorf("%s: fallback key for policy %q: %w", e.pkg, c.policy.Name, err))
+	}
+	return "", keyDeny
+}
+
+var errEmptyKey = fmt.Errorf("%w: the key function returned an empty key", keyfuncs.ErrNoKey)
+
+func appendKey(b []byte, k keySpec, req keyfuncs.Request) ([]byte, error) {
+	if k.ip != nil {
+		p, err := k.ip.Prefix(req)
+		if err != nil {
+			return b, err
+		}
+		if p.IsSingleIP() {
+			return p.Addr().AppendTo(b), nil
+		}
+		return p.AppendTo(b), nil
+	}
+	s, err := k.fn(req)
+	if err != nil {
+		return b, err
+	}
+	if s == "" {
+		return b, errEmptyKey
+	}
+	if len(s) > maxKeyLen {
+		s = keyfuncs.Bound(s)
+	}
+	return append(b, s...), nil
+}
+
+// Fields computes the header fields for res into f.
+func (e *Engine) Fields(res *Result, f *respond.Fields) {
+	if res.Action == Skip {
+		return
+	}
+	d := &res.Decision
+	hasLimit := res.decided && d.Limit.Requests > 0
+	if e.headers&HeaderXRateLimit != 0 && hasLimit {
+		f.AddInt(respond.HeaderLimit, d.Limit.Requests)
+		f.AddInt(respond.HeaderRemaining, d.Remaining)
+		if e.reset == ResetDelta {
+			f.AddInt(respond.HeaderReset, respond.CeilSeconds(d.ResetAfter))
+		} else {
+			f.AddInt(respond.HeaderReset, respond.EpochSeconds(e.clock.Now(), d.ResetAfter))
+		}
+	}
+	retry, hasRetry := int64(0), false
+	if res.Action == Deny && res.Reason != ReasonNoKey {
+		retry, hasRetry = respond.RetryAfterSeconds(d.RetryAfter)
+	}
+	if hasRetry && e.headers&HeaderRetryAfter != 0 {
+		f.AddInt(respond.HeaderRetryAfter, retry)
+	}
+	if e.headers&HeaderIETF != 0 {
+		f.AddStatic(respond.HeaderPolicy, e.policyField)
+		if hasLimit {
+			t := respond.CeilSeconds(d.ResetAfter)
+			if res.Action == Deny {
+				t = -1
+				if hasRetry {
+					t = retry
+				}
+			}
+			f.AddRateLimit(e.limitID(d), d.Remaining, t)
+		}
+	}
+	if res.Degraded && e.degraded != "" {
+		f.AddStatic(e.degraded, "1")
+	}
+}
+
+// limitID is the IETF identifier of d's binding limit.
+func (e *Engine) limitID(d *core.Decision) string {
+	for i := range e.checks {
+		c := &e.checks[i]
+		if c.policy.Name != d.Policy {
+			continue
+		}
+		for j, l := range c.policy.Limits {
+			if l == d.Limit {
+				return c.ids[j]
+			}
+		}
+	}
+	return d.Policy
+}
+
+// Reject describes a denial (res.Action == Deny).
+func (e *Engine) Reject(res *Result) Rejection {
+	r := Rejection{Reason: res.Reason, Decision: res.Decision}
+	if res.Reason != ReasonNoKey {
+		r.RetryAfter, _ = respond.RetryAfterSeconds(res.Decision.RetryAfter)
+	}
+	if res.Reason == ReasonUnavailable {
+		r.Status, r.ContentType, r.Body = http.StatusServiceUnavailable, respond.ContentTypeProblem, e.unavailable
+		return r
+	}
+	r.Status = e.status
+	if e.bodySet {
+		r.ContentType, r.Body = e.bodyType, e.body
+		return r
+	}
+	r.ContentType = respond.ContentTypeProblem
+	r.Body = e.checks[0].body
+	for i := range e.checks {
+		if e.checks[i].policy.Name == res.Decision.Policy {
+			r.Body = e.checks[i].body
+			break
+		}
+	}
+	return r
+}

@@ -1,0 +1,85 @@
+package respond
+
+import (
+	"encoding/json"
+	"net/http"
+	"strconv"
+
+	"github.com/limitkit/limitkit/core"
+)
+
+// Problem types and titles of draft-ietf-httpapi-ratelimit-headers-10,
+// section 5, and RFC 9457.
+const (
+	ProblemTypeQuotaExceeded  = "https://iana.org/assignments/http-problem-types#quota-exceeded"
+	ProblemTitleQuotaExceeded = "Request cannot be satisfied as assigned quota has been exceeded"
+)
+
+type problem struct {
+	Type     string   `json:"type"`
+	Title    string   `json:"title"`
+	Status   int      `json:"status"`
+	Violated []string `json:"violated-policies,omitempty"`
+}
+
+// QuotaExceededBody is the default denial body: an RFC 9457 problem of the
+// IETF draft's quota-exceeded type, naming the violated policy, e.g.
+//
+//	{"type":"https://iana.org/assignments/http-problem-types#quota-exceeded",
+//	 "title":"Request cannot be satisfied as assigned quota has been exceeded",
+//	 "status":429,"violated-policies":["api"]}
+//
+// (on one line). Built once per policy at construction.
+func QuotaExceededBody(status int, policy string) []byte {
+	p := problem{Type: ProblemTypeQuotaExceeded, Title: ProblemTitleQuotaExceeded, Status: status}
+	if policy != "" {
+		p.Violated = []string{policy}
+	}
+	b, _ := json.Marshal(p) // cannot fail: strings and an int
+	return b
+}
+
+// UnavailableBody is the body of the 503 answered when a FailClosed
+// policy's store failed: a plain RFC 9457 "about:blank" problem. It never
+// carries the store's error text.
+func UnavailableBody() []byte {
+	b, _ := json.Marshal(problem{Type: "about:blank", Title: http.StatusText(http.StatusServiceUnavailable), Status: http.StatusServiceUnavailable})
+	return b
+}
+
+// LimitIDs returns the IETF quota-policy identifier of each limit of p: the
+// policy name when p has one limit; "name-<window>" ("api-15m", "api-1m")
+// when it has several, or "name-<index>" if two windows are equal.
+// Policy names are [A-Za-z0-9_.:/-], so identifiers never need escaping in
+// a structured-field String.
+func LimitIDs(p *core.Policy) []string {
+	if len(p.Limits) == 1 {
+		return []string{p.Name}
+	}
+	ids := make([]string, len(p.Limits))
+	seen := map[string]bool{}
+	dup := false
+	for i, l := range p.Limits {
+		ids[i] = p.Name + "-" + core.FormatWindow(l.Window)
+		dup = dup || seen[ids[i]]
+		seen[ids[i]] = true
+	}
+	if dup {
+		for i := range ids {
+			ids[i] = p.Name + "-" + strconv.Itoa(i)
+		}
+	}
+	return ids
+}
+
+// AppendPolicyItem appends one IETF quota policy item, `"id";q=100;w=60`:
+// q is the limit's Requests, w its window in seconds (rounded up, at
+// least 1).
+func AppendPolicyItem(b []byte, id string, l core.Limit) []byte {
+	b = append(b, '"')
+	b = append(b, id...)
+	b = append(b, `";q=`...)
+	b = strconv.AppendInt(b, l.Requests, 10)
+	b = append(b, ";w="...)
+	return strconv.AppendInt(b, WindowSeconds(l.Window), 10)
+}

@@ -1,0 +1,256 @@
+// Package respond formats what every limitkit adapter writes: the
+// X-RateLimit-* and IETF RateLimit header values, Retry-After, and the
+// default problem+json bodies. It is written once here so that nethttp,
+// ginlimit, echolimit and fiberlimit answer byte for byte alike.
+//
+// Values are formatted with strconv.AppendInt into caller-provided fixed
+// buffers ([Fields]): nothing here allocates on the request path.
+package respond
+
+import (
+	"net/http"
+	"strconv"
+	"time"
+	"unsafe"
+
+	"github.com/limitkit/limitkit/core"
+)
+
+// Header names, in the canonical form net/http and fasthttp store them
+// (textproto.CanonicalMIMEHeaderKey("X-RateLimit-Limit") is
+// "X-Ratelimit-Limit"). Header lookups are case-insensitive, so clients
+// reading X-RateLimit-Limit find them.
+const (
+	HeaderLimit      = "X-Ratelimit-Limit"
+	HeaderRemaining  = "X-Ratelimit-Remaining"
+	HeaderReset      = "X-Ratelimit-Reset"
+	HeaderRetryAfter = "Retry-After"
+	// HeaderPolicy and HeaderRateLimit are the IETF fields of
+	// draft-ietf-httpapi-ratelimit-headers-10.
+	HeaderPolicy    = "Ratelimit-Policy"
+	HeaderRateLimit = "Ratelimit"
+	// ContentTypeProblem is the RFC 9457 media type of the default bodies.
+	ContentTypeProblem = "application/problem+json"
+)
+
+// MaxFields bounds the header fields one decision writes.
+const MaxFields = 8
+
+// Fields is a small, fixed-capacity list of header fields. Numeric values
+// are formatted into an inline buffer; long constant values (the
+// RateLimit-Policy list) are kept as string references. The zero value is
+// empty and ready to use; a Fields is meant to live on the stack for one
+// request, and nothing in it points into itself, so it stays there.
+type Fields struct {
+	n       int
+	used    int
+	names   [MaxFields]string
+	statics [MaxFields]string
+	starts  [MaxFields]uint16
+	ends    [MaxFields]uint16
+	buf     [200]byte
+}
+
+// Len is the number of fields.
+func (f *Fields) Len() int { return f.n }
+
+// At returns field i: its canonical name and its value, either formatted
+// (dyn, aliasing f: copy it before f changes) or constant (static).
+// Exactly one of dyn and static is non-empty.
+func (f *Fields) At(i int) (name string, dyn []byte, static string) {
+	if f.statics[i] != "" {
+		return f.names[i], nil, f.statics[i]
+	}
+	return f.names[i], f.buf[f.starts[i]:f.ends[i]], ""
+}
+
+// Get returns the value of the named field as a string (it allocates; for
+// tests and custom denial handlers) and whether it is present.
+func (f *Fields) Get(name string) (string, bool) {
+	for i := 0; i < f.n; i++ {
+		if f.names[i] == name {
+			_, d, s := f.At(i)
+			if s != "" {
+				return s, true
+			}
+			return string(d), true
+		}
+	}
+	return "", false
+}
+
+// room returns the free part of the buffer as a zero-length slice whose
+// capacity ends at the buffer's end, or false when fewer than need bytes
+// are left or no field slot is free.
+func (f *Fields) room(need int) ([]byte, bool) {
+	if f.n == MaxFields || len(f.buf)-f.used < need {
+		return nil, false
+	}
+	return f.buf[f.used:f.used:len(f.buf)], true
+}
+
+func (f *Fields) commit(name string, n int) {
+	f.names[f.n] = name
+	f.statics[f.n] = ""
+	f.starts[f.n] = uint16(f.used)
+	f.used += n
+	f.ends[f.n] = uint16(f.used)
+	f.n++
+}
+
+// AddInt appends a field with an integer value.
+func (f *Fields) AddInt(name string, v int64) {
+	b, ok := f.room(20)
+	if !ok {
+		return
+	}
+	f.commit(name, len(strconv.AppendInt(b, v, 10)))
+}
+
+// AddStatic appends a field with a constant value, which is referenced,
+// not copied. An empty value is ignored.
+func (f *Fields) AddStatic(name, v string) {
+	if f.n == MaxFields || v == "" {
+		return
+	}
+	f.names[f.n] = name
+	f.statics[f.n] = v
+	f.starts[f.n], f.ends[f.n] = uint16(f.used), uint16(f.used)
+	f.n++
+}
+
+// AddRateLimit appends the IETF RateLimit field `"id";r=remaining` and,
+// when t >= 0, `;t=t`. ids longer than 100 bytes are not written.
+func (f *Fields) AddRateLimit(id string, remaining, t int64) {
+	if len(id) > 100 {
+		return
+	}
+	b, ok := f.room(len(id) + 48)
+	if !ok {
+		return
+	}
+	b = append(b, '"')
+	b = append(b, id...)
+	b = append(b, `";r=`...)
+	b = strconv.AppendInt(b, remaining, 10)
+	if t >= 0 {
+		b = append(b, ";t="...)
+		b = strconv.AppendInt(b, t, 10)
+	}
+	f.commit(HeaderRateLimit, len(b))
+}
+
+// CeilSeconds is d rounded up to whole seconds; 0 for d <= 0. It cannot
+// overflow (core.Never gives 9223372037).
+func CeilSeconds(d time.Duration) int64 {
+	if d <= 0 {
+		return 0
+	}
+	s := int64(d / time.Second)
+	if d%time.Second != 0 {
+		s++
+	}
+	return s
+}
+
+// RetryAfterSeconds is the Retry-After value for a denial: the core's exact
+// RetryAfter rounded up to whole seconds, at least 1, so a client that waits
+// that long is admitted (RFC 9110 delay-seconds). ok is false for
+// core.Never (no wait helps: the cost exceeds the limit's capacity) and for
+// a non-positive RetryAfter; no Retry-After is sent then.
+func RetryAfterSeconds(d time.Duration) (secs int64, ok bool) {
+	if d <= 0 || d == core.Never {
+		return 0, false
+	}
+	s := CeilSeconds(d)
+	if s < 1 {
+		s = 1
+	}
+	return s, true
+}
+
+// maxEpochOffset caps the reset instant so that Unix seconds never overflow.
+const maxEpochOffset = 100 * 366 * 24 * time.Hour
+
+// EpochSeconds is the Unix time, in whole seconds rounded up, of now + d:
+// the instant at which a quota that resets in d is full again.
+func EpochSeconds(now time.Time, d time.Duration) int64 {
+	if d < 0 {
+		d = 0
+	}
+	if d > maxEpochOffset {
+		d = maxEpochOffset
+	}
+	sec := now.Unix() + int64(d/time.Second)
+	ns := int64(now.Nanosecond()) + int64(d%time.Second)
+	sec += ns / int64(time.Second)
+	if ns%int64(time.Second) != 0 {
+		sec++
+	}
+	return sec
+}
+
+// WindowSeconds is the IETF w parameter for a window: whole seconds rounded
+// up, at least 1 (the draft has no sub-second windows).
+func WindowSeconds(w time.Duration) int64 {
+	s := CeilSeconds(w)
+	if s < 1 {
+		s = 1
+	}
+	return s
+}
+
+// SetHTTP writes f into h (net/http, gin and echo share http.Header),
+// replacing earlier values of the same names. Names must be canonical.
+//
+// The formatted values and the one-element slices that hold them share one
+// allocation when there are at most four of them (the X-RateLimit-* triple
+// plus Retry-After); more cost a second. A constant value costs one
+// allocation (its slice).
+func SetHTTP(h http.Header, f *Fields) {
+	if f.n == 0 {
+		return
+	}
+	ndyn := 0
+	for i := 0; i < f.n; i++ {
+		if f.statics[i] == "" {
+			ndyn++
+		}
+	}
+	var vals []string
+	var data []byte
+	if ndyn > 0 {
+		if ndyn <= len(httpBlock{}.vals) && f.used <= len(httpBlock{}.data) {
+			blk := new(httpBlock)
+			vals, data = blk.vals[:ndyn], blk.data[:f.used]
+		} else {
+			vals, data = make([]string, ndyn), make([]byte, f.used)
+		}
+		copy(data, f.buf[:f.used])
+	}
+	j := 0
+	for i := 0; i < f.n; i++ {
+		if s := f.statics[i]; s != "" {
+			h[f.names[i]] = []string{s}
+			continue
+		}
+		vals[j] = bytesString(data[f.starts[i]:f.ends[i]])
+		h[f.names[i]] = vals[j : j+1 : j+1]
+		j++
+	}
+}
+
+// httpBlock holds the strings of up to four header values and their bytes in
+// one allocation. The bytes are written once, before any string refers to
+// them, and never again: the strings are immutable as Go requires.
+type httpBlock struct {
+	vals [4]string
+	data [96]byte
+}
+
+func bytesString(b []byte) string {
+	if len(b) == 0 {
+		return ""
+	}
+	return unsafe.String(&b[0], len(b))
+}

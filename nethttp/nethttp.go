@@ -1,0 +1,108 @@
+package nethttp
+
+import (
+	"net/http"
+
+	"github.com/limitkit/limitkit/core"
+	"github.com/limitkit/limitkit/internal/limitmw"
+	"github.com/limitkit/limitkit/internal/respond"
+	"github.com/limitkit/limitkit/keyfuncs"
+)
+
+// DenyHandler writes a denial in place of the default one. The rate-limit
+// headers (and Retry-After) are already set on w.Header(); the handler
+// writes the status and body. It must not panic and should not echo
+// internal details: rej carries no store error text.
+type DenyHandler func(w http.ResponseWriter, r *http.Request, rej Rejection)
+
+// WithDenyHandler replaces the whole denial (status, body) with h, for
+// quota, no-key and store-unavailable denials alike (rej.Reason tells them
+// apart).
+func WithDenyHandler(h DenyHandler) Option { return limitmw.SetDenyHandler(h, h == nil) }
+
+// NewMiddleware returns the rate-limiting middleware applying l (and any
+// [WithCheck] limiters) to every request, or a configuration error naming
+// the option to fix.
+//
+// Use it around a whole mux for a global limit, or around one handler for
+// a per-route limit:
+//
+//	mux.Handle("POST /login", loginLimit(http.HandlerFunc(login)))
+//	http.ListenAndServe(addr, global(mux))
+//
+// Route patterns: when the wrapped handler is an *http.ServeMux (a global
+// middleware) and the request has no Pattern yet, the middleware asks the
+// mux which pattern will serve the request (ServeMux.Handler) and sets
+// r.Pattern to it, as the mux itself would; inside a mux, r.Pattern is
+// already set. Other routers (chi, gorilla) decide routes after their
+// middleware runs: there the route is unknown ("" scope, one quota per
+// client across the routes) unless [WithScopeFunc] or [WithScope] says
+// otherwise, or the middleware is attached per route.
+//
+// The middleware is safe for concurrent use and never panics on a
+// request.
+func NewMiddleware(l *core.Limiter, opts ...Option) (func(http.Handler) http.Handler, error) {
+	e, cfg, err := limitmw.New("nethttp", l, opts)
+	if err != nil {
+		return nil, err
+	}
+	deny, _ := cfg.DenyHandler.(DenyHandler)
+	return func(next http.Handler) http.Handler {
+		if next == nil {
+			next = http.NotFoundHandler()
+		}
+		mux, _ := next.(*http.ServeMux)
+		return &handler{e: e, next: next, mux: mux, deny: deny}
+	}, nil
+}
+
+// New is [NewMiddleware] that panics on a configuration error, for
+// start-up code: r.Use(nethttp.New(limiter)).
+func New(l *core.Limiter, opts ...Option) func(http.Handler) http.Handler {
+	mw, err := NewMiddleware(l, opts...)
+	if err != nil {
+		panic(err)
+	}
+	return mw
+}
+
+type handler struct {
+	e    *limitmw.Engine
+	next http.Handler
+	mux  *http.ServeMux
+	deny DenyHandler
+}
+
+func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if h.mux != nil && r.Pattern == "" {
+		_, r.Pattern = h.mux.Handler(r)
+	}
+	res := h.e.Decide(r.Context(), keyfuncs.FromHTTP(r))
+	if res.Action == limitmw.Skip {
+		h.next.ServeHTTP(w, r)
+		return
+	}
+	var f respond.Fields
+	h.e.Fields(&res, &f)
+	respond.SetHTTP(w.Header(), &f)
+	if res.Action == limitmw.Pass {
+		h.next.ServeHTTP(w, r)
+		return
+	}
+	rej := h.e.Reject(&res)
+	if h.deny != nil {
+		h.deny(w, r, rej)
+		return
+	}
+	WriteRejection(w, rej)
+}
+
+// WriteRejection writes rej's default denial (status, Content-Type, body)
+// to w; for a [DenyHandler] that only wants to add something.
+func WriteRejection(w http.ResponseWriter, rej Rejection) {
+	if rej.ContentType != "" {
+		w.Header()["Content-Type"] = []string{rej.ContentType}
+	}
+	w.WriteHeader(rej.Status)
+	_, _ = w.Write(rej.Body)
+}
