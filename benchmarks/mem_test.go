@@ -60,7 +60,7 @@ func must[T any](v T, err error) T {
 // libraries whose decision writes headers (httprate).
 type discardWriter struct{ h http.Header }
 
-func (w *discardWriter) Header() http.Header        { return w.h }
+func (w *discardWriter) Header() http.Header         { return w.h }
 func (w *discardWriter) Write(b []byte) (int, error) { return len(b), nil }
 func (w *discardWriter) WriteHeader(int)             {}
 
