@@ -38,35 +38,103 @@ type lres struct {
 
 const never = -1
 
-// StateWords is the number of int64 words of per-key state p needs.
-func (p *Policy) StateWords() int {
-	n := 0
-	for _, l := range p.Limits {
-		n += p.limitWords(l)
-	}
-	return n
+// Compiled is a validated Policy with every per-limit constant worked out
+// once (window and bucket lengths in µs, emission interval, effective
+// capacity): what stores hold on their hot path. Build it with
+// [Policy.Compile]; it is immutable and safe for concurrent use.
+type Compiled struct {
+	p      Policy
+	limits []plan
+	words  int
 }
 
-func (p *Policy) limitWords(l Limit) int {
-	switch p.Algorithm {
-	case TokenBucket:
-		return 2
-	case SlidingWindowLog:
-		return 1 + int(effective(l.Requests, p.SoftPercent))
-	case SlidingWindowCounter:
-		return 2 + p.buckets()
+// plan is one limit's constants, in µs and cost units.
+type plan struct {
+	l       Limit
+	w       int64 // window
+	t       int64 // emission interval (GCRA, token bucket)
+	capa    int64 // effective capacity (soft overage included)
+	soft    int64 // capa − nominal capacity
+	tau     int64 // GCRA tolerance capa × t
+	n       int64 // sliding counter buckets
+	bl      int64 // sliding counter bucket length
+	off, sz int   // state words
+}
+
+// Compile validates p and returns its compiled form. p is copied.
+func (p *Policy) Compile() (*Compiled, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
 	}
-	return 1
+	c := &Compiled{p: *p}
+	c.p.Limits = append([]Limit(nil), p.Limits...)
+	for _, l := range c.p.Limits {
+		k := plan{l: l, w: int64(l.Window / time.Microsecond), t: EmissionInterval(l), n: int64(p.buckets())}
+		k.capa = effective(l.capacity(), p.SoftPercent)
+		k.soft = k.capa - l.capacity()
+		k.tau = k.capa * k.t
+		k.bl = k.w / k.n
+		k.off = c.words
+		switch p.Algorithm {
+		case TokenBucket:
+			k.sz = 2
+		case SlidingWindowLog:
+			k.sz = 1 + int(k.capa)
+		case SlidingWindowCounter:
+			k.sz = 2 + int(k.n)
+		default:
+			k.sz = 1
+		}
+		c.words += k.sz
+		c.limits = append(c.limits, k)
+	}
+	return c, nil
+}
+
+// Policy returns the compiled policy. Do not modify it.
+func (c *Compiled) Policy() *Policy { return &c.p }
+
+// StateWords is the number of int64 words of per-key state the policy needs.
+func (c *Compiled) StateWords() int { return c.words }
+
+// StateWords is the number of int64 words of per-key state p needs; 0 for
+// an invalid policy.
+func (p *Policy) StateWords() int {
+	c, err := p.Compile()
+	if err != nil {
+		return 0
+	}
+	return c.words
+}
+
+// Decide is Compile followed by Compiled.Decide, for one-off use; stores
+// compile once. It panics on an invalid policy.
+func (p *Policy) Decide(state []int64, now, cost int64) Decision {
+	c, err := p.Compile()
+	if err != nil {
+		panic(err)
+	}
+	return c.Decide(state, now, cost)
+}
+
+// ExpiresAt is Compile followed by Compiled.ExpiresAt; 0 for an invalid
+// policy.
+func (p *Policy) ExpiresAt(state []int64, now int64) int64 {
+	c, err := p.Compile()
+	if err != nil {
+		return 0
+	}
+	return c.ExpiresAt(state, now)
 }
 
 // Decide applies cost at now (µs since the Unix epoch) to state, a key's
-// state under p (len(state) == p.StateWords(); all zero for a new key), and
-// returns the decision. It updates state in place when the request consumes
-// quota: when allowed, or when denied under CountDenied. A multi-limit
-// decision is all-or-nothing. Decide is pure apart from state; the caller
-// serializes calls per key. cost < 0 is treated as 0 (a peek that consumes
-// nothing). p must be valid (see Validate).
-func (p *Policy) Decide(state []int64, now, cost int64) Decision {
+// state (len(state) == StateWords(); all zero for a new key), and returns
+// the decision. It updates state in place when the request consumes quota:
+// when allowed, or when denied under CountDenied. A multi-limit decision is
+// all-or-nothing. Decide is pure apart from state; the caller serializes
+// calls per key. cost < 0 is treated as 0 (a peek that consumes nothing);
+// now < 0 as 0.
+func (c *Compiled) Decide(state []int64, now, cost int64) (d Decision) {
 	if cost < 0 {
 		cost = 0
 	}
@@ -74,43 +142,42 @@ func (p *Policy) Decide(state []int64, now, cost int64) Decision {
 		now = 0
 	}
 	mode := writeIfOK
-	if p.CountDenied {
+	if c.p.CountDenied {
 		mode = writeAlways
 	}
-	var d Decision
-	if len(p.Limits) == 1 {
-		r := p.step(p.Limits[0], state, now, cost, mode)
-		d = p.decision(0, r)
-	} else {
-		// Pass 1 evaluates every limit; pass 2 consumes in all of them only
-		// when all allow (or when denied requests count).
-		bind, allOK := -1, true
-		var br lres
-		off := 0
-		for i, l := range p.Limits {
-			w := p.limitWords(l)
-			r := p.step(l, state[off:off+w], now, cost, evalOnly)
-			off += w
-			if bind < 0 || p.binds(r, br, l, p.Limits[bind]) {
-				bind, br = i, r
-			}
-			allOK = allOK && r.ok
-		}
-		if allOK || p.CountDenied {
-			off = 0
-			for _, l := range p.Limits {
-				w := p.limitWords(l)
-				p.step(l, state[off:off+w], now, cost, writeAlways)
-				off += w
-			}
-		}
-		d = p.decision(bind, br)
+	if len(c.limits) == 1 {
+		k := &c.limits[0]
+		c.decision(&d, k, c.step(k, state[:k.sz], now, cost, mode))
+		return d
 	}
+	// Pass 1 evaluates every limit; pass 2 consumes in all of them only
+	// when all allow (or when denied requests count).
+	var bind *plan
+	var br lres
+	allOK := true
+	for i := range c.limits {
+		k := &c.limits[i]
+		r := c.step(k, state[k.off:k.off+k.sz], now, cost, evalOnly)
+		if bind == nil || binds(r, br, k, bind) {
+			bind, br = k, r
+		}
+		allOK = allOK && r.ok
+	}
+	if allOK || c.p.CountDenied {
+		for i := range c.limits {
+			k := &c.limits[i]
+			r := c.step(k, state[k.off:k.off+k.sz], now, cost, writeAlways)
+			if k == bind {
+				br.resetAfter = r.resetAfter
+			}
+		}
+	}
+	c.decision(&d, bind, br)
 	return d
 }
 
-// binds reports whether outcome a (of limit la) is more binding than b.
-func (p *Policy) binds(a, b lres, la, lb Limit) bool {
+// binds reports whether outcome a (of limit ka) is more binding than b.
+func binds(a, b lres, ka, kb *plan) bool {
 	if a.ok != b.ok {
 		return !a.ok
 	}
@@ -120,54 +187,47 @@ func (p *Policy) binds(a, b lres, la, lb Limit) bool {
 		}
 		return a.retryAfter == never || a.retryAfter > b.retryAfter
 	}
-	ra := p.nominalRemaining(a.remaining, la)
-	rb := p.nominalRemaining(b.remaining, lb)
+	ra, rb := nominal(a.remaining, ka), nominal(b.remaining, kb)
 	return ra < rb || ra == rb && a.resetAfter > b.resetAfter
 }
 
-func (p *Policy) nominalRemaining(rem int64, l Limit) int64 {
-	rem -= effective(l.capacity(), p.SoftPercent) - l.capacity()
-	if rem < 0 {
-		return 0
-	}
-	return rem
+// nominal converts a remaining count against the effective capacity to one
+// against the nominal capacity (soft overage is not advertised).
+func nominal(rem int64, k *plan) int64 {
+	return max(0, rem-k.soft)
 }
 
-func (p *Policy) decision(i int, r lres) Decision {
-	l := p.Limits[i]
-	d := Decision{
-		Allowed:    r.ok,
-		Limit:      l,
-		ResetAfter: time.Duration(r.resetAfter) * time.Microsecond,
-		Policy:     p.Name,
-	}
+func (c *Compiled) decision(d *Decision, k *plan, r lres) {
+	d.Allowed = r.ok
+	d.Limit = k.l
+	d.ResetAfter = time.Duration(r.resetAfter) * time.Microsecond
+	d.Policy = c.p.Name
 	if r.ok {
-		d.Remaining = p.nominalRemaining(r.remaining, l)
-		return d
+		d.Remaining = nominal(r.remaining, k)
+		return
 	}
 	if r.retryAfter == never {
 		d.RetryAfter = Never
 	} else {
 		d.RetryAfter = time.Duration(r.retryAfter) * time.Microsecond
 	}
-	if p.Shadow {
+	if c.p.Shadow {
 		d.Allowed, d.Shadowed = true, true
 	}
-	return d
 }
 
-func (p *Policy) step(l Limit, st []int64, now, cost int64, mode int) lres {
-	switch p.Algorithm {
+func (c *Compiled) step(k *plan, st []int64, now, cost int64, mode int) lres {
+	switch c.p.Algorithm {
 	case TokenBucket:
-		return p.tokenBucket(l, st, now, cost, mode)
+		return tokenBucket(k, st, now, cost, mode)
 	case FixedWindow:
-		return p.fixedWindow(l, st, now, cost, mode)
+		return fixedWindow(k, st, now, cost, mode)
 	case SlidingWindowLog:
-		return p.slidingLog(l, st, now, cost, mode)
+		return slidingLog(k, st, now, cost, mode)
 	case SlidingWindowCounter:
-		return p.slidingCounter(l, st, now, cost, mode)
+		return slidingCounter(k, st, now, cost, mode)
 	}
-	return p.gcra(l, st, now, cost, mode)
+	return gcra(k, st, now, cost, mode)
 }
 
 // EmissionInterval is the time one unit of cost takes to refill under l for
@@ -178,31 +238,26 @@ func EmissionInterval(l Limit) int64 {
 	return (w + l.Requests - 1) / l.Requests
 }
 
-// gcra: state [tat]. T = EmissionInterval, tau = capacity × T. A request of
-// cost c is admitted when max(tat, now) + c×T − now ≤ tau.
-func (p *Policy) gcra(l Limit, st []int64, now, cost int64, mode int) lres {
-	t := EmissionInterval(l)
-	tau := effective(l.capacity(), p.SoftPercent) * t
-	tat := st[0]
-	if tat < now {
-		tat = now
-	}
+// gcra: state [tat]. T = emission interval, tau = capacity × T. A request
+// of cost c is admitted when max(tat, now) + c×T − now ≤ tau.
+func gcra(k *plan, st []int64, now, cost int64, mode int) lres {
+	t, tau := k.t, k.tau
+	tat := max(st[0], now)
 	newTat := tat + cost*t
 	if newTat-now <= tau {
-		if mode != evalOnly {
+		if mode != evalOnly && cost > 0 {
 			st[0] = newTat
 		}
 		return lres{ok: true, remaining: (tau - (newTat - now)) / t, resetAfter: newTat - now}
 	}
-	r := lres{remaining: (tau - (tat - now)) / t, resetAfter: tat - now, retryAfter: newTat - tau - now}
-	if r.remaining < 0 {
-		r.remaining = 0
-	}
+	r := lres{remaining: max(0, (tau-(tat-now))/t), resetAfter: tat - now, retryAfter: newTat - tau - now}
 	if cost*t > tau {
 		r.retryAfter = never
 	}
 	if mode == writeAlways {
-		st[0] = min(newTat, now+tau)
+		// counted up to an empty bucket, never lowering a tat that a clock
+		// gone back left further ahead
+		st[0] = max(tat, min(newTat, now+tau))
 		r.resetAfter = st[0] - now
 	}
 	return r
@@ -210,10 +265,10 @@ func (p *Policy) gcra(l Limit, st []int64, now, cost int64, mode int) lres {
 
 // tokenBucket: state [tokens, last]. A new key (last == 0) is full. Whole
 // tokens are added every T since last, the remainder carried, up to the
-// capacity; a full bucket restarts its refill clock at now.
-func (p *Policy) tokenBucket(l Limit, st []int64, now, cost int64, mode int) lres {
-	t := EmissionInterval(l)
-	capa := effective(l.capacity(), p.SoftPercent)
+// capacity; a full bucket restarts its refill clock at now. A clock that
+// went back adds nothing.
+func tokenBucket(k *plan, st []int64, now, cost int64, mode int) lres {
+	t, capa := k.t, k.capa
 	tokens, last := st[0], st[1]
 	if last == 0 {
 		tokens, last = capa, now
@@ -228,7 +283,7 @@ func (p *Policy) tokenBucket(l Limit, st []int64, now, cost int64, mode int) lre
 	}
 	if cost <= tokens {
 		tokens -= cost
-		if mode != evalOnly {
+		if mode != evalOnly && cost > 0 {
 			st[0], st[1] = tokens, last
 		}
 		return lres{ok: true, remaining: tokens, resetAfter: max(0, last+(capa-tokens)*t-now)}
@@ -247,15 +302,13 @@ func (p *Policy) tokenBucket(l Limit, st []int64, now, cost int64, mode int) lre
 const (
 	fwCountBits = 31
 	fwCountMask = 1<<fwCountBits - 1
-	fwIndexBits = 64 - fwCountBits
 )
 
 // fixedWindow: state [(index mod 2^33) << 31 | count]. Windows are aligned
 // to the epoch: index = now / W. A stored window later than now's (the
 // clock went back) stays in force, so a clock jump never resets a count.
-func (p *Policy) fixedWindow(l Limit, st []int64, now, cost int64, mode int) lres {
-	w := int64(l.Window / time.Microsecond)
-	capa := effective(l.Requests, p.SoftPercent)
+func fixedWindow(k *plan, st []int64, now, cost int64, mode int) lres {
+	w, capa := k.w, k.capa
 	idx := now / w
 	count := st[0] & fwCountMask
 	if count != 0 {
@@ -265,14 +318,13 @@ func (p *Policy) fixedWindow(l Limit, st []int64, now, cost int64, mode int) lre
 		if diff > 0 {
 			count = 0
 		} else {
-			idx += diff
+			idx -= diff // the stored window, which may lie ahead of a clock that went back
 		}
 	}
 	end := (idx + 1) * w
-	pack := func(c int64) int64 { return int64(uint64(idx)<<fwCountBits) | c }
 	if count+cost <= capa {
 		if mode != evalOnly && cost > 0 {
-			st[0] = pack(count + cost)
+			st[0] = int64(uint64(idx)<<fwCountBits) | (count + cost)
 		}
 		return lres{ok: true, remaining: capa - count - cost, resetAfter: end - now}
 	}
@@ -281,172 +333,170 @@ func (p *Policy) fixedWindow(l Limit, st []int64, now, cost int64, mode int) lre
 		r.retryAfter = never
 	}
 	if mode == writeAlways {
-		st[0] = pack(min(count+cost, capa))
+		st[0] = int64(uint64(idx)<<fwCountBits) | min(count+cost, capa)
 	}
 	return r
 }
 
-// slidingLog: state [head, ring of C slots]; a slot holds an admitted
-// unit's timestamp + 1 (0 = empty), written in arrival order at head. A
-// timestamp ts is inside the window at now while ts > now − W. Admits when
-// the units inside the window plus cost fit C.
-func (p *Policy) slidingLog(l Limit, st []int64, now, cost int64, mode int) lres {
-	w := int64(l.Window / time.Microsecond)
+// slidingLog: state [head, ring of C slots]. A slot holds an admitted unit's
+// timestamp + 1 (0 = empty); head is the oldest slot, the next to write.
+// Timestamps are written as max(now, newest), so the ring is sorted from
+// head on even when the clock goes back (which then only delays expiry). A
+// unit stamped ts is inside the window at now while ts > now − W; the
+// request is admitted when the units inside plus cost fit C.
+func slidingLog(k *plan, st []int64, now, cost int64, mode int) lres {
+	w := k.w
 	ring := st[1:]
 	c := int64(len(ring))
 	head := st[0]
-	cut := now - w + 1 // stored values (ts+1) > cut are inside
-	var in, newest int64
-	for _, v := range ring {
-		if v > cut {
-			in++
-			newest = max(newest, v-1)
+	at := func(i int64) int64 { return ring[(head+i)%c] } // i-th oldest
+	cut := now - w + 1                                    // stored values > cut are inside
+	// first ring position whose value is inside the window
+	lo, hi := int64(0), c
+	for lo < hi {
+		m := int64(uint64(lo+hi) >> 1)
+		if at(m) > cut {
+			hi = m
+		} else {
+			lo = m + 1
 		}
 	}
+	in := c - lo
+	newest := max(at(c-1)-1, 0) // 0 only when the ring is empty
+	stamp := max(now, newest)
 	if in+cost <= c {
-		if mode != evalOnly {
+		if mode != evalOnly && cost > 0 {
 			for i := int64(0); i < cost; i++ {
-				ring[(head+i)%c] = now + 1
+				ring[(head+i)%c] = stamp + 1
 			}
 			st[0] = (head + cost) % c
 		}
+		r := lres{ok: true, remaining: c - in - cost}
 		if cost > 0 {
-			newest = max(newest, now)
+			r.resetAfter = stamp + w - now
+		} else if in > 0 {
+			r.resetAfter = newest + w - now
 		}
-		rem := c - in - cost
-		ra := int64(0)
-		if in+cost > 0 {
-			ra = newest + w - now
-		}
-		return lres{ok: true, remaining: rem, resetAfter: ra}
+		return r
 	}
-	r := lres{remaining: c - in, resetAfter: newest + w - now}
-	if cost > c {
-		r.retryAfter = never
-	} else {
-		// Walk from the oldest slot; the k-th inside-window unit to leave
-		// makes room, k = in + cost − C.
-		need := in + cost - c
-		for i := int64(0); i < c; i++ {
-			v := ring[(head+i)%c]
-			if v > cut {
-				need--
-				if need == 0 {
-					r.retryAfter = v - 1 + w - now
-					break
-				}
-			}
-		}
+	r := lres{remaining: c - in, resetAfter: newest + w - now, retryAfter: never}
+	if cost <= c {
+		// the (in+cost−C)-th unit inside the window, from the oldest, must leave
+		r.retryAfter = at(lo+in+cost-c-1) - 1 + w - now
 	}
 	if mode == writeAlways {
-		k := min(cost, c)
-		for i := int64(0); i < k; i++ {
-			ring[(head+i)%c] = now + 1
+		n := min(cost, c)
+		for i := int64(0); i < n; i++ {
+			ring[(head+i)%c] = stamp + 1
 		}
-		st[0] = (head + k) % c
-		r.resetAfter = w
+		st[0] = (head + n) % c
+		r.resetAfter = stamp + w - now
 	}
 	return r
+}
+
+// counter reads the sliding counter's buckets: bucket j lives in slot
+// j mod (N+1) while j is one of the N+1 latest buckets up to cur.
+type counter struct {
+	counts     []int64
+	cur, slots int64
+}
+
+func (c *counter) bucket(j int64) int64 {
+	if j > c.cur || j <= c.cur-c.slots || j < 0 {
+		return 0
+	}
+	return c.counts[j%c.slots]
+}
+
+// sum of buckets i−N+1..i and the oldest, bucket i−N.
+func (c *counter) window(i, n int64) (sum, oldest int64) {
+	for j := i - n + 1; j <= i; j++ {
+		sum += c.bucket(j)
+	}
+	return sum, c.bucket(i - n)
 }
 
 // slidingCounter: state [cur, N+1 counts]. Buckets last L = W/N; bucket i
-// covers [i×L, (i+1)×L) and lives in count slot i mod (N+1). At now, in
-// bucket i with e = now − i×L elapsed, the estimate of cost in the last W is
+// covers [i×L, (i+1)×L). At now, in bucket i with e = now − i×L elapsed, the
+// estimate of the cost in the last W is
 //
 //	(sum of buckets i−N+1..i) + bucket(i−N) × ((L − e) / L)
 //
-// computed in float64 exactly in that order (see estimate). A clock that
-// went back is evaluated at the start of the stored current bucket.
-func (p *Policy) slidingCounter(l Limit, st []int64, now, cost int64, mode int) lres {
-	n := int64(p.buckets())
-	bl := int64(l.Window/time.Microsecond) / n
-	capa := effective(l.Requests, p.SoftPercent)
-	counts := st[1:]
-	slots := n + 1
+// in float64, in exactly that order (see estimate). Admitted when
+// estimate ≤ capacity − cost. A clock that went back is evaluated at the
+// start of the stored current bucket (the oldest bucket fully counted).
+func slidingCounter(k *plan, st []int64, now, cost int64, mode int) lres {
+	n, bl, capa := k.n, k.bl, k.capa
+	ctr := counter{counts: st[1:], cur: st[0], slots: n + 1}
 	idx := now / bl
 	e := now - idx*bl
-	cur := st[0]
-	if idx < cur {
-		idx, e = cur, 0
+	if idx < ctr.cur {
+		idx, e = ctr.cur, 0
 	}
-	// bucket(j) for j in (idx−N−1, idx]: the stored count if still live.
-	bucket := func(j int64) int64 {
-		if j > cur || j <= cur-slots || j < 0 {
-			return 0
-		}
-		return counts[j%slots]
-	}
-	var sum int64
-	for j := idx - n + 1; j <= idx; j++ {
-		sum += bucket(j)
-	}
-	oldest := bucket(idx - n)
+	sum, oldest := ctr.window(idx, n)
 	est := estimate(sum, oldest, bl, e)
 	lim := capa - cost
 	var r lres
-	anything := sum+oldest > 0
 	if est <= float64(lim) {
-		r = lres{ok: true, remaining: int64(math.Floor(float64(capa) - (est + float64(cost))))}
-		if r.remaining < 0 {
-			r.remaining = 0
-		}
-		anything = anything || cost > 0
+		r = lres{ok: true, remaining: max(0, int64(math.Floor(float64(capa)-(est+float64(cost)))))}
 	} else {
 		r = lres{remaining: max(0, int64(math.Floor(float64(capa)-est))), retryAfter: never}
 		if cost <= capa {
-			r.retryAfter = p.counterRetry(bucket, idx, e, n, bl, lim) - now
+			r.retryAfter = counterRetry(&ctr, idx, e, n, bl, lim) - now
 		}
 	}
-	if anything {
-		// the newest bucket with cost leaves the window at (j+N+1)×L
-		j := idx
-		for j > idx-n-1 && bucket(j) == 0 && !(j == idx && r.ok && cost > 0) {
-			j--
-		}
-		r.resetAfter = (j+n+1)*bl - now
+	write := mode == writeAlways || mode == writeIfOK && r.ok
+	add := cost
+	if !r.ok {
+		add = min(cost, capa)
 	}
-	if mode == writeAlways || mode == writeIfOK && r.ok {
-		add := cost
-		if !r.ok {
-			add = min(cost, capa)
-		}
-		if add > 0 || idx != cur {
-			if idx != cur {
-				// roll forward: clear the slots of buckets cur+1..idx
-				for j := max(cur+1, idx-slots+1); j <= idx; j++ {
-					counts[j%slots] = 0
-				}
-				st[0] = idx
+	if write && add > 0 {
+		if idx != ctr.cur {
+			// roll forward: clear the slots of buckets cur+1..idx
+			for j := max(ctr.cur+1, idx-n); j <= idx; j++ {
+				ctr.counts[j%ctr.slots] = 0
 			}
-			counts[idx%slots] += add
-			if !r.ok {
-				counts[idx%slots] = min(counts[idx%slots], capa)
-				r.resetAfter = (idx+n+1)*bl - now
+			st[0], ctr.cur = idx, idx
+		}
+		if r.ok {
+			ctr.counts[idx%ctr.slots] += add
+		} else {
+			ctr.counts[idx%ctr.slots] = min(ctr.counts[idx%ctr.slots]+add, capa)
+		}
+	}
+	// reset: the newest bucket holding cost leaves the window at (j+N+1)×L
+	if r.ok && cost > 0 || write && add > 0 {
+		r.resetAfter = (idx+n+1)*bl - now
+	} else {
+		for j := idx; j >= idx-n; j-- {
+			if ctr.bucket(j) != 0 {
+				r.resetAfter = (j+n+1)*bl - now
+				break
 			}
 		}
 	}
 	return r
 }
 
-// estimate is the sliding counter's weighted sum; Lua computes
+// estimate is the sliding counter's weighted sum; the Lua port computes
 // sum + oldest * ((L - e) / L) with the same roundings.
 func estimate(sum, oldest, bl, e int64) float64 {
 	w := float64(float64(bl-e) / float64(bl))
 	return float64(sum) + float64(float64(oldest)*w)
 }
 
-// counterRetry returns the earliest instant (µs) at or after (idx, e) at
-// which the estimate is at most lim, assuming nothing more is consumed.
-func (p *Policy) counterRetry(bucket func(int64) int64, idx, e, n, bl, lim int64) int64 {
+// counterRetry returns the earliest instant (µs) at or after bucket idx,
+// offset e, at which the estimate is at most lim if nothing more is
+// consumed. The estimate only falls as time passes, so the instant is found
+// segment by segment (one bucket length each) and, inside the segment,
+// by solving the linear term and correcting the float rounding.
+func counterRetry(c *counter, idx, e, n, bl, lim int64) int64 {
 	for i := idx; i <= idx+n+1; i++ {
-		var sum int64
-		for j := i - n + 1; j <= i; j++ {
-			sum += bucket(j)
-		}
+		sum, oldest := c.window(i, n)
 		if sum > lim {
 			continue
 		}
-		oldest := bucket(i - n)
 		start := int64(0)
 		if i == idx {
 			start = e
@@ -455,8 +505,7 @@ func (p *Policy) counterRetry(bucket func(int64) int64, idx, e, n, bl, lim int64
 			return i*bl + start
 		}
 		// oldest × (L − x)/L ≤ lim − sum  ⇔  x ≥ L − (lim − sum)×L/oldest
-		x := bl - int64(float64(lim-sum)*float64(bl)/float64(oldest))
-		x = max(x, start)
+		x := max(start, bl-int64(float64(lim-sum)*float64(bl)/float64(oldest)))
 		for x > start && estimate(sum, oldest, bl, x-1) <= float64(lim) {
 			x--
 		}
@@ -467,55 +516,49 @@ func (p *Policy) counterRetry(bucket func(int64) int64, idx, e, n, bl, lim int64
 			return i*bl + x
 		}
 	}
-	return (idx + n + 1) * bl // unreachable for cost ≤ capacity: every bucket has left
+	return (idx + n + 1) * bl // not reached for cost ≤ capacity
 }
 
 // ExpiresAt returns the instant (µs since the epoch) from which state is
-// equivalent to a fresh key's at now or later, so a store may drop it; 0 for
-// a state that is already fresh.
-func (p *Policy) ExpiresAt(state []int64, now int64) int64 {
+// equivalent to a fresh key's, so a store may drop it (or let a TTL end
+// it); 0 for a fresh state. now disambiguates the fixed window's index.
+func (c *Compiled) ExpiresAt(state []int64, now int64) int64 {
 	var exp int64
-	off := 0
-	for _, l := range p.Limits {
-		w := p.limitWords(l)
-		st := state[off : off+w]
-		off += w
-		exp = max(exp, p.limitExpiresAt(l, st, now))
+	for i := range c.limits {
+		k := &c.limits[i]
+		exp = max(exp, c.limitExpiresAt(k, state[k.off:k.off+k.sz], now))
 	}
 	return exp
 }
 
-func (p *Policy) limitExpiresAt(l Limit, st []int64, now int64) int64 {
-	w := int64(l.Window / time.Microsecond)
-	switch p.Algorithm {
+func (c *Compiled) limitExpiresAt(k *plan, st []int64, now int64) int64 {
+	switch c.p.Algorithm {
 	case GCRA:
 		return st[0]
 	case TokenBucket:
 		if st[1] == 0 {
 			return 0
 		}
-		capa := effective(l.capacity(), p.SoftPercent)
-		return st[1] + (capa-st[0])*EmissionInterval(l)
+		return st[1] + (k.capa-st[0])*k.t
 	case FixedWindow:
 		if st[0]&fwCountMask == 0 {
 			return 0
 		}
-		r := p.fixedWindow(l, st, now, 0, evalOnly)
-		return now + r.resetAfter
+		// the stored window's end: its index is now's minus the 33-bit difference
+		idx := now / k.w
+		diff := int64((uint64(idx)-uint64(st[0])>>fwCountBits)<<fwCountBits) >> fwCountBits
+		return (idx - diff + 1) * k.w
 	case SlidingWindowLog:
-		var newest int64
-		for _, v := range st[1:] {
-			newest = max(newest, v)
-		}
+		ring := st[1:]
+		newest := ring[(st[0]+int64(len(ring))-1)%int64(len(ring))]
 		if newest == 0 {
 			return 0
 		}
-		return newest - 1 + w
+		return newest - 1 + k.w
 	case SlidingWindowCounter:
-		n := int64(p.buckets())
-		for _, c := range st[1:] {
-			if c != 0 {
-				return (st[0] + n + 1) * (w / n)
+		for _, v := range st[1:] {
+			if v != 0 {
+				return (st[0] + k.n + 1) * k.bl
 			}
 		}
 	}

@@ -1,0 +1,153 @@
+package core_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/limitkit/limitkit/core"
+)
+
+// mapStore is a minimal Store for testing the Limiter: one mutex, a map of
+// states, core's math.
+type mapStore struct {
+	states map[string][]int64
+	err    error
+	block  bool
+}
+
+func (m *mapStore) Take(ctx context.Context, key string, p *core.Policy, now time.Time, cost int64) (core.Decision, error) {
+	if m.block {
+		<-ctx.Done()
+		return core.Decision{}, ctx.Err()
+	}
+	if m.err != nil {
+		return core.Decision{}, m.err
+	}
+	c, err := p.Compile()
+	if err != nil {
+		return core.Decision{}, err
+	}
+	st, ok := m.states[p.Name+"\x00"+key]
+	if !ok {
+		st = make([]int64, c.StateWords())
+		m.states[p.Name+"\x00"+key] = st
+	}
+	return c.Decide(st, now.UnixMicro(), cost), nil
+}
+
+func newMapStore() *mapStore { return &mapStore{states: map[string][]int64{}} }
+
+func TestLimiterUsesClock(t *testing.T) {
+	clock := core.NewManualClock(time.Unix(1_767_000_000, 0))
+	l, err := core.NewLimiter(newMapStore(), core.Policy{Name: "p", Algorithm: core.FixedWindow, Limits: []core.Limit{core.PerMinute(2)}}, core.WithClock(clock))
+	require.NoError(t, err)
+	ctx := context.Background()
+	for i := 0; i < 2; i++ {
+		d, err := l.Allow(ctx, "k")
+		require.NoError(t, err)
+		assert.True(t, d.Allowed)
+	}
+	d, _ := l.Allow(ctx, "k")
+	assert.False(t, d.Allowed)
+	assert.Equal(t, time.Minute, d.RetryAfter)
+	clock.Advance(time.Minute)
+	d, _ = l.AllowN(ctx, "k", 2)
+	assert.True(t, d.Allowed)
+	_, err = l.AllowN(ctx, "k", -1)
+	assert.ErrorIs(t, err, core.ErrInvalidCost)
+}
+
+func TestNewLimiterValidates(t *testing.T) {
+	_, err := core.NewLimiter(nil, core.Policy{Name: "p", Limits: []core.Limit{core.PerSecond(1)}})
+	assert.ErrorContains(t, err, "nil store")
+	_, err = core.NewLimiter(newMapStore(), core.Policy{Name: "p"})
+	assert.ErrorContains(t, err, "no limits")
+	_, err = core.NewLimiter(newMapStore(), core.Policy{Name: "p", Limits: []core.Limit{core.PerSecond(1)}}, core.WithTimeout(0))
+	assert.ErrorContains(t, err, "deadline must be > 0")
+	assert.Panics(t, func() { core.MustNewLimiter(newMapStore(), core.Policy{}) })
+}
+
+func TestLimiterCopiesPolicy(t *testing.T) {
+	p := core.Policy{Name: "p", Limits: []core.Limit{core.PerSecond(1)}}
+	l := core.MustNewLimiter(newMapStore(), p)
+	p.Limits[0] = core.PerSecond(1000)
+	assert.Equal(t, core.PerSecond(1), l.Policy().Limits[0])
+}
+
+func TestFailModes(t *testing.T) {
+	boom := errors.New("connection refused")
+	for _, mode := range []core.FailMode{core.FailOpen, core.FailClosed} {
+		t.Run(mode.String(), func(t *testing.T) {
+			l := core.MustNewLimiter(&mapStore{err: boom}, core.Policy{Name: "p", FailMode: mode, Limits: []core.Limit{core.PerSecond(1)}})
+			d, err := l.Allow(context.Background(), "k")
+			var se *core.StoreError
+			require.ErrorAs(t, err, &se)
+			assert.ErrorIs(t, err, boom)
+			assert.Equal(t, mode, se.Mode)
+			assert.False(t, se.Timeout())
+			assert.True(t, d.Degraded)
+			assert.Equal(t, mode == core.FailOpen, d.Allowed)
+			assert.Equal(t, "p", d.Policy)
+		})
+	}
+}
+
+func TestStoreDeadline(t *testing.T) {
+	l := core.MustNewLimiter(&mapStore{block: true}, core.Policy{Name: "p", FailMode: core.FailClosed, Limits: []core.Limit{core.PerSecond(1)}}, core.WithTimeout(20*time.Millisecond))
+	start := time.Now()
+	d, err := l.Allow(context.Background(), "k")
+	elapsed := time.Since(start)
+	var se *core.StoreError
+	require.ErrorAs(t, err, &se)
+	assert.True(t, se.Timeout())
+	assert.False(t, d.Allowed)
+	assert.True(t, d.Degraded)
+	assert.Less(t, elapsed, 2*time.Second, "the call returns at its deadline")
+}
+
+func TestAllowAll(t *testing.T) {
+	s := newMapStore()
+	clock := core.NewManualClock(time.Unix(1_767_000_000, 0))
+	user := core.MustNewLimiter(s, core.Policy{Name: "user", Algorithm: core.FixedWindow, Limits: []core.Limit{core.PerMinute(3)}}, core.WithClock(clock))
+	ip := core.MustNewLimiter(s, core.Policy{Name: "ip", Algorithm: core.FixedWindow, Limits: []core.Limit{core.PerMinute(5)}}, core.WithClock(clock))
+	ctx := context.Background()
+	d, err := core.AllowAll(ctx, core.Check{Limiter: user, Key: "alice"}, core.Check{Limiter: ip, Key: "1.2.3.4"})
+	require.NoError(t, err)
+	assert.True(t, d.Allowed)
+	assert.Equal(t, "user", d.Policy, "the binding check has the least remaining")
+	assert.Equal(t, int64(2), d.Remaining)
+	for i := 0; i < 2; i++ {
+		d, _ = core.AllowAll(ctx, core.Check{Limiter: user, Key: "alice"}, core.Check{Limiter: ip, Key: "1.2.3.4"})
+		assert.True(t, d.Allowed)
+	}
+	d, _ = core.AllowAll(ctx, core.Check{Limiter: user, Key: "alice"}, core.Check{Limiter: ip, Key: "1.2.3.4"})
+	assert.False(t, d.Allowed)
+	assert.Equal(t, "user", d.Policy)
+	// the denied user check stopped before the IP check: the IP has 2 left
+	d, _ = ip.AllowN(ctx, "1.2.3.4", 0)
+	assert.Equal(t, int64(2), d.Remaining)
+	// another user on the same IP is limited by the IP
+	d, _ = core.AllowAll(ctx, core.Check{Limiter: user, Key: "bob"}, core.Check{Limiter: ip, Key: "1.2.3.4"})
+	assert.True(t, d.Allowed)
+	assert.Equal(t, "ip", d.Policy)
+	assert.Equal(t, int64(1), d.Remaining)
+	d, _ = core.AllowAll(ctx)
+	assert.True(t, d.Allowed, "no checks allow")
+}
+
+func TestAllowAllFailOpenContinues(t *testing.T) {
+	bad := core.MustNewLimiter(&mapStore{err: errors.New("down")}, core.Policy{Name: "bad", Limits: []core.Limit{core.PerSecond(1)}})
+	good := core.MustNewLimiter(newMapStore(), core.Policy{Name: "good", Algorithm: core.FixedWindow, Limits: []core.Limit{core.PerMinute(1)}})
+	ctx := context.Background()
+	d, err := core.AllowAll(ctx, core.Check{Limiter: bad, Key: "k"}, core.Check{Limiter: good, Key: "k"})
+	assert.Error(t, err)
+	assert.True(t, d.Allowed)
+	assert.Equal(t, "good", d.Policy, "the real decision is reported, not the degraded one")
+	d, _ = core.AllowAll(ctx, core.Check{Limiter: bad, Key: "k"}, core.Check{Limiter: good, Key: "k"})
+	assert.False(t, d.Allowed, "the healthy check still limits")
+}

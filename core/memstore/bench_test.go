@@ -1,0 +1,115 @@
+package memstore
+
+import (
+	"context"
+	"runtime"
+	"strconv"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/limitkit/limitkit/core"
+)
+
+var benchPolicies = []core.Policy{
+	{Name: "gcra", Algorithm: core.GCRA, Limits: []core.Limit{core.Per(1<<30, 30*24*time.Hour)}},
+	{Name: "token_bucket", Algorithm: core.TokenBucket, Limits: []core.Limit{core.Per(1<<30, 30*24*time.Hour)}},
+	{Name: "fixed_window", Algorithm: core.FixedWindow, Limits: []core.Limit{core.PerHour(1 << 30)}},
+	{Name: "sliding_counter", Algorithm: core.SlidingWindowCounter, Buckets: 60, Limits: []core.Limit{core.PerHour(1 << 30)}},
+	{Name: "sliding_log", Algorithm: core.SlidingWindowLog, Limits: []core.Limit{core.Per(100_000, time.Hour)}},
+	{Name: "two_limits_gcra", Algorithm: core.GCRA, Limits: []core.Limit{core.Per(1<<28, 15*time.Minute), core.PerMinute(1 << 25)}},
+}
+
+// BenchmarkHotKey decides for one key, allowed every time (the limits are
+// far above the request count; the sliding log is kept allowed by time
+// moving a window per 100,000 requests).
+func BenchmarkHotKey(b *testing.B) {
+	for _, p := range benchPolicies {
+		b.Run(p.Name, func(b *testing.B) {
+			s := MustNew()
+			defer s.Close()
+			ctx := context.Background()
+			pp := &p
+			now := time.Unix(1_700_000_000, 0)
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				if p.Algorithm == core.SlidingWindowLog && i%50_000 == 0 {
+					now = now.Add(time.Hour)
+				}
+				d, _ := s.Take(ctx, "user:42", pp, now, 1)
+				if !d.Allowed {
+					b.Fatal("denied")
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkHotKeyParallel runs the same over GOMAXPROCS goroutines, each on
+// its own key (distinct keys spread over shards: no global lock).
+func BenchmarkHotKeyParallel(b *testing.B) {
+	for _, p := range benchPolicies {
+		if p.Algorithm == core.SlidingWindowLog {
+			continue
+		}
+		b.Run(p.Name, func(b *testing.B) {
+			s := MustNew()
+			defer s.Close()
+			ctx := context.Background()
+			pp := &p
+			now := time.Unix(1_700_000_000, 0)
+			var id atomic.Int64
+			b.ReportAllocs()
+			b.ResetTimer()
+			b.RunParallel(func(pb *testing.PB) {
+				key := "user:" + strconv.FormatInt(id.Add(1), 10)
+				for pb.Next() {
+					if d, _ := s.Take(ctx, key, pp, now, 1); !d.Allowed {
+						b.Error("denied")
+						return
+					}
+				}
+			})
+		})
+	}
+}
+
+// BenchmarkMillionKeys decides once for each of 1,000,000 distinct keys and
+// reports the heap held per key afterwards.
+func BenchmarkMillionKeys(b *testing.B) {
+	const n = 1_000_000
+	for _, p := range benchPolicies[:4] {
+		b.Run(p.Name, func(b *testing.B) {
+			keys := make([]string, n)
+			for i := range keys {
+				keys[i] = "203.0.113." + strconv.Itoa(i)
+			}
+			ctx := context.Background()
+			pp := &p
+			now := time.Unix(1_700_000_000, 0)
+			b.ReportAllocs()
+			var perKey float64
+			for r := 0; r < b.N; r++ {
+				b.StopTimer()
+				var before, after runtime.MemStats
+				runtime.GC()
+				runtime.ReadMemStats(&before)
+				s := MustNew()
+				b.StartTimer()
+				for _, k := range keys {
+					s.Take(ctx, k, pp, now, 1)
+				}
+				b.StopTimer()
+				runtime.GC()
+				runtime.ReadMemStats(&after)
+				perKey = float64(after.HeapAlloc-before.HeapAlloc) / n
+				runtime.KeepAlive(s)
+				s.Close()
+				b.StartTimer()
+			}
+			b.ReportMetric(perKey, "B/key")
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/key")
+		})
+	}
+}

@@ -1,0 +1,175 @@
+package memstore
+
+import (
+	"context"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/limitkit/limitkit/core"
+)
+
+var t0 = time.Unix(1_767_000_000, 0)
+
+func gcraPolicy(name string) *core.Policy {
+	return &core.Policy{Name: name, Algorithm: core.GCRA, Limits: []core.Limit{core.PerMinute(2)}}
+}
+
+func TestKeyCapEvictsExpiredFirst(t *testing.T) {
+	s := MustNew(WithMaxKeys(numShards)) // one key per shard
+	defer s.Close()
+	ctx := context.Background()
+	p := gcraPolicy("cap")
+	for i := 0; i < 5000; i++ {
+		d, err := s.Take(ctx, "k"+strconv.Itoa(i), p, t0, 1)
+		require.NoError(t, err)
+		require.True(t, d.Allowed, "a new key is always tracked and admitted")
+	}
+	st := s.Stats()
+	assert.LessOrEqual(t, st.Keys, numShards, "the cap holds")
+	assert.Positive(t, st.Evictions, "live keys were evicted at the cap")
+	// Later, every key has expired: new keys replace expired ones without
+	// counting evictions of live keys.
+	before := s.Stats().Evictions
+	for i := 0; i < 5000; i++ {
+		s.Take(ctx, "new"+strconv.Itoa(i), p, t0.Add(time.Hour), 1)
+	}
+	assert.LessOrEqual(t, s.Stats().Keys, numShards)
+	assert.Less(t, s.Stats().Evictions-before, uint64(5000), "expired keys go first")
+}
+
+func TestCapKeepsHotKeyTracked(t *testing.T) {
+	// The hot key is never admitted untracked: once denied, it stays denied
+	// while other keys churn through the table (eviction prefers the keys
+	// that expire soonest; the hot key's state lasts longest).
+	s := MustNew(WithMaxKeys(numShards * 4))
+	defer s.Close()
+	ctx := context.Background()
+	p := &core.Policy{Name: "hot", Algorithm: core.GCRA, Limits: []core.Limit{core.PerHour(3)}}
+	for i := 0; i < 3; i++ {
+		s.Take(ctx, "hot", p, t0, 1)
+	}
+	for i := 0; i < 20000; i++ {
+		s.Take(ctx, "churn"+strconv.Itoa(i), p, t0, 1)
+		if i%1000 == 0 {
+			d, _ := s.Take(ctx, "hot", p, t0, 1)
+			require.False(t, d.Allowed, "after %d churn keys", i)
+		}
+	}
+}
+
+func TestSweepDropsExpired(t *testing.T) {
+	clock := core.NewManualClock(t0)
+	s := MustNew(WithClock(clock))
+	defer s.Close()
+	ctx := context.Background()
+	for _, p := range []*core.Policy{
+		gcraPolicy("g"),
+		{Name: "log", Algorithm: core.SlidingWindowLog, Limits: []core.Limit{core.PerMinute(50)}},
+		{Name: "sc", Algorithm: core.SlidingWindowCounter, Buckets: 60, Limits: []core.Limit{core.PerHour(50)}},
+		{Name: "fw", Algorithm: core.FixedWindow, Limits: []core.Limit{core.PerMinute(50)}},
+		{Name: "tb", Algorithm: core.TokenBucket, Limits: []core.Limit{core.PerMinute(50)}},
+	} {
+		for i := 0; i < 1000; i++ {
+			s.Take(ctx, strconv.Itoa(i), p, t0, 1)
+		}
+	}
+	require.Equal(t, 5000, s.Stats().Keys)
+	s.Sweep()
+	assert.Equal(t, 5000, s.Stats().Keys, "nothing has expired yet")
+	clock.Advance(2 * time.Minute)
+	s.Sweep()
+	assert.Equal(t, 1000, s.Stats().Keys, "only the hourly counter's keys remain")
+	clock.Advance(2 * time.Hour)
+	s.Sweep()
+	assert.Zero(t, s.Stats().Keys)
+	// swept keys start afresh
+	d, _ := s.Take(ctx, "1", gcraPolicy("g"), clock.Now(), 2)
+	assert.True(t, d.Allowed)
+}
+
+func TestDeleteKeepsProbeChains(t *testing.T) {
+	// Many keys in a small shard table, half expiring early: after a sweep
+	// every survivor is still found (backward-shift deletion keeps chains).
+	s := MustNew(WithMaxKeys(numShards * 64))
+	defer s.Close()
+	ctx := context.Background()
+	short := &core.Policy{Name: "mix", Algorithm: core.GCRA, Limits: []core.Limit{core.PerMinute(1)}}
+	for i := 0; i < 10000; i++ {
+		cost := int64(1)
+		s.Take(ctx, strconv.Itoa(i), short, t0.Add(time.Duration(i%2)*30*time.Second), cost)
+	}
+	s.clock = core.NewManualClock(t0.Add(61 * time.Second))
+	s.Sweep()
+	kept := s.Stats().Keys
+	assert.Positive(t, kept)
+	assert.Less(t, kept, 10000)
+	for i := 1; i < 10000; i += 2 {
+		d, _ := s.Take(ctx, strconv.Itoa(i), short, t0.Add(61*time.Second), 1)
+		if !d.Allowed {
+			continue
+		}
+		t.Fatalf("key %d lost its state in a sweep", i)
+	}
+}
+
+func TestCloseIsIdempotentAndStopsSweeper(t *testing.T) {
+	s := MustNew(WithSweepInterval(time.Millisecond))
+	require.NoError(t, s.Close())
+	require.NoError(t, s.Close())
+	_, err := s.Take(context.Background(), "k", gcraPolicy("g"), t0, 1)
+	assert.ErrorIs(t, err, core.ErrClosed)
+	select {
+	case <-s.done: // the sweeper goroutine has returned
+	default:
+		t.Fatal("Close returned before the sweeper stopped")
+	}
+}
+
+func TestPolicyNameConflict(t *testing.T) {
+	s := MustNew()
+	defer s.Close()
+	ctx := context.Background()
+	_, err := s.Take(ctx, "k", gcraPolicy("same"), t0, 1)
+	require.NoError(t, err)
+	other := &core.Policy{Name: "same", Algorithm: core.GCRA, Limits: []core.Limit{core.PerMinute(3)}}
+	_, err = s.Take(ctx, "k", other, t0, 1)
+	assert.ErrorContains(t, err, "different limits")
+	_, err = s.Take(ctx, "k", &core.Policy{Name: "bad"}, t0, 1)
+	assert.ErrorContains(t, err, "no limits")
+}
+
+func TestOptionsValidate(t *testing.T) {
+	_, err := New(WithMaxKeys(-1))
+	assert.ErrorContains(t, err, "WithMaxKeys")
+	_, err = New(WithSweepInterval(0))
+	assert.ErrorContains(t, err, "WithSweepInterval")
+	_, err = New(WithClock(nil))
+	assert.ErrorContains(t, err, "WithClock")
+	_, err = New(WithMaxStateBytes(0))
+	assert.ErrorContains(t, err, "WithMaxStateBytes")
+}
+
+func TestPeekAndDenialOfNewKeyStoreNothing(t *testing.T) {
+	s := MustNew()
+	defer s.Close()
+	p := gcraPolicy("g")
+	s.Take(context.Background(), "peek", p, t0, 0)
+	s.Take(context.Background(), "huge", p, t0, 100)
+	assert.Zero(t, s.Stats().Keys)
+}
+
+func TestLargeStateKeysAreCapped(t *testing.T) {
+	s := MustNew(WithMaxStateBytes(1 << 20))
+	defer s.Close()
+	p := &core.Policy{Name: "log", Algorithm: core.SlidingWindowLog, Limits: []core.Limit{core.PerHour(500)}}
+	for i := 0; i < 3000; i++ {
+		s.Take(context.Background(), strconv.Itoa(i), p, t0, 1)
+	}
+	// 1 MiB / (501 words × 8 B) = 261 keys, rounded up to 2 per shard
+	assert.LessOrEqual(t, s.Stats().Keys, 2*numShards)
+	assert.Greater(t, s.Stats().Keys, numShards)
+}

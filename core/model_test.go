@@ -1,0 +1,274 @@
+package core
+
+import (
+	"encoding/binary"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// The reference models below are written independently of algo.go, as
+// plainly as possible: a list of admitted timestamps, a map of windows, a
+// continuous token bucket in integer µs of credit.
+
+type event struct{ at, cost int64 }
+
+// model answers whether a request is admitted, and records it if so.
+type model interface {
+	admit(now, cost int64) bool
+}
+
+type logModel struct {
+	w, capa int64
+	units   []int64
+}
+
+func (m *logModel) admit(now, cost int64) bool {
+	var in int64
+	for _, ts := range m.units {
+		if ts > now-m.w {
+			in++
+		}
+	}
+	if in+cost > m.capa {
+		return false
+	}
+	for i := int64(0); i < cost; i++ {
+		m.units = append(m.units, now)
+	}
+	return true
+}
+
+type windowModel struct {
+	w, capa int64
+	counts  map[int64]int64
+}
+
+func (m *windowModel) admit(now, cost int64) bool {
+	i := now / m.w
+	if m.counts[i]+cost > m.capa {
+		return false
+	}
+	m.counts[i] += cost
+	return true
+}
+
+// bucketModel: credit in µs, refilled 1 µs per µs up to capa×T; a unit of
+// cost spends T. GCRA and the token bucket must both agree with it.
+type bucketModel struct {
+	t, capa, credit, last int64
+	started               bool
+}
+
+func (m *bucketModel) admit(now, cost int64) bool {
+	if !m.started {
+		m.credit, m.last, m.started = m.capa*m.t, now, true
+	}
+	m.credit = min(m.capa*m.t, m.credit+(now-m.last))
+	m.last = now
+	if cost*m.t > m.credit {
+		return false
+	}
+	m.credit -= cost * m.t
+	return true
+}
+
+// counterModel keeps every bucket's count forever.
+type counterModel struct {
+	n, bl, capa int64
+	counts      map[int64]int64
+}
+
+func (m *counterModel) admit(now, cost int64) bool {
+	i, e := now/m.bl, now%m.bl
+	var sum int64
+	for j := i - m.n + 1; j <= i; j++ {
+		sum += m.counts[j]
+	}
+	est := float64(sum) + float64(float64(m.counts[i-m.n])*float64(float64(m.bl-e)/float64(m.bl)))
+	if est > float64(m.capa-cost) {
+		return false
+	}
+	m.counts[i] += cost
+	return true
+}
+
+func newModel(p Policy) model {
+	l := p.Limits[0]
+	w := l.Window.Microseconds()
+	switch p.Algorithm {
+	case SlidingWindowLog:
+		return &logModel{w: w, capa: l.Requests}
+	case FixedWindow:
+		return &windowModel{w: w, capa: l.Requests, counts: map[int64]int64{}}
+	case SlidingWindowCounter:
+		return &counterModel{n: int64(p.buckets()), bl: w / int64(p.buckets()), capa: l.Requests, counts: map[int64]int64{}}
+	}
+	return &bucketModel{t: EmissionInterval(l), capa: l.capacity()}
+}
+
+var modelPolicies = []Policy{
+	{Name: "gcra", Algorithm: GCRA, Limits: []Limit{Per(7, 3*time.Second).WithBurst(4)}},
+	{Name: "tb", Algorithm: TokenBucket, Limits: []Limit{Per(5, time.Second).WithBurst(9)}},
+	{Name: "fw", Algorithm: FixedWindow, Limits: []Limit{Per(5, time.Second)}},
+	{Name: "log", Algorithm: SlidingWindowLog, Limits: []Limit{Per(5, time.Second)}},
+	{Name: "sc1", Algorithm: SlidingWindowCounter, Limits: []Limit{Per(9, time.Second)}},
+	{Name: "sc6", Algorithm: SlidingWindowCounter, Buckets: 6, Limits: []Limit{Per(9, 3*time.Second)}},
+}
+
+// genEvents produces monotone random traffic at several time scales.
+func genEvents(rng *rand.Rand, n int) []event {
+	now := base + rng.Int64N(1_000_000)
+	evs := make([]event, n)
+	for i := range evs {
+		switch rng.IntN(5) {
+		case 0:
+		case 1:
+			now += rng.Int64N(2000)
+		case 2, 3:
+			now += rng.Int64N(400_000)
+		default:
+			now += rng.Int64N(3_000_000)
+		}
+		evs[i] = event{now, rng.Int64N(4)}
+	}
+	return evs
+}
+
+// TestAgainstReferenceModels: on random traffic every algorithm admits
+// exactly what its reference model admits; every RetryAfter is exact (the
+// same request is admitted at now+RetryAfter and not a microsecond
+// earlier); and Remaining is the largest cost admitted right now.
+func TestAgainstReferenceModels(t *testing.T) {
+	for _, p := range modelPolicies {
+		t.Run(p.Name, func(t *testing.T) {
+			c, err := p.Compile()
+			require.NoError(t, err)
+			for seed := uint64(0); seed < 30; seed++ {
+				rng := rand.New(rand.NewPCG(seed, 99))
+				m := newModel(p)
+				st := make([]int64, c.StateWords())
+				for i, e := range genEvents(rng, 200) {
+					checkExact(t, c, st, e.at, e.cost)
+					d := c.Decide(st, e.at, e.cost)
+					require.Equal(t, m.admit(e.at, e.cost), d.Allowed, "seed %d step %d %+v", seed, i, e)
+				}
+			}
+		})
+	}
+}
+
+// checkExact probes copies of st: RetryAfter and Remaining are exact.
+func checkExact(t *testing.T, c *Compiled, st []int64, now, cost int64) {
+	t.Helper()
+	probe := func(at, cost int64) Decision {
+		cp := append([]int64(nil), st...)
+		return c.Decide(cp, at, cost)
+	}
+	d := probe(now, cost)
+	if d.Allowed {
+		require.Zero(t, d.RetryAfter)
+		// Remaining is exact: that much more fits now, one more does not.
+		r := probe(now, 0).Remaining
+		require.True(t, probe(now, r).Allowed, "remaining %d must fit", r)
+		require.False(t, probe(now, r+1).Allowed, "remaining %d: one more must not fit", r)
+		return
+	}
+	if d.RetryAfter == Never {
+		require.Greater(t, cost, c.limits[0].capa)
+		return
+	}
+	ra := d.RetryAfter.Microseconds()
+	require.Positive(t, ra)
+	require.True(t, probe(now+ra, cost).Allowed, "admitted after RetryAfter %v", d.RetryAfter)
+	require.False(t, probe(now+ra-1, cost).Allowed, "not admitted 1µs before RetryAfter %v", d.RetryAfter)
+}
+
+// TestWindowInvariants: over random traffic, no window of the limit's
+// length holds more admitted cost than the limit (sliding log: any window;
+// fixed window: any aligned window), and GCRA and the token bucket never
+// admit more than capacity + elapsed/T over any interval.
+func TestWindowInvariants(t *testing.T) {
+	for _, p := range modelPolicies {
+		t.Run(p.Name, func(t *testing.T) {
+			c, _ := p.Compile()
+			for seed := uint64(0); seed < 20; seed++ {
+				rng := rand.New(rand.NewPCG(seed, 5))
+				st := make([]int64, c.StateWords())
+				var adm []event
+				for _, e := range genEvents(rng, 300) {
+					if c.Decide(st, e.at, e.cost).Allowed && e.cost > 0 {
+						adm = append(adm, e)
+					}
+				}
+				checkInvariant(t, p, adm)
+			}
+		})
+	}
+}
+
+func checkInvariant(t *testing.T, p Policy, adm []event) {
+	t.Helper()
+	l := p.Limits[0]
+	w := l.Window.Microseconds()
+	switch p.Algorithm {
+	case SlidingWindowLog:
+		for i := range adm {
+			var sum int64
+			for j := i; j >= 0 && adm[j].at > adm[i].at-w; j-- {
+				sum += adm[j].cost
+			}
+			require.LessOrEqual(t, sum, l.Requests, "window ending at %d", adm[i].at)
+		}
+	case FixedWindow:
+		per := map[int64]int64{}
+		for _, e := range adm {
+			per[e.at/w] += e.cost
+			require.LessOrEqual(t, per[e.at/w], l.Requests)
+		}
+	case GCRA, TokenBucket:
+		tt := EmissionInterval(l)
+		for i := range adm {
+			var sum int64
+			for j := i; j < len(adm); j++ {
+				sum += adm[j].cost
+				require.LessOrEqual(t, sum, l.capacity()+(adm[j].at-adm[i].at)/tt)
+			}
+		}
+	}
+}
+
+// FuzzDecide decodes (time step, cost) pairs and checks, for every
+// algorithm, that nothing panics, the invariants hold and RetryAfter is
+// exact, including with clock jumps backwards.
+func FuzzDecide(f *testing.F) {
+	f.Add([]byte{0, 1, 0, 1, 0, 1, 200, 2, 255, 3})
+	f.Add([]byte{10, 3, 10, 3, 128, 1, 1, 1})
+	f.Fuzz(func(t *testing.T, data []byte) {
+		for _, p := range modelPolicies {
+			c, _ := p.Compile()
+			st := make([]int64, c.StateWords())
+			now := base
+			var adm []event
+			monotone := true
+			for len(data) >= 3 {
+				dt := int64(int8(data[0])) * int64(binary.LittleEndian.Uint16([]byte{data[1], 0})) * 97
+				cost := int64(data[2] % 5)
+				data = data[3:]
+				if dt < 0 {
+					monotone = false
+				}
+				now += dt
+				checkExact(t, c, st, now, cost)
+				if c.Decide(st, now, cost).Allowed && cost > 0 {
+					adm = append(adm, event{now, cost})
+				}
+			}
+			if monotone {
+				checkInvariant(t, p, adm)
+			}
+		}
+	})
+}

@@ -1,0 +1,203 @@
+package redisstore
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/limitkit/limitkit/core"
+	"github.com/stretchr/testify/require"
+)
+
+// diffPolicies covers every algorithm, single and multi-limit, burst,
+// buckets and every switch.
+func diffPolicies() []core.Policy {
+	algs := []core.Algorithm{core.GCRA, core.TokenBucket, core.FixedWindow, core.SlidingWindowLog, core.SlidingWindowCounter}
+	var ps []core.Policy
+	for _, a := range algs {
+		base := func(name string, limits ...core.Limit) core.Policy {
+			p := core.Policy{Name: a.String() + "/" + name, Algorithm: a, Limits: limits}
+			if a == core.SlidingWindowCounter {
+				p.Buckets = 4
+			}
+			return p
+		}
+		ps = append(ps,
+			base("one", core.Per(5, time.Second)),
+			base("two", core.Per(20, 15*time.Second), core.Per(5, time.Second)),
+		)
+		p := base("denied", core.Per(7, 2*time.Second))
+		p.CountDenied = true
+		ps = append(ps, p)
+		p = base("denied2", core.Per(12, 10*time.Second), core.Per(4, time.Second))
+		p.CountDenied = true
+		ps = append(ps, p)
+		p = base("soft", core.Per(10, time.Second), core.Per(30, 5*time.Second))
+		p.SoftPercent = 30
+		ps = append(ps, p)
+		p = base("shadow", core.Per(3, time.Second))
+		p.Shadow = true
+		ps = append(ps, p)
+		if a == core.GCRA || a == core.TokenBucket {
+			ps = append(ps, base("burst", core.Per(3, time.Second).WithBurst(9), core.Per(100, time.Minute).WithBurst(20)))
+			ps = append(ps, base("odd", core.Per(7, 1000003*time.Microsecond)))
+		}
+		if a == core.SlidingWindowCounter {
+			p = base("one-bucket", core.Per(6, time.Second))
+			p.Buckets = 1
+			ps = append(ps, p)
+			p = base("60", core.Per(300, 60*time.Second))
+			p.Buckets = 60
+			ps = append(ps, p)
+		}
+	}
+	return ps
+}
+
+// TestDifferential runs random (time, cost) sequences through the store
+// and through core's Decide and requires identical decisions, for every
+// algorithm, multi-limit policies and every switch.
+//
+// Time is the wall clock plus an offset that only grows, so that the
+// store's time never runs slower than Redis's expiry clock: keys then
+// expire only once their state is back to full at the store's time, as
+// ExpiresAt promises.
+func TestDifferential(t *testing.T) {
+	s, _, _ := nodeStore(t)
+	ctx := context.Background()
+	for i, pol := range diffPolicies() {
+		p := mustPolicy(t, pol)
+		t.Run(p.Name, func(t *testing.T) {
+			rng := rand.New(rand.NewPCG(uint64(i), 42))
+			r := newRef(p)
+			w := p.Limits[len(p.Limits)-1].Window
+			var offset time.Duration
+			keys := []string{"alice", "bob"}
+			var admitted, refused int
+			for step := 0; step < 400; step++ {
+				switch x := rng.IntN(10); {
+				case x < 3: // same instant
+				case x < 7:
+					offset += time.Duration(rng.Int64N(int64(w / 5)))
+				case x < 9:
+					offset += time.Duration(rng.Int64N(int64(w)))
+				default:
+					offset += time.Duration(rng.Int64N(int64(3 * w)))
+				}
+				now := time.Now().Add(offset).Truncate(time.Microsecond)
+				cost := int64(1)
+				switch x := rng.IntN(10); {
+				case x == 0:
+					cost = 0
+				case x < 3:
+					cost = rng.Int64N(6)
+				case x == 3:
+					cost = rng.Int64N(40)
+				}
+				key := keys[rng.IntN(len(keys))]
+				want := r.take(key, now, cost)
+				got, err := s.Take(ctx, key, p, now, cost)
+				require.NoError(t, err)
+				require.Equal(t, want, got, "step %d key %s now %d cost %d", step, key, now.UnixMicro(), cost)
+				if got.Allowed && !got.Shadowed {
+					admitted++
+				} else {
+					refused++
+				}
+			}
+			// the sequence must exercise both outcomes
+			require.NotZero(t, admitted)
+			require.NotZero(t, refused)
+		})
+	}
+}
+
+// TestDifferentialClockBack checks decisions when the clock goes back
+// while the state is alive: a fixed window later than now's stays in
+// force, the token bucket does not refill, the log and counter follow
+// core.
+func TestDifferentialClockBack(t *testing.T) {
+	s, _, _ := nodeStore(t)
+	ctx := context.Background()
+	algs := []core.Algorithm{core.GCRA, core.TokenBucket, core.FixedWindow, core.SlidingWindowLog, core.SlidingWindowCounter}
+	steps := []struct {
+		at   time.Duration
+		cost int64
+	}{
+		{0, 1}, {10 * time.Second, 2}, {5 * time.Second, 1}, {59 * time.Second, 3}, {61 * time.Second, 1},
+		{30 * time.Second, 1}, {62 * time.Second, 4}, {61 * time.Second, 0}, {90 * time.Second, 2}, {70 * time.Second, 5},
+		{80 * time.Second, 1}, {79 * time.Second, 1}, {119 * time.Second, 2}, {121 * time.Second, 1}, {100 * time.Second, 1},
+	}
+	for _, a := range algs {
+		for _, cd := range []bool{false, true} {
+			p := mustPolicy(t, core.Policy{Name: fmt.Sprintf("back/%s/%v", a, cd), Algorithm: a,
+				Limits: []core.Limit{core.PerMinute(6)}, CountDenied: cd})
+			if a == core.SlidingWindowCounter {
+				p.Buckets = 6
+			}
+			t.Run(p.Name, func(t *testing.T) {
+				r := newRef(p)
+				for i, st := range steps {
+					now := epoch.Add(st.at)
+					want := r.take("k", now, st.cost)
+					got, err := s.Take(ctx, "k", p, now, st.cost)
+					require.NoError(t, err)
+					require.Equal(t, want, got, "step %d at %v cost %d", i, st.at, st.cost)
+				}
+			})
+		}
+	}
+}
+
+// TestStepTable pins a few decisions by hand (not derived from core), so a
+// bug shared by core and the scripts cannot hide.
+func TestStepTable(t *testing.T) {
+	s, _, _ := nodeStore(t)
+	ctx := context.Background()
+	type row struct {
+		at        time.Duration
+		cost      int64
+		allowed   bool
+		remaining int64
+		retry     time.Duration
+	}
+	tests := []struct {
+		name string
+		p    core.Policy
+		rows []row
+	}{
+		{"gcra 2/s", core.Policy{Algorithm: core.GCRA, Limits: []core.Limit{core.PerSecond(2)}}, []row{
+			{0, 1, true, 1, 0}, {0, 1, true, 0, 0}, {0, 1, false, 0, 500 * time.Millisecond},
+			{500 * time.Millisecond, 1, true, 0, 0}, {time.Second, 3, false, 0, core.Never},
+		}},
+		{"fixed 3/min", core.Policy{Algorithm: core.FixedWindow, Limits: []core.Limit{core.PerMinute(3)}}, []row{
+			{0, 2, true, 1, 0}, {10 * time.Second, 1, true, 0, 0}, {20 * time.Second, 1, false, 0, 40 * time.Second},
+			{60 * time.Second, 3, true, 0, 0},
+		}},
+		{"token bucket 2/s", core.Policy{Algorithm: core.TokenBucket, Limits: []core.Limit{core.PerSecond(2)}}, []row{
+			{0, 2, true, 0, 0}, {100 * time.Millisecond, 1, false, 0, 400 * time.Millisecond}, {500 * time.Millisecond, 1, true, 0, 0},
+		}},
+		{"log 2/10s", core.Policy{Algorithm: core.SlidingWindowLog, Limits: []core.Limit{core.Per(2, 10*time.Second)}}, []row{
+			{0, 1, true, 1, 0}, {3 * time.Second, 1, true, 0, 0}, {5 * time.Second, 1, false, 0, 5 * time.Second},
+			{10 * time.Second, 1, true, 0, 0}, {11 * time.Second, 1, false, 0, 2 * time.Second},
+		}},
+		{"two limits, nothing consumed on denial", core.Policy{Algorithm: core.GCRA, Limits: []core.Limit{core.PerMinute(100), core.PerSecond(1)}}, []row{
+			{0, 1, true, 0, 0}, {0, 1, false, 0, time.Second}, {0, 1, false, 0, time.Second}, {time.Second, 1, true, 0, 0},
+		}},
+	}
+	for i, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tt.p.Name = fmt.Sprintf("table%d", i)
+			p := mustPolicy(t, tt.p)
+			for j, r := range tt.rows {
+				d, err := s.Take(ctx, "k", p, epoch.Truncate(time.Hour).Add(r.at), r.cost)
+				require.NoError(t, err)
+				require.Equal(t, r.allowed, d.Allowed, "row %d", j)
+				require.Equal(t, r.remaining, d.Remaining, "row %d", j)
+				require.Equal(t, r.retry, d.RetryAfter, "row %d", j)
+			}
+		})
+	}
+}

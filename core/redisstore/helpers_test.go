@@ -1,0 +1,76 @@
+package redisstore
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/limitkit/limitkit/core"
+	"github.com/limitkit/limitkit/internal/redistest"
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+)
+
+// newStore builds a Store over client, failing the test on error.
+func newStore(t testing.TB, client redis.UniversalClient, opts ...Option) *Store {
+	t.Helper()
+	s, err := New(client, opts...)
+	require.NoError(t, err)
+	return s
+}
+
+// nodeStore starts a node and returns a client-time store over it.
+func nodeStore(t testing.TB, opts ...Option) (*Store, *redis.Client, *redistest.Server) {
+	t.Helper()
+	srv := redistest.StartNode(t)
+	c := srv.NewClient(t)
+	return newStore(t, c, append([]Option{WithClientTime()}, opts...)...), c, srv
+}
+
+// mustPolicy validates p and returns a pointer to it.
+func mustPolicy(t testing.TB, p core.Policy) *core.Policy {
+	t.Helper()
+	require.NoError(t, p.Validate())
+	return &p
+}
+
+// counter is a go-redis hook counting the commands sent to Redis (each
+// command of a pipeline counts).
+type counter struct{ n atomic.Int64 }
+
+func (c *counter) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (c *counter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		c.n.Add(1)
+		return next(ctx, cmd)
+	}
+}
+
+func (c *counter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		c.n.Add(int64(len(cmds)))
+		return next(ctx, cmds)
+	}
+}
+
+// epoch is a fixed instant for frozen-time tests.
+var epoch = time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
+
+// ref is the in-memory reference: core's Decide over a []int64 state.
+type ref struct {
+	p     *core.Policy
+	state map[string][]int64
+}
+
+func newRef(p *core.Policy) *ref { return &ref{p: p, state: map[string][]int64{}} }
+
+func (r *ref) take(key string, now time.Time, cost int64) core.Decision {
+	st, ok := r.state[key]
+	if !ok {
+		st = make([]int64, r.p.StateWords())
+		r.state[key] = st
+	}
+	return r.p.Decide(st, max(now.UnixMicro(), 0), cost)
+}

@@ -1,0 +1,499 @@
+package redisstore
+
+import "github.com/redis/go-redis/v9"
+
+// The Lua scripts port core's algorithms (core/algo.go, (*core.Policy).Decide)
+// line by line. Redis's Lua computes on doubles; every quantity is an
+// integer below 2^53 (µs since the epoch, counts below 2^31), so integer
+// math is exact, and the one floating-point formula (the sliding counter's
+// estimate) is evaluated in the same order as in Go: sum + oldest*((L-e)/L).
+// Go does the per-policy arithmetic once (emission interval, effective
+// capacity, bucket length) and passes it in ARGV.
+//
+// Calling convention, shared by all five scripts:
+//
+//	KEYS[i]   state of limit i (all under one hash tag)
+//	ARGV[1]   now in µs since the epoch, or "" for Redis TIME
+//	ARGV[2]   cost (>= 0, clamped by Go to at most max capacity + 1)
+//	ARGV[3]   "1" when denied requests count (Policy.CountDenied)
+//	ARGV[4]   ms added to every TTL (rounding and clock slack)
+//	ARGV[5..] STRIDE numbers per limit (see each algorithm)
+//
+// Reply: {allowed 0/1, binding limit index (0-based), nominal remaining of
+// the binding limit, resetAfter µs, retryAfter µs (-1 = never)}.
+//
+// Every write sets the key's TTL to when its state is back to full (core's
+// ExpiresAt) + ARGV[4] ms; a state that is already full is deleted; a key
+// read without a TTL is given one.
+
+// luaHead reads the arguments and defines the shared helpers.
+const luaHead = `
+local now
+if ARGV[1] == '' then
+  local t = redis.call('TIME')
+  now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+else
+  now = tonumber(ARGV[1])
+end
+if now < 0 then now = 0 end
+local cost = tonumber(ARGV[2])
+if cost < 0 then cost = 0 end
+local always = ARGV[3] == '1'
+local ttlpad = tonumber(ARGV[4])
+local nl = #KEYS
+local EVAL, IFOK, ALWAYS = 0, 1, 2
+local dirty, existed, st = {}, {}, {}
+
+-- integer division truncating toward zero, as Go's /
+local function idiv(a, b)
+  local q = a / b
+  if q < 0 then return math.ceil(q) end
+  return math.floor(q)
+end
+
+local function arg(i, k)
+  return tonumber(ARGV[4 + (i - 1) * STRIDE + k])
+end
+
+local function fmt(x)
+  return string.format('%d', x)
+end
+`
+
+// luaTail runs the steps (Decide's single- and multi-limit paths), picks
+// the binding limit (core's binds / nominalRemaining), persists and replies.
+const luaTail = `
+for i = 1, nl do
+  local v = redis.call('GET', KEYS[i])
+  existed[i] = v ~= false
+  st[i] = decode(i, v)
+end
+
+local function nominal(rem, i)
+  rem = rem - arg(i, SOFT)
+  if rem < 0 then return 0 end
+  return rem
+end
+
+local bind, bok, brem, breset, bretry
+if nl == 1 then
+  local mode = IFOK
+  if always then mode = ALWAYS end
+  bind = 1
+  bok, brem, breset, bretry = step(1, st[1], mode)
+else
+  local allok = true
+  for i = 1, nl do
+    local ok, rem, reset, retry = step(i, st[i], EVAL)
+    local take = bind == nil
+    if not take then
+      if ok ~= bok then
+        take = not ok
+      elseif not ok then
+        if bretry == -1 then
+          take = false
+        else
+          take = retry == -1 or retry > bretry
+        end
+      else
+        local ra, rb = nominal(rem, i), nominal(brem, bind)
+        take = ra < rb or (ra == rb and reset > breset)
+      end
+    end
+    if take then
+      bind, bok, brem, breset, bretry = i, ok, rem, reset, retry
+    end
+    allok = allok and ok
+  end
+  if allok or always then
+    for i = 1, nl do
+      local _, _, reset = step(i, st[i], ALWAYS)
+      if i == bind then breset = reset end
+    end
+  end
+end
+
+for i = 1, nl do
+  local exp = -1
+  if dirty[i] then
+    exp = expires(i, st[i])
+  elseif existed[i] and redis.call('PTTL', KEYS[i]) == -1 then
+    exp = expires(i, st[i])
+  end
+  if exp > now then
+    local ttl = math.ceil((exp - now) / 1000) + ttlpad
+    if dirty[i] then
+      redis.call('SET', KEYS[i], encode(i, st[i]), 'PX', fmt(ttl))
+    else
+      redis.call('PEXPIRE', KEYS[i], fmt(ttl))
+    end
+  elseif exp ~= -1 and existed[i] then
+    redis.call('DEL', KEYS[i])
+  end
+end
+
+local rem = 0
+if bok then rem = nominal(brem, bind) end
+return {bok and 1 or 0, bind - 1, rem, breset, bretry}
+`
+
+// luaGCRA: state "tat" (µs), a plain integer string. ARGV per limit:
+// emission interval T, tolerance tau = capacity × T, soft overage.
+const luaGCRA = `
+local STRIDE, SOFT = 3, 3
+` + luaHead + `
+local function decode(i, v)
+  return {tonumber(v) or 0}
+end
+local function encode(i, s) return fmt(s[1]) end
+local function expires(i, s) return s[1] end
+
+local function step(i, s, mode)
+  local t, tau = arg(i, 1), arg(i, 2)
+  local tat = s[1]
+  if tat < now then tat = now end
+  local newtat = tat + cost * t
+  if newtat - now <= tau then
+    if mode ~= EVAL and cost > 0 then s[1] = newtat; dirty[i] = true end
+    return true, idiv(tau - (newtat - now), t), newtat - now, 0
+  end
+  local rem = idiv(tau - (tat - now), t)
+  if rem < 0 then rem = 0 end
+  local reset, retry = tat - now, newtat - tau - now
+  if cost * t > tau then retry = -1 end
+  if mode == ALWAYS then
+    s[1] = math.max(tat, math.min(newtat, now + tau)); dirty[i] = true
+    reset = s[1] - now
+  end
+  return false, rem, reset, retry
+end
+` + luaTail
+
+// luaTokenBucket: state (tokens, last). Stored as the integer string
+// last*1000 + (capacity - tokens) while the deficit is below 1000 (an
+// int-encoded Redis string, the smallest form), else "tokens:last". ARGV
+// per limit: T, capacity, soft overage.
+const luaTokenBucket = `
+local STRIDE, SOFT = 3, 3
+` + luaHead + `
+local function decode(i, v)
+  if not v then return {0, 0} end
+  local capa = arg(i, 2)
+  local c = string.find(v, ':', 1, true)
+  if c then
+    local tk, last = tonumber(string.sub(v, 1, c - 1)), tonumber(string.sub(v, c + 1))
+    if tk and last then return {tk, last} end
+    return {0, 0}
+  end
+  if #v < 4 then return {0, 0} end
+  local last, def = tonumber(string.sub(v, 1, -4)), tonumber(string.sub(v, -3))
+  if not last or not def then return {0, 0} end
+  return {capa - def, last}
+end
+local function encode(i, s)
+  local def = arg(i, 2) - s[1]
+  if def >= 0 and def < 1000 and s[2] > 0 then
+    return fmt(s[2]) .. string.format('%03d', def)
+  end
+  return fmt(s[1]) .. ':' .. fmt(s[2])
+end
+local function expires(i, s)
+  if s[2] == 0 then return 0 end
+  return s[2] + (arg(i, 2) - s[1]) * arg(i, 1)
+end
+
+local function step(i, s, mode)
+  local t, capa = arg(i, 1), arg(i, 2)
+  local tokens, last = s[1], s[2]
+  if last == 0 then
+    tokens, last = capa, now
+  elseif now > last then
+    local n = idiv(now - last, t)
+    if tokens + n >= capa then
+      tokens, last = capa, now
+    else
+      tokens = tokens + n
+      last = last + n * t
+    end
+  end
+  if cost <= tokens then
+    tokens = tokens - cost
+    if mode ~= EVAL and cost > 0 then s[1], s[2] = tokens, last; dirty[i] = true end
+    return true, tokens, math.max(0, last + (capa - tokens) * t - now), 0
+  end
+  local reset = math.max(0, last + (capa - tokens) * t - now)
+  local retry = last + (cost - tokens) * t - now
+  if cost > capa then retry = -1 end
+  if mode == ALWAYS then
+    s[1], s[2] = 0, last; dirty[i] = true
+    reset = math.max(0, last + capa * t - now)
+  end
+  return false, tokens, reset, retry
+end
+` + luaTail
+
+// luaFixedWindow: state (window index mod 2^33, count), exactly core's
+// packed word, stored as the integer string index*10^9 + count (count <
+// 10^9), else "index:count". ARGV per limit: window W, capacity, soft.
+const luaFixedWindow = `
+local STRIDE, SOFT = 3, 3
+` + luaHead + `
+local M33, M32 = 8589934592, 4294967296
+local function decode(i, v)
+  if not v then return {0, 0} end
+  local c = string.find(v, ':', 1, true)
+  if c then
+    local ix, n = tonumber(string.sub(v, 1, c - 1)), tonumber(string.sub(v, c + 1))
+    if ix and n then return {ix, n} end
+    return {0, 0}
+  end
+  if #v <= 9 then return {0, tonumber(v) or 0} end
+  local ix, n = tonumber(string.sub(v, 1, -10)), tonumber(string.sub(v, -9))
+  if not ix or not n then return {0, 0} end
+  return {ix, n}
+end
+local function encode(i, s)
+  if s[2] >= 1000000000 then return fmt(s[1]) .. ':' .. fmt(s[2]) end
+  if s[1] == 0 then return fmt(s[2]) end
+  return fmt(s[1]) .. string.format('%09d', s[2])
+end
+
+-- the window in force at now and its count (core: a stored window later
+-- than now's stays in force)
+local function current(s, w)
+  local idx = math.floor(now / w)
+  local count = s[2]
+  if count ~= 0 then
+    local diff = (idx - s[1]) % M33
+    if diff >= M32 then diff = diff - M33 end
+    if diff > 0 then count = 0 else idx = idx - diff end
+  end
+  return idx, count
+end
+
+local function expires(i, s)
+  if s[2] == 0 then return 0 end
+  local w = arg(i, 1)
+  local idx = current(s, w)
+  return (idx + 1) * w
+end
+
+local function step(i, s, mode)
+  local w, capa = arg(i, 1), arg(i, 2)
+  local idx, count = current(s, w)
+  local fin = (idx + 1) * w
+  if count + cost <= capa then
+    if mode ~= EVAL and cost > 0 then
+      s[1], s[2] = idx % M33, count + cost; dirty[i] = true
+    end
+    return true, capa - count - cost, fin - now, 0
+  end
+  local retry = fin - now
+  if cost > capa then retry = -1 end
+  if mode == ALWAYS then
+    s[1], s[2] = idx % M33, math.min(count + cost, capa); dirty[i] = true
+  end
+  return false, capa - count, fin - now, retry
+end
+` + luaTail
+
+// luaSlidingLog: state = the admitted units' timestamps+1 in arrival order,
+// oldest first, at most C of them, as a string of 8-byte little-endian
+// integers. It is core's ring of C slots read from its head: the slots
+// never written (zeros) are implicit, before the first entry. Stamps are
+// max(now, newest), so the entries are sorted and found by binary search:
+// O(log C) work in Lua per decision. ARGV per limit: window W, capacity C,
+// soft.
+const luaSlidingLog = `
+local STRIDE, SOFT = 3, 3
+` + luaHead + `
+local function decode(i, v)
+  if not v or #v % 8 ~= 0 or #v / 8 > arg(i, 2) then return {str = '', n = 0} end
+  return {str = v, n = #v / 8}
+end
+local function encode(i, s) return s.str end
+
+-- the i-th oldest slot (0-based) of the ring of c slots
+local function at(s, c, i)
+  local z = c - s.n
+  if i < z then return 0 end
+  return (struct.unpack('<i8', s.str, 8 * (i - z) + 1))
+end
+
+local function expires(i, s)
+  if s.n == 0 then return 0 end
+  local newest = at(s, s.n, s.n - 1)
+  if newest == 0 then return 0 end
+  return newest - 1 + arg(i, 1)
+end
+
+-- write k (<= C) copies of v at the head: append, dropping the oldest
+local function add(i, s, c, k, v)
+  local drop = math.max(0, s.n + k - c)
+  s.str = string.sub(s.str, 8 * drop + 1) .. string.rep(struct.pack('<i8', v), k)
+  s.n = s.n - drop + k
+  dirty[i] = true
+end
+
+local function step(i, s, mode)
+  local w, c = arg(i, 1), arg(i, 2)
+  local cut = now - w + 1
+  local lo, hi = 0, c
+  while lo < hi do
+    local m = math.floor((lo + hi) / 2)
+    if at(s, c, m) > cut then hi = m else lo = m + 1 end
+  end
+  local inw = c - lo
+  local newest = math.max(at(s, c, c - 1) - 1, 0)
+  local stamp = math.max(now, newest)
+  if inw + cost <= c then
+    if mode ~= EVAL and cost > 0 then add(i, s, c, cost, stamp + 1) end
+    local reset = 0
+    if cost > 0 then
+      reset = stamp + w - now
+    elseif inw > 0 then
+      reset = newest + w - now
+    end
+    return true, c - inw - cost, reset, 0
+  end
+  local reset, retry = newest + w - now, -1
+  if cost <= c then
+    retry = at(s, c, lo + inw + cost - c - 1) - 1 + w - now
+  end
+  if mode == ALWAYS then
+    add(i, s, c, math.min(cost, c), stamp + 1)
+    reset = stamp + w - now
+  end
+  return false, c - inw, reset, retry
+end
+` + luaTail
+
+// luaSlidingCounter: state (current bucket index, N+1 counts), as one
+// string: an 8-byte little-endian index, then N+1 counts of WIDTH bytes
+// (1, 2 or 4, the smallest that holds the capacity). ARGV per limit:
+// buckets N, bucket length L, capacity, soft, width.
+const luaSlidingCounter = `
+local STRIDE, SOFT = 5, 4
+` + luaHead + `
+local function decode(i, v)
+  local n, width = arg(i, 1), arg(i, 5)
+  local slots = n + 1
+  local s = {cur = 0, cnt = {}}
+  if v and #v == 8 + slots * width then
+    local vals = {struct.unpack('<i8' .. string.rep('I' .. width, slots), v)}
+    s.cur = vals[1]
+    for j = 1, slots do s.cnt[j] = vals[j + 1] end
+  else
+    for j = 1, slots do s.cnt[j] = 0 end
+  end
+  return s
+end
+local function encode(i, s)
+  local n, width = arg(i, 1), arg(i, 5)
+  return struct.pack('<i8' .. string.rep('I' .. width, n + 1), s.cur, unpack(s.cnt))
+end
+local function expires(i, s)
+  local n, bl = arg(i, 1), arg(i, 2)
+  for j = 1, n + 1 do
+    if s.cnt[j] ~= 0 then return (s.cur + n + 1) * bl end
+  end
+  return 0
+end
+
+local function estimate(sum, oldest, bl, e)
+  local w = (bl - e) / bl
+  return sum + oldest * w
+end
+
+local function step(i, s, mode)
+  local n, bl, capa = arg(i, 1), arg(i, 2), arg(i, 3)
+  local slots = n + 1
+  local cnt = s.cnt
+  local cur = s.cur
+  local function bucket(j)
+    if j > cur or j <= cur - slots or j < 0 then return 0 end
+    return cnt[j % slots + 1]
+  end
+  local idx = math.floor(now / bl)
+  local e = now - idx * bl
+  if idx < cur then idx, e = cur, 0 end
+  local sum = 0
+  for j = idx - n + 1, idx do sum = sum + bucket(j) end
+  local oldest = bucket(idx - n)
+  local est = estimate(sum, oldest, bl, e)
+  local lim = capa - cost
+  local ok, rem, reset, retry = false, 0, 0, 0
+  if est <= lim then
+    ok = true
+    rem = math.max(0, math.floor(capa - (est + cost)))
+  else
+    rem = math.max(0, math.floor(capa - est))
+    retry = -1
+    if cost <= capa then
+      -- the earliest instant the estimate is within lim (core's counterRetry);
+      -- window sums are kept incrementally, which is exact for integers
+      local at = (idx + n + 1) * bl
+      local ws = sum
+      for b = idx, idx + n + 1 do
+        if b > idx then ws = ws + bucket(b) - bucket(b - n) end
+        if ws <= lim then
+          local old = bucket(b - n)
+          local start = 0
+          if b == idx then start = e end
+          if estimate(ws, old, bl, start) <= lim then
+            at = b * bl + start
+            break
+          end
+          local x = math.max(start, bl - math.floor((lim - ws) * bl / old))
+          while x > start and estimate(ws, old, bl, x - 1) <= lim do x = x - 1 end
+          while x < bl and estimate(ws, old, bl, x) > lim do x = x + 1 end
+          if x < bl then
+            at = b * bl + x
+            break
+          end
+        end
+      end
+      retry = at - now
+    end
+  end
+  local write = mode == ALWAYS or (mode == IFOK and ok)
+  local a = cost
+  if not ok then a = math.min(cost, capa) end
+  if write and a > 0 then
+    if idx ~= cur then
+      for j = math.max(cur + 1, idx - n), idx do cnt[j % slots + 1] = 0 end
+      s.cur, cur = idx, idx
+    end
+    local k = idx % slots + 1
+    if ok then
+      cnt[k] = cnt[k] + a
+    else
+      cnt[k] = math.min(cnt[k] + a, capa)
+    end
+    dirty[i] = true
+  end
+  if (ok and cost > 0) or (write and a > 0) then
+    reset = (idx + n + 1) * bl - now
+  else
+    for j = idx, idx - n, -1 do
+      if bucket(j) ~= 0 then
+        reset = (j + n + 1) * bl - now
+        break
+      end
+    end
+  end
+  return ok, rem, reset, retry
+end
+` + luaTail
+
+// scripts, indexed by core.Algorithm.
+var scripts = [...]*redis.Script{
+	redis.NewScript(luaGCRA),
+	redis.NewScript(luaTokenBucket),
+	redis.NewScript(luaFixedWindow),
+	redis.NewScript(luaSlidingLog),
+	redis.NewScript(luaSlidingCounter),
+}
+
+// strides are the ARGV numbers per limit, indexed by core.Algorithm.
+var strides = [...]int{3, 3, 3, 3, 5}

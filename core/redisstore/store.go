@@ -1,0 +1,356 @@
+package redisstore
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/limitkit/limitkit/core"
+	"github.com/redis/go-redis/v9"
+)
+
+// DefaultPrefix is the key prefix used unless [WithPrefix] says otherwise.
+const DefaultPrefix = "limitkit:"
+
+// TTLPad is added to every key's TTL beyond the instant its state is back
+// to full: it covers the rounding of microseconds up to Redis's
+// milliseconds and the few microseconds between the script's TIME and the
+// server's expiry clock. A key therefore lives at most its refill time
+// (see the package doc) + TTLPad.
+const TTLPad = time.Millisecond
+
+// ClientTimeTTLSlack is added to every TTL under [WithClientTime]: the
+// state's time is then the app server's, while Redis expires keys on its
+// own clock, so a TTL needs room for request latency and clock-rate
+// differences. A key that outlives its state is harmless (the state it
+// holds is equivalent to a fresh one).
+const ClientTimeTTLSlack = time.Second
+
+// maxPrefix bounds the key prefix length.
+const maxPrefix = 128
+
+// maxCompiled bounds the per-policy cache; policies beyond it are compiled
+// on every call (correct, slower) so that callers creating a *Policy per
+// request cannot grow memory without bound.
+const maxCompiled = 4096
+
+// tagLen is the length of the hash tag: 16 base64url characters, 96 bits
+// of SHA-256.
+const tagLen = 16
+
+// Store is a [core.Store] keeping decision state in Redis.
+//
+// Every decision is one atomic Lua script (EVALSHA, falling back to EVAL
+// when Redis has lost the script), so concurrent app servers never
+// over-admit, and one network round trip, also for multi-limit policies.
+// Time comes from the Redis server (TIME inside the script) unless the
+// store was built with [WithClientTime]. Decisions are identical to
+// (*core.Policy).Decide on the same sequence of (time, cost).
+//
+// The deadline of each call comes from its context (core.Limiter gives
+// every call one); the client must have ContextTimeoutEnabled, which New
+// checks, so a hung or dead Redis never blocks past it.
+//
+// A Store holds no goroutines and no connections of its own: the caller
+// owns the client and closes it. Build one with [New]; the zero Store is
+// not usable. A Store is safe for concurrent use.
+type Store struct {
+	client     redis.UniversalClient
+	prefix     string
+	clientTime bool
+	ttlPad     int64 // ms
+
+	mu        sync.RWMutex
+	compiled  map[*core.Policy]*compiled
+	ncompiled atomic.Int64
+}
+
+var _ core.Store = (*Store)(nil)
+
+// Option configures a Store.
+type Option func(*Store) error
+
+// WithPrefix sets the prefix of every key (default [DefaultPrefix],
+// "limitkit:"). Use it to share one Redis between applications or
+// environments. The prefix must not contain '{' or '}' (it would replace
+// the per-key hash tag and put every key in one Cluster slot) and is at
+// most 128 bytes; it may be empty.
+func WithPrefix(prefix string) Option {
+	return func(s *Store) error {
+		if strings.ContainsAny(prefix, "{}") {
+			return fmt.Errorf("redisstore: WithPrefix(%q): the prefix must not contain '{' or '}' (it would override the per-key hash tag)", prefix)
+		}
+		if len(prefix) > maxPrefix {
+			return fmt.Errorf("redisstore: WithPrefix: prefix is %d bytes, at most %d", len(prefix), maxPrefix)
+		}
+		s.prefix = prefix
+		return nil
+	}
+}
+
+// WithClientTime makes the store decide at the now passed to Take (the
+// Limiter's clock) instead of the Redis server's TIME. Use it in tests with
+// a fake clock; in production it lets app servers with skewed clocks
+// disagree, which the default (Redis TIME) avoids. TTLs then get
+// [ClientTimeTTLSlack] more room.
+func WithClientTime() Option {
+	return func(s *Store) error {
+		s.clientTime = true
+		return nil
+	}
+}
+
+// New returns a Store over client: a *redis.Client (single node or
+// Sentinel failover), *redis.ClusterClient or *redis.Ring, or any other
+// UniversalClient.
+//
+// For the three go-redis client types New checks that ContextTimeoutEnabled
+// is set in the client's options and fails otherwise: without it go-redis
+// ignores context deadlines on socket reads and writes, and a hung Redis
+// would hold requests for the client's ReadTimeout (seconds) instead of
+// the limiter's deadline. For other implementations the caller guarantees
+// that the context deadline is honoured.
+//
+// New does no I/O; the scripts are loaded on first use.
+func New(client redis.UniversalClient, opts ...Option) (*Store, error) {
+	if client == nil {
+		return nil, errors.New("redisstore: New: nil client; pass a go-redis client (redis.NewClient, redis.NewClusterClient, ...)")
+	}
+	var ctxTimeout, known bool
+	switch c := client.(type) {
+	case *redis.Client:
+		known, ctxTimeout = true, c.Options().ContextTimeoutEnabled
+	case *redis.ClusterClient:
+		known, ctxTimeout = true, c.Options().ContextTimeoutEnabled
+	case *redis.Ring:
+		known, ctxTimeout = true, c.Options().ContextTimeoutEnabled
+	}
+	if known && !ctxTimeout {
+		return nil, errors.New("redisstore: New: the client has ContextTimeoutEnabled false, so go-redis would ignore the limiter's per-call deadline and a hung Redis would block requests for ReadTimeout; set ContextTimeoutEnabled: true in the client options")
+	}
+	s := &Store{client: client, prefix: DefaultPrefix, compiled: make(map[*core.Policy]*compiled)}
+	for _, o := range opts {
+		if o == nil {
+			return nil, errors.New("redisstore: New: nil Option")
+		}
+		if err := o(s); err != nil {
+			return nil, err
+		}
+	}
+	s.ttlPad = TTLPad.Milliseconds()
+	if s.clientTime {
+		s.ttlPad += ClientTimeTTLSlack.Milliseconds()
+	}
+	return s, nil
+}
+
+// compiled is what a policy needs per call, worked out once.
+type compiled struct {
+	p        *core.Policy
+	script   *redis.Script
+	argv     []any    // ARGV[3..]: countDenied, ttl pad, per-limit numbers
+	suffixes []string // per-limit key suffixes
+	hashPre  []byte   // policy layout digest + name, hashed before the key
+	maxEff   int64    // the largest effective capacity over the limits
+}
+
+// capacity is a limit's bucket size (core's Limit.capacity).
+func capacity(l core.Limit) int64 {
+	if l.Burst > 0 {
+		return l.Burst
+	}
+	return l.Requests
+}
+
+// effective is n raised by the soft percentage (core's effective).
+func effective(n int64, soft int) int64 {
+	if soft == 0 {
+		return n
+	}
+	return n * int64(100+soft) / 100
+}
+
+var algoLetters = [...]byte{'g', 't', 'f', 'l', 'c'}
+
+func (s *Store) compile(p *core.Policy) (*compiled, error) {
+	if err := p.Validate(); err != nil {
+		return nil, fmt.Errorf("redisstore: %w", err)
+	}
+	c := &compiled{p: p, script: scripts[p.Algorithm]}
+	cd := "0"
+	if p.CountDenied {
+		cd = "1"
+	}
+	c.argv = append(c.argv, cd, s.ttlPad)
+	// The layout digest: a policy whose limits change gets new keys rather
+	// than reading state written under other parameters.
+	var lay []byte
+	lay = append(lay, byte(p.Algorithm))
+	lay = binary.LittleEndian.AppendUint64(lay, uint64(p.Buckets))
+	lay = binary.LittleEndian.AppendUint64(lay, uint64(p.SoftPercent))
+	for i, l := range p.Limits {
+		lay = binary.LittleEndian.AppendUint64(lay, uint64(l.Requests))
+		lay = binary.LittleEndian.AppendUint64(lay, uint64(l.Window))
+		lay = binary.LittleEndian.AppendUint64(lay, uint64(l.Burst))
+		c.suffixes = append(c.suffixes, string(algoLetters[p.Algorithm])+strconv.Itoa(i))
+		capa := capacity(l)
+		eff := effective(capa, p.SoftPercent)
+		soft := eff - capa
+		w := l.Window.Microseconds()
+		c.maxEff = max(c.maxEff, eff)
+		switch p.Algorithm {
+		case core.GCRA:
+			t := core.EmissionInterval(l)
+			c.argv = append(c.argv, t, eff*t, soft)
+		case core.TokenBucket:
+			c.argv = append(c.argv, core.EmissionInterval(l), eff, soft)
+		case core.FixedWindow, core.SlidingWindowLog:
+			c.argv = append(c.argv, w, eff, soft)
+		case core.SlidingWindowCounter:
+			n := int64(max(p.Buckets, 1))
+			width := int64(4)
+			switch {
+			case eff <= 0xff:
+				width = 1
+			case eff <= 0xffff:
+				width = 2
+			}
+			c.argv = append(c.argv, n, w/n, eff, soft, width)
+		}
+	}
+	sum := sha256.Sum256(lay)
+	c.hashPre = append(c.hashPre, sum[:8]...)
+	c.hashPre = append(c.hashPre, p.Name...)
+	c.hashPre = append(c.hashPre, 0)
+	return c, nil
+}
+
+// policy returns p's compiled form, from the cache when possible.
+func (s *Store) policy(p *core.Policy) (*compiled, error) {
+	s.mu.RLock()
+	c := s.compiled[p]
+	s.mu.RUnlock()
+	if c != nil {
+		return c, nil
+	}
+	c, err := s.compile(p)
+	if err != nil {
+		return nil, err
+	}
+	if s.ncompiled.Load() < maxCompiled {
+		s.mu.Lock()
+		if _, ok := s.compiled[p]; !ok {
+			s.compiled[p] = c
+			s.ncompiled.Add(1)
+		}
+		s.mu.Unlock()
+	}
+	return c, nil
+}
+
+// Keys returns the Redis keys holding key's state under p, one per limit,
+// all under one hash tag: prefix + "{" + 16 base64url characters of
+// SHA-256(policy layout, policy name, key) + "}" + algorithm letter + limit
+// index. The raw key never reaches Redis. For inspection and tests.
+func (s *Store) Keys(p *core.Policy, key string) ([]string, error) {
+	c, err := s.policy(p)
+	if err != nil {
+		return nil, err
+	}
+	return s.keys(c, key), nil
+}
+
+func (s *Store) keys(c *compiled, key string) []string {
+	h := sha256.New()
+	h.Write(c.hashPre)
+	h.Write([]byte(key))
+	var sum [sha256.Size]byte
+	h.Sum(sum[:0])
+	var b [64]byte
+	base := append(b[:0], s.prefix...)
+	base = append(base, '{')
+	base = base64.RawURLEncoding.AppendEncode(base, sum[:tagLen*3/4])
+	base = append(base, '}')
+	keys := make([]string, len(c.suffixes))
+	for i, suf := range c.suffixes {
+		keys[i] = string(base) + suf
+	}
+	return keys
+}
+
+// Take applies cost to key under p and returns the decision, in one Redis
+// round trip. It decides at the Redis server's time, or at now under
+// [WithClientTime]. A negative cost is treated as 0 (a peek that consumes
+// nothing), as in (*core.Policy).Decide.
+//
+// The call is bounded by ctx's deadline. Errors (invalid policy, Redis
+// failure or timeout, an unexpected reply) are returned as
+// "redisstore: ..." wrapping the cause (context.DeadlineExceeded on a
+// timeout), with a zero Decision.
+func (s *Store) Take(ctx context.Context, key string, p *core.Policy, now time.Time, cost int64) (core.Decision, error) {
+	if p == nil {
+		return core.Decision{}, errors.New("redisstore: Take: nil policy")
+	}
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	c, err := s.policy(p)
+	if err != nil {
+		return core.Decision{}, err
+	}
+	cost = max(cost, 0)
+	// Any cost above every capacity decides like capacity+1 (denied, never
+	// retryable, the same state written): clamping keeps Lua's products
+	// exact.
+	cost = min(cost, c.maxEff+1)
+	argv := make([]any, 0, 2+len(c.argv))
+	if s.clientTime {
+		argv = append(argv, max(now.UnixMicro(), 0))
+	} else {
+		argv = append(argv, "")
+	}
+	argv = append(argv, cost)
+	argv = append(argv, c.argv...)
+	keys := s.keys(c, key)
+	vals, err := c.script.Run(ctx, s.client, keys, argv...).Int64Slice()
+	if err != nil {
+		return core.Decision{}, fmt.Errorf("redisstore: policy %q: %w", p.Name, err)
+	}
+	return decision(c.p, vals)
+}
+
+// decision builds the core.Decision from the script's reply, as core's
+// Policy.decision does.
+func decision(p *core.Policy, v []int64) (core.Decision, error) {
+	if len(v) != 5 || v[0] < 0 || v[0] > 1 || v[1] < 0 || v[1] >= int64(len(p.Limits)) ||
+		v[2] < 0 || v[4] < -1 {
+		return core.Decision{}, fmt.Errorf("redisstore: policy %q: unexpected script reply %v", p.Name, v)
+	}
+	d := core.Decision{
+		Allowed:    v[0] == 1,
+		Limit:      p.Limits[v[1]],
+		ResetAfter: time.Duration(v[3]) * time.Microsecond,
+		Policy:     p.Name,
+	}
+	if d.Allowed {
+		d.Remaining = v[2]
+		return d, nil
+	}
+	if v[4] == -1 {
+		d.RetryAfter = core.Never
+	} else {
+		d.RetryAfter = time.Duration(v[4]) * time.Microsecond
+	}
+	if p.Shadow {
+		d.Allowed, d.Shadowed = true, true
+	}
+	return d, nil
+}

@@ -1,0 +1,321 @@
+// Package storetest is the conformance suite every core.Store passes: the
+// same scenarios run against the in-memory store and the Redis store (single
+// node and Cluster), so that both apply the algorithms' math identically
+// and atomically.
+//
+// Stores under test must honour the now argument of Take (the Redis store
+// with its client-time option).
+package storetest
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/limitkit/limitkit/core"
+)
+
+// Factory returns a fresh, empty store for one subtest; the suite does not
+// close it (register cleanup with t.Cleanup).
+type Factory func(t *testing.T) core.Store
+
+// Options tunes the suite for slower stores.
+type Options struct {
+	// Goroutines and Calls size the exactness test (default 1000 × 10).
+	Goroutines, Calls int
+	// Steps is the length of each random differential sequence (default 300).
+	Steps int
+	// Stores is how many store instances share the exactness test's key
+	// (default 1); each comes from the Factory, which must then return
+	// stores that share state (e.g. clients of one Redis).
+	Stores int
+}
+
+// Epoch is the suite's base time (a fixed instant, so runs repeat).
+var Epoch = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+
+// Policies is one policy per algorithm plus the switches and a two-limit
+// policy, small enough that random traffic hits every branch.
+func Policies() []core.Policy {
+	return []core.Policy{
+		{Name: "gcra", Algorithm: core.GCRA, Limits: []core.Limit{core.Per(5, time.Second)}},
+		{Name: "gcra-burst", Algorithm: core.GCRA, Limits: []core.Limit{core.Per(3, time.Second).WithBurst(7)}},
+		{Name: "tb", Algorithm: core.TokenBucket, Limits: []core.Limit{core.Per(4, time.Second).WithBurst(6)}},
+		{Name: "fw", Algorithm: core.FixedWindow, Limits: []core.Limit{core.Per(6, time.Second)}},
+		{Name: "log", Algorithm: core.SlidingWindowLog, Limits: []core.Limit{core.Per(6, time.Second)}},
+		{Name: "sc1", Algorithm: core.SlidingWindowCounter, Limits: []core.Limit{core.Per(6, time.Second)}},
+		{Name: "sc10", Algorithm: core.SlidingWindowCounter, Buckets: 10, Limits: []core.Limit{core.Per(8, time.Second)}},
+		{Name: "gcra-2", Algorithm: core.GCRA, Limits: []core.Limit{core.Per(9, 15*time.Second), core.Per(4, time.Second)}},
+		{Name: "fw-2", Algorithm: core.FixedWindow, Limits: []core.Limit{core.Per(9, 15*time.Second), core.Per(4, time.Second)}},
+		{Name: "log-2", Algorithm: core.SlidingWindowLog, Limits: []core.Limit{core.Per(9, 15*time.Second), core.Per(4, time.Second)}},
+		{Name: "sc-2", Algorithm: core.SlidingWindowCounter, Buckets: 5, Limits: []core.Limit{core.Per(9, 15*time.Second), core.Per(4, time.Second)}},
+		{Name: "tb-2", Algorithm: core.TokenBucket, Limits: []core.Limit{core.Per(9, 15*time.Second), core.Per(4, time.Second)}},
+		{Name: "gcra-soft", Algorithm: core.GCRA, SoftPercent: 50, Limits: []core.Limit{core.Per(4, time.Second)}},
+		{Name: "fw-counted", Algorithm: core.FixedWindow, CountDenied: true, Limits: []core.Limit{core.Per(4, time.Second)}},
+		{Name: "log-counted", Algorithm: core.SlidingWindowLog, CountDenied: true, Limits: []core.Limit{core.Per(4, time.Second)}},
+		{Name: "sc-counted", Algorithm: core.SlidingWindowCounter, Buckets: 4, CountDenied: true, Limits: []core.Limit{core.Per(4, time.Second)}},
+		{Name: "gcra-counted", Algorithm: core.GCRA, CountDenied: true, Limits: []core.Limit{core.Per(4, time.Second)}},
+		{Name: "tb-counted", Algorithm: core.TokenBucket, CountDenied: true, Limits: []core.Limit{core.Per(4, time.Second)}},
+		{Name: "fw-shadow", Algorithm: core.FixedWindow, Shadow: true, Limits: []core.Limit{core.Per(3, time.Second)}},
+	}
+}
+
+// Run runs the whole suite.
+func Run(t *testing.T, f Factory, o Options) {
+	if o.Goroutines == 0 {
+		o.Goroutines, o.Calls = 1000, 10
+	}
+	if o.Steps == 0 {
+		o.Steps = 300
+	}
+	if o.Stores == 0 {
+		o.Stores = 1
+	}
+	t.Run("Differential", func(t *testing.T) { testDifferential(t, f, o) })
+	t.Run("ExactUnderConcurrency", func(t *testing.T) { testExact(t, f, o) })
+	t.Run("MultiLimitAllOrNothing", func(t *testing.T) { testMultiLimit(t, f) })
+	t.Run("KeysAreIsolated", func(t *testing.T) { testIsolation(t, f) })
+	t.Run("HostileKeys", func(t *testing.T) { testHostileKeys(t, f) })
+	t.Run("CostAboveCapacityIsNever", func(t *testing.T) { testNever(t, f) })
+	t.Run("TimeJumps", func(t *testing.T) { testTimeJumps(t, f) })
+}
+
+// testDifferential drives random (time, cost) sequences through the store
+// and through core's math on a local state; every decision must match.
+func testDifferential(t *testing.T, f Factory, o Options) {
+	for _, p := range Policies() {
+		t.Run(p.Name, func(t *testing.T) {
+			s := f(t)
+			c, err := p.Compile()
+			require.NoError(t, err)
+			rng := rand.New(rand.NewPCG(uint64(len(p.Name)), 7))
+			state := make([]int64, c.StateWords())
+			now := Epoch
+			ctx := context.Background()
+			for i := 0; i < o.Steps; i++ {
+				now = now.Add(randStep(rng))
+				cost := int64(rng.IntN(4))
+				if rng.IntN(10) == 0 {
+					cost = 0
+				}
+				want := c.Decide(state, now.UnixMicro(), cost)
+				got, err := s.Take(ctx, "k", &p, now, cost)
+				require.NoError(t, err)
+				require.Equal(t, want, got, "step %d at +%v cost %d", i, now.Sub(Epoch), cost)
+			}
+		})
+	}
+}
+
+// randStep is a time step from a mix of scales: same instant, microseconds,
+// milliseconds, around a window, and a rare long pause.
+func randStep(rng *rand.Rand) time.Duration {
+	switch rng.IntN(6) {
+	case 0:
+		return 0
+	case 1:
+		return time.Duration(rng.IntN(1000)) * time.Microsecond
+	case 2, 3:
+		return time.Duration(rng.IntN(400)) * time.Millisecond
+	case 4:
+		return time.Duration(rng.IntN(2000)) * time.Millisecond
+	}
+	return time.Duration(rng.IntN(20)) * time.Second
+}
+
+// testExact hammers one key with Goroutines × Calls under a frozen clock and
+// a limit of half that: exactly the limit is admitted, for every algorithm.
+func testExact(t *testing.T, f Factory, o Options) {
+	limit := int64(o.Goroutines * o.Calls / 2)
+	for _, alg := range []core.Algorithm{core.GCRA, core.TokenBucket, core.FixedWindow, core.SlidingWindowLog, core.SlidingWindowCounter} {
+		t.Run(alg.String(), func(t *testing.T) {
+			p := core.Policy{Name: "exact-" + alg.String(), Algorithm: alg, Limits: []core.Limit{core.Per(limit, time.Hour)}}
+			stores := make([]core.Store, o.Stores)
+			for i := range stores {
+				stores[i] = f(t)
+			}
+			var admitted atomic.Int64
+			var wg sync.WaitGroup
+			errs := make(chan error, 1)
+			for g := 0; g < o.Goroutines; g++ {
+				wg.Add(1)
+				go func(g int) {
+					defer wg.Done()
+					s := stores[g%len(stores)]
+					for i := 0; i < o.Calls; i++ {
+						d, err := s.Take(context.Background(), "hot", &p, Epoch, 1)
+						if err != nil {
+							select {
+							case errs <- err:
+							default:
+							}
+							return
+						}
+						if d.Allowed {
+							admitted.Add(1)
+						}
+					}
+				}(g)
+			}
+			wg.Wait()
+			select {
+			case err := <-errs:
+				t.Fatal(err)
+			default:
+			}
+			assert.Equal(t, limit, admitted.Load())
+		})
+	}
+}
+
+// testMultiLimit: a request denied by the per-second limit consumes nothing
+// from the 15-second limit.
+func testMultiLimit(t *testing.T, f Factory) {
+	for _, alg := range []core.Algorithm{core.GCRA, core.TokenBucket, core.FixedWindow, core.SlidingWindowLog, core.SlidingWindowCounter} {
+		t.Run(alg.String(), func(t *testing.T) {
+			s := f(t)
+			p := core.Policy{Name: "multi-" + alg.String(), Algorithm: alg,
+				Limits: []core.Limit{core.Per(900, 15*time.Minute), core.Per(200, time.Minute)}}
+			ctx := context.Background()
+			now := Epoch.Truncate(time.Hour)
+			for i := 0; i < 200; i++ {
+				d, err := s.Take(ctx, "u", &p, now, 1)
+				require.NoError(t, err)
+				require.True(t, d.Allowed, "request %d", i)
+			}
+			for i := 0; i < 50; i++ {
+				d, err := s.Take(ctx, "u", &p, now, 1)
+				require.NoError(t, err)
+				require.False(t, d.Allowed)
+				assert.Equal(t, core.Per(200, time.Minute), d.Limit, "the per-minute limit binds")
+				assert.Positive(t, d.RetryAfter)
+			}
+			// A peek shows the 15-minute limit still has exactly 700 left:
+			// the 50 denials consumed nothing there.
+			later := now.Add(time.Minute + time.Second)
+			d, err := s.Take(ctx, "u", &core.Policy{Name: p.Name, Algorithm: alg, Limits: p.Limits[:1]}, later, 0)
+			if err == nil { // a store may refuse a policy name reused with other limits
+				assert.Equal(t, int64(700), d.Remaining)
+			}
+			c, err := p.Compile()
+			require.NoError(t, err)
+			// Spend the rest of the 15-minute quota minute by minute: exactly 700 more fit.
+			admitted := 0
+			for m := 1; m <= 14; m++ {
+				at := now.Add(time.Duration(m)*time.Minute + time.Second)
+				for i := 0; i < 200; i++ {
+					d, err := s.Take(ctx, "u", &p, at, 1)
+					require.NoError(t, err)
+					if d.Allowed {
+						admitted++
+					}
+				}
+			}
+			_ = c
+			if alg == core.FixedWindow || alg == core.SlidingWindowLog {
+				assert.Equal(t, 700, admitted)
+			} else {
+				assert.GreaterOrEqual(t, admitted, 700, "rate algorithms refill within 15 minutes")
+			}
+		})
+	}
+}
+
+func testIsolation(t *testing.T, f Factory) {
+	s := f(t)
+	p := core.Policy{Name: "iso", Algorithm: core.FixedWindow, Limits: []core.Limit{core.Per(2, time.Minute)}}
+	q := core.Policy{Name: "iso-other", Algorithm: core.FixedWindow, Limits: []core.Limit{core.Per(2, time.Minute)}}
+	ctx := context.Background()
+	for i := 0; i < 2; i++ {
+		d, _ := s.Take(ctx, "a", &p, Epoch, 1)
+		require.True(t, d.Allowed)
+	}
+	d, _ := s.Take(ctx, "a", &p, Epoch, 1)
+	assert.False(t, d.Allowed)
+	d, _ = s.Take(ctx, "b", &p, Epoch, 1)
+	assert.True(t, d.Allowed, "another key has its own quota")
+	d, _ = s.Take(ctx, "a", &q, Epoch, 1)
+	assert.True(t, d.Allowed, "another policy has its own quota")
+	// Policies with the same name share state (a fleet shares quota by name).
+	same := p
+	d, _ = s.Take(ctx, "a", &same, Epoch, 1)
+	assert.False(t, d.Allowed, "a policy copy with the same name shares the key's state")
+}
+
+func testHostileKeys(t *testing.T, f Factory) {
+	s := f(t)
+	p := core.Policy{Name: "hostile", Algorithm: core.GCRA, Limits: []core.Limit{core.Per(1, time.Minute)}}
+	keys := []string{"", "{", "}", "{a}", "a:b", "a\nb", "a\x00b", "\xff\xfe", strings.Repeat("x", 64<<10), "*", "?", "user:{victim}"}
+	ctx := context.Background()
+	for _, k := range keys {
+		d, err := s.Take(ctx, k, &p, Epoch, 1)
+		require.NoError(t, err, "key %q", k[:min(len(k), 16)])
+		assert.True(t, d.Allowed, "key %q starts fresh", k[:min(len(k), 16)])
+	}
+	for _, k := range keys {
+		d, err := s.Take(ctx, k, &p, Epoch, 1)
+		require.NoError(t, err)
+		assert.False(t, d.Allowed, "key %q keeps its own state", k[:min(len(k), 16)])
+	}
+}
+
+func testNever(t *testing.T, f Factory) {
+	s := f(t)
+	for _, p := range Policies() {
+		d, err := s.Take(context.Background(), "n", &p, Epoch, 1000)
+		require.NoError(t, err)
+		if p.Shadow {
+			assert.True(t, d.Shadowed, p.Name)
+			assert.True(t, d.Allowed, p.Name)
+		} else {
+			assert.False(t, d.Allowed, p.Name)
+		}
+		assert.Equal(t, core.Never, d.RetryAfter, p.Name)
+	}
+}
+
+// testTimeJumps: the clock going back an hour or forward 30 days never
+// mints quota beyond what the limit allows over the elapsed time.
+func testTimeJumps(t *testing.T, f Factory) {
+	for _, p := range Policies() {
+		if len(p.Limits) > 1 || p.Shadow || p.SoftPercent > 0 {
+			continue
+		}
+		t.Run(p.Name, func(t *testing.T) {
+			s := f(t)
+			ctx := context.Background()
+			now := Epoch
+			admit := func(at time.Time, n int) int {
+				k := 0
+				for i := 0; i < n; i++ {
+					d, err := s.Take(ctx, "j", &p, at, 1)
+					require.NoError(t, err)
+					if d.Allowed {
+						k++
+					}
+				}
+				return k
+			}
+			capa := int(max(p.Limits[0].Requests, p.Limits[0].Burst))
+			require.Equal(t, capa, admit(now, capa+5), "a fresh key admits its capacity")
+			assert.Zero(t, admit(now.Add(-time.Hour), 20), "a clock an hour back admits nothing more")
+			assert.Zero(t, admit(now.Add(-30*time.Millisecond), 20))
+			fwd := now.Add(30 * 24 * time.Hour)
+			assert.Equal(t, capa, admit(fwd, capa+5), "30 days later the key is full again, and no more")
+			assert.Zero(t, admit(fwd.Add(-time.Hour), 5), "and back again mints nothing")
+		})
+	}
+}
+
+// Describe formats a decision for failure messages.
+func Describe(d core.Decision) string {
+	return fmt.Sprintf("%+v", d)
+}
