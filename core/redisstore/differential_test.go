@@ -48,7 +48,7 @@ func diffPolicies() []core.Policy {
 			p = base("one-bucket", core.Per(6, time.Second))
 			p.Buckets = 1
 			ps = append(ps, p)
-			p = base("60", core.Per(300, 60*time.Second))
+			p = base("60", core.Per(40, 60*time.Second))
 			p.Buckets = 60
 			ps = append(ps, p)
 		}

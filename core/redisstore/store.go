@@ -42,9 +42,10 @@ const maxPrefix = 128
 // request cannot grow memory without bound.
 const maxCompiled = 4096
 
-// tagLen is the length of the hash tag: 16 base64url characters, 96 bits
-// of SHA-256.
-const tagLen = 16
+// tagLen is the length of the hash tag: 12 base64url characters, 72 bits
+// of SHA-256 (a default key is 29 bytes, which keeps a single-limit GCRA,
+// fixed window or token bucket key at 72 bytes of Redis memory).
+const tagLen = 12
 
 // Store is a [core.Store] keeping decision state in Redis.
 //
@@ -158,7 +159,7 @@ type compiled struct {
 	script   *redis.Script
 	argv     []any    // ARGV[3..]: countDenied, ttl pad, per-limit numbers
 	suffixes []string // per-limit key suffixes
-	hashPre  []byte   // policy layout digest + name, hashed before the key
+	hashPre  []byte   // policy name and a NUL, hashed before the key
 	maxEff   int64    // the largest effective capacity over the limits
 }
 
@@ -190,17 +191,8 @@ func (s *Store) compile(p *core.Policy) (*compiled, error) {
 		cd = "1"
 	}
 	c.argv = append(c.argv, cd, s.ttlPad)
-	// The layout digest: a policy whose limits change gets new keys rather
-	// than reading state written under other parameters.
-	var lay []byte
-	lay = append(lay, byte(p.Algorithm))
-	lay = binary.LittleEndian.AppendUint64(lay, uint64(p.Buckets))
-	lay = binary.LittleEndian.AppendUint64(lay, uint64(p.SoftPercent))
 	for i, l := range p.Limits {
-		lay = binary.LittleEndian.AppendUint64(lay, uint64(l.Requests))
-		lay = binary.LittleEndian.AppendUint64(lay, uint64(l.Window))
-		lay = binary.LittleEndian.AppendUint64(lay, uint64(l.Burst))
-		c.suffixes = append(c.suffixes, string(algoLetters[p.Algorithm])+strconv.Itoa(i))
+		c.suffixes = append(c.suffixes, suffix(p, i))
 		capa := capacity(l)
 		eff := effective(capa, p.SoftPercent)
 		soft := eff - capa
@@ -226,11 +218,26 @@ func (s *Store) compile(p *core.Policy) (*compiled, error) {
 			c.argv = append(c.argv, n, w/n, eff, soft, width)
 		}
 	}
-	sum := sha256.Sum256(lay)
-	c.hashPre = append(c.hashPre, sum[:8]...)
 	c.hashPre = append(c.hashPre, p.Name...)
 	c.hashPre = append(c.hashPre, 0)
 	return c, nil
+}
+
+// suffix is limit i's key suffix: the algorithm's letter, the index, and
+// 4 base64url characters of a digest of what the stored state means (the
+// algorithm, the limit, soft overage, buckets). A policy whose limit
+// changes gets a fresh key rather than misreading state written under
+// other parameters; a policy copy, or one that keeps its first limits,
+// shares their state.
+func suffix(p *core.Policy, i int) string {
+	l := p.Limits[i]
+	var lay []byte
+	lay = append(lay, byte(p.Algorithm))
+	for _, v := range []int64{int64(p.Buckets), int64(p.SoftPercent), l.Requests, int64(l.Window), l.Burst} {
+		lay = binary.LittleEndian.AppendUint64(lay, uint64(v))
+	}
+	sum := sha256.Sum256(lay)
+	return string(algoLetters[p.Algorithm]) + strconv.Itoa(i) + base64.RawURLEncoding.EncodeToString(sum[:3])
 }
 
 // policy returns p's compiled form, from the cache when possible.
@@ -257,9 +264,10 @@ func (s *Store) policy(p *core.Policy) (*compiled, error) {
 }
 
 // Keys returns the Redis keys holding key's state under p, one per limit,
-// all under one hash tag: prefix + "{" + 16 base64url characters of
-// SHA-256(policy layout, policy name, key) + "}" + algorithm letter + limit
-// index. The raw key never reaches Redis. For inspection and tests.
+// all under one hash tag: prefix + "{" + 12 base64url characters of
+// SHA-256(policy name, NUL, key) + "}" + algorithm letter + limit index + 4
+// characters of a digest of the limit's parameters. The raw key never
+// reaches Redis. For inspection and tests.
 func (s *Store) Keys(p *core.Policy, key string) ([]string, error) {
 	c, err := s.policy(p)
 	if err != nil {
