@@ -1,0 +1,384 @@
+// Package exampleapp is the wiring the programs under _examples share:
+// their command-line flags, the store (embedded or Redis), one limiter per
+// rule of a rules file, the key function each rule names, and the
+// dispatch that picks a request's rule and hands it to that rule's
+// adapter middleware. It is internal: applications should copy what they
+// need rather than import it.
+//
+// # Identity
+//
+// A caller is authenticated when it presents either an HS256 JWT whose
+// signature verifies with the configured secret (Authorization: Bearer;
+// its "sub" is the user) or an X-API-Key listed in LIMITKIT_API_KEYS. An
+// invalid or expired token is not an identity: the caller is anonymous
+// and limited by IP, never by the user the token claims.
+//
+// # Dispatch
+//
+// For each request, [App.Rule] matches the rules file against the method,
+// the route pattern the framework matched (or the path when there is
+// none) and whether the caller is authenticated; the rule's middleware —
+// built with the adapter's own NewMiddleware and the options from
+// [App.Options] — then decides. A request that matches no rule is not
+// limited. Each rule's quota is its own (the rule name is the key scope),
+// so "anonymous-get" on /* is one quota per IP across every GET path.
+//
+// The identity check runs twice per request (once to match, once in the
+// rule's key function); that is a JWT verification more than a production
+// setup would do, which would verify once in an auth middleware and key by
+// keyfuncs.ClaimFromContext.
+package exampleapp
+
+import (
+	"crypto/hmac"
+	"crypto/rand"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/limitkit/limitkit/core"
+	"github.com/limitkit/limitkit/core/memstore"
+	"github.com/limitkit/limitkit/core/redisstore"
+	"github.com/limitkit/limitkit/keyfuncs"
+	"github.com/limitkit/limitkit/nethttp"
+	"github.com/limitkit/limitkit/rules"
+)
+
+// Environment variables the examples read.
+const (
+	// EnvJWTSecret is the HS256 secret when -jwt-secret is not given.
+	EnvJWTSecret = "LIMITKIT_JWT_SECRET"
+	// EnvAPIKeys is a comma-separated list of valid API keys.
+	EnvAPIKeys = "LIMITKIT_API_KEYS"
+)
+
+// Config is what the flags and the environment configure.
+type Config struct {
+	// Addr is the listen address (-addr). Default ":8080".
+	Addr string
+	// Redis is a Redis host:port (-redis); empty means the embedded store.
+	Redis string
+	// RulesFile is a rules file (-rules); empty means rules.Default().
+	RulesFile string
+	// TrustedProxies are the CIDRs of proxies whose X-Forwarded-For is
+	// believed (-trusted-proxies, comma-separated). Empty: the client IP is
+	// the TCP peer and the header is ignored.
+	TrustedProxies []string
+	// JWTSecret is the HS256 secret (-jwt-secret, else LIMITKIT_JWT_SECRET).
+	// Empty: [New] generates a random one and [App.SampleToken] is set.
+	JWTSecret string
+	// APIKeys are the valid X-API-Key values (LIMITKIT_API_KEYS).
+	APIKeys []string
+}
+
+// ParseFlags parses the examples' flags — exactly -addr, -redis, -rules,
+// -trusted-proxies and -jwt-secret — from args, reading the environment
+// through getenv (os.Getenv when nil).
+func ParseFlags(name string, args []string, getenv func(string) string) (Config, error) {
+	if getenv == nil {
+		getenv = os.Getenv
+	}
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	var cfg Config
+	var proxies string
+	fs.StringVar(&cfg.Addr, "addr", ":8080", "listen address")
+	fs.StringVar(&cfg.Redis, "redis", "", "Redis host:port; empty means the embedded in-memory store")
+	fs.StringVar(&cfg.RulesFile, "rules", "", "rules file (YAML or .json); empty means the embedded endpoint table")
+	fs.StringVar(&proxies, "trusted-proxies", "", "comma-separated CIDRs of proxies whose X-Forwarded-For is trusted")
+	fs.StringVar(&cfg.JWTSecret, "jwt-secret", "", "HS256 secret for Bearer tokens (default $"+EnvJWTSecret+")")
+	if err := fs.Parse(args); err != nil {
+		return Config{}, err
+	}
+	if fs.NArg() > 0 {
+		return Config{}, fmt.Errorf("%s: unexpected arguments %q", name, fs.Args())
+	}
+	cfg.TrustedProxies = splitList(proxies)
+	if cfg.JWTSecret == "" {
+		cfg.JWTSecret = getenv(EnvJWTSecret)
+	}
+	cfg.APIKeys = splitList(getenv(EnvAPIKeys))
+	return cfg, nil
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// App is the shared state of an example server. Build it with [New]; it
+// is safe for concurrent use; Close releases the store.
+type App struct {
+	// Rules is the loaded rules file.
+	Rules *rules.Set
+	// Store holds the limiters' state.
+	Store core.Store
+	// IP resolves the client IP (peer, or X-Forwarded-For from trusted
+	// proxies).
+	IP *keyfuncs.Resolver
+	// Principal keys an authenticated caller: the JWT's sub tagged "user",
+	// or the hash of a listed API key tagged "key" (keyfuncs.Tagged); an
+	// error for an anonymous caller.
+	Principal keyfuncs.Func
+	// SampleToken is a token for user "alice" valid for an hour, set when
+	// the secret was generated (so the example can be tried with curl).
+	SampleToken string
+
+	secret    []byte
+	jwtKey    keyfuncs.Func
+	listedKey keyfuncs.Func
+	limiters []*core.Limiter // by rule index
+	closers  []func() error
+}
+
+// Option configures [New].
+type Option func(*options)
+
+type options struct {
+	client redis.UniversalClient
+	clock  core.Clock
+}
+
+// WithRedisClient makes the app use a Redis store on client (a
+// ClusterClient, say) instead of what Config.Redis says. The client must
+// set ContextTimeoutEnabled. The caller keeps ownership of client.
+func WithRedisClient(c redis.UniversalClient) Option { return func(o *options) { o.client = c } }
+
+// WithClock gives every limiter clock c (tests).
+func WithClock(c core.Clock) Option { return func(o *options) { o.clock = c } }
+
+// New loads the rules, opens the store, and builds one limiter per rule.
+func New(cfg Config, opts ...Option) (*App, error) {
+	var o options
+	for _, f := range opts {
+		f(&o)
+	}
+	a := &App{Rules: rules.Default()}
+	if cfg.RulesFile != "" {
+		s, err := rules.LoadFile(cfg.RulesFile)
+		if err != nil {
+			return nil, err
+		}
+		a.Rules = s
+	}
+	var err error
+	if len(cfg.TrustedProxies) > 0 {
+		a.IP, err = keyfuncs.XForwardedFor(cfg.TrustedProxies...)
+		if err != nil {
+			return nil, fmt.Errorf("-trusted-proxies: %w", err)
+		}
+	} else {
+		a.IP = keyfuncs.PeerIP()
+	}
+	a.secret = []byte(cfg.JWTSecret)
+	if len(a.secret) == 0 {
+		a.secret = make([]byte, 32)
+		_, _ = rand.Read(a.secret)
+		a.SampleToken, err = a.Token("alice", time.Hour)
+		if err != nil {
+			return nil, err
+		}
+	}
+	jwtKey, err := keyfuncs.JWTClaim(keyfuncs.JWTConfig{Methods: []string{"HS256"}, Key: a.secret})
+	if err != nil {
+		return nil, err
+	}
+	apiKey, err := keyfuncs.APIKey("X-API-Key", "")
+	if err != nil {
+		return nil, err
+	}
+	valid := make([][]byte, len(cfg.APIKeys))
+	for i, k := range cfg.APIKeys {
+		valid[i] = []byte(k)
+	}
+	listedKey := func(r keyfuncs.Request) (string, error) {
+		raw := []byte(r.Header("X-API-Key"))
+		if len(raw) == 0 {
+			return "", keyfuncs.ErrNoKey
+		}
+		for _, v := range valid {
+			if hmac.Equal(raw, v) {
+				return apiKey(r)
+			}
+		}
+		return "", errors.New("exampleapp: unknown API key")
+	}
+	a.jwtKey, a.listedKey = jwtKey, listedKey
+	a.Principal = keyfuncs.FirstOf(keyfuncs.Tagged("user", jwtKey), keyfuncs.Tagged("key", listedKey))
+
+	switch {
+	case o.client != nil:
+		st, err := redisstore.New(o.client)
+		if err != nil {
+			return nil, err
+		}
+		a.Store = st
+	case cfg.Redis != "":
+		// ContextTimeoutEnabled lets the limiter's per-call deadline bound
+		// every Redis call (redisstore requires it).
+		c := redis.NewClient(&redis.Options{Addr: cfg.Redis, ContextTimeoutEnabled: true})
+		st, err := redisstore.New(c)
+		if err != nil {
+			c.Close()
+			return nil, err
+		}
+		a.Store = st
+		a.closers = append(a.closers, c.Close)
+	default:
+		st, err := memstore.New()
+		if err != nil {
+			return nil, err
+		}
+		a.Store = st
+		a.closers = append(a.closers, st.Close)
+	}
+	var lopts []core.Option
+	if o.clock != nil {
+		lopts = append(lopts, core.WithClock(o.clock))
+	}
+	for _, r := range a.Rules.Rules() {
+		l, err := core.NewLimiter(a.Store, r.Policy(), lopts...)
+		if err != nil {
+			a.Close()
+			return nil, err
+		}
+		a.limiters = append(a.limiters, l)
+	}
+	return a, nil
+}
+
+// Close releases the store (and the Redis client New opened).
+func (a *App) Close() error {
+	var errs []error
+	for _, c := range a.closers {
+		errs = append(errs, c())
+	}
+	a.closers = nil
+	return errors.Join(errs...)
+}
+
+// Token returns an HS256 token for user sub, signed with the app's
+// secret, expiring after ttl.
+func (a *App) Token(sub string, ttl time.Duration) (string, error) {
+	t := jwt.NewWithClaims(jwt.SigningMethodHS256, jwt.RegisteredClaims{
+		Subject:   sub,
+		ExpiresAt: jwt.NewNumericDate(time.Now().Add(ttl)),
+	})
+	return t.SignedString(a.secret)
+}
+
+// Authenticated reports whether r carries a valid identity.
+func (a *App) Authenticated(r keyfuncs.Request) bool {
+	_, err := a.Principal(r)
+	return err == nil
+}
+
+// Caller describes r's caller for responses and logs: "user/alice",
+// "key/<first 8 hex digits of the key's hash>", or "anonymous <ip>".
+func (a *App) Caller(r keyfuncs.Request) string {
+	if u, err := a.jwtKey(r); err == nil {
+		return "user/" + u
+	}
+	if k, err := a.listedKey(r); err == nil {
+		return "key/" + k[:min(8, len(k))]
+	}
+	ip, err := a.IP.ClientIP(r)
+	if err != nil {
+		return "anonymous"
+	}
+	return "anonymous " + ip.String()
+}
+
+// RoutePath turns a framework's route pattern into the path form rules
+// match: net/http's "GET host/api1" becomes "/api1"; an empty route falls
+// back to path.
+func RoutePath(route, path string) string {
+	if i := strings.IndexByte(route, ' '); i >= 0 {
+		route = strings.TrimLeft(route[i+1:], " ")
+	}
+	if route != "" && route[0] != '/' {
+		if i := strings.IndexByte(route, '/'); i >= 0 {
+			route = route[i:] // drop a host
+		} else {
+			route = ""
+		}
+	}
+	if route == "" {
+		return path
+	}
+	return route
+}
+
+// Rule returns the rule for a request whose framework matched route
+// (empty when unknown), or nil.
+func (a *App) Rule(r keyfuncs.Request, route string) *rules.Rule {
+	return a.Rules.Match(r.Method(), RoutePath(route, r.Path()), a.Authenticated(r))
+}
+
+// Limiter returns the limiter of rule r.
+func (a *App) Limiter(r *rules.Rule) *core.Limiter { return a.limiters[r.Index] }
+
+// Options returns the adapter options for rule r: its key function and
+// its scope (the rule name). Every adapter's Option is the same type, so
+// the result suits nethttp, ginlimit, echolimit and fiberlimit alike.
+func (a *App) Options(r *rules.Rule) ([]nethttp.Option, error) {
+	opts := []nethttp.Option{nethttp.WithScope(r.Name)}
+	switch r.Key.Kind {
+	case rules.KeyIP:
+		opts = append(opts, nethttp.WithIPKey(a.IP))
+	case rules.KeyUser:
+		opts = append(opts, nethttp.WithKey(a.Principal))
+	case rules.KeyAPIKey:
+		k, err := keyfuncs.APIKey("X-API-Key", "")
+		if err != nil {
+			return nil, err
+		}
+		opts = append(opts, nethttp.WithKey(k))
+	case rules.KeyHeader:
+		k, err := keyfuncs.Header(r.Key.Header)
+		if err != nil {
+			return nil, err
+		}
+		opts = append(opts, nethttp.WithKey(k))
+	default:
+		return nil, fmt.Errorf("exampleapp: rule %q: unsupported key %s", r.Name, r.Key)
+	}
+	// Without a key (an identity that vanished between match and decision,
+	// a missing header) the adapter falls back to the client IP.
+	opts = append(opts, nethttp.WithFallbackKey(a.IP.Key))
+	return opts, nil
+}
+
+// Middlewares builds one middleware per rule with an adapter's
+// NewMiddleware (nethttp.NewMiddleware, ginlimit.NewMiddleware, ...),
+// indexed like the rules.
+func Middlewares[M any](a *App, newMW func(*core.Limiter, ...nethttp.Option) (M, error)) ([]M, error) {
+	out := make([]M, 0, len(a.limiters))
+	for _, r := range a.Rules.Rules() {
+		opts, err := a.Options(&r)
+		if err != nil {
+			return nil, err
+		}
+		m, err := newMW(a.limiters[r.Index], opts...)
+		if err != nil {
+			return nil, fmt.Errorf("rule %q: %w", r.Name, err)
+		}
+		out = append(out, m)
+	}
+	return out, nil
+}
+
+// Reply is the JSON body the example API answers with.
+func Reply(endpoint, caller string) []byte {
+	return fmt.Appendf(nil, `{"ok":true,"endpoint":%q,"caller":%q}`+"\n", endpoint, caller)
+}
