@@ -137,8 +137,8 @@ type App struct {
 	secret    []byte
 	jwtKey    keyfuncs.Func
 	listedKey keyfuncs.Func
-	limiters []*core.Limiter // by rule index
-	closers  []func() error
+	limiters  []*core.Limiter // by rule index
+	closers   []func() error
 }
 
 // Option configures [New].
