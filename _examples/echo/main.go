@@ -1,0 +1,77 @@
+// Command echo serves the example API on echo, limited by a rules file
+// (default: the design notes' endpoint table) through the echolimit
+// adapter.
+//
+//	go run ./_examples/echo -addr :8080
+//
+// Flags and environment as in _examples/nethttp: -addr, -redis, -rules,
+// -trusted-proxies, -jwt-secret (LIMITKIT_JWT_SECRET), LIMITKIT_API_KEYS.
+package main
+
+import (
+	"errors"
+	"flag"
+	"log"
+	"net/http"
+	"os"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/limitkit/limitkit/echolimit"
+	"github.com/limitkit/limitkit/internal/exampleapp"
+	"github.com/limitkit/limitkit/keyfuncs"
+)
+
+func main() {
+	cfg, err := exampleapp.ParseFlags("echo", os.Args[1:], nil)
+	if errors.Is(err, flag.ErrHelp) {
+		return
+	}
+	if err != nil {
+		log.Fatal(err)
+	}
+	app, err := exampleapp.New(cfg)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer app.Close()
+	// One echolimit middleware per rule; the dispatcher picks the request's.
+	mws, err := exampleapp.Middlewares(app, echolimit.NewMiddleware)
+	if err != nil {
+		log.Fatal(err)
+	}
+
+	e := echo.New()
+	e.HideBanner = true
+	e.Use(func(next echo.HandlerFunc) echo.HandlerFunc {
+		limited := make([]echo.HandlerFunc, len(mws))
+		for i, mw := range mws {
+			limited[i] = mw(next)
+		}
+		return func(c echo.Context) error {
+			// c.Path is the matched route ("/api1", "/*").
+			if rule := app.Rule(keyfuncs.FromHTTP(c.Request()), c.Path()); rule != nil {
+				return limited[rule.Index](c)
+			}
+			return next(c)
+		}
+	})
+	reply := func(endpoint string) echo.HandlerFunc {
+		return func(c echo.Context) error {
+			return c.Blob(http.StatusOK, "application/json", exampleapp.Reply(endpoint, app.Caller(keyfuncs.FromHTTP(c.Request()))))
+		}
+	}
+	e.GET("/api1", reply("GET /api1"))
+	e.GET("/api2", reply("GET /api2"))
+	e.POST("/api2", reply("POST /api2"))
+	e.GET("/api3", reply("GET /api3"))
+	e.GET("/*", reply("GET /")) // any other GET
+
+	if app.SampleToken != "" {
+		log.Printf("no -jwt-secret: generated one; a token for user alice:\n%s", app.SampleToken)
+	}
+	e.Server.ReadHeaderTimeout = 5 * time.Second
+	log.Printf("echo example listening on %s (%d rules)", cfg.Addr, len(app.Rules.Rules()))
+	log.Fatal(e.Start(cfg.Addr))
+}

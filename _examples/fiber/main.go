@@ -1,0 +1,88 @@
+// Command fiber serves the example API on fiber, limited by a rules file
+// (default: the design notes' endpoint table) through the fiberlimit
+// adapter.
+//
+//	go run ./_examples/fiber -addr :8080
+//
+// Flags and environment as in _examples/nethttp: -addr, -redis, -rules,
+// -trusted-proxies, -jwt-secret (LIMITKIT_JWT_SECRET), LIMITKIT_API_KEYS.
+package main
+
+import (
+	"errors"
+	"flag"
+	"log"
+	"os"
+
+	"github.com/gofiber/fiber/v2"
+
+	"github.com/limitkit/limitkit/fiberlimit"
+	"github.com/limitkit/limitkit/internal/exampleapp"
+)
+
+// view is the keyfuncs.Request view of a fiber context the dispatcher
+// needs to match a rule (the adapter has its own for deciding).
+type view struct{ c *fiber.Ctx }
+
+func (v view) Method() string { return v.c.Method() }
+func (v view) Route() string  { return v.c.Route().Path }
+func (v view) Path() string   { return v.c.Path() }
+func (v view) Header(name string) string {
+	return v.c.Get(name)
+}
+func (v view) HeaderValues(name string) []string {
+	var out []string
+	for _, b := range v.c.Request().Header.PeekAll(name) {
+		out = append(out, string(b))
+	}
+	return out
+}
+func (v view) Query(name string) string { return v.c.Query(name) }
+func (v view) RemoteAddr() string       { return v.c.Context().RemoteAddr().String() }
+func (v view) Value(key any) any        { return v.c.UserContext().Value(key) }
+
+func main() {
+	cfg, err := exampleapp.ParseFlags("fiber", os.Args[1:], nil)
+	if errors.Is(err, flag.ErrHelp) {
+		return
+	}
+	if err != nil {
+		log.Fatal(err)
+	}
+	app, err := exampleapp.New(cfg)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer app.Close()
+	// One fiberlimit middleware per rule; the dispatcher picks the request's.
+	mws, err := exampleapp.Middlewares(app, fiberlimit.NewMiddleware)
+	if err != nil {
+		log.Fatal(err)
+	}
+	// The dispatcher is the first handler of each route (not app.Use),
+	// so that c.Route() is the matched route.
+	dispatch := func(c *fiber.Ctx) error {
+		if rule := app.Rule(view{c}, c.Route().Path); rule != nil {
+			return mws[rule.Index](c)
+		}
+		return c.Next()
+	}
+	reply := func(endpoint string) fiber.Handler {
+		return func(c *fiber.Ctx) error {
+			c.Set(fiber.HeaderContentType, fiber.MIMEApplicationJSON)
+			return c.Send(exampleapp.Reply(endpoint, app.Caller(view{c})))
+		}
+	}
+	f := fiber.New(fiber.Config{DisableStartupMessage: true})
+	f.Get("/api1", dispatch, reply("GET /api1"))
+	f.Get("/api2", dispatch, reply("GET /api2"))
+	f.Post("/api2", dispatch, reply("POST /api2"))
+	f.Get("/api3", dispatch, reply("GET /api3"))
+	f.Get("/*", dispatch, reply("GET /")) // any other GET
+
+	if app.SampleToken != "" {
+		log.Printf("no -jwt-secret: generated one; a token for user alice:\n%s", app.SampleToken)
+	}
+	log.Printf("fiber example listening on %s (%d rules)", cfg.Addr, len(app.Rules.Rules()))
+	log.Fatal(f.Listen(cfg.Addr))
+}

@@ -1,0 +1,76 @@
+// Command gin serves the example API on gin, limited by a rules file
+// (default: the design notes' endpoint table) through the ginlimit adapter.
+//
+//	go run ./_examples/gin -addr :8080
+//
+// Flags and environment as in _examples/nethttp: -addr, -redis, -rules,
+// -trusted-proxies, -jwt-secret (LIMITKIT_JWT_SECRET), LIMITKIT_API_KEYS.
+package main
+
+import (
+	"errors"
+	"flag"
+	"log"
+	"net/http"
+	"os"
+	"time"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/limitkit/limitkit/ginlimit"
+	"github.com/limitkit/limitkit/internal/exampleapp"
+	"github.com/limitkit/limitkit/keyfuncs"
+)
+
+func main() {
+	cfg, err := exampleapp.ParseFlags("gin", os.Args[1:], nil)
+	if errors.Is(err, flag.ErrHelp) {
+		return
+	}
+	if err != nil {
+		log.Fatal(err)
+	}
+	app, err := exampleapp.New(cfg)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer app.Close()
+	// One ginlimit middleware per rule; the dispatcher picks the request's.
+	mws, err := exampleapp.Middlewares(app, ginlimit.NewMiddleware)
+	if err != nil {
+		log.Fatal(err)
+	}
+
+	gin.SetMode(gin.ReleaseMode)
+	r := gin.New()
+	r.Use(gin.Recovery())
+	r.Use(func(c *gin.Context) {
+		// FullPath is the matched route ("" for NoRoute: the path is used).
+		if rule := app.Rule(keyfuncs.FromHTTP(c.Request), c.FullPath()); rule != nil {
+			mws[rule.Index](c)
+		}
+	})
+	reply := func(endpoint string) gin.HandlerFunc {
+		return func(c *gin.Context) {
+			c.Data(http.StatusOK, "application/json", exampleapp.Reply(endpoint, app.Caller(keyfuncs.FromHTTP(c.Request))))
+		}
+	}
+	r.GET("/api1", reply("GET /api1"))
+	r.GET("/api2", reply("GET /api2"))
+	r.POST("/api2", reply("POST /api2"))
+	r.GET("/api3", reply("GET /api3"))
+	r.NoRoute(func(c *gin.Context) { // any other GET
+		if c.Request.Method != http.MethodGet && c.Request.Method != http.MethodHead {
+			c.Status(http.StatusNotFound)
+			return
+		}
+		reply("GET /")(c)
+	})
+
+	if app.SampleToken != "" {
+		log.Printf("no -jwt-secret: generated one; a token for user alice:\n%s", app.SampleToken)
+	}
+	srv := &http.Server{Addr: cfg.Addr, Handler: r, ReadHeaderTimeout: 5 * time.Second}
+	log.Printf("gin example listening on %s (%d rules)", cfg.Addr, len(app.Rules.Rules()))
+	log.Fatal(srv.ListenAndServe())
+}
