@@ -3,6 +3,7 @@ package fiberlimit
 import (
 	"net"
 	"net/netip"
+	"reflect"
 	"strconv"
 
 	"github.com/gofiber/fiber/v2"
@@ -119,10 +120,32 @@ func (r *request) Method() string { return r.ctx().Method() }
 // app.Use handler, which runs before the final route is known.
 func (r *request) Route() string {
 	rt := r.ctx().Route()
-	if rt == nil || rt.Method == "USE" {
+	if rt == nil || isUse(rt) {
 		return ""
 	}
 	return rt.Path
+}
+
+// useField is the index of fiber.Route's unexported "use" flag, which marks
+// app.Use / group.Use routes (their Method is rewritten to the request's, so
+// the flag is the only tell). -1 if a fiber version lacks it: every route
+// then counts as a real one.
+var useField = func() int {
+	f, ok := reflect.TypeOf(fiber.Route{}).FieldByName("use")
+	if !ok || f.Type.Kind() != reflect.Bool || len(f.Index) != 1 {
+		return -1
+	}
+	return f.Index[0]
+}()
+
+// isUse reports whether rt was registered with Use: a prefix match that
+// runs before the final route is known. Reading the field through reflect
+// neither allocates nor needs unsafe.
+func isUse(rt *fiber.Route) bool {
+	if useField < 0 {
+		return false
+	}
+	return reflect.ValueOf(rt).Elem().Field(useField).Bool()
 }
 
 func (r *request) Path() string { return r.ctx().Path() }

@@ -1,0 +1,232 @@
+package adaptertest
+
+import (
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"regexp"
+	"strconv"
+	"strings"
+
+	"github.com/gin-gonic/gin"
+	"github.com/gofiber/fiber/v2"
+	"github.com/labstack/echo/v4"
+	"github.com/valyala/fasthttp"
+
+	"github.com/limitkit/limitkit/echolimit"
+	"github.com/limitkit/limitkit/fiberlimit"
+	"github.com/limitkit/limitkit/ginlimit"
+	"github.com/limitkit/limitkit/internal/limitmw"
+	"github.com/limitkit/limitkit/nethttp"
+)
+
+func denyBody(reason fmt.Stringer, policy string, retry int64) string {
+	return "denied:" + reason.String() + ":" + policy + ":" + strconv.FormatInt(retry, 10)
+}
+
+// All returns the four harnesses.
+func All() []Harness { return []Harness{NetHTTP(), Gin(), Echo(), Fiber()} }
+
+var param = regexp.MustCompile(`:([A-Za-z0-9_]+)`)
+
+func colonScope(method, path string) string { return method + " " + path }
+
+// serveHTTP serves req with h through an httptest recorder.
+func serveHTTP(h http.Handler, req Request) Response {
+	r := httptest.NewRequest(req.Method, req.Target, nil)
+	r.RemoteAddr = req.Peer
+	for k, v := range req.Header {
+		r.Header.Set(k, v)
+	}
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, r)
+	return Response{Status: w.Code, Header: w.Result().Header, Body: w.Body.String()}
+}
+
+// NetHTTP is the net/http harness: a ServeMux with "METHOD /path/{param}"
+// patterns, the global middleware wrapping the mux.
+func NetHTTP() Harness {
+	return Harness{
+		Name: "nethttp",
+		Build: func(app App) (Client, error) {
+			mux := http.NewServeMux()
+			for _, rt := range app.Routes {
+				var h http.Handler = http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) })
+				if rt.Mw != nil {
+					mw, err := nethttp.NewMiddleware(rt.Mw.Limiter, rt.Mw.Opts...)
+					if err != nil {
+						return nil, err
+					}
+					h = mw(h)
+				}
+				mux.Handle(rt.Method+" "+param.ReplaceAllString(rt.Path, "{$1}"), h)
+			}
+			var root http.Handler = mux
+			if app.Global != nil {
+				mw, err := nethttp.NewMiddleware(app.Global.Limiter, app.Global.Opts...)
+				if err != nil {
+					return nil, err
+				}
+				root = mw(mux)
+			}
+			return func(req Request) Response { return serveHTTP(root, req) }, nil
+		},
+		Scope:           func(m, p string) string { return m + " " + param.ReplaceAllString(p, "{$1}") },
+		GlobalSeesRoute: true,
+		CustomDeny: func() limitmw.Option {
+			return nethttp.WithDenyHandler(func(w http.ResponseWriter, _ *http.Request, rej nethttp.Rejection) {
+				w.Header().Set("X-Denied", rej.Reason.String())
+				w.WriteHeader(http.StatusTeapot)
+				_, _ = w.Write([]byte(denyBody(rej.Reason, rej.Decision.Policy, rej.RetryAfter)))
+			})
+		},
+	}
+}
+
+// Gin is the gin harness.
+func Gin() Harness {
+	gin.SetMode(gin.ReleaseMode)
+	return Harness{
+		Name: "gin",
+		Build: func(app App) (Client, error) {
+			r := gin.New()
+			if app.Global != nil {
+				mw, err := ginlimit.NewMiddleware(app.Global.Limiter, app.Global.Opts...)
+				if err != nil {
+					return nil, err
+				}
+				r.Use(mw)
+			}
+			for _, rt := range app.Routes {
+				var hs []gin.HandlerFunc
+				if rt.Mw != nil {
+					mw, err := ginlimit.NewMiddleware(rt.Mw.Limiter, rt.Mw.Opts...)
+					if err != nil {
+						return nil, err
+					}
+					hs = append(hs, mw)
+				}
+				hs = append(hs, func(c *gin.Context) { c.String(http.StatusOK, "ok") })
+				r.Handle(rt.Method, rt.Path, hs...)
+			}
+			return func(req Request) Response { return serveHTTP(r, req) }, nil
+		},
+		Scope:           colonScope,
+		GlobalSeesRoute: true,
+		CustomDeny: func() limitmw.Option {
+			return ginlimit.WithDenyHandler(func(c *gin.Context, rej ginlimit.Rejection) {
+				c.Header("X-Denied", rej.Reason.String())
+				c.String(http.StatusTeapot, denyBody(rej.Reason, rej.Decision.Policy, rej.RetryAfter))
+			})
+		},
+	}
+}
+
+// Echo is the echo harness.
+func Echo() Harness {
+	return Harness{
+		Name: "echo",
+		Build: func(app App) (Client, error) {
+			e := echo.New()
+			if app.Global != nil {
+				mw, err := echolimit.NewMiddleware(app.Global.Limiter, app.Global.Opts...)
+				if err != nil {
+					return nil, err
+				}
+				e.Use(mw)
+			}
+			for _, rt := range app.Routes {
+				var mws []echo.MiddlewareFunc
+				if rt.Mw != nil {
+					mw, err := echolimit.NewMiddleware(rt.Mw.Limiter, rt.Mw.Opts...)
+					if err != nil {
+						return nil, err
+					}
+					mws = append(mws, mw)
+				}
+				e.Add(rt.Method, rt.Path, func(c echo.Context) error { return c.String(http.StatusOK, "ok") }, mws...)
+			}
+			return func(req Request) Response { return serveHTTP(e, req) }, nil
+		},
+		Scope:           colonScope,
+		GlobalSeesRoute: true,
+		CustomDeny: func() limitmw.Option {
+			return echolimit.WithDenyHandler(func(c echo.Context, rej echolimit.Rejection) error {
+				c.Response().Header().Set("X-Denied", rej.Reason.String())
+				return c.String(http.StatusTeapot, denyBody(rej.Reason, rej.Decision.Policy, rej.RetryAfter))
+			})
+		},
+	}
+}
+
+// Fiber is the fiber v2 harness. Requests go straight to the app's
+// fasthttp handler on a RequestCtx whose remote address is the peer.
+func Fiber() Harness {
+	return Harness{
+		Name: "fiber",
+		Build: func(app App) (Client, error) {
+			a := fiber.New(fiber.Config{DisableStartupMessage: true})
+			if app.Global != nil {
+				mw, err := fiberlimit.NewMiddleware(app.Global.Limiter, app.Global.Opts...)
+				if err != nil {
+					return nil, err
+				}
+				a.Use(mw)
+			}
+			for _, rt := range app.Routes {
+				var hs []fiber.Handler
+				if rt.Mw != nil {
+					mw, err := fiberlimit.NewMiddleware(rt.Mw.Limiter, rt.Mw.Opts...)
+					if err != nil {
+						return nil, err
+					}
+					hs = append(hs, mw)
+				}
+				hs = append(hs, func(c *fiber.Ctx) error { return c.SendString("ok") })
+				a.Add(rt.Method, rt.Path, hs...)
+			}
+			h := a.Handler()
+			return func(req Request) Response { return serveFast(h, req) }, nil
+		},
+		Scope:           colonScope,
+		GlobalSeesRoute: false,
+		CustomDeny: func() limitmw.Option {
+			return fiberlimit.WithDenyHandler(func(c *fiber.Ctx, rej fiberlimit.Rejection) error {
+				c.Set("X-Denied", rej.Reason.String())
+				return c.Status(http.StatusTeapot).SendString(denyBody(rej.Reason, rej.Decision.Policy, rej.RetryAfter))
+			})
+		},
+	}
+}
+
+// FastCtx prepares ctx for req as fasthttp's server would.
+func FastCtx(ctx *fasthttp.RequestCtx, req Request) {
+	var fr fasthttp.Request
+	fr.Header.SetMethod(req.Method)
+	fr.SetRequestURI(req.Target)
+	fr.Header.SetHost("example.com")
+	for k, v := range req.Header {
+		fr.Header.Set(k, v)
+	}
+	var addr net.Addr
+	if ap, err := netip.ParseAddrPort(req.Peer); err == nil {
+		addr = net.TCPAddrFromAddrPort(ap)
+	} else {
+		addr = &net.UnixAddr{Name: req.Peer, Net: "unix"}
+	}
+	ctx.Init(&fr, addr, nil)
+}
+
+func serveFast(h fasthttp.RequestHandler, req Request) Response {
+	var ctx fasthttp.RequestCtx
+	FastCtx(&ctx, req)
+	h(&ctx)
+	hdr := http.Header{}
+	ctx.Response.Header.VisitAll(func(k, v []byte) { hdr.Add(string(k), string(v)) })
+	if ct := ctx.Response.Header.ContentType(); len(ct) > 0 {
+		hdr.Set("Content-Type", string(ct))
+	}
+	return Response{Status: ctx.Response.StatusCode(), Header: hdr, Body: strings.Clone(string(ctx.Response.Body()))}
+}

@@ -1,0 +1,69 @@
+// Package adaptertest is the conformance suite every limitkit framework
+// adapter passes: the same scenarios driven through net/http, gin, echo and
+// fiber, asserting the same status codes, headers, bodies and store keys.
+//
+// A [Harness] adapts one framework: it builds an app from an [App] spec
+// (routes, a global middleware, per-route middlewares) and serves
+// [Request]s from a chosen TCP peer. [Run] drives every scenario.
+package adaptertest
+
+import (
+	"net/http"
+
+	"github.com/limitkit/limitkit/core"
+	"github.com/limitkit/limitkit/internal/limitmw"
+)
+
+// Mw is one middleware: a limiter and options.
+type Mw struct {
+	Limiter *core.Limiter
+	Opts    []limitmw.Option
+}
+
+// Route is one endpoint. Path uses the ":param" syntax; harnesses convert.
+type Route struct {
+	Method, Path string
+	Mw           *Mw // per-route middleware, or nil
+}
+
+// App is what a harness builds. Every route answers 200 "ok".
+type App struct {
+	Global *Mw // around everything, or nil
+	Routes []Route
+}
+
+// Request is one request to an app.
+type Request struct {
+	Method, Target string
+	Peer           string // "ip:port"; the TCP peer the server sees
+	Header         map[string]string
+}
+
+// Response is what came back. Header keys are canonical.
+type Response struct {
+	Status int
+	Header http.Header
+	Body   string
+}
+
+// Client serves requests against a built app.
+type Client func(Request) Response
+
+// Harness adapts one framework to the suite.
+type Harness struct {
+	// Name names the framework in subtests.
+	Name string
+	// Build builds the app.
+	Build func(App) (Client, error)
+	// Scope is the default key scope the adapter derives for a route
+	// (method, ":param" path): "GET /users/:id", or for net/http
+	// "GET /users/{id}".
+	Scope func(method, path string) string
+	// GlobalSeesRoute tells whether a global middleware knows the route
+	// pattern (false for fiber's app.Use).
+	GlobalSeesRoute bool
+	// CustomDeny is the adapter's WithDenyHandler with the suite's handler:
+	// status 418, header X-Denied: <reason>, body
+	// "denied:<reason>:<policy>:<retry>".
+	CustomDeny func() limitmw.Option
+}
