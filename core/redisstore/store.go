@@ -153,6 +153,19 @@ func New(client redis.UniversalClient, opts ...Option) (*Store, error) {
 	return s, nil
 }
 
+// Preload loads the five scripts into Redis (on a Cluster or Ring, into
+// every shard) so that the first decisions skip the EVAL fallback, which
+// sends the whole script. Optional: without it, each shard loads a script
+// on first use, and again after a restart or SCRIPT FLUSH, invisibly.
+func (s *Store) Preload(ctx context.Context) error {
+	for _, sc := range scripts {
+		if err := sc.Load(ctx, s.client).Err(); err != nil {
+			return fmt.Errorf("redisstore: Preload: %w", err)
+		}
+	}
+	return nil
+}
+
 // compiled is what a policy needs per call, worked out once.
 type compiled struct {
 	p        *core.Policy

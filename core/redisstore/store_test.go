@@ -1,0 +1,412 @@
+package redisstore
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/limitkit/limitkit/core"
+	"github.com/limitkit/limitkit/internal/redistest"
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestNewValidates(t *testing.T) {
+	ok := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", ContextTimeoutEnabled: true})
+	defer ok.Close()
+	tests := []struct {
+		name   string
+		client redis.UniversalClient
+		opts   []Option
+		want   string
+	}{
+		{"nil client", nil, nil, "nil client"},
+		{"no context timeout", redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"}), nil, "ContextTimeoutEnabled"},
+		{"no context timeout cluster", redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{"127.0.0.1:1"}}), nil, "ContextTimeoutEnabled"},
+		{"no context timeout ring", redis.NewRing(&redis.RingOptions{Addrs: map[string]string{"a": "127.0.0.1:1"}}), nil, "ContextTimeoutEnabled"},
+		{"brace in prefix", ok, []Option{WithPrefix("app{x}:")}, "must not contain"},
+		{"long prefix", ok, []Option{WithPrefix(strings.Repeat("p", 129))}, "at most 128"},
+		{"nil option", ok, []Option{nil}, "nil Option"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if c, isCloser := tt.client.(interface{ Close() error }); isCloser && tt.client != ok {
+				defer c.Close()
+			}
+			s, err := New(tt.client, tt.opts...)
+			require.Error(t, err)
+			assert.Nil(t, s)
+			assert.Contains(t, err.Error(), tt.want)
+			assert.True(t, strings.HasPrefix(err.Error(), "redisstore: "), err.Error())
+		})
+	}
+	s, err := New(ok)
+	require.NoError(t, err)
+	assert.Equal(t, DefaultPrefix, s.prefix, "default prefix")
+	assert.False(t, s.clientTime, "Redis TIME by default")
+	assert.Equal(t, TTLPad.Milliseconds(), s.ttlPad)
+	s, err = New(ok, WithPrefix(""), WithClientTime())
+	require.NoError(t, err)
+	assert.Equal(t, "", s.prefix)
+	assert.Equal(t, (TTLPad + ClientTimeTTLSlack).Milliseconds(), s.ttlPad)
+}
+
+func TestTakeErrors(t *testing.T) {
+	c := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", ContextTimeoutEnabled: true, MaxRetries: -1})
+	defer c.Close()
+	s := newStore(t, c)
+	_, err := s.Take(context.Background(), "k", nil, time.Now(), 1)
+	require.ErrorContains(t, err, "redisstore: Take: nil policy")
+	_, err = s.Take(context.Background(), "k", &core.Policy{Name: "bad"}, time.Now(), 1)
+	require.ErrorContains(t, err, "redisstore: core: policy \"bad\": no limits")
+	p := mustPolicy(t, core.Policy{Name: "ok", Limits: []core.Limit{core.PerSecond(1)}})
+	_, err = s.Take(context.Background(), "k", p, time.Now(), 1) // nothing listens on port 1
+	require.Error(t, err)
+	assert.True(t, strings.HasPrefix(err.Error(), "redisstore: policy \"ok\": "), err.Error())
+}
+
+// TestUnexpectedReply: a reply of the wrong shape is an error, never a
+// panic or a made-up decision.
+func TestUnexpectedReply(t *testing.T) {
+	p := mustPolicy(t, core.Policy{Name: "p", Limits: []core.Limit{core.PerSecond(1), core.PerMinute(10)}})
+	for _, v := range [][]int64{nil, {1, 0, 0, 0}, {1, 0, 0, 0, 0, 0}, {2, 0, 0, 0, 0}, {1, 2, 0, 0, 0}, {1, -1, 0, 0, 0}, {1, 0, -1, 0, 0}, {0, 0, 0, 0, -2}} {
+		_, err := decision(p, v)
+		require.Error(t, err, "%v", v)
+		assert.Contains(t, err.Error(), "redisstore: policy \"p\": unexpected script reply")
+	}
+	d, err := decision(p, []int64{0, 1, 5, 7, -1})
+	require.NoError(t, err)
+	assert.Equal(t, core.Decision{Limit: p.Limits[1], ResetAfter: 7 * time.Microsecond, RetryAfter: core.Never, Policy: "p"}, d,
+		"denied: Remaining 0, Never for -1")
+
+	// A non-array reply from Redis (e.g. a script replaced under the same
+	// SHA by a hostile operator) is reported, not trusted.
+	srv := redistest.StartNode(t)
+	c := srv.NewClient(t)
+	ctx := context.Background()
+	_, err = c.ScriptFlush(ctx).Result()
+	require.NoError(t, err)
+	fake := redis.NewScript(`return 'hello'`)
+	v, err := fake.Run(ctx, c, []string{"x"}).Int64Slice()
+	require.Error(t, err)
+	assert.Nil(t, v)
+}
+
+// TestOneRoundTrip counts commands with a go-redis hook: exactly one per
+// decision for every algorithm and a two-limit policy, on a node and on a
+// cluster, once the script is cached; after SCRIPT FLUSH the EVAL
+// fallback is invisible to the caller.
+func TestOneRoundTrip(t *testing.T) {
+	srv := redistest.StartNode(t)
+	cl := redistest.StartCluster(t)
+	clients := map[string]redis.UniversalClient{"node": srv.NewClient(t), "cluster": cl.NewClient(t)}
+	for name, c := range clients {
+		t.Run(name, func(t *testing.T) {
+			ctx := context.Background()
+			if cc, ok := c.(*redis.ClusterClient); ok {
+				cc.ReloadState(ctx) // load slots before counting
+				require.NoError(t, cc.Ping(ctx).Err())
+			}
+			var n counter
+			c.AddHook(&n)
+			s := newStore(t, c)
+			require.NoError(t, s.Preload(ctx)) // on every master of the cluster
+			for _, pol := range benchPolicies() {
+				p := mustPolicy(t, pol)
+				_, err := s.Take(ctx, "warm", p, time.Time{}, 1)
+				require.NoError(t, err)
+				before := n.n.Load()
+				for i := 0; i < 20; i++ {
+					_, err := s.Take(ctx, "user-"+strconv.Itoa(i), p, time.Time{}, 1)
+					require.NoError(t, err)
+				}
+				assert.Equal(t, int64(20), n.n.Load()-before, p.Name)
+			}
+			if cc, ok := c.(*redis.ClusterClient); ok {
+				require.NoError(t, cc.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error { return m.ScriptFlush(ctx).Err() }))
+			} else {
+				require.NoError(t, c.ScriptFlush(ctx).Err())
+			}
+			p := mustPolicy(t, benchPolicies()[0])
+			d, err := s.Take(ctx, "after-flush", p, time.Time{}, 1)
+			require.NoError(t, err, "NOSCRIPT is invisible")
+			assert.True(t, d.Allowed)
+		})
+	}
+}
+
+// crc16 is Redis Cluster's key hash (CRC16-CCITT/XMODEM), written out so
+// the slot test does not trust the code under test.
+func crc16(b []byte) uint16 {
+	var crc uint16
+	for _, c := range b {
+		crc ^= uint16(c) << 8
+		for i := 0; i < 8; i++ {
+			if crc&0x8000 != 0 {
+				crc = crc<<1 ^ 0x1021
+			} else {
+				crc <<= 1
+			}
+		}
+	}
+	return crc
+}
+
+// slot is the cluster slot of key, hash tags included.
+func slot(key string) uint16 {
+	if s := strings.IndexByte(key, '{'); s >= 0 {
+		if e := strings.IndexByte(key[s+1:], '}'); e > 0 {
+			key = key[s+1 : s+1+e]
+		}
+	}
+	return crc16([]byte(key)) % 16384
+}
+
+// TestKeysOneSlot is the static check that every key set a script touches
+// maps to one cluster slot, for every algorithm, up to eight limits,
+// prefixes and hostile keys; CLUSTER KEYSLOT agrees with the local CRC16,
+// and the raw key never appears in a Redis key.
+func TestKeysOneSlot(t *testing.T) {
+	srv := redistest.StartNode(t, "--cluster-enabled", "yes")
+	ctx := context.Background()
+	c := srv.NewClient(t)
+	hostile := []string{"", "{", "}", "{}", "{a}", "}{", "a:b", "a\nb", "a\x00b", "user:{victim}", strings.Repeat("{x}", 1000), strings.Repeat("k", 64<<10)}
+	rng := rand.New(rand.NewPCG(1, 2))
+	for range 30 {
+		b := make([]byte, rng.IntN(40))
+		for i := range b {
+			b[i] = byte(rng.IntN(256))
+		}
+		hostile = append(hostile, string(b))
+	}
+	limits := []core.Limit{core.PerSecond(10), core.PerMinute(100), core.PerHour(1000), core.PerDay(5000),
+		core.Per(7, 7*time.Second), core.Per(60, 3*time.Minute), core.Per(90, 15*time.Minute), core.Per(3, 2*time.Second)}
+	slots := map[uint16]bool{}
+	for _, prefix := range []string{DefaultPrefix, "", "app:prod:"} {
+		s := newStore(t, c, WithPrefix(prefix))
+		for a := core.GCRA; a <= core.SlidingWindowCounter; a++ {
+			for n := 1; n <= 8; n++ {
+				p := mustPolicy(t, core.Policy{Name: fmt.Sprintf("slot-%d", n), Algorithm: a, Limits: limits[:n]})
+				for _, k := range hostile {
+					keys, err := s.Keys(p, k)
+					require.NoError(t, err)
+					require.Len(t, keys, n)
+					want := slot(keys[0])
+					slots[want] = true
+					for _, key := range keys {
+						require.Equal(t, want, slot(key), "%q", key)
+						require.True(t, strings.HasPrefix(key, prefix+"{"))
+						require.Len(t, key, len(prefix)+2+tagLen+2+4, "fixed length whatever the input")
+						if len(k) >= 3 {
+							require.NotContains(t, key, k, "raw key material")
+						}
+					}
+					if n == 8 && a == core.GCRA && prefix == DefaultPrefix {
+						got, err := c.ClusterKeySlot(ctx, keys[0]).Result()
+						require.NoError(t, err)
+						require.Equal(t, int64(want), got, "CLUSTER KEYSLOT agrees with the local CRC16")
+					}
+				}
+			}
+		}
+	}
+	assert.Greater(t, len(slots), 20, "different keys spread over slots")
+}
+
+// TestTTLHygiene: after random traffic under Redis time (the default),
+// every key has a TTL, and it is at most the key's refill time + TTLPad
+// (window + one bucket for the sliding counter, Burst/Requests × window
+// for GCRA and the token bucket).
+func TestTTLHygiene(t *testing.T) {
+	srv := redistest.StartNode(t)
+	c := srv.NewClient(t)
+	s := newStore(t, c)
+	ctx := context.Background()
+	pols := append(benchPolicies(),
+		core.Policy{Name: "tb-burst", Algorithm: core.TokenBucket, Limits: []core.Limit{core.PerSecond(5).WithBurst(20)}},
+		core.Policy{Name: "sc-counted", Algorithm: core.SlidingWindowCounter, Buckets: 6, CountDenied: true, Limits: []core.Limit{core.Per(20, 3*time.Second)}},
+		core.Policy{Name: "gcra-counted", CountDenied: true, Limits: []core.Limit{core.Per(20, 3*time.Second)}},
+	)
+	max := map[string]time.Duration{}
+	for _, pol := range pols {
+		p := mustPolicy(t, pol)
+		for i := 0; i < 300; i++ {
+			k := "u" + strconv.Itoa(i%7)
+			_, err := s.Take(ctx, k, p, time.Time{}, int64(i%3))
+			require.NoError(t, err)
+		}
+		for i := 0; i < 7; i++ {
+			keys, err := s.Keys(p, "u"+strconv.Itoa(i))
+			require.NoError(t, err)
+			for j, key := range keys {
+				l := p.Limits[j]
+				bound := l.Window
+				switch p.Algorithm {
+				case core.GCRA, core.TokenBucket:
+					bound = time.Duration(core.EmissionInterval(l)*max64(l.Burst, l.Requests)) * time.Microsecond
+				case core.SlidingWindowCounter:
+					bound += l.Window / time.Duration(p.Buckets)
+				}
+				max[key] = bound + TTLPad
+			}
+		}
+	}
+	keys, err := c.Keys(ctx, "*").Result()
+	require.NoError(t, err)
+	require.NotEmpty(t, keys)
+	for _, k := range keys {
+		bound, ok := max[k]
+		require.True(t, ok, "unexpected key %q", k)
+		ttl, err := c.PTTL(ctx, k).Result()
+		require.NoError(t, err)
+		assert.Positive(t, ttl, k)
+		assert.LessOrEqual(t, ttl, bound, k)
+	}
+}
+
+func max64(a, b int64) int64 {
+	if a > b {
+		return a
+	}
+	return b
+}
+
+// TestTTLRepair: a key found without a TTL (PERSIST by an operator, or a
+// write by an older version) gets one back on the next decision, even one
+// that writes nothing.
+func TestTTLRepair(t *testing.T) {
+	srv := redistest.StartNode(t)
+	c := srv.NewClient(t)
+	s := newStore(t, c)
+	ctx := context.Background()
+	for _, pol := range benchPolicies() {
+		p := mustPolicy(t, pol)
+		keys, err := s.Keys(p, "r")
+		require.NoError(t, err)
+		_, err = s.Take(ctx, "r", p, time.Time{}, 1)
+		require.NoError(t, err)
+		for _, k := range keys {
+			require.NoError(t, c.Persist(ctx, k).Err())
+			require.Equal(t, time.Duration(-1), c.PTTL(ctx, k).Val())
+		}
+		_, err = s.Take(ctx, "r", p, time.Time{}, 0) // a peek writes nothing
+		require.NoError(t, err)
+		for _, k := range keys {
+			ttl := c.PTTL(ctx, k).Val()
+			assert.Positive(t, ttl, "%s %s", p.Name, k)
+			l := p.Limits[0]
+			assert.LessOrEqual(t, ttl, l.Window+l.Window/time.Duration(max(p.Buckets, 1))+TTLPad, "%s %s", p.Name, k)
+		}
+	}
+}
+
+// TestRedisTime: by default the store decides at the Redis server's time
+// and ignores the now argument, so app servers with skewed clocks agree.
+func TestRedisTime(t *testing.T) {
+	srv := redistest.StartNode(t)
+	c := srv.NewClient(t)
+	s := newStore(t, c)
+	ctx := context.Background()
+	p := mustPolicy(t, core.Policy{Name: "fw", Algorithm: core.FixedWindow, Limits: []core.Limit{core.PerHour(2)}})
+	skews := []time.Time{time.Now(), time.Now().Add(2 * time.Hour), time.Unix(0, 0), {}}
+	allowed := 0
+	for _, now := range skews {
+		d, err := s.Take(ctx, "k", p, now, 1)
+		require.NoError(t, err)
+		if d.Allowed {
+			allowed++
+		}
+		assert.LessOrEqual(t, d.ResetAfter, time.Hour)
+		assert.Positive(t, d.ResetAfter)
+	}
+	assert.Equal(t, 2, allowed, "one window, whatever the app servers' clocks say")
+
+	// With client time, the same skews are separate windows.
+	cs := newStore(t, c, WithClientTime(), WithPrefix("client:"))
+	allowed = 0
+	for _, now := range skews[:2] {
+		for i := 0; i < 2; i++ {
+			d, err := cs.Take(ctx, "k", p, now, 1)
+			require.NoError(t, err)
+			if d.Allowed {
+				allowed++
+			}
+		}
+	}
+	assert.Equal(t, 4, allowed)
+}
+
+// TestMemoryLayout pins the state encodings: a single-limit GCRA, fixed
+// window and token bucket key is an int-encoded string.
+func TestMemoryLayout(t *testing.T) {
+	srv := redistest.StartNode(t)
+	c := srv.NewClient(t)
+	s := newStore(t, c, WithClientTime())
+	ctx := context.Background()
+	for _, a := range []core.Algorithm{core.GCRA, core.FixedWindow, core.TokenBucket} {
+		p := mustPolicy(t, core.Policy{Name: "mem-" + a.String(), Algorithm: a, Limits: []core.Limit{core.PerMinute(100)}})
+		_, err := s.Take(ctx, "user-123456", p, epoch, 3)
+		require.NoError(t, err)
+		keys, _ := s.Keys(p, "user-123456")
+		enc, err := c.ObjectEncoding(ctx, keys[0]).Result()
+		require.NoError(t, err)
+		assert.Equal(t, "int", enc, a.String())
+		assert.Len(t, keys[0], 29, "a default key is 29 bytes")
+	}
+}
+
+// TestConcurrentStoresExact: eight stores, each with its own client, × 100
+// goroutines on one key with frozen time admit exactly the limit, on a
+// node and on a cluster, for a two-limit policy (the conformance suite
+// covers single limits).
+func TestConcurrentStoresExact(t *testing.T) {
+	srv := redistest.StartNode(t)
+	cl := redistest.StartCluster(t)
+	newClient := map[string]func(t *testing.T) redis.UniversalClient{
+		"node":    func(t *testing.T) redis.UniversalClient { return srv.NewClient(t) },
+		"cluster": func(t *testing.T) redis.UniversalClient { return cl.NewClient(t) },
+	}
+	for name, nc := range newClient {
+		t.Run(name, func(t *testing.T) {
+			for _, a := range []core.Algorithm{core.GCRA, core.SlidingWindowLog} {
+				p := mustPolicy(t, core.Policy{Name: "exact2-" + a.String(), Algorithm: a,
+					Limits: []core.Limit{core.PerHour(1000), core.PerMinute(250)}})
+				stores := make([]*Store, 8)
+				for i := range stores {
+					stores[i] = newStore(t, nc(t), WithClientTime())
+				}
+				admitted := make(chan bool, 800*2)
+				done := make(chan struct{})
+				for g := 0; g < 800; g++ {
+					go func(g int) {
+						defer func() { done <- struct{}{} }()
+						for i := 0; i < 2; i++ {
+							d, err := stores[g%8].Take(context.Background(), "hot", p, epoch, 1)
+							if err != nil {
+								t.Error(err)
+								return
+							}
+							admitted <- d.Allowed
+						}
+					}(g)
+				}
+				for g := 0; g < 800; g++ {
+					<-done
+				}
+				close(admitted)
+				n := 0
+				for ok := range admitted {
+					if ok {
+						n++
+					}
+				}
+				assert.Equal(t, 250, n, a.String())
+			}
+		})
+	}
+}
