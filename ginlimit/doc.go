@@ -1,0 +1,77 @@
+// Package ginlimit is the gin adapter of limitkit: a middleware that
+// limits requests with a core.Limiter and answers the standard way.
+//
+// # Use
+//
+//	store := memstore.MustNew()
+//	api := core.MustNewLimiter(store, core.Policy{Name: "api", Limits: []core.Limit{core.PerMinute(100)}})
+//	r.Use(ginlimit.New(api))                       // global
+//	r.POST("/login", ginlimit.New(login), loginHandler) // per route
+//
+// [New] panics on a configuration mistake (for start-up code);
+// [NewMiddleware] returns the error. nethttp, ginlimit, echolimit and
+// fiberlimit take the same options under the same names, so moving between
+// frameworks is a search-and-replace of the package name.
+//
+// # Keys
+//
+// Each check's store key is "<scope>|<client key>". The client key comes
+// from [WithKey] / [WithIPKey] and defaults to keyfuncs.PeerIP(): the TCP
+// peer address, IPv4 /32, IPv6 /64. The default deliberately ignores
+// gin's c.ClientIP(): with the framework's defaults those trust X-Forwarded-For,
+// which any client can write, so a client rotating that header would get a
+// fresh quota per request (and could spend a victim's). Behind a proxy, say
+// which proxies to trust: WithIPKey(keyfuncs.XForwardedFor("10.0.0.0/8")).
+//
+// The scope is, by default, the request method and the route pattern the
+// framework matched (c.FullPath()): "GET /users/:id", so every endpoint has
+// its own quota per client and "/users/1" and "/users/2" share one. An
+// unknown route (no route matched) gives the empty scope: one quota per client
+// across the routes the middleware covers. [WithScope] and [WithScopeFunc]
+// override it. Stores keep separate state per policy, so two middlewares
+// with different policies never share quota either.
+//
+// A key function that finds no key (an anonymous request to a user check)
+// follows [WithNoKey]: fall back to the peer IP (default), skip the check,
+// or deny.
+//
+// # Several checks
+//
+// [WithCheck] adds checks to one middleware — the user's policy and the
+// IP's policy at once. A request passes only when every check allows it;
+// the headers describe the binding check (the denying one, or the one with
+// the least remaining).
+//
+// # Responses
+//
+// Allowed and denied responses carry X-RateLimit-Limit (the binding
+// limit's requests per window), X-RateLimit-Remaining and
+// X-RateLimit-Reset — by default the Unix time in seconds at which the
+// quota is full again (the GitHub convention most clients parse);
+// WithResetFormat(ResetDelta) writes delta seconds instead. A denial is
+// 429 Too Many Requests with Retry-After in whole seconds — the core's exact
+// retry-after rounded up, at least 1, so a client that waits that long is
+// admitted — and an RFC 9457 problem+json body of the IETF quota-exceeded
+// type. A request that can never be admitted (its cost exceeds the limit:
+// core.Never) gets 429 without Retry-After. The draft-10 RateLimit and
+// RateLimit-Policy fields are available with WithHeaders(HeaderDefault |
+// HeaderIETF). Status, body and headers can each be replaced
+// ([WithDenyStatus], [WithDenyBody], [WithHeaders]), or the whole denial
+// ([WithDenyHandler]). Shadow-mode and soft-limit overage requests pass
+// (with Remaining 0 and no Retry-After).
+//
+// # Store failures
+//
+// A store error goes through the policy's FailMode: FailOpen passes the
+// request (optionally marked by [WithDegradedHeader]); FailClosed answers
+// 503 with Retry-After: 1 and a generic body. The store's error text never
+// reaches the client; [WithErrorHook] receives it. [WithSkip] exempts
+// requests (health checks) before any key is computed.
+//
+// # Cost
+//
+// With the default key and a hot key, the middleware adds one allocation
+// (the header values) on net/http and gin, two on echo (echo builds its
+// middleware chain per request), none on fiber; see the package
+// benchmarks.
+package ginlimit

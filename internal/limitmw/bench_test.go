@@ -1,0 +1,90 @@
+package limitmw
+
+import (
+	"context"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/limitkit/limitkit/core"
+	"github.com/limitkit/limitkit/core/memstore"
+	"github.com/limitkit/limitkit/internal/respond"
+	"github.com/limitkit/limitkit/keyfuncs"
+)
+
+func benchEngine(b *testing.B, opts ...Option) *Engine {
+	st, err := memstore.New()
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = st.Close() })
+	l := core.MustNewLimiter(st, core.Policy{Name: "bench", Limits: []core.Limit{core.Per(1<<30, 366*24*time.Hour)}})
+	e, _, err := New("bench", l, opts)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return e
+}
+
+func benchRequest() *http.Request {
+	r, _ := http.NewRequest(http.MethodGet, "http://example.com/bench", nil)
+	r.RemoteAddr = "203.0.113.7:40001"
+	r.Pattern = "GET /bench"
+	return r
+}
+
+func BenchmarkDecide(b *testing.B) {
+	e := benchEngine(b)
+	r := benchRequest()
+	ctx := context.Background()
+	b.ReportAllocs()
+	for b.Loop() {
+		res := e.Decide(ctx, keyfuncs.FromHTTP(r))
+		if res.Action != Pass {
+			b.Fatal(res.Action)
+		}
+	}
+}
+
+func BenchmarkKey(b *testing.B) {
+	e := benchEngine(b)
+	r := keyfuncs.FromHTTP(benchRequest())
+	ctx := context.Background()
+	b.ReportAllocs()
+	for b.Loop() {
+		var sbuf [96]byte
+		_, _ = e.key(ctx, &e.checks[0], r, e.appendScope(sbuf[:0], r))
+	}
+}
+
+func benchFields(b *testing.B, opts ...Option) {
+	e := benchEngine(b, opts...)
+	res := e.Decide(context.Background(), keyfuncs.FromHTTP(benchRequest()))
+	b.ReportAllocs()
+	for b.Loop() {
+		var f respond.Fields
+		e.Fields(&res, &f)
+	}
+}
+
+func BenchmarkFieldsEpoch(b *testing.B) { benchFields(b) }
+func BenchmarkFieldsDelta(b *testing.B) { benchFields(b, WithResetFormat(ResetDelta)) }
+
+func BenchmarkSetHTTP(b *testing.B) {
+	e := benchEngine(b)
+	res := e.Decide(context.Background(), keyfuncs.FromHTTP(benchRequest()))
+	var f respond.Fields
+	e.Fields(&res, &f)
+	h := http.Header{}
+	b.ReportAllocs()
+	for b.Loop() {
+		clear(h)
+		respond.SetHTTP(h, &f)
+	}
+}
+
+func BenchmarkNow(b *testing.B) {
+	for b.Loop() {
+		_ = time.Now()
+	}
+}
