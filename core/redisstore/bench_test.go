@@ -1,9 +1,15 @@
 package redisstore
 
 import (
+	"context"
+	"runtime"
+	"strconv"
+	"testing"
 	"time"
 
 	"github.com/limitkit/limitkit/core"
+	"github.com/limitkit/limitkit/internal/redistest"
+	"github.com/redis/go-redis/v9"
 )
 
 // benchPolicies is one single-limit policy per algorithm and a two-limit
@@ -16,5 +22,140 @@ func benchPolicies() []core.Policy {
 		{Name: "sliding_log", Algorithm: core.SlidingWindowLog, Limits: []core.Limit{core.PerMinute(100)}},
 		{Name: "sliding_counter", Algorithm: core.SlidingWindowCounter, Buckets: 60, Limits: []core.Limit{core.PerHour(1000)}},
 		{Name: "gcra_two_limits", Algorithm: core.GCRA, Limits: []core.Limit{core.Per(900, 15*time.Minute), core.PerMinute(200)}},
+		{Name: "sliding_log_two_limits", Algorithm: core.SlidingWindowLog, Limits: []core.Limit{core.Per(900, 15*time.Minute), core.PerMinute(200)}},
+	}
+}
+
+// floorScript is the practical floor: one EVALSHA of a trivial script on
+// one hash-tagged key.
+var floorScript = redis.NewScript(`return {1, 0, 0, 0, 0}`)
+
+const benchGoroutines = 64
+
+func benchKeys(n int) []string {
+	k := make([]string, n)
+	for i := range k {
+		k[i] = "user-" + strconv.Itoa(i)
+	}
+	return k
+}
+
+// BenchmarkTake measures one decision per algorithm, serial (latency) and
+// with 64 goroutines (throughput), next to a raw EVALSHA in the same run.
+// Time comes from Redis (the default). Keys rotate over 100,000 users.
+func BenchmarkTake(b *testing.B) {
+	srv := redistest.StartNode(b)
+	opt := srv.ClientOptions()
+	opt.PoolSize = benchGoroutines
+	c := redis.NewClient(opt)
+	b.Cleanup(func() { c.Close() })
+	s := newStore(b, c)
+	ctx := context.Background()
+	if err := s.Preload(ctx); err != nil {
+		b.Fatal(err)
+	}
+	keys := benchKeys(100_000)
+	tagged := make([]string, len(keys))
+	for i, k := range keys {
+		ks, _ := s.Keys(&core.Policy{Name: "floor", Limits: []core.Limit{core.PerSecond(1)}}, k)
+		tagged[i] = ks[0]
+	}
+	if err := floorScript.Load(ctx, c).Err(); err != nil {
+		b.Fatal(err)
+	}
+	par := max(1, benchGoroutines/runtime.GOMAXPROCS(0))
+
+	run := func(b *testing.B, parallel bool, f func(i int) error) {
+		b.ReportAllocs()
+		if !parallel {
+			for i := 0; b.Loop(); i++ {
+				if err := f(i); err != nil {
+					b.Fatal(err)
+				}
+			}
+			return
+		}
+		b.SetParallelism(par)
+		var seq atomicCounter
+		b.ResetTimer()
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				if err := f(seq.next()); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		})
+	}
+	for _, mode := range []string{"serial", "parallel64"} {
+		parallel := mode == "parallel64"
+		b.Run("raw_evalsha/"+mode, func(b *testing.B) {
+			run(b, parallel, func(i int) error {
+				return floorScript.Run(ctx, c, []string{tagged[i%len(tagged)]}, "", 1).Err()
+			})
+		})
+		for _, pol := range benchPolicies() {
+			p := pol
+			if err := p.Validate(); err != nil {
+				b.Fatal(err)
+			}
+			b.Run(p.Name+"/"+mode, func(b *testing.B) {
+				run(b, parallel, func(i int) error {
+					_, err := s.Take(ctx, keys[i%len(keys)], &p, time.Time{}, 1)
+					return err
+				})
+			})
+		}
+	}
+}
+
+type atomicCounter struct{ n atomicInt }
+
+func (a *atomicCounter) next() int { return int(a.n.Add(1)) }
+
+// BenchmarkMemoryUsage reports Redis's MEMORY USAGE per key (B/key) for
+// single-limit GCRA, fixed window and token bucket (100/min, 3 requests
+// made), the sliding counter with 60 buckets (1000/h, one request in each
+// of 60 minutes) and the sliding log at 500 requests (500/h, full). It
+// measures memory, not time.
+func BenchmarkMemoryUsage(b *testing.B) {
+	srv := redistest.StartNode(b)
+	c := srv.NewClient(b)
+	s := newStore(b, c, WithClientTime())
+	ctx := context.Background()
+	type fill struct {
+		p     core.Policy
+		calls int
+		step  time.Duration
+	}
+	fills := []fill{
+		{core.Policy{Name: "gcra", Algorithm: core.GCRA, Limits: []core.Limit{core.PerMinute(100)}}, 3, time.Second},
+		{core.Policy{Name: "fixed_window", Algorithm: core.FixedWindow, Limits: []core.Limit{core.PerMinute(100)}}, 3, time.Second},
+		{core.Policy{Name: "token_bucket", Algorithm: core.TokenBucket, Limits: []core.Limit{core.PerMinute(100)}}, 3, time.Second},
+		{core.Policy{Name: "sliding_counter_60", Algorithm: core.SlidingWindowCounter, Buckets: 60, Limits: []core.Limit{core.PerHour(1000)}}, 60, time.Minute},
+		{core.Policy{Name: "sliding_log_500", Algorithm: core.SlidingWindowLog, Limits: []core.Limit{core.PerHour(500)}}, 500, time.Second},
+	}
+	for _, f := range fills {
+		b.Run(f.p.Name, func(b *testing.B) {
+			var bytes int64
+			for b.Loop() {
+				key := "user-" + strconv.Itoa(1_000_000+len(f.p.Name))
+				now := epoch
+				for i := 0; i < f.calls; i++ {
+					if _, err := s.Take(ctx, key, &f.p, now, 1); err != nil {
+						b.Fatal(err)
+					}
+					now = now.Add(f.step)
+				}
+				ks, _ := s.Keys(&f.p, key)
+				n, err := c.MemoryUsage(ctx, ks[0]).Result()
+				if err != nil {
+					b.Fatal(err)
+				}
+				bytes = n
+				c.Del(ctx, ks...)
+			}
+			b.ReportMetric(float64(bytes), "B/key")
+		})
 	}
 }

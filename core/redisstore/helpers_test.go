@@ -74,3 +74,5 @@ func (r *ref) take(key string, now time.Time, cost int64) core.Decision {
 	}
 	return r.p.Decide(st, max(now.UnixMicro(), 0), cost)
 }
+
+type atomicInt = atomic.Int64

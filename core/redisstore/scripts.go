@@ -51,8 +51,10 @@ local function idiv(a, b)
   return math.floor(q)
 end
 
+local P = {}
+for k = 5, #ARGV do P[k - 4] = tonumber(ARGV[k]) end
 local function arg(i, k)
-  return tonumber(ARGV[4 + (i - 1) * STRIDE + k])
+  return P[(i - 1) * STRIDE + k]
 end
 
 local function fmt(x)

@@ -1,0 +1,95 @@
+// Package redisstore is a [core.Store] that keeps rate-limit state in Redis,
+// so that a fleet of app servers shares one quota.
+//
+//	client := redis.NewClient(&redis.Options{
+//		Addr:                  "redis:6379",
+//		ContextTimeoutEnabled: true, // required: the limiter's deadline must bound every call
+//	})
+//	store, err := redisstore.New(client)
+//	...
+//	limiter, err := core.NewLimiter(store, core.Policy{
+//		Name:   "api",
+//		Limits: []core.Limit{core.Per(900, 15*time.Minute), core.PerMinute(200)},
+//	})
+//
+// It accepts any go-redis v9 [redis.UniversalClient]: a single node,
+// Sentinel (redis.NewFailoverClient), Cluster and Ring.
+//
+// # One atomic round trip
+//
+// Every decision is one Lua script run with EVALSHA (EVAL when Redis lost
+// the script after a restart or SCRIPT FLUSH; [Store.Preload] loads them
+// ahead). The script reads, decides and writes atomically, for every limit
+// of a policy at once, so concurrent servers never over-admit and a
+// multi-limit decision is all-or-nothing. The scripts port core's math
+// exactly: the same sequence of (time, cost) gives the same decisions as
+// core/memstore (see "Time" for the one caveat).
+//
+// # Keys
+//
+// Each limit of a policy has one key:
+//
+//	prefix + "{" + tag + "}" + letter + index + digest     e.g. limitkit:{q3Rz0PxL_aQe}g0AbCd
+//
+// tag is 12 base64url characters (72 bits) of SHA-256(policy name, NUL,
+// key): the raw key never reaches Redis, any key (braces, newlines, NUL,
+// 64 KB) gives a fixed-length Redis key, and all keys of one decision share
+// the hash tag, hence one Cluster slot, while different users spread over
+// the cluster. letter is the algorithm (g, t, f, l, c), index the limit's
+// position, digest 4 characters of a hash of the limit's parameters: a
+// policy that keeps its name but changes a limit starts that limit afresh
+// instead of misreading state written under other parameters. Policies are
+// identified by name: two servers using the same name share quota.
+//
+// The prefix ([WithPrefix], default "limitkit:") must not contain braces.
+//
+// # State and memory
+//
+// With the default prefix a key is 29 bytes, and the values are:
+//
+//	GCRA             the theoretical arrival time, an integer string         72 B per key
+//	FixedWindow      window index mod 2^33 × 10^9 + count, an integer string  72 B
+//	TokenBucket      last refill × 1000 + (capacity − tokens), an integer     72 B
+//	                 string while the deficit is below 1000, else "tokens:last"
+//	SlidingWindowLog 8 bytes per admitted unit still stored (at most the
+//	                 capacity), sorted, a string; found by binary search
+//	SlidingWindowCounter 8 bytes + (buckets+1) counts of 1, 2 or 4 bytes
+//	                 (the smallest that holds the capacity), a string
+//
+// (bytes are Redis's MEMORY USAGE on Redis 7 with jemalloc; see the
+// benchmarks for the log and counter figures).
+//
+// # Time
+//
+// By default the script reads the Redis server's clock (TIME), so app
+// servers with skewed clocks agree, and the now argument of Take is
+// ignored. [WithClientTime] uses now instead (tests with a fake clock, or
+// deployments that want the app server's clock).
+//
+// Every key gets a TTL that ends when its state is back to full (core's
+// ExpiresAt) plus [TTLPad] (1 ms of rounding), plus [ClientTimeTTLSlack]
+// under WithClientTime. That is at most the window for the fixed window and
+// the log, the window plus one bucket for the sliding counter, and
+// Burst/Requests × window for GCRA and the token bucket. A key found
+// without a TTL (e.g. after PERSIST) gets one back on the next decision. A
+// state that is back to full is deleted rather than written, so a request
+// stamped earlier than that instant (a clock gone back past it) sees a
+// fresh key; while the state lives, a clock gone back is handled as core
+// handles it.
+//
+// # Deadlines and failures
+//
+// The store does not arm its own timer: the context passed to Take bounds
+// the call, and [core.Limiter] gives each call one (50 ms by default).
+// go-redis applies a context deadline to socket reads and writes only when
+// the client's ContextTimeoutEnabled option is set; [New] refuses a
+// *redis.Client, *redis.ClusterClient or *redis.Ring without it, so a
+// frozen or unreachable Redis cannot hold a request past the deadline (the
+// tests check this with a SIGSTOPped and a killed redis-server). A failed
+// or timed-out call returns an error ("redisstore: ...", wrapping the
+// cause, context.DeadlineExceeded on a timeout); the Limiter then applies
+// the policy's fail mode. Nothing panics: a reply of an unexpected shape is
+// an error.
+//
+// The caller owns the client (and closes it); a Store starts no goroutines.
+package redisstore
