@@ -292,12 +292,12 @@ func (e *Engine) report(ctx context.Context, err error) {
 }
 
 // appendScope appends the key namespace: the fixed scope, the scope
-// function's result, or by default "METHOD route" ("GET /users/:id"); a
-// route that already names its method (net/http's "GET /users/{id}") is
-// used as is, a method-less net/http pattern ("/users/{id}") stands for
-// every method, and an unknown route ("") gives the empty scope. Methods
-// outside RFC 9110 and PATCH collapse to "OTHER", so a client inventing
-// methods cannot mint new namespaces.
+// function's result, or by default "METHOD route" ("GET /users/:id"). A
+// route that already names its method or a host (net/http's
+// "GET /users/{id}", "example.com/x") is used as is; a route starting with
+// "/" gets the method prepended; an unknown route ("") gives the empty
+// scope. Methods outside RFC 9110 and PATCH collapse to "OTHER", so a
+// client inventing methods cannot mint new namespaces.
 func (e *Engine) appendScope(b []byte, req keyfuncs.Request) []byte {
 	if e.scopeFixed {
 		return append(b, e.scope...)

@@ -1,0 +1,46 @@
+package adaptertest
+
+import (
+	"os"
+	"regexp"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// TestOptionsIdentical guards the promise that the four adapters take the
+// same options under the same names: their options.go files may differ in
+// the package clause only.
+func TestOptionsIdentical(t *testing.T) {
+	pkgClause := regexp.MustCompile(`(?m)^package \w+$`)
+	var first string
+	for _, p := range []string{"nethttp", "ginlimit", "echolimit", "fiberlimit"} {
+		b, err := os.ReadFile("../../" + p + "/options.go")
+		require.NoError(t, err)
+		s := pkgClause.ReplaceAllString(string(b), "package X")
+		if first == "" {
+			first = s
+			continue
+		}
+		assert.Equal(t, first, s, "%s/options.go differs from nethttp/options.go", p)
+	}
+}
+
+// TestSpoofedLeftmostXFF is the regression test named after the attack the
+// default key prevents, across all adapters (the scenario lives in the
+// suite as SpoofedXFFIgnored).
+func TestSpoofedLeftmostXFF(t *testing.T) {
+	for _, h := range All() {
+		t.Run(h.Name, func(t *testing.T) {
+			env := NewEnv(t)
+			for _, sc := range scenarios {
+				if sc.name == "SpoofedXFFIgnored" {
+					sc.run(t, h, env)
+					return
+				}
+			}
+			t.Fatal("scenario missing")
+		})
+	}
+}

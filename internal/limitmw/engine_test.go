@@ -1,0 +1,281 @@
+package limitmw
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+	"unsafe"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/limitkit/limitkit/core"
+	"github.com/limitkit/limitkit/core/memstore"
+	"github.com/limitkit/limitkit/internal/respond"
+	"github.com/limitkit/limitkit/keyfuncs"
+)
+
+// keyStore records keys and admits everything.
+type keyStore struct {
+	mu   sync.Mutex
+	keys []string
+}
+
+func (s *keyStore) Take(_ context.Context, key string, p *core.Policy, _ time.Time, _ int64) (core.Decision, error) {
+	s.mu.Lock()
+	s.keys = append(s.keys, key)
+	s.mu.Unlock()
+	return core.Decision{Allowed: true, Limit: p.Limits[0], Remaining: 1, Policy: p.Name}, nil
+}
+
+func (s *keyStore) last() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.keys) == 0 {
+		return ""
+	}
+	return s.keys[len(s.keys)-1]
+}
+
+func limiter(t testing.TB, st core.Store, name string) *core.Limiter {
+	t.Helper()
+	l, err := core.NewLimiter(st, core.Policy{Name: name, Limits: []core.Limit{core.PerMinute(10)}})
+	require.NoError(t, err)
+	return l
+}
+
+func httpReq(method, pattern, peer string) keyfuncs.Request {
+	r, _ := http.NewRequest(method, "http://example.com/x", nil)
+	r.Pattern = pattern
+	r.RemoteAddr = peer
+	return keyfuncs.FromHTTP(r)
+}
+
+func TestNewErrors(t *testing.T) {
+	l := limiter(t, &keyStore{}, "p")
+	for _, tc := range []struct {
+		name string
+		lim  *core.Limiter
+		opts []Option
+		want string
+	}{
+		{"nil limiter", nil, nil, "x: New: nil *core.Limiter"},
+		{"nil option", l, []Option{nil}, "x: nil Option"},
+		{"nil key", l, []Option{WithKey(nil)}, "x: WithKey(nil)"},
+		{"nil ip key", l, []Option{WithIPKey(nil)}, "x: WithIPKey(nil)"},
+		{"nil check", l, []Option{WithCheck(nil, nil)}, "x: WithCheck(nil"},
+		{"nil scope func", l, []Option{WithScopeFunc(nil)}, "x: WithScopeFunc(nil)"},
+		{"bad no-key", l, []Option{WithNoKey(9)}, "x: WithNoKey(9)"},
+		{"nil fallback", l, []Option{WithFallbackKey(nil)}, "x: WithFallbackKey(nil)"},
+		{"bad headers", l, []Option{WithHeaders(64)}, "x: WithHeaders(64)"},
+		{"bad reset", l, []Option{WithResetFormat(7)}, "x: WithResetFormat(7)"},
+		{"bad degraded header", l, []Option{WithDegradedHeader("bad header")}, `x: WithDegradedHeader("bad header")`},
+		{"bad status", l, []Option{WithDenyStatus(200)}, "x: WithDenyStatus(200)"},
+		{"nil clock", l, []Option{WithClock(nil)}, "x: WithClock(nil)"},
+		{"nil deny handler", l, []Option{SetDenyHandler(nil, true)}, "x: WithDenyHandler(nil)"},
+		{"too many checks", l, func() []Option {
+			var o []Option
+			for i := 0; i < MaxChecks; i++ {
+				o = append(o, WithCheck(l, nil))
+			}
+			return o
+		}(), "x: 9 checks, at most 8"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, _, err := New("x", tc.lim, tc.opts)
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), tc.want)
+		})
+	}
+}
+
+// TestDefaults guards the documented defaults: peer-IP key, "METHOD route"
+// scope, X-RateLimit-* with epoch reset plus Retry-After, no IETF fields,
+// 429, fallback on no key.
+func TestDefaults(t *testing.T) {
+	st := &keyStore{}
+	clk := core.NewManualClock(time.Unix(1_700_000_000, 0))
+	e, cfg, err := New("x", limiter(t, st, "p"), []Option{WithClock(clk)})
+	require.NoError(t, err)
+	assert.Nil(t, cfg.DenyHandler)
+	assert.Equal(t, HeaderXRateLimit|HeaderRetryAfter, e.headers)
+	assert.Equal(t, ResetEpoch, e.reset)
+	assert.Equal(t, NoKeyFallback, e.noKey)
+	assert.Equal(t, http.StatusTooManyRequests, e.status)
+	assert.Equal(t, core.Clock(clk), e.Clock())
+
+	res := e.Decide(context.Background(), httpReq("GET", "/users/:id", "[2001:db8::1]:9"))
+	assert.Equal(t, "GET /users/:id|2001:db8::/64", st.last())
+	res.Decision.ResetAfter = 1500 * time.Millisecond
+	var f respond.Fields
+	e.Fields(&res, &f)
+	v, _ := f.Get(respond.HeaderReset)
+	assert.Equal(t, "1700000002", v)
+	_, ok := f.Get(respond.HeaderPolicy)
+	assert.False(t, ok)
+	rej := e.Reject(&Result{Action: Deny, Reason: ReasonLimited, Decision: core.Decision{Policy: "p", RetryAfter: time.Second}})
+	assert.Equal(t, 429, rej.Status)
+	assert.Equal(t, int64(1), rej.RetryAfter)
+	assert.Equal(t, string(respond.QuotaExceededBody(429, "p")), string(rej.Body))
+}
+
+func TestScope(t *testing.T) {
+	st := &keyStore{}
+	e, _, err := New("x", limiter(t, st, "p"), nil)
+	require.NoError(t, err)
+	for _, tc := range []struct {
+		method, route, want string
+	}{
+		{"GET", "/users/:id", "GET /users/:id|203.0.113.7"},
+		{"GET", "GET /users/{id}", "GET /users/{id}|203.0.113.7"},
+		{"DELETE", "/users/{id}", "DELETE /users/{id}|203.0.113.7"},
+		{"GET", "example.com/x", "example.com/x|203.0.113.7"},
+		{"GET", "", "|203.0.113.7"},
+		{"FROBNICATE", "/x", "OTHER /x|203.0.113.7"},
+		{"get", "/x", "OTHER /x|203.0.113.7"},
+	} {
+		e.Decide(context.Background(), httpReq(tc.method, tc.route, "203.0.113.7:1"))
+		assert.Equal(t, tc.want, st.last(), "%s %s", tc.method, tc.route)
+	}
+	fixed, _, err := New("x", limiter(t, st, "p"), []Option{WithScope("shared")})
+	require.NoError(t, err)
+	fixed.Decide(context.Background(), httpReq("GET", "/a", "203.0.113.7:1"))
+	assert.Equal(t, "shared|203.0.113.7", st.last())
+	fn, _, err := New("x", limiter(t, st, "p"), []Option{WithScopeFunc(func(r keyfuncs.Request) string { return "fn:" + r.Method() })})
+	require.NoError(t, err)
+	fn.Decide(context.Background(), httpReq("PUT", "/a", "203.0.113.7:1"))
+	assert.Equal(t, "fn:PUT|203.0.113.7", st.last())
+}
+
+func TestLongKeyIsBounded(t *testing.T) {
+	st := &keyStore{}
+	long := strings.Repeat("k", 10_000)
+	e, _, err := New("x", limiter(t, st, "p"), []Option{WithKey(func(keyfuncs.Request) (string, error) { return long, nil })})
+	require.NoError(t, err)
+	e.Decide(context.Background(), httpReq("GET", "/a", "203.0.113.7:1"))
+	assert.Equal(t, "GET /a|"+keyfuncs.Bound(long), st.last())
+}
+
+func TestCostAtLeastOne(t *testing.T) {
+	clk := core.NewManualClock(time.Unix(1_700_000_000, 0))
+	ms := memstore.MustNew()
+	defer ms.Close()
+	l, err := core.NewLimiter(ms, core.Policy{Name: "c", Limits: []core.Limit{core.PerMinute(10)}}, core.WithClock(clk))
+	require.NoError(t, err)
+	for _, tc := range []struct {
+		cost, remaining int64
+	}{{-5, 9}, {0, 8}, {1, 7}, {3, 4}} {
+		e, _, err := New("x", l, []Option{WithCost(func(keyfuncs.Request) int64 { return tc.cost })})
+		require.NoError(t, err)
+		res := e.Decide(context.Background(), httpReq("GET", "/a", "203.0.113.7:1"))
+		assert.Equal(t, tc.remaining, res.Decision.Remaining, "cost %d", tc.cost)
+	}
+}
+
+func TestNoKeyFallbackFails(t *testing.T) {
+	st := &keyStore{}
+	var errs []error
+	e, _, err := New("x", limiter(t, st, "p"), []Option{
+		WithFallbackKey(func(keyfuncs.Request) (string, error) { return "", errors.New("broken") }),
+		WithErrorHook(func(_ context.Context, err error) { errs = append(errs, err) }),
+	})
+	require.NoError(t, err)
+	// the default key (peer IP) finds nothing on a unix-socket peer, the
+	// fallback fails: denied, never let through unlimited
+	res := e.Decide(context.Background(), httpReq("GET", "/a", "@"))
+	assert.Equal(t, Deny, res.Action)
+	assert.Equal(t, ReasonNoKey, res.Reason)
+	assert.Equal(t, core.Never, res.Decision.RetryAfter)
+	require.Len(t, errs, 1)
+	assert.Contains(t, errs[0].Error(), `x: fallback key for policy "p": broken`)
+	var f respond.Fields
+	e.Fields(&res, &f)
+	assert.Equal(t, 0, f.Len(), "no decision, no Retry-After: nothing to say")
+}
+
+func TestIntern(t *testing.T) {
+	a := Intern([]byte("GET /a|203.0.113.7"))
+	b := Intern([]byte("GET /a|203.0.113.7"))
+	assert.Equal(t, "GET /a|203.0.113.7", a)
+	assert.Same(t, unsafeData(a), unsafeData(b), "a repeated key is served from the table")
+	long := strings.Repeat("x", internMax+1)
+	assert.Equal(t, long, Intern([]byte(long)))
+	assert.Equal(t, "", Intern(nil))
+	buf := []byte("mutable")
+	s := Intern(buf)
+	buf[0] = 'X'
+	assert.Equal(t, "mutable", s, "interned strings never alias the caller's buffer")
+}
+
+func TestInternConcurrent(t *testing.T) {
+	var wg sync.WaitGroup
+	for g := 0; g < 8; g++ {
+		wg.Add(1)
+		go func(g int) {
+			defer wg.Done()
+			for i := 0; i < 2000; i++ {
+				k := []byte{byte('a' + g), byte(i), byte(i >> 8)}
+				if got := Intern(k); got != string(k) {
+					t.Errorf("Intern(%q) = %q", k, got)
+					return
+				}
+			}
+		}(g)
+	}
+	wg.Wait()
+}
+
+func unsafeData(s string) *byte {
+	if s == "" {
+		return nil
+	}
+	return unsafe.StringData(s)
+}
+
+func TestDecideAllocs(t *testing.T) {
+	if raceEnabled {
+		t.Skip("allocation counts differ under -race")
+	}
+	ms := memstore.MustNew()
+	defer ms.Close()
+	l := core.MustNewLimiter(ms, core.Policy{Name: "a", Limits: []core.Limit{core.Per(1<<30, 24*time.Hour)}})
+	e, _, err := New("x", l, nil)
+	require.NoError(t, err)
+	req := httpReq("GET", "GET /a", "203.0.113.7:1")
+	ctx := context.Background()
+	e.Decide(ctx, req)
+	assert.Equal(t, 0.0, testing.AllocsPerRun(200, func() {
+		res := e.Decide(ctx, req)
+		var f respond.Fields
+		e.Fields(&res, &f)
+	}), "a returning client: no allocation before the headers are written")
+}
+
+// FuzzDecide feeds client-controlled material (peer address, method,
+// header) to the engine: it never panics and keys stay bounded.
+func FuzzDecide(f *testing.F) {
+	f.Add("203.0.113.7:1", "GET", "k")
+	f.Add("[2001:db8::1%eth0]:443", "PATCH", "")
+	f.Add("garbage", "\x00", strings.Repeat("~", 300))
+	st := &keyStore{}
+	hk, err := keyfuncs.Header("X-Key")
+	require.NoError(f, err)
+	e, _, err := New("x", limiter(f, st, "p"), []Option{WithKey(hk)})
+	require.NoError(f, err)
+	f.Fuzz(func(t *testing.T, peer, method, key string) {
+		r, _ := http.NewRequest(http.MethodGet, "http://example.com/x", nil)
+		r.Method, r.RemoteAddr, r.Pattern = method, peer, "/x"
+		r.Header["X-Key"] = []string{key}
+		res := e.Decide(context.Background(), keyfuncs.FromHTTP(r))
+		var fl respond.Fields
+		e.Fields(&res, &fl)
+		if res.Action == Pass {
+			k := st.last()
+			assert.LessOrEqual(t, len(k), len("OTHER /x|")+len(fallbackPrefix)+keyfuncs.MaxRawKeyLen+64)
+		}
+	})
+}

@@ -1,0 +1,5 @@
+//go:build race
+
+package limitmw
+
+const raceEnabled = true

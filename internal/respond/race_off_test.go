@@ -1,0 +1,5 @@
+//go:build !race
+
+package respond
+
+const raceEnabled = false

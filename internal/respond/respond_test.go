@@ -1,0 +1,167 @@
+package respond
+
+import (
+	"encoding/json"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/limitkit/limitkit/core"
+)
+
+func TestCeilSeconds(t *testing.T) {
+	for _, tc := range []struct {
+		d    time.Duration
+		want int64
+	}{
+		{-time.Second, 0}, {0, 0}, {time.Nanosecond, 1}, {time.Second, 1},
+		{time.Second + time.Nanosecond, 2}, {30 * time.Second, 30}, {29999 * time.Millisecond, 30},
+		{core.Never, 9223372037},
+	} {
+		assert.Equal(t, tc.want, CeilSeconds(tc.d), "%v", tc.d)
+	}
+}
+
+func TestRetryAfterSeconds(t *testing.T) {
+	for _, tc := range []struct {
+		d    time.Duration
+		want int64
+		ok   bool
+	}{
+		{0, 0, false}, {-1, 0, false}, {core.Never, 0, false},
+		{time.Microsecond, 1, true}, {time.Second, 1, true}, {1500 * time.Millisecond, 2, true},
+		{30 * time.Second, 30, true}, {core.Never - 1, 9223372037, true},
+	} {
+		got, ok := RetryAfterSeconds(tc.d)
+		assert.Equal(t, tc.ok, ok, "%v", tc.d)
+		assert.Equal(t, tc.want, got, "%v", tc.d)
+	}
+}
+
+func TestEpochSeconds(t *testing.T) {
+	t0 := time.Unix(1_700_000_000, 0)
+	assert.Equal(t, int64(1_700_000_000), EpochSeconds(t0, 0))
+	assert.Equal(t, int64(1_700_000_001), EpochSeconds(t0.Add(time.Nanosecond), 0), "rounded up")
+	assert.Equal(t, int64(1_700_000_030), EpochSeconds(t0, 30*time.Second))
+	assert.Equal(t, int64(1_700_000_031), EpochSeconds(t0.Add(500*time.Millisecond), 30*time.Second+time.Millisecond))
+	assert.Equal(t, int64(1_700_000_000), EpochSeconds(t0, -time.Hour), "negative is now")
+	big := EpochSeconds(t0, core.Never)
+	assert.Equal(t, t0.Add(maxEpochOffset).Unix(), big, "capped, no overflow")
+}
+
+func TestWindowSeconds(t *testing.T) {
+	assert.Equal(t, int64(1), WindowSeconds(500*time.Millisecond))
+	assert.Equal(t, int64(60), WindowSeconds(time.Minute))
+	assert.Equal(t, int64(91), WindowSeconds(90*time.Second+time.Millisecond))
+}
+
+func TestFields(t *testing.T) {
+	var f Fields
+	f.AddInt(HeaderLimit, 100)
+	f.AddInt(HeaderRemaining, 0)
+	f.AddStatic(HeaderPolicy, `"a";q=1;w=1`)
+	f.AddStatic("Ignored", "")
+	f.AddRateLimit("a", 5, 30)
+	f.AddRateLimit("b", 5, -1)
+	require.Equal(t, 5, f.Len())
+	for name, want := range map[string]string{HeaderLimit: "100", HeaderRemaining: "0", HeaderPolicy: `"a";q=1;w=1`} {
+		got, ok := f.Get(name)
+		assert.True(t, ok, name)
+		assert.Equal(t, want, got, name)
+	}
+	_, d, s := f.At(3)
+	assert.Equal(t, `"a";r=5;t=30`, string(d))
+	assert.Empty(t, s)
+	_, d, _ = f.At(4)
+	assert.Equal(t, `"b";r=5`, string(d))
+	_, ok := f.Get("Missing")
+	assert.False(t, ok)
+}
+
+func TestFieldsBounded(t *testing.T) {
+	var f Fields
+	for i := 0; i < MaxFields+5; i++ {
+		f.AddInt(HeaderLimit, -9223372036854775808)
+	}
+	assert.LessOrEqual(t, f.Len(), MaxFields)
+	for i := 0; i < f.Len(); i++ {
+		_, d, _ := f.At(i)
+		assert.Equal(t, "-9223372036854775808", string(d))
+	}
+	var g Fields
+	g.AddRateLimit(strings.Repeat("x", 101), 1, 1)
+	assert.Equal(t, 0, g.Len(), "over-long ids are dropped, never truncated")
+}
+
+func TestSetHTTP(t *testing.T) {
+	var f Fields
+	f.AddInt(HeaderLimit, 2)
+	f.AddInt(HeaderRemaining, 1)
+	f.AddInt(HeaderReset, 1700000030)
+	h := http.Header{"X-Ratelimit-Limit": {"stale"}, "Other": {"kept"}}
+	SetHTTP(h, &f)
+	assert.Equal(t, http.Header{
+		"X-Ratelimit-Limit": {"2"}, "X-Ratelimit-Remaining": {"1"}, "X-Ratelimit-Reset": {"1700000030"}, "Other": {"kept"},
+	}, h)
+	assert.Equal(t, "1", h.Get("X-RateLimit-Remaining"), "canonical names are found case-insensitively")
+	// appending to one value must not clobber its neighbour
+	h.Add("X-RateLimit-Limit", "3")
+	assert.Equal(t, []string{"1"}, h.Values("X-RateLimit-Remaining"))
+
+	// more than four formatted values, and a constant one
+	f.AddInt(HeaderRetryAfter, 30)
+	f.AddRateLimit("api", 0, 30)
+	f.AddStatic(HeaderPolicy, `"api";q=2;w=60`)
+	h = http.Header{}
+	SetHTTP(h, &f)
+	assert.Equal(t, "30", h.Get("Retry-After"))
+	assert.Equal(t, `"api";r=0;t=30`, h.Get("RateLimit"))
+	assert.Equal(t, `"api";q=2;w=60`, h.Get("RateLimit-Policy"))
+	assert.Equal(t, "2", h.Get("X-RateLimit-Limit"))
+}
+
+func TestSetHTTPAllocs(t *testing.T) {
+	if raceEnabled {
+		t.Skip("allocation counts differ under -race")
+	}
+	var f Fields
+	f.AddInt(HeaderLimit, 2)
+	f.AddInt(HeaderRemaining, 1)
+	f.AddInt(HeaderReset, 1700000030)
+	h := http.Header{}
+	SetHTTP(h, &f)
+	assert.Equal(t, 1.0, testing.AllocsPerRun(100, func() { SetHTTP(h, &f) }))
+	assert.Equal(t, 0.0, testing.AllocsPerRun(100, func() {
+		var g Fields
+		g.AddInt(HeaderLimit, 2)
+		g.AddRateLimit("api", 1, 2)
+	}))
+}
+
+func TestBodies(t *testing.T) {
+	var p map[string]any
+	require.NoError(t, json.Unmarshal(QuotaExceededBody(429, "api"), &p))
+	assert.Equal(t, map[string]any{
+		"type":              ProblemTypeQuotaExceeded,
+		"title":             ProblemTitleQuotaExceeded,
+		"status":            float64(429),
+		"violated-policies": []any{"api"},
+	}, p)
+	require.NoError(t, json.Unmarshal(UnavailableBody(), &p))
+	assert.Equal(t, "about:blank", p["type"])
+	assert.Equal(t, float64(503), p["status"])
+}
+
+func TestLimitIDs(t *testing.T) {
+	one := &core.Policy{Name: "api", Limits: []core.Limit{core.PerMinute(1)}}
+	assert.Equal(t, []string{"api"}, LimitIDs(one))
+	two := &core.Policy{Name: "api", Limits: []core.Limit{core.Per(900, 15*time.Minute), core.PerMinute(200)}}
+	assert.Equal(t, []string{"api-15m", "api-1m"}, LimitIDs(two))
+	dup := &core.Policy{Name: "api", Limits: []core.Limit{core.PerMinute(10), core.PerMinute(20)}}
+	assert.Equal(t, []string{"api-0", "api-1"}, LimitIDs(dup))
+	assert.Equal(t, `"api-15m";q=900;w=900`, string(AppendPolicyItem(nil, "api-15m", two.Limits[0])))
+}
