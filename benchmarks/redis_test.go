@@ -1,0 +1,149 @@
+package benchmarks
+
+import (
+	"runtime"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/go-redis/redis_rate/v10"
+	"github.com/redis/go-redis/v9"
+	"github.com/throttled/throttled/v2"
+	throttledredis "github.com/throttled/throttled/v2/store/goredisstore.v9"
+	ulule "github.com/ulule/limiter/v3"
+	uluredis "github.com/ulule/limiter/v3/drivers/store/redis"
+
+	"github.com/limitkit/limitkit/core"
+	"github.com/limitkit/limitkit/core/redisstore"
+	"github.com/limitkit/limitkit/internal/redistest"
+)
+
+// redisPeer builds a limiter on a Redis client.
+type redisPeer struct {
+	name string
+	new  func(c redis.UniversalClient) allowFunc
+}
+
+var redisPeers = []redisPeer{
+	{"limitkit", func(c redis.UniversalClient) allowFunc {
+		st := must(redisstore.New(c))
+		l := must(core.NewLimiter(st, core.Policy{Name: "bench", Limits: []core.Limit{core.Per(quota, quotaWin)}}))
+		return func(k string) bool { d, err := l.Allow(ctx, k); return err == nil && d.Allowed }
+	}},
+	{"limitkit-sliding", func(c redis.UniversalClient) allowFunc {
+		st := must(redisstore.New(c))
+		l := must(core.NewLimiter(st, core.Policy{Name: "bench", Algorithm: core.SlidingWindowCounter, Limits: []core.Limit{core.Per(quota, quotaWin)}}))
+		return func(k string) bool { d, err := l.Allow(ctx, k); return err == nil && d.Allowed }
+	}},
+	{"redis_rate", func(c redis.UniversalClient) allowFunc {
+		l := redis_rate.NewLimiter(c)
+		lim := redis_rate.Limit{Rate: quota, Burst: quota, Period: quotaWin}
+		return func(k string) bool { r, err := l.Allow(ctx, k, lim); return err == nil && r.Allowed > 0 }
+	}},
+	{"ulule", func(c redis.UniversalClient) allowFunc {
+		st := must(uluredis.NewStoreWithOptions(c, ulule.StoreOptions{Prefix: "ulule", MaxRetry: 3}))
+		l := ulule.New(st, ulule.Rate{Period: quotaWin, Limit: quota})
+		return func(k string) bool { r, err := l.Get(ctx, k); return err == nil && !r.Reached }
+	}},
+	{"throttled", func(c redis.UniversalClient) allowFunc {
+		st := must(throttledredis.NewCtx(c, "throttled:"))
+		l := must(throttled.NewGCRARateLimiterCtx(st, throttled.RateQuota{MaxRate: throttled.PerHour(quota), MaxBurst: quota - 1}))
+		return func(k string) bool { limited, _, err := l.RateLimitCtx(ctx, k, 1); return err == nil && !limited }
+	}},
+}
+
+// startRedis starts a private redis-server (never 6379) for one benchmark
+// function and returns a client with a pool for 64 goroutines.
+func startRedis(b *testing.B) *redis.Client {
+	srv := redistest.StartNode(b)
+	c := redis.NewClient(&redis.Options{Addr: srv.Addr, PoolSize: 64, ContextTimeoutEnabled: true})
+	b.Cleanup(func() { c.Close() })
+	return c
+}
+
+// BenchmarkRedis: one decision's round trip on a hot key (serial: the
+// latency a request pays), and throughput with 64 goroutines sharing one
+// client (parallel: ns/op is wall time per decision across all of them).
+func BenchmarkRedis(b *testing.B) {
+	c := startRedis(b)
+	for _, p := range redisPeers {
+		b.Run("serial/lib="+p.name, func(b *testing.B) {
+			c.FlushAll(ctx)
+			allow := p.new(c)
+			checkAdmits(b, allow)
+			b.ReportAllocs()
+			b.ResetTimer()
+			for b.Loop() {
+				allow("user:42")
+			}
+		})
+	}
+	for _, p := range redisPeers {
+		b.Run("parallel64/lib="+p.name, func(b *testing.B) {
+			c.FlushAll(ctx)
+			allow := p.new(c)
+			checkAdmits(b, allow)
+			b.ReportAllocs()
+			b.SetParallelism(64 / max(1, testingProcs()))
+			b.ResetTimer()
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					allow("user:42")
+				}
+			})
+		})
+	}
+}
+
+// redisFill is the number of distinct keys per bytes-per-key measurement.
+const redisFill = 10_000
+
+// BenchmarkRedisMemory fills a flushed Redis with 10k distinct keys and
+// reports the growth of used_memory per limited key (B/key) and how many
+// Redis keys each limited key costs (rkeys/key).
+func BenchmarkRedisMemory(b *testing.B) {
+	c := startRedis(b)
+	for _, p := range redisPeers {
+		b.Run("10k/lib="+p.name, func(b *testing.B) {
+			var perKey, rkeys float64
+			for b.Loop() {
+				b.StopTimer()
+				c.FlushAll(ctx)
+				allow := p.new(c)
+				before := usedMemory(b, c)
+				b.StartTimer()
+				for i := range redisFill {
+					allow("ip:10." + strconv.Itoa(i))
+				}
+				b.StopTimer()
+				perKey = float64(usedMemory(b, c)-before) / redisFill
+				rkeys = float64(c.DBSize(ctx).Val()) / redisFill
+				b.StartTimer()
+			}
+			b.ReportMetric(perKey, "B/key")
+			b.ReportMetric(rkeys, "rkeys/key")
+		})
+	}
+}
+
+func usedMemory(b *testing.B, c *redis.Client) int64 {
+	info, err := c.Info(ctx, "memory").Result()
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, line := range strings.Split(info, "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "used_memory:"); ok {
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil {
+				b.Fatal(err)
+			}
+			return n
+		}
+	}
+	b.Fatal("no used_memory in INFO")
+	return 0
+}
+
+// testingProcs is GOMAXPROCS, the factor RunParallel multiplies
+// SetParallelism by.
+func testingProcs() int { return runtime.GOMAXPROCS(0) }
