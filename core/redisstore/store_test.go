@@ -410,3 +410,61 @@ func TestConcurrentStoresExact(t *testing.T) {
 		})
 	}
 }
+
+// TestRing: the store works over a go-redis Ring (client-side sharding by
+// hash tag): decisions match core on two shards.
+func TestRing(t *testing.T) {
+	a, b := redistest.StartNode(t), redistest.StartNode(t)
+	ring := redis.NewRing(&redis.RingOptions{
+		Addrs:                 map[string]string{"a": a.Addr, "b": b.Addr},
+		ContextTimeoutEnabled: true,
+	})
+	t.Cleanup(func() { ring.Close() })
+	s := newStore(t, ring, WithClientTime())
+	ctx := context.Background()
+	p := mustPolicy(t, core.Policy{Name: "ring", Algorithm: core.SlidingWindowLog,
+		Limits: []core.Limit{core.Per(10, 10*time.Second), core.Per(3, time.Second)}})
+	r := newRef(p)
+	now := epoch
+	for i := 0; i < 300; i++ {
+		now = now.Add(time.Duration(i%7) * 97 * time.Millisecond)
+		k := "u" + strconv.Itoa(i%9)
+		want := r.take(k, now, int64(i%3))
+		got, err := s.Take(ctx, k, p, now, int64(i%3))
+		require.NoError(t, err)
+		require.Equal(t, want, got, "step %d", i)
+	}
+	na, _ := a.NewClient(t).DBSize(ctx).Result()
+	nb, _ := b.NewClient(t).DBSize(ctx).Result()
+	assert.Positive(t, na, "keys on shard a")
+	assert.Positive(t, nb, "keys on shard b")
+}
+
+// FuzzKeys: any key, any policy name gives fixed-length keys in one slot
+// that do not contain the raw key.
+func FuzzKeys(f *testing.F) {
+	for _, k := range []string{"", "{", "}{", "a\x00b", "user:{victim}", strings.Repeat("{}", 100)} {
+		f.Add(k, "p")
+	}
+	c := redis.NewClient(&redis.Options{Addr: "127.0.0.1:0", ContextTimeoutEnabled: true})
+	defer c.Close()
+	s, err := New(c, WithPrefix("fz:"))
+	require.NoError(f, err)
+	f.Fuzz(func(t *testing.T, key, name string) {
+		p := &core.Policy{Name: name, Limits: []core.Limit{core.PerSecond(1), core.PerMinute(5)}}
+		keys, err := s.Keys(p, key)
+		if p.Validate() != nil {
+			require.Error(t, err)
+			return
+		}
+		require.NoError(t, err)
+		require.Len(t, keys, 2)
+		for _, k := range keys {
+			require.Len(t, k, len("fz:")+2+tagLen+2+4)
+			require.Equal(t, slot(keys[0]), slot(k))
+			if len(key) >= 8 {
+				require.NotContains(t, k, key)
+			}
+		}
+	})
+}
