@@ -33,6 +33,14 @@ const (
 // maxHops bounds [HopCount]; real deployments have one to three proxies.
 const maxHops = 64
 
+// MaxChainWalk is the most list elements (empty ones included) a resolver
+// examines in X-Forwarded-For or Forwarded per request. Every element it
+// walks past is a trusted proxy, and no real chain has this many; a longer
+// trusted chain falls back to the peer address. It bounds the work per
+// request whatever the header length: client-written entries sit to the
+// left of the first proxy-appended one and are never reached.
+const MaxChainWalk = 2 * maxHops
+
 // IPConfig is the operator-facing configuration of a client-IP key function
 // (the json and yaml tags are for config files). Build a [Resolver] from it
 // with [NewIPResolver]; the constructors [PeerIP], [XForwardedFor],
@@ -167,8 +175,9 @@ func PeerIP() *Resolver { return &Resolver{source: SourcePeer} }
 // is trusted (a client that bypasses the proxy cannot use it); garbage in
 // the walked part of the chain, or a chain of only trusted proxies, falls
 // back to the peer; IPv4-mapped and zoned spellings of a trusted proxy are
-// recognised; a 10,000-entry header costs nothing, since the walk stops at
-// the first untrusted entry (and is linear otherwise).
+// recognised; a 10,000-entry header costs no more than a short one, since
+// the walk stops at the first untrusted entry and never examines more than
+// [MaxChainWalk] elements.
 //
 // Safe for: any deployment where every proxy in front of the server appends
 // to X-Forwarded-For and is listed. Entries may carry ports. Construction
@@ -350,12 +359,17 @@ func (r *Resolver) ClientIP(req Request) (netip.Addr, error) {
 }
 
 // walkXFF returns the first untrusted address from the right of the merged
-// X-Forwarded-For values, or peer if an entry it reaches is malformed or
-// every entry is trusted. It never splits the header into a slice.
+// X-Forwarded-For values, or peer if an entry it reaches is malformed, every
+// entry is trusted, or it would walk past MaxChainWalk elements. It never
+// splits the header into a slice.
 func (r *Resolver) walkXFF(vals []string, peer netip.Addr) netip.Addr {
+	walked := 0
 	for i := len(vals) - 1; i >= 0; i-- {
 		s := vals[i]
 		for {
+			if walked++; walked > MaxChainWalk {
+				return peer
+			}
 			j := strings.LastIndexByte(s, ',')
 			if e := trimOWS(s[j+1:]); e != "" { // empty list elements are ignored (RFC 9110 5.6.1)
 				a, ok := parseIP(e)
@@ -379,10 +393,13 @@ func (r *Resolver) walkXFF(vals []string, peer netip.Addr) netip.Addr {
 // X-Forwarded-For values, or peer if there are fewer entries or one of the
 // entries it reaches is malformed.
 func (r *Resolver) hopXFF(vals []string, peer netip.Addr) netip.Addr {
-	n := 0
+	n, walked := 0, 0
 	for i := len(vals) - 1; i >= 0; i-- {
 		s := vals[i]
 		for {
+			if walked++; walked > MaxChainWalk {
+				return peer
+			}
 			j := strings.LastIndexByte(s, ',')
 			if e := trimOWS(s[j+1:]); e != "" {
 				a, ok := parseIP(e)
@@ -416,10 +433,18 @@ func isToken(s string) bool {
 	return true
 }
 
-func isTchar(c byte) bool {
-	switch {
-	case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
-		return true
+func isTchar(c byte) bool { return tchar[c] }
+
+// tchar is the RFC 9110 token alphabet.
+var tchar = func() (t [256]bool) {
+	for c := 'a'; c <= 'z'; c++ {
+		t[c], t[c-'a'+'A'] = true, true
 	}
-	return strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0
-}
+	for c := '0'; c <= '9'; c++ {
+		t[c] = true
+	}
+	for _, c := range "!#$%&'*+-.^_`|~" {
+		t[c] = true
+	}
+	return t
+}()

@@ -368,3 +368,38 @@ func TestXFFEntriesWithPorts(t *testing.T) {
 		assert.Equal(t, want, got, xff)
 	}
 }
+
+func TestChainWalkIsBounded(t *testing.T) {
+	chain := func(trusted int, tail string) string {
+		parts := []string{victimIP, clientIP}
+		for i := 0; i < trusted; i++ {
+			parts = append(parts, fmt.Sprintf("10.0.%d.%d", i/256, i%256))
+		}
+		return strings.Join(parts, ", ") + tail
+	}
+	xff := must(XForwardedFor(trustedProxies...))
+	fwd := must(Forwarded(trustedProxies...))
+	for _, tc := range []struct {
+		name string
+		xff  string
+		want string
+	}{
+		{"client is the last element examined", chain(MaxChainWalk-1, ""), clientIP},
+		{"client is one past the bound", chain(MaxChainWalk, ""), lbIP},
+		{"empty elements count", chain(0, strings.Repeat(",", MaxChainWalk)), lbIP},
+		{"empty elements below the bound", chain(0, strings.Repeat(",", MaxChainWalk-1)), clientIP},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := xff.Key(newReq(t, lbPeer, "X-Forwarded-For", tc.xff))
+			require.NoError(t, err)
+			assert.Equal(t, tc.want, got, "xff")
+			got, err = fwd.Key(newReq(t, lbPeer, "Forwarded", forwardedList(strings.TrimRight(tc.xff, ","))+strings.Repeat(",", strings.Count(tc.xff, ",")-strings.Count(strings.TrimRight(tc.xff, ","), ","))))
+			require.NoError(t, err)
+			assert.Equal(t, tc.want, got, "forwarded")
+		})
+	}
+	hops := must(HopCount(2))
+	got, err := hops.Key(newReq(t, lbPeer, "X-Forwarded-For", clientIP+strings.Repeat(",", MaxChainWalk)+"10.0.0.2"))
+	require.NoError(t, err)
+	assert.Equal(t, lbIP, got, "hop count walks are bounded too")
+}
