@@ -11,6 +11,7 @@ import (
 	"github.com/limitkit/limitkit/core"
 	"github.com/limitkit/limitkit/core/memstore"
 	"github.com/limitkit/limitkit/fiberlimit"
+	"github.com/limitkit/limitkit/internal/adaptertest"
 )
 
 func benchLimiter(b *testing.B) *core.Limiter {
@@ -40,11 +41,10 @@ func benchServe(b *testing.B, app *fiber.App) {
 	h := app.Handler()
 	b.Run("serial", func(b *testing.B) {
 		ctx := newCtx()
-		b.ReportAllocs()
-		for b.Loop() {
+		adaptertest.SerialLoop(b, func() {
 			ctx.Response.Reset()
 			h(ctx)
-		}
+		})
 		if ctx.Response.StatusCode() != fiber.StatusOK {
 			b.Fatalf("status %d", ctx.Response.StatusCode())
 		}

@@ -10,6 +10,7 @@ import (
 	"github.com/limitkit/limitkit/core"
 	"github.com/limitkit/limitkit/core/memstore"
 	"github.com/limitkit/limitkit/ginlimit"
+	"github.com/limitkit/limitkit/internal/adaptertest"
 )
 
 type benchWriter struct {
@@ -40,11 +41,10 @@ func benchServe(b *testing.B, h http.Handler) {
 	}
 	b.Run("serial", func(b *testing.B) {
 		r, w := newReq(), &benchWriter{h: http.Header{}}
-		b.ReportAllocs()
-		for b.Loop() {
+		adaptertest.SerialLoop(b, func() {
 			clear(w.h)
 			h.ServeHTTP(w, r)
-		}
+		})
 		if w.code != http.StatusOK {
 			b.Fatalf("status %d", w.code)
 		}

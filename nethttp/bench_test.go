@@ -7,6 +7,7 @@ import (
 
 	"github.com/limitkit/limitkit/core"
 	"github.com/limitkit/limitkit/core/memstore"
+	"github.com/limitkit/limitkit/internal/adaptertest"
 	"github.com/limitkit/limitkit/nethttp"
 )
 
@@ -43,12 +44,11 @@ func benchServe(b *testing.B, h http.Handler) {
 	}
 	b.Run("serial", func(b *testing.B) {
 		r, w := newReq(), &benchWriter{h: http.Header{}}
-		b.ReportAllocs()
-		for b.Loop() {
+		adaptertest.SerialLoop(b, func() {
 			clear(w.h)
 			r.Pattern = ""
 			h.ServeHTTP(w, r)
-		}
+		})
 		if w.code != http.StatusOK || w.h.Get("X-RateLimit-Remaining") == "" && w.h.Get("X-Bench") != "" {
 			b.Fatalf("status %d", w.code)
 		}
