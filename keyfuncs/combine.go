@@ -44,6 +44,7 @@ func decimalLen(n int) int {
 // "203.0.113.7" and the client at 203.0.113.7 never share a quota. Errors
 // from fn pass through unchanged.
 func Tagged(tag string, fn Func) Func {
+	fn = orNil(fn)
 	return func(r Request) (string, error) {
 		k, err := fn(r)
 		if err != nil {
@@ -68,6 +69,9 @@ func Tagged(tag string, fn Func) Func {
 // fallback (anonymous) policy the stricter limit.
 func FirstOf(fns ...Func) Func {
 	fns = append([]Func(nil), fns...)
+	for i, fn := range fns {
+		fns[i] = orNil(fn)
+	}
 	return func(r Request) (string, error) {
 		var firstErr error
 		for _, fn := range fns {
@@ -102,6 +106,7 @@ func UserOrIP(user, ip Func) Func {
 // fresh quota. When the adapter does not know the route (Route() == ""), all
 // such requests share the route component "".
 func WithRoute(fn Func) Func {
+	fn = orNil(fn)
 	return func(r Request) (string, error) {
 		k, err := fn(r)
 		if err != nil {
@@ -116,6 +121,7 @@ func WithRoute(fn Func) Func {
 // method is client-chosen, so it is passed through [Bound]; an unusual
 // method gets its own quota, which matters only if the route accepts it.
 func WithMethod(fn Func) Func {
+	fn = orNil(fn)
 	return func(r Request) (string, error) {
 		k, err := fn(r)
 		if err != nil {
@@ -129,6 +135,7 @@ func WithMethod(fn Func) Func {
 // is Join(method, route, key). It is the per-user, per-endpoint key of the
 // design notes' limit table.
 func WithEndpoint(fn Func) Func {
+	fn = orNil(fn)
 	return func(r Request) (string, error) {
 		k, err := fn(r)
 		if err != nil {
@@ -142,4 +149,15 @@ func WithEndpoint(fn Func) Func {
 // global limit protecting a backend).
 func Constant(key string) Func {
 	return func(Request) (string, error) { return key, nil }
+}
+
+// ErrNilFunc is returned, on every request, by a combinator that was given a
+// nil [Func]: a wiring mistake that must not panic on the request path.
+var ErrNilFunc = errors.New("keyfuncs: nil key function passed to a combinator")
+
+func orNil(fn Func) Func {
+	if fn == nil {
+		return func(Request) (string, error) { return "", ErrNilFunc }
+	}
+	return fn
 }

@@ -172,3 +172,36 @@ func TestScopingPropagatesErrorsAndBoundsTheMethod(t *testing.T) {
 	require.NoError(t, err)
 	assert.Less(t, len(k), 64)
 }
+
+func TestNilFuncsFailInsteadOfPanicking(t *testing.T) {
+	req := newReq(t, lbPeer)
+	for name, f := range map[string]Func{
+		"Tagged":       Tagged("t", nil),
+		"FirstOf":      FirstOf(nil),
+		"WithRoute":    WithRoute(nil),
+		"WithMethod":   WithMethod(nil),
+		"WithEndpoint": WithEndpoint(nil),
+		"UserOrIP":     UserOrIP(nil, nil),
+	} {
+		_, err := f(req)
+		assert.ErrorIs(t, err, ErrNilFunc, name)
+		assert.False(t, errors.Is(err, ErrNoKey), name)
+	}
+	k, err := FirstOf(nil, Constant("k"))(req)
+	require.NoError(t, err)
+	assert.Equal(t, "k", k)
+}
+
+func TestNilResolverKeysThePeer(t *testing.T) {
+	var r *Resolver
+	k, err := r.Key(newReq(t, "203.0.113.7:1", "X-Forwarded-For", victimIP))
+	require.NoError(t, err)
+	assert.Equal(t, clientIP, k)
+	assert.Equal(t, SourcePeer, r.Source())
+	assert.Equal(t, "keyfuncs.Resolver{source=peer ipv4=/32 ipv6=/64}", r.String())
+	r48, err := r.WithPrefixes(0, 48)
+	require.NoError(t, err)
+	k, err = r48.Key(newReq(t, "[2001:db8:1:2::1]:1"))
+	require.NoError(t, err)
+	assert.Equal(t, "2001:db8:1::/48", k)
+}

@@ -89,20 +89,20 @@ var (
 	errAPIKeyTooLong = fmt.Errorf("%w: API key over %d bytes", ErrTooLong, MaxAPIKeyLen)
 )
 
-// APIKeyOption configures [APIKey].
-type APIKeyOption func(*apiKeyConfig)
-
-type apiKeyConfig struct {
+// APIKeyOption configures [APIKey]. Build one with [WithHMACSecret].
+type APIKeyOption struct {
 	secret []byte
+	set    bool
 }
 
 // WithHMACSecret makes [APIKey] return HMAC-SHA256(secret, key) instead of
 // SHA-256(key), so that someone who reads the store (a Redis dump, a log of
 // keys) cannot test guesses of low-entropy API keys offline. The secret
-// must be at least 16 bytes; APIKey fails otherwise. The slice is copied.
+// must be at least 16 bytes; APIKey fails otherwise, also for an empty one
+// (an unset environment variable must not silently mean "no secret"). The
+// slice is copied.
 func WithHMACSecret(secret []byte) APIKeyOption {
-	s := append([]byte(nil), secret...)
-	return func(c *apiKeyConfig) { c.secret = s }
+	return APIKeyOption{secret: append([]byte(nil), secret...), set: true}
 }
 
 // APIKey keys requests by an API key taken from the named header, else from
@@ -127,12 +127,15 @@ func APIKey(header, query string, opts ...APIKeyOption) (Func, error) {
 		}
 		header = http.CanonicalHeaderKey(header)
 	}
-	var c apiKeyConfig
+	var secret []byte
+	keyed := false
 	for _, o := range opts {
-		o(&c)
+		if o.set {
+			secret, keyed = o.secret, true
+		}
 	}
-	if c.secret != nil && len(c.secret) < 16 {
-		return nil, fmt.Errorf("keyfuncs: the API key HMAC secret has %d bytes: use at least 16 random bytes", len(c.secret))
+	if keyed && len(secret) < 16 {
+		return nil, fmt.Errorf("keyfuncs: the API key HMAC secret has %d bytes: use at least 16 random bytes", len(secret))
 	}
 	return func(r Request) (string, error) {
 		var k string
@@ -148,7 +151,7 @@ func APIKey(header, query string, opts ...APIKeyOption) (Func, error) {
 		if len(k) > MaxAPIKeyLen {
 			return "", errAPIKeyTooLong
 		}
-		return hashKey(c.secret, k), nil
+		return hashKey(secret, k), nil
 	}, nil
 }
 

@@ -130,5 +130,7 @@ func TestAPIKeyConstructionErrors(t *testing.T) {
 	_, err = APIKey("X-API-Key", "", WithHMACSecret([]byte("short")))
 	assert.ErrorContains(t, err, "at least 16 random bytes")
 	_, err = APIKey("X-API-Key", "", WithHMACSecret(nil))
-	assert.NoError(t, err, "a nil secret means plain SHA-256")
+	assert.ErrorContains(t, err, "has 0 bytes", "an empty secret is a mistake, not plain SHA-256")
+	_, err = APIKey("X-API-Key", "", APIKeyOption{})
+	assert.NoError(t, err, "the zero option changes nothing")
 }

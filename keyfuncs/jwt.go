@@ -195,13 +195,24 @@ func checkKeyType(m string, key any) error {
 		ok = ok && len(b) > 0
 		want = "a non-empty []byte"
 	case strings.HasPrefix(m, "RS"), strings.HasPrefix(m, "PS"):
-		_, ok = key.(*rsa.PublicKey)
-		want = "*rsa.PublicKey"
+		var k *rsa.PublicKey
+		k, ok = key.(*rsa.PublicKey)
+		ok = ok && k != nil
+		want = "a non-nil *rsa.PublicKey"
 	case strings.HasPrefix(m, "ES"):
-		_, ok = key.(*ecdsa.PublicKey)
+		var k *ecdsa.PublicKey
+		k, ok = key.(*ecdsa.PublicKey)
 		want = "*ecdsa.PublicKey"
+		if ok {
+			curve := map[string]string{"ES256": "P-256", "ES384": "P-384", "ES512": "P-521"}[m]
+			if k == nil || k.Curve == nil || k.Curve.Params().Name != curve {
+				return fmt.Errorf("keyfuncs: JWT method %s needs an ECDSA key on curve %s", m, curve)
+			}
+		}
 	case m == "EdDSA":
-		_, ok = key.(ed25519.PublicKey)
+		var k ed25519.PublicKey
+		k, ok = key.(ed25519.PublicKey)
+		ok = ok && len(k) == ed25519.PublicKeySize
 		want = "ed25519.PublicKey"
 	default:
 		return fmt.Errorf("keyfuncs: JWT signing method %q needs a Keyfunc", m)

@@ -354,6 +354,9 @@ func TestJWTConstructionErrors(t *testing.T) {
 		{"string hmac", JWTConfig{Methods: []string{"HS256"}, Key: "secret"}, "got string"},
 		{"ecdsa for EdDSA", JWTConfig{Methods: []string{"EdDSA"}, Key: &k.ec.PublicKey}, "ed25519.PublicKey"},
 		{"rsa for ES256", JWTConfig{Methods: []string{"ES256"}, Key: &k.rsa.PublicKey}, "*ecdsa.PublicKey"},
+		{"ES256 with a P-384 key", JWTConfig{Methods: []string{"ES256"}, Key: p384()}, "curve P-256"},
+		{"nil rsa key", JWTConfig{Methods: []string{"RS256"}, Key: (*rsa.PublicKey)(nil)}, "non-nil *rsa.PublicKey"},
+		{"short ed25519 key", JWTConfig{Methods: []string{"EdDSA"}, Key: ed25519.PublicKey{1, 2}}, "ed25519.PublicKey"},
 		{"negative max", JWTConfig{Methods: []string{"HS256"}, Key: hmacKey, MaxTokenBytes: -1}, "MaxTokenBytes"},
 		{"negative leeway", JWTConfig{Methods: []string{"HS256"}, Key: hmacKey, Leeway: -time.Second}, "Leeway"},
 		{"bad header", JWTConfig{Methods: []string{"HS256"}, Key: hmacKey, Header: "Auth Header"}, "not a valid header name"},
@@ -451,4 +454,12 @@ func TestContextValue(t *testing.T) {
 	assert.ErrorContains(t, err, "float64")
 	_, err = fn(withValue(base, key, (*stringer)(nil)))
 	assert.ErrorContains(t, err, "panicked", "a nil Stringer is an error, not a panic")
+}
+
+func p384() *ecdsa.PublicKey {
+	k, err := ecdsa.GenerateKey(elliptic.P384(), rand.Reader)
+	if err != nil {
+		panic(err)
+	}
+	return &k.PublicKey
 }

@@ -81,8 +81,9 @@ type IPConfig struct {
 // (Falling back puts such requests in the bucket of the proxy that sent them:
 // a spoofer can only share that bucket, never pick someone else's.)
 //
-// The zero value resolves the TCP peer with the default aggregation (/32 for
-// IPv4, /64 for IPv6). A Resolver is immutable and safe for concurrent use.
+// The zero value, and a nil *Resolver, resolve the TCP peer with the default
+// aggregation (/32 for IPv4, /64 for IPv6). A Resolver is immutable and safe
+// for concurrent use.
 type Resolver struct {
 	source  IPSource
 	trusted trustSet
@@ -244,7 +245,7 @@ func Forwarded(trustedCIDRs ...string) (*Resolver, error) {
 // 64). Coarser prefixes resist address rotation better and lump more
 // neighbours together. r itself is unchanged.
 func (r *Resolver) WithPrefixes(v4Bits, v6Bits int) (*Resolver, error) {
-	c := *r
+	c := *r.orZero()
 	if err := c.setPrefixes(v4Bits, v6Bits); err != nil {
 		return nil, err
 	}
@@ -253,7 +254,7 @@ func (r *Resolver) WithPrefixes(v4Bits, v6Bits int) (*Resolver, error) {
 
 // Source reports where r finds the client address.
 func (r *Resolver) Source() IPSource {
-	if r.source == "" {
+	if r = r.orZero(); r.source == "" {
 		return SourcePeer
 	}
 	return r.source
@@ -261,6 +262,7 @@ func (r *Resolver) Source() IPSource {
 
 // String describes the configuration, for logs.
 func (r *Resolver) String() string {
+	r = r.orZero()
 	var b strings.Builder
 	fmt.Fprintf(&b, "keyfuncs.Resolver{source=%s", r.Source())
 	if len(r.trusted) > 0 {
@@ -276,6 +278,17 @@ func (r *Resolver) String() string {
 	fmt.Fprintf(&b, " ipv4=/%d ipv6=/%d}", v4, v6)
 	return b.String()
 }
+
+// orZero maps a nil *Resolver to the zero value, so that a nil resolver
+// keys by the peer instead of panicking on the request path.
+func (r *Resolver) orZero() *Resolver {
+	if r == nil {
+		return &zeroResolver
+	}
+	return r
+}
+
+var zeroResolver Resolver
 
 func (r *Resolver) prefixes() (v4, v6 int) {
 	v4, v6 = r.v4Bits, r.v6Bits
@@ -311,7 +324,7 @@ func (r *Resolver) Prefix(req Request) (netip.Prefix, error) {
 	if err != nil {
 		return netip.Prefix{}, err
 	}
-	v4, v6 := r.prefixes()
+	v4, v6 := r.orZero().prefixes()
 	return aggregate(a, v4, v6), nil
 }
 
@@ -320,6 +333,7 @@ func (r *Resolver) Prefix(req Request) (netip.Prefix, error) {
 // [Resolver.Key] for limits. It fails, wrapping [ErrNoKey], only when
 // RemoteAddr is not an IP address. It does not allocate.
 func (r *Resolver) ClientIP(req Request) (netip.Addr, error) {
+	r = r.orZero()
 	peer, ok := parseIP(req.RemoteAddr())
 	if !ok {
 		return netip.Addr{}, errNoPeer
