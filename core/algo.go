@@ -350,7 +350,7 @@ func slidingLog(k *plan, st []int64, now, cost int64, mode int) lres {
 	c := int64(len(ring))
 	head := st[0]
 	at := func(i int64) int64 { return ring[(head+i)%c] } // i-th oldest
-	cut := now - w + 1                                    // stored values > cut are inside
+	cut := max(now-w+1, 0)                                // stored values > cut are inside; empty slots (0) never are
 	// first ring position whose value is inside the window
 	lo, hi := int64(0), c
 	for lo < hi {

@@ -263,3 +263,19 @@ func TestExpiresAt(t *testing.T) {
 		assert.Equal(t, c.Decide(fresh, exp, 0), c.Decide(st, exp, 0), p.Name)
 	}
 }
+
+func TestSlidingLogNearEpoch(t *testing.T) {
+	// empty ring slots are never inside the window, even when now < W
+	p := Policy{Name: "l", Algorithm: SlidingWindowLog, Limits: []Limit{PerMinute(3)}}
+	c, _ := p.Compile()
+	st := make([]int64, c.StateWords())
+	for i := 0; i < 3; i++ {
+		require.True(t, c.Decide(st, 1000, 1).Allowed, "request %d at 1 ms after the epoch", i)
+	}
+	assert.False(t, c.Decide(st, 1000, 1).Allowed)
+}
+
+func TestValidateSpan(t *testing.T) {
+	p := Policy{Name: "x", Limits: []Limit{Per(1, 366*24*time.Hour).WithBurst(1_000_000)}}
+	assert.ErrorContains(t, p.Validate(), "exceeds 30 years")
+}

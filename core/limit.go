@@ -79,6 +79,10 @@ func FormatWindow(d time.Duration) string {
 	return s
 }
 
+// maxSpan bounds the time a GCRA or token bucket takes to refill from empty
+// (about 30 years in µs), so that now + span stays below 2^53.
+const maxSpan = 30 * 366 * 24 * 3600 * 1_000_000
+
 // maxRequests bounds Requests and Burst so counts fit the packed state and
 // stay exact in Redis's Lua (doubles).
 const maxRequests = 1<<31 - 1
@@ -99,6 +103,11 @@ func (l Limit) validate(alg Algorithm) error {
 	if alg == TokenBucket || alg == GCRA {
 		if l.Window.Microseconds() < l.Requests {
 			return fmt.Errorf("rate %s is above the 1 per µs resolution; use a longer window", l)
+		}
+		// a full bucket spans capacity × T; keep it (and now + it) exact in
+		// the doubles of Redis's Lua
+		if span := l.capacity() * EmissionInterval(l); span > maxSpan || span/EmissionInterval(l) != l.capacity() {
+			return fmt.Errorf("%s: burst × refill interval exceeds 30 years; lower the burst or shorten the window", l)
 		}
 	} else if l.Burst != 0 && l.Burst != l.Requests {
 		return fmt.Errorf("burst applies to token bucket and GCRA only; %v ignores it, remove it", alg)

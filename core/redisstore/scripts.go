@@ -339,7 +339,7 @@ end
 
 local function step(i, s, mode)
   local w, c = arg(i, 1), arg(i, 2)
-  local cut = now - w + 1
+  local cut = math.max(now - w + 1, 0)
   local lo, hi = 0, c
   while lo < hi do
     local m = math.floor((lo + hi) / 2)
