@@ -88,3 +88,11 @@ func BenchmarkGlobal(b *testing.B) {
 	mux.Handle("GET /bench", trivial)
 	benchServe(b, nethttp.New(benchLimiter(b))(mux))
 }
+
+// BenchmarkPerRouteDelta is BenchmarkPerRoute with delta resets: no clock
+// read of its own (the limiter still reads the clock once).
+func BenchmarkPerRouteDelta(b *testing.B) {
+	mux := http.NewServeMux()
+	mux.Handle("GET /bench", nethttp.New(benchLimiter(b), nethttp.WithResetFormat(nethttp.ResetDelta))(trivial))
+	benchServe(b, mux)
+}
