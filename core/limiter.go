@@ -92,10 +92,20 @@ func (l *Limiter) Allow(ctx context.Context, key string) (Decision, error) {
 // On a store failure or timeout, AllowN returns the policy's FailMode
 // decision (Degraded set) and a *StoreError.
 func (l *Limiter) AllowN(ctx context.Context, key string, cost int64) (Decision, error) {
+	return l.AllowNAt(ctx, key, l.clock.Now(), cost)
+}
+
+// Clock returns the limiter's clock (the system clock unless WithClock).
+func (l *Limiter) Clock() Clock { return l.clock }
+
+// AllowNAt is AllowN at the given instant instead of the clock's now, for
+// callers that already read the clock (a middleware that also formats an
+// epoch reset header) and for replaying traffic. Stores with their own
+// clock (Redis by default) ignore now.
+func (l *Limiter) AllowNAt(ctx context.Context, key string, now time.Time, cost int64) (Decision, error) {
 	if cost < 0 {
 		return Decision{Policy: l.policy.Name, RetryAfter: Never}, ErrInvalidCost
 	}
-	now := l.clock.Now()
 	var d Decision
 	var err error
 	if l.local {

@@ -192,6 +192,6 @@ func WithDenyBody(contentType string, body []byte) Option {
 func WithErrorHook(f func(ctx context.Context, err error)) Option { return limitmw.WithErrorHook(f) }
 
 // WithClock sets the clock from which epoch X-RateLimit-Reset values are
-// computed (default the system clock). Give it the limiter's clock in
-// tests.
+// computed. Default: the limiter's own clock, read once per request for both
+// the decision and the header.
 func WithClock(c core.Clock) Option { return limitmw.WithClock(c) }

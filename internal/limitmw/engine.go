@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/limitkit/limitkit/core"
 	"github.com/limitkit/limitkit/internal/respond"
@@ -102,6 +103,7 @@ type Result struct {
 	// Degraded is true when a FailOpen store failed and the request passed.
 	Degraded bool
 	decided  bool
+	now      time.Time // when the decision was taken, for epoch headers; zero: read the clock
 }
 
 type check struct {
@@ -133,6 +135,7 @@ type Engine struct {
 	bodySet     bool
 	onError     func(context.Context, error)
 	clock       core.Clock
+	ownClock    bool // clock is the primary limiter's: one read serves the decision and the headers
 	policyField string
 	unavailable []byte
 }
@@ -144,7 +147,7 @@ func New(pkg string, lim *core.Limiter, opts []Option) (*Engine, *Config, error)
 	if lim == nil {
 		return nil, nil, fmt.Errorf("%s: New: %w", pkg, errNoLimiter)
 	}
-	cfg := &Config{headers: HeaderDefault, status: http.StatusTooManyRequests, clock: core.SystemClock{}}
+	cfg := &Config{headers: HeaderDefault, status: http.StatusTooManyRequests}
 	for _, o := range opts {
 		if o == nil {
 			return nil, nil, fmt.Errorf("%s: nil Option", pkg)
@@ -153,6 +156,10 @@ func New(pkg string, lim *core.Limiter, opts []Option) (*Engine, *Config, error)
 	}
 	if len(cfg.errs) > 0 {
 		return nil, nil, fmt.Errorf("%s: %w", pkg, cfg.errs[0])
+	}
+	ownClock := cfg.clock == nil
+	if ownClock {
+		cfg.clock = lim.Clock() // epoch resets follow the limiter's clock
 	}
 	if 1+len(cfg.extra) > MaxChecks {
 		return nil, nil, fmt.Errorf("%s: %d checks, at most %d", pkg, 1+len(cfg.extra), MaxChecks)
@@ -180,6 +187,7 @@ func New(pkg string, lim *core.Limiter, opts []Option) (*Engine, *Config, error)
 		bodySet:     cfg.bodySet,
 		onError:     cfg.onError,
 		clock:       cfg.clock,
+		ownClock:    ownClock,
 		unavailable: respond.UnavailableBody(),
 	}
 	if cfg.scope != nil {
@@ -237,6 +245,13 @@ func (e *Engine) Decide(ctx context.Context, req keyfuncs.Request) Result {
 		key, st := e.key(ctx, c, req, scope)
 		if st != keyOK {
 			return e.noKeyResult(c, st)
+		}
+		if e.ownClock {
+			now := e.clock.Now()
+			d, err := c.lim.AllowNAt(ctx, key, now, cost)
+			r := e.finish(ctx, d, err)
+			r.now = now
+			return r
 		}
 		d, err := c.lim.AllowN(ctx, key, cost)
 		return e.finish(ctx, d, err)
@@ -399,7 +414,11 @@ func (e *Engine) Fields(res *Result, f *respond.Fields) {
 		if e.reset == ResetDelta {
 			f.AddInt(respond.HeaderReset, respond.CeilSeconds(d.ResetAfter))
 		} else {
-			f.AddInt(respond.HeaderReset, respond.EpochSeconds(e.clock.Now(), d.ResetAfter))
+			now := res.now
+			if now.IsZero() {
+				now = e.clock.Now()
+			}
+			f.AddInt(respond.HeaderReset, respond.EpochSeconds(now, d.ResetAfter))
 		}
 	}
 	retry, hasRetry := int64(0), false

@@ -250,7 +250,8 @@ func WithErrorHook(f func(ctx context.Context, err error)) Option {
 	return func(c *Config) { c.onError = f }
 }
 
-// WithClock sets the clock of X-RateLimit-Reset epoch values.
+// WithClock sets the clock of X-RateLimit-Reset epoch values (default: the
+// limiter's clock, read once per request for the decision and the header).
 func WithClock(clk core.Clock) Option {
 	return func(c *Config) {
 		if clk == nil {
