@@ -21,7 +21,11 @@
 // gin's c.ClientIP(): with the framework's defaults those trust X-Forwarded-For,
 // which any client can write, so a client rotating that header would get a
 // fresh quota per request (and could spend a victim's). Behind a proxy, say
-// which proxies to trust: WithIPKey(keyfuncs.XForwardedFor("10.0.0.0/8")).
+// which proxies to trust:
+//
+//	xff, err := keyfuncs.XForwardedFor("10.0.0.0/8") // an error names a bad CIDR
+//	...
+//	mw := New(limiter, WithIPKey(xff))
 //
 // The scope is, by default, the request method and the route pattern the
 // framework matched (c.FullPath()): "GET /users/:id", so every endpoint has
