@@ -4,6 +4,7 @@ import (
 	"context"
 	"runtime"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -113,4 +114,32 @@ func BenchmarkMillionKeys(b *testing.B) {
 			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/key")
 		})
 	}
+}
+
+// BenchmarkBaselineMutexMap is the floor every in-memory limiter is measured
+// against in the same run: a counter in a map[string]int64 behind one mutex
+// (no algorithm, no bound, no decision).
+func BenchmarkBaselineMutexMap(b *testing.B) {
+	var mu sync.Mutex
+	m := map[string]int64{}
+	b.Run("serial", func(b *testing.B) {
+		b.ReportAllocs()
+		for i := 0; i < b.N; i++ {
+			mu.Lock()
+			m["user:42"]++
+			mu.Unlock()
+		}
+	})
+	b.Run("parallel", func(b *testing.B) {
+		var id atomic.Int64
+		b.ReportAllocs()
+		b.RunParallel(func(pb *testing.PB) {
+			key := "user:" + strconv.FormatInt(id.Add(1), 10)
+			for pb.Next() {
+				mu.Lock()
+				m[key]++
+				mu.Unlock()
+			}
+		})
+	})
 }
