@@ -40,8 +40,17 @@ func diffPolicies() []core.Policy {
 		p = base("shadow", core.Per(3, time.Second))
 		p.Shadow = true
 		ps = append(ps, p)
+		// single-limit soft overage and counted denials: the single-limit
+		// scripts handle these themselves
+		p = base("soft1", core.Per(8, 2*time.Second))
+		p.SoftPercent = 25
+		ps = append(ps, p)
+		p = base("soft1-denied", core.Per(5, time.Second))
+		p.SoftPercent, p.CountDenied = 40, true
+		ps = append(ps, p)
 		if a == core.GCRA || a == core.TokenBucket {
 			ps = append(ps, base("burst", core.Per(3, time.Second).WithBurst(9), core.Per(100, time.Minute).WithBurst(20)))
+			ps = append(ps, base("burst1", core.Per(3, time.Second).WithBurst(9)))
 			ps = append(ps, base("odd", core.Per(7, 1000003*time.Microsecond)))
 		}
 		if a == core.SlidingWindowCounter {
@@ -197,6 +206,43 @@ func TestStepTable(t *testing.T) {
 				require.Equal(t, r.allowed, d.Allowed, "row %d", j)
 				require.Equal(t, r.remaining, d.Remaining, "row %d", j)
 				require.Equal(t, r.retry, d.RetryAfter, "row %d", j)
+			}
+		})
+	}
+}
+
+// TestDifferentialLargeCounts drives counts past the compact encodings'
+// limits (a token bucket deficit of 1000 and more, a fixed-window count
+// of 10^9 and more), where the state falls back to "a:b" strings, and
+// back, for single- and two-limit policies.
+func TestDifferentialLargeCounts(t *testing.T) {
+	s, _, _ := nodeStore(t)
+	ctx := context.Background()
+	big := core.Per(1_500_000_000, time.Hour)
+	for _, pol := range []core.Policy{
+		{Name: "big/tb", Algorithm: core.TokenBucket, Limits: []core.Limit{core.Per(5000, time.Second)}},
+		{Name: "big/tb-burst", Algorithm: core.TokenBucket, Limits: []core.Limit{core.Per(3, time.Second).WithBurst(2500)}},
+		{Name: "big/tb-2", Algorithm: core.TokenBucket, Limits: []core.Limit{core.Per(5000, time.Second), core.Per(9000, time.Minute)}},
+		{Name: "big/fw", Algorithm: core.FixedWindow, Limits: []core.Limit{big}},
+		{Name: "big/fw-denied", Algorithm: core.FixedWindow, CountDenied: true, Limits: []core.Limit{big}},
+		{Name: "big/fw-2", Algorithm: core.FixedWindow, Limits: []core.Limit{big, core.Per(2_000_000_000, 2*time.Hour)}},
+		{Name: "big/gcra", Algorithm: core.GCRA, Limits: []core.Limit{core.Per(1_000_000, time.Second)}},
+	} {
+		p := mustPolicy(t, pol)
+		t.Run(p.Name, func(t *testing.T) {
+			r := newRef(p)
+			capa := p.Limits[0].Requests
+			if b := p.Limits[0].Burst; b > 0 {
+				capa = b
+			}
+			costs := []int64{1, 999, 1000, 1001, capa / 3, capa / 2, capa - 1, 7, capa, capa + 1, 0, 999_999_999, 1_000_000_000, 1}
+			now := epoch
+			for i, cost := range append(costs, costs...) {
+				now = now.Add(time.Duration(i%4) * 137 * time.Millisecond)
+				want := r.take("k", now, cost)
+				got, err := s.Take(ctx, "k", p, now, cost)
+				require.NoError(t, err)
+				require.Equal(t, want, got, "step %d cost %d", i, cost)
 			}
 		})
 	}

@@ -1,6 +1,14 @@
 package redisstore
 
-import "github.com/redis/go-redis/v9"
+import (
+	"context"
+	"errors"
+	"strconv"
+	"strings"
+
+	"github.com/limitkit/limitkit/core"
+	"github.com/redis/go-redis/v9"
+)
 
 // The Lua scripts port core's algorithms (core/algo.go, (*core.Policy).Decide)
 // line by line. Redis's Lua computes on doubles; every quantity is an
@@ -19,8 +27,9 @@ import "github.com/redis/go-redis/v9"
 //	ARGV[4]   ms added to every TTL (rounding and clock slack)
 //	ARGV[5..] STRIDE numbers per limit (see each algorithm)
 //
-// Reply: {allowed 0/1, binding limit index (0-based), nominal remaining of
-// the binding limit, resetAfter µs, retryAfter µs (-1 = never)}.
+// Reply: {allowed 0/1, binding limit index (0-based), remaining of the
+// binding limit against its effective capacity (0 when denied; Go
+// subtracts the soft overage), resetAfter µs, retryAfter µs (-1 = never)}.
 //
 // Every write sets the key's TTL to when its state is back to full (core's
 // ExpiresAt) + ARGV[4] ms; a state that is already full is deleted; a key
@@ -135,7 +144,7 @@ for i = 1, nl do
 end
 
 local rem = 0
-if bok then rem = nominal(brem, bind) end
+if bok then rem = brem end
 return {bok and 1 or 0, bind - 1, rem, breset, bretry}
 `
 
@@ -488,14 +497,286 @@ local function step(i, s, mode)
 end
 ` + luaTail
 
-// scripts, indexed by core.Algorithm.
-var scripts = [...]*redis.Script{
-	redis.NewScript(luaGCRA),
-	redis.NewScript(luaTokenBucket),
-	redis.NewScript(luaFixedWindow),
-	redis.NewScript(luaSlidingLog),
-	redis.NewScript(luaSlidingCounter),
+// The single-limit scripts below are the common case written out as
+// straight-line Lua: no helper closures, no per-call tables, one GET, at
+// most one write (SET ... PX, or PEXPIRE/DEL to repair a key without a
+// TTL), and the TTL padding compiled in. They read and write exactly the
+// encodings of the generic scripts above, and reply in the same shape, but
+// take their own ARGV:
+//
+//	ARGV[1]   now in µs since the epoch, or "" for Redis TIME
+//	ARGV[2]   cost (>= 0, clamped by Go to at most capacity + 1)
+//	ARGV[3..] the limit's numbers (see each script), then "1" when denied
+//	          requests count
+//
+// The TTL pad is TTLPad under Redis TIME and TTLPad + ClientTimeTTLSlack
+// when now is passed in (WithClientTime), exactly Store.ttlPad.
+
+// luaNow sets now (µs) and pad (ms added to every TTL).
+const luaNow = `
+local now, pad = ARGV[1], $PADC
+if now == '' then
+  local t = redis.call('TIME')
+  now, pad = t[1] * 1000000 + t[2], $PADS
+else
+  now = tonumber(now)
+  if now < 0 then now = 0 end
+end
+`
+
+// luaGCRA1: GCRA, one limit. ARGV[3] emission interval T, ARGV[4]
+// tolerance tau = capacity × T, ARGV[5] count denied. Reply remaining is
+// against the effective capacity (Go subtracts the soft overage).
+const luaGCRA1 = luaNow + `
+local cost, t, tau = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
+local key = KEYS[1]
+local v = redis.call('GET', key)
+local old = 0
+if v then old = tonumber(v) or 0 end
+local tat = old
+if tat < now then tat = now end
+local newtat = tat + cost * t
+if newtat - now <= tau then
+  if cost > 0 then
+    redis.call('SET', key, string.format('%d', newtat), 'PX', string.format('%d', math.ceil((newtat - now) / 1000) + pad))
+  elseif v and redis.call('PTTL', key) == -1 then
+    if old > now then
+      redis.call('PEXPIRE', key, string.format('%d', math.ceil((old - now) / 1000) + pad))
+    else
+      redis.call('DEL', key)
+    end
+  end
+  return {1, 0, math.floor((tau - newtat + now) / t), newtat - now, 0}
+end
+local retry = newtat - tau - now
+if cost * t > tau then retry = -1 end
+if ARGV[5] == '1' then
+  local s = newtat
+  if s > now + tau then s = now + tau end
+  if s < tat then s = tat end
+  if s > now then
+    redis.call('SET', key, string.format('%d', s), 'PX', string.format('%d', math.ceil((s - now) / 1000) + pad))
+  elseif v then
+    redis.call('DEL', key)
+  end
+  return {0, 0, 0, s - now, retry}
+end
+if v and redis.call('PTTL', key) == -1 then
+  if old > now then
+    redis.call('PEXPIRE', key, string.format('%d', math.ceil((old - now) / 1000) + pad))
+  else
+    redis.call('DEL', key)
+  end
+end
+return {0, 0, 0, tat - now, retry}
+`
+
+// luaTokenBucket1: token bucket, one limit. ARGV[3] T, ARGV[4] capacity,
+// ARGV[5] count denied.
+const luaTokenBucket1 = luaNow + `
+local cost, t, capa = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
+local key = KEYS[1]
+local v = redis.call('GET', key)
+local tokens, last = 0, 0
+if v then
+  local ls, def = string.match(v, '^(%d+)(%d%d%d)$')
+  if ls then
+    tokens, last = capa - tonumber(def), tonumber(ls)
+  else
+    local tk, ls2 = string.match(v, '^(-?%d+):(-?%d+)$')
+    if tk then tokens, last = tonumber(tk), tonumber(ls2) end
+  end
+end
+local otokens, olast = tokens, last
+if last == 0 then
+  tokens, last = capa, now
+elseif now > last then
+  local n = math.floor((now - last) / t)
+  if tokens + n >= capa then
+    tokens, last = capa, now
+  else
+    tokens = tokens + n
+    last = last + n * t
+  end
+end
+local ok, reset, retry = 1, 0, 0
+local write = false
+if cost <= tokens then
+  tokens = tokens - cost
+  write = cost > 0
+  reset = last + (capa - tokens) * t - now
+else
+  ok = 0
+  reset = last + (capa - tokens) * t - now
+  retry = last + (cost - tokens) * t - now
+  if cost > capa then retry = -1 end
+  if ARGV[5] == '1' then
+    write = true
+    reset = last + capa * t - now
+  end
+end
+if reset < 0 then reset = 0 end
+local rem = tokens
+if ok == 0 then rem = 0 end
+if write then
+  local rtokens = tokens
+  if ok == 0 then rtokens = 0 end
+  local exp = 0
+  if last ~= 0 then exp = last + (capa - rtokens) * t end
+  if exp > now then
+    local def, val = capa - rtokens
+    if def >= 0 and def < 1000 and last > 0 then
+      val = string.format('%d%03d', last, def)
+    else
+      val = string.format('%d:%d', rtokens, last)
+    end
+    redis.call('SET', key, val, 'PX', string.format('%d', math.ceil((exp - now) / 1000) + pad))
+  elseif v then
+    redis.call('DEL', key)
+  end
+elseif v and redis.call('PTTL', key) == -1 then
+  local exp = 0
+  if olast ~= 0 then exp = olast + (capa - otokens) * t end
+  if exp > now then
+    redis.call('PEXPIRE', key, string.format('%d', math.ceil((exp - now) / 1000) + pad))
+  else
+    redis.call('DEL', key)
+  end
+end
+return {ok, 0, rem, reset, retry}
+`
+
+// luaFixedWindow1: fixed window, one limit. ARGV[3] window W, ARGV[4]
+// capacity, ARGV[5] count denied.
+const luaFixedWindow1 = luaNow + `
+local cost, w, capa = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
+local key = KEYS[1]
+local v = redis.call('GET', key)
+local ix, count = 0, 0
+if v then
+  if #v <= 9 then
+    count = tonumber(v) or 0
+  else
+    local a, b = string.match(v, '^(%d+)(%d%d%d%d%d%d%d%d%d)$')
+    if not a then a, b = string.match(v, '^(-?%d+):(-?%d+)$') end
+    if a then ix, count = tonumber(a), tonumber(b) end
+  end
+end
+local stored = count
+local idx = math.floor(now / w)
+if count ~= 0 then
+  local diff = (idx - ix) % 8589934592
+  if diff >= 4294967296 then diff = diff - 8589934592 end
+  if diff > 0 then count = 0 else idx = idx - diff end
+end
+local reset = (idx + 1) * w - now
+local ok, rem, retry, n = 1, 0, 0, -1
+if count + cost <= capa then
+  rem = capa - count - cost
+  if cost > 0 then n = count + cost end
+else
+  ok, retry = 0, reset
+  if cost > capa then retry = -1 end
+  if ARGV[5] == '1' then
+    n = count + cost
+    if n > capa then n = capa end
+  end
+end
+if n >= 0 then
+  ix = idx % 8589934592
+  local val
+  if n >= 1000000000 then
+    val = string.format('%d:%d', ix, n)
+  elseif ix == 0 then
+    val = string.format('%d', n)
+  else
+    val = string.format('%d%09d', ix, n)
+  end
+  redis.call('SET', key, val, 'PX', string.format('%d', math.ceil(reset / 1000) + pad))
+elseif v and redis.call('PTTL', key) == -1 then
+  if stored ~= 0 then
+    redis.call('PEXPIRE', key, string.format('%d', math.ceil(reset / 1000) + pad))
+  else
+    redis.call('DEL', key)
+  end
+end
+return {ok, 0, rem, reset, retry}
+`
+
+// script is a Lua script run with EVALSHA, falling back to EVAL when
+// Redis does not have it (NOSCRIPT: a restart, SCRIPT FLUSH, a new shard).
+type script struct {
+	rs             *redis.Script // for SCRIPT LOAD (every shard)
+	shaArg, srcArg any           // the digest and the source, boxed once
 }
 
-// strides are the ARGV numbers per limit, indexed by core.Algorithm.
-var strides = [...]int{3, 3, 3, 3, 5}
+func newScript(src string) *script {
+	rs := redis.NewScript(src)
+	return &script{rs: rs, shaArg: rs.Hash(), srcArg: src}
+}
+
+// load loads the script into Redis (every master of a Cluster or Ring).
+func (sc *script) load(ctx context.Context, c redis.UniversalClient) error {
+	return sc.rs.Load(ctx, c).Err()
+}
+
+// run sends args, which start with "evalsha", the digest and the number
+// of keys, as one command whose reply is read straight into []int64 (no
+// per-element boxing, unlike redis.Script.Run's *redis.Cmd); on NOSCRIPT
+// it sends the same arguments as EVAL with the source. It reuses args.
+func (sc *script) run(ctx context.Context, c redis.UniversalClient, args []any) ([]int64, error) {
+	cmd := redis.NewIntSliceCmd(ctx, args...)
+	cmd.SetFirstKeyPos(3)
+	err := c.Process(ctx, cmd)
+	if err == nil {
+		return cmd.Val(), nil
+	}
+	if !errors.Is(err, redis.ErrNoScript) && !redis.HasErrorPrefix(err, "NOSCRIPT") {
+		return nil, err
+	}
+	args[0], args[1] = "eval", sc.srcArg
+	cmd = redis.NewIntSliceCmd(ctx, args...)
+	cmd.SetFirstKeyPos(3)
+	if err := c.Process(ctx, cmd); err != nil {
+		return nil, err
+	}
+	return cmd.Val(), nil
+}
+
+// generic are the scripts for any policy, indexed by core.Algorithm.
+var generic = [...]*script{
+	newScript(luaGCRA),
+	newScript(luaTokenBucket),
+	newScript(luaFixedWindow),
+	newScript(luaSlidingLog),
+	newScript(luaSlidingCounter),
+}
+
+// single are the single-limit scripts, indexed by core.Algorithm; nil
+// where the generic script serves.
+var single = [...]*script{
+	core.GCRA:                 newScript(padded(luaGCRA1)),
+	core.TokenBucket:          newScript(padded(luaTokenBucket1)),
+	core.FixedWindow:          newScript(padded(luaFixedWindow1)),
+	core.SlidingWindowLog:     nil,
+	core.SlidingWindowCounter: nil,
+}
+
+// allScripts are every script, for Preload.
+var allScripts = func() []*script {
+	var all []*script
+	for _, sc := range append(generic[:], single[:]...) {
+		if sc != nil {
+			all = append(all, sc)
+		}
+	}
+	return all
+}()
+
+// padded compiles the TTL pads into a script.
+func padded(src string) string {
+	return strings.NewReplacer(
+		"$PADS", strconv.FormatInt(TTLPad.Milliseconds(), 10),
+		"$PADC", strconv.FormatInt((TTLPad+ClientTimeTTLSlack).Milliseconds(), 10),
+	).Replace(src)
+}

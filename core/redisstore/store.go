@@ -10,7 +10,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/limitkit/limitkit/core"
@@ -37,9 +36,8 @@ const ClientTimeTTLSlack = time.Second
 // maxPrefix bounds the key prefix length.
 const maxPrefix = 128
 
-// maxCompiled bounds the per-policy cache; policies beyond it are compiled
-// on every call (correct, slower) so that callers creating a *Policy per
-// request cannot grow memory without bound.
+// maxCompiled bounds the per-policy cache (see Store.policy), so that
+// callers creating a *Policy per request cannot grow memory without bound.
 const maxCompiled = 4096
 
 // tagLen is the length of the hash tag: 12 base64url characters, 72 bits
@@ -69,9 +67,8 @@ type Store struct {
 	clientTime bool
 	ttlPad     int64 // ms
 
-	mu        sync.RWMutex
-	compiled  map[*core.Policy]*compiled
-	ncompiled atomic.Int64
+	mu       sync.RWMutex
+	compiled map[*core.Policy]*compiled
 }
 
 var _ core.Store = (*Store)(nil)
@@ -153,13 +150,13 @@ func New(client redis.UniversalClient, opts ...Option) (*Store, error) {
 	return s, nil
 }
 
-// Preload loads the five scripts into Redis (on a Cluster or Ring, into
+// Preload loads the scripts into Redis (on a Cluster or Ring, into
 // every shard) so that the first decisions skip the EVAL fallback, which
 // sends the whole script. Optional: without it, each shard loads a script
 // on first use, and again after a restart or SCRIPT FLUSH, invisibly.
 func (s *Store) Preload(ctx context.Context) error {
-	for _, sc := range scripts {
-		if err := sc.Load(ctx, s.client).Err(); err != nil {
+	for _, sc := range allScripts {
+		if err := sc.load(ctx, s.client); err != nil {
 			return fmt.Errorf("redisstore: Preload: %w", err)
 		}
 	}
@@ -169,9 +166,11 @@ func (s *Store) Preload(ctx context.Context) error {
 // compiled is what a policy needs per call, worked out once.
 type compiled struct {
 	p        *core.Policy
-	script   *redis.Script
-	argv     []any    // ARGV[3..]: countDenied, ttl pad, per-limit numbers
+	script   *script
+	nkeys    any      // the number of keys, as a string (cluster routing reads it)
+	tail     []any    // the script's ARGV after now and cost
 	suffixes []string // per-limit key suffixes
+	soft     []int64  // per-limit soft overage (effective − nominal capacity)
 	hashPre  []byte   // policy name and a NUL, hashed before the key
 	maxEff   int64    // the largest effective capacity over the limits
 }
@@ -198,37 +197,57 @@ func (s *Store) compile(p *core.Policy) (*compiled, error) {
 	if err := p.Validate(); err != nil {
 		return nil, fmt.Errorf("redisstore: %w", err)
 	}
-	c := &compiled{p: p, script: scripts[p.Algorithm]}
+	c := &compiled{p: p, nkeys: strconv.Itoa(len(p.Limits))}
 	cd := "0"
 	if p.CountDenied {
 		cd = "1"
 	}
-	c.argv = append(c.argv, cd, s.ttlPad)
 	for i, l := range p.Limits {
 		c.suffixes = append(c.suffixes, suffix(p, i))
 		capa := capacity(l)
 		eff := effective(capa, p.SoftPercent)
-		soft := eff - capa
-		w := l.Window.Microseconds()
+		c.soft = append(c.soft, eff-capa)
 		c.maxEff = max(c.maxEff, eff)
+	}
+	if len(p.Limits) == 1 && single[p.Algorithm] != nil {
+		c.script = single[p.Algorithm]
+		l := p.Limits[0]
+		eff := c.maxEff
 		switch p.Algorithm {
 		case core.GCRA:
 			t := core.EmissionInterval(l)
-			c.argv = append(c.argv, t, eff*t, soft)
+			c.tail = []any{t, eff * t, cd}
 		case core.TokenBucket:
-			c.argv = append(c.argv, core.EmissionInterval(l), eff, soft)
-		case core.FixedWindow, core.SlidingWindowLog:
-			c.argv = append(c.argv, w, eff, soft)
-		case core.SlidingWindowCounter:
-			n := int64(max(p.Buckets, 1))
-			width := int64(4)
-			switch {
-			case eff <= 0xff:
-				width = 1
-			case eff <= 0xffff:
-				width = 2
+			c.tail = []any{core.EmissionInterval(l), eff, cd}
+		case core.FixedWindow:
+			c.tail = []any{l.Window.Microseconds(), eff, cd}
+		}
+	} else {
+		c.script = generic[p.Algorithm]
+		c.tail = append(c.tail, cd, s.ttlPad)
+		for i, l := range p.Limits {
+			eff := c.soft[i] + capacity(l)
+			soft := c.soft[i]
+			w := l.Window.Microseconds()
+			switch p.Algorithm {
+			case core.GCRA:
+				t := core.EmissionInterval(l)
+				c.tail = append(c.tail, t, eff*t, soft)
+			case core.TokenBucket:
+				c.tail = append(c.tail, core.EmissionInterval(l), eff, soft)
+			case core.FixedWindow, core.SlidingWindowLog:
+				c.tail = append(c.tail, w, eff, soft)
+			case core.SlidingWindowCounter:
+				n := int64(max(p.Buckets, 1))
+				width := int64(4)
+				switch {
+				case eff <= 0xff:
+					width = 1
+				case eff <= 0xffff:
+					width = 2
+				}
+				c.tail = append(c.tail, n, w/n, eff, soft, width)
 			}
-			c.argv = append(c.argv, n, w/n, eff, soft, width)
 		}
 	}
 	c.hashPre = append(c.hashPre, p.Name...)
@@ -253,7 +272,10 @@ func suffix(p *core.Policy, i int) string {
 	return string(algoLetters[p.Algorithm]) + strconv.Itoa(i) + base64.RawURLEncoding.EncodeToString(sum[:3])
 }
 
-// policy returns p's compiled form, from the cache when possible.
+// policy returns p's compiled form, from the cache when possible. The
+// cache holds at most maxCompiled policies; when a new one finds it full it
+// starts afresh, so callers that build a *Policy per call cannot grow it
+// without bound, and cannot lock the long-lived policies out of it either.
 func (s *Store) policy(p *core.Policy) (*compiled, error) {
 	s.mu.RLock()
 	c := s.compiled[p]
@@ -265,14 +287,12 @@ func (s *Store) policy(p *core.Policy) (*compiled, error) {
 	if err != nil {
 		return nil, err
 	}
-	if s.ncompiled.Load() < maxCompiled {
-		s.mu.Lock()
-		if _, ok := s.compiled[p]; !ok {
-			s.compiled[p] = c
-			s.ncompiled.Add(1)
-		}
-		s.mu.Unlock()
+	s.mu.Lock()
+	if len(s.compiled) >= maxCompiled {
+		s.compiled = make(map[*core.Policy]*compiled)
 	}
+	s.compiled[p] = c
+	s.mu.Unlock()
 	return c, nil
 }
 
@@ -290,21 +310,27 @@ func (s *Store) Keys(p *core.Policy, key string) ([]string, error) {
 }
 
 func (s *Store) keys(c *compiled, key string) []string {
-	h := sha256.New()
-	h.Write(c.hashPre)
-	h.Write([]byte(key))
-	var sum [sha256.Size]byte
-	h.Sum(sum[:0])
-	var b [64]byte
-	base := append(b[:0], s.prefix...)
-	base = append(base, '{')
-	base = base64.RawURLEncoding.AppendEncode(base, sum[:tagLen*3/4])
-	base = append(base, '}')
+	var kb [maxKeyBase]byte
+	base := s.keyBase(kb[:0], c, key)
 	keys := make([]string, len(c.suffixes))
 	for i, suf := range c.suffixes {
-		keys[i] = string(base) + suf
+		keys[i] = string(append(base, suf...))
 	}
 	return keys
+}
+
+// maxKeyBase bounds the bytes keyBase appends.
+const maxKeyBase = maxPrefix + 2 + tagLen
+
+// keyBase appends the part of key's Redis keys under c before the
+// per-limit suffix, prefix + "{" + tag + "}", to dst.
+func (s *Store) keyBase(dst []byte, c *compiled, key string) []byte {
+	var hb [128]byte
+	sum := sha256.Sum256(append(append(hb[:0], c.hashPre...), key...))
+	dst = append(dst, s.prefix...)
+	dst = append(dst, '{')
+	dst = base64.RawURLEncoding.AppendEncode(dst, sum[:tagLen*3/4])
+	return append(dst, '}')
 }
 
 // Take applies cost to key under p and returns the decision, in one Redis
@@ -332,25 +358,33 @@ func (s *Store) Take(ctx context.Context, key string, p *core.Policy, now time.T
 	// retryable, the same state written): clamping keeps Lua's products
 	// exact.
 	cost = min(cost, c.maxEff+1)
-	argv := make([]any, 0, 2+len(c.argv))
-	if s.clientTime {
-		argv = append(argv, max(now.UnixMicro(), 0))
-	} else {
-		argv = append(argv, "")
+	args := make([]any, 3, 3+len(c.suffixes)+2+len(c.tail))
+	args[0], args[1], args[2] = "evalsha", c.script.shaArg, c.nkeys
+	var kb [maxKeyBase + 8]byte
+	base := s.keyBase(kb[:0], c, key)
+	for _, suf := range c.suffixes {
+		args = append(args, string(append(base, suf...)))
 	}
-	argv = append(argv, cost)
-	argv = append(argv, c.argv...)
-	keys := s.keys(c, key)
-	vals, err := c.script.Run(ctx, s.client, keys, argv...).Int64Slice()
+	if s.clientTime {
+		args = append(args, max(now.UnixMicro(), 0))
+	} else {
+		args = append(args, "")
+	}
+	args = append(args, cost)
+	args = append(args, c.tail...)
+	vals, err := c.script.run(ctx, s.client, args)
 	if err != nil {
 		return core.Decision{}, fmt.Errorf("redisstore: policy %q: %w", p.Name, err)
 	}
-	return decision(c.p, vals)
+	return decision(c, vals)
 }
 
 // decision builds the core.Decision from the script's reply, as core's
-// Policy.decision does.
-func decision(p *core.Policy, v []int64) (core.Decision, error) {
+// Policy.decision does. The reply's remaining count is against the
+// binding limit's effective capacity; the decision's is against its
+// nominal one.
+func decision(c *compiled, v []int64) (core.Decision, error) {
+	p := c.p
 	if len(v) != 5 || v[0] < 0 || v[0] > 1 || v[1] < 0 || v[1] >= int64(len(p.Limits)) ||
 		v[2] < 0 || v[4] < -1 {
 		return core.Decision{}, fmt.Errorf("redisstore: policy %q: unexpected script reply %v", p.Name, v)
@@ -362,7 +396,7 @@ func decision(p *core.Policy, v []int64) (core.Decision, error) {
 		Policy:     p.Name,
 	}
 	if d.Allowed {
-		d.Remaining = v[2]
+		d.Remaining = max(0, v[2]-c.soft[v[1]])
 		return d, nil
 	}
 	if v[4] == -1 {

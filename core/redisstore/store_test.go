@@ -74,12 +74,14 @@ func TestTakeErrors(t *testing.T) {
 // panic or a made-up decision.
 func TestUnexpectedReply(t *testing.T) {
 	p := mustPolicy(t, core.Policy{Name: "p", Limits: []core.Limit{core.PerSecond(1), core.PerMinute(10)}})
+	cp, err := (&Store{}).compile(p)
+	require.NoError(t, err)
 	for _, v := range [][]int64{nil, {1, 0, 0, 0}, {1, 0, 0, 0, 0, 0}, {2, 0, 0, 0, 0}, {1, 2, 0, 0, 0}, {1, -1, 0, 0, 0}, {1, 0, -1, 0, 0}, {0, 0, 0, 0, -2}} {
-		_, err := decision(p, v)
+		_, err := decision(cp, v)
 		require.Error(t, err, "%v", v)
 		assert.Contains(t, err.Error(), "redisstore: policy \"p\": unexpected script reply")
 	}
-	d, err := decision(p, []int64{0, 1, 5, 7, -1})
+	d, err := decision(cp, []int64{0, 1, 5, 7, -1})
 	require.NoError(t, err)
 	assert.Equal(t, core.Decision{Limit: p.Limits[1], ResetAfter: 7 * time.Microsecond, RetryAfter: core.Never, Policy: "p"}, d,
 		"denied: Remaining 0, Never for -1")
