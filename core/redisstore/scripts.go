@@ -74,8 +74,9 @@ end
 // luaTail runs the steps (Decide's single- and multi-limit paths), picks
 // the binding limit (core's binds / nominalRemaining), persists and replies.
 const luaTail = `
+local vals = redis.call('MGET', unpack(KEYS))
 for i = 1, nl do
-  local v = redis.call('GET', KEYS[i])
+  local v = vals[i]
   existed[i] = v ~= false
   st[i] = decode(i, v)
 end
@@ -703,6 +704,88 @@ end
 return {ok, 0, rem, reset, retry}
 `
 
+// luaGCRAN: GCRA, two or more limits (KEYS[i] is limit i's tat, as in
+// luaGCRA). ARGV[3] count denied, then per limit: T, tau, soft overage.
+// Decide's multi-limit path written out: one MGET, pass 1 evaluates every
+// limit and picks the binding one (core's binds), pass 2 consumes in all
+// of them when all allow (or when denied requests count).
+const luaGCRAN = luaNow + `
+local cost, always, nl = tonumber(ARGV[2]), ARGV[3] == '1', #KEYS
+local vals = redis.call('MGET', unpack(KEYS))
+local st, tats, news, taus = {}, {}, {}, {}
+local bind, bok, brem, breset, bretry, bsoft
+local allok = true
+for i = 1, nl do
+  local t, tau, soft = tonumber(ARGV[3 * i + 1]), tonumber(ARGV[3 * i + 2]), tonumber(ARGV[3 * i + 3])
+  local old = tonumber(vals[i]) or 0
+  local tat = old
+  if tat < now then tat = now end
+  local newtat = tat + cost * t
+  st[i], tats[i], news[i], taus[i] = old, tat, newtat, tau
+  local ok, rem, reset, retry = true, 0, newtat - now, 0
+  if newtat - now <= tau then
+    rem = math.floor((tau - newtat + now) / t)
+  else
+    ok, reset, retry = false, tat - now, newtat - tau - now
+    if cost * t > tau then retry = -1 end
+  end
+  local take = bind == nil
+  if not take then
+    if ok ~= bok then
+      take = not ok
+    elseif not ok then
+      if bretry == -1 then
+        take = false
+      else
+        take = retry == -1 or retry > bretry
+      end
+    else
+      local ra, rb = rem - soft, brem - bsoft
+      if ra < 0 then ra = 0 end
+      if rb < 0 then rb = 0 end
+      take = ra < rb or (ra == rb and reset > breset)
+    end
+  end
+  if take then
+    bind, bok, brem, breset, bretry, bsoft = i, ok, rem, reset, retry, soft
+  end
+  allok = allok and ok
+end
+local dirty = {}
+if allok or always then
+  for i = 1, nl do
+    local newtat, tau = news[i], taus[i]
+    if newtat - now <= tau then
+      if cost > 0 then st[i], dirty[i] = newtat, true end
+    else
+      local s = newtat
+      if s > now + tau then s = now + tau end
+      if s < tats[i] then s = tats[i] end
+      st[i], dirty[i] = s, true
+      if i == bind then breset = s - now end
+    end
+  end
+end
+for i = 1, nl do
+  local key, exp = KEYS[i], st[i]
+  if dirty[i] then
+    if exp > now then
+      redis.call('SET', key, string.format('%d', exp), 'PX', string.format('%d', math.ceil((exp - now) / 1000) + pad))
+    elseif vals[i] then
+      redis.call('DEL', key)
+    end
+  elseif vals[i] and redis.call('PTTL', key) == -1 then
+    if exp > now then
+      redis.call('PEXPIRE', key, string.format('%d', math.ceil((exp - now) / 1000) + pad))
+    else
+      redis.call('DEL', key)
+    end
+  end
+end
+if not bok then brem = 0 end
+return {bok and 1 or 0, bind - 1, brem, breset, bretry}
+`
+
 // script is a Lua script run with EVALSHA, falling back to EVAL when
 // Redis does not have it (NOSCRIPT: a restart, SCRIPT FLUSH, a new shard).
 type script struct {
@@ -752,6 +835,16 @@ var generic = [...]*script{
 	newScript(luaSlidingCounter),
 }
 
+// multi are the scripts for two or more limits, indexed by
+// core.Algorithm; nil where the generic script serves.
+var multi = [...]*script{
+	core.GCRA:                 newScript(padded(luaGCRAN)),
+	core.TokenBucket:          nil,
+	core.FixedWindow:          nil,
+	core.SlidingWindowLog:     nil,
+	core.SlidingWindowCounter: nil,
+}
+
 // single are the single-limit scripts, indexed by core.Algorithm; nil
 // where the generic script serves.
 var single = [...]*script{
@@ -765,7 +858,7 @@ var single = [...]*script{
 // allScripts are every script, for Preload.
 var allScripts = func() []*script {
 	var all []*script
-	for _, sc := range append(generic[:], single[:]...) {
+	for _, sc := range append(append(generic[:], single[:]...), multi[:]...) {
 		if sc != nil {
 			all = append(all, sc)
 		}

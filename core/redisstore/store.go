@@ -222,6 +222,13 @@ func (s *Store) compile(p *core.Policy) (*compiled, error) {
 		case core.FixedWindow:
 			c.tail = []any{l.Window.Microseconds(), eff, cd}
 		}
+	} else if len(p.Limits) > 1 && multi[p.Algorithm] != nil {
+		c.script = multi[p.Algorithm]
+		c.tail = append(c.tail, cd)
+		for i, l := range p.Limits {
+			t := core.EmissionInterval(l)
+			c.tail = append(c.tail, t, (c.soft[i]+capacity(l))*t, c.soft[i])
+		}
 	} else {
 		c.script = generic[p.Algorithm]
 		c.tail = append(c.tail, cd, s.ttlPad)
