@@ -704,6 +704,190 @@ end
 return {ok, 0, rem, reset, retry}
 `
 
+// luaSlidingLog1: sliding log, one limit (the encoding of luaSlidingLog).
+// ARGV[3] window W, ARGV[4] capacity C, ARGV[5] count denied. The binary
+// search runs over the stored entries only (the implicit empty slots
+// before them are never inside the window).
+const luaSlidingLog1 = luaNow + `
+local cost, w, c = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
+local key = KEYS[1]
+local v = redis.call('GET', key)
+local str, n = '', 0
+if v and #v % 8 == 0 and #v / 8 <= c then str, n = v, #v / 8 end
+local z = c - n
+local cut = now - w + 1
+if cut < 0 then cut = 0 end
+local lo, hi = z, c
+while lo < hi do
+  local m = math.floor((lo + hi) / 2)
+  if struct.unpack('<i8', str, 8 * (m - z) + 1) > cut then hi = m else lo = m + 1 end
+end
+local inw = c - lo
+local newest = 0
+if n > 0 then
+  newest = struct.unpack('<i8', str, 8 * n - 7) - 1
+  if newest < 0 then newest = 0 end
+end
+local stamp = now
+if newest > stamp then stamp = newest end
+local ok, rem, reset, retry, k = 1, 0, 0, 0, 0
+if inw + cost <= c then
+  rem = c - inw - cost
+  if cost > 0 then
+    k, reset = cost, stamp + w - now
+  elseif inw > 0 then
+    reset = newest + w - now
+  end
+else
+  ok, reset, retry = 0, newest + w - now, -1
+  if cost <= c then
+    local i = lo + inw + cost - c - 1
+    local x = 0
+    if i >= z then x = struct.unpack('<i8', str, 8 * (i - z) + 1) end
+    retry = x - 1 + w - now
+  end
+  if ARGV[5] == '1' then
+    k, reset = cost, stamp + w - now
+    if k > c then k = c end
+  end
+end
+if k > 0 then
+  local drop = n + k - c
+  if drop < 0 then drop = 0 end
+  redis.call('SET', key, string.sub(str, 8 * drop + 1) .. string.rep(struct.pack('<i8', stamp + 1), k),
+    'PX', string.format('%d', math.ceil((stamp + w - now) / 1000) + pad))
+elseif v and redis.call('PTTL', key) == -1 then
+  local exp = 0
+  if n > 0 then
+    local last = struct.unpack('<i8', str, 8 * n - 7)
+    if last ~= 0 then exp = last - 1 + w end
+  end
+  if exp > now then
+    redis.call('PEXPIRE', key, string.format('%d', math.ceil((exp - now) / 1000) + pad))
+  else
+    redis.call('DEL', key)
+  end
+end
+return {ok, 0, rem, reset, retry}
+`
+
+// luaSlidingCounter1: sliding counter, one limit (the encoding of
+// luaSlidingCounter). ARGV[3] buckets N, ARGV[4] bucket length L, ARGV[5]
+// capacity, ARGV[6] count width, ARGV[7] count denied, ARGV[8] the state's
+// struct format ("<i8" then N+1 "I<width>", built once in Go). The window
+// sum reads the stored counts in one loop; the estimate is evaluated as
+// in core, sum + oldest*((L-e)/L).
+const luaSlidingCounter1 = luaNow + `
+local cost, n, bl, capa, width = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
+local slots = n + 1
+local key = KEYS[1]
+local v = redis.call('GET', key)
+local cnt, cur = nil, 0
+if v and #v == 8 + slots * width then
+  cnt = {struct.unpack(ARGV[8], v)}
+  cur = cnt[1]
+end
+-- bucket j's count: slot j mod (N+1), while j is one of the N+1 latest
+local function bucket(j)
+  if not cnt or j > cur or j <= cur - slots or j < 0 then return 0 end
+  return cnt[j % slots + 2]
+end
+local function estimate(sum, oldest, e)
+  local w = (bl - e) / bl
+  return sum + oldest * w
+end
+local idx = math.floor(now / bl)
+local e = now - idx * bl
+if idx < cur then idx, e = cur, 0 end
+local sum = 0
+if cnt then
+  local a, b = idx - n + 1, idx
+  if a < cur - slots + 1 then a = cur - slots + 1 end
+  if a < 0 then a = 0 end
+  if b > cur then b = cur end
+  for j = a, b do sum = sum + cnt[j % slots + 2] end
+end
+local oldest = bucket(idx - n)
+local est = estimate(sum, oldest, e)
+local lim = capa - cost
+local ok, rem, reset, retry = 0, 0, 0, 0
+if est <= lim then
+  ok = 1
+  rem = math.floor(capa - (est + cost))
+  if rem < 0 then rem = 0 end
+else
+  retry = -1
+  if cost <= capa then
+    local at = (idx + n + 1) * bl
+    local ws = sum
+    for b = idx, idx + n + 1 do
+      if b > idx then ws = ws + bucket(b) - bucket(b - n) end
+      if ws <= lim then
+        local old = bucket(b - n)
+        local start = 0
+        if b == idx then start = e end
+        if estimate(ws, old, start) <= lim then
+          at = b * bl + start
+          break
+        end
+        local x = math.max(start, bl - math.floor((lim - ws) * bl / old))
+        while x > start and estimate(ws, old, x - 1) <= lim do x = x - 1 end
+        while x < bl and estimate(ws, old, x) > lim do x = x + 1 end
+        if x < bl then
+          at = b * bl + x
+          break
+        end
+      end
+    end
+    retry = at - now
+  end
+end
+local add = cost
+if ok == 0 and add > capa then add = capa end
+if (ok == 1 or ARGV[7] == '1') and add > 0 then
+  if not cnt then
+    cnt = {0}
+    for s = 2, slots + 1 do cnt[s] = 0 end
+  end
+  if idx ~= cur then
+    for j = math.max(cur + 1, idx - n), idx do cnt[j % slots + 2] = 0 end
+    cur = idx
+  end
+  local k = idx % slots + 2
+  local c2 = cnt[k] + add
+  if ok == 0 and c2 > capa then c2 = capa end
+  cnt[k] = c2
+  reset = (idx + n + 1) * bl - now
+  redis.call('SET', key, struct.pack(ARGV[8], cur, unpack(cnt, 2, slots + 1)),
+    'PX', string.format('%d', math.ceil(reset / 1000) + pad))
+else
+  for j = idx, idx - n, -1 do
+    if bucket(j) ~= 0 then
+      reset = (j + n + 1) * bl - now
+      break
+    end
+  end
+  if v and redis.call('PTTL', key) == -1 then
+    local exp = 0
+    if cnt then
+      for s = 2, slots + 1 do
+        if cnt[s] ~= 0 then
+          exp = (cur + n + 1) * bl
+          break
+        end
+      end
+    end
+    if exp > now then
+      redis.call('PEXPIRE', key, string.format('%d', math.ceil((exp - now) / 1000) + pad))
+    else
+      redis.call('DEL', key)
+    end
+  end
+end
+if ok == 0 then rem = 0 end
+return {ok, 0, rem, reset, retry}
+`
+
 // luaGCRAN: GCRA, two or more limits (KEYS[i] is limit i's tat, as in
 // luaGCRA). ARGV[3] count denied, then per limit: T, tau, soft overage.
 // Decide's multi-limit path written out: one MGET, pass 1 evaluates every
@@ -851,8 +1035,8 @@ var single = [...]*script{
 	core.GCRA:                 newScript(padded(luaGCRA1)),
 	core.TokenBucket:          newScript(padded(luaTokenBucket1)),
 	core.FixedWindow:          newScript(padded(luaFixedWindow1)),
-	core.SlidingWindowLog:     nil,
-	core.SlidingWindowCounter: nil,
+	core.SlidingWindowLog:     newScript(padded(luaSlidingLog1)),
+	core.SlidingWindowCounter: newScript(padded(luaSlidingCounter1)),
 }
 
 // allScripts are every script, for Preload.

@@ -219,8 +219,13 @@ func (s *Store) compile(p *core.Policy) (*compiled, error) {
 			c.tail = []any{t, eff * t, cd}
 		case core.TokenBucket:
 			c.tail = []any{core.EmissionInterval(l), eff, cd}
-		case core.FixedWindow:
+		case core.FixedWindow, core.SlidingWindowLog:
 			c.tail = []any{l.Window.Microseconds(), eff, cd}
+		case core.SlidingWindowCounter:
+			n := int64(max(p.Buckets, 1))
+			width := counterWidth(eff)
+			format := "<i8" + strings.Repeat("I"+strconv.FormatInt(width, 10), int(n)+1)
+			c.tail = []any{n, l.Window.Microseconds() / n, eff, width, cd, format}
 		}
 	} else if len(p.Limits) > 1 && multi[p.Algorithm] != nil {
 		c.script = multi[p.Algorithm]
@@ -246,20 +251,25 @@ func (s *Store) compile(p *core.Policy) (*compiled, error) {
 				c.tail = append(c.tail, w, eff, soft)
 			case core.SlidingWindowCounter:
 				n := int64(max(p.Buckets, 1))
-				width := int64(4)
-				switch {
-				case eff <= 0xff:
-					width = 1
-				case eff <= 0xffff:
-					width = 2
-				}
-				c.tail = append(c.tail, n, w/n, eff, soft, width)
+				c.tail = append(c.tail, n, w/n, eff, soft, counterWidth(eff))
 			}
 		}
 	}
 	c.hashPre = append(c.hashPre, p.Name...)
 	c.hashPre = append(c.hashPre, 0)
 	return c, nil
+}
+
+// counterWidth is the bytes per sliding-counter bucket count: the
+// smallest of 1, 2 and 4 that holds the capacity.
+func counterWidth(capa int64) int64 {
+	switch {
+	case capa <= 0xff:
+		return 1
+	case capa <= 0xffff:
+		return 2
+	}
+	return 4
 }
 
 // suffix is limit i's key suffix: the algorithm's letter, the index, and

@@ -470,3 +470,27 @@ func FuzzKeys(f *testing.F) {
 		}
 	})
 }
+
+// TestScriptChoice pins which script serves which policy shape, so a
+// specialised script cannot silently drop out of use (the differential
+// tests pass with the generic ones too).
+func TestScriptChoice(t *testing.T) {
+	s := &Store{}
+	for a := core.GCRA; a <= core.SlidingWindowCounter; a++ {
+		one := mustPolicy(t, core.Policy{Name: "one", Algorithm: a, Limits: []core.Limit{core.PerMinute(10)}})
+		two := mustPolicy(t, core.Policy{Name: "two", Algorithm: a, Limits: []core.Limit{core.PerHour(100), core.PerMinute(10)}})
+		c1, err := s.compile(one)
+		require.NoError(t, err)
+		c2, err := s.compile(two)
+		require.NoError(t, err)
+		require.NotNil(t, single[a], a.String())
+		assert.Same(t, single[a], c1.script, "%s: one limit", a)
+		want := generic[a]
+		if multi[a] != nil {
+			want = multi[a]
+		}
+		assert.Same(t, want, c2.script, "%s: two limits", a)
+	}
+	assert.NotNil(t, multi[core.GCRA], "two-limit GCRA has its own script")
+	assert.Len(t, allScripts, len(generic)+len(single)+1, "Preload loads every script")
+}
