@@ -18,7 +18,12 @@ import (
 // Go does the per-policy arithmetic once (emission interval, effective
 // capacity, bucket length) and passes it in ARGV.
 //
-// Calling convention, shared by all five scripts:
+// Five generic scripts, one per algorithm, serve any policy; the common
+// shapes (one limit of any algorithm, several GCRA limits) have their own
+// straight-line scripts further down, which read and write the same keys
+// and encodings and reply in the same shape.
+//
+// Calling convention of the generic scripts:
 //
 //	KEYS[i]   state of limit i (all under one hash tag)
 //	ARGV[1]   now in µs since the epoch, or "" for Redis TIME
