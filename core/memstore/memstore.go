@@ -180,7 +180,7 @@ type Stats struct {
 // Stats returns the current key count and eviction count.
 func (s *Store) Stats() Stats {
 	st := Stats{Evictions: s.evictions.Load()}
-	for _, t := range *s.tables.Load() {
+	for _, t := range s.allTables() {
 		for i := range t.shards {
 			sh := &t.shards[i]
 			sh.mu.Lock()
@@ -206,12 +206,7 @@ func (s *Store) Close() error {
 // sweeper calls it; tests with a manual clock may call it directly.
 func (s *Store) Sweep() {
 	now := s.clock.Now().UnixMicro()
-	seen := map[*table]bool{}
-	for _, t := range *s.tables.Load() {
-		if seen[t] {
-			continue
-		}
-		seen[t] = true
+	for _, t := range s.allTables() {
 		for i := range t.shards {
 			sh := &t.shards[i]
 			sh.mu.Lock()
@@ -219,6 +214,18 @@ func (s *Store) Sweep() {
 			sh.mu.Unlock()
 		}
 	}
+}
+
+// allTables lists every table once (several *Policy values with one name
+// share a table, so the pointer map holds some tables more than once).
+func (s *Store) allTables() []*table {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ts := make([]*table, 0, len(s.byName))
+	for _, t := range s.byName {
+		ts = append(ts, t)
+	}
+	return ts
 }
 
 func (s *Store) sweeper() {

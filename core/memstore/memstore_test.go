@@ -173,3 +173,13 @@ func TestLargeStateKeysAreCapped(t *testing.T) {
 	assert.LessOrEqual(t, s.Stats().Keys, 2*numShards)
 	assert.Greater(t, s.Stats().Keys, numShards)
 }
+
+func TestStatsCountsSharedTableOnce(t *testing.T) {
+	s := MustNew()
+	defer s.Close()
+	ctx := context.Background()
+	a, b := gcraPolicy("shared"), gcraPolicy("shared") // two pointers, one name, one table
+	s.Take(ctx, "k1", a, t0, 1)
+	s.Take(ctx, "k2", b, t0, 1)
+	assert.Equal(t, 2, s.Stats().Keys)
+}

@@ -9,7 +9,6 @@ package storetest
 
 import (
 	"context"
-	"fmt"
 	"math/rand/v2"
 	"strings"
 	"sync"
@@ -309,9 +308,4 @@ func testTimeJumps(t *testing.T, f Factory) {
 			assert.Zero(t, admit(fwd.Add(-time.Hour), 5), "and back again mints nothing")
 		})
 	}
-}
-
-// Describe formats a decision for failure messages.
-func Describe(d core.Decision) string {
-	return fmt.Sprintf("%+v", d)
 }
