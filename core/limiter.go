@@ -23,11 +23,12 @@ const DefaultTimeout = 50 * time.Millisecond
 // The zero Limiter is not usable; build one with NewLimiter. A Limiter is
 // safe for concurrent use.
 type Limiter struct {
-	store   Store
-	policy  *Policy
-	clock   Clock
-	timeout time.Duration
-	local   bool
+	store    Store
+	policy   *Policy
+	clock    Clock
+	timeout  time.Duration
+	local    bool
+	observer Observer
 }
 
 // Option configures a Limiter.
@@ -40,6 +41,11 @@ func WithClock(c Clock) Option { return func(l *Limiter) { l.clock = c } }
 // WithTimeout sets the per-call store deadline (default DefaultTimeout).
 // It must be > 0.
 func WithTimeout(d time.Duration) Option { return func(l *Limiter) { l.timeout = d } }
+
+// WithObserver sends every decision of the Limiter to o as an
+// [EventDecision] (with the store call's latency and error for stores that
+// do I/O). nil, the default, observes nothing and costs nothing.
+func WithObserver(o Observer) Option { return func(l *Limiter) { l.observer = o } }
 
 // NewLimiter validates policy and returns a Limiter applying it through
 // store. The policy is copied: changing it afterwards has no effect.
@@ -63,6 +69,11 @@ func NewLimiter(store Store, policy Policy, opts ...Option) (*Limiter, error) {
 	}
 	if ls, ok := store.(LocalStore); ok && ls.Local() {
 		l.local = true
+	}
+	if policy.FailMode == FailLocal && !l.local {
+		if fs, ok := store.(FallbackStore); !ok || !fs.FallsBackLocally() {
+			return nil, fmt.Errorf("core: policy %q: fail mode local needs a store that falls back to a local store (put the fleet tier in front of the remote store) ; use open or closed with this store", policy.Name)
+		}
 	}
 	return l, nil
 }
@@ -90,7 +101,9 @@ func (l *Limiter) Allow(ctx context.Context, key string) (Decision, error) {
 // returns ErrInvalidCost with a denying decision.
 //
 // On a store failure or timeout, AllowN returns the policy's FailMode
-// decision (Degraded set) and a *StoreError.
+// decision (Degraded set) and a *StoreError. A remote store is not called
+// at all when ctx is already done (an earlier check of a hybrid decision
+// used up the request's store time): that is a failure too.
 func (l *Limiter) AllowN(ctx context.Context, key string, cost int64) (Decision, error) {
 	return l.AllowNAt(ctx, key, l.clock.Now(), cost)
 }
@@ -108,22 +121,42 @@ func (l *Limiter) AllowNAt(ctx context.Context, key string, now time.Time, cost 
 	}
 	var d Decision
 	var err error
+	var start time.Time
 	if l.local {
 		d, err = l.store.Take(ctx, key, l.policy, now, cost)
 	} else {
-		cctx, cancel := context.WithTimeout(ctx, l.timeout)
-		d, err = l.store.Take(cctx, key, l.policy, now, cost)
-		cancel()
+		if l.observer != nil {
+			start = time.Now()
+		}
+		if err = ctx.Err(); err == nil {
+			cctx, cancel := context.WithTimeout(ctx, l.timeout)
+			d, err = l.store.Take(cctx, key, l.policy, now, cost)
+			cancel()
+		}
 	}
 	if err != nil {
-		return l.failed(err), &StoreError{Policy: l.policy.Name, Mode: l.policy.FailMode, Err: err}
+		if !d.Degraded {
+			// A store that applied a fallback itself (FailLocal in the
+			// fleet tier) returns a Degraded decision: keep it.
+			d = l.failed(err)
+		}
+		err = &StoreError{Policy: l.policy.Name, Mode: l.policy.FailMode, Err: err}
 	}
-	return d, nil
+	if l.observer != nil {
+		e := Event{Kind: EventDecision, Policy: l.policy.Name, Outcome: OutcomeOf(d), Decision: d, Err: err}
+		if !start.IsZero() {
+			e.Latency = time.Since(start)
+		}
+		l.observer.Observe(e)
+	}
+	return d, err
 }
 
-// failed is the decision of the policy's fail mode.
+// failed is the decision of the policy's fail mode. FailLocal reaches here
+// only when a FallbackStore failed without deciding; it then admits, as
+// FailOpen does.
 func (l *Limiter) failed(error) Decision {
-	d := Decision{Policy: l.policy.Name, Degraded: true, Allowed: l.policy.FailMode == FailOpen}
+	d := Decision{Policy: l.policy.Name, Degraded: true, Allowed: l.policy.FailMode != FailClosed}
 	if !d.Allowed {
 		d.RetryAfter = time.Second
 	}
@@ -141,7 +174,15 @@ type Check struct {
 
 // AllowAll decides checks in order and allows only when every check allows.
 // It stops at the first denial, so later checks consume nothing; earlier
-// ones have consumed (put the most restrictive check first). It returns the
+// ones have consumed (put the most restrictive check first).
+//
+// The checks share one store deadline: the longest timeout of their
+// limiters that call a remote store, from the first call (or the ctx's
+// earlier deadline). Once it has passed, the remaining remote checks are not
+// sent and fail at once, so a hung store costs a request one deadline, not
+// one per check.
+//
+// It returns the
 // binding decision: the denying one, or when all allow, the one with the
 // least Remaining. A store failure under FailOpen continues with the next
 // check and its error is returned at the end; under FailClosed it stops.
@@ -149,6 +190,17 @@ type Check struct {
 func AllowAll(ctx context.Context, checks ...Check) (Decision, error) {
 	best := Decision{Allowed: true, Remaining: -1}
 	var firstErr error
+	var budget time.Duration
+	for i := range checks {
+		if l := checks[i].Limiter; !l.local && l.timeout > budget {
+			budget = l.timeout
+		}
+	}
+	if budget > 0 && len(checks) > 1 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, budget)
+		defer cancel()
+	}
 	for i := range checks {
 		c := &checks[i]
 		cost := c.Cost

@@ -96,32 +96,48 @@ const (
 	// nothing wrong). Use it where over-admission is worse than an outage
 	// (login, payments).
 	FailClosed
+	// FailLocal decides from a local embedded store with each limit divided
+	// by a configured fleet size (so a fleet of that many servers admits
+	// about the limit in total), marking the decision Degraded. It needs a
+	// store that falls back locally (a [FallbackStore], such as the fleet
+	// tier in front of Redis); [NewLimiter] rejects it for any other remote
+	// store. On an embedded store, which never fails, it never applies.
+	FailLocal
 )
 
-// String returns "open" or "closed".
+// String returns "open", "closed" or "local".
 func (m FailMode) String() string {
 	switch m {
 	case FailOpen:
 		return "open"
 	case FailClosed:
 		return "closed"
+	case FailLocal:
+		return "local"
 	}
 	return fmt.Sprintf("FailMode(%d)", uint8(m))
 }
 
-// ParseFailMode parses "open" or "closed".
+// ParseFailMode parses "open", "closed" or "local" ("" is open).
 func ParseFailMode(s string) (FailMode, error) {
 	switch strings.ToLower(strings.TrimSpace(s)) {
 	case "open", "":
 		return FailOpen, nil
 	case "closed":
 		return FailClosed, nil
+	case "local":
+		return FailLocal, nil
 	}
-	return 0, fmt.Errorf("core: unknown fail mode %q (want open or closed)", s)
+	return 0, fmt.Errorf("core: unknown fail mode %q (want open, closed or local)", s)
 }
 
 // MarshalText implements encoding.TextMarshaler.
-func (m FailMode) MarshalText() ([]byte, error) { return []byte(m.String()), nil }
+func (m FailMode) MarshalText() ([]byte, error) {
+	if m > FailLocal {
+		return nil, fmt.Errorf("core: invalid fail mode %d", uint8(m))
+	}
+	return []byte(m.String()), nil
+}
 
 // UnmarshalText implements encoding.TextUnmarshaler.
 func (m *FailMode) UnmarshalText(b []byte) error {
@@ -228,7 +244,7 @@ func (p *Policy) Validate() error {
 	if p.SoftPercent < 0 || p.SoftPercent > 1000 {
 		return fmt.Errorf("core: policy %q: soft_percent must be in [0, 1000], got %d", p.Name, p.SoftPercent)
 	}
-	if p.FailMode > FailClosed {
+	if p.FailMode > FailLocal {
 		return fmt.Errorf("core: policy %q: unknown fail mode %d", p.Name, p.FailMode)
 	}
 	for i, l := range p.Limits {

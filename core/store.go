@@ -35,6 +35,17 @@ type LocalStore interface {
 }
 
 // ErrClosed is returned by a store used after Close.
+// FallbackStore is a [Store] in front of a remote store that can decide by
+// itself when the remote store fails: for a policy with [FailLocal] it
+// returns a Degraded decision together with the error, and the [Limiter]
+// keeps that decision instead of applying a fail mode. The fleet tier is
+// one.
+type FallbackStore interface {
+	Store
+	// FallsBackLocally reports whether the store applies FailLocal itself.
+	FallsBackLocally() bool
+}
+
 var ErrClosed = errors.New("limitkit: store closed")
 
 // ErrInvalidCost is returned for a negative cost.

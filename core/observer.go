@@ -1,0 +1,236 @@
+package core
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"os"
+	"syscall"
+	"time"
+)
+
+// Observer receives what a [Limiter] decides and, from a store tier such
+// as the fleet tier, what the tier does (deny-cache hits, syncs, breaker
+// state). The metrics package exports it to Prometheus; a test can count
+// events with an [ObserverFunc].
+//
+// Observe is called synchronously on the request path, once per event, so
+// it must be cheap, must not block, and must be safe for concurrent use.
+// The Event is passed by value and never retained by core, so an
+// implementation that does not let it escape allocates nothing. Labels an
+// implementation derives must be bounded: Event.Policy is a policy name
+// (configuration), never a client key; no event carries a key.
+//
+// A Limiter without an observer (the default) pays nothing for this.
+type Observer interface {
+	Observe(Event)
+}
+
+// ObserverFunc adapts a function to [Observer].
+type ObserverFunc func(Event)
+
+// Observe calls f(e).
+func (f ObserverFunc) Observe(e Event) { f(e) }
+
+// EventKind says what an [Event] reports.
+type EventKind uint8
+
+const (
+	// EventDecision: a Limiter decided (Decision, Outcome; Latency and Err
+	// for stores that do I/O).
+	EventDecision EventKind = iota + 1
+	// EventDenyCacheHit: a store tier denied from its local deny cache
+	// without calling the remote store.
+	EventDenyCacheHit
+	// EventSync: a store tier synced with the remote store: Keys entries in
+	// one round trip of Latency; Err when it failed.
+	EventSync
+	// EventBreaker: a store tier's circuit breaker changed state From → To.
+	EventBreaker
+	// EventFallback: a store tier decided locally because the remote store
+	// failed or its breaker was open (the Decision is Degraded).
+	EventFallback
+)
+
+// String returns "decision", "deny_cache_hit", "sync", "breaker" or
+// "fallback".
+func (k EventKind) String() string {
+	switch k {
+	case EventDecision:
+		return "decision"
+	case EventDenyCacheHit:
+		return "deny_cache_hit"
+	case EventSync:
+		return "sync"
+	case EventBreaker:
+		return "breaker"
+	case EventFallback:
+		return "fallback"
+	}
+	return "unknown"
+}
+
+// Outcome classifies a decision for metrics.
+type Outcome uint8
+
+const (
+	// OutcomeAllowed: admitted within the limit.
+	OutcomeAllowed Outcome = iota + 1
+	// OutcomeDenied: denied because a limit is exhausted.
+	OutcomeDenied
+	// OutcomeShadowed: a Shadow policy would have denied; admitted.
+	OutcomeShadowed
+	// OutcomeDegraded: the store failed and a fail mode decided (Allowed
+	// says which way).
+	OutcomeDegraded
+)
+
+// String returns "allowed", "denied", "shadowed" or "degraded".
+func (o Outcome) String() string {
+	switch o {
+	case OutcomeAllowed:
+		return "allowed"
+	case OutcomeDenied:
+		return "denied"
+	case OutcomeShadowed:
+		return "shadowed"
+	case OutcomeDegraded:
+		return "degraded"
+	}
+	return "unknown"
+}
+
+// OutcomeOf classifies d: degraded first, then shadowed, allowed, denied.
+func OutcomeOf(d Decision) Outcome {
+	switch {
+	case d.Degraded:
+		return OutcomeDegraded
+	case d.Shadowed:
+		return OutcomeShadowed
+	case d.Allowed:
+		return OutcomeAllowed
+	}
+	return OutcomeDenied
+}
+
+// BreakerState is the state of a store tier's circuit breaker. The zero
+// value is BreakerClosed.
+type BreakerState uint8
+
+const (
+	// BreakerClosed: calls go to the remote store.
+	BreakerClosed BreakerState = iota
+	// BreakerOpen: the remote store is not called; the fail mode decides.
+	BreakerOpen
+	// BreakerHalfOpen: one probe call is let through; its outcome closes
+	// or reopens the breaker.
+	BreakerHalfOpen
+)
+
+// String returns "closed", "open" or "half_open".
+func (s BreakerState) String() string {
+	switch s {
+	case BreakerClosed:
+		return "closed"
+	case BreakerOpen:
+		return "open"
+	case BreakerHalfOpen:
+		return "half_open"
+	}
+	return "unknown"
+}
+
+// Event is one observation. Which fields are set depends on Kind; the
+// others are zero.
+type Event struct {
+	// Kind says what happened.
+	Kind EventKind
+	// Policy is the policy's name ("" for a sync that spans policies).
+	Policy string
+	// Outcome classifies Decision (EventDecision, EventDenyCacheHit,
+	// EventFallback).
+	Outcome Outcome
+	// Decision is the decision (EventDecision, EventDenyCacheHit,
+	// EventFallback).
+	Decision Decision
+	// Latency is the store call's duration (EventDecision, for stores that
+	// do I/O; 0 for the embedded store, which is not timed) or the sync
+	// round trip (EventSync).
+	Latency time.Duration
+	// Err is the store's error (EventDecision, EventFallback, EventSync), or
+	// nil.
+	Err error
+	// Keys is the number of entries of a sync (EventSync).
+	Keys int
+	// From and To are the breaker's previous and new state (EventBreaker).
+	From, To BreakerState
+}
+
+// ErrorKind classifies a store error for metrics and logs.
+type ErrorKind uint8
+
+const (
+	// ErrorNone: no error.
+	ErrorNone ErrorKind = iota
+	// ErrorTimeout: the deadline passed (a hung or overloaded store).
+	ErrorTimeout
+	// ErrorConnection: the store could not be reached (refused, reset,
+	// closed, DNS).
+	ErrorConnection
+	// ErrorCircuitOpen: a circuit breaker refused the call without trying.
+	ErrorCircuitOpen
+	// ErrorOther: anything else (a script error, a bad reply, a closed
+	// store).
+	ErrorOther
+)
+
+// String returns "", "timeout", "connection", "circuit_open" or "other".
+func (k ErrorKind) String() string {
+	switch k {
+	case ErrorNone:
+		return ""
+	case ErrorTimeout:
+		return "timeout"
+	case ErrorConnection:
+		return "connection"
+	case ErrorCircuitOpen:
+		return "circuit_open"
+	}
+	return "other"
+}
+
+// ErrCircuitOpen is returned (wrapped) by a store tier whose circuit
+// breaker is open: the remote store was not called.
+var ErrCircuitOpen = errors.New("limitkit: circuit breaker open; remote store not called")
+
+// ClassifyError returns the kind of a store error: a timeout (context
+// deadline, a net.Error timeout), a connection failure (refused, reset,
+// broken pipe, EOF, a *net.OpError, DNS), an open circuit breaker, or other.
+func ClassifyError(err error) ErrorKind {
+	if err == nil {
+		return ErrorNone
+	}
+	if errors.Is(err, ErrCircuitOpen) {
+		return ErrorCircuitOpen
+	}
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, os.ErrDeadlineExceeded) {
+		return ErrorTimeout
+	}
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		return ErrorTimeout
+	}
+	if errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET) ||
+		errors.Is(err, syscall.EPIPE) || errors.Is(err, syscall.ECONNABORTED) ||
+		errors.Is(err, syscall.EHOSTUNREACH) || errors.Is(err, syscall.ENETUNREACH) ||
+		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, net.ErrClosed) {
+		return ErrorConnection
+	}
+	var oe *net.OpError
+	var de *net.DNSError
+	if errors.As(err, &oe) || errors.As(err, &de) {
+		return ErrorConnection
+	}
+	return ErrorOther
+}

@@ -1,0 +1,185 @@
+package core_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/limitkit/limitkit/core"
+)
+
+// countingBlockStore blocks every call until its context is done and counts
+// the calls that reached it.
+type countingBlockStore struct{ calls atomic.Int64 }
+
+func (s *countingBlockStore) Take(ctx context.Context, _ string, _ *core.Policy, _ time.Time, _ int64) (core.Decision, error) {
+	s.calls.Add(1)
+	<-ctx.Done()
+	return core.Decision{}, ctx.Err()
+}
+
+// TestAllowAllSharesOneDeadline guards the review's finding that 8 hybrid
+// checks against a hung store cost 8 deadlines: after the first check used
+// up the shared deadline, the others must not reach the store.
+func TestAllowAllSharesOneDeadline(t *testing.T) {
+	st := &countingBlockStore{}
+	var checks []core.Check
+	for i := 0; i < 8; i++ {
+		l, err := core.NewLimiter(st, core.Policy{Name: fmt.Sprintf("p%d", i), Limits: []core.Limit{core.PerMinute(10)}},
+			core.WithTimeout(5*time.Millisecond))
+		require.NoError(t, err)
+		checks = append(checks, core.Check{Limiter: l, Key: "k"})
+	}
+	d, err := core.AllowAll(context.Background(), checks...)
+	require.Error(t, err)
+	assert.True(t, d.Allowed && d.Degraded, "fail open applies")
+	assert.Equal(t, int64(1), st.calls.Load(), "only the first check may wait for the hung store")
+	var se *core.StoreError
+	require.ErrorAs(t, err, &se)
+	assert.True(t, se.Timeout())
+}
+
+func TestLimiterSkipsStoreWhenContextDone(t *testing.T) {
+	st := &countingBlockStore{}
+	l, err := core.NewLimiter(st, core.Policy{Name: "p", FailMode: core.FailClosed, Limits: []core.Limit{core.PerMinute(10)}})
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	d, err := l.Allow(ctx, "k")
+	require.Error(t, err)
+	assert.False(t, d.Allowed)
+	assert.True(t, d.Degraded)
+	assert.Zero(t, st.calls.Load())
+}
+
+func TestObserverSeesEveryDecision(t *testing.T) {
+	var events []core.Event
+	obs := core.ObserverFunc(func(e core.Event) { events = append(events, e) })
+	clk := core.NewManualClock(time.Unix(1_700_000_000, 0))
+	ms := &mapStore{states: map[string][]int64{}}
+	l, err := core.NewLimiter(ms, core.Policy{Name: "obs", Limits: []core.Limit{core.PerMinute(1)}}, core.WithClock(clk), core.WithObserver(obs))
+	require.NoError(t, err)
+	_, err = l.Allow(context.Background(), "k")
+	require.NoError(t, err)
+	_, err = l.Allow(context.Background(), "k")
+	require.NoError(t, err)
+	ms.err = errors.New("boom")
+	_, err = l.Allow(context.Background(), "k")
+	require.Error(t, err)
+
+	require.Len(t, events, 3)
+	for _, e := range events {
+		assert.Equal(t, core.EventDecision, e.Kind)
+		assert.Equal(t, "obs", e.Policy)
+	}
+	assert.Equal(t, core.OutcomeAllowed, events[0].Outcome)
+	assert.Equal(t, core.OutcomeDenied, events[1].Outcome)
+	assert.Equal(t, core.OutcomeDegraded, events[2].Outcome)
+	assert.Error(t, events[2].Err)
+	assert.Equal(t, core.ErrorOther, core.ClassifyError(events[2].Err))
+}
+
+type nopObserver struct{ n int }
+
+func (o *nopObserver) Observe(e core.Event) {
+	if e.Outcome == core.OutcomeAllowed {
+		o.n++
+	}
+}
+
+func TestObserverAllocatesNothing(t *testing.T) {
+	ms := &mapStore{states: map[string][]int64{}}
+	o := &nopObserver{}
+	l, err := core.NewLimiter(ms, core.Policy{Name: "obs", Limits: []core.Limit{core.PerMinute(50_000_000)}}, core.WithObserver(o))
+	require.NoError(t, err)
+	ctx := context.Background()
+	_, _ = l.Allow(ctx, "k")
+	// mapStore's own map lookups allocate nothing for an existing key; the
+	// context deadline of a remote call allocates, so compare with and
+	// without the observer.
+	without, err := core.NewLimiter(ms, core.Policy{Name: "obs", Limits: []core.Limit{core.PerMinute(50_000_000)}})
+	require.NoError(t, err)
+	base := testing.AllocsPerRun(100, func() { _, _ = without.Allow(ctx, "k") })
+	with := testing.AllocsPerRun(100, func() { _, _ = l.Allow(ctx, "k") })
+	assert.Equal(t, base, with, "the observer must not add allocations")
+	assert.Positive(t, o.n)
+}
+
+type fallbackStore struct{ mapStore }
+
+func (f *fallbackStore) FallsBackLocally() bool { return true }
+
+func TestFailLocalNeedsAFallbackStore(t *testing.T) {
+	p := core.Policy{Name: "fl", FailMode: core.FailLocal, Limits: []core.Limit{core.PerMinute(10)}}
+	_, err := core.NewLimiter(&mapStore{states: map[string][]int64{}}, p)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "fail mode local")
+
+	fs := &fallbackStore{mapStore{states: map[string][]int64{}}}
+	_, err = core.NewLimiter(fs, p)
+	require.NoError(t, err)
+
+	m, err := core.ParseFailMode("local")
+	require.NoError(t, err)
+	assert.Equal(t, core.FailLocal, m)
+	b, err := m.MarshalText()
+	require.NoError(t, err)
+	assert.Equal(t, "local", string(b))
+}
+
+// degradedStore fails but decides by itself, as the fleet tier does under
+// FailLocal.
+type degradedStore struct{}
+
+func (degradedStore) Take(_ context.Context, _ string, p *core.Policy, _ time.Time, _ int64) (core.Decision, error) {
+	return core.Decision{Policy: p.Name, Allowed: false, Degraded: true, RetryAfter: 7 * time.Second}, errors.New("remote down")
+}
+func (degradedStore) FallsBackLocally() bool { return true }
+
+func TestLimiterKeepsAStoresFallbackDecision(t *testing.T) {
+	l, err := core.NewLimiter(degradedStore{}, core.Policy{Name: "fl", FailMode: core.FailLocal, Limits: []core.Limit{core.PerMinute(10)}})
+	require.NoError(t, err)
+	d, err := l.Allow(context.Background(), "k")
+	require.Error(t, err)
+	assert.False(t, d.Allowed)
+	assert.True(t, d.Degraded)
+	assert.Equal(t, 7*time.Second, d.RetryAfter)
+}
+
+type timeoutErr struct{}
+
+func (timeoutErr) Error() string   { return "i/o timeout" }
+func (timeoutErr) Timeout() bool   { return true }
+func (timeoutErr) Temporary() bool { return true }
+
+func TestClassifyError(t *testing.T) {
+	for _, tc := range []struct {
+		err  error
+		want core.ErrorKind
+	}{
+		{nil, core.ErrorNone},
+		{context.DeadlineExceeded, core.ErrorTimeout},
+		{fmt.Errorf("redis: %w", context.DeadlineExceeded), core.ErrorTimeout},
+		{&net.OpError{Op: "read", Err: timeoutErr{}}, core.ErrorTimeout},
+		{&net.OpError{Op: "dial", Err: syscall.ECONNREFUSED}, core.ErrorConnection},
+		{fmt.Errorf("x: %w", syscall.ECONNRESET), core.ErrorConnection},
+		{io.EOF, core.ErrorConnection},
+		{&net.DNSError{Err: "no such host", Name: "redis"}, core.ErrorConnection},
+		{fmt.Errorf("tier: %w", core.ErrCircuitOpen), core.ErrorCircuitOpen},
+		{errors.New("ERR Error running script"), core.ErrorOther},
+	} {
+		assert.Equal(t, tc.want, core.ClassifyError(tc.err), "%v", tc.err)
+	}
+	for _, k := range []core.ErrorKind{core.ErrorTimeout, core.ErrorConnection, core.ErrorCircuitOpen, core.ErrorOther} {
+		assert.NotEmpty(t, k.String())
+	}
+}
