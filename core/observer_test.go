@@ -183,3 +183,37 @@ func TestClassifyError(t *testing.T) {
 		assert.NotEmpty(t, k.String())
 	}
 }
+
+func TestPolicyModeValidation(t *testing.T) {
+	base := core.Policy{Name: "m", Limits: []core.Limit{core.PerMinute(10)}}
+	for _, tc := range []struct {
+		mut  func(p *core.Policy)
+		want string
+	}{
+		{func(p *core.Policy) { p.Mode = core.ModeWriteBack; p.Sync = 100 * time.Millisecond }, ""},
+		{func(p *core.Policy) { p.Sync = time.Second }, ""},
+		{func(p *core.Policy) { p.Mode = core.ModeExact; p.Sync = time.Second }, "applies to mode write-back only"},
+		{func(p *core.Policy) { p.Sync = -1 }, "sync must be in"},
+		{func(p *core.Policy) { p.Sync = 2 * time.Hour }, "sync must be in"},
+		{func(p *core.Policy) { p.Mode = 9 }, "unknown mode"},
+		{func(p *core.Policy) { p.FleetSize = -1 }, "fleet_size"},
+		{func(p *core.Policy) { p.FleetSize = core.MaxFleetSize + 1 }, "fleet_size"},
+		{func(p *core.Policy) { p.FailMode = 9 }, "unknown fail mode"},
+	} {
+		p := base
+		tc.mut(&p)
+		err := p.Validate()
+		if tc.want == "" {
+			assert.NoError(t, err)
+		} else if assert.Error(t, err) {
+			assert.Contains(t, err.Error(), tc.want)
+		}
+	}
+	for in, want := range map[string]core.Mode{"": core.ModeDefault, "exact": core.ModeExact, "write-back": core.ModeWriteBack, "WriteBack": core.ModeWriteBack, "write_back": core.ModeWriteBack} {
+		m, err := core.ParseMode(in)
+		require.NoError(t, err, in)
+		assert.Equal(t, want, m, in)
+	}
+	_, err := core.ParseMode("lazy")
+	assert.Error(t, err)
+}

@@ -194,6 +194,89 @@ type Policy struct {
 	Shadow bool `json:"shadow,omitempty" yaml:"shadow,omitempty"`
 	// FailMode is what a Limiter decides when the store fails. Default open.
 	FailMode FailMode `json:"fail_mode,omitempty" yaml:"fail_mode,omitempty"`
+	// Mode chooses, for a store tier in front of a remote store (the fleet
+	// tier), between deciding every request at the remote store (exact) and
+	// deciding hot keys locally with periodic sync (write-back). The zero
+	// value, ModeDefault, takes the tier's configured default. Stores
+	// without a tier ignore it.
+	Mode Mode `json:"mode,omitempty" yaml:"mode,omitempty"`
+	// Sync is the write-back sync interval for this policy; 0 takes the
+	// tier's default. Only with Mode write-back (or ModeDefault). At most
+	// MaxSync.
+	Sync time.Duration `json:"sync,omitempty" yaml:"sync,omitempty"`
+	// FleetSize is the number of servers sharing the remote store: under
+	// FailLocal each limit is divided by it while the remote store is
+	// unreachable. 0 takes the tier's configured default. At most
+	// MaxFleetSize.
+	FleetSize int `json:"fleet_size,omitempty" yaml:"fleet_size,omitempty"`
+}
+
+// MaxSync bounds [Policy.Sync].
+const MaxSync = time.Hour
+
+// MaxFleetSize bounds [Policy.FleetSize].
+const MaxFleetSize = 100_000
+
+// Mode selects how a store tier decides a policy. The zero value is
+// [ModeDefault].
+type Mode uint8
+
+const (
+	// ModeDefault takes the tier's configured default mode.
+	ModeDefault Mode = iota
+	// ModeExact decides every request at the remote store (with the exact
+	// deny cache in front of it).
+	ModeExact
+	// ModeWriteBack decides hot keys locally from quota leased from the
+	// remote store and syncs at an interval; see the fleet tier for the
+	// error bound.
+	ModeWriteBack
+	numModes
+)
+
+// String returns "", "exact" or "write-back".
+func (m Mode) String() string {
+	switch m {
+	case ModeDefault:
+		return ""
+	case ModeExact:
+		return "exact"
+	case ModeWriteBack:
+		return "write-back"
+	}
+	return fmt.Sprintf("Mode(%d)", uint8(m))
+}
+
+// ParseMode parses "exact" or "write-back" ("writeback", "write_back" and
+// case do not matter; "" is ModeDefault).
+func ParseMode(s string) (Mode, error) {
+	switch strings.ReplaceAll(strings.ReplaceAll(strings.ToLower(strings.TrimSpace(s)), "_", "-"), "writeback", "write-back") {
+	case "":
+		return ModeDefault, nil
+	case "exact":
+		return ModeExact, nil
+	case "write-back":
+		return ModeWriteBack, nil
+	}
+	return 0, fmt.Errorf("core: unknown mode %q (want exact or write-back)", s)
+}
+
+// MarshalText implements encoding.TextMarshaler.
+func (m Mode) MarshalText() ([]byte, error) {
+	if m >= numModes {
+		return nil, fmt.Errorf("core: invalid mode %d", uint8(m))
+	}
+	return []byte(m.String()), nil
+}
+
+// UnmarshalText implements encoding.TextUnmarshaler.
+func (m *Mode) UnmarshalText(b []byte) error {
+	v, err := ParseMode(string(b))
+	if err != nil {
+		return err
+	}
+	*m = v
+	return nil
 }
 
 // Validate reports the first configuration mistake in p, or nil. The error
@@ -246,6 +329,18 @@ func (p *Policy) Validate() error {
 	}
 	if p.FailMode > FailLocal {
 		return fmt.Errorf("core: policy %q: unknown fail mode %d", p.Name, p.FailMode)
+	}
+	if p.Mode >= numModes {
+		return fmt.Errorf("core: policy %q: unknown mode %d", p.Name, p.Mode)
+	}
+	if p.Sync < 0 || p.Sync > MaxSync {
+		return fmt.Errorf("core: policy %q: sync must be in [0, %v], got %v", p.Name, MaxSync, p.Sync)
+	}
+	if p.Sync != 0 && p.Mode == ModeExact {
+		return fmt.Errorf("core: policy %q: sync %v applies to mode write-back only; remove it or set mode write-back", p.Name, p.Sync)
+	}
+	if p.FleetSize < 0 || p.FleetSize > MaxFleetSize {
+		return fmt.Errorf("core: policy %q: fleet_size must be in [0, %d], got %d", p.Name, MaxFleetSize, p.FleetSize)
 	}
 	for i, l := range p.Limits {
 		if effective(l.capacity(), p.SoftPercent) > maxRequests {
