@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/go-redis/redis_rate/v10"
 	"github.com/redis/go-redis/v9"
@@ -27,12 +28,12 @@ type redisPeer struct {
 var redisPeers = []redisPeer{
 	{"limitkit", func(c redis.UniversalClient) allowFunc {
 		st := must(redisstore.New(c))
-		l := must(core.NewLimiter(st, core.Policy{Name: "bench", Limits: []core.Limit{core.Per(quota, quotaWin)}}))
+		l := must(core.NewLimiter(st, core.Policy{Name: "bench", Limits: []core.Limit{core.Per(quota, quotaWin)}}, core.WithTimeout(5*time.Second)))
 		return func(k string) bool { d, err := l.Allow(ctx, k); return err == nil && d.Allowed }
 	}},
 	{"limitkit-sliding", func(c redis.UniversalClient) allowFunc {
 		st := must(redisstore.New(c))
-		l := must(core.NewLimiter(st, core.Policy{Name: "bench", Algorithm: core.SlidingWindowCounter, Limits: []core.Limit{core.Per(quota, quotaWin)}}))
+		l := must(core.NewLimiter(st, core.Policy{Name: "bench", Algorithm: core.SlidingWindowCounter, Limits: []core.Limit{core.Per(quota, quotaWin)}}, core.WithTimeout(5*time.Second)))
 		return func(k string) bool { d, err := l.Allow(ctx, k); return err == nil && d.Allowed }
 	}},
 	{"redis_rate", func(c redis.UniversalClient) allowFunc {
