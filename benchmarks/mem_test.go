@@ -233,3 +233,20 @@ func BenchmarkDistinctKeys(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkHotKeyCPU is BenchmarkHotKey/serial with every library in one
+// loop, round robin (see roundRobin): each library's CPU and wall ns per
+// decision (medians over the rounds), and limitkit's CPU time over
+// go-limiter's (x:limitkit/sethvargo, the median of the per-round ratios).
+func BenchmarkHotKeyCPU(b *testing.B) {
+	var rows []rrRow
+	for _, p := range memPeers {
+		allow, done := p.new(b)
+		defer done()
+		checkAdmits(b, allow)
+		rows = append(rows, rrRow{p.name, func() { allow("user:42") }})
+	}
+	r := roundRobin(b, rows, 2000)
+	r.report(b)
+	r.ratio(b, "limitkit", "sethvargo", "x:limitkit/sethvargo")
+}

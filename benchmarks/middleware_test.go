@@ -4,6 +4,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
@@ -34,7 +35,8 @@ import (
 // each framework: without a limiter (the baseline), with limitkit's
 // adapter (embedded store, key = peer IP, the default headers), and with
 // the framework's or a peer's own limiter. The difference to the baseline
-// is the middleware's overhead.
+// is the middleware's overhead. BenchmarkMiddlewareCPU runs the rows of
+// each framework round robin and reports the CPU time limitkit adds.
 
 func kitLimiter(b *testing.B) *core.Limiter {
 	st := must(memstore.New())
@@ -53,7 +55,9 @@ func (w *resetWriter) Header() http.Header         { return w.h }
 func (w *resetWriter) Write(b []byte) (int, error) { return len(b), nil }
 func (w *resetWriter) WriteHeader(c int)           { w.code = c }
 
-func serveLoop(b *testing.B, h http.Handler) {
+// httpOp returns one GET /api1 through h as an operation to time, after
+// checking that h serves it with 200.
+func httpOp(b *testing.B, h http.Handler) func() {
 	b.Helper()
 	r := httptest.NewRequest("GET", "/api1", nil)
 	r.RemoteAddr = "203.0.113.7:40000"
@@ -62,90 +66,151 @@ func serveLoop(b *testing.B, h http.Handler) {
 	if w.code != 0 && w.code != http.StatusOK {
 		b.Fatalf("status %d", w.code)
 	}
-	b.ReportAllocs()
-	b.ResetTimer()
-	for b.Loop() {
+	return func() {
 		clear(w.h)
 		w.code = 0
+		r.Pattern = ""
 		h.ServeHTTP(w, r)
+	}
+}
+
+// fiberOp returns one GET /api1 through a fiber app using mw as an
+// operation to time, after checking that the app serves it with 200.
+func fiberOp(b *testing.B, mw ...fiber.Handler) func() {
+	b.Helper()
+	app := fiber.New(fiber.Config{DisableStartupMessage: true})
+	for _, m := range mw {
+		app.Use(m)
+	}
+	app.Get("/api1", func(c *fiber.Ctx) error { return c.SendString("ok") })
+	h := app.Handler()
+	var req fasthttp.Request
+	req.Header.SetMethod("GET")
+	req.SetRequestURI("/api1")
+	fctx := new(fasthttp.RequestCtx)
+	fctx.Init(&req, &net.TCPAddr{IP: net.IPv4(203, 0, 113, 7), Port: 40000}, nil)
+	h(fctx)
+	if c := fctx.Response.StatusCode(); c != http.StatusOK {
+		b.Fatalf("status %d", c)
+	}
+	return func() {
+		fctx.Response.Reset()
+		h(fctx)
 	}
 }
 
 func ok(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) }
 
-func BenchmarkMiddlewareNetHTTP(b *testing.B) {
-	mux := func() *http.ServeMux { m := http.NewServeMux(); m.HandleFunc("GET /api1", ok); return m }
-	b.Run("lib=none", func(b *testing.B) { serveLoop(b, mux()) })
-	b.Run("lib=limitkit", func(b *testing.B) { serveLoop(b, nethttp.New(kitLimiter(b))(mux())) })
-	b.Run("lib=httprate", func(b *testing.B) { serveLoop(b, httprate.LimitByIP(quota, quotaWin)(mux())) })
-	b.Run("lib=tollbooth", func(b *testing.B) {
-		l := tollbooth.NewLimiter(perSecond, &tblimiter.ExpirableOptions{DefaultExpirationTTL: quotaWin}).SetBurst(quota)
-		serveLoop(b, tollbooth.LimitHandler(l, mux()))
-	})
-	b.Run("lib=ulule", func(b *testing.B) {
-		l := ulule.New(ulumem.NewStore(), ulule.Rate{Period: quotaWin, Limit: quota})
-		serveLoop(b, ulustd.NewMiddleware(l).Handler(mux()))
-	})
-}
+func newMux() *http.ServeMux { m := http.NewServeMux(); m.HandleFunc("GET /api1", ok); return m }
 
-func BenchmarkMiddlewareGin(b *testing.B) {
+func ginEngine(mw ...gin.HandlerFunc) *gin.Engine {
 	gin.SetMode(gin.ReleaseMode)
-	engine := func(mw ...gin.HandlerFunc) *gin.Engine {
-		e := gin.New()
-		e.Use(mw...)
-		e.GET("/api1", func(c *gin.Context) { c.String(http.StatusOK, "ok") })
-		return e
-	}
-	b.Run("lib=none", func(b *testing.B) { serveLoop(b, engine()) })
-	b.Run("lib=limitkit", func(b *testing.B) { serveLoop(b, engine(ginlimit.New(kitLimiter(b)))) })
-	b.Run("lib=ulule", func(b *testing.B) {
-		l := ulule.New(ulumem.NewStore(), ulule.Rate{Period: quotaWin, Limit: quota})
-		serveLoop(b, engine(ulugin.NewMiddleware(l)))
-	})
+	e := gin.New()
+	e.Use(mw...)
+	e.GET("/api1", func(c *gin.Context) { c.String(http.StatusOK, "ok") })
+	return e
 }
 
-func BenchmarkMiddlewareEcho(b *testing.B) {
-	server := func(mw ...echo.MiddlewareFunc) *echo.Echo {
-		e := echo.New()
-		e.Use(mw...)
-		e.GET("/api1", func(c echo.Context) error { return c.String(http.StatusOK, "ok") })
-		return e
-	}
-	b.Run("lib=none", func(b *testing.B) { serveLoop(b, server()) })
-	b.Run("lib=limitkit", func(b *testing.B) { serveLoop(b, server(echolimit.New(kitLimiter(b)))) })
-	b.Run("lib=echo", func(b *testing.B) {
-		st := echomw.NewRateLimiterMemoryStoreWithConfig(echomw.RateLimiterMemoryStoreConfig{Rate: rate.Limit(perSecond), Burst: quota, ExpiresIn: quotaWin})
-		serveLoop(b, server(echomw.RateLimiter(st)))
-	})
+func echoServer(mw ...echo.MiddlewareFunc) *echo.Echo {
+	e := echo.New()
+	e.Use(mw...)
+	e.GET("/api1", func(c echo.Context) error { return c.String(http.StatusOK, "ok") })
+	return e
 }
 
-func BenchmarkMiddlewareFiber(b *testing.B) {
-	run := func(b *testing.B, mw ...fiber.Handler) {
-		app := fiber.New(fiber.Config{DisableStartupMessage: true})
-		for _, m := range mw {
-			app.Use(m)
-		}
-		app.Get("/api1", func(c *fiber.Ctx) error { return c.SendString("ok") })
-		h := app.Handler()
-		var req fasthttp.Request
-		req.Header.SetMethod("GET")
-		req.SetRequestURI("/api1")
-		var fctx fasthttp.RequestCtx
-		fctx.Init(&req, &net.TCPAddr{IP: net.IPv4(203, 0, 113, 7), Port: 40000}, nil)
-		h(&fctx)
-		if c := fctx.Response.StatusCode(); c != http.StatusOK {
-			b.Fatalf("status %d", c)
-		}
-		b.ReportAllocs()
-		b.ResetTimer()
-		for b.Loop() {
-			fctx.Response.Reset()
-			h(&fctx)
+// mwRow builds one middleware row's operation.
+type mwRow struct {
+	lib   string
+	build func(b *testing.B) func()
+}
+
+// mwFrameworks lists, per framework, the bare framework ("none"),
+// limitkit's adapter and the peers. net/http has two limitkit rows: the
+// middleware around the whole mux ("limitkit", which asks the mux for the
+// route pattern: a second route lookup) and around the route's handler
+// ("limitkit-route", where the mux has set the pattern).
+var mwFrameworks = []struct {
+	name string
+	rows []mwRow
+}{
+	{"nethttp", []mwRow{
+		{"none", func(b *testing.B) func() { return httpOp(b, newMux()) }},
+		{"limitkit", func(b *testing.B) func() { return httpOp(b, nethttp.New(kitLimiter(b))(newMux())) }},
+		{"limitkit-route", func(b *testing.B) func() {
+			m := http.NewServeMux()
+			m.Handle("GET /api1", nethttp.New(kitLimiter(b))(http.HandlerFunc(ok)))
+			return httpOp(b, m)
+		}},
+		{"httprate", func(b *testing.B) func() { return httpOp(b, httprate.LimitByIP(quota, quotaWin)(newMux())) }},
+		{"tollbooth", func(b *testing.B) func() {
+			l := tollbooth.NewLimiter(perSecond, &tblimiter.ExpirableOptions{DefaultExpirationTTL: quotaWin}).SetBurst(quota)
+			return httpOp(b, tollbooth.LimitHandler(l, newMux()))
+		}},
+		{"ulule", func(b *testing.B) func() {
+			l := ulule.New(ulumem.NewStore(), ulule.Rate{Period: quotaWin, Limit: quota})
+			return httpOp(b, ulustd.NewMiddleware(l).Handler(newMux()))
+		}},
+	}},
+	{"gin", []mwRow{
+		{"none", func(b *testing.B) func() { return httpOp(b, ginEngine()) }},
+		{"limitkit", func(b *testing.B) func() { return httpOp(b, ginEngine(ginlimit.New(kitLimiter(b)))) }},
+		{"ulule", func(b *testing.B) func() {
+			l := ulule.New(ulumem.NewStore(), ulule.Rate{Period: quotaWin, Limit: quota})
+			return httpOp(b, ginEngine(ulugin.NewMiddleware(l)))
+		}},
+	}},
+	{"echo", []mwRow{
+		{"none", func(b *testing.B) func() { return httpOp(b, echoServer()) }},
+		{"limitkit", func(b *testing.B) func() { return httpOp(b, echoServer(echolimit.New(kitLimiter(b)))) }},
+		{"echo", func(b *testing.B) func() {
+			st := echomw.NewRateLimiterMemoryStoreWithConfig(echomw.RateLimiterMemoryStoreConfig{Rate: rate.Limit(perSecond), Burst: quota, ExpiresIn: quotaWin})
+			return httpOp(b, echoServer(echomw.RateLimiter(st)))
+		}},
+	}},
+	{"fiber", []mwRow{
+		{"none", func(b *testing.B) func() { return fiberOp(b) }},
+		{"limitkit", func(b *testing.B) func() { return fiberOp(b, fiberlimit.New(kitLimiter(b))) }},
+		{"fiber", func(b *testing.B) func() {
+			return fiberOp(b, fiberlimiter.New(fiberlimiter.Config{Max: quota, Expiration: time.Hour, LimiterMiddleware: fiberlimiter.SlidingWindow{}}))
+		}},
+	}},
+}
+
+// BenchmarkMiddleware is one request per op through every row of every
+// framework (ns/op, allocs/op).
+func BenchmarkMiddleware(b *testing.B) {
+	for _, fw := range mwFrameworks {
+		for _, row := range fw.rows {
+			b.Run(fw.name+"/lib="+row.lib, func(b *testing.B) {
+				op := row.build(b)
+				b.ReportAllocs()
+				b.ResetTimer()
+				for b.Loop() {
+					op()
+				}
+			})
 		}
 	}
-	b.Run("lib=none", func(b *testing.B) { run(b) })
-	b.Run("lib=limitkit", func(b *testing.B) { run(b, fiberlimit.New(kitLimiter(b))) })
-	b.Run("lib=fiber", func(b *testing.B) {
-		run(b, fiberlimiter.New(fiberlimiter.Config{Max: quota, Expiration: time.Hour, LimiterMiddleware: fiberlimiter.SlidingWindow{}}))
-	})
+}
+
+// BenchmarkMiddlewareCPU runs each framework's rows round robin (see
+// roundRobin) and reports every row's CPU and wall ns per request and
+// the CPU time limitkit's adapter adds to the bare framework
+// (added-cpu-ns:<framework>, the median of the per-round differences).
+func BenchmarkMiddlewareCPU(b *testing.B) {
+	for _, fw := range mwFrameworks {
+		b.Run(fw.name, func(b *testing.B) {
+			var rows []rrRow
+			for _, row := range fw.rows {
+				rows = append(rows, rrRow{row.lib, row.build(b)})
+			}
+			r := roundRobin(b, rows, 1000)
+			r.report(b)
+			for _, row := range fw.rows {
+				if strings.HasPrefix(row.lib, "limitkit") {
+					r.diff(b, row.lib, "none", "added-cpu-ns:"+row.lib)
+				}
+			}
+		})
+	}
 }

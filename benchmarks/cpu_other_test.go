@@ -1,0 +1,9 @@
+//go:build !linux
+
+package benchmarks
+
+import "time"
+
+// threadCPU returns 0 where per-thread CPU time is not available; the
+// cpu-ns figures are then 0.
+func threadCPU() time.Duration { return 0 }
