@@ -48,7 +48,8 @@ func NewMiddleware(l *core.Limiter, opts ...Option) (echo.MiddlewareFunc, error)
 		return func(c echo.Context) error {
 			req := requests.Get().(*request)
 			req.c = c
-			res := e.Decide(c.Request().Context(), req)
+			var res limitmw.Result
+			e.DecideInto(c.Request().Context(), req, &res)
 			req.c = nil
 			requests.Put(req)
 			if res.Action == limitmw.Skip {

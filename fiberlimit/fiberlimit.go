@@ -5,8 +5,10 @@ import (
 	"net/netip"
 	"reflect"
 	"strconv"
+	"unsafe"
 
 	"github.com/gofiber/fiber/v2"
+	"github.com/valyala/fasthttp"
 
 	"github.com/limitkit/limitkit/core"
 	"github.com/limitkit/limitkit/internal/limitmw"
@@ -69,21 +71,14 @@ type middleware struct {
 }
 
 func (m *middleware) handle(c *fiber.Ctx) error {
-	res := m.e.Decide(c.UserContext(), (*request)(c))
+	var res limitmw.Result
+	m.e.DecideInto(c.UserContext(), (*request)(c), &res)
 	if res.Action == limitmw.Skip {
 		return c.Next()
 	}
 	var f respond.Fields
 	m.e.Fields(&res, &f)
-	h := &c.Response().Header
-	for i := 0; i < f.Len(); i++ {
-		name, dyn, static := f.At(i)
-		if static != "" {
-			h.Set(name, static)
-		} else {
-			h.SetBytesV(name, dyn)
-		}
-	}
+	setFields(&c.Response().Header, &f)
 	if res.Action == limitmw.Pass {
 		return c.Next()
 	}
@@ -168,6 +163,20 @@ func (r *request) Query(name string) string { return r.ctx().Query(name) }
 
 // RemoteAddr is the TCP peer ("ip:port"), not c.IP(). It is rendered into
 // an interned string, so a returning client costs no allocation.
+// PeerAddr implements limitmw.PeerAddrer: the default key reads the
+// peer's address without rendering and parsing RemoteAddr.
+func (r *request) PeerAddr() netip.Addr {
+	tcp, ok := r.ctx().Context().RemoteAddr().(*net.TCPAddr)
+	if !ok {
+		return netip.Addr{}
+	}
+	ip, ok := netip.AddrFromSlice(tcp.IP)
+	if !ok {
+		return netip.Addr{}
+	}
+	return ip.Unmap()
+}
+
 func (r *request) RemoteAddr() string {
 	addr := r.ctx().Context().RemoteAddr()
 	tcp, ok := addr.(*net.TCPAddr)
@@ -205,3 +214,20 @@ func (r *request) Value(key any) any {
 	}
 	return r.ctx().UserContext().Value(key)
 }
+
+// setFields writes f into h. The names are canonical already, so they are
+// set as they are (SetCanonical: no normalising copy). fasthttp copies
+// names and values into the header's own buffers and only reads the
+// slices given, so read-only views of the strings serve.
+func setFields(h *fasthttp.ResponseHeader, f *respond.Fields) {
+	for i := 0; i < f.Len(); i++ {
+		name, dyn, static := f.At(i)
+		if static != "" {
+			dyn = stringBytes(static)
+		}
+		h.SetCanonical(stringBytes(name), dyn)
+	}
+}
+
+// stringBytes is a read-only []byte view of s.
+func stringBytes(s string) []byte { return unsafe.Slice(unsafe.StringData(s), len(s)) }

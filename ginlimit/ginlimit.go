@@ -61,7 +61,8 @@ type middleware struct {
 }
 
 func (m *middleware) handle(c *gin.Context) {
-	res := m.e.Decide(c.Request.Context(), (*request)(c))
+	var res limitmw.Result
+	m.e.DecideInto(c.Request.Context(), (*request)(c), &res)
 	if res.Action == limitmw.Skip {
 		return
 	}

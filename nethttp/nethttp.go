@@ -77,7 +77,8 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if h.mux != nil && r.Pattern == "" {
 		_, r.Pattern = h.mux.Handler(r)
 	}
-	res := h.e.Decide(r.Context(), keyfuncs.FromHTTP(r))
+	var res limitmw.Result
+	h.e.DecideInto(r.Context(), keyfuncs.FromHTTP(r), &res)
 	if res.Action == limitmw.Skip {
 		h.next.ServeHTTP(w, r)
 		return

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/netip"
 	"strings"
 	"time"
 
@@ -138,6 +139,14 @@ type Engine struct {
 	ownClock    bool // clock is the primary limiter's: one read serves the decision and the headers
 	policyField string
 	unavailable []byte
+	peer        *keyfuncs.Resolver // the default key: keys by it take the IPv4 fast path
+	limitText   []limitText        // every check's limit sizes, formatted once
+}
+
+// limitText is a limit size and its decimal form.
+type limitText struct {
+	n int64
+	s string
 }
 
 // New validates the options and builds an Engine. pkg names the adapter in
@@ -189,6 +198,7 @@ func New(pkg string, lim *core.Limiter, opts []Option) (*Engine, *Config, error)
 		clock:       cfg.clock,
 		ownClock:    ownClock,
 		unavailable: respond.UnavailableBody(),
+		peer:        peer,
 	}
 	if cfg.scope != nil {
 		e.scope, e.scopeFixed = *cfg.scope, true
@@ -205,6 +215,7 @@ func New(pkg string, lim *core.Limiter, opts []Option) (*Engine, *Config, error)
 		}
 		seen[p.Name] = true
 		for i, l := range p.Limits {
+			e.limitText = append(e.limitText, limitText{l.Requests, respond.Itoa(l.Requests)})
 			if len(pf) > 0 {
 				pf = append(pf, ", "...)
 			}
@@ -229,8 +240,18 @@ const (
 // Decide runs the skip hook, derives each check's key, and decides.
 // ctx is the request's context (the store deadline derives from it).
 func (e *Engine) Decide(ctx context.Context, req keyfuncs.Request) Result {
+	var r Result
+	e.DecideInto(ctx, req, &r)
+	return r
+}
+
+// DecideInto is Decide writing the result into *res (which it overwrites
+// whole): adapters keep the Result on their stack and nothing copies it.
+func (e *Engine) DecideInto(ctx context.Context, req keyfuncs.Request, res *Result) {
+	*res = Result{}
 	if e.skip != nil && e.skip(req) {
-		return Result{Action: Skip}
+		res.Action = Skip
+		return
 	}
 	cost := int64(1)
 	if e.cost != nil {
@@ -244,17 +265,18 @@ func (e *Engine) Decide(ctx context.Context, req keyfuncs.Request) Result {
 		c := &e.checks[0]
 		key, st := e.key(ctx, c, req, scope)
 		if st != keyOK {
-			return e.noKeyResult(c, st)
+			e.noKeyResult(res, c, st)
+			return
 		}
+		var err error
 		if e.ownClock {
-			now := e.clock.Now()
-			d, err := c.lim.AllowNAt(ctx, key, now, cost)
-			r := e.finish(ctx, d, err)
-			r.now = now
-			return r
+			res.now = e.clock.Now()
+			res.Decision, err = c.lim.AllowNAt(ctx, key, res.now, cost)
+		} else {
+			res.Decision, err = c.lim.AllowN(ctx, key, cost)
 		}
-		d, err := c.lim.AllowN(ctx, key, cost)
-		return e.finish(ctx, d, err)
+		e.finish(ctx, res, err)
+		return
 	}
 	var cbuf [MaxChecks]core.Check
 	list := cbuf[:0]
@@ -265,39 +287,44 @@ func (e *Engine) Decide(ctx context.Context, req keyfuncs.Request) Result {
 		case keySkip:
 			continue
 		case keyDeny:
-			return e.noKeyResult(c, st)
+			e.noKeyResult(res, c, st)
+			return
 		}
 		list = append(list, core.Check{Limiter: c.lim, Key: key, Cost: cost})
 	}
 	if len(list) == 0 {
-		return Result{Action: Pass}
+		res.Action = Pass
+		return
 	}
-	d, err := core.AllowAll(ctx, list...)
-	return e.finish(ctx, d, err)
+	var err error
+	res.Decision, err = core.AllowAll(ctx, list...)
+	e.finish(ctx, res, err)
 }
 
-func (e *Engine) noKeyResult(c *check, st keyStatus) Result {
+func (e *Engine) noKeyResult(res *Result, c *check, st keyStatus) {
 	if st == keySkip {
-		return Result{Action: Pass}
+		res.Action = Pass
+		return
 	}
-	return Result{Action: Deny, Reason: ReasonNoKey, Decision: core.Decision{Policy: c.policy.Name, RetryAfter: core.Never}}
+	res.Action, res.Reason = Deny, ReasonNoKey
+	res.Decision = core.Decision{Policy: c.policy.Name, RetryAfter: core.Never}
 }
 
-func (e *Engine) finish(ctx context.Context, d core.Decision, err error) Result {
+// finish sets the action of the decision in res.Decision.
+func (e *Engine) finish(ctx context.Context, res *Result, err error) {
 	if err != nil {
 		e.report(ctx, err)
 	}
-	r := Result{Decision: d, decided: true}
-	switch {
+	res.decided = true
+	switch d := &res.Decision; {
 	case d.Allowed:
-		r.Action = Pass
-		r.Degraded = err != nil
+		res.Action = Pass
+		res.Degraded = err != nil
 	case d.Degraded:
-		r.Action, r.Reason = Deny, ReasonUnavailable
+		res.Action, res.Reason = Deny, ReasonUnavailable
 	default:
-		r.Action, r.Reason = Deny, ReasonLimited
+		res.Action, res.Reason = Deny, ReasonLimited
 	}
-	return r
 }
 
 func (e *Engine) report(ctx context.Context, err error) {
@@ -351,6 +378,11 @@ func (e *Engine) key(ctx context.Context, c *check, req keyfuncs.Request, scope 
 	b := append(buf[:0], scope...)
 	b = append(b, keySep)
 	n := len(b)
+	if c.key.ip == e.peer && keyfuncs.DefaultIPv4Prefix == 32 {
+		if kb, ok := appendPeerIPv4(b, req); ok {
+			return interned.intern(kb), keyOK
+		}
+	}
 	b, err := appendKey(b, c.key, req)
 	if err == nil {
 		return interned.intern(b), keyOK
@@ -373,6 +405,79 @@ func (e *Engine) key(ctx context.Context, c *check, req keyfuncs.Request, scope 
 		e.report(ctx, fmt.Errorf("%s: fallback key for policy %q: %w", e.pkg, c.policy.Name, err))
 	}
 	return "", keyDeny
+}
+
+// PeerAddrer is implemented by request views that hold the TCP peer as an
+// address (fiberlimit's: fasthttp keeps a net.Addr), so the default key
+// needs no text round trip. PeerAddr returns the peer with IPv4-mapped
+// IPv6 addresses unmapped, or the zero Addr when the peer is not an IP;
+// it must agree with RemoteAddr.
+type PeerAddrer interface {
+	PeerAddr() netip.Addr
+}
+
+// appendPeerIPv4 is the default key (keyfuncs.PeerIP, IPv4 kept whole)
+// for the common case, an IPv4 peer, without parsing into a netip.Addr
+// and printing it back: it appends the peer's address when RemoteAddr is
+// a canonical dotted quad (what net/http and every adapter write), with
+// or without a valid port, and reports false for anything else, which
+// the general path then decides. The result is byte for byte what
+// keyfuncs.PeerIP's Prefix, printed, gives (tested against it).
+func appendPeerIPv4(b []byte, req keyfuncs.Request) ([]byte, bool) {
+	if pa, ok := req.(PeerAddrer); ok {
+		if a := pa.PeerAddr(); a.Is4() {
+			return a.AppendTo(b), true
+		}
+		return b, false
+	}
+	s := req.RemoteAddr()
+	host := s
+	if i := strings.IndexByte(s, ':'); i >= 0 {
+		host = s[:i]
+		if !validPort(s[i+1:]) {
+			return b, false
+		}
+	}
+	dots, digits, n := 0, 0, 0
+	for i := 0; i < len(host); i++ {
+		switch c := host[i]; {
+		case c >= '0' && c <= '9':
+			if digits > 0 && n == 0 {
+				return b, false // a leading zero: not canonical
+			}
+			n = n*10 + int(c-'0')
+			digits++
+			if n > 255 {
+				return b, false
+			}
+		case c == '.' && digits > 0:
+			dots++
+			digits, n = 0, 0
+		default:
+			return b, false
+		}
+	}
+	if dots != 3 || digits == 0 {
+		return b, false
+	}
+	return append(b, host...), true
+}
+
+// validPort reports whether s is a decimal port number, 0-65535 (as
+// keyfuncs accepts it).
+func validPort(s string) bool {
+	if s == "" || len(s) > 5 {
+		return false
+	}
+	n := 0
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c < '0' || c > '9' {
+			return false
+		}
+		n = n*10 + int(c-'0')
+	}
+	return n <= 65535
 }
 
 var errEmptyKey = fmt.Errorf("%w: the key function returned an empty key", keyfuncs.ErrNoKey)
@@ -409,7 +514,11 @@ func (e *Engine) Fields(res *Result, f *respond.Fields) {
 	d := &res.Decision
 	hasLimit := res.decided && d.Limit.Requests > 0
 	if e.headers&HeaderXRateLimit != 0 && hasLimit {
-		f.AddInt(respond.HeaderLimit, d.Limit.Requests)
+		if t := e.limitString(d.Limit.Requests); t != "" {
+			f.AddStatic(respond.HeaderLimit, t)
+		} else {
+			f.AddInt(respond.HeaderLimit, d.Limit.Requests)
+		}
 		f.AddInt(respond.HeaderRemaining, d.Remaining)
 		if e.reset == ResetDelta {
 			f.AddInt(respond.HeaderReset, respond.CeilSeconds(d.ResetAfter))
@@ -444,6 +553,17 @@ func (e *Engine) Fields(res *Result, f *respond.Fields) {
 	if res.Degraded && e.degraded != "" {
 		f.AddStatic(e.degraded, "1")
 	}
+}
+
+// limitString is the decimal form of limit size n, formatted at New, or
+// "" for a size none of the checks has.
+func (e *Engine) limitString(n int64) string {
+	for i := range e.limitText {
+		if e.limitText[i].n == n {
+			return e.limitText[i].s
+		}
+	}
+	return ""
 }
 
 // limitID is the IETF identifier of d's binding limit.

@@ -98,8 +98,42 @@ func (f *Fields) commit(name string, n int) {
 	f.n++
 }
 
-// AddInt appends a field with an integer value.
+// SmallInts is the number of small integers whose decimal form is kept
+// ready-made: [Fields.AddInt] of 0..SmallInts-1 formats nothing.
+const SmallInts = 1024
+
+// smallInts are the decimal forms of 0..SmallInts-1, as substrings of one
+// string (one allocation at start-up).
+var smallInts = func() (s [SmallInts]string) {
+	var all []byte
+	var ends [SmallInts]int
+	for i := range s {
+		all = strconv.AppendInt(all, int64(i), 10)
+		ends[i] = len(all)
+	}
+	str, start := string(all), 0
+	for i := range s {
+		s[i], start = str[start:ends[i]], ends[i]
+	}
+	return s
+}()
+
+// Itoa is strconv.FormatInt(v, 10), without allocating for
+// 0 <= v < SmallInts. For values computed once (a limit's size).
+func Itoa(v int64) string {
+	if v >= 0 && v < SmallInts {
+		return smallInts[v]
+	}
+	return strconv.FormatInt(v, 10)
+}
+
+// AddInt appends a field with an integer value. Values 0..SmallInts-1 are
+// added as constants (nothing formatted, nothing copied by [SetHTTP]).
 func (f *Fields) AddInt(name string, v int64) {
+	if v >= 0 && v < SmallInts {
+		f.AddStatic(name, smallInts[v])
+		return
+	}
 	b, ok := f.room(20)
 	if !ok {
 		return
@@ -203,49 +237,45 @@ func WindowSeconds(w time.Duration) int64 {
 // SetHTTP writes f into h (net/http, gin and echo share http.Header),
 // replacing earlier values of the same names. Names must be canonical.
 //
-// The formatted values and the one-element slices that hold them share one
-// allocation when there are at most four of them (the X-RateLimit-* triple
-// plus Retry-After); more cost a second. A constant value costs one
-// allocation (its slice).
+// Every field's value slice, and the bytes of the formatted values, share
+// one allocation when there are at most four fields holding at most
+// httpData formatted bytes (the X-RateLimit-* triple plus Retry-After);
+// more cost a second.
 func SetHTTP(h http.Header, f *Fields) {
-	if f.n == 0 {
+	n := f.n
+	if n == 0 {
 		return
-	}
-	ndyn := 0
-	for i := 0; i < f.n; i++ {
-		if f.statics[i] == "" {
-			ndyn++
-		}
 	}
 	var vals []string
 	var data []byte
-	if ndyn > 0 {
-		if ndyn <= len(httpBlock{}.vals) && f.used <= len(httpBlock{}.data) {
-			blk := new(httpBlock)
-			vals, data = blk.vals[:ndyn], blk.data[:f.used]
-		} else {
-			vals, data = make([]string, ndyn), make([]byte, f.used)
-		}
-		copy(data, f.buf[:f.used])
+	if n <= len(httpBlock{}.vals) && f.used <= len(httpBlock{}.data) {
+		blk := new(httpBlock)
+		vals, data = blk.vals[:n], blk.data[:f.used]
+	} else {
+		vals, data = make([]string, n), make([]byte, f.used)
 	}
-	j := 0
-	for i := 0; i < f.n; i++ {
+	copy(data, f.buf[:f.used])
+	for i := 0; i < n; i++ {
 		if s := f.statics[i]; s != "" {
-			h[f.names[i]] = []string{s}
-			continue
+			vals[i] = s
+		} else {
+			vals[i] = bytesString(data[f.starts[i]:f.ends[i]])
 		}
-		vals[j] = bytesString(data[f.starts[i]:f.ends[i]])
-		h[f.names[i]] = vals[j : j+1 : j+1]
-		j++
+		h[f.names[i]] = vals[i : i+1 : i+1]
 	}
 }
 
-// httpBlock holds the strings of up to four header values and their bytes in
-// one allocation. The bytes are written once, before any string refers to
-// them, and never again: the strings are immutable as Go requires.
+// httpData is the formatted bytes an httpBlock holds: two 20-digit values
+// and a Retry-After.
+const httpData = 48
+
+// httpBlock holds the value slices of up to four header fields and the
+// bytes of their formatted values in one allocation. The bytes are written
+// once, before any string refers to them, and never again: the strings are
+// immutable as Go requires.
 type httpBlock struct {
 	vals [4]string
-	data [96]byte
+	data [httpData]byte
 }
 
 func bytesString(b []byte) string {

@@ -2,7 +2,9 @@ package respond
 
 import (
 	"encoding/json"
+	"math"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -164,4 +166,42 @@ func TestLimitIDs(t *testing.T) {
 	dup := &core.Policy{Name: "api", Limits: []core.Limit{core.PerMinute(10), core.PerMinute(20)}}
 	assert.Equal(t, []string{"api-0", "api-1"}, LimitIDs(dup))
 	assert.Equal(t, `"api-15m";q=900;w=900`, string(AppendPolicyItem(nil, "api-15m", two.Limits[0])))
+}
+
+func TestSmallInts(t *testing.T) {
+	for _, v := range []int64{-1, 0, 1, 9, 10, 99, 100, 1023, 1024, 1 << 40, math.MinInt64, math.MaxInt64} {
+		assert.Equal(t, strconv.FormatInt(v, 10), Itoa(v), "Itoa(%d)", v)
+		var f Fields
+		f.AddInt(HeaderRemaining, v)
+		got, ok := f.Get(HeaderRemaining)
+		assert.True(t, ok)
+		assert.Equal(t, strconv.FormatInt(v, 10), got, "AddInt(%d)", v)
+		_, dyn, static := f.At(0)
+		assert.Equal(t, v >= 0 && v < SmallInts, static != "" && dyn == nil, "%d is ready-made exactly when small", v)
+	}
+	for v := range int64(SmallInts) {
+		require.Equal(t, strconv.FormatInt(v, 10), Itoa(v))
+	}
+}
+
+func TestSetHTTPConstantsShareOneAllocation(t *testing.T) {
+	if raceEnabled {
+		t.Skip("allocation counts differ under -race")
+	}
+	var f Fields
+	f.AddInt(HeaderLimit, 100) // ready-made
+	f.AddInt(HeaderRemaining, 99)
+	f.AddInt(HeaderReset, 1700000030) // formatted
+	f.AddStatic(HeaderPolicy, `"api";q=100;w=60`)
+	h := http.Header{}
+	SetHTTP(h, &f)
+	assert.Equal(t, http.Header{
+		"X-Ratelimit-Limit": {"100"}, "X-Ratelimit-Remaining": {"99"}, "X-Ratelimit-Reset": {"1700000030"},
+		"Ratelimit-Policy": {`"api";q=100;w=60`},
+	}, h)
+	assert.Equal(t, 1.0, testing.AllocsPerRun(100, func() { SetHTTP(h, &f) }))
+	// each value has its own one-element slice: appending to one leaves the others
+	h.Add("X-RateLimit-Limit", "7")
+	assert.Equal(t, []string{"99"}, h["X-Ratelimit-Remaining"])
+	assert.Equal(t, []string{"100", "7"}, h["X-Ratelimit-Limit"])
 }
