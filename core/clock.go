@@ -49,6 +49,98 @@ func (SystemClock) Now() time.Time {
 	return t
 }
 
+// CoarseClock is the system clock as of the last tick of a shared
+// background ticker that runs every [CoarseTick] while the clock is read:
+// Now is an atomic load, where [SystemClock] makes a vDSO call (25–35 ns
+// on a virtual machine, most of an embedded decision). The ticker starts
+// at the first Now, reading [SystemClock], and stops after [CoarseIdle]
+// without a Now; the first Now after that reads SystemClock itself and
+// starts it again.
+//
+// Accuracy: Now lags SystemClock by at most CoarseTick plus the time the
+// ticker waits for a CPU (on a saturated machine, longer). Every reader
+// sees the same sequence of ticks, so times go back only when
+// SystemClock's do (a wall-clock step). Decisions are those
+// of the exact algorithms at an instant up to the lag earlier, so they
+// are stricter by that much (a refill or a window boundary is seen up to
+// the lag late), and over any interval a key can be admitted at most
+// lag × rate more than its limit (under 1 request at 1,000 per second or
+// less). Retry-After and reset times carry the same lag. Use SystemClock
+// where a decision must use the exact instant.
+//
+// The zero value is ready to use and safe for concurrent use. The ticker
+// costs one goroutine wake-up per CoarseTick while in use and nothing when
+// idle.
+type CoarseClock struct{}
+
+const (
+	// CoarseTick is how often [CoarseClock]'s time advances while in use.
+	CoarseTick = time.Millisecond
+	// CoarseIdle is how long [CoarseClock]'s ticker runs without a reader.
+	CoarseIdle = time.Second
+)
+
+// coarse is the state behind CoarseClock.
+var coarse struct {
+	now     atomic.Pointer[time.Time] // the last tick; nil while stopped
+	read    atomic.Bool               // Now was called since the last tick
+	running atomic.Bool               // a ticker goroutine owns now
+	idle    int                       // ticks without a reader (ticker only)
+}
+
+// Now returns the time of the last tick.
+func (CoarseClock) Now() time.Time {
+	if p := coarse.now.Load(); p != nil {
+		if !coarse.read.Load() {
+			coarse.read.Store(true) // once per tick: the line stays shared
+		}
+		return *p
+	}
+	return coarseStart()
+}
+
+// coarseStart reads the system clock and, unless a ticker is running
+// (or stopping), starts one.
+func coarseStart() time.Time {
+	t := SystemClock{}.Now()
+	if coarse.running.CompareAndSwap(false, true) {
+		coarse.idle = 0
+		coarse.read.Store(true)
+		coarse.now.Store(&t)
+		coarseGo()
+	}
+	return t
+}
+
+// coarseGo starts the ticker goroutine (tests drive coarseTick instead).
+var coarseGo = func() { go coarseTicker() }
+
+func coarseTicker() {
+	tk := time.NewTicker(CoarseTick)
+	defer tk.Stop()
+	for range tk.C {
+		if !coarseTick(SystemClock{}.Now()) {
+			return
+		}
+	}
+}
+
+// coarseTick publishes t as the current time, or, after CoarseIdle
+// without a reader, stops the clock and reports false. A new Time per tick
+// (not a reused buffer): a reader descheduled between loading the pointer
+// and copying the value still reads a whole time.
+func coarseTick(t time.Time) bool {
+	if coarse.read.Swap(false) {
+		coarse.idle = 0
+	} else if coarse.idle++; time.Duration(coarse.idle)*CoarseTick >= CoarseIdle {
+		coarse.now.Store(nil)
+		coarse.running.Store(false) // after now is nil: a restart publishes anew
+		return false
+	}
+	coarse.now.Store(&t)
+	return true
+}
+
 // ManualClock is a Clock that only moves when told to; for tests. The zero
 // value reads as the zero time; use [NewManualClock]. Safe for concurrent
 // use.

@@ -1,0 +1,94 @@
+package core
+
+import (
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// driveCoarse stops any real ticker and lets the test call coarseTick by
+// hand; it restores the real ticker afterwards.
+func driveCoarse(t *testing.T) {
+	t.Helper()
+	// wait out a running ticker: with no reads it stops within CoarseIdle
+	for coarse.running.Load() {
+		time.Sleep(CoarseTick)
+	}
+	coarseGo = func() {}
+	t.Cleanup(func() {
+		coarse.now.Store(nil)
+		coarse.running.Store(false)
+		coarseGo = func() { go coarseTicker() }
+	})
+}
+
+func TestCoarseClockTicks(t *testing.T) {
+	driveCoarse(t)
+	var c CoarseClock
+	t0 := c.Now() // starts the clock at a fresh system reading
+	require.True(t, coarse.running.Load())
+	require.NotNil(t, coarse.now.Load())
+	assert.Equal(t, t0, c.Now(), "no tick: the same instant")
+
+	t1 := t0.Add(CoarseTick)
+	require.True(t, coarseTick(t1))
+	assert.Equal(t, t1, c.Now(), "a tick publishes its time to every reader")
+	assert.Equal(t, t1, c.Now())
+}
+
+func TestCoarseClockStopsWhenIdleAndRestarts(t *testing.T) {
+	driveCoarse(t)
+	var c CoarseClock
+	t0 := c.Now()
+	ticks := int(CoarseIdle / CoarseTick)
+	tick := t0
+	// read once per tick: it keeps running however long
+	for range 3 * ticks {
+		tick = tick.Add(CoarseTick)
+		require.True(t, coarseTick(tick))
+		require.Equal(t, tick, c.Now())
+	}
+	// unread for CoarseIdle: the first tick after the last read still
+	// counts it; the clock stops CoarseIdle of ticks later
+	for i := 0; i <= ticks; i++ {
+		tick = tick.Add(CoarseTick)
+		if !coarseTick(tick) {
+			require.Equal(t, ticks, i, "stopped after CoarseIdle unread")
+			break
+		}
+		require.Less(t, i, ticks)
+	}
+	assert.Nil(t, coarse.now.Load())
+	assert.False(t, coarse.running.Load())
+	// the next read is a system reading (the manual ticks ran ahead of the
+	// real clock by 4 s here, so it is earlier) and starts the clock again
+	t2 := c.Now()
+	assert.True(t, t2.Before(tick), "a fresh reading, not the stale tick")
+	assert.True(t, coarse.running.Load())
+	assert.Equal(t, t2, c.Now())
+}
+
+// Under the real ticker, every goroutine sees time move forward only.
+func TestCoarseClockConcurrentReadersNeverGoBack(t *testing.T) {
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var c CoarseClock
+			prev := c.Now()
+			for range 20_000 {
+				now := c.Now()
+				if now.Before(prev) {
+					t.Errorf("time went back: %v after %v", now, prev)
+					return
+				}
+				prev = now
+			}
+		}()
+	}
+	wg.Wait()
+}
