@@ -205,3 +205,21 @@ func TestSetHTTPConstantsShareOneAllocation(t *testing.T) {
 	assert.Equal(t, []string{"99"}, h["X-Ratelimit-Remaining"])
 	assert.Equal(t, []string{"100", "7"}, h["X-Ratelimit-Limit"])
 }
+
+func TestAppendInt(t *testing.T) {
+	vals := []int64{0, 1, 9, 10, 99, 100, 101, 999, 1000, 9999, 10000, 10001, 99999, 100000, 123456789,
+		1073741823, 1763840123, math.MaxInt64, math.MinInt64, -1, -10, -10000, math.MinInt64 + 1}
+	for p := int64(1); p > 0 && p < math.MaxInt64/10; p *= 10 {
+		vals = append(vals, p-1, p, p+1, -p)
+	}
+	x := uint64(0x9E3779B97F4A7C15)
+	for range 10_000 {
+		x ^= x << 13
+		x ^= x >> 7
+		x ^= x << 17
+		vals = append(vals, int64(x), int64(x>>uint(x%64)))
+	}
+	for _, v := range vals {
+		require.Equal(t, strconv.FormatInt(v, 10), string(AppendInt([]byte("x"), v))[1:], "%d", v)
+	}
+}
