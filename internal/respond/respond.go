@@ -279,8 +279,8 @@ func WindowSeconds(w time.Duration) int64 {
 //
 // Every field's value slice, and the bytes of the formatted values, share
 // one allocation when there are at most four fields holding at most
-// httpData formatted bytes (the X-RateLimit-* triple plus Retry-After);
-// more cost a second.
+// httpData formatted bytes (the X-RateLimit-* triple plus Retry-After; a
+// smaller block for the triple alone); more cost a second.
 func SetHTTP(h http.Header, f *Fields) {
 	n := f.n
 	if n == 0 {
@@ -288,10 +288,14 @@ func SetHTTP(h http.Header, f *Fields) {
 	}
 	var vals []string
 	var data []byte
-	if n <= len(httpBlock{}.vals) && f.used <= len(httpBlock{}.data) {
+	switch {
+	case n <= len(httpBlock3{}.vals) && f.used <= len(httpBlock3{}.data):
+		blk := new(httpBlock3)
+		vals, data = blk.vals[:n], blk.data[:f.used]
+	case n <= len(httpBlock{}.vals) && f.used <= len(httpBlock{}.data):
 		blk := new(httpBlock)
 		vals, data = blk.vals[:n], blk.data[:f.used]
-	} else {
+	default:
 		vals, data = make([]string, n), make([]byte, f.used)
 	}
 	copy(data, f.buf[:f.used])
@@ -308,6 +312,14 @@ func SetHTTP(h http.Header, f *Fields) {
 // httpData is the formatted bytes an httpBlock holds: two 20-digit values
 // and a Retry-After.
 const httpData = 48
+
+// httpBlock3 is httpBlock for the common response, the X-RateLimit triple
+// with two formatted values of at most 12 digits (the limit is a constant):
+// 72 bytes, an 80-byte size class where httpBlock takes 112.
+type httpBlock3 struct {
+	vals [3]string
+	data [24]byte
+}
 
 // httpBlock holds the value slices of up to four header fields and the
 // bytes of their formatted values in one allocation. The bytes are written
