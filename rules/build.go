@@ -397,7 +397,7 @@ func canonical(route string) string {
 // ---- encoding ----
 
 func (s *Set) doc() *fileDoc {
-	doc := &fileDoc{Version: 1}
+	doc := &fileDoc{Version: 1, Rules: []ruleDoc{}} // "rules": [], not null
 	sw := func(a core.Algorithm, buckets int, shadow bool, soft int, count bool, fm core.FailMode) switchesDoc {
 		var out switchesDoc
 		alg := a.String()

@@ -112,7 +112,7 @@ descriptors:
 func TestJSONStructure(t *testing.T) {
 	tests := []struct{ name, src, want string }{
 		{"rules not a list", `{"rules": {"name": "a"}}`, `rules: must be a list`},
-		{"rules null", `{"rules": null}`, `rules: must be a list`},
+		{"rules null is empty", `{"rules": null}`, `no rules and no descriptors`},
 		{"descriptors not a list", `{"descriptors": 3}`, `descriptors: must be a list`},
 		{"defaults not an object", `{"defaults": [], "rules": []}`, `defaults: must be an object`},
 		{"deep nesting", `{"rules": [{"x": ` + strings.Repeat("[", 100000) + strings.Repeat("]", 100000) + `}]}`, `nested deeper than 32 levels`},
@@ -275,4 +275,39 @@ func BenchmarkParseManyRules(b *testing.B) {
 			})
 		}
 	}
+}
+
+// FuzzParse feeds arbitrary files to both loaders: they must not panic,
+// every problem must be an *Error, and a file that loads must encode to a
+// file that loads back to the same rules.
+func FuzzParse(f *testing.F) {
+	f.Add([]byte(`{"rules": [{"name": "a", "route": "/a", "limits": ["1/s", {"requests": 2, "window": "1m"}]}]}`), true)
+	f.Add([]byte(`{"defaults": {"shadow": true, "shadow": false}, "rules": [{"name": "a", "route": "/a/{x}", "methods": ["GET"], "limits": ["1/s"]}]}`), true)
+	f.Add(DefaultFile(), false)
+	f.Add([]byte("rules:\n  - {name: a, route: /a, limits: [1 per 213504d]}\n"), false)
+	f.Fuzz(func(t *testing.T, data []byte, isJSON bool) {
+		format := YAML
+		if isJSON {
+			format = JSON
+		}
+		s, err := Parse(data, format)
+		if err != nil {
+			for _, e := range err.(interface{ Unwrap() []error }).Unwrap() {
+				if _, ok := e.(*Error); !ok {
+					t.Fatalf("problem %v is a %T, not an *Error", e, e)
+				}
+			}
+			return
+		}
+		out, err := s.EncodeJSON()
+		require.NoError(t, err)
+		back, err := Parse(out, JSON)
+		require.NoError(t, err, "%s", out)
+		require.Equal(t, len(s.Rules()), len(back.Rules()))
+		for i, r := range s.Rules() {
+			b := back.Rules()[i]
+			require.Equal(t, r.Policy(), b.Policy())
+			require.Equal(t, r.Methods, b.Methods)
+		}
+	})
 }

@@ -553,7 +553,7 @@ func (w *jsonWalk) value(x jsonCtx, depth int) bool {
 		return false
 	}
 	d, ok := tok.(json.Delim)
-	if x.kind == ctxOther && (x.path == "rules" || x.path == "descriptors") && d != '[' {
+	if x.kind == ctxOther && (x.path == "rules" || x.path == "descriptors") && d != '[' && tok != nil { // null is an empty list
 		w.c.add(&Error{Section: x.path, Index: -1, Line: start, Msg: "must be a list"})
 		return false
 	}
@@ -695,7 +695,9 @@ func parseJSON(data []byte, doc *fileDoc, ln *lines, c *collector) bool {
 				fail(&Error{Section: "defaults", Index: -1, Line: ln.defaults[f], Field: f, Msg: msg})
 			}
 		case "rules", "descriptors":
-			dec.Token() // [, checked by the walk
+			if tok, _ := dec.Token(); tok != json.Delim('[') {
+				continue // null, an empty list; the walk rejected anything else
+			}
 			for i := 0; dec.More(); i++ {
 				var err error
 				name := ""
