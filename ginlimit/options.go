@@ -103,8 +103,9 @@ const (
 	// the peer address is not an IP: a server listening on a Unix socket
 	// (behind a local proxy) denies every request with 403. There, key by
 	// what the proxy passes on — e.g. [WithKey] with keyfuncs.Header on a
-	// header the proxy sets and clients cannot reach the socket to forge —
-	// or choose [NoKeySkip] to leave such requests unlimited.
+	// header the proxy overwrites on every request, safe only when nothing
+	// but the proxy can reach the socket — or choose [NoKeySkip] to leave
+	// such requests unlimited.
 	NoKeyFallback = limitmw.NoKeyFallback
 	// NoKeySkip skips the check for that request; other checks still
 	// apply. Use it for the user check of a user+IP hybrid, so anonymous
