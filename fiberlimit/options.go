@@ -199,8 +199,9 @@ func WithDenyBody(contentType string, body []byte) Option {
 }
 
 // WithErrorHook reports errors the client never sees: store failures
-// (*core.StoreError, whatever the fail mode) and invalid key material from
-// a key function. ctx is the request's context. f runs on the request path:
+// (*core.StoreError, whatever the fail mode), invalid key material from
+// a key function, and requests denied because not even the fallback key
+// exists (wrapping keyfuncs.ErrNoKey: a server on a Unix socket). ctx is the request's context. f runs on the request path:
 // keep it fast (log, count).
 func WithErrorHook(f func(ctx context.Context, err error)) Option { return limitmw.WithErrorHook(f) }
 
