@@ -32,6 +32,10 @@ func (c *collector) add(e *Error) {
 	}
 }
 
+// full reports whether further problems would be dropped: callers skip
+// composing messages (a did-you-mean costs an edit distance) then.
+func (c *collector) full() bool { return len(c.errs) >= maxErrors }
+
 func (c *collector) err() error { return errors.Join(c.errs...) }
 
 // resolve applies s over base; errors name field lines through at.

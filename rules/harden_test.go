@@ -311,3 +311,54 @@ func FuzzParse(f *testing.F) {
 		}
 	})
 }
+
+// hostileFiles are worst-case inputs of nearly MaxFileSize: one object
+// with tens of thousands of unknown 64-byte keys, the same key repeated,
+// and a long array of scalars where a rule should be.
+func hostileFiles() map[string][]byte {
+	fill := func(head, item, tail string) []byte {
+		var b strings.Builder
+		b.WriteString(head)
+		for i := 0; b.Len()+len(item)+len(tail)+24 < MaxFileSize; i++ {
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			fmt.Fprintf(&b, item, i)
+		}
+		b.WriteString(tail)
+		return []byte(b.String())
+	}
+	long := strings.Repeat("x", 56)
+	return map[string][]byte{
+		"unknown-keys":  fill(`{"rules": [{`, `"`+long+`%08d": 1`, `}]}`),
+		"repeated-key":  fill(`{"rules": [{`, `"limits": %d`, `}]}`),
+		"scalar-array":  fill(`{"rules": [{"name": "a", "route": "/a", "limits": ["1/s"], "x": [`, `%d`, `]}]}`),
+		"many-problems": fill(`{"rules": [`, `{"name": "r%d", "route": "x", "limits": ["0/s"]}`, `]}`),
+	}
+}
+
+// TestHostileFiles: worst-case files end in an error (or load), capped at
+// maxErrors problems; BenchmarkParseHostile has the times.
+func TestHostileFiles(t *testing.T) {
+	for name, data := range hostileFiles() {
+		t.Run(name, func(t *testing.T) {
+			require.LessOrEqual(t, len(data), MaxFileSize)
+			_, err := Parse(data, JSON)
+			if err != nil {
+				assert.LessOrEqual(t, strings.Count(err.Error(), "\n")+1, maxErrors)
+			}
+		})
+	}
+}
+
+func BenchmarkParseHostile(b *testing.B) {
+	for name, data := range hostileFiles() {
+		b.Run(name, func(b *testing.B) {
+			b.ReportAllocs()
+			b.SetBytes(int64(len(data)))
+			for b.Loop() {
+				Parse(data, JSON)
+			}
+		})
+	}
+}

@@ -301,7 +301,7 @@ func parseYAML(data []byte, doc *fileDoc, ln *lines, c *collector) bool {
 		for i := 0; i+1 < len(n.Content); i += 2 {
 			k := n.Content[i]
 			m[k.Value] = k.Line
-			if !contains(known, k.Value) {
+			if !contains(known, k.Value) && !c.full() {
 				e := e
 				e.Line, e.Msg = k.Line, unknownField(k.Value, known)
 				c.add(&e)
@@ -616,20 +616,20 @@ func (w *jsonWalk) value(x jsonCtx, depth int) bool {
 			} else if x.kind == ctxDefaults {
 				e.Section = "defaults"
 			}
-			if first, dup := seen[key]; dup {
+			if first, dup := seen[key]; dup && !w.c.full() {
 				where := ""
 				if x.kind == ctxOther && x.path != "" {
 					where = " in " + x.path
 				}
 				e.Msg = fmt.Sprintf("key %q appears twice%s (first on line %d); write each key once", key, where, first)
 				w.c.add(&e)
-			} else {
+			} else if !dup {
 				seen[key] = line
 				if lines != nil {
 					lines[key] = line
 				}
 			}
-			if known != nil && !contains(known, key) {
+			if known != nil && !contains(known, key) && !w.c.full() {
 				e.Msg = unknownField(key, known)
 				w.c.add(&e)
 			}
