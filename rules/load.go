@@ -222,9 +222,12 @@ func Load(r io.Reader, format Format) (*Set, error) {
 	return Parse(data, format)
 }
 
-// Parse parses and validates a rules file. Unknown fields are errors, and
-// every problem found is reported with its line, the rule (index and
-// name), the field and what to fix; see [Error].
+// Parse parses and validates a rules file. Unknown fields and keys written
+// twice (at any depth) are errors, and every problem found (up to 20) is
+// reported in line order with its line, the rule (index and name), the
+// field and what to fix; see [Error]. A syntax error, or a value of the
+// wrong type, ends the load before the rules are validated. Parse takes
+// time and memory linear in len(data), at most [MaxFileSize].
 func Parse(data []byte, format Format) (*Set, error) {
 	if len(data) > MaxFileSize {
 		return nil, &Error{Index: -1, Msg: fmt.Sprintf("file is larger than %d bytes", MaxFileSize)}
