@@ -362,3 +362,25 @@ func BenchmarkParseHostile(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkTieCheck compares the hashed tie check with the pairwise one it
+// replaced (tiesPairwise, the same definition), on the same rules.
+func BenchmarkTieCheck(b *testing.B) {
+	for _, n := range []int{1000, 4000} {
+		s, err := Parse(manyRules(YAML, n, false), YAML)
+		require.NoError(b, err)
+		rs := s.rules
+		b.Run(fmt.Sprintf("pairwise/%d", n), func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				tiesPairwise(rs)
+			}
+		})
+		b.Run(fmt.Sprintf("hashed/%d", n), func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				checkTies(rs, &collector{})
+			}
+		})
+	}
+}
