@@ -312,14 +312,14 @@ func FuzzParse(f *testing.F) {
 	})
 }
 
-// hostileFiles are worst-case inputs of nearly MaxFileSize: one object
+// hostileFiles are worst-case inputs of nearly size bytes: one object
 // with tens of thousands of unknown 64-byte keys, the same key repeated,
 // and a long array of scalars where a rule should be.
-func hostileFiles() map[string][]byte {
+func hostileFiles(size int) map[string][]byte {
 	fill := func(head, item, tail string) []byte {
 		var b strings.Builder
 		b.WriteString(head)
-		for i := 0; b.Len()+len(item)+len(tail)+24 < MaxFileSize; i++ {
+		for i := 0; b.Len()+len(item)+len(tail)+24 < size; i++ {
 			if i > 0 {
 				b.WriteByte(',')
 			}
@@ -340,7 +340,11 @@ func hostileFiles() map[string][]byte {
 // TestHostileFiles: worst-case files end in an error (or load), capped at
 // maxErrors problems; BenchmarkParseHostile has the times.
 func TestHostileFiles(t *testing.T) {
-	for name, data := range hostileFiles() {
+	size := MaxFileSize
+	if testing.Short() || raceEnabled {
+		size /= 16 // the race detector makes the full size take half a minute
+	}
+	for name, data := range hostileFiles(size) {
 		t.Run(name, func(t *testing.T) {
 			require.LessOrEqual(t, len(data), MaxFileSize)
 			_, err := Parse(data, JSON)
@@ -352,7 +356,7 @@ func TestHostileFiles(t *testing.T) {
 }
 
 func BenchmarkParseHostile(b *testing.B) {
-	for name, data := range hostileFiles() {
+	for name, data := range hostileFiles(MaxFileSize) {
 		b.Run(name, func(b *testing.B) {
 			b.ReportAllocs()
 			b.SetBytes(int64(len(data)))
