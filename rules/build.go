@@ -32,6 +32,10 @@ func (c *collector) add(e *Error) {
 	}
 }
 
+// full reports whether further problems would be dropped: callers skip
+// composing messages (a did-you-mean costs an edit distance) then.
+func (c *collector) full() bool { return len(c.errs) >= maxErrors }
+
 func (c *collector) err() error { return errors.Join(c.errs...) }
 
 // resolve applies s over base; errors name field lines through at.
@@ -156,8 +160,8 @@ func validName(s string, slash bool) bool {
 	return true
 }
 
-func build(doc *fileDoc, ln *lines) (*Set, error) {
-	c := &collector{}
+// build validates doc and resolves it into a Set, adding problems to c.
+func build(doc *fileDoc, ln *lines, c *collector) *Set {
 	if doc.Version != 0 && doc.Version != 1 {
 		c.add(&Error{Index: -1, Field: "version", Msg: fmt.Sprintf("version %d is not supported; write version: 1 or leave it out", doc.Version)})
 	}
@@ -197,8 +201,8 @@ func build(doc *fileDoc, ln *lines) (*Set, error) {
 				if len(d.Methods) != 1 {
 					fail("methods", fmt.Sprintf("%q means any method; it cannot be combined with others", m))
 				}
-			case !isToken(u) || len(u) > 32:
-				fail("methods", fmt.Sprintf("%q is not an HTTP method", m))
+			case !slices.Contains(httpMethods, u):
+				fail("methods", unknownMethod(m))
 			case slices.Contains(r.Methods, u):
 				fail("methods", fmt.Sprintf("%s is listed twice", u))
 			default:
@@ -238,25 +242,7 @@ func build(doc *fileDoc, ln *lines) (*Set, error) {
 		}
 		s.rules = append(s.rules, r)
 	}
-	// Two rules that tie on every precedence criterion for some request
-	// make the later one dead: reject.
-	for j := range s.rules {
-		for i := 0; i < j; i++ {
-			a, b := &s.rules[i], &s.rules[j]
-			if a.Identity != b.Identity || canonical(a.Route) != canonical(b.Route) || (len(a.Methods) == 0) != (len(b.Methods) == 0) {
-				continue
-			}
-			// Some method both match (GET also matches HEAD)?
-			overlap := len(a.Methods) == 0
-			for _, m := range append(slices.Clone(b.Methods), "HEAD") {
-				overlap = overlap || a.matchesMethod(m) && b.matchesMethod(m)
-			}
-			if overlap {
-				c.add(&Error{Section: "rules", Index: j, Name: b.Name, Line: b.Line, Msg: fmt.Sprintf(
-					"matches the same requests as rules[%d] %q (same route, methods and identity), which comes first, so it would never apply; merge or remove one", i, a.Name)})
-			}
-		}
-	}
+	checkTies(s.rules, c)
 	for i := range doc.Descriptors {
 		d := &doc.Descriptors[i]
 		e := Error{Section: "descriptors", Index: i, Name: d.Domain + "/" + d.Key}
@@ -304,9 +290,6 @@ func build(doc *fileDoc, ln *lines) (*Set, error) {
 		}
 		s.descriptors = append(s.descriptors, ds)
 	}
-	if err := c.err(); err != nil {
-		return nil, err
-	}
 	s.order = make([]int, len(s.rules))
 	for i := range s.order {
 		s.order[i] = i
@@ -320,7 +303,73 @@ func build(doc *fileDoc, ln *lines) (*Set, error) {
 		}
 		return 0
 	})
-	return s, nil
+	return s
+}
+
+// httpMethods are the methods a rule may list: RFC 9110's and PATCH
+// (RFC 5789). Extension methods (WebDAV's PROPFIND, ...) are not accepted:
+// a misspelt standard method ("GTE") would otherwise load as a rule that
+// never matches. A rule for every method leaves methods out.
+var httpMethods = []string{"GET", "HEAD", "POST", "PUT", "DELETE", "CONNECT", "OPTIONS", "TRACE", "PATCH"}
+
+// unknownMethod says a method is not one of httpMethods and suggests the
+// closest.
+func unknownMethod(m string) string {
+	msg := fmt.Sprintf("%q is not an HTTP method", m)
+	best, bestD := "", 3
+	for _, k := range httpMethods {
+		if d := editDistance(strings.ToUpper(strings.TrimSpace(m)), k); d < bestD {
+			best, bestD = k, d
+		}
+	}
+	if best != "" {
+		msg += fmt.Sprintf(" (did you mean %q?)", best)
+	}
+	return msg + "; use " + strings.Join(httpMethods, ", ") + `, or leave methods out (or write [*]) for any method`
+}
+
+// tieKey is what two rules must share to tie on every precedence
+// criterion for some request: identity, route up to parameter names, and
+// a method both match ("" for a rule without methods; a rule with methods
+// never ties with one without, which it precedes).
+type tieKey struct {
+	identity Identity
+	route    string
+	method   string
+}
+
+// checkTies rejects a rule that ties with an earlier one on every
+// precedence criterion for some request: file order would decide, so the
+// later rule would never apply. It hashes each rule under every method it
+// matches, so it runs in time linear in the number of rules and methods.
+func checkTies(rules []Rule, c *collector) {
+	first := make(map[tieKey]int, len(rules))
+	for j := range rules {
+		b := &rules[j]
+		route := canonical(b.Route)
+		methods := b.Methods
+		if len(methods) == 0 {
+			methods = []string{""}
+		} else if slices.Contains(methods, "GET") && !slices.Contains(methods, "HEAD") {
+			methods = append(slices.Clone(methods), "HEAD") // GET also matches HEAD
+		}
+		tie := -1
+		for _, m := range methods {
+			k := tieKey{b.Identity, route, m}
+			if i, ok := first[k]; ok {
+				if tie < 0 || i < tie {
+					tie = i
+				}
+			} else {
+				first[k] = j
+			}
+		}
+		if tie >= 0 {
+			a := &rules[tie]
+			c.add(&Error{Section: "rules", Index: j, Name: b.Name, Line: b.Line, Msg: fmt.Sprintf(
+				"matches the same requests as rules[%d] %q (same route, methods and identity), which comes first, so it would never apply; merge or remove one", tie, a.Name)})
+		}
+	}
 }
 
 // precedes reports whether a is more specific than b, ignoring file order.
@@ -352,7 +401,7 @@ func canonical(route string) string {
 // ---- encoding ----
 
 func (s *Set) doc() *fileDoc {
-	doc := &fileDoc{Version: 1}
+	doc := &fileDoc{Version: 1, Rules: []ruleDoc{}} // "rules": [], not null
 	sw := func(a core.Algorithm, buckets int, shadow bool, soft int, count bool, fm core.FailMode) switchesDoc {
 		var out switchesDoc
 		alg := a.String()
