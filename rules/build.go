@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"go.yaml.in/yaml/v3"
 
@@ -21,6 +22,9 @@ type switches struct {
 	softPercent int
 	countDenied bool
 	failMode    core.FailMode
+	mode        core.Mode
+	sync        time.Duration
+	fleetSize   int
 }
 
 // collector gathers errors up to maxErrors.
@@ -74,6 +78,34 @@ func resolveSwitches(s *switchesDoc, base switches, e Error, at func(string) int
 			fail("fail_mode", strings.TrimPrefix(err.Error(), "core: "))
 		}
 		out.failMode = m
+	}
+	if s.Mode != nil {
+		m, err := core.ParseMode(*s.Mode)
+		if err != nil {
+			fail("mode", strings.TrimPrefix(err.Error(), "core: "))
+		}
+		out.mode = m
+		if m == core.ModeExact {
+			out.sync = 0 // a default sync applies to write-back only
+		}
+	}
+	if s.Sync != nil {
+		d, err := time.ParseDuration(strings.TrimSpace(*s.Sync))
+		switch {
+		case err != nil:
+			fail("sync", fmt.Sprintf("%q is not a duration; write e.g. 100ms or 1s", *s.Sync))
+		case d <= 0 || d > core.MaxSync:
+			fail("sync", fmt.Sprintf("%q must be above 0 and at most %v (leave sync out, or write mode: exact, for exact decisions)", *s.Sync, core.MaxSync))
+		default:
+			out.sync = d
+		}
+	}
+	if s.FleetSize != nil {
+		if n := *s.FleetSize; n < 1 || n > core.MaxFleetSize {
+			fail("fleet_size", fmt.Sprintf("%d must be in [1, %d]: the number of servers sharing the store", n, core.MaxFleetSize))
+		} else {
+			out.fleetSize = n
+		}
 	}
 	return out
 }
@@ -235,6 +267,7 @@ func build(doc *fileDoc, ln *lines, c *collector) *Set {
 		sw := resolveSwitches(&d.switchesDoc, base, e, at, c)
 		r.Algorithm, r.Buckets, r.Shadow, r.SoftPercent, r.CountDenied, r.FailMode =
 			sw.algorithm, sw.buckets, sw.shadow, sw.softPercent, sw.countDenied, sw.failMode
+		r.Mode, r.Sync, r.FleetSize = sw.mode, sw.sync, sw.fleetSize
 		r.Limits = parseLimits(d.Limits, e, at, c)
 		if len(r.Limits) == len(d.Limits) && len(r.Limits) > 0 && validName(r.Name, false) {
 			p := r.Policy()
@@ -284,6 +317,7 @@ func build(doc *fileDoc, ln *lines, c *collector) *Set {
 		sw := resolveSwitches(&d.switchesDoc, base, e, at, c)
 		ds.Algorithm, ds.Buckets, ds.Shadow, ds.SoftPercent, ds.CountDenied, ds.FailMode =
 			sw.algorithm, sw.buckets, sw.shadow, sw.softPercent, sw.countDenied, sw.failMode
+		ds.Mode, ds.Sync, ds.FleetSize = sw.mode, sw.sync, sw.fleetSize
 		if len(ds.Limits) > 0 && okName {
 			p := ds.Policy()
 			validatePolicy(&p, e, at, c)
@@ -402,7 +436,7 @@ func canonical(route string) string {
 
 func (s *Set) doc() *fileDoc {
 	doc := &fileDoc{Version: 1, Rules: []ruleDoc{}} // "rules": [], not null
-	sw := func(a core.Algorithm, buckets int, shadow bool, soft int, count bool, fm core.FailMode) switchesDoc {
+	sw := func(a core.Algorithm, buckets int, shadow bool, soft int, count bool, fm core.FailMode, mode core.Mode, sync time.Duration, fleet int) switchesDoc {
 		var out switchesDoc
 		alg := a.String()
 		out.Algorithm = &alg
@@ -422,6 +456,17 @@ func (s *Set) doc() *fileDoc {
 			m := fm.String()
 			out.FailMode = &m
 		}
+		if mode != core.ModeDefault {
+			m := mode.String()
+			out.Mode = &m
+		}
+		if sync != 0 {
+			d := sync.String()
+			out.Sync = &d
+		}
+		if fleet != 0 {
+			out.FleetSize = &fleet
+		}
 		return out
 	}
 	limits := func(ls []core.Limit) []limitDoc {
@@ -434,13 +479,13 @@ func (s *Set) doc() *fileDoc {
 	for i := range s.rules {
 		r := &s.rules[i]
 		d := ruleDoc{Name: r.Name, Methods: r.Methods, Route: r.Route, Identity: r.Identity.String(), Key: r.Key.String(), Limits: limits(r.Limits),
-			switchesDoc: sw(r.Algorithm, r.Buckets, r.Shadow, r.SoftPercent, r.CountDenied, r.FailMode)}
+			switchesDoc: sw(r.Algorithm, r.Buckets, r.Shadow, r.SoftPercent, r.CountDenied, r.FailMode, r.Mode, r.Sync, r.FleetSize)}
 		doc.Rules = append(doc.Rules, d)
 	}
 	for i := range s.descriptors {
 		ds := &s.descriptors[i]
 		doc.Descriptors = append(doc.Descriptors, descriptorDoc{Domain: ds.Domain, Key: ds.Key, Limits: limits(ds.Limits),
-			switchesDoc: sw(ds.Algorithm, ds.Buckets, ds.Shadow, ds.SoftPercent, ds.CountDenied, ds.FailMode)})
+			switchesDoc: sw(ds.Algorithm, ds.Buckets, ds.Shadow, ds.SoftPercent, ds.CountDenied, ds.FailMode, ds.Mode, ds.Sync, ds.FleetSize)})
 	}
 	return doc
 }

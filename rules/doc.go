@@ -24,7 +24,11 @@
 //	    shadow: false         # report, never deny
 //	    soft_percent: 0       # tolerate this % over each limit
 //	    count_denied: false   # denied requests consume quota
-//	    fail_mode: open       # open | closed, when the store fails
+//	    fail_mode: open       # open | closed | local, when the store fails
+//	                          #   (local: the fleet tier's local store, limits / fleet_size)
+//	    mode: exact           # fleet tier only: exact | write-back (default: the tier's)
+//	    sync: 100ms           # fleet tier only: write-back sync interval (default: the tier's)
+//	    fleet_size: 4         # fleet tier only: servers sharing the store, for fail_mode local
 //	descriptors:
 //	  - {domain: auth, key: login, unit: minute, requests: 10}
 //

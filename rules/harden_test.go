@@ -6,9 +6,12 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/limitkit/limitkit/core"
 )
 
 // TestJSONDuplicateKeys guards against encoding/json's silent last-wins on
@@ -386,5 +389,84 @@ func BenchmarkTieCheck(b *testing.B) {
 				checkTies(rs, &collector{})
 			}
 		})
+	}
+}
+
+// TestFleetSwitches: mode, sync and fleet_size reach the policy, take
+// defaults, round-trip, and are checked with clear errors.
+func TestFleetSwitches(t *testing.T) {
+	src := `
+defaults:
+  mode: write-back
+  sync: 250ms
+rules:
+  - name: wb
+    route: /a
+    limits: ["10 per 1m"]
+  - name: ex
+    route: /b
+    mode: exact
+    limits: ["10 per 1m"]
+  - name: loc
+    route: /c
+    fail_mode: local
+    fleet_size: 4
+    sync: 1s
+    limits: ["10 per 1m"]
+`
+	s, err := Parse([]byte(src), YAML)
+	require.NoError(t, err)
+	byName := map[string]core.Policy{}
+	for _, r := range s.Rules() {
+		byName[r.Name] = r.Policy()
+	}
+	assert.Equal(t, core.ModeWriteBack, byName["wb"].Mode)
+	assert.Equal(t, 250*time.Millisecond, byName["wb"].Sync)
+	assert.Equal(t, core.ModeExact, byName["ex"].Mode)
+	assert.Zero(t, byName["ex"].Sync, "exact drops the default sync")
+	assert.Equal(t, core.FailLocal, byName["loc"].FailMode)
+	assert.Equal(t, 4, byName["loc"].FleetSize)
+	assert.Equal(t, time.Second, byName["loc"].Sync)
+
+	out, err := s.EncodeYAML()
+	require.NoError(t, err)
+	s2, err := Parse(out, YAML)
+	require.NoError(t, err, string(out))
+	for _, r := range s2.Rules() {
+		p := r.Policy()
+		assert.Equal(t, byName[r.Name].Mode, p.Mode, r.Name)
+		assert.Equal(t, byName[r.Name].Sync, p.Sync, r.Name)
+		assert.Equal(t, byName[r.Name].FleetSize, p.FleetSize, r.Name)
+		assert.Equal(t, byName[r.Name].FailMode, p.FailMode, r.Name)
+	}
+
+	bad := `
+rules:
+  - name: a
+    route: /a
+    mode: lazy
+    limits: ["10 per 1m"]
+  - name: b
+    route: /b
+    sync: forever
+    limits: ["10 per 1m"]
+  - name: c
+    route: /c
+    sync: 2h
+    limits: ["10 per 1m"]
+  - name: d
+    route: /d
+    fleet_size: 0
+    limits: ["10 per 1m"]
+  - name: e
+    route: /e
+    mode: exact
+    sync: 1s
+    limits: ["10 per 1m"]
+`
+	_, err = Parse([]byte(bad), YAML)
+	require.Error(t, err)
+	for _, want := range []string{`unknown mode "lazy"`, `"forever" is not a duration`, `"2h" must be above 0`, "fleet_size: 0 must be in [1,", "applies to mode write-back only"} {
+		assert.Contains(t, err.Error(), want)
 	}
 }

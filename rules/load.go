@@ -92,6 +92,9 @@ type switchesDoc struct {
 	SoftPercent *int    `yaml:"soft_percent,omitempty" json:"soft_percent,omitempty"`
 	CountDenied *bool   `yaml:"count_denied,omitempty" json:"count_denied,omitempty"`
 	FailMode    *string `yaml:"fail_mode,omitempty" json:"fail_mode,omitempty"`
+	Mode        *string `yaml:"mode,omitempty" json:"mode,omitempty"`
+	Sync        *string `yaml:"sync,omitempty" json:"sync,omitempty"`
+	FleetSize   *int    `yaml:"fleet_size,omitempty" json:"fleet_size,omitempty"`
 }
 
 type ruleDoc struct {
@@ -266,7 +269,7 @@ func Parse(data []byte, format Format) (*Set, error) {
 
 var (
 	topKeys        = []string{"version", "defaults", "rules", "descriptors"}
-	switchKeys     = []string{"algorithm", "buckets", "shadow", "soft_percent", "count_denied", "fail_mode"}
+	switchKeys     = []string{"algorithm", "buckets", "shadow", "soft_percent", "count_denied", "fail_mode", "mode", "sync", "fleet_size"}
 	ruleKeys       = append([]string{"name", "methods", "route", "identity", "key", "limits"}, switchKeys...)
 	descriptorKeys = append([]string{"domain", "key", "unit", "requests", "limits"}, switchKeys...)
 	limitKeys      = []string{"requests", "window", "burst"}

@@ -51,7 +51,9 @@ type Reason uint8
 const (
 	// ReasonLimited: a check's quota is exhausted (429 by default).
 	ReasonLimited Reason = iota + 1
-	// ReasonUnavailable: a FailClosed check's store failed (503).
+	// ReasonUnavailable: a FailClosed check's store failed (503). A
+	// FailLocal denial (the fleet tier's local fallback store denied with a
+	// limit) is ReasonLimited: the client is over its share of the limit.
 	ReasonUnavailable
 	// ReasonNoKey: no key could be derived and the no-key mode denies
 	// (403, respond.NoKeyBody: not a quota denial).
@@ -297,7 +299,8 @@ func (e *Engine) finish(ctx context.Context, d core.Decision, err error) Result 
 	case d.Allowed:
 		r.Action = Pass
 		r.Degraded = err != nil
-	case d.Degraded:
+	case d.Degraded && d.Limit.Requests == 0:
+		// a fail mode denied: no limit was consulted (503)
 		r.Action, r.Reason = Deny, ReasonUnavailable
 	default:
 		r.Action, r.Reason = Deny, ReasonLimited

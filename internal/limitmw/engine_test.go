@@ -338,3 +338,50 @@ func TestNoKeyDenyStatus(t *testing.T) {
 	assert.Equal(t, string(respond.NoKeyBody()), string(rej.Body))
 	assert.Empty(t, st.keys)
 }
+
+// localFallbackStore fails and decides by itself, as the fleet tier does
+// under FailLocal: a denial from its local store carries the limit.
+type localFallbackStore struct{ allowed bool }
+
+func (s localFallbackStore) Take(_ context.Context, _ string, p *core.Policy, _ time.Time, _ int64) (core.Decision, error) {
+	d := core.Decision{Policy: p.Name, Allowed: s.allowed, Degraded: true, Limit: core.PerMinute(2), Remaining: 0}
+	if !s.allowed {
+		d.RetryAfter = 3 * time.Second
+	}
+	return d, errors.New("remote down")
+}
+func (localFallbackStore) FallsBackLocally() bool { return true }
+
+// TestFailLocalDenialIsALimit: a denial by the local fallback store is a
+// quota denial (429 with Retry-After), not the 503 of FailClosed.
+func TestFailLocalDenialIsALimit(t *testing.T) {
+	for _, allowed := range []bool{true, false} {
+		l, err := core.NewLimiter(localFallbackStore{allowed: allowed}, core.Policy{Name: "p", FailMode: core.FailLocal, Limits: []core.Limit{core.PerMinute(10)}})
+		require.NoError(t, err)
+		e, _, err := New("x", l, []Option{WithErrorHook(func(context.Context, error) {})})
+		require.NoError(t, err)
+		res := e.Decide(context.Background(), httpReq("GET", "/a", "203.0.113.7:1"))
+		if allowed {
+			assert.Equal(t, Pass, res.Action)
+			continue
+		}
+		require.Equal(t, Deny, res.Action)
+		assert.Equal(t, ReasonLimited, res.Reason)
+		rej := e.Reject(&res)
+		assert.Equal(t, http.StatusTooManyRequests, rej.Status)
+		assert.Equal(t, int64(3), rej.RetryAfter)
+	}
+	// FailClosed stays 503
+	l, err := core.NewLimiter(&failingStore{}, core.Policy{Name: "p", FailMode: core.FailClosed, Limits: []core.Limit{core.PerMinute(10)}})
+	require.NoError(t, err)
+	e, _, err := New("x", l, []Option{WithErrorHook(func(context.Context, error) {})})
+	require.NoError(t, err)
+	res := e.Decide(context.Background(), httpReq("GET", "/a", "203.0.113.7:1"))
+	assert.Equal(t, ReasonUnavailable, res.Reason)
+}
+
+type failingStore struct{}
+
+func (*failingStore) Take(context.Context, string, *core.Policy, time.Time, int64) (core.Decision, error) {
+	return core.Decision{}, errors.New("down")
+}
