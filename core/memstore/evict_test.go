@@ -1,0 +1,245 @@
+package memstore
+
+import (
+	"context"
+	"math/rand/v2"
+	"runtime"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/limitkit/limitkit/core"
+)
+
+// tenPerMinute is the login limit, once per algorithm.
+func tenPerMinute() []*core.Policy {
+	l := []core.Limit{core.PerMinute(10)}
+	return []*core.Policy{
+		{Name: "gcra", Algorithm: core.GCRA, Limits: l},
+		{Name: "token_bucket", Algorithm: core.TokenBucket, Limits: l},
+		{Name: "fixed_window", Algorithm: core.FixedWindow, Limits: l},
+		{Name: "sliding_log", Algorithm: core.SlidingWindowLog, Limits: l},
+		{Name: "sliding_counter", Algorithm: core.SlidingWindowCounter, Buckets: 6, Limits: l},
+		{Name: "gcra_two_limits", Algorithm: core.GCRA, Limits: []core.Limit{core.PerMinute(10), core.PerHour(30)}},
+		{Name: "fixed_window_counted", Algorithm: core.FixedWindow, CountDenied: true, Limits: l},
+	}
+}
+
+// exhaust spends victim's whole quota at now and checks it is denied.
+func exhaust(t *testing.T, s *Store, p *core.Policy, victim string, now time.Time) {
+	t.Helper()
+	ctx := context.Background()
+	for {
+		d, err := s.Take(ctx, victim, p, now, 1)
+		require.NoError(t, err)
+		if !d.Allowed {
+			return
+		}
+	}
+}
+
+// flood sends one request for each of n new keys, from now on, one
+// microsecond apart, and counts the victim's admissions in between.
+func flood(t *testing.T, s *Store, p *core.Policy, victim string, n int, now time.Time) (admitted int) {
+	t.Helper()
+	ctx := context.Background()
+	for i := 0; i < n; i++ {
+		at := now.Add(time.Duration(i) * time.Microsecond)
+		_, err := s.Take(ctx, "junk:"+strconv.Itoa(i), p, at, 1)
+		require.NoError(t, err)
+		if i%97 == 0 {
+			if d, _ := s.Take(ctx, victim, p, at, 1); d.Allowed {
+				admitted++
+			}
+		}
+	}
+	return admitted
+}
+
+// TestFloodNeverRefreshesLimitedKey is the attack at a scaled-down
+// cap: the victim spends its quota, then a flood of new keys (one request
+// each, ten times the cap) must not give it a single further admission,
+// whatever the algorithm. Before the fix the store evicted the victim
+// (soonest to expire) and it had its full quota again.
+func TestFloodNeverRefreshesLimitedKey(t *testing.T) {
+	for _, capKeys := range []int{1 << 12, 300} {
+		for _, p := range tenPerMinute() {
+			t.Run(p.Name+"/cap"+strconv.Itoa(capKeys), func(t *testing.T) {
+				s := MustNew(WithMaxKeys(capKeys))
+				defer s.Close()
+				exhaust(t, s, p, "victim", t0)
+				admitted := flood(t, s, p, "victim", 10*capKeys, t0)
+				assert.Zero(t, admitted, "the flood bought the limited key a fresh quota")
+				st := s.Stats()
+				assert.Positive(t, st.Evictions, "the flood did reach the cap")
+				assert.Zero(t, st.LimitedEvictions, "junk with quota left is always the better victim")
+				// the test can fail: once its window has passed the victim is admitted again
+				d, err := s.Take(context.Background(), "victim", p, t0.Add(time.Hour), 1)
+				require.NoError(t, err)
+				assert.True(t, d.Allowed)
+			})
+		}
+	}
+}
+
+// TestFloodOfLimitedKeysEvictsItsOwn: with a limit of one request, every
+// flood key is itself limited after its request, so every candidate is
+// limited; the newest key goes, so the flood evicts its own keys and the
+// victim, limited before it, keeps its state.
+func TestFloodOfLimitedKeysEvictsItsOwn(t *testing.T) {
+	l := []core.Limit{core.PerHour(1)}
+	for _, p := range []*core.Policy{
+		{Name: "gcra", Algorithm: core.GCRA, Limits: l},
+		{Name: "fixed_window", Algorithm: core.FixedWindow, Limits: l},
+		{Name: "sliding_log", Algorithm: core.SlidingWindowLog, Limits: l},
+	} {
+		t.Run(p.Name, func(t *testing.T) {
+			s := MustNew(WithMaxKeys(1 << 10))
+			defer s.Close()
+			exhaust(t, s, p, "victim", t0)
+			assert.Zero(t, flood(t, s, p, "victim", 20<<10, t0))
+			assert.Positive(t, s.Stats().LimitedEvictions, "all candidates were limited")
+		})
+	}
+}
+
+// TestSlidingLogFloodWithinBudget is the second attack, scaled
+// down: a 1000/hour sliding log whose key cap comes from the memory
+// budget. The victim gets no attempt back, and the memory held stays
+// within the budget, by the store's account and by the heap's.
+func TestSlidingLogFloodWithinBudget(t *testing.T) {
+	const budget = 24 << 20
+	p := &core.Policy{Name: "login", Algorithm: core.SlidingWindowLog, Limits: []core.Limit{core.PerHour(1000)}}
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	s := MustNew(WithMaxStateBytes(budget))
+	defer s.Close()
+	d, err := s.Take(context.Background(), "victim", p, t0, 1000)
+	require.NoError(t, err)
+	require.True(t, d.Allowed)
+	capKeys := budget / (8 * 1001)
+	admitted := flood(t, s, p, "victim", capKeys*3/2, t0.Add(time.Second))
+	assert.Zero(t, admitted, "the flood bought the victim fresh attempts")
+	st := s.Stats()
+	assert.Positive(t, st.Evictions)
+	assert.LessOrEqual(t, st.Keys, capKeys)
+	assert.LessOrEqual(t, st.Bytes, int64(budget), "the store's account exceeds the budget")
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	grown := int64(after.HeapAlloc) - int64(before.HeapAlloc)
+	assert.Less(t, grown, int64(budget)*11/10, "the heap grew by %d bytes for a %d-byte budget", grown, budget)
+	runtime.KeepAlive(s)
+}
+
+// TestBudgetHoldsForEveryAlgorithm floods tables sized by random budgets
+// and checks the bytes held never exceed them and the cap is reached.
+func TestBudgetHoldsForEveryAlgorithm(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	policies := []*core.Policy{
+		{Name: "gcra", Limits: []core.Limit{core.PerMinute(5)}},
+		{Name: "tb", Algorithm: core.TokenBucket, Limits: []core.Limit{core.PerMinute(5)}},
+		{Name: "fw", Algorithm: core.FixedWindow, Limits: []core.Limit{core.PerMinute(5)}},
+		{Name: "sc", Algorithm: core.SlidingWindowCounter, Buckets: 60, Limits: []core.Limit{core.PerHour(5)}},
+		{Name: "log", Algorithm: core.SlidingWindowLog, Limits: []core.Limit{core.PerHour(300)}},
+		{Name: "log4", Algorithm: core.SlidingWindowLog, Limits: []core.Limit{core.PerHour(3)}},
+	}
+	for round := 0; round < 12; round++ {
+		budget := 100<<10 + rng.IntN(3<<20)
+		for _, p := range policies {
+			s := MustNew(WithMaxStateBytes(budget))
+			tab, err := s.lookup(p)
+			require.NoError(t, err)
+			capKeys := tab.shardCap << (64 - tab.shift)
+			for i := 0; i < capKeys*2; i++ {
+				s.Take(context.Background(), strconv.Itoa(i), p, t0, 1)
+			}
+			st := s.Stats()
+			assert.LessOrEqual(t, st.Bytes, int64(budget), "%s, budget %d", p.Name, budget)
+			assert.Greater(t, st.Keys, capKeys*9/10, "%s, budget %d: the cap is used", p.Name, budget)
+			assert.LessOrEqual(t, st.Keys, capKeys)
+			s.Close()
+		}
+	}
+}
+
+// TestTableSizing checks the sizing against its definition for random
+// options: within the budget, maximal for it, and enough keys per shard.
+func TestTableSizing(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	for i := 0; i < 500; i++ {
+		var opts []Option
+		maxKeys, budget := 0, DefaultMaxStateBytes
+		if rng.IntN(2) == 0 {
+			maxKeys = 1 + rng.IntN(1<<rng.IntN(23))
+			opts = append(opts, WithMaxKeys(maxKeys))
+		}
+		if maxKeys == 0 || rng.IntN(2) == 0 {
+			budget = 1 << 16 * (1 + rng.IntN(1<<rng.IntN(14)))
+			opts = append(opts, WithMaxStateBytes(budget))
+		}
+		alg := core.Algorithm(rng.IntN(5))
+		l := core.Per(int64(1+rng.IntN(1<<rng.IntN(11))), time.Hour)
+		p := &core.Policy{Name: "p", Algorithm: alg, Limits: []core.Limit{l}}
+		s := MustNew(opts...)
+		tab, err := s.lookup(p)
+		s.Close()
+		if err != nil {
+			require.ErrorContains(t, err, "does not hold one key")
+			continue
+		}
+		n := 1 << (64 - tab.shift)
+		total := tab.shardCap * n
+		if maxKeys > 0 {
+			assert.Less(t, total-maxKeys, n, "the cap rounds up to whole shards at most")
+		} else {
+			assert.LessOrEqual(t, total, DefaultMaxKeys)
+		}
+		if maxKeys == 0 || len(opts) == 2 {
+			held := n*tab.shardBytes(tab.shardCap) + int(unsafeSizeofTable)
+			assert.LessOrEqual(t, held, budget)
+		}
+		assert.True(t, tab.shardCap >= minShardKeys || n == 1, "%d shards of %d keys", n, tab.shardCap)
+	}
+}
+
+// TestLimitedKeySurvivesWhileAnyKeyHasQuota: in a one-shard table whose
+// keys are all limited but one, a new key evicts that one, wherever it
+// sits, and every limited key keeps its state.
+func TestLimitedKeySurvivesWhileAnyKeyHasQuota(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	ctx := context.Background()
+	for _, p := range tenPerMinute() {
+		t.Run(p.Name, func(t *testing.T) {
+			for trial := 0; trial < 20; trial++ {
+				s := MustNew(WithMaxKeys(minShardKeys))
+				tab, err := s.lookup(p)
+				require.NoError(t, err)
+				require.Equal(t, uint(64), tab.shift, "one shard")
+				spare := rng.IntN(minShardKeys)
+				for i := 0; i < minShardKeys; i++ {
+					k := "k" + strconv.Itoa(i)
+					if i == spare {
+						s.Take(ctx, k, p, t0, 1)
+						continue
+					}
+					exhaust(t, s, p, k, t0)
+				}
+				require.Equal(t, minShardKeys, s.Stats().Keys)
+				s.Take(ctx, "newcomer", p, t0, 1)
+				assert.Zero(t, s.Stats().LimitedEvictions)
+				for i := 0; i < minShardKeys; i++ {
+					if i == spare {
+						continue
+					}
+					d, _ := s.Take(ctx, "k"+strconv.Itoa(i), p, t0, 1)
+					require.False(t, d.Allowed, "trial %d: limited key %d was evicted, spare %d", trial, i, spare)
+				}
+				s.Close()
+			}
+		})
+	}
+}
