@@ -147,14 +147,14 @@ func TestBudgetHoldsForEveryAlgorithm(t *testing.T) {
 		{Name: "log", Algorithm: core.SlidingWindowLog, Limits: []core.Limit{core.PerHour(300)}},
 		{Name: "log4", Algorithm: core.SlidingWindowLog, Limits: []core.Limit{core.PerHour(3)}},
 	}
-	for round := 0; round < 12; round++ {
-		budget := 100<<10 + rng.IntN(3<<20)
+	for round := 0; round < 6; round++ {
+		budget := 100<<10 + rng.IntN(1<<20)
 		for _, p := range policies {
 			s := MustNew(WithMaxStateBytes(budget))
 			tab, err := s.lookup(p)
 			require.NoError(t, err)
 			capKeys := tab.shardCap << (64 - tab.shift)
-			for i := 0; i < capKeys*2; i++ {
+			for i := 0; i < capKeys*3/2; i++ {
 				s.Take(context.Background(), strconv.Itoa(i), p, t0, 1)
 			}
 			st := s.Stats()
@@ -206,9 +206,10 @@ func TestTableSizing(t *testing.T) {
 	}
 }
 
-// TestLimitedKeySurvivesWhileAnyKeyHasQuota: in a one-shard table whose
-// keys are all limited but one, a new key evicts that one, wherever it
-// sits, and every limited key keeps its state.
+// TestLimitedKeySurvivesWhileAnyKeyHasQuota: in a one-shard table of 64
+// keys, all limited but one that has spent a random part of its quota, a
+// new key evicts that one, wherever it sits, and every limited key keeps
+// its state.
 func TestLimitedKeySurvivesWhileAnyKeyHasQuota(t *testing.T) {
 	rng := rand.New(rand.NewPCG(5, 6))
 	ctx := context.Background()
@@ -223,7 +224,8 @@ func TestLimitedKeySurvivesWhileAnyKeyHasQuota(t *testing.T) {
 				for i := 0; i < minShardKeys; i++ {
 					k := "k" + strconv.Itoa(i)
 					if i == spare {
-						s.Take(ctx, k, p, t0, 1)
+						_, err := s.Take(ctx, k, p, t0, int64(1+rng.IntN(9))) // some quota left
+						require.NoError(t, err)
 						continue
 					}
 					exhaust(t, s, p, k, t0)

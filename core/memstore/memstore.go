@@ -46,7 +46,7 @@ const (
 	recentSize = 8
 	probeSize  = 8
 	sampleSize = 8
-	scanSize   = 64
+	scanSize   = minShardKeys // a whole shard of the smallest size
 )
 
 // Store is the embedded, in-process store: a sharded open-addressing hash
@@ -74,22 +74,24 @@ const (
 //  2. else, among the candidates (the shard's 8 newest keys, 8 keys of
 //     the new key's probe run, 8 pseudo-random keys and, when none of
 //     those has quota left, the next 64 keys of a scan that resumes where
-//     the last stopped), the key with the most quota left relative to its
-//     limit (ties: the one expiring soonest), counted in Stats.Evictions;
-//  3. only when no candidate has any quota left, the newest candidate key
-//     (the most recently inserted), also counted in Stats.LimitedEvictions.
+//     the last one stopped), the key with the most quota left relative to
+//     its limit (ties: the one expiring soonest; a key that has spent at
+//     most one unit is taken at once), counted in Stats.Evictions;
+//  3. only when no candidate has any quota left, the newest candidate (the
+//     most recently inserted key), also counted in Stats.LimitedEvictions.
 //
-// So a key that is currently limited (no quota left) keeps its state
-// through any flood of new keys that still have quota: each such key is
-// itself the better victim, and a flood evicts its own keys. A limited key
-// can be evicted only once the candidates of its shard are all limited,
-// and then the newest goes first, so the longer a key has been limited,
-// the safer its state. Forcing that state costs an attacker at least one
-// limit's worth of requests per key for a shard's worth of keys, and is
-// visible in LimitedEvictions: raise the cap if it grows. Eviction does a
-// bounded amount of work (at most 88 candidates) under the shard lock.
-// Expired keys are dropped by a background sweeper, one shard lock at a
-// time, never on the request path.
+// The guarantee: a key that is limited (no quota left) is never evicted
+// while a candidate has quota left, so a flood of new keys, which have
+// quota left after their requests, never gives a limited key a fresh
+// quota: each flood key is the better victim, and the flood evicts its own
+// keys. When every candidate is limited (a limit of one request, or an
+// attacker spending a key's whole quota on each of a shard's worth of
+// keys), the newest goes first, so again a flood evicts its own keys
+// before the keys limited before it. An evicted key that had quota left
+// starts afresh: it may get up to the quota it had spent again.
+// Eviction considers at most 88 keys under the shard lock (every key of a
+// shard of 64). Expired keys are dropped by a background sweeper, one
+// shard lock at a time, never on the request path.
 //
 // Two distinct keys whose 64-bit seeded hashes collide share state; the
 // seed is random per Store, so an attacker cannot aim for a collision.
@@ -623,8 +625,8 @@ type evictor struct {
 }
 
 // consider scores slot i and reports whether to stop looking: i has
-// expired or has its whole quota left, so evicting it loses (almost)
-// nothing.
+// expired, or has spent at most one unit of its quota, so evicting it
+// loses (almost) nothing.
 func (e *evictor) consider(i int) bool {
 	st := e.sh.state(e.t, i)
 	exp := e.t.policy.ExpiresAt(st, e.now)
@@ -642,7 +644,7 @@ func (e *evictor) consider(i int) bool {
 	if e.slot < 0 || rem*e.capa > e.rem*capa || rem*e.capa == e.rem*capa && exp < e.exp {
 		e.slot, e.rem, e.capa, e.exp, e.live = i, rem, capa, exp, true
 	}
-	return rem >= capa
+	return rem > 0 && rem >= capa-1
 }
 
 // evict drops one key to make room for h.
