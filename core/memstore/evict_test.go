@@ -4,6 +4,7 @@ import (
 	"context"
 	"math/rand/v2"
 	"runtime"
+	"slices"
 	"strconv"
 	"testing"
 	"time"
@@ -131,7 +132,8 @@ func TestSlidingLogFloodWithinBudget(t *testing.T) {
 	runtime.GC()
 	runtime.ReadMemStats(&after)
 	grown := int64(after.HeapAlloc) - int64(before.HeapAlloc)
-	assert.Less(t, grown, int64(budget)*11/10, "the heap grew by %d bytes for a %d-byte budget", grown, budget)
+	assert.LessOrEqual(t, grown, int64(budget), "the heap grew by %d bytes for a %d-byte budget", grown, budget)
+	assert.InDelta(t, st.Bytes, grown, float64(budget)/50, "the store's account matches the heap")
 	runtime.KeepAlive(s)
 }
 
@@ -199,7 +201,7 @@ func TestTableSizing(t *testing.T) {
 			assert.LessOrEqual(t, total, DefaultMaxKeys)
 		}
 		if maxKeys == 0 || len(opts) == 2 {
-			held := n*tab.shardBytes(tab.shardCap) + int(unsafeSizeofTable)
+			held := n*tab.shardBytes(tab.shardCap) + allocBytes(int(unsafeSizeofTable))
 			assert.LessOrEqual(t, held, budget)
 		}
 		assert.True(t, tab.shardCap >= minShardKeys || n == 1, "%d shards of %d keys", n, tab.shardCap)
@@ -243,5 +245,16 @@ func TestLimitedKeySurvivesWhileAnyKeyHasQuota(t *testing.T) {
 				s.Close()
 			}
 		})
+	}
+}
+
+// TestAllocBytes checks the size classes the budget counts with against
+// the running Go allocator.
+func TestAllocBytes(t *testing.T) {
+	for n := 1; n <= 40<<10; n += 1 + n/64 {
+		require.Equal(t, cap(slices.Grow([]byte(nil), n)), allocBytes(n), "%d bytes", n)
+	}
+	for _, n := range []int{64 << 10, 512512, 1 << 20, 3<<20 + 1} {
+		require.Equal(t, cap(slices.Grow([]byte(nil), n)), allocBytes(n), "%d bytes", n)
 	}
 }

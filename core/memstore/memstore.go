@@ -284,7 +284,7 @@ func (s *Store) Stats() Stats {
 	st := Stats{Evictions: s.evictions.Load(), LimitedEvictions: s.limitedEvictions.Load()}
 	for _, t := range *s.tables.Load() {
 		st.Policies++
-		st.Bytes += int64(unsafe.Sizeof(*t))
+		st.Bytes += int64(allocBytes(int(unsafe.Sizeof(*t))))
 		for i := range t.shards {
 			sh := &t.shards[i]
 			sh.mu.Lock()
@@ -427,7 +427,7 @@ func (s *Store) newTable(c *core.Compiled) (*table, error) {
 func slotsFor(per int) int { return max(minSlots, 1<<bits.Len(uint(per*8/7))) }
 
 // shardBytes is the most a shard of per keys holds: slots, state chunks
-// and their index, and the scratch state.
+// and their index, and the scratch state, as allocated.
 func (t *table) shardBytes(per int) int {
 	if per == 0 {
 		return 0
@@ -436,16 +436,18 @@ func (t *table) shardBytes(per int) int {
 	if t.inline {
 		w = t.words
 	}
-	b := 8*slotsFor(per)*(1+w) + 8*t.words
+	slots := slotsFor(per)
+	b := allocBytes(8*slots) + allocBytes(8*slots*w) + allocBytes(8*t.words)
 	if !t.inline {
-		b += 8*per*t.words + 24*((per+chunkSize-1)/chunkSize)
+		b += per/chunkSize*allocBytes(8*chunkSize*t.words) + allocBytes(8*(per%chunkSize)*t.words) +
+			indexBytes((per+chunkSize-1)/chunkSize)
 	}
 	return b
 }
 
 // fit is the most keys per shard whose n shards fit budget bytes.
 func (t *table) fit(n, budget int) int {
-	avail := budget - int(unsafe.Sizeof(table{}))
+	avail := budget - allocBytes(int(unsafe.Sizeof(table{})))
 	lo, hi := 0, DefaultMaxKeys // invariant: lo fits
 	for lo < hi {
 		m := int(uint(lo+hi+1) >> 1)
@@ -489,14 +491,41 @@ func (sh *shard) entry(t *table, ref int64) []int64 {
 	return c[off : off+t.words : off+t.words]
 }
 
-// bytes is the memory the shard holds.
+// bytes is the memory the shard holds, as allocated.
 func (sh *shard) bytes() int64 {
-	b := 8*int64(cap(sh.keys)+cap(sh.vals)+cap(sh.scratch)) + 24*int64(cap(sh.chunks))
-	for _, c := range sh.chunks {
-		b += 8 * int64(cap(c))
+	b := allocBytes(8*cap(sh.keys)) + allocBytes(8*cap(sh.vals)) + allocBytes(8*cap(sh.scratch))
+	if sh.chunks != nil {
+		b += indexBytes(cap(sh.chunks))
 	}
-	return b
+	for _, c := range sh.chunks {
+		b += allocBytes(8 * cap(c))
+	}
+	return int64(b)
 }
+
+// sizeClasses are the Go allocator's size classes for small objects
+// (internal/runtime/gc); TestAllocBytes checks them against the runtime.
+var sizeClasses = [...]uint16{8, 16, 24, 32, 48, 64, 80, 96, 112, 128, 144, 160, 176, 192, 208, 224, 240, 256,
+	288, 320, 352, 384, 416, 448, 480, 512, 576, 640, 704, 768, 896, 1024, 1152, 1280, 1408, 1536, 1792, 2048,
+	2304, 2688, 3072, 3200, 3456, 4096, 4864, 5376, 6144, 6528, 6784, 6912, 8192, 9472, 9728, 10240, 10880,
+	12288, 13568, 14336, 16384, 18432, 19072, 20480, 21760, 24576, 27264, 28672, 32768}
+
+// allocBytes is what the Go allocator takes for an n-byte object without
+// pointers: its size class up to 32 KiB, whole 8 KiB pages above.
+func allocBytes(n int) int {
+	if n <= 0 {
+		return 0
+	}
+	if n > 32<<10 {
+		return (n + 8<<10 - 1) &^ (8<<10 - 1)
+	}
+	i, _ := slices.BinarySearch(sizeClasses[:], uint16(n))
+	return int(sizeClasses[i])
+}
+
+// indexBytes is what an index of n chunks takes (slice headers, with the
+// allocator's 8-byte header for objects with pointers).
+func indexBytes(n int) int { return allocBytes(24*n + 8) }
 
 // take decides for hash h, inserting the key when the decision changes a
 // fresh state (a peek or a denial of a new key stores nothing).
