@@ -2,6 +2,7 @@ package memstore
 
 import (
 	"context"
+	"hash/maphash"
 	"math/rand/v2"
 	"runtime"
 	"slices"
@@ -256,5 +257,117 @@ func TestAllocBytes(t *testing.T) {
 	}
 	for _, n := range []int{64 << 10, 512512, 1 << 20, 3<<20 + 1} {
 		require.Equal(t, cap(slices.Grow([]byte(nil), n)), allocBytes(n), "%d bytes", n)
+	}
+}
+
+// shardCensus lists the hashes of the limited keys p's table holds at
+// now, and counts those with quota left.
+func shardCensus(t *testing.T, s *Store, p *core.Policy, now time.Time) (limited []uint64, withQuota int) {
+	tab, err := s.lookup(p)
+	require.NoError(t, err)
+	for i := range tab.shards {
+		sh := &tab.shards[i]
+		sh.mu.Lock()
+		for j, k := range sh.keys {
+			if k == 0 {
+				continue
+			}
+			if tab.policy.Decide(sh.state(tab, j), now.UnixMicro(), 0).Remaining > 0 {
+				withQuota++
+			} else {
+				limited = append(limited, k)
+			}
+		}
+		sh.mu.Unlock()
+	}
+	return limited, withQuota
+}
+
+// checkEviction drives the traffic data encodes through a one-shard table
+// of 64 keys and checks the eviction guarantee after every request: a key
+// that was limited just before is still held and limited just after,
+// unless the request evicted a limited key (Stats.LimitedEvictions), which
+// happens only when every key of the shard was limited (the candidates
+// cover a whole shard of 64). Each request is two bytes: the key (below
+// 128 one of 8 hot keys, else a new key) and the cost (2 bits) with the
+// time step in ms (6 bits).
+func checkEviction(t *testing.T, data []byte) {
+	if len(data) < 1 {
+		return
+	}
+	l := []core.Limit{core.PerMinute(3)}
+	policies := []*core.Policy{
+		{Name: "gcra", Algorithm: core.GCRA, Limits: l},
+		{Name: "token_bucket", Algorithm: core.TokenBucket, Limits: l},
+		{Name: "fixed_window", Algorithm: core.FixedWindow, Limits: l},
+		{Name: "sliding_log", Algorithm: core.SlidingWindowLog, Limits: l},
+		{Name: "sliding_counter", Algorithm: core.SlidingWindowCounter, Buckets: 6, Limits: l},
+		{Name: "gcra_two_limits", Algorithm: core.GCRA, Limits: []core.Limit{core.PerMinute(3), core.PerHour(5)}},
+		{Name: "fixed_window_counted", Algorithm: core.FixedWindow, CountDenied: true, Limits: l},
+		{Name: "gcra_one", Algorithm: core.GCRA, Limits: []core.Limit{core.PerMinute(1)}},
+	}
+	p := policies[int(data[0])%len(policies)]
+	s := MustNew(WithMaxKeys(minShardKeys))
+	defer s.Close()
+	ctx := context.Background()
+	now, fresh := t0, 0
+	for i := 1; i+1 < len(data); i += 2 {
+		a, b := data[i], data[i+1]
+		key := "hot" + strconv.Itoa(int(a%8))
+		if a >= 128 {
+			fresh++
+			key = "new" + strconv.Itoa(fresh)
+		}
+		now = now.Add(time.Duration(b>>2) * time.Millisecond)
+		limited, withQuota := shardCensus(t, s, p, now)
+		before := s.Stats().LimitedEvictions
+		_, err := s.Take(ctx, key, p, now, int64(b&3))
+		require.NoError(t, err)
+		if s.Stats().LimitedEvictions != before {
+			require.Zero(t, withQuota, "%s: a limited key was evicted while %d keys had quota left", p.Name, withQuota)
+			continue
+		}
+		tab, _ := s.lookup(p)
+		sh := &tab.shards[0]
+		for _, h := range limited {
+			j := sh.find(h)
+			require.GreaterOrEqual(t, j, 0, "%s: a limited key was evicted at request %d (%s)", p.Name, i/2, key)
+			if h != maphash.String(s.seed, key)|1 {
+				require.Zero(t, tab.policy.Decide(sh.state(tab, j), now.UnixMicro(), 0).Remaining)
+			}
+		}
+	}
+}
+
+// FuzzEvictionKeepsLimitedKeys: see checkEviction.
+func FuzzEvictionKeepsLimitedKeys(f *testing.F) {
+	rng := rand.New(rand.NewPCG(7, 8))
+	for i := 0; i < 8; i++ {
+		data := make([]byte, 1+2*(200+rng.IntN(400)))
+		for j := range data {
+			data[j] = byte(rng.Uint32())
+		}
+		data[0] = byte(i)
+		f.Add(data)
+	}
+	f.Fuzz(checkEviction)
+}
+
+// TestEvictionKeepsLimitedKeys runs checkEviction over random traffic
+// mixes (hot keys that get limited, a stream of new keys, quiet gaps).
+func TestEvictionKeepsLimitedKeys(t *testing.T) {
+	rng := rand.New(rand.NewPCG(9, 10))
+	for i := 0; i < 64; i++ {
+		hot := 1 + rng.IntN(255) // of 256: the share of hot-key requests
+		data := make([]byte, 1+2*1000)
+		data[0] = byte(i)
+		for j := 1; j+1 < len(data); j += 2 {
+			data[j] = byte(128 + rng.IntN(128))
+			if rng.IntN(256) < hot {
+				data[j] = byte(rng.IntN(8))
+			}
+			data[j+1] = byte(rng.IntN(4)) | byte(rng.IntN(1+rng.IntN(64)))<<2
+		}
+		checkEviction(t, data)
 	}
 }
