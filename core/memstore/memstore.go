@@ -28,6 +28,8 @@ const (
 	// DefaultMaxPolicies caps the distinct policy names a Store holds
 	// tables for.
 	DefaultMaxPolicies = 1024
+	// maxKeysLimit bounds WithMaxKeys (far above any memory).
+	maxKeysLimit int64 = 1 << 32
 	// DefaultSweepInterval is how often the background sweeper drops
 	// expired keys.
 	DefaultSweepInterval = time.Minute
@@ -134,8 +136,9 @@ var _ core.LocalStore = (*Store)(nil)
 type Option func(*Store)
 
 // WithMaxKeys caps the keys held per policy (default: what fits the memory
-// budget, at most DefaultMaxKeys). n must be > 0. Given alone, it replaces
-// the default budget; with WithMaxStateBytes, the smaller cap applies.
+// budget, at most DefaultMaxKeys). n must be in (0, 2^32]. Given alone, it
+// replaces the default budget; with WithMaxStateBytes, the smaller cap
+// applies.
 func WithMaxKeys(n int) Option { return func(s *Store) { s.maxKeys = n } }
 
 // WithMaxStateBytes sets the memory budget of each policy's table
@@ -173,8 +176,8 @@ func New(opts ...Option) (*Store, error) {
 		o(s)
 	}
 	switch {
-	case s.maxKeys < 0:
-		return nil, fmt.Errorf("memstore: WithMaxKeys(%d): the cap must be > 0", s.maxKeys)
+	case s.maxKeys < 0 || int64(s.maxKeys) > maxKeysLimit:
+		return nil, fmt.Errorf("memstore: WithMaxKeys(%d): the cap must be in (0, 2^32]", s.maxKeys)
 	case s.maxBytes <= 0:
 		return nil, fmt.Errorf("memstore: WithMaxStateBytes(%d): the budget must be > 0", s.maxBytes)
 	case s.maxPolicies <= 0:

@@ -20,7 +20,7 @@ func gcraPolicy(name string) *core.Policy {
 }
 
 func TestKeyCapEvictsExpiredFirst(t *testing.T) {
-	s := MustNew(WithMaxKeys(numShards)) // one key per shard
+	s := MustNew(WithMaxKeys(numShards)) // 4 shards of 64 keys
 	defer s.Close()
 	ctx := context.Background()
 	p := gcraPolicy("cap")
@@ -146,6 +146,10 @@ func TestPolicyNameConflict(t *testing.T) {
 func TestOptionsValidate(t *testing.T) {
 	_, err := New(WithMaxKeys(-1))
 	assert.ErrorContains(t, err, "WithMaxKeys")
+	if big := int64(1)<<32 + 1; int64(int(big)) == big { // 64-bit ints
+		_, err = New(WithMaxKeys(int(big)))
+		assert.ErrorContains(t, err, "WithMaxKeys")
+	}
 	_, err = New(WithSweepInterval(0))
 	assert.ErrorContains(t, err, "WithSweepInterval")
 	_, err = New(WithClock(nil))
