@@ -365,9 +365,9 @@ func FuzzEvictionKeepsLimitedKeys(f *testing.F) {
 // mixes (hot keys that get limited, a stream of new keys, quiet gaps).
 func TestEvictionKeepsLimitedKeys(t *testing.T) {
 	rng := rand.New(rand.NewPCG(9, 10))
-	for i := 0; i < 64; i++ {
+	for i := 0; i < 32; i++ {
 		hot := 1 + rng.IntN(255) // of 256: the share of hot-key requests
-		data := make([]byte, 1+2*1000)
+		data := make([]byte, 1+2*600)
 		data[0] = byte(i)
 		for j := 1; j+1 < len(data); j += 2 {
 			data[j] = byte(128 + rng.IntN(128))
