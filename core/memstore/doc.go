@@ -11,10 +11,10 @@
 // budget ([WithMaxStateBytes], 512 MiB by default) that covers the slots,
 // the state and the buffers. At the cap a new key evicts an expired key if
 // there is one, else the candidate with the most quota left, so a flood of
-// new keys evicts its own keys and never gives a limited key (say, a
-// username under attack on a login limit) a fresh quota; see [Store] for
-// the exact rule and its limits. A background sweeper drops expired keys
-// one shard at a time; [Store.Close] stops it.
+// new keys evicts its own keys, not a key that has spent its quota (say, a
+// username under attack on a login limit), which would start afresh; see
+// [Store] for the exact rule and its limits. A background sweeper drops
+// expired keys one shard at a time; [Store.Close] stops it.
 //
 // Policies are matched by name: Limiters built from equal policies share
 // state, so building one per request still limits (building one at start-up

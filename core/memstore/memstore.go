@@ -59,9 +59,10 @@ const (
 // key 24 bytes; tables stay between 7/16 and 7/8 full. Sliding-log and
 // sliding-counter state lives in chunks outside the table. Each policy's
 // table holds at most its key cap, and what it holds (slots, state,
-// buffers, as reported by Stats.Bytes) stays within the memory budget
-// (WithMaxStateBytes); growing a shard briefly also holds its previous
-// slot arrays until the garbage collector frees them.
+// buffers, counted as the Go allocator takes them and reported by
+// Stats.Bytes) stays within the memory budget (WithMaxStateBytes, unless
+// WithMaxKeys alone replaced it); growing a shard briefly also holds its
+// previous slot arrays until the garbage collector frees them.
 //
 // Key cap: WithMaxKeys, or the keys that fit the budget (at most
 // DefaultMaxKeys), or the smaller of the two when both options are given;
@@ -270,8 +271,9 @@ type Stats struct {
 	Keys int
 	// Policies is the number of policy tables (distinct policy names).
 	Policies int
-	// Bytes is the memory the tables hold (slots, state, buffers), over
-	// all policies; each table's share stays within the memory budget.
+	// Bytes is the memory the tables hold (slots, state, buffers, as
+	// allocated), over all policies; each table's share stays within its
+	// memory budget.
 	Bytes int64
 	// Evictions counts live keys dropped to make room under the key cap.
 	Evictions uint64
