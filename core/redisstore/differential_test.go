@@ -124,9 +124,8 @@ func TestDifferential(t *testing.T) {
 }
 
 // TestDifferentialClockBack checks decisions when the clock goes back
-// while the state is alive: a fixed window later than now's stays in
-// force, the token bucket does not refill, the log and counter follow
-// core.
+// while the state is alive: every algorithm normalizes the state as core
+// does (a tat, refill instant, window, bucket or log stamps after now).
 func TestDifferentialClockBack(t *testing.T) {
 	s, _, _ := nodeStore(t)
 	ctx := context.Background()
