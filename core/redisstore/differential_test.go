@@ -246,3 +246,60 @@ func TestDifferentialLargeCounts(t *testing.T) {
 		})
 	}
 }
+
+// TestDifferentialLargeLog drives logs of more than 127 slots, which the
+// scripts read and write slot by slot (GETRANGE, SETRANGE) rather than
+// whole, through random traffic with large costs, huge costs and clock
+// steps back, single and multi-limit (one ring large, one small), and
+// requires core's decisions.
+func TestDifferentialLargeLog(t *testing.T) {
+	s, _, _ := nodeStore(t)
+	ctx := context.Background()
+	for i, pol := range []core.Policy{
+		{Name: "biglog/one", Algorithm: core.SlidingWindowLog, Limits: []core.Limit{core.Per(300, 10*time.Second)}},
+		{Name: "biglog/denied", Algorithm: core.SlidingWindowLog, CountDenied: true, Limits: []core.Limit{core.Per(200, 10*time.Second)}},
+		{Name: "biglog/two", Algorithm: core.SlidingWindowLog, Limits: []core.Limit{core.Per(1000, 20*time.Second), core.Per(60, time.Second)}},
+		{Name: "biglog/two-denied", Algorithm: core.SlidingWindowLog, CountDenied: true, SoftPercent: 10,
+			Limits: []core.Limit{core.Per(500, 20*time.Second), core.Per(150, 2*time.Second)}},
+	} {
+		p := mustPolicy(t, pol)
+		t.Run(p.Name, func(t *testing.T) {
+			rng := rand.New(rand.NewPCG(uint64(i), 77))
+			r := newRef(p)
+			now := epoch
+			outcomes := map[bool]int{}
+			for step := 0; step < 600; step++ {
+				switch x := rng.IntN(20); {
+				case x < 6: // same instant
+				case x < 15:
+					now = now.Add(time.Duration(rng.Int64N(int64(200 * time.Millisecond))))
+				case x < 18:
+					now = now.Add(time.Duration(rng.Int64N(int64(5 * time.Second))))
+				case x == 18:
+					now = now.Add(-time.Duration(rng.Int64N(int64(30 * time.Second)))) // the clock steps back
+				default:
+					now = now.Add(time.Duration(rng.Int64N(int64(30 * time.Second))))
+				}
+				cost := int64(1)
+				switch x := rng.IntN(10); {
+				case x == 0:
+					cost = 0
+				case x < 4:
+					cost = rng.Int64N(80)
+				case x == 4:
+					cost = rng.Int64N(1200)
+				case x == 5 && rng.IntN(4) == 0:
+					cost = 1<<62 + rng.Int64N(1000)
+				}
+				key := []string{"a", "b"}[rng.IntN(2)]
+				want := r.take(key, now, cost)
+				got, err := s.Take(ctx, key, p, now, cost)
+				require.NoError(t, err)
+				require.Equal(t, want, got, "step %d key %s at %v cost %d", step, key, now.Sub(epoch), cost)
+				outcomes[got.Allowed]++
+			}
+			require.Greater(t, outcomes[true], 50)
+			require.Greater(t, outcomes[false], 50)
+		})
+	}
+}
