@@ -401,9 +401,8 @@ func slidingLog(k *plan, st []int64, now, cost int64, mode int) lres {
 		return lo
 	}
 	if at(c-1) > now+1 {
-		for i := search(now + 1); i < c; i++ {
-			ring[(head+i)%c] = now + 1
-		}
+		i := search(now + 1)
+		fillRing(ring, (head+i)%c, c-i, now+1)
 	}
 	lo := search(max(now-w+1, 0)) // stored values > cut are inside; empty slots (0) never are
 	in := c - lo
@@ -411,9 +410,7 @@ func slidingLog(k *plan, st []int64, now, cost int64, mode int) lres {
 	stamp := max(now, newest)
 	if in+cost <= c {
 		if mode != evalOnly && cost > 0 {
-			for i := int64(0); i < cost; i++ {
-				ring[(head+i)%c] = stamp + 1
-			}
+			fillRing(ring, head, cost, stamp+1)
 			st[0] = (head + cost) % c
 		}
 		r := lres{ok: true, remaining: c - in - cost}
@@ -431,13 +428,23 @@ func slidingLog(k *plan, st []int64, now, cost int64, mode int) lres {
 	}
 	if mode == writeAlways {
 		n := min(cost, c)
-		for i := int64(0); i < n; i++ {
-			ring[(head+i)%c] = stamp + 1
-		}
+		fillRing(ring, head, n, stamp+1)
 		st[0] = (head + n) % c
 		r.resetAfter = stamp + w - now
 	}
 	return r
+}
+
+// fillRing sets n (at most len(ring)) slots of ring from slot j on,
+// wrapping, to v.
+func fillRing(ring []int64, j, n, v int64) {
+	a := min(n, int64(len(ring))-j)
+	for i := range ring[j : j+a] {
+		ring[j+int64(i)] = v
+	}
+	for i := range ring[:n-a] {
+		ring[i] = v
+	}
 }
 
 // counter reads the sliding counter's buckets: bucket j lives in slot

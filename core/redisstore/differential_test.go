@@ -250,14 +250,16 @@ func TestDifferentialLargeCounts(t *testing.T) {
 // TestDifferentialLargeLog drives logs of more than 127 slots, which the
 // scripts read and write slot by slot (GETRANGE, SETRANGE) rather than
 // whole, through random traffic with large costs, huge costs and clock
-// steps back, single and multi-limit (one ring large, one small), and
-// requires core's decisions.
+// steps back, single and multi-limit (one ring large, one small), writes
+// of more than one SETRANGE chunk (1024 slots), and requires core's
+// decisions.
 func TestDifferentialLargeLog(t *testing.T) {
 	s, _, _ := nodeStore(t)
 	ctx := context.Background()
 	for i, pol := range []core.Policy{
 		{Name: "biglog/one", Algorithm: core.SlidingWindowLog, Limits: []core.Limit{core.Per(300, 10*time.Second)}},
 		{Name: "biglog/denied", Algorithm: core.SlidingWindowLog, CountDenied: true, Limits: []core.Limit{core.Per(200, 10*time.Second)}},
+		{Name: "biglog/chunks", Algorithm: core.SlidingWindowLog, CountDenied: true, Limits: []core.Limit{core.Per(5000, 10*time.Second)}},
 		{Name: "biglog/two", Algorithm: core.SlidingWindowLog, Limits: []core.Limit{core.Per(1000, 20*time.Second), core.Per(60, time.Second)}},
 		{Name: "biglog/two-denied", Algorithm: core.SlidingWindowLog, CountDenied: true, SoftPercent: 10,
 			Limits: []core.Limit{core.Per(500, 20*time.Second), core.Per(150, 2*time.Second)}},
@@ -287,7 +289,7 @@ func TestDifferentialLargeLog(t *testing.T) {
 				case x < 4:
 					cost = rng.Int64N(80)
 				case x == 4:
-					cost = rng.Int64N(1200)
+					cost = rng.Int64N(p.Limits[0].Requests*6/5 + 1)
 				case x == 5 && rng.IntN(4) == 0:
 					cost = 1<<62 + rng.Int64N(1000)
 				}

@@ -410,15 +410,22 @@ end
 -- the i-th oldest slot
 local function at(s, i) return slot(s, (s.h + i) % s.c) end
 
--- write k copies of v at ring slots j..j+k-1 (j + k <= c)
+-- write k copies of v at ring slots j..j+k-1 (j + k <= c); a large ring
+-- is written by SETRANGE in chunks of at most 1024 slots, so that no large
+-- string is ever built in Lua (building one costs far more than copying it)
 local function put(s, j, k, v)
-  local b = string.rep(struct.pack('<i8', v), k)
   if s.str then
     local str = s.str
     if #str < 8 + 8 * j then str = str .. string.rep('\0', 8 + 8 * j - #str) end
-    s.str = string.sub(str, 1, 8 + 8 * j) .. b .. string.sub(str, 9 + 8 * (j + k))
+    s.str = string.sub(str, 1, 8 + 8 * j) .. string.rep(struct.pack('<i8', v), k) .. string.sub(str, 9 + 8 * (j + k))
   else
-    redis.call('SETRANGE', s.key, 8 + 8 * j, b)
+    local chunk = string.rep(struct.pack('<i8', v), math.min(k, 1024))
+    local off, n = 8 + 8 * j, k
+    while n >= 1024 do
+      redis.call('SETRANGE', s.key, off, chunk)
+      off, n = off + 8192, n - 1024
+    end
+    if n > 0 then redis.call('SETRANGE', s.key, off, string.sub(chunk, 1, 8 * n)) end
   end
   if j + k > s.m then s.m = j + k end
   s.memo = {}
