@@ -179,15 +179,31 @@ func worstCases() []worstCase {
 			func(i int) (time.Duration, int64, bool) {
 				return time.Duration(i) * time.Millisecond, math.MaxInt64, false
 			}},
-		// 3,600 one-second buckets, all full; a cost of the whole capacity
-		// is denied with the latest RetryAfter (every bucket must leave)
-		{"sliding_counter_3600_denied", core.Policy{Name: "w-sc", Algorithm: core.SlidingWindowCounter, Buckets: core.MaxBuckets, Limits: []core.Limit{core.PerHour(360_000)}},
+		// MaxBuckets one-second buckets, all full; a cost of the whole
+		// capacity is denied with the latest RetryAfter (every bucket must
+		// leave)
+		{"sliding_counter_max_buckets_denied", core.Policy{Name: "w-sc", Algorithm: core.SlidingWindowCounter, Buckets: core.MaxBuckets,
+			Limits: []core.Limit{core.Per(core.MaxBuckets*100, core.MaxBuckets*time.Second)}},
 			func(take func(time.Duration, int64) core.Decision) {
 				for j := 0; j < core.MaxBuckets; j++ {
 					take(time.Duration(j)*time.Second, 100)
 				}
 			},
-			func(i int) (time.Duration, int64, bool) { return time.Hour - time.Second, 360_000, false }},
+			func(i int) (time.Duration, int64, bool) {
+				return core.MaxBuckets*time.Second - time.Second, core.MaxBuckets * 100, false
+			}},
+		// the same counter, allowed: every decision reads and writes the
+		// whole window
+		{"sliding_counter_max_buckets_allowed", core.Policy{Name: "w-sca", Algorithm: core.SlidingWindowCounter, Buckets: core.MaxBuckets,
+			Limits: []core.Limit{core.Per(1<<30, core.MaxBuckets*time.Second)}},
+			func(take func(time.Duration, int64) core.Decision) {
+				for j := 0; j < core.MaxBuckets; j++ {
+					take(time.Duration(j)*time.Second, 100)
+				}
+			},
+			func(i int) (time.Duration, int64, bool) {
+				return core.MaxBuckets*time.Second + time.Duration(i)*time.Millisecond, 1, true
+			}},
 	}
 }
 

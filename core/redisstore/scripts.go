@@ -962,9 +962,20 @@ else
   retry = -1
   if cost <= capa then
     local at = (idx + n + 1) * bl
-    local ws = sum
-    for b = idx, idx + n + 1 do
-      if b > idx then ws = ws + bucket(b) - bucket(b - n) end
+    local ws, first = sum, idx
+    if ws > lim and cnt then
+      -- skip the segments whose complete buckets alone exceed lim, one
+      -- leaving bucket each (the buckets after idx are empty)
+      local lo = cur - slots + 1
+      if lo < 0 then lo = 0 end
+      repeat
+        first = first + 1
+        local j = first - n
+        if j <= cur and j >= lo then ws = ws - cnt[j % slots + 2] end
+      until ws <= lim or first > idx + n
+    end
+    for b = first, idx + n + 1 do
+      if b > first then ws = ws + bucket(b) - bucket(b - n) end
       if ws <= lim then
         local old = bucket(b - n)
         local start = 0
