@@ -23,7 +23,8 @@ import (
 
 // write modes of a per-limit step. In every mode, each algorithm first
 // normalizes a state that only a clock gone back can leave (a tat beyond
-// now + tau, a refill instant after now, a window or bucket after now's,
+// now + tau, a refill instant more than tokens × T after now, a window or
+// bucket after now's,
 // log entries stamped after now) into the nearest state the policy could
 // have written at now: that consumes nothing, and it keeps RetryAfter
 // exact and never longer than the policy allows (a full refill, a window,
@@ -35,7 +36,7 @@ import (
 // golang.org/x/time/rate does with out-of-order times: shared stores should
 // decide on one clock (the Redis store's default, the server's TIME).
 const (
-	evalOnly    = iota // compute the outcome, consume nothing (see normalization below)
+	evalOnly    = iota // compute the outcome, consume nothing (but normalize, see above)
 	writeIfOK          // consume when allowed
 	writeAlways        // consume when allowed; when denied, count it (capped)
 )
@@ -149,6 +150,19 @@ func (p *Policy) ExpiresAt(state []int64, now int64) int64 {
 // with RetryAfter Never in O(1) whatever its size (the arithmetic never
 // overflows): it consumes nothing, or under CountDenied a full bucket or
 // window, exactly as a cost of capacity + 1 would.
+//
+// A state that only a clock gone back can leave (a GCRA tat beyond
+// now + capacity × T, a window, bucket or log entry after now) is first
+// normalized, in place and in every call (a peek included), into the
+// nearest state the policy could have written at now: no decision ever
+// asks for a longer wait than the policy allows (a full refill, a window,
+// or a window and a bucket for the sliding counter), so a clock stepped
+// back, or corrected after running fast, never locks a key out. The price:
+// if callers sharing state pass instants from clocks that differ by D and
+// alternate on one key, each switch from the slower clock to the faster
+// may grant up to D of refill (at most a full bucket or window), as
+// golang.org/x/time/rate does for out-of-order instants. Decide on one
+// clock where state is shared.
 func (c *Compiled) Decide(state []int64, now, cost int64) (d Decision) {
 	if cost < 0 {
 		cost = 0
