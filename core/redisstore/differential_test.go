@@ -247,7 +247,7 @@ func TestDifferentialLargeCounts(t *testing.T) {
 	}
 }
 
-// TestDifferentialLargeLog drives logs of more than 127 slots, which the
+// TestDifferentialLargeLog drives logs of more than 2048 slots, which the
 // scripts read and write slot by slot (GETRANGE, SETRANGE) rather than
 // whole, through random traffic with large costs, huge costs and clock
 // steps back, single and multi-limit (one ring large, one small), writes
@@ -257,12 +257,13 @@ func TestDifferentialLargeLog(t *testing.T) {
 	s, _, _ := nodeStore(t)
 	ctx := context.Background()
 	for i, pol := range []core.Policy{
-		{Name: "biglog/one", Algorithm: core.SlidingWindowLog, Limits: []core.Limit{core.Per(300, 10*time.Second)}},
-		{Name: "biglog/denied", Algorithm: core.SlidingWindowLog, CountDenied: true, Limits: []core.Limit{core.Per(200, 10*time.Second)}},
+		{Name: "biglog/one", Algorithm: core.SlidingWindowLog, Limits: []core.Limit{core.Per(3000, 10*time.Second)}},
+		{Name: "biglog/denied", Algorithm: core.SlidingWindowLog, CountDenied: true, Limits: []core.Limit{core.Per(2500, 10*time.Second)}},
+		{Name: "biglog/small", Algorithm: core.SlidingWindowLog, CountDenied: true, Limits: []core.Limit{core.Per(300, 10*time.Second)}},
 		{Name: "biglog/chunks", Algorithm: core.SlidingWindowLog, CountDenied: true, Limits: []core.Limit{core.Per(5000, 10*time.Second)}},
-		{Name: "biglog/two", Algorithm: core.SlidingWindowLog, Limits: []core.Limit{core.Per(1000, 20*time.Second), core.Per(60, time.Second)}},
+		{Name: "biglog/two", Algorithm: core.SlidingWindowLog, Limits: []core.Limit{core.Per(4000, 20*time.Second), core.Per(60, time.Second)}},
 		{Name: "biglog/two-denied", Algorithm: core.SlidingWindowLog, CountDenied: true, SoftPercent: 10,
-			Limits: []core.Limit{core.Per(500, 20*time.Second), core.Per(150, 2*time.Second)}},
+			Limits: []core.Limit{core.Per(2500, 20*time.Second), core.Per(150, 2*time.Second)}},
 	} {
 		p := mustPolicy(t, pol)
 		t.Run(p.Name, func(t *testing.T) {

@@ -329,9 +329,9 @@ end
 // little-endian integer), then the ring's slots from slot 0 (8-byte
 // little-endian timestamps+1); slots past the end of the string were never
 // written (0). Stamps are max(now, newest), so the ring is sorted from the
-// head and searched by binary search. A ring of more than 127 slots is
-// never read or written whole: each probe is a GETRANGE of one slot and
-// each write a SETRANGE of the slots written, so a decision moves
+// head and searched by binary search. A ring of more than 2048 slots
+// (16 KB) is never read or written whole: each probe is a GETRANGE of one
+// slot and each write a SETRANGE of the slots written, so a decision moves
 // O(log C + cost) bytes (a denied one O(log C)), not the whole log. Smaller
 // rings are read with GET and written with SET. ARGV per limit: window W,
 // capacity C, soft. Also serves one limit (luaSlidingLog1 is the same body
@@ -361,16 +361,17 @@ end
 const luaLogBody = `
 local EVAL, IFOK, ALWAYS = 0, 1, 2
 
--- L[i]: limit i's ring. h head, m slots stored, c capacity, str the whole
--- value when the ring is small (read with GET, written with SET), else
--- nil (slots read with GETRANGE and written with SETRANGE), memo the
--- slots read so far.
+-- L[i]: limit i's ring. h head, m slots stored, c capacity, memo the
+-- slots read so far, newest the newest slot once known after a write, str
+-- the value: a ring of at most 2048 slots (16 KB, whole) is read with
+-- GET, updated in Lua and written with SET; a larger one is read slot by
+-- slot with GETRANGE and written with SETRANGE.
 local L = {}
 for i = 1, nl do
   local key, c = KEYS[i], CAP[i]
-  local s = {key = key, c = c, h = 0, m = 0, memo = {}, dirty = false, existed = false}
+  local s = {key = key, c = c, h = 0, m = 0, memo = {}, dirty = false, existed = false, whole = c <= 2048}
   local len
-  if 8 + 8 * c <= 1024 then
+  if s.whole then
     local v = redis.call('GET', key)
     if v then s.str, len = v, #v else s.str, len = '', 0 end
   else
@@ -380,7 +381,7 @@ for i = 1, nl do
     s.existed = true
     local h = -1
     if len >= 16 and len % 8 == 0 and (len - 8) / 8 <= c then
-      if s.str then h = struct.unpack('<i8', s.str) else h = struct.unpack('<i8', redis.call('GETRANGE', key, 0, 7)) end
+      if s.whole then h = struct.unpack('<i8', s.str) else h = struct.unpack('<i8', redis.call('GETRANGE', key, 0, 7)) end
     end
     if h >= 0 and h < c then
       s.h, s.m = h, (len - 8) / 8
@@ -388,7 +389,7 @@ for i = 1, nl do
       -- not this layout: start afresh
       redis.call('DEL', key)
       s.existed = false
-      if s.str then s.str = '' end
+      s.str = ''
     end
   end
   L[i] = s
@@ -397,13 +398,10 @@ end
 -- ring slot j (0-based); slots never written are 0
 local function slot(s, j)
   if j >= s.m then return 0 end
+  if s.whole then return (struct.unpack('<i8', s.str, 9 + 8 * j)) end
   local x = s.memo[j]
   if x then return x end
-  if s.str then
-    x = struct.unpack('<i8', s.str, 9 + 8 * j)
-  else
-    x = struct.unpack('<i8', redis.call('GETRANGE', s.key, 8 + 8 * j, 15 + 8 * j))
-  end
+  x = struct.unpack('<i8', redis.call('GETRANGE', s.key, 8 + 8 * j, 15 + 8 * j))
   s.memo[j] = x
   return x
 end
@@ -414,7 +412,7 @@ local function at(s, i) return slot(s, (s.h + i) % s.c) end
 -- is written by SETRANGE in chunks of at most 1024 slots, so that no large
 -- string is ever built in Lua (building one costs far more than copying it)
 local function put(s, j, k, v)
-  if s.str then
+  if s.whole then
     local str = s.str
     if #str < 8 + 8 * j then str = str .. string.rep('\0', 8 + 8 * j - #str) end
     s.str = string.sub(str, 1, 8 + 8 * j) .. string.rep(struct.pack('<i8', v), k) .. string.sub(str, 9 + 8 * (j + k))
@@ -454,6 +452,7 @@ for i = 1, nl do
   if at(s, s.c - 1) > now + 1 then
     local p = search(s, now + 1)
     fill(s, p, s.c - p, now + 1)
+    s.newest = now + 1
   end
 end
 
@@ -470,7 +469,7 @@ local function step(i, mode)
   if inw + cost <= c then
     if mode ~= EVAL and cost > 0 then
       fill(s, 0, cost, stamp + 1)
-      s.h = (s.h + cost) % c
+      s.h, s.newest = (s.h + cost) % c, stamp + 1
     end
     local reset = 0
     if cost > 0 then
@@ -487,7 +486,7 @@ local function step(i, mode)
   if mode == ALWAYS then
     local k = math.min(cost, c)
     fill(s, 0, k, stamp + 1)
-    s.h = (s.h + k) % c
+    s.h, s.newest = (s.h + k) % c, stamp + 1
     reset = stamp + w - now
   end
   return false, c - inw, reset, retry
@@ -534,11 +533,11 @@ end
 for i = 1, nl do
   local s = L[i]
   if s.dirty or (s.existed and redis.call('PTTL', s.key) == -1) then
-    local exp = at(s, s.c - 1)
+    local exp = s.newest or at(s, s.c - 1)
     if exp ~= 0 then exp = exp - 1 + W[i] end
     if exp > now then
       local ttl = string.format('%d', math.ceil((exp - now) / 1000) + pad)
-      if s.dirty and s.str then
+      if s.dirty and s.whole then
         redis.call('SET', s.key, struct.pack('<i8', s.h) .. string.sub(s.str, 9), 'PX', ttl)
       else
         if s.dirty then redis.call('SETRANGE', s.key, 0, struct.pack('<i8', s.h)) end
