@@ -174,6 +174,17 @@ func worstCases() []worstCase {
 			func(i int) (time.Duration, int64, bool) {
 				return time.Hour + time.Duration(i/100)*3600*time.Millisecond + time.Duration(i%100)*time.Microsecond, 1, true
 			}},
+		// the largest ring the Redis store reads and writes whole (256
+		// slots, 2 KB), kept full
+		{"sliding_log_256_full_allowed", core.Policy{Name: "w-log-256", Algorithm: core.SlidingWindowLog, Limits: []core.Limit{core.PerHour(256)}},
+			func(take func(time.Duration, int64) core.Decision) {
+				for j := 0; j < 256; j++ {
+					take(time.Duration(j)*14062500*time.Microsecond, 1)
+				}
+			},
+			func(i int) (time.Duration, int64, bool) {
+				return time.Hour + time.Duration(i)*14062500*time.Microsecond, 1, true
+			}},
 		// a counted huge cost: writes a full window of C stamps every time
 		{"sliding_log_100k_counted_huge_cost", core.Policy{Name: "w-log-c", Algorithm: core.SlidingWindowLog, CountDenied: true, Limits: []core.Limit{core.PerHour(logC)}}, nil,
 			func(i int) (time.Duration, int64, bool) {

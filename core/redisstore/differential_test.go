@@ -247,7 +247,7 @@ func TestDifferentialLargeCounts(t *testing.T) {
 	}
 }
 
-// TestDifferentialLargeLog drives logs of more than 2048 slots, which the
+// TestDifferentialLargeLog drives logs of more than 256 slots, which the
 // scripts read and write slot by slot (GETRANGE, SETRANGE) rather than
 // whole, through random traffic with large costs, huge costs and clock
 // steps back, single and multi-limit (one ring large, one small), writes

@@ -64,7 +64,7 @@
 //	                 string while the deficit is below 1000, else "tokens:last"
 //	SlidingWindowLog core's ring: an 8-byte head, then 8 bytes per slot
 //	                 written so far (at most the capacity), a string;
-//	                 searched by binary search, and above 2048 slots read
+//	                 searched by binary search, and above 256 slots read
 //	                 (GETRANGE) and written (SETRANGE) slot by slot, so a
 //	                 decision moves O(log C + cost) bytes, never the whole log
 //	SlidingWindowCounter 8 bytes + (buckets+1) counts of 1, 2 or 4 bytes

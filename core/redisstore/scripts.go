@@ -329,11 +329,11 @@ end
 // little-endian integer), then the ring's slots from slot 0 (8-byte
 // little-endian timestamps+1); slots past the end of the string were never
 // written (0). Stamps are max(now, newest), so the ring is sorted from the
-// head and searched by binary search. A ring of more than 2048 slots
-// (16 KB) is never read or written whole: each probe is a GETRANGE of one
-// slot and each write a SETRANGE of the slots written, so a decision moves
-// O(log C + cost) bytes (a denied one O(log C)), not the whole log. Smaller
-// rings are read with GET and written with SET. ARGV per limit: window W,
+// head and searched by binary search. A ring holding more than 256 slots
+// (2 KB) is never read or written whole: each probe is a GETRANGE of one
+// slot and each write a SETRANGE of the slots written (in chunks of 1024),
+// so a decision moves O(log C + cost) bytes (a denied one O(log C)), not
+// the whole log. Smaller rings are read with GET and written with SET. ARGV per limit: window W,
 // capacity C, soft. Also serves one limit (luaSlidingLog1 is the same body
 // with the single-limit ARGV).
 const luaSlidingLog = `
@@ -362,20 +362,23 @@ const luaLogBody = `
 local EVAL, IFOK, ALWAYS = 0, 1, 2
 
 -- L[i]: limit i's ring. h head, m slots stored, c capacity, memo the
--- slots read so far, newest the newest slot once known after a write, str
--- the value: a ring of at most 2048 slots (16 KB, whole) is read with
--- GET, updated in Lua and written with SET; a larger one is read slot by
--- slot with GETRANGE and written with SETRANGE.
+-- slots read so far, newest the newest slot once known after a write. A
+-- ring that holds at most WHOLE slots (2 KB) is read with GET into str,
+-- updated in Lua and written with SET (whole); a larger one is read slot
+-- by slot with GETRANGE and written with SETRANGE, and so is one that a
+-- write grows past WHOLE slots.
+local WHOLE = 256
 local L = {}
 for i = 1, nl do
   local key, c = KEYS[i], CAP[i]
-  local s = {key = key, c = c, h = 0, m = 0, memo = {}, dirty = false, existed = false, whole = c <= 2048}
+  local s = {key = key, c = c, h = 0, m = 0, memo = {}, dirty = false, existed = false, whole = true}
   local len
-  if s.whole then
+  if c > WHOLE then len = redis.call('STRLEN', key) end
+  if c <= WHOLE or len <= 8 + 8 * WHOLE then
     local v = redis.call('GET', key)
     if v then s.str, len = v, #v else s.str, len = '', 0 end
   else
-    len = redis.call('STRLEN', key)
+    s.whole = false
   end
   if len > 0 then
     s.existed = true
@@ -412,6 +415,11 @@ local function at(s, i) return slot(s, (s.h + i) % s.c) end
 -- is written by SETRANGE in chunks of at most 1024 slots, so that no large
 -- string is ever built in Lua (building one costs far more than copying it)
 local function put(s, j, k, v)
+  if s.whole and j + k > WHOLE then
+    -- the ring grows past WHOLE slots: write what Lua holds, go on by range
+    if s.dirty then redis.call('SET', s.key, struct.pack('<i8', s.h) .. string.sub(s.str, 9)) end
+    s.whole, s.memo = false, {}
+  end
   if s.whole then
     local str = s.str
     if #str < 8 + 8 * j then str = str .. string.rep('\0', 8 + 8 * j - #str) end
