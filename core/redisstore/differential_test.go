@@ -306,3 +306,25 @@ func TestDifferentialLargeLog(t *testing.T) {
 		})
 	}
 }
+
+// TestDifferentialLogGrowsPastWhole: in one decision, a small ring (read
+// and rewritten whole) is first restamped after the clock went back, then
+// grows past 256 slots (written slot by slot from there): the restamped
+// slots must reach Redis too.
+func TestDifferentialLogGrowsPastWhole(t *testing.T) {
+	s, _, _ := nodeStore(t)
+	ctx := context.Background()
+	p := mustPolicy(t, core.Policy{Name: "grow", Algorithm: core.SlidingWindowLog, Limits: []core.Limit{core.Per(1000, time.Minute)}})
+	r := newRef(p)
+	steps := []struct {
+		at   time.Duration
+		cost int64
+	}{{0, 10}, {-5 * time.Second, 500}, {-4 * time.Second, 0}, {-4 * time.Second, 495}, {55 * time.Second, 600}, {56 * time.Second, 1}, {61 * time.Second, 400}}
+	for i, st := range steps {
+		now := epoch.Add(st.at)
+		want := r.take("k", now, st.cost)
+		got, err := s.Take(ctx, "k", p, now, st.cost)
+		require.NoError(t, err)
+		require.Equal(t, want, got, "step %d at %v cost %d", i, st.at, st.cost)
+	}
+}
