@@ -371,7 +371,7 @@ local WHOLE = 256
 local L = {}
 for i = 1, nl do
   local key, c = KEYS[i], CAP[i]
-  local s = {key = key, c = c, h = 0, m = 0, memo = {}, dirty = false, existed = false, whole = true}
+  local s = {key = key, c = c, h = 0, m = 0, m0 = 0, memo = {}, dirty = false, existed = false, whole = true}
   local len
   if c > WHOLE then len = redis.call('STRLEN', key) end
   if c <= WHOLE or len <= 8 + 8 * WHOLE then
@@ -388,6 +388,7 @@ for i = 1, nl do
     end
     if h >= 0 and h < c then
       s.h, s.m = h, (len - 8) / 8
+      s.m0 = s.m
     else
       -- not this layout: start afresh
       redis.call('DEL', key)
@@ -549,7 +550,13 @@ for i = 1, nl do
         redis.call('SET', s.key, struct.pack('<i8', s.h) .. string.sub(s.str, 9), 'PX', ttl)
       else
         if s.dirty then redis.call('SETRANGE', s.key, 0, struct.pack('<i8', s.h)) end
-        redis.call('PEXPIRE', s.key, ttl)
+        if s.dirty and s.m0 < s.c and s.m == s.c then
+          -- the ring just filled: SETRANGE's growth left spare room in
+          -- the string; rewrite it once at its exact size
+          redis.call('SET', s.key, redis.call('GET', s.key), 'PX', ttl)
+        else
+          redis.call('PEXPIRE', s.key, ttl)
+        end
       end
     elseif s.existed or s.dirty then
       redis.call('DEL', s.key)
