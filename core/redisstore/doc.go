@@ -75,11 +75,13 @@
 //
 // The work of one decision is bounded for every policy validation
 // accepts: O(log C) for a sliding log decision plus the slots it writes
-// (the cost, at most C = 100,000: about 0.2–0.3 ms of Redis CPU for a
-// counted cost of a whole 100,000 log, 30 µs for a denied decision on a
-// full one), and O(buckets) for the sliding counter (at most
-// [core.MaxBuckets] = 600: about 0.1 ms for a denied decision). See
-// BenchmarkWorstCase, which runs a single-limit GCRA (6–7 µs) alongside.
+// (the cost, at most C = 100,000: 30–40 µs of Redis CPU for a decision on
+// a full 100,000-slot log, about 0.2 ms when a counted cost rewrites all
+// of it, about 2 ms the first time a fresh key's ring grows to 100,000
+// slots, as Redis allocates its 800 KB and then rewrites it at its exact
+// size), and O(buckets) for the sliding counter (at most [core.MaxBuckets]
+// = 600: about 0.06–0.1 ms). See BenchmarkWorstCase, which runs a
+// single-limit GCRA (6–7 µs) alongside.
 //
 // # Time
 //
