@@ -137,24 +137,28 @@ func TestDifferentialClockBack(t *testing.T) {
 		{0, 1}, {10 * time.Second, 2}, {5 * time.Second, 1}, {59 * time.Second, 3}, {61 * time.Second, 1},
 		{30 * time.Second, 1}, {62 * time.Second, 4}, {61 * time.Second, 0}, {90 * time.Second, 2}, {70 * time.Second, 5},
 		{80 * time.Second, 1}, {79 * time.Second, 1}, {119 * time.Second, 2}, {121 * time.Second, 1}, {100 * time.Second, 1},
+		// a full window two ahead, a denial back in an earlier window, then the window between
+		{185 * time.Second, 6}, {185 * time.Second, 6}, {100 * time.Second, 1}, {125 * time.Second, 1}, {126 * time.Second, 0},
 	}
 	for _, a := range algs {
 		for _, cd := range []bool{false, true} {
-			p := mustPolicy(t, core.Policy{Name: fmt.Sprintf("back/%s/%v", a, cd), Algorithm: a,
-				Limits: []core.Limit{core.PerMinute(6)}, CountDenied: cd})
-			if a == core.SlidingWindowCounter {
-				p.Buckets = 6
-			}
-			t.Run(p.Name, func(t *testing.T) {
-				r := newRef(p)
-				for i, st := range steps {
-					now := epoch.Add(st.at)
-					want := r.take("k", now, st.cost)
-					got, err := s.Take(ctx, "k", p, now, st.cost)
-					require.NoError(t, err)
-					require.Equal(t, want, got, "step %d at %v cost %d", i, st.at, st.cost)
+			for nl, limits := range [][]core.Limit{{core.PerMinute(6)}, {core.Per(10, 2*time.Minute), core.PerMinute(6)}} {
+				p := mustPolicy(t, core.Policy{Name: fmt.Sprintf("back/%s/%v/%d", a, cd, nl+1), Algorithm: a,
+					Limits: limits, CountDenied: cd})
+				if a == core.SlidingWindowCounter {
+					p.Buckets = 6
 				}
-			})
+				t.Run(p.Name, func(t *testing.T) {
+					r := newRef(p)
+					for i, st := range steps {
+						now := epoch.Add(st.at)
+						want := r.take("k", now, st.cost)
+						got, err := s.Take(ctx, "k", p, now, st.cost)
+						require.NoError(t, err)
+						require.Equal(t, want, got, "step %d at %v cost %d", i, st.at, st.cost)
+					}
+				})
+			}
 		}
 	}
 }
