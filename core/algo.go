@@ -21,9 +21,22 @@ import (
 //	SlidingWindowLog     1+C:     head, then a ring of C timestamps+1 (C = effective capacity)
 //	SlidingWindowCounter 2+N:     current bucket index, then N+1 bucket counts
 
-// write modes of a per-limit step.
+// write modes of a per-limit step. In every mode, each algorithm first
+// normalizes a state that only a clock gone back can leave (a tat beyond
+// now + tau, a refill instant more than tokens × T after now, a window or
+// bucket after now's,
+// log entries stamped after now) into the nearest state the policy could
+// have written at now: that consumes nothing, and it keeps RetryAfter
+// exact and never longer than the policy allows (a full refill, a window,
+// a window and a bucket for the sliding counter). A clock stepped back by
+// D thus never locks a key out for D. The price, when servers whose clocks
+// differ by D share keys under a client-supplied time, is that a key used
+// alternately from both may get up to D of refill (at most a full bucket
+// or window) at each switch from the slow clock to the fast one, as
+// golang.org/x/time/rate does with out-of-order times: shared stores should
+// decide on one clock (the Redis store's default, the server's TIME).
 const (
-	evalOnly    = iota // compute the outcome, change nothing
+	evalOnly    = iota // compute the outcome, consume nothing (but normalize, see above)
 	writeIfOK          // consume when allowed
 	writeAlways        // consume when allowed; when denied, count it (capped)
 )
@@ -133,14 +146,28 @@ func (p *Policy) ExpiresAt(state []int64, now int64) int64 {
 // when allowed, or when denied under CountDenied. A multi-limit decision is
 // all-or-nothing. Decide is pure apart from state; the caller serializes
 // calls per key. cost < 0 is treated as 0 (a peek that consumes nothing);
-// now < 0 as 0.
+// now is clamped to [0, MaxNow]. A cost above a limit's capacity is denied
+// with RetryAfter Never in O(1) whatever its size (the arithmetic never
+// overflows): it consumes nothing, or under CountDenied a full bucket or
+// window, exactly as a cost of capacity + 1 would.
+//
+// A state that only a clock gone back can leave (a GCRA tat beyond
+// now + capacity × T, a window, bucket or log entry after now) is first
+// normalized, in place and in every call (a peek included), into the
+// nearest state the policy could have written at now: no decision ever
+// asks for a longer wait than the policy allows (a full refill, a window,
+// or a window and a bucket for the sliding counter), so a clock stepped
+// back, or corrected after running fast, never locks a key out. The price:
+// if callers sharing state pass instants from clocks that differ by D and
+// alternate on one key, each switch from the slower clock to the faster
+// may grant up to D of refill (at most a full bucket or window), as
+// golang.org/x/time/rate does for out-of-order instants. Decide on one
+// clock where state is shared.
 func (c *Compiled) Decide(state []int64, now, cost int64) (d Decision) {
 	if cost < 0 {
 		cost = 0
 	}
-	if now < 0 {
-		now = 0
-	}
+	now = min(max(now, 0), MaxNow)
 	mode := writeIfOK
 	if c.p.CountDenied {
 		mode = writeAlways
@@ -216,7 +243,17 @@ func (c *Compiled) decision(d *Decision, k *plan, r lres) {
 	}
 }
 
+// MaxNow is the latest instant Decide works with, in µs since the Unix
+// epoch (2^52 µs, in the year 2112): later instants are decided as MaxNow,
+// so that every instant plus any span the policy allows stays below 2^53,
+// exact in the doubles of Redis's Lua and far from int64 overflow.
+const MaxNow = 1 << 52
+
 func (c *Compiled) step(k *plan, st []int64, now, cost int64, mode int) lres {
+	// Every cost above the capacity decides as capacity + 1 (denied, never
+	// retryable, the same capped state written under CountDenied), so no
+	// product or sum below involves more than 2^31 units.
+	cost = min(cost, k.capa+1)
 	switch c.p.Algorithm {
 	case TokenBucket:
 		return tokenBucket(k, st, now, cost, mode)
@@ -240,8 +277,17 @@ func EmissionInterval(l Limit) int64 {
 
 // gcra: state [tat]. T = emission interval, tau = capacity × T. A request
 // of cost c is admitted when max(tat, now) + c×T − now ≤ tau.
+//
+// A tat beyond now + tau cannot be written at now; it means the clock went
+// back (or a client clock ran fast under WithClientTime). It is read as
+// now + tau, an empty bucket, so no stored state implies a wait longer
+// than a full refill (tau): a clock stepped back by an hour costs a user
+// the burst it had, never an hour.
 func gcra(k *plan, st []int64, now, cost int64, mode int) lres {
 	t, tau := k.t, k.tau
+	if st[0] > now+tau {
+		st[0] = now + tau
+	}
 	tat := max(st[0], now)
 	newTat := tat + cost*t
 	if newTat-now <= tau {
@@ -255,9 +301,8 @@ func gcra(k *plan, st []int64, now, cost int64, mode int) lres {
 		r.retryAfter = never
 	}
 	if mode == writeAlways {
-		// counted up to an empty bucket, never lowering a tat that a clock
-		// gone back left further ahead
-		st[0] = max(tat, min(newTat, now+tau))
+		// counted up to an empty bucket
+		st[0] = min(newTat, now+tau)
 		r.resetAfter = st[0] - now
 	}
 	return r
@@ -266,12 +311,15 @@ func gcra(k *plan, st []int64, now, cost int64, mode int) lres {
 // tokenBucket: state [tokens, last]. A new key (last == 0) is full. Whole
 // tokens are added every T since last, the remainder carried, up to the
 // capacity; a full bucket restarts its refill clock at now. A clock that
-// went back adds nothing.
+// went back adds nothing; a last refill so far ahead that a full refill
+// would take longer than capacity × T is moved back to now + tokens × T.
 func tokenBucket(k *plan, st []int64, now, cost int64, mode int) lres {
 	t, capa := k.t, k.capa
 	tokens, last := st[0], st[1]
 	if last == 0 {
 		tokens, last = capa, now
+	} else if last > now+tokens*t {
+		st[1], last = now+tokens*t, now+tokens*t
 	} else if now > last {
 		n := (now - last) / t
 		if tokens+n >= capa {
@@ -306,7 +354,9 @@ const (
 
 // fixedWindow: state [(index mod 2^33) << 31 | count]. Windows are aligned
 // to the epoch: index = now / W. A stored window later than now's (the
-// clock went back) stays in force, so a clock jump never resets a count.
+// clock went back) has its count carried into now's window: a clock jump
+// never resets a count, and never makes a client wait beyond the end of
+// the current window.
 func fixedWindow(k *plan, st []int64, now, cost int64, mode int) lres {
 	w, capa := k.w, k.capa
 	idx := now / w
@@ -314,11 +364,10 @@ func fixedWindow(k *plan, st []int64, now, cost int64, mode int) lres {
 	if count != 0 {
 		stored := uint64(st[0]) >> fwCountBits
 		// signed difference of the 33-bit indexes
-		diff := int64((uint64(idx)-stored)<<fwCountBits) >> fwCountBits
-		if diff > 0 {
+		if diff := int64((uint64(idx)-stored)<<fwCountBits) >> fwCountBits; diff > 0 {
 			count = 0
-		} else {
-			idx -= diff // the stored window, which may lie ahead of a clock that went back
+		} else if diff < 0 {
+			st[0] = int64(uint64(idx)<<fwCountBits) | count
 		}
 	}
 	end := (idx + 1) * w
@@ -341,34 +390,41 @@ func fixedWindow(k *plan, st []int64, now, cost int64, mode int) lres {
 // slidingLog: state [head, ring of C slots]. A slot holds an admitted unit's
 // timestamp + 1 (0 = empty); head is the oldest slot, the next to write.
 // Timestamps are written as max(now, newest), so the ring is sorted from
-// head on even when the clock goes back (which then only delays expiry). A
-// unit stamped ts is inside the window at now while ts > now − W; the
-// request is admitted when the units inside plus cost fit C.
+// head on. Entries stamped after now (the clock went back) are restamped
+// now first. A unit stamped ts is inside the window at now while
+// ts > now − W; the request is admitted when the units inside plus cost
+// fit C. A decision reads O(log C) slots and writes cost (at most C) of
+// them.
 func slidingLog(k *plan, st []int64, now, cost int64, mode int) lres {
 	w := k.w
 	ring := st[1:]
 	c := int64(len(ring))
 	head := st[0]
 	at := func(i int64) int64 { return ring[(head+i)%c] } // i-th oldest
-	cut := max(now-w+1, 0)                                // stored values > cut are inside; empty slots (0) never are
-	// first ring position whose value is inside the window
-	lo, hi := int64(0), c
-	for lo < hi {
-		m := int64(uint64(lo+hi) >> 1)
-		if at(m) > cut {
-			hi = m
-		} else {
-			lo = m + 1
+	// first ring position whose value is > v (c when none)
+	search := func(v int64) int64 {
+		lo, hi := int64(0), c
+		for lo < hi {
+			m := int64(uint64(lo+hi) >> 1)
+			if at(m) > v {
+				hi = m
+			} else {
+				lo = m + 1
+			}
 		}
+		return lo
 	}
+	if at(c-1) > now+1 {
+		i := search(now + 1)
+		fillRing(ring, (head+i)%c, c-i, now+1)
+	}
+	lo := search(max(now-w+1, 0)) // stored values > cut are inside; empty slots (0) never are
 	in := c - lo
 	newest := max(at(c-1)-1, 0) // 0 only when the ring is empty
 	stamp := max(now, newest)
 	if in+cost <= c {
 		if mode != evalOnly && cost > 0 {
-			for i := int64(0); i < cost; i++ {
-				ring[(head+i)%c] = stamp + 1
-			}
+			fillRing(ring, head, cost, stamp+1)
 			st[0] = (head + cost) % c
 		}
 		r := lres{ok: true, remaining: c - in - cost}
@@ -386,13 +442,23 @@ func slidingLog(k *plan, st []int64, now, cost int64, mode int) lres {
 	}
 	if mode == writeAlways {
 		n := min(cost, c)
-		for i := int64(0); i < n; i++ {
-			ring[(head+i)%c] = stamp + 1
-		}
+		fillRing(ring, head, n, stamp+1)
 		st[0] = (head + n) % c
 		r.resetAfter = stamp + w - now
 	}
 	return r
+}
+
+// fillRing sets n (at most len(ring)) slots of ring from slot j on,
+// wrapping, to v.
+func fillRing(ring []int64, j, n, v int64) {
+	a := min(n, int64(len(ring))-j)
+	for i := range ring[j : j+a] {
+		ring[j+int64(i)] = v
+	}
+	for i := range ring[:n-a] {
+		ring[i] = v
+	}
 }
 
 // counter reads the sliding counter's buckets: bucket j lives in slot
@@ -424,15 +490,19 @@ func (c *counter) window(i, n int64) (sum, oldest int64) {
 //	(sum of buckets i−N+1..i) + bucket(i−N) × ((L − e) / L)
 //
 // in float64, in exactly that order (see estimate). Admitted when
-// estimate ≤ capacity − cost. A clock that went back is evaluated at the
-// start of the stored current bucket (the oldest bucket fully counted).
+// estimate ≤ capacity − cost. A decision reads O(N) counts (N ≤
+// MaxBuckets). A stored current bucket after now's (the clock went back) is first moved
+// back to now's, the whole window with it: the counts keep their order and
+// leave the window as now advances.
 func slidingCounter(k *plan, st []int64, now, cost int64, mode int) lres {
 	n, bl, capa := k.n, k.bl, k.capa
 	ctr := counter{counts: st[1:], cur: st[0], slots: n + 1}
 	idx := now / bl
 	e := now - idx*bl
 	if idx < ctr.cur {
-		idx, e = ctr.cur, 0
+		// bucket j moves to j − d: slot i takes the count of slot i + d
+		rotate(ctr.counts, (ctr.cur-idx)%ctr.slots)
+		st[0], ctr.cur = idx, idx
 	}
 	sum, oldest := ctr.window(idx, n)
 	est := estimate(sum, oldest, bl, e)
@@ -443,7 +513,7 @@ func slidingCounter(k *plan, st []int64, now, cost int64, mode int) lres {
 	} else {
 		r = lres{remaining: max(0, int64(math.Floor(float64(capa)-est))), retryAfter: never}
 		if cost <= capa {
-			r.retryAfter = counterRetry(&ctr, idx, e, n, bl, lim) - now
+			r.retryAfter = counterRetry(&ctr, idx, e, n, bl, lim, sum) - now
 		}
 	}
 	write := mode == writeAlways || mode == writeIfOK && r.ok
@@ -479,6 +549,19 @@ func slidingCounter(k *plan, st []int64, now, cost int64, mode int) lres {
 	return r
 }
 
+// rotate moves a[r:] to the front of a, in place.
+func rotate(a []int64, r int64) {
+	reverse(a[:r])
+	reverse(a[r:])
+	reverse(a)
+}
+
+func reverse(a []int64) {
+	for i, j := 0, len(a)-1; i < j; i, j = i+1, j-1 {
+		a[i], a[j] = a[j], a[i]
+	}
+}
+
 // estimate is the sliding counter's weighted sum; the Lua port computes
 // sum + oldest * ((L - e) / L) with the same roundings.
 func estimate(sum, oldest, bl, e int64) float64 {
@@ -490,13 +573,19 @@ func estimate(sum, oldest, bl, e int64) float64 {
 // offset e, at which the estimate is at most lim if nothing more is
 // consumed. The estimate only falls as time passes, so the instant is found
 // segment by segment (one bucket length each) and, inside the segment,
-// by solving the linear term and correcting the float rounding.
-func counterRetry(c *counter, idx, e, n, bl, lim int64) int64 {
+// by solving the linear term and correcting the float rounding. sum is the
+// window sum at idx; each later segment's sum is kept up to date by adding
+// the bucket that enters and removing the one that leaves, so the search
+// is O(N), not O(N²).
+func counterRetry(c *counter, idx, e, n, bl, lim, sum int64) int64 {
 	for i := idx; i <= idx+n+1; i++ {
-		sum, oldest := c.window(i, n)
+		if i > idx {
+			sum += c.bucket(i) - c.bucket(i-n)
+		}
 		if sum > lim {
 			continue
 		}
+		oldest := c.bucket(i - n)
 		start := int64(0)
 		if i == idx {
 			start = e

@@ -2,6 +2,7 @@ package memstore
 
 import (
 	"context"
+	"math"
 	"runtime"
 	"strconv"
 	"sync"
@@ -142,4 +143,150 @@ func BenchmarkBaselineMutexMap(b *testing.B) {
 			}
 		})
 	})
+}
+
+// BenchmarkFloodAtCap decides once for each of a stream of new keys at a
+// full table, each one evicting a key: the cost of a flood of distinct
+// keys. Each policy's table holds 65,536 keys (the sliding log's fewer,
+// from a 64 MiB budget). In gcra_all_limited every key is limited after its
+// one request, so eviction looks at every candidate.
+func BenchmarkFloodAtCap(b *testing.B) {
+	keys := make([]string, 1<<20)
+	for i := range keys {
+		keys[i] = "203.0.113." + strconv.Itoa(i)
+	}
+	for _, p := range []core.Policy{
+		{Name: "gcra", Algorithm: core.GCRA, Limits: []core.Limit{core.PerMinute(10)}},
+		{Name: "fixed_window", Algorithm: core.FixedWindow, Limits: []core.Limit{core.PerMinute(10)}},
+		{Name: "sliding_counter", Algorithm: core.SlidingWindowCounter, Buckets: 6, Limits: []core.Limit{core.PerMinute(10)}},
+		{Name: "sliding_log", Algorithm: core.SlidingWindowLog, Limits: []core.Limit{core.PerHour(1000)}},
+		// every key is limited after one request: the worst case of eviction
+		{Name: "gcra_all_limited", Algorithm: core.GCRA, Limits: []core.Limit{core.PerHour(1)}},
+	} {
+		b.Run(p.Name, func(b *testing.B) {
+			opt := WithMaxKeys(1 << 16)
+			if p.Algorithm == core.SlidingWindowLog {
+				opt = WithMaxStateBytes(64 << 20)
+			}
+			s := MustNew(opt)
+			defer s.Close()
+			ctx := context.Background()
+			pp := &p
+			now := time.Unix(1_700_000_000, 0)
+			for i := 0; i < 1<<17; i++ {
+				s.Take(ctx, keys[i], pp, now, 1)
+			}
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				s.Take(ctx, keys[(i+1<<17)&(len(keys)-1)], pp, now, 1)
+			}
+		})
+	}
+}
+
+// worstCase is one decision pattern at the largest configuration
+// validation accepts, next to a cheap GCRA baseline.
+type worstCase struct {
+	name  string
+	p     core.Policy
+	setup func(take func(at time.Duration, cost int64) core.Decision)
+	// step i's instant (after t0) and cost, and whether it must be allowed
+	step func(i int) (at time.Duration, cost int64, allowed bool)
+}
+
+func worstCases() []worstCase {
+	const logC = 100_000
+	fillLog := func(take func(time.Duration, int64) core.Decision) {
+		// 1,000 chunks of 100 entries, 3.6 s apart: a full hour's log
+		for j := 0; j < logC/100; j++ {
+			take(time.Duration(j)*3600*time.Millisecond, 100)
+		}
+	}
+	return []worstCase{
+		{"gcra_baseline", core.Policy{Name: "w-gcra", Algorithm: core.GCRA, Limits: []core.Limit{core.PerMinute(100)}}, nil,
+			func(i int) (time.Duration, int64, bool) { return time.Duration(i) * 600 * time.Millisecond, 1, true }},
+		// a full 100,000-entry log hammered by its owner: denied every time
+		{"sliding_log_100k_full_denied", core.Policy{Name: "w-log-d", Algorithm: core.SlidingWindowLog, Limits: []core.Limit{core.PerHour(logC)}}, fillLog,
+			func(i int) (time.Duration, int64, bool) { return time.Hour - time.Second, 1, false }},
+		// the same log kept full: each request admitted as an old entry leaves
+		{"sliding_log_100k_full_allowed", core.Policy{Name: "w-log-a", Algorithm: core.SlidingWindowLog, Limits: []core.Limit{core.PerHour(logC)}}, fillLog,
+			func(i int) (time.Duration, int64, bool) {
+				return time.Hour + time.Duration(i/100)*3600*time.Millisecond + time.Duration(i%100)*time.Microsecond, 1, true
+			}},
+		// the largest ring the Redis store reads and writes whole (256
+		// slots, 2 KB), kept full
+		{"sliding_log_256_full_allowed", core.Policy{Name: "w-log-256", Algorithm: core.SlidingWindowLog, Limits: []core.Limit{core.PerHour(256)}},
+			func(take func(time.Duration, int64) core.Decision) {
+				for j := 0; j < 256; j++ {
+					take(time.Duration(j)*14062500*time.Microsecond, 1)
+				}
+			},
+			func(i int) (time.Duration, int64, bool) {
+				return time.Hour + time.Duration(i)*14062500*time.Microsecond, 1, true
+			}},
+		// a counted huge cost: writes a full window of C stamps every time
+		{"sliding_log_100k_counted_huge_cost", core.Policy{Name: "w-log-c", Algorithm: core.SlidingWindowLog, CountDenied: true, Limits: []core.Limit{core.PerHour(logC)}}, nil,
+			func(i int) (time.Duration, int64, bool) {
+				return time.Duration(i) * time.Millisecond, math.MaxInt64, false
+			}},
+		// MaxBuckets one-second buckets, all full; a cost of the whole
+		// capacity is denied with the latest RetryAfter (every bucket must
+		// leave)
+		{"sliding_counter_max_buckets_denied", core.Policy{Name: "w-sc", Algorithm: core.SlidingWindowCounter, Buckets: core.MaxBuckets,
+			Limits: []core.Limit{core.Per(core.MaxBuckets*100, core.MaxBuckets*time.Second)}},
+			func(take func(time.Duration, int64) core.Decision) {
+				for j := 0; j < core.MaxBuckets; j++ {
+					take(time.Duration(j)*time.Second, 100)
+				}
+			},
+			func(i int) (time.Duration, int64, bool) {
+				return core.MaxBuckets*time.Second - time.Second, core.MaxBuckets * 100, false
+			}},
+		// the same counter, allowed: every decision reads and writes the
+		// whole window
+		{"sliding_counter_max_buckets_allowed", core.Policy{Name: "w-sca", Algorithm: core.SlidingWindowCounter, Buckets: core.MaxBuckets,
+			Limits: []core.Limit{core.Per(1<<30, core.MaxBuckets*time.Second)}},
+			func(take func(time.Duration, int64) core.Decision) {
+				for j := 0; j < core.MaxBuckets; j++ {
+					take(time.Duration(j)*time.Second, 100)
+				}
+			},
+			func(i int) (time.Duration, int64, bool) {
+				return core.MaxBuckets*time.Second + time.Duration(i)*time.Millisecond, 1, true
+			}},
+	}
+}
+
+// BenchmarkWorstCase runs each worstCases pattern on one key: the work of
+// one decision at the largest configurations validation accepts (a
+// 100,000-entry sliding log, a 3,600-bucket sliding counter), next to a
+// single-limit GCRA in the same run.
+func BenchmarkWorstCase(b *testing.B) {
+	for _, wc := range worstCases() {
+		b.Run(wc.name, func(b *testing.B) {
+			s := MustNew()
+			defer s.Close()
+			ctx := context.Background()
+			p := wc.p
+			t0 := time.Unix(1_700_000_000, 0)
+			take := func(at time.Duration, cost int64) core.Decision {
+				d, err := s.Take(ctx, "user:42", &p, t0.Add(at), cost)
+				if err != nil {
+					b.Fatal(err)
+				}
+				return d
+			}
+			if wc.setup != nil {
+				wc.setup(take)
+			}
+			b.ReportAllocs()
+			for i := 0; b.Loop(); i++ {
+				at, cost, allowed := wc.step(i)
+				if d := take(at, cost); d.Allowed != allowed {
+					b.Fatalf("step %d: allowed %v", i, d.Allowed)
+				}
+			}
+		})
+	}
 }

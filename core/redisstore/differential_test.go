@@ -124,9 +124,8 @@ func TestDifferential(t *testing.T) {
 }
 
 // TestDifferentialClockBack checks decisions when the clock goes back
-// while the state is alive: a fixed window later than now's stays in
-// force, the token bucket does not refill, the log and counter follow
-// core.
+// while the state is alive: every algorithm normalizes the state as core
+// does (a tat, refill instant, window, bucket or log stamps after now).
 func TestDifferentialClockBack(t *testing.T) {
 	s, _, _ := nodeStore(t)
 	ctx := context.Background()
@@ -138,24 +137,28 @@ func TestDifferentialClockBack(t *testing.T) {
 		{0, 1}, {10 * time.Second, 2}, {5 * time.Second, 1}, {59 * time.Second, 3}, {61 * time.Second, 1},
 		{30 * time.Second, 1}, {62 * time.Second, 4}, {61 * time.Second, 0}, {90 * time.Second, 2}, {70 * time.Second, 5},
 		{80 * time.Second, 1}, {79 * time.Second, 1}, {119 * time.Second, 2}, {121 * time.Second, 1}, {100 * time.Second, 1},
+		// a full window two ahead, a denial back in an earlier window, then the window between
+		{185 * time.Second, 6}, {185 * time.Second, 6}, {100 * time.Second, 1}, {125 * time.Second, 1}, {126 * time.Second, 0},
 	}
 	for _, a := range algs {
 		for _, cd := range []bool{false, true} {
-			p := mustPolicy(t, core.Policy{Name: fmt.Sprintf("back/%s/%v", a, cd), Algorithm: a,
-				Limits: []core.Limit{core.PerMinute(6)}, CountDenied: cd})
-			if a == core.SlidingWindowCounter {
-				p.Buckets = 6
-			}
-			t.Run(p.Name, func(t *testing.T) {
-				r := newRef(p)
-				for i, st := range steps {
-					now := epoch.Add(st.at)
-					want := r.take("k", now, st.cost)
-					got, err := s.Take(ctx, "k", p, now, st.cost)
-					require.NoError(t, err)
-					require.Equal(t, want, got, "step %d at %v cost %d", i, st.at, st.cost)
+			for nl, limits := range [][]core.Limit{{core.PerMinute(6)}, {core.Per(10, 2*time.Minute), core.PerMinute(6)}} {
+				p := mustPolicy(t, core.Policy{Name: fmt.Sprintf("back/%s/%v/%d", a, cd, nl+1), Algorithm: a,
+					Limits: limits, CountDenied: cd})
+				if a == core.SlidingWindowCounter {
+					p.Buckets = 6
 				}
-			})
+				t.Run(p.Name, func(t *testing.T) {
+					r := newRef(p)
+					for i, st := range steps {
+						now := epoch.Add(st.at)
+						want := r.take("k", now, st.cost)
+						got, err := s.Take(ctx, "k", p, now, st.cost)
+						require.NoError(t, err)
+						require.Equal(t, want, got, "step %d at %v cost %d", i, st.at, st.cost)
+					}
+				})
+			}
 		}
 	}
 }
@@ -245,5 +248,87 @@ func TestDifferentialLargeCounts(t *testing.T) {
 				require.Equal(t, want, got, "step %d cost %d", i, cost)
 			}
 		})
+	}
+}
+
+// TestDifferentialLargeLog drives logs of more than 256 slots, which the
+// scripts read and write slot by slot (GETRANGE, SETRANGE) rather than
+// whole, through random traffic with large costs, huge costs and clock
+// steps back, single and multi-limit (one ring large, one small), writes
+// of more than one SETRANGE chunk (1024 slots), and requires core's
+// decisions.
+func TestDifferentialLargeLog(t *testing.T) {
+	s, _, _ := nodeStore(t)
+	ctx := context.Background()
+	for i, pol := range []core.Policy{
+		{Name: "biglog/one", Algorithm: core.SlidingWindowLog, Limits: []core.Limit{core.Per(3000, 10*time.Second)}},
+		{Name: "biglog/denied", Algorithm: core.SlidingWindowLog, CountDenied: true, Limits: []core.Limit{core.Per(2500, 10*time.Second)}},
+		{Name: "biglog/small", Algorithm: core.SlidingWindowLog, CountDenied: true, Limits: []core.Limit{core.Per(300, 10*time.Second)}},
+		{Name: "biglog/chunks", Algorithm: core.SlidingWindowLog, CountDenied: true, Limits: []core.Limit{core.Per(5000, 10*time.Second)}},
+		{Name: "biglog/two", Algorithm: core.SlidingWindowLog, Limits: []core.Limit{core.Per(4000, 20*time.Second), core.Per(60, time.Second)}},
+		{Name: "biglog/two-denied", Algorithm: core.SlidingWindowLog, CountDenied: true, SoftPercent: 10,
+			Limits: []core.Limit{core.Per(2500, 20*time.Second), core.Per(150, 2*time.Second)}},
+	} {
+		p := mustPolicy(t, pol)
+		t.Run(p.Name, func(t *testing.T) {
+			rng := rand.New(rand.NewPCG(uint64(i), 77))
+			r := newRef(p)
+			now := epoch
+			outcomes := map[bool]int{}
+			for step := 0; step < 600; step++ {
+				switch x := rng.IntN(20); {
+				case x < 6: // same instant
+				case x < 15:
+					now = now.Add(time.Duration(rng.Int64N(int64(200 * time.Millisecond))))
+				case x < 18:
+					now = now.Add(time.Duration(rng.Int64N(int64(5 * time.Second))))
+				case x == 18:
+					now = now.Add(-time.Duration(rng.Int64N(int64(30 * time.Second)))) // the clock steps back
+				default:
+					now = now.Add(time.Duration(rng.Int64N(int64(30 * time.Second))))
+				}
+				cost := int64(1)
+				switch x := rng.IntN(10); {
+				case x == 0:
+					cost = 0
+				case x < 4:
+					cost = rng.Int64N(80)
+				case x == 4:
+					cost = rng.Int64N(p.Limits[0].Requests*6/5 + 1)
+				case x == 5 && rng.IntN(4) == 0:
+					cost = 1<<62 + rng.Int64N(1000)
+				}
+				key := []string{"a", "b"}[rng.IntN(2)]
+				want := r.take(key, now, cost)
+				got, err := s.Take(ctx, key, p, now, cost)
+				require.NoError(t, err)
+				require.Equal(t, want, got, "step %d key %s at %v cost %d", step, key, now.Sub(epoch), cost)
+				outcomes[got.Allowed]++
+			}
+			require.Greater(t, outcomes[true], 50)
+			require.Greater(t, outcomes[false], 50)
+		})
+	}
+}
+
+// TestDifferentialLogGrowsPastWhole: in one decision, a small ring (read
+// and rewritten whole) is first restamped after the clock went back, then
+// grows past 256 slots (written slot by slot from there): the restamped
+// slots must reach Redis too.
+func TestDifferentialLogGrowsPastWhole(t *testing.T) {
+	s, _, _ := nodeStore(t)
+	ctx := context.Background()
+	p := mustPolicy(t, core.Policy{Name: "grow", Algorithm: core.SlidingWindowLog, Limits: []core.Limit{core.Per(1000, time.Minute)}})
+	r := newRef(p)
+	steps := []struct {
+		at   time.Duration
+		cost int64
+	}{{0, 10}, {-5 * time.Second, 500}, {-4 * time.Second, 0}, {-4 * time.Second, 495}, {55 * time.Second, 600}, {56 * time.Second, 1}, {61 * time.Second, 400}}
+	for i, st := range steps {
+		now := epoch.Add(st.at)
+		want := r.take("k", now, st.cost)
+		got, err := s.Take(ctx, "k", p, now, st.cost)
+		require.NoError(t, err)
+		require.Equal(t, want, got, "step %d at %v cost %d", i, st.at, st.cost)
 	}
 }

@@ -62,13 +62,26 @@
 //	FixedWindow      window index mod 2^33 × 10^9 + count, an integer string  72 B
 //	TokenBucket      last refill × 1000 + (capacity − tokens), an integer     72 B
 //	                 string while the deficit is below 1000, else "tokens:last"
-//	SlidingWindowLog 8 bytes per admitted unit still stored (at most the
-//	                 capacity), sorted, a string; found by binary search
+//	SlidingWindowLog core's ring: an 8-byte head, then 8 bytes per slot
+//	                 written so far (at most the capacity), a string;
+//	                 searched by binary search, and above 256 slots read
+//	                 (GETRANGE) and written (SETRANGE) slot by slot, so a
+//	                 decision moves O(log C + cost) bytes, never the whole log
 //	SlidingWindowCounter 8 bytes + (buckets+1) counts of 1, 2 or 4 bytes
 //	                 (the smallest that holds the capacity), a string
 //
 // (bytes are Redis's MEMORY USAGE on Redis 7 with jemalloc; see the
 // benchmarks for the log and counter figures).
+//
+// The work of one decision is bounded for every policy validation
+// accepts: O(log C) for a sliding log decision plus the slots it writes
+// (the cost, at most C = 100,000: 30–40 µs of Redis CPU for a decision on
+// a full 100,000-slot log, about 0.2 ms when a counted cost rewrites all
+// of it, about 2 ms the first time a fresh key's ring grows to 100,000
+// slots, as Redis allocates its 800 KB and then rewrites it at its exact
+// size), and O(buckets) for the sliding counter (at most [core.MaxBuckets]
+// = 600: about 0.06–0.1 ms). See BenchmarkWorstCase, which runs a
+// single-limit GCRA (6–7 µs) alongside.
 //
 // # Time
 //
@@ -86,7 +99,11 @@
 // state that is back to full is deleted rather than written, so a request
 // stamped earlier than that instant (a clock gone back past it) sees a
 // fresh key; while the state lives, a clock gone back is handled as core
-// handles it.
+// handles it (the state is normalized so no wait exceeds the policy's;
+// see core.Compiled.Decide). Under WithClientTime, app servers whose
+// clocks differ by D and serve the same key alternately can let up to D
+// of refill through at each switch: keep their clocks in sync, or use the
+// default Redis TIME.
 //
 // # Deadlines and failures
 //

@@ -50,6 +50,7 @@ else
   now = tonumber(ARGV[1])
 end
 if now < 0 then now = 0 end
+if now > 4503599627370496 then now = 4503599627370496 end
 local cost = tonumber(ARGV[2])
 if cost < 0 then cost = 0 end
 local always = ARGV[3] == '1'
@@ -167,6 +168,7 @@ local function expires(i, s) return s[1] end
 
 local function step(i, s, mode)
   local t, tau = arg(i, 1), arg(i, 2)
+  if s[1] > now + tau then s[1] = now + tau; dirty[i] = true end
   local tat = s[1]
   if tat < now then tat = now end
   local newtat = tat + cost * t
@@ -224,6 +226,9 @@ local function step(i, s, mode)
   local tokens, last = s[1], s[2]
   if last == 0 then
     tokens, last = capa, now
+  elseif last > now + tokens * t then
+    last = now + tokens * t
+    s[2] = last; dirty[i] = true
   elseif now > last then
     local n = idiv(now - last, t)
     if tokens + n >= capa then
@@ -298,6 +303,12 @@ end
 local function step(i, s, mode)
   local w, capa = arg(i, 1), arg(i, 2)
   local idx, count = current(s, w)
+  local nidx = math.floor(now / w)
+  if idx > nidx then
+    -- a window after now's (the clock went back): its count is carried
+    -- into now's window
+    idx = nidx; s[1] = idx % M33; dirty[i] = true
+  end
   local fin = (idx + 1) * w
   if count + cost <= capa then
     if mode ~= EVAL and cost > 0 then
@@ -314,57 +325,161 @@ local function step(i, s, mode)
 end
 ` + luaTail
 
-// luaSlidingLog: state = the admitted units' timestamps+1 in arrival order,
-// oldest first, at most C of them, as a string of 8-byte little-endian
-// integers. It is core's ring of C slots read from its head: the slots
-// never written (zeros) are implicit, before the first entry. Stamps are
-// max(now, newest), so the entries are sorted and found by binary search:
-// O(log C) work in Lua per decision. ARGV per limit: window W, capacity C,
-// soft.
+// luaSlidingLog: state = core's ring, as one string: the head (an 8-byte
+// little-endian integer), then the ring's slots from slot 0 (8-byte
+// little-endian timestamps+1); slots past the end of the string were never
+// written (0). Stamps are max(now, newest), so the ring is sorted from the
+// head and searched by binary search. A ring holding more than 256 slots
+// (2 KB) is never read or written whole: each probe is a GETRANGE of one
+// slot and each write a SETRANGE of the slots written (in chunks of 1024),
+// so a decision moves O(log C + cost) bytes (a denied one O(log C)), not
+// the whole log. Smaller rings are read with GET and written with SET. ARGV per limit: window W,
+// capacity C, soft. Also serves one limit (luaSlidingLog1 is the same body
+// with the single-limit ARGV).
 const luaSlidingLog = `
-local STRIDE, SOFT = 3, 3
-` + luaHead + `
-local function decode(i, v)
-  if not v or #v % 8 ~= 0 or #v / 8 > arg(i, 2) then return {str = '', n = 0} end
-  return {str = v, n = #v / 8}
+local now
+if ARGV[1] == '' then
+  local t = redis.call('TIME')
+  now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+else
+  now = tonumber(ARGV[1])
 end
-local function encode(i, s) return s.str end
-
--- the i-th oldest slot (0-based) of the ring of c slots
-local function at(s, c, i)
-  local z = c - s.n
-  if i < z then return 0 end
-  return (struct.unpack('<i8', s.str, 8 * (i - z) + 1))
+if now < 0 then now = 0 end
+if now > 4503599627370496 then now = 4503599627370496 end
+local cost = tonumber(ARGV[2])
+if cost < 0 then cost = 0 end
+local always = ARGV[3] == '1'
+local pad = tonumber(ARGV[4])
+local nl = #KEYS
+local W, CAP, SOFT = {}, {}, {}
+for i = 1, nl do
+  W[i], CAP[i], SOFT[i] = tonumber(ARGV[3 * i + 2]), tonumber(ARGV[3 * i + 3]), tonumber(ARGV[3 * i + 4])
 end
+` + luaLogBody
 
-local function expires(i, s)
-  if s.n == 0 then return 0 end
-  local newest = at(s, s.n, s.n - 1)
-  if newest == 0 then return 0 end
-  return newest - 1 + arg(i, 1)
-end
+// luaLogBody is the sliding log's decision over nl limits (luaSlidingLog).
+const luaLogBody = `
+local EVAL, IFOK, ALWAYS = 0, 1, 2
 
--- write k (<= C) copies of v at the head: append, dropping the oldest
-local function add(i, s, c, k, v)
-  local drop = math.max(0, s.n + k - c)
-  s.str = string.sub(s.str, 8 * drop + 1) .. string.rep(struct.pack('<i8', v), k)
-  s.n = s.n - drop + k
-  dirty[i] = true
-end
-
-local function step(i, s, mode)
-  local w, c = arg(i, 1), arg(i, 2)
-  local cut = math.max(now - w + 1, 0)
-  local lo, hi = 0, c
-  while lo < hi do
-    local m = math.floor((lo + hi) / 2)
-    if at(s, c, m) > cut then hi = m else lo = m + 1 end
+-- L[i]: limit i's ring. h head, m slots stored, c capacity, memo the
+-- slots read so far, newest the newest slot once known after a write. A
+-- ring that holds at most WHOLE slots (2 KB) is read with GET into str,
+-- updated in Lua and written with SET (whole); a larger one is read slot
+-- by slot with GETRANGE and written with SETRANGE, and so is one that a
+-- write grows past WHOLE slots.
+local WHOLE = 256
+local L = {}
+for i = 1, nl do
+  local key, c = KEYS[i], CAP[i]
+  local s = {key = key, c = c, h = 0, m = 0, m0 = 0, memo = {}, dirty = false, existed = false, whole = true}
+  local len
+  if c > WHOLE then len = redis.call('STRLEN', key) end
+  if c <= WHOLE or len <= 8 + 8 * WHOLE then
+    local v = redis.call('GET', key)
+    if v then s.str, len = v, #v else s.str, len = '', 0 end
+  else
+    s.whole = false
   end
+  if len > 0 then
+    s.existed = true
+    local h = -1
+    if len >= 16 and len % 8 == 0 and (len - 8) / 8 <= c then
+      if s.whole then h = struct.unpack('<i8', s.str) else h = struct.unpack('<i8', redis.call('GETRANGE', key, 0, 7)) end
+    end
+    if h >= 0 and h < c then
+      s.h, s.m = h, (len - 8) / 8
+      s.m0 = s.m
+    else
+      -- not this layout: start afresh
+      redis.call('DEL', key)
+      s.existed = false
+      s.str = ''
+    end
+  end
+  L[i] = s
+end
+
+-- ring slot j (0-based); slots never written are 0
+local function slot(s, j)
+  if j >= s.m then return 0 end
+  if s.whole then return (struct.unpack('<i8', s.str, 9 + 8 * j)) end
+  local x = s.memo[j]
+  if x then return x end
+  x = struct.unpack('<i8', redis.call('GETRANGE', s.key, 8 + 8 * j, 15 + 8 * j))
+  s.memo[j] = x
+  return x
+end
+-- the i-th oldest slot
+local function at(s, i) return slot(s, (s.h + i) % s.c) end
+
+-- write k copies of v at ring slots j..j+k-1 (j + k <= c); a large ring
+-- is written by SETRANGE in chunks of at most 1024 slots, so that no large
+-- string is ever built in Lua (building one costs far more than copying it)
+local function put(s, j, k, v)
+  if s.whole and j + k > WHOLE then
+    -- the ring grows past WHOLE slots: write what Lua holds, go on by range
+    if s.dirty then redis.call('SET', s.key, struct.pack('<i8', s.h) .. string.sub(s.str, 9)) end
+    s.whole, s.memo = false, {}
+  end
+  if s.whole then
+    local str = s.str
+    if #str < 8 + 8 * j then str = str .. string.rep('\0', 8 + 8 * j - #str) end
+    s.str = string.sub(str, 1, 8 + 8 * j) .. string.rep(struct.pack('<i8', v), k) .. string.sub(str, 9 + 8 * (j + k))
+  else
+    local chunk = string.rep(struct.pack('<i8', v), math.min(k, 1024))
+    local off, n = 8 + 8 * j, k
+    while n >= 1024 do
+      redis.call('SETRANGE', s.key, off, chunk)
+      off, n = off + 8192, n - 1024
+    end
+    if n > 0 then redis.call('SETRANGE', s.key, off, string.sub(chunk, 1, 8 * n)) end
+  end
+  if j + k > s.m then s.m = j + k end
+  s.memo = {}
+  s.dirty = true
+end
+-- write k (<= c) copies of v at the i-th oldest slots on
+local function fill(s, i, k, v)
+  local j = (s.h + i) % s.c
+  local a = math.min(k, s.c - j)
+  put(s, j, a, v)
+  if k > a then put(s, 0, k - a, v) end
+end
+-- first position (oldest first) whose value is > v; c when none
+local function search(s, v)
+  local lo, hi = 0, s.c
+  while lo < hi do
+    local mid = math.floor((lo + hi) / 2)
+    if at(s, mid) > v then hi = mid else lo = mid + 1 end
+  end
+  return lo
+end
+
+-- entries stamped after now (the clock went back) are restamped now
+for i = 1, nl do
+  local s = L[i]
+  if at(s, s.c - 1) > now + 1 then
+    local p = search(s, now + 1)
+    fill(s, p, s.c - p, now + 1)
+    s.newest = now + 1
+  end
+end
+
+local function step(i, mode)
+  local s, w = L[i], W[i]
+  local c = s.c
+  local cut = now - w + 1
+  if cut < 0 then cut = 0 end
+  local lo = search(s, cut)
   local inw = c - lo
-  local newest = math.max(at(s, c, c - 1) - 1, 0)
+  local newest = at(s, c - 1) - 1
+  if newest < 0 then newest = 0 end
   local stamp = math.max(now, newest)
   if inw + cost <= c then
-    if mode ~= EVAL and cost > 0 then add(i, s, c, cost, stamp + 1) end
+    if mode ~= EVAL and cost > 0 then
+      fill(s, 0, cost, stamp + 1)
+      s.h, s.newest = (s.h + cost) % c, stamp + 1
+    end
     local reset = 0
     if cost > 0 then
       reset = stamp + w - now
@@ -375,15 +490,84 @@ local function step(i, s, mode)
   end
   local reset, retry = newest + w - now, -1
   if cost <= c then
-    retry = at(s, c, lo + inw + cost - c - 1) - 1 + w - now
+    retry = at(s, lo + inw + cost - c - 1) - 1 + w - now
   end
   if mode == ALWAYS then
-    add(i, s, c, math.min(cost, c), stamp + 1)
+    local k = math.min(cost, c)
+    fill(s, 0, k, stamp + 1)
+    s.h, s.newest = (s.h + k) % c, stamp + 1
     reset = stamp + w - now
   end
   return false, c - inw, reset, retry
 end
-` + luaTail
+
+local bind, bok, brem, breset, bretry
+if nl == 1 then
+  local mode = IFOK
+  if always then mode = ALWAYS end
+  bind = 1
+  bok, brem, breset, bretry = step(1, mode)
+else
+  local allok = true
+  for i = 1, nl do
+    local ok, rem, reset, retry = step(i, EVAL)
+    local take = bind == nil
+    if not take then
+      if ok ~= bok then
+        take = not ok
+      elseif not ok then
+        if bretry == -1 then
+          take = false
+        else
+          take = retry == -1 or retry > bretry
+        end
+      else
+        local ra, rb = math.max(0, rem - SOFT[i]), math.max(0, brem - SOFT[bind])
+        take = ra < rb or (ra == rb and reset > breset)
+      end
+    end
+    if take then
+      bind, bok, brem, breset, bretry = i, ok, rem, reset, retry
+    end
+    allok = allok and ok
+  end
+  if allok or always then
+    for i = 1, nl do
+      local _, _, reset = step(i, ALWAYS)
+      if i == bind then breset = reset end
+    end
+  end
+end
+
+for i = 1, nl do
+  local s = L[i]
+  if s.dirty or (s.existed and redis.call('PTTL', s.key) == -1) then
+    local exp = s.newest or at(s, s.c - 1)
+    if exp ~= 0 then exp = exp - 1 + W[i] end
+    if exp > now then
+      local ttl = string.format('%d', math.ceil((exp - now) / 1000) + pad)
+      if s.dirty and s.whole then
+        redis.call('SET', s.key, struct.pack('<i8', s.h) .. string.sub(s.str, 9), 'PX', ttl)
+      else
+        if s.dirty then redis.call('SETRANGE', s.key, 0, struct.pack('<i8', s.h)) end
+        if s.dirty and s.m0 < s.c and s.m == s.c then
+          -- the ring just filled: SETRANGE's growth left spare room in
+          -- the string; rewrite it once at its exact size
+          redis.call('SET', s.key, redis.call('GET', s.key), 'PX', ttl)
+        else
+          redis.call('PEXPIRE', s.key, ttl)
+        end
+      end
+    elseif s.existed or s.dirty then
+      redis.call('DEL', s.key)
+    end
+  end
+end
+
+local rem = 0
+if bok then rem = brem end
+return {bok and 1 or 0, bind - 1, rem, breset, bretry}
+`
 
 // luaSlidingCounter: state (current bucket index, N+1 counts), as one
 // string: an 8-byte little-endian index, then N+1 counts of WIDTH bytes
@@ -433,7 +617,14 @@ local function step(i, s, mode)
   end
   local idx = math.floor(now / bl)
   local e = now - idx * bl
-  if idx < cur then idx, e = cur, 0 end
+  if idx < cur then
+    -- the clock went back: the window moves back to now's bucket
+    local d, old = (cur - idx) % slots, {}
+    for j = 1, slots do old[j] = cnt[j] end
+    for j = 0, slots - 1 do cnt[j + 1] = old[(j + d) % slots + 1] end
+    s.cur, cur = idx, idx
+    dirty[i] = true
+  end
   local sum = 0
   for j = idx - n + 1, idx do sum = sum + bucket(j) end
   local oldest = bucket(idx - n)
@@ -527,6 +718,7 @@ if now == '' then
 else
   now = tonumber(now)
   if now < 0 then now = 0 end
+  if now > 4503599627370496 then now = 4503599627370496 end
 end
 `
 
@@ -539,12 +731,17 @@ local key = KEYS[1]
 local v = redis.call('GET', key)
 local old = 0
 if v then old = tonumber(v) or 0 end
+-- a tat beyond now + tau (the clock went back) is normalized to now + tau
+local fix = old > now + tau
+if fix then old = now + tau end
 local tat = old
 if tat < now then tat = now end
 local newtat = tat + cost * t
 if newtat - now <= tau then
   if cost > 0 then
     redis.call('SET', key, string.format('%d', newtat), 'PX', string.format('%d', math.ceil((newtat - now) / 1000) + pad))
+  elseif fix then
+    redis.call('SET', key, string.format('%d', old), 'PX', string.format('%d', math.ceil((old - now) / 1000) + pad))
   elseif v and redis.call('PTTL', key) == -1 then
     if old > now then
       redis.call('PEXPIRE', key, string.format('%d', math.ceil((old - now) / 1000) + pad))
@@ -567,7 +764,9 @@ if ARGV[5] == '1' then
   end
   return {0, 0, 0, s - now, retry}
 end
-if v and redis.call('PTTL', key) == -1 then
+if fix then
+  redis.call('SET', key, string.format('%d', old), 'PX', string.format('%d', math.ceil((old - now) / 1000) + pad))
+elseif v and redis.call('PTTL', key) == -1 then
   if old > now then
     redis.call('PEXPIRE', key, string.format('%d', math.ceil((old - now) / 1000) + pad))
   else
@@ -594,8 +793,11 @@ if v then
   end
 end
 local otokens, olast = tokens, last
+local fix = false
 if last == 0 then
   tokens, last = capa, now
+elseif last > now + tokens * t then
+  last, fix = now + tokens * t, true
 elseif now > last then
   local n = math.floor((now - last) / t)
   if tokens + n >= capa then
@@ -606,27 +808,27 @@ elseif now > last then
   end
 end
 local ok, reset, retry = 1, 0, 0
-local write = false
+local wt = nil -- the tokens to store, when the state is written
 if cost <= tokens then
   tokens = tokens - cost
-  write = cost > 0
+  if cost > 0 or fix then wt = tokens end
   reset = last + (capa - tokens) * t - now
 else
   ok = 0
   reset = last + (capa - tokens) * t - now
   retry = last + (cost - tokens) * t - now
   if cost > capa then retry = -1 end
+  if fix then wt = tokens end
   if ARGV[5] == '1' then
-    write = true
+    wt = 0
     reset = last + capa * t - now
   end
 end
 if reset < 0 then reset = 0 end
 local rem = tokens
 if ok == 0 then rem = 0 end
-if write then
-  local rtokens = tokens
-  if ok == 0 then rtokens = 0 end
+if wt then
+  local rtokens = wt
   local exp = 0
   if last ~= 0 then exp = last + (capa - rtokens) * t end
   if exp > now then
@@ -670,10 +872,12 @@ if v then
 end
 local stored = count
 local idx = math.floor(now / w)
+local fix = false
 if count ~= 0 then
   local diff = (idx - ix) % 8589934592
   if diff >= 4294967296 then diff = diff - 8589934592 end
-  if diff > 0 then count = 0 else idx = idx - diff end
+  -- a window after now's (the clock went back): its count is carried into now's
+  if diff > 0 then count = 0 elseif diff < 0 then fix = true end
 end
 local reset = (idx + 1) * w - now
 local ok, rem, retry, n = 1, 0, 0, -1
@@ -688,6 +892,7 @@ else
     if n > capa then n = capa end
   end
 end
+if n < 0 and fix then n = count end
 if n >= 0 then
   ix = idx % 8589934592
   local val
@@ -709,72 +914,13 @@ end
 return {ok, 0, rem, reset, retry}
 `
 
-// luaSlidingLog1: sliding log, one limit (the encoding of luaSlidingLog).
-// ARGV[3] window W, ARGV[4] capacity C, ARGV[5] count denied. The binary
-// search runs over the stored entries only (the implicit empty slots
-// before them are never inside the window).
+// luaSlidingLog1: sliding log, one limit: luaSlidingLog's body (and
+// encoding) with the single-limit ARGV: ARGV[3] window W, ARGV[4]
+// capacity C, ARGV[5] count denied.
 const luaSlidingLog1 = luaNow + `
-local cost, w, c = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
-local key = KEYS[1]
-local v = redis.call('GET', key)
-local str, n = '', 0
-if v and #v % 8 == 0 and #v / 8 <= c then str, n = v, #v / 8 end
-local z = c - n
-local cut = now - w + 1
-if cut < 0 then cut = 0 end
-local lo, hi = z, c
-while lo < hi do
-  local m = math.floor((lo + hi) / 2)
-  if struct.unpack('<i8', str, 8 * (m - z) + 1) > cut then hi = m else lo = m + 1 end
-end
-local inw = c - lo
-local newest = 0
-if n > 0 then
-  newest = struct.unpack('<i8', str, 8 * n - 7) - 1
-  if newest < 0 then newest = 0 end
-end
-local stamp = now
-if newest > stamp then stamp = newest end
-local ok, rem, reset, retry, k = 1, 0, 0, 0, 0
-if inw + cost <= c then
-  rem = c - inw - cost
-  if cost > 0 then
-    k, reset = cost, stamp + w - now
-  elseif inw > 0 then
-    reset = newest + w - now
-  end
-else
-  ok, reset, retry = 0, newest + w - now, -1
-  if cost <= c then
-    local i = lo + inw + cost - c - 1
-    local x = 0
-    if i >= z then x = struct.unpack('<i8', str, 8 * (i - z) + 1) end
-    retry = x - 1 + w - now
-  end
-  if ARGV[5] == '1' then
-    k, reset = cost, stamp + w - now
-    if k > c then k = c end
-  end
-end
-if k > 0 then
-  local drop = n + k - c
-  if drop < 0 then drop = 0 end
-  redis.call('SET', key, string.sub(str, 8 * drop + 1) .. string.rep(struct.pack('<i8', stamp + 1), k),
-    'PX', string.format('%d', math.ceil((stamp + w - now) / 1000) + pad))
-elseif v and redis.call('PTTL', key) == -1 then
-  local exp = 0
-  if n > 0 then
-    local last = struct.unpack('<i8', str, 8 * n - 7)
-    if last ~= 0 then exp = last - 1 + w end
-  end
-  if exp > now then
-    redis.call('PEXPIRE', key, string.format('%d', math.ceil((exp - now) / 1000) + pad))
-  else
-    redis.call('DEL', key)
-  end
-end
-return {ok, 0, rem, reset, retry}
-`
+local cost, always, nl = tonumber(ARGV[2]), ARGV[5] == '1', 1
+local W, CAP, SOFT = {tonumber(ARGV[3])}, {tonumber(ARGV[4])}, {0}
+` + luaLogBody
 
 // luaSlidingCounter1: sliding counter, one limit (the encoding of
 // luaSlidingCounter). ARGV[3] buckets N, ARGV[4] bucket length L, ARGV[5]
@@ -803,7 +949,13 @@ local function estimate(sum, oldest, e)
 end
 local idx = math.floor(now / bl)
 local e = now - idx * bl
-if idx < cur then idx, e = cur, 0 end
+local fix = false
+if cnt and idx < cur then
+  -- the clock went back: the window moves back to now's bucket
+  local d, old = (cur - idx) % slots, {unpack(cnt, 2, slots + 1)}
+  for j = 0, slots - 1 do cnt[j + 2] = old[(j + d) % slots + 1] end
+  cur, fix = idx, true
+end
 local sum = 0
 if cnt then
   local a, b = idx - n + 1, idx
@@ -824,9 +976,20 @@ else
   retry = -1
   if cost <= capa then
     local at = (idx + n + 1) * bl
-    local ws = sum
-    for b = idx, idx + n + 1 do
-      if b > idx then ws = ws + bucket(b) - bucket(b - n) end
+    local ws, first = sum, idx
+    if ws > lim and cnt then
+      -- skip the segments whose complete buckets alone exceed lim, one
+      -- leaving bucket each (the buckets after idx are empty)
+      local lo = cur - slots + 1
+      if lo < 0 then lo = 0 end
+      repeat
+        first = first + 1
+        local j = first - n
+        if j <= cur and j >= lo then ws = ws - cnt[j % slots + 2] end
+      until ws <= lim or first > idx + n
+    end
+    for b = first, idx + n + 1 do
+      if b > first then ws = ws + bucket(b) - bucket(b - n) end
       if ws <= lim then
         local old = bucket(b - n)
         local start = 0
@@ -872,7 +1035,7 @@ else
       break
     end
   end
-  if v and redis.call('PTTL', key) == -1 then
+  if fix or (v and redis.call('PTTL', key) == -1) then
     local exp = 0
     if cnt then
       for s = 2, slots + 1 do
@@ -883,7 +1046,12 @@ else
       end
     end
     if exp > now then
-      redis.call('PEXPIRE', key, string.format('%d', math.ceil((exp - now) / 1000) + pad))
+      local ttl = string.format('%d', math.ceil((exp - now) / 1000) + pad)
+      if fix then
+        redis.call('SET', key, struct.pack(ARGV[8], cur, unpack(cnt, 2, slots + 1)), 'PX', ttl)
+      else
+        redis.call('PEXPIRE', key, ttl)
+      end
     else
       redis.call('DEL', key)
     end
@@ -901,12 +1069,13 @@ return {ok, 0, rem, reset, retry}
 const luaGCRAN = luaNow + `
 local cost, always, nl = tonumber(ARGV[2]), ARGV[3] == '1', #KEYS
 local vals = redis.call('MGET', unpack(KEYS))
-local st, tats, news, taus = {}, {}, {}, {}
+local st, tats, news, taus, dirty = {}, {}, {}, {}, {}
 local bind, bok, brem, breset, bretry, bsoft
 local allok = true
 for i = 1, nl do
   local t, tau, soft = tonumber(ARGV[3 * i + 1]), tonumber(ARGV[3 * i + 2]), tonumber(ARGV[3 * i + 3])
   local old = tonumber(vals[i]) or 0
+  if old > now + tau then old, dirty[i] = now + tau, true end
   local tat = old
   if tat < now then tat = now end
   local newtat = tat + cost * t
@@ -940,7 +1109,6 @@ for i = 1, nl do
   end
   allok = allok and ok
 end
-local dirty = {}
 if allok or always then
   for i = 1, nl do
     local newtat, tau = news[i], taus[i]

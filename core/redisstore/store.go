@@ -282,6 +282,9 @@ func suffix(p *core.Policy, i int) string {
 	l := p.Limits[i]
 	var lay []byte
 	lay = append(lay, byte(p.Algorithm))
+	if p.Algorithm == core.SlidingWindowLog {
+		lay = append(lay, 2) // the ring layout (head, slots) replaced the entry list
+	}
 	for _, v := range []int64{int64(p.Buckets), int64(p.SoftPercent), l.Requests, int64(l.Window), l.Burst} {
 		lay = binary.LittleEndian.AppendUint64(lay, uint64(v))
 	}

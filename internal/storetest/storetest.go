@@ -9,6 +9,8 @@ package storetest
 
 import (
 	"context"
+	"fmt"
+	"math"
 	"math/rand/v2"
 	"strings"
 	"sync"
@@ -85,6 +87,9 @@ func Run(t *testing.T, f Factory, o Options) {
 	t.Run("HostileKeys", func(t *testing.T) { testHostileKeys(t, f) })
 	t.Run("CostAboveCapacityIsNever", func(t *testing.T) { testNever(t, f) })
 	t.Run("TimeJumps", func(t *testing.T) { testTimeJumps(t, f) })
+	t.Run("HugeCosts", func(t *testing.T) { testHugeCosts(t, f) })
+	t.Run("ClockBackNoLockout", func(t *testing.T) { testClockBackNoLockout(t, f) })
+	t.Run("SkewedServers", func(t *testing.T) { testSkewedServers(t, f) })
 }
 
 // testDifferential drives random (time, cost) sequences through the store
@@ -278,7 +283,8 @@ func testNever(t *testing.T, f Factory) {
 }
 
 // testTimeJumps: the clock going back an hour or forward 30 days never
-// mints quota beyond what the limit allows over the elapsed time.
+// mints quota beyond what the limit allows over the elapsed time (as the
+// clock tells it).
 func testTimeJumps(t *testing.T, f Factory) {
 	for _, p := range Policies() {
 		if len(p.Limits) > 1 || p.Shadow || p.SoftPercent > 0 {
@@ -302,10 +308,158 @@ func testTimeJumps(t *testing.T, f Factory) {
 			capa := int(max(p.Limits[0].Requests, p.Limits[0].Burst))
 			require.Equal(t, capa, admit(now, capa+5), "a fresh key admits its capacity")
 			assert.Zero(t, admit(now.Add(-time.Hour), 20), "a clock an hour back admits nothing more")
-			assert.Zero(t, admit(now.Add(-30*time.Millisecond), 20))
+			assert.Zero(t, admit(now.Add(-time.Hour+30*time.Millisecond), 20))
 			fwd := now.Add(30 * 24 * time.Hour)
 			assert.Equal(t, capa, admit(fwd, capa+5), "30 days later the key is full again, and no more")
 			assert.Zero(t, admit(fwd.Add(-time.Hour), 5), "and back again mints nothing")
+		})
+	}
+}
+
+// MaxWait is the longest RetryAfter p may ever answer for a cost within
+// its capacity, from any state (single-limit policies): a full refill for
+// GCRA and the token bucket, a window for the fixed window and the log, a
+// window and a bucket for the sliding counter.
+func MaxWait(p *core.Policy) time.Duration {
+	l := p.Limits[0]
+	switch p.Algorithm {
+	case core.GCRA, core.TokenBucket:
+		capa := max(l.Requests, l.Burst)
+		capa += capa * int64(p.SoftPercent) / 100
+		return time.Duration(capa*core.EmissionInterval(l)) * time.Microsecond
+	case core.SlidingWindowCounter:
+		return l.Window + l.Window/time.Duration(max(p.Buckets, 1))
+	}
+	return l.Window
+}
+
+// testHugeCosts: a cost above the capacity, however large, is denied with
+// RetryAfter Never, consumes nothing (or, under CountDenied, no more than a
+// full bucket or window), and hands no quota back, on a fresh key, a
+// half-used one and one that has used its quota.
+func testHugeCosts(t *testing.T, f Factory) {
+	costs := []int64{1 << 31, 1<<31 - 1, 1 << 40, 1 << 53, 1<<53 + 1, 1 << 58, 1 << 62, math.MaxInt64 - 1, math.MaxInt64}
+	for _, p := range Policies() {
+		t.Run(p.Name, func(t *testing.T) {
+			s := f(t)
+			ctx := context.Background()
+			capa := int64(0)
+			for _, l := range p.Limits {
+				capa = max(capa, max(l.Requests, l.Burst))
+			}
+			capa += capa * int64(p.SoftPercent) / 100
+			for _, used := range []int64{0, 1, capa} {
+				key := fmt.Sprintf("huge-%d", used)
+				now := Epoch.Add(time.Duration(used) * time.Millisecond)
+				for i := int64(0); i < used; i++ {
+					_, err := s.Take(ctx, key, &p, now, 1)
+					require.NoError(t, err)
+				}
+				for _, cost := range append(costs, capa+1) {
+					before, err := s.Take(ctx, key, &p, now, 0)
+					require.NoError(t, err)
+					d, err := s.Take(ctx, key, &p, now, cost)
+					require.NoError(t, err)
+					assert.Equal(t, p.Shadow, d.Allowed, "used %d cost %d", used, cost)
+					assert.Equal(t, core.Never, d.RetryAfter, "used %d cost %d", used, cost)
+					after, err := s.Take(ctx, key, &p, now, 0)
+					require.NoError(t, err)
+					assert.LessOrEqual(t, after.Remaining, before.Remaining, "used %d cost %d: no quota handed back", used, cost)
+					if !p.CountDenied {
+						assert.Equal(t, before.Remaining, after.Remaining, "used %d cost %d: a denied cost consumes nothing", used, cost)
+					}
+				}
+				// the same request at capacity is still judged normally
+				d, err := s.Take(ctx, key, &p, now, 1)
+				require.NoError(t, err)
+				if used == 0 && !p.CountDenied {
+					assert.True(t, d.Allowed, "a fresh key still admits after huge costs")
+				}
+				if used == capa && !p.Shadow {
+					assert.False(t, d.Allowed, "a key that used its quota stays denied")
+				}
+			}
+		})
+	}
+}
+
+// testClockBackNoLockout: 100 per minute, one request, then the clock
+// steps back 2 minutes or an hour (or was an hour fast and is corrected):
+// no answer asks for a wait longer than the policy allows, and within one
+// window of the step the key admits its quota, as with a steady clock.
+func testClockBackNoLockout(t *testing.T, f Factory) {
+	l := core.PerMinute(100)
+	for _, alg := range []core.Algorithm{core.GCRA, core.TokenBucket, core.FixedWindow, core.SlidingWindowLog, core.SlidingWindowCounter} {
+		for _, back := range []time.Duration{2 * time.Minute, time.Hour} {
+			for _, used := range []int{1, 100} {
+				p := core.Policy{Name: "back-" + alg.String(), Algorithm: alg, Limits: []core.Limit{l}}
+				if alg == core.SlidingWindowCounter {
+					p.Buckets = 6
+				}
+				t.Run(fmt.Sprintf("%s/%v/used%d", alg, back, used), func(t *testing.T) {
+					s := f(t)
+					ctx := context.Background()
+					now := Epoch.Truncate(time.Hour).Add(30 * time.Second)
+					for i := 0; i < used; i++ {
+						d, err := s.Take(ctx, "u", &p, now, 1)
+						require.NoError(t, err)
+						require.True(t, d.Allowed)
+					}
+					start := now.Add(-back)
+					admitted := 0
+					// every 300 ms for a window, a burst of attempts
+					for at := start; at.Before(start.Add(l.Window)); at = at.Add(300 * time.Millisecond) {
+						for i := 0; i < 3; i++ {
+							d, err := s.Take(ctx, "u", &p, at, 1)
+							require.NoError(t, err)
+							if d.Allowed {
+								admitted++
+								continue
+							}
+							require.NotEqual(t, core.Never, d.RetryAfter)
+							require.LessOrEqual(t, d.RetryAfter, MaxWait(&p), "at +%v: a wait beyond the policy's", at.Sub(start))
+						}
+					}
+					assert.GreaterOrEqual(t, admitted, 100-used, "no lockout after the clock stepped back %v", back)
+				})
+			}
+		}
+	}
+}
+
+// testSkewedServers: two servers share a key under client time, one 2
+// minutes fast, and a client alternates between them. The slow server
+// never asks for a wait longer than the policy allows. (What each side
+// admits is not asserted: a store that honours both clocks can let up to
+// the skew's worth of refill through at each switch, see core.Decide.)
+func testSkewedServers(t *testing.T, f Factory) {
+	l := core.PerMinute(100)
+	for _, alg := range []core.Algorithm{core.GCRA, core.TokenBucket, core.FixedWindow, core.SlidingWindowLog, core.SlidingWindowCounter} {
+		p := core.Policy{Name: "skew-" + alg.String(), Algorithm: alg, Limits: []core.Limit{l}}
+		t.Run(alg.String(), func(t *testing.T) {
+			s := f(t)
+			ctx := context.Background()
+			real := Epoch.Truncate(time.Hour)
+			slow, fast := 0, 0
+			for i := 0; i < 2000; i++ {
+				real = real.Add(150 * time.Millisecond)
+				at := real
+				if i%2 == 0 {
+					at = real.Add(2 * time.Minute) // the fast server
+				}
+				d, err := s.Take(ctx, "u", &p, at, 1)
+				require.NoError(t, err)
+				if at.Equal(real) {
+					if d.Allowed {
+						slow++
+					} else {
+						require.LessOrEqual(t, d.RetryAfter, MaxWait(&p), "request %d on the slow server", i)
+					}
+				} else if d.Allowed {
+					fast++
+				}
+			}
+			t.Logf("admitted: slow server %d, fast server %d", slow, fast)
 		})
 	}
 }
