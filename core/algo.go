@@ -164,6 +164,14 @@ func (p *Policy) ExpiresAt(state []int64, now int64) int64 {
 // golang.org/x/time/rate does for out-of-order instants. Decide on one
 // clock where state is shared.
 func (c *Compiled) Decide(state []int64, now, cost int64) (d Decision) {
+	c.DecideTo(&d, state, now, cost)
+	return d
+}
+
+// DecideTo is Decide writing the decision into *d, which it overwrites
+// whole: a store's hot path then copies no Decision.
+func (c *Compiled) DecideTo(d *Decision, state []int64, now, cost int64) {
+	*d = Decision{}
 	if cost < 0 {
 		cost = 0
 	}
@@ -174,8 +182,8 @@ func (c *Compiled) Decide(state []int64, now, cost int64) (d Decision) {
 	}
 	if len(c.limits) == 1 {
 		k := &c.limits[0]
-		c.decision(&d, k, c.step(k, state[:k.sz], now, cost, mode))
-		return d
+		c.decision(d, k, c.step(k, state[:k.sz], now, cost, mode))
+		return
 	}
 	// Pass 1 evaluates every limit; pass 2 consumes in all of them only
 	// when all allow (or when denied requests count).
@@ -199,8 +207,7 @@ func (c *Compiled) Decide(state []int64, now, cost int64) (d Decision) {
 			}
 		}
 	}
-	c.decision(&d, bind, br)
-	return d
+	c.decision(d, bind, br)
 }
 
 // binds reports whether outcome a (of limit ka) is more binding than b.

@@ -29,6 +29,8 @@ type Limiter struct {
 	timeout  time.Duration
 	local    bool
 	observer Observer
+	fast     bool // local store, no observer: Take's decision is the answer unless it fails
+	coarse   bool // clock is CoarseClock
 }
 
 // Option configures a Limiter.
@@ -75,6 +77,8 @@ func NewLimiter(store Store, policy Policy, opts ...Option) (*Limiter, error) {
 	if ls, ok := store.(LocalStore); ok && ls.Local() {
 		l.local = true
 	}
+	l.fast = l.local && l.observer == nil
+	_, l.coarse = l.clock.(CoarseClock)
 	if policy.FailMode == FailLocal && !l.local {
 		if fs, ok := store.(FallbackStore); !ok || !fs.FallsBackLocally() {
 			return nil, fmt.Errorf("core: policy %q: fail mode local needs a store that falls back to a local store (put the fleet tier in front of the remote store) ; use open or closed with this store", policy.Name)
@@ -110,7 +114,20 @@ func (l *Limiter) Allow(ctx context.Context, key string) (Decision, error) {
 // at all when ctx is already done (an earlier check of a hybrid decision
 // used up the request's store time): that is a failure too.
 func (l *Limiter) AllowN(ctx context.Context, key string, cost int64) (Decision, error) {
-	return l.AllowNAt(ctx, key, l.clock.Now(), cost)
+	var now time.Time
+	if l.coarse {
+		now = CoarseClock{}.Now() // inlined: no interface call
+	} else {
+		now = l.clock.Now()
+	}
+	if l.fast && cost >= 0 {
+		d, err := l.store.Take(ctx, key, l.policy, now, cost)
+		if err != nil {
+			return l.settle(d, err)
+		}
+		return d, nil
+	}
+	return l.allowNAt(ctx, key, now, cost)
 }
 
 // Clock returns the limiter's clock (the system clock unless WithClock).
@@ -121,6 +138,17 @@ func (l *Limiter) Clock() Clock { return l.clock }
 // epoch reset header) and for replaying traffic. Stores with their own
 // clock (Redis by default) ignore now.
 func (l *Limiter) AllowNAt(ctx context.Context, key string, now time.Time, cost int64) (Decision, error) {
+	if l.fast && cost >= 0 {
+		d, err := l.store.Take(ctx, key, l.policy, now, cost)
+		if err != nil {
+			return l.settle(d, err)
+		}
+		return d, nil
+	}
+	return l.allowNAt(ctx, key, now, cost)
+}
+
+func (l *Limiter) allowNAt(ctx context.Context, key string, now time.Time, cost int64) (Decision, error) {
 	if cost < 0 {
 		return Decision{Policy: l.policy.Name, RetryAfter: Never}, ErrInvalidCost
 	}
@@ -140,12 +168,7 @@ func (l *Limiter) AllowNAt(ctx context.Context, key string, now time.Time, cost 
 		}
 	}
 	if err != nil {
-		if !d.Degraded {
-			// A store that applied a fallback itself (FailLocal in the
-			// fleet tier) returns a Degraded decision: keep it.
-			d = l.failed(err)
-		}
-		err = &StoreError{Policy: l.policy.Name, Mode: l.policy.FailMode, Err: err}
+		d, err = l.settle(d, err)
 	}
 	if l.observer != nil {
 		e := Event{Kind: EventDecision, Policy: l.policy.Name, Outcome: OutcomeOf(d), Decision: d, Err: err}
@@ -155,6 +178,17 @@ func (l *Limiter) AllowNAt(ctx context.Context, key string, now time.Time, cost 
 		l.observer.Observe(e)
 	}
 	return d, err
+}
+
+// settle is the decision and error of a store failure: the policy's fail
+// mode, and a *StoreError.
+func (l *Limiter) settle(d Decision, err error) (Decision, error) {
+	if !d.Degraded {
+		// A store that applied a fallback itself (FailLocal in the
+		// fleet tier) returns a Degraded decision: keep it.
+		d = l.failed(err)
+	}
+	return d, &StoreError{Policy: l.policy.Name, Mode: l.policy.FailMode, Err: err}
 }
 
 // failed is the decision of the policy's fail mode. FailLocal reaches here

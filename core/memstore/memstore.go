@@ -228,8 +228,9 @@ func (s *Store) Take(_ context.Context, key string, p *core.Policy, now time.Tim
 	h := maphash.String(s.seed, key) | 1 // 0 marks an empty slot
 	sh := &t.shards[(h>>t.shift)&(numShards-1)]
 	us := now.UnixMicro()
+	var d core.Decision
 	sh.mu.Lock()
-	d := sh.take(t, h, us, cost)
+	sh.take(&d, t, h, us, cost)
 	sh.mu.Unlock()
 	return d, nil
 }
@@ -532,25 +533,25 @@ func allocBytes(n int) int {
 // allocator's 8-byte header for objects with pointers).
 func indexBytes(n int) int { return allocBytes(24*n + 8) }
 
-// take decides for hash h, inserting the key when the decision changes a
+// take decides for hash h into *d, inserting the key when the decision changes a
 // fresh state (a peek or a denial of a new key stores nothing).
-func (sh *shard) take(t *table, h uint64, now, cost int64) core.Decision {
+func (sh *shard) take(d *core.Decision, t *table, h uint64, now, cost int64) {
 	if i := sh.find(h); i >= 0 {
-		return t.policy.Decide(sh.state(t, i), now, cost)
+		t.policy.DecideTo(d, sh.state(t, i), now, cost)
+		return
 	}
 	if len(sh.scratch) != t.words {
 		sh.scratch = make([]int64, t.words)
 	} else {
 		clear(sh.scratch)
 	}
-	d := t.policy.Decide(sh.scratch, now, cost)
+	t.policy.DecideTo(d, sh.scratch, now, cost)
 	for _, v := range sh.scratch {
 		if v != 0 {
 			copy(sh.insert(t, h, now), sh.scratch)
 			break
 		}
 	}
-	return d
 }
 
 // find returns the slot of hash h, or -1.
