@@ -18,6 +18,12 @@ type localMapStore struct{ *mapStore }
 
 func (localMapStore) Local() bool { return true }
 
+func TestDefaultClockIsCoarse(t *testing.T) {
+	l, err := core.NewLimiter(newMapStore(), core.Policy{Name: "p", Limits: []core.Limit{core.PerMinute(2)}})
+	require.NoError(t, err)
+	assert.Equal(t, core.CoarseClock{}, l.Clock())
+}
+
 // A local store without an observer takes the fast path; with an observer
 // the full one. Both decide alike, step by step, for every algorithm,
 // multi-limit policies, counted denials and costs 0..3 (and the fast path

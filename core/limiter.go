@@ -14,8 +14,10 @@ const DefaultTimeout = 50 * time.Millisecond
 // Limiter applies one Policy through one Store. Allow is what most callers
 // want; AllowN charges a cost other than 1.
 //
-// A Limiter reads time from its Clock (the system clock by default) and
-// gives every call to a remote store its own deadline (DefaultTimeout, or
+// A Limiter reads time from its Clock ([CoarseClock] by default: the
+// system clock as of its last millisecond tick, an atomic load per
+// decision; WithClock(SystemClock{}) reads the clock itself, at the cost
+// of a vDSO call per decision) and gives every call to a remote store its own deadline (DefaultTimeout, or
 // the request's earlier one). When the store fails or times out, the
 // decision follows the policy's FailMode and the call returns a
 // *StoreError alongside it: callers use the decision and log the error.
@@ -36,8 +38,9 @@ type Limiter struct {
 // Option configures a Limiter.
 type Option func(*Limiter)
 
-// WithClock makes the Limiter read time from c (e.g. a *ManualClock in
-// tests). Stores with their own clock (Redis by default) ignore it.
+// WithClock makes the Limiter read time from c (default [CoarseClock]):
+// a *ManualClock in tests, [SystemClock] where a decision must use the
+// exact instant. Stores with their own clock (Redis by default) ignore it.
 func WithClock(c Clock) Option { return func(l *Limiter) { l.clock = c } }
 
 // WithTimeout sets the per-call store deadline (default DefaultTimeout).
@@ -64,7 +67,7 @@ func NewLimiter(store Store, policy Policy, opts ...Option) (*Limiter, error) {
 	if err := policy.Validate(); err != nil {
 		return nil, err
 	}
-	l := &Limiter{store: store, policy: &policy, clock: SystemClock{}, timeout: DefaultTimeout}
+	l := &Limiter{store: store, policy: &policy, clock: CoarseClock{}, timeout: DefaultTimeout}
 	for _, o := range opts {
 		o(l)
 	}
@@ -130,7 +133,7 @@ func (l *Limiter) AllowN(ctx context.Context, key string, cost int64) (Decision,
 	return l.allowNAt(ctx, key, now, cost)
 }
 
-// Clock returns the limiter's clock (the system clock unless WithClock).
+// Clock returns the limiter's clock ([CoarseClock] unless WithClock).
 func (l *Limiter) Clock() Clock { return l.clock }
 
 // AllowNAt is AllowN at the given instant instead of the clock's now, for
