@@ -66,8 +66,9 @@ func WithLogger(logger *slog.Logger) Option {
 }
 
 // WithLogInterval sets the least time between two store-failure lines of
-// the Limiter (default [DefaultLogInterval]); failures in between are
-// counted into the next line. It must be > 0.
+// the Limiter (default [DefaultLogInterval]), measured on the Limiter's
+// clock; failures in between are counted into the next line. It must be
+// > 0.
 func WithLogInterval(d time.Duration) Option { return func(l *Limiter) { l.log.interval = d } }
 
 // NewLimiter validates policy and returns a Limiter applying it through

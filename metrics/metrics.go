@@ -345,17 +345,23 @@ func (m *Metrics) Observe(e core.Event) {
 // WatchMemstore exports s's key count and evictions under the label
 // store=name at every scrape (Stats takes each shard's lock briefly). name
 // should be a constant such as "default"; watching the same name twice
-// replaces the first.
+// replaces the first, and a nil s stops watching name.
 func (m *Metrics) WatchMemstore(name string, s StatsSource) {
 	m.storesMu.Lock()
 	defer m.storesMu.Unlock()
 	for i := range m.stores {
 		if m.stores[i].name == name {
-			m.stores[i].s = s
+			if s == nil {
+				m.stores = slices.Delete(m.stores, i, i+1)
+			} else {
+				m.stores[i].s = s
+			}
 			return
 		}
 	}
-	m.stores = append(m.stores, watched{name, s})
+	if s != nil {
+		m.stores = append(m.stores, watched{name, s})
+	}
 }
 
 func (m *Metrics) collectors() []prometheus.Collector {

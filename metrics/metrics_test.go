@@ -232,6 +232,11 @@ func TestWatchMemstore(t *testing.T) {
 	defer other.Close()
 	m.WatchMemstore("default", other) // replaces
 	assert.Equal(t, 0.0, gauge(t, reg, "limitkit_memstore_keys", map[string]string{"store": "default"}))
+	m.WatchMemstore("default", nil) // stops
+	m.WatchMemstore("never", nil)
+	n, err := testutil.GatherAndCount(reg, "limitkit_memstore_keys")
+	require.NoError(t, err)
+	assert.Zero(t, n)
 }
 
 // gauge returns the value of the series of name with exactly labels.
