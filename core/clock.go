@@ -2,6 +2,7 @@ package core
 
 import (
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -11,11 +12,42 @@ type Clock interface {
 	Now() time.Time
 }
 
-// SystemClock is the wall clock.
+// SystemClock is the system clock, read the cheap way: the wall clock is
+// read once and anchored to the monotonic clock, and Now adds the
+// monotonic time elapsed since the anchor (one vDSO call, where time.Now
+// makes two). The anchor is renewed from time.Now every [ReanchorEvery].
+//
+// What a wall-clock step does (NTP stepping the clock, an operator setting
+// it): Now keeps counting from the old anchor until the next renewal, so
+// the step shows up within ReanchorEvery, at once and whole, as it would
+// with time.Now. A slew (NTP's gradual adjustment) is followed within the
+// same delay. Times returned by Now carry a monotonic reading, so
+// durations between them (time.Since, Sub) are monotonic as with time.Now.
+// Stores tolerate a clock that goes back (see the algorithms' docs).
+//
+// The zero value is ready to use and safe for concurrent use.
 type SystemClock struct{}
 
-// Now returns time.Now().
-func (SystemClock) Now() time.Time { return time.Now() }
+// ReanchorEvery is how often [SystemClock] reads the wall clock again.
+const ReanchorEvery = time.Second
+
+type clockAnchor struct{ t time.Time }
+
+var sysAnchor atomic.Pointer[clockAnchor]
+
+func init() { sysAnchor.Store(&clockAnchor{t: time.Now()}) }
+
+// Now returns the current time: the anchor plus the monotonic time since.
+func (SystemClock) Now() time.Time {
+	a := sysAnchor.Load()
+	d := time.Since(a.t) // monotonic only: a.t has a monotonic reading
+	if d >= 0 && d < ReanchorEvery {
+		return a.t.Add(d)
+	}
+	t := time.Now()
+	sysAnchor.Store(&clockAnchor{t: t})
+	return t
+}
 
 // ManualClock is a Clock that only moves when told to; for tests. The zero
 // value reads as the zero time; use [NewManualClock]. Safe for concurrent

@@ -73,6 +73,11 @@ func WithLogInterval(d time.Duration) Option { return func(l *Limiter) { l.log.i
 
 // NewLimiter validates policy and returns a Limiter applying it through
 // store. The policy is copied: changing it afterwards has no effect.
+//
+// Build a Limiter once per policy (at start-up) and share it: it is safe
+// for concurrent use, and building one validates and copies the policy.
+// Limiters built from equal policies (same name, same limits) on one store
+// share its per-key state, so a Limiter built per request still limits.
 func NewLimiter(store Store, policy Policy, opts ...Option) (*Limiter, error) {
 	if store == nil {
 		return nil, fmt.Errorf("core: NewLimiter: nil store; use memstore.New() for the embedded store")

@@ -151,3 +151,37 @@ func TestAllowAllFailOpenContinues(t *testing.T) {
 	d, _ = core.AllowAll(ctx, core.Check{Limiter: bad, Key: "k"}, core.Check{Limiter: good, Key: "k"})
 	assert.False(t, d.Allowed, "the healthy check still limits")
 }
+
+func TestSystemClockFollowsTimeNow(t *testing.T) {
+	var c core.SystemClock
+	for i := 0; i < 1000; i++ {
+		before := time.Now()
+		got := c.Now()
+		after := time.Now()
+		// the anchored reading lies within [before, after] up to the
+		// wall/monotonic drift since the anchor (sub-millisecond here)
+		assert.False(t, got.Before(before.Add(-time.Millisecond)), "got %v before %v", got, before)
+		assert.False(t, got.After(after.Add(time.Millisecond)), "got %v after %v", got, after)
+		assert.Less(t, time.Since(got), time.Second, "monotonic reading present")
+	}
+}
+
+func BenchmarkClock(b *testing.B) {
+	b.Run("time.Now", func(b *testing.B) {
+		b.ReportAllocs()
+		var s int64
+		for i := 0; i < b.N; i++ {
+			s += time.Now().UnixNano()
+		}
+		_ = s
+	})
+	b.Run("SystemClock", func(b *testing.B) {
+		b.ReportAllocs()
+		var c core.SystemClock
+		var s int64
+		for i := 0; i < b.N; i++ {
+			s += c.Now().UnixNano()
+		}
+		_ = s
+	})
+}

@@ -37,7 +37,8 @@
 //
 // A key function that finds no key (an anonymous request to a user check)
 // follows [WithNoKey]: fall back to the peer IP (default), skip the check,
-// or deny.
+// or deny. A no-key denial is 403, not 429: it claims no quota. A server
+// on a Unix socket has no peer IP to fall back to (see [NoKeyFallback]).
 //
 // # Several checks
 //

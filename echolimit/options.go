@@ -35,7 +35,10 @@ const (
 	// store's error text (that goes to the [WithErrorHook] hook).
 	ReasonUnavailable = limitmw.ReasonUnavailable
 	// ReasonNoKey: no key could be derived and [NoKeyDeny] (or a failed
-	// fallback) denies. Default status 429, no Retry-After.
+	// fallback) denies. Not a quota denial: status 403 with a plain RFC 9457
+	// problem ({"type":"about:blank","title":"Forbidden","status":403,...})
+	// that names no policy, no X-RateLimit-* fields, no Retry-After; nothing
+	// is counted. [WithDenyStatus] and [WithDenyBody] do not apply.
 	ReasonNoKey = limitmw.ReasonNoKey
 )
 
@@ -92,15 +95,24 @@ const (
 	// NoKeyFallback keys the check by the fallback key function (the peer
 	// IP unless [WithFallbackKey] says otherwise), prefixed "~fb/" so that
 	// it never shares quota with a primary key that looks the same; if the
-	// fallback finds no key either, the request is denied (ReasonNoKey).
-	// The default: a request is never let through unlimited by accident.
+	// fallback finds no key either, the request is denied (ReasonNoKey,
+	// 403) and the [WithErrorHook] hook is told. The default: a request is
+	// never let through unlimited by accident.
+	//
+	// With the default key (the peer IP) a primary key always exists unless
+	// the peer address is not an IP: a server listening on a Unix socket
+	// (behind a local proxy) denies every request with 403. There, key by
+	// what the proxy passes on — e.g. [WithKey] with keyfuncs.Header on a
+	// header the proxy overwrites on every request, safe only when nothing
+	// but the proxy can reach the socket — or choose [NoKeySkip] to leave
+	// such requests unlimited.
 	NoKeyFallback = limitmw.NoKeyFallback
 	// NoKeySkip skips the check for that request; other checks still
 	// apply. Use it for the user check of a user+IP hybrid, so anonymous
 	// requests are limited by the IP check alone.
 	NoKeySkip = limitmw.NoKeySkip
-	// NoKeyDeny denies the request (ReasonNoKey, the denial status, no
-	// Retry-After).
+	// NoKeyDeny denies the request (ReasonNoKey: 403, no rate-limit
+	// fields, no Retry-After).
 	NoKeyDeny = limitmw.NoKeyDeny
 )
 
@@ -172,22 +184,24 @@ func WithResetFormat(f ResetFormat) Option { return limitmw.WithResetFormat(f) }
 func WithDegradedHeader(name string) Option { return limitmw.WithDegradedHeader(name) }
 
 // WithDenyStatus sets the status of quota denials (default 429 Too Many
-// Requests). Store failures under FailClosed always answer 503.
+// Requests). Store failures under FailClosed always answer 503, and no-key
+// denials ([ReasonNoKey]) 403.
 func WithDenyStatus(code int) Option { return limitmw.WithDenyStatus(code) }
 
 // WithDenyBody replaces the default denial body — an RFC 9457
 // application/problem+json object of the IETF draft's quota-exceeded type:
 // {"type":"https://iana.org/assignments/http-problem-types#quota-exceeded",
 // "title":"Request cannot be satisfied as assigned quota has been exceeded",
-// "status":429,"violated-policies":["api"]} — for quota and no-key
-// denials. body is copied.
+// "status":429,"violated-policies":["api"]} — for quota denials. No-key
+// and store-failure denials keep their own bodies. body is copied.
 func WithDenyBody(contentType string, body []byte) Option {
 	return limitmw.WithDenyBody(contentType, body)
 }
 
 // WithErrorHook reports errors the client never sees: store failures
-// (*core.StoreError, whatever the fail mode) and invalid key material from
-// a key function. ctx is the request's context. f runs on the request path:
+// (*core.StoreError, whatever the fail mode), invalid key material from
+// a key function, and requests denied because not even the fallback key
+// exists (wrapping keyfuncs.ErrNoKey: a server on a Unix socket). ctx is the request's context. f runs on the request path:
 // keep it fast (log, count).
 func WithErrorHook(f func(ctx context.Context, err error)) Option { return limitmw.WithErrorHook(f) }
 

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"go.yaml.in/yaml/v3"
 
@@ -21,6 +22,9 @@ type switches struct {
 	softPercent int
 	countDenied bool
 	failMode    core.FailMode
+	mode        core.Mode
+	sync        time.Duration
+	fleetSize   int
 }
 
 // collector gathers errors up to maxErrors.
@@ -31,6 +35,10 @@ func (c *collector) add(e *Error) {
 		c.errs = append(c.errs, e)
 	}
 }
+
+// full reports whether further problems would be dropped: callers skip
+// composing messages (a did-you-mean costs an edit distance) then.
+func (c *collector) full() bool { return len(c.errs) >= maxErrors }
 
 func (c *collector) err() error { return errors.Join(c.errs...) }
 
@@ -70,6 +78,34 @@ func resolveSwitches(s *switchesDoc, base switches, e Error, at func(string) int
 			fail("fail_mode", strings.TrimPrefix(err.Error(), "core: "))
 		}
 		out.failMode = m
+	}
+	if s.Mode != nil {
+		m, err := core.ParseMode(*s.Mode)
+		if err != nil {
+			fail("mode", strings.TrimPrefix(err.Error(), "core: "))
+		}
+		out.mode = m
+		if m == core.ModeExact {
+			out.sync = 0 // a default sync applies to write-back only
+		}
+	}
+	if s.Sync != nil {
+		d, err := time.ParseDuration(strings.TrimSpace(*s.Sync))
+		switch {
+		case err != nil:
+			fail("sync", fmt.Sprintf("%q is not a duration; write e.g. 100ms or 1s", *s.Sync))
+		case d <= 0 || d > core.MaxSync:
+			fail("sync", fmt.Sprintf("%q must be above 0 and at most %v (leave sync out, or write mode: exact, for exact decisions)", *s.Sync, core.MaxSync))
+		default:
+			out.sync = d
+		}
+	}
+	if s.FleetSize != nil {
+		if n := *s.FleetSize; n < 1 || n > core.MaxFleetSize {
+			fail("fleet_size", fmt.Sprintf("%d must be in [1, %d]: the number of servers sharing the store", n, core.MaxFleetSize))
+		} else {
+			out.fleetSize = n
+		}
 	}
 	return out
 }
@@ -156,8 +192,8 @@ func validName(s string, slash bool) bool {
 	return true
 }
 
-func build(doc *fileDoc, ln *lines) (*Set, error) {
-	c := &collector{}
+// build validates doc and resolves it into a Set, adding problems to c.
+func build(doc *fileDoc, ln *lines, c *collector) *Set {
 	if doc.Version != 0 && doc.Version != 1 {
 		c.add(&Error{Index: -1, Field: "version", Msg: fmt.Sprintf("version %d is not supported; write version: 1 or leave it out", doc.Version)})
 	}
@@ -197,8 +233,8 @@ func build(doc *fileDoc, ln *lines) (*Set, error) {
 				if len(d.Methods) != 1 {
 					fail("methods", fmt.Sprintf("%q means any method; it cannot be combined with others", m))
 				}
-			case !isToken(u) || len(u) > 32:
-				fail("methods", fmt.Sprintf("%q is not an HTTP method", m))
+			case !slices.Contains(httpMethods, u):
+				fail("methods", unknownMethod(m))
 			case slices.Contains(r.Methods, u):
 				fail("methods", fmt.Sprintf("%s is listed twice", u))
 			default:
@@ -231,6 +267,7 @@ func build(doc *fileDoc, ln *lines) (*Set, error) {
 		sw := resolveSwitches(&d.switchesDoc, base, e, at, c)
 		r.Algorithm, r.Buckets, r.Shadow, r.SoftPercent, r.CountDenied, r.FailMode =
 			sw.algorithm, sw.buckets, sw.shadow, sw.softPercent, sw.countDenied, sw.failMode
+		r.Mode, r.Sync, r.FleetSize = sw.mode, sw.sync, sw.fleetSize
 		r.Limits = parseLimits(d.Limits, e, at, c)
 		if len(r.Limits) == len(d.Limits) && len(r.Limits) > 0 && validName(r.Name, false) {
 			p := r.Policy()
@@ -238,25 +275,7 @@ func build(doc *fileDoc, ln *lines) (*Set, error) {
 		}
 		s.rules = append(s.rules, r)
 	}
-	// Two rules that tie on every precedence criterion for some request
-	// make the later one dead: reject.
-	for j := range s.rules {
-		for i := 0; i < j; i++ {
-			a, b := &s.rules[i], &s.rules[j]
-			if a.Identity != b.Identity || canonical(a.Route) != canonical(b.Route) || (len(a.Methods) == 0) != (len(b.Methods) == 0) {
-				continue
-			}
-			// Some method both match (GET also matches HEAD)?
-			overlap := len(a.Methods) == 0
-			for _, m := range append(slices.Clone(b.Methods), "HEAD") {
-				overlap = overlap || a.matchesMethod(m) && b.matchesMethod(m)
-			}
-			if overlap {
-				c.add(&Error{Section: "rules", Index: j, Name: b.Name, Line: b.Line, Msg: fmt.Sprintf(
-					"matches the same requests as rules[%d] %q (same route, methods and identity), which comes first, so it would never apply; merge or remove one", i, a.Name)})
-			}
-		}
-	}
+	checkTies(s.rules, c)
 	for i := range doc.Descriptors {
 		d := &doc.Descriptors[i]
 		e := Error{Section: "descriptors", Index: i, Name: d.Domain + "/" + d.Key}
@@ -298,14 +317,12 @@ func build(doc *fileDoc, ln *lines) (*Set, error) {
 		sw := resolveSwitches(&d.switchesDoc, base, e, at, c)
 		ds.Algorithm, ds.Buckets, ds.Shadow, ds.SoftPercent, ds.CountDenied, ds.FailMode =
 			sw.algorithm, sw.buckets, sw.shadow, sw.softPercent, sw.countDenied, sw.failMode
+		ds.Mode, ds.Sync, ds.FleetSize = sw.mode, sw.sync, sw.fleetSize
 		if len(ds.Limits) > 0 && okName {
 			p := ds.Policy()
 			validatePolicy(&p, e, at, c)
 		}
 		s.descriptors = append(s.descriptors, ds)
-	}
-	if err := c.err(); err != nil {
-		return nil, err
 	}
 	s.order = make([]int, len(s.rules))
 	for i := range s.order {
@@ -320,7 +337,73 @@ func build(doc *fileDoc, ln *lines) (*Set, error) {
 		}
 		return 0
 	})
-	return s, nil
+	return s
+}
+
+// httpMethods are the methods a rule may list: RFC 9110's and PATCH
+// (RFC 5789). Extension methods (WebDAV's PROPFIND, ...) are not accepted:
+// a misspelt standard method ("GTE") would otherwise load as a rule that
+// never matches. A rule for every method leaves methods out.
+var httpMethods = []string{"GET", "HEAD", "POST", "PUT", "DELETE", "CONNECT", "OPTIONS", "TRACE", "PATCH"}
+
+// unknownMethod says a method is not one of httpMethods and suggests the
+// closest.
+func unknownMethod(m string) string {
+	msg := fmt.Sprintf("%q is not an HTTP method", m)
+	best, bestD := "", 3
+	for _, k := range httpMethods {
+		if d := editDistance(strings.ToUpper(strings.TrimSpace(m)), k); d < bestD {
+			best, bestD = k, d
+		}
+	}
+	if best != "" {
+		msg += fmt.Sprintf(" (did you mean %q?)", best)
+	}
+	return msg + "; use " + strings.Join(httpMethods, ", ") + `, or leave methods out (or write [*]) for any method`
+}
+
+// tieKey is what two rules must share to tie on every precedence
+// criterion for some request: identity, route up to parameter names, and
+// a method both match ("" for a rule without methods; a rule with methods
+// never ties with one without, which it precedes).
+type tieKey struct {
+	identity Identity
+	route    string
+	method   string
+}
+
+// checkTies rejects a rule that ties with an earlier one on every
+// precedence criterion for some request: file order would decide, so the
+// later rule would never apply. It hashes each rule under every method it
+// matches, so it runs in time linear in the number of rules and methods.
+func checkTies(rules []Rule, c *collector) {
+	first := make(map[tieKey]int, len(rules))
+	for j := range rules {
+		b := &rules[j]
+		route := canonical(b.Route)
+		methods := b.Methods
+		if len(methods) == 0 {
+			methods = []string{""}
+		} else if slices.Contains(methods, "GET") && !slices.Contains(methods, "HEAD") {
+			methods = append(slices.Clone(methods), "HEAD") // GET also matches HEAD
+		}
+		tie := -1
+		for _, m := range methods {
+			k := tieKey{b.Identity, route, m}
+			if i, ok := first[k]; ok {
+				if tie < 0 || i < tie {
+					tie = i
+				}
+			} else {
+				first[k] = j
+			}
+		}
+		if tie >= 0 {
+			a := &rules[tie]
+			c.add(&Error{Section: "rules", Index: j, Name: b.Name, Line: b.Line, Msg: fmt.Sprintf(
+				"matches the same requests as rules[%d] %q (same route, methods and identity), which comes first, so it would never apply; merge or remove one", tie, a.Name)})
+		}
+	}
 }
 
 // precedes reports whether a is more specific than b, ignoring file order.
@@ -352,8 +435,8 @@ func canonical(route string) string {
 // ---- encoding ----
 
 func (s *Set) doc() *fileDoc {
-	doc := &fileDoc{Version: 1}
-	sw := func(a core.Algorithm, buckets int, shadow bool, soft int, count bool, fm core.FailMode) switchesDoc {
+	doc := &fileDoc{Version: 1, Rules: []ruleDoc{}} // "rules": [], not null
+	sw := func(a core.Algorithm, buckets int, shadow bool, soft int, count bool, fm core.FailMode, mode core.Mode, sync time.Duration, fleet int) switchesDoc {
 		var out switchesDoc
 		alg := a.String()
 		out.Algorithm = &alg
@@ -373,6 +456,17 @@ func (s *Set) doc() *fileDoc {
 			m := fm.String()
 			out.FailMode = &m
 		}
+		if mode != core.ModeDefault {
+			m := mode.String()
+			out.Mode = &m
+		}
+		if sync != 0 {
+			d := sync.String()
+			out.Sync = &d
+		}
+		if fleet != 0 {
+			out.FleetSize = &fleet
+		}
 		return out
 	}
 	limits := func(ls []core.Limit) []limitDoc {
@@ -385,13 +479,13 @@ func (s *Set) doc() *fileDoc {
 	for i := range s.rules {
 		r := &s.rules[i]
 		d := ruleDoc{Name: r.Name, Methods: r.Methods, Route: r.Route, Identity: r.Identity.String(), Key: r.Key.String(), Limits: limits(r.Limits),
-			switchesDoc: sw(r.Algorithm, r.Buckets, r.Shadow, r.SoftPercent, r.CountDenied, r.FailMode)}
+			switchesDoc: sw(r.Algorithm, r.Buckets, r.Shadow, r.SoftPercent, r.CountDenied, r.FailMode, r.Mode, r.Sync, r.FleetSize)}
 		doc.Rules = append(doc.Rules, d)
 	}
 	for i := range s.descriptors {
 		ds := &s.descriptors[i]
 		doc.Descriptors = append(doc.Descriptors, descriptorDoc{Domain: ds.Domain, Key: ds.Key, Limits: limits(ds.Limits),
-			switchesDoc: sw(ds.Algorithm, ds.Buckets, ds.Shadow, ds.SoftPercent, ds.CountDenied, ds.FailMode)})
+			switchesDoc: sw(ds.Algorithm, ds.Buckets, ds.Shadow, ds.SoftPercent, ds.CountDenied, ds.FailMode, ds.Mode, ds.Sync, ds.FleetSize)})
 	}
 	return doc
 }

@@ -10,7 +10,8 @@
 //	  fail_mode: open
 //	rules:
 //	  - name: api2-post       # required, unique: the policy name (A-Z a-z 0-9 _ . : -)
-//	    methods: [POST]       # optional; empty, [*] or [ANY] = any method; GET also matches HEAD
+//	    methods: [POST]       # optional; GET HEAD POST PUT DELETE CONNECT OPTIONS TRACE PATCH;
+//	                          #   empty, [*] or [ANY] = any method; GET also matches HEAD
 //	    route: /api2          # required; see "Routes"
 //	    identity: authenticated   # authenticated | anonymous | any (default any)
 //	    key: user             # user | api_key | ip | header:<Name>
@@ -23,7 +24,11 @@
 //	    shadow: false         # report, never deny
 //	    soft_percent: 0       # tolerate this % over each limit
 //	    count_denied: false   # denied requests consume quota
-//	    fail_mode: open       # open | closed, when the store fails
+//	    fail_mode: open       # open | closed | local, when the store fails
+//	                          #   (local: the fleet tier's local store, limits / fleet_size)
+//	    mode: exact           # fleet tier only: exact | write-back (default: the tier's)
+//	    sync: 100ms           # fleet tier only: write-back sync interval (default: the tier's)
+//	    fleet_size: 4         # fleet tier only: servers sharing the store, for fail_mode local
 //	descriptors:
 //	  - {domain: auth, key: login, unit: minute, requests: 10}
 //
@@ -33,10 +38,19 @@
 // burst. JSON files have the same fields, with limits as strings or
 // objects.
 //
-// Unknown fields are errors (with a did-you-mean), and every problem is
-// reported at once with its line, the rule's index and name, the field and
-// what to fix; see [Error]. JSON errors carry the line of the rule (and
-// the byte offset for syntax errors). Each rule's policy is checked with
+// A window is exact: it is at most 366 days ([MaxWindow]) and a whole
+// number of microseconds, or the file does not load; no count or unit can
+// overflow into a different window. Methods are the standard ones above
+// (extension methods such as WebDAV's are not accepted; leave methods out
+// to match every method).
+//
+// Unknown fields and keys written twice (at any depth, in YAML and JSON)
+// are errors (with a did-you-mean for unknown fields), and every problem
+// is reported at once, in line order, with its line, the rule's index and
+// name, the field and what to fix; see [Error]. A syntax error or a value
+// of the wrong type stops the load before the rules are checked. Files are
+// at most [MaxFileSize]; loading time is linear in the number of rules.
+// Each rule's policy is checked with
 // [core.Policy.Validate] at load time, so a Set that loaded has only valid
 // policies. Rules that would tie on every precedence criterion below for
 // some request are rejected, since the later one could never apply.

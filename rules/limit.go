@@ -3,6 +3,7 @@ package rules
 import (
 	"errors"
 	"fmt"
+	"math/big"
 	"strconv"
 	"strings"
 	"time"
@@ -19,13 +20,16 @@ const maxLimitText = 128
 //	<requests> per <window> [burst <n>]
 //	<requests> / <window> [burst <n>]
 //
-// where <window> is a Go duration ("15m", "1h30m", "500ms"), a number of
-// days ("1d", "7d"), or an optional count followed by a unit word:
-// "second", "minute", "hour", "day" (singular or plural, or the
+// where <window> is a Go duration with d (24h) as an extra unit ("15m",
+// "1h30m", "500ms", "7d", "1d12h"), or an optional count followed by a unit
+// word: "second", "minute", "hour", "day" (singular or plural, or the
 // abbreviations s/sec, m/min, h/hr, d). Examples: "900 per 15m",
 // "200 per 1m", "10 per minute", "5 per day", "100/s", "10 per 1s burst 20",
 // "250 per 15 minutes".
 //
+// The window is computed exactly: it must be a whole number of
+// microseconds and at most [MaxWindow] (366 days); a longer window is an
+// error, whatever the count and unit, never a wrapped-around value.
 // ParseLimit checks the syntax and that every number is positive; whether
 // the limit suits an algorithm (burst, resolution, bounds) is checked by
 // [core.Policy.Validate]. It never panics. The output of [core.Limit.String]
@@ -92,38 +96,81 @@ var units = map[string]time.Duration{
 	"d": 24 * time.Hour, "day": 24 * time.Hour, "days": 24 * time.Hour,
 }
 
-// maxWindowCount keeps count × unit far from overflow; core bounds windows
-// at 366 days anyway.
-const maxWindowCount = 1 << 20
+// MaxWindow is the longest window a rules file may write: the bound
+// [core.Policy.Validate] puts on every limit's window. The parser rejects a
+// longer window itself, so that no count or unit can overflow into a
+// different, shorter window.
+const MaxWindow = 366 * 24 * time.Hour
+
+// errTooLong is the error for a window above MaxWindow.
+func errTooLong(s string) error {
+	return fmt.Errorf("window: %q is longer than 366 days, the longest window limitkit supports", s)
+}
 
 func unitWindow(unit string, count int64) (time.Duration, error) {
 	u, ok := units[strings.ToLower(unit)]
 	if !ok {
 		return 0, fmt.Errorf("window: unknown unit %q (use second, minute, hour or day)", unit)
 	}
-	if count > maxWindowCount {
-		return 0, fmt.Errorf("window: count %d is too large", count)
+	if count <= 0 || count > int64(MaxWindow/u) {
+		return 0, errTooLong(strconv.FormatInt(count, 10) + " " + unit)
 	}
 	return time.Duration(count) * u, nil
 }
 
-// parseWindow parses "15m", "1h30m", "7d", or a bare unit word "minute".
+// durationUnits are the unit suffixes of a duration: Go's, plus d (24h).
+var durationUnits = map[string]time.Duration{
+	"ns": time.Nanosecond, "us": time.Microsecond, "µs": time.Microsecond, "μs": time.Microsecond,
+	"ms": time.Millisecond, "s": time.Second, "m": time.Minute, "h": time.Hour, "d": 24 * time.Hour,
+}
+
+// parseWindow parses a duration ("15m", "1h30m", "1.5s", "7d", "1d12h")
+// or a bare unit word ("minute"). The result is exact: the value written,
+// computed without rounding or overflow, must be a positive whole number
+// of microseconds (the resolution limitkit counts time in) no longer than
+// [MaxWindow]; anything else is an error, never a different window.
 func parseWindow(s string) (time.Duration, error) {
-	if _, ok := units[strings.ToLower(s)]; ok && !isDigit(s[0]) {
+	if _, ok := units[strings.ToLower(s)]; ok && s != "" && !isDigit(s[0]) {
 		return unitWindow(s, 1)
 	}
-	if strings.HasSuffix(s, "d") && len(s) > 1 {
-		k, err := positiveInt(s[:len(s)-1], "window days")
-		if err != nil {
-			return 0, errors.New("window: " + err.Error())
+	bad := fmt.Errorf("window: %q is not a positive duration (e.g. 1s, 15m, 1h, 1d)", s)
+	if s == "" || len(s) > maxLimitText {
+		return 0, bad
+	}
+	// Sum the components in exact rational arithmetic: s is at most 128
+	// bytes, so the numbers stay small, and nothing can wrap around.
+	total, limit := new(big.Rat), new(big.Rat).SetInt64(int64(MaxWindow))
+	for rest := s; rest != ""; {
+		i := 0
+		for i < len(rest) && (isDigit(rest[i]) || rest[i] == '.') {
+			i++
 		}
-		return unitWindow("d", k)
+		num := rest[:i]
+		j := i
+		for j < len(rest) && !isDigit(rest[j]) && rest[j] != '.' {
+			j++
+		}
+		u, ok := durationUnits[rest[i:j]]
+		if num == "" || num == "." || strings.Count(num, ".") > 1 || !ok {
+			return 0, bad
+		}
+		v, ok := new(big.Rat).SetString(num)
+		if !ok {
+			return 0, bad
+		}
+		total.Add(total, v.Mul(v, new(big.Rat).SetInt64(int64(u))))
+		if total.Cmp(limit) > 0 {
+			return 0, errTooLong(s)
+		}
+		rest = rest[j:]
 	}
-	d, err := time.ParseDuration(s)
-	if err != nil || d <= 0 {
-		return 0, fmt.Errorf("window: %q is not a positive duration (e.g. 1s, 15m, 1h, 1d)", s)
+	if total.Sign() <= 0 {
+		return 0, bad
 	}
-	return d, nil
+	if !total.IsInt() || new(big.Int).Rem(total.Num(), big.NewInt(int64(time.Microsecond))).Sign() != 0 {
+		return 0, fmt.Errorf("window: %q is not a whole number of microseconds, the resolution limitkit counts time in", s)
+	}
+	return time.Duration(total.Num().Int64()), nil
 }
 
 func isDigit(c byte) bool { return c >= '0' && c <= '9' }

@@ -1,6 +1,8 @@
 package rules
 
 import (
+	"fmt"
+	"math/big"
 	"strings"
 	"testing"
 	"time"
@@ -31,6 +33,15 @@ func TestParseLimit(t *testing.T) {
 		{"3 per 500ms", core.Per(3, 500*time.Millisecond)},
 		{"1 per 2 hours", core.Per(1, 2*time.Hour)},
 		{"7 per hr", core.PerHour(7)},
+		{"1 per 1d12h", core.Per(1, 36*time.Hour)},
+		{"1 per 1.5d", core.Per(1, 36*time.Hour)},
+		{"1 per 366d", core.Per(1, MaxWindow)},
+		{"1 per 366 days", core.Per(1, MaxWindow)},
+		{"1 per 8784h", core.Per(1, MaxWindow)},
+		{"1 per 7µs", core.Per(1, 7*time.Microsecond)},
+		{"1 per 7us", core.Per(1, 7*time.Microsecond)},
+		{"1 per 1h0m0.5s", core.Per(1, time.Hour+500*time.Millisecond)},
+		{"1 per 0.000001s", core.Per(1, time.Microsecond)},
 	}
 	for _, tt := range tests {
 		t.Run(tt.in, func(t *testing.T) {
@@ -61,8 +72,22 @@ func TestParseLimitErrors(t *testing.T) {
 		{"10 per 1m burst 0", `burst: "0" is not a positive whole number`},
 		{"10 per 1m burst x", `burst: "x"`},
 		{"10 per 1 2 3", "window: want a duration"},
-		{"10 per 0d", "window days"},
-		{"10 per 99999999 days", "too large"},
+		{"10 per 0d", "not a positive duration"},
+		{"10 per 99999999 days", "longer than 366 days"},
+		{"1 per 213504d", "longer than 366 days"},
+		{"1 per 213504 days", "longer than 366 days"},
+		{"1 per 367d", "longer than 366 days"},
+		{"1 per 8785h", "longer than 366 days"},
+		{"1 per 9223372036854775807ns", "longer than 366 days"},
+		{"1 per 99999999999999999999h", "longer than 366 days"},
+		{"1 per 366d1ns", "longer than 366 days"},
+		{"1 per 1500ns", "whole number of microseconds"},
+		{"1 per 1.0000005ms", "whole number of microseconds"},
+		{"1 per 0.5ns", "whole number of microseconds"},
+		{"1 per 1m-1s", "not a positive duration"},
+		{"1 per 1..5s", "not a positive duration"},
+		{"1 per .s", "not a positive duration"},
+		{"1 per 1x", "not a positive duration"},
 		{strings.Repeat("1", 200), "longer than 128 bytes"},
 	}
 	for _, tt := range tests {
@@ -100,6 +125,9 @@ func FuzzParseLimit(f *testing.F) {
 		if l.Requests <= 0 || l.Window <= 0 || l.Burst < 0 {
 			t.Fatalf("ParseLimit(%q) = %+v: accepted a non-positive field", s, l)
 		}
+		if l.Window > MaxWindow || l.Window%time.Microsecond != 0 {
+			t.Fatalf("ParseLimit(%q) = %+v: window above 366 days or not whole microseconds", s, l)
+		}
 		// The canonical form parses back to the same limit.
 		if l.Burst == l.Requests {
 			l.Burst = 0
@@ -110,6 +138,43 @@ func FuzzParseLimit(f *testing.F) {
 		}
 		if back != l {
 			t.Fatalf("ParseLimit(%q) = %+v; String %q parses to %+v", s, l, l.String(), back)
+		}
+	})
+}
+
+// FuzzWindowCount guards against overflow in the window arithmetic
+// (TestParseLimitErrors "1 per 213504d" loaded as 25m26s): for any count
+// and unit, the parsed window is exactly count × unit, computed here in
+// big integers, or an error when that exceeds MaxWindow.
+func FuzzWindowCount(f *testing.F) {
+	f.Add(uint64(213504), uint8(3), false)
+	f.Add(uint64(366), uint8(3), true)
+	f.Add(uint64(1)<<63, uint8(0), false)
+	f.Add(uint64(106752), uint8(3), true)
+	type unit struct {
+		word, short string
+		d           time.Duration
+	}
+	unitList := []unit{{"seconds", "s", time.Second}, {"minutes", "m", time.Minute}, {"hours", "h", time.Hour}, {"days", "d", 24 * time.Hour}, {"", "ms", time.Millisecond}, {"", "us", time.Microsecond}}
+	f.Fuzz(func(t *testing.T, n uint64, ui uint8, word bool) {
+		u := unitList[int(ui)%len(unitList)]
+		s := fmt.Sprintf("1 per %d%s", n, u.short)
+		if word && u.word != "" {
+			s = fmt.Sprintf("1 per %d %s", n, u.word)
+		}
+		want := new(big.Int).Mul(new(big.Int).SetUint64(n), big.NewInt(int64(u.d)))
+		l, err := ParseLimit(s)
+		if n == 0 || want.Cmp(big.NewInt(int64(MaxWindow))) > 0 {
+			if err == nil {
+				t.Fatalf("ParseLimit(%q) = %v, want an error (window 0 or above 366 days)", s, l)
+			}
+			return
+		}
+		if err != nil {
+			t.Fatalf("ParseLimit(%q): %v", s, err)
+		}
+		if big.NewInt(int64(l.Window)).Cmp(want) != 0 {
+			t.Fatalf("ParseLimit(%q) window = %v, want %v ns", s, l.Window, want)
 		}
 	})
 }

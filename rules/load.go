@@ -2,12 +2,14 @@ package rules
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -90,6 +92,9 @@ type switchesDoc struct {
 	SoftPercent *int    `yaml:"soft_percent,omitempty" json:"soft_percent,omitempty"`
 	CountDenied *bool   `yaml:"count_denied,omitempty" json:"count_denied,omitempty"`
 	FailMode    *string `yaml:"fail_mode,omitempty" json:"fail_mode,omitempty"`
+	Mode        *string `yaml:"mode,omitempty" json:"mode,omitempty"`
+	Sync        *string `yaml:"sync,omitempty" json:"sync,omitempty"`
+	FleetSize   *int    `yaml:"fleet_size,omitempty" json:"fleet_size,omitempty"`
 }
 
 type ruleDoc struct {
@@ -162,10 +167,8 @@ func (l *limitDoc) UnmarshalJSON(b []byte) error {
 	if len(b) > 0 && b[0] == '"' {
 		return json.Unmarshal(b, &l.text)
 	}
-	var f limitFields
-	d := json.NewDecoder(bytes.NewReader(b))
-	d.DisallowUnknownFields()
-	if err := d.Decode(&f); err != nil {
+	var f limitFields // unknown fields are reported by the first pass (jsonWalk)
+	if err := json.Unmarshal(b, &f); err != nil {
 		return fmt.Errorf(`a limit is a string ("200 per 1m") or an object {"requests": 200, "window": "1m"}: %w`, err)
 	}
 	l.structured, l.requests, l.window, l.burst = true, f.Requests, f.Window, f.Burst
@@ -222,9 +225,12 @@ func Load(r io.Reader, format Format) (*Set, error) {
 	return Parse(data, format)
 }
 
-// Parse parses and validates a rules file. Unknown fields are errors, and
-// every problem found is reported with its line, the rule (index and
-// name), the field and what to fix; see [Error].
+// Parse parses and validates a rules file. Unknown fields and keys written
+// twice (at any depth) are errors, and every problem found (up to 20) is
+// reported in line order with its line, the rule (index and name), the
+// field and what to fix; see [Error]. A syntax error, or a value of the
+// wrong type, ends the load before the rules are validated. Parse takes
+// time and memory linear in len(data), at most [MaxFileSize].
 func Parse(data []byte, format Format) (*Set, error) {
 	if len(data) > MaxFileSize {
 		return nil, &Error{Index: -1, Msg: fmt.Sprintf("file is larger than %d bytes", MaxFileSize)}
@@ -232,58 +238,79 @@ func Parse(data []byte, format Format) (*Set, error) {
 	var (
 		doc fileDoc
 		ln  lines
-		err error
+		c   collector
+		ok  bool
 	)
 	if format == JSON {
-		err = parseJSON(data, &doc, &ln)
+		ok = parseJSON(data, &doc, &ln, &c)
 	} else {
-		err = parseYAML(data, &doc, &ln)
+		ok = parseYAML(data, &doc, &ln, &c)
 	}
-	if err != nil {
-		return nil, err
+	var s *Set
+	if ok {
+		// Unknown and repeated fields do not stop here: the other problems
+		// of the file are reported with them.
+		s = build(&doc, &ln, &c)
 	}
-	return build(&doc, &ln)
+	if len(c.errs) > 0 {
+		// in file order; problems of the whole file (no line) first
+		slices.SortStableFunc(c.errs, func(a, b error) int {
+			var ea, eb *Error
+			errors.As(a, &ea)
+			errors.As(b, &eb)
+			return cmp.Compare(ea.Line, eb.Line)
+		})
+		return nil, c.err()
+	}
+	return s, nil
 }
 
 // ---- YAML ----
 
 var (
 	topKeys        = []string{"version", "defaults", "rules", "descriptors"}
-	switchKeys     = []string{"algorithm", "buckets", "shadow", "soft_percent", "count_denied", "fail_mode"}
+	switchKeys     = []string{"algorithm", "buckets", "shadow", "soft_percent", "count_denied", "fail_mode", "mode", "sync", "fleet_size"}
 	ruleKeys       = append([]string{"name", "methods", "route", "identity", "key", "limits"}, switchKeys...)
 	descriptorKeys = append([]string{"domain", "key", "unit", "requests", "limits"}, switchKeys...)
 	limitKeys      = []string{"requests", "window", "burst"}
 )
 
-func parseYAML(data []byte, doc *fileDoc, ln *lines) error {
+// parseYAML decodes data into doc, recording field lines in ln and
+// problems in c. It reports whether doc is complete enough to build.
+func parseYAML(data []byte, doc *fileDoc, ln *lines, c *collector) bool {
 	var root yaml.Node
 	if err := yaml.Unmarshal(data, &root); err != nil {
-		return yamlSyntax(err)
+		c.add(yamlSyntax(err))
+		return false
 	}
 	if root.Kind != yaml.DocumentNode || len(root.Content) == 0 {
-		return &Error{Index: -1, Msg: "empty file; write a mapping with a rules: list"}
+		c.add(&Error{Index: -1, Msg: "empty file; write a mapping with a rules: list"})
+		return false
 	}
 	top := root.Content[0]
 	if top.Kind != yaml.MappingNode {
-		return &Error{Index: -1, Line: top.Line, Msg: "the file must be a mapping with a rules: list"}
+		c.add(&Error{Index: -1, Line: top.Line, Msg: "the file must be a mapping with a rules: list"})
+		return false
 	}
 	// First pass over the node tree: unknown fields with their line and the
-	// rule they are in, and the line of every field.
-	var errs []error
+	// rule they are in, and the line of every field. It covers every
+	// mapping of the schema, so the typed decode below need not be strict.
+	structural := false // a section of the wrong kind: the decode would fail on it too
 	addKeys := func(n *yaml.Node, known []string, e Error) map[string]int {
 		m := map[string]int{"": n.Line}
 		if n.Kind != yaml.MappingNode {
 			e.Line, e.Msg = n.Line, "must be a mapping (field: value)"
-			errs = append(errs, &e)
+			c.add(&e)
+			structural = true
 			return m
 		}
 		for i := 0; i+1 < len(n.Content); i += 2 {
 			k := n.Content[i]
 			m[k.Value] = k.Line
-			if !contains(known, k.Value) {
+			if !contains(known, k.Value) && !c.full() {
 				e := e
 				e.Line, e.Msg = k.Line, unknownField(k.Value, known)
-				errs = append(errs, &e)
+				c.add(&e)
 			}
 		}
 		return m
@@ -324,7 +351,8 @@ func parseYAML(data []byte, doc *fileDoc, ln *lines) error {
 			ln.defaults = addKeys(v, switchKeys, Error{Section: "defaults", Index: -1})
 		case "rules", "descriptors":
 			if v.Kind != yaml.SequenceNode {
-				errs = append(errs, &Error{Line: v.Line, Section: k, Index: -1, Msg: "must be a list (- name: ...)"})
+				c.add(&Error{Line: v.Line, Section: k, Index: -1, Msg: "must be a list (- name: ...)"})
+				structural = true
 				continue
 			}
 			for j, item := range v.Content {
@@ -340,23 +368,24 @@ func parseYAML(data []byte, doc *fileDoc, ln *lines) error {
 			}
 		}
 	}
-	if len(errs) > 0 {
-		return errors.Join(errs...)
+	if structural {
+		return false
 	}
-	// Second pass: the typed decode, strict.
-	dec := yaml.NewDecoder(bytes.NewReader(data))
-	dec.KnownFields(true)
-	if err := dec.Decode(doc); err != nil {
+	// Second pass: the typed decode. A type error leaves fields zero, which
+	// would raise false problems later: stop after reporting it. (yaml
+	// reports a repeated key as a type error too.)
+	if err := yaml.NewDecoder(bytes.NewReader(data)).Decode(doc); err != nil {
 		var te *yaml.TypeError
 		if errors.As(err, &te) {
 			for _, msg := range te.Errors {
-				errs = append(errs, yamlContext(msg, ln, doc))
+				c.add(yamlContext(msg, ln, doc))
 			}
-			return errors.Join(errs...)
+		} else {
+			c.add(yamlSyntax(err))
 		}
-		return yamlSyntax(err)
+		return false
 	}
-	return nil
+	return true
 }
 
 // yamlSyntax turns "yaml: line 3: did not find ..." into an Error.
@@ -421,91 +450,301 @@ func yamlContext(msg string, ln *lines, doc *fileDoc) *Error {
 
 // ---- JSON ----
 
-func parseJSON(data []byte, doc *fileDoc, ln *lines) error {
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
-	at := func(off int64) int { return lineAt(data, off) }
-	syntax := func(err error) error {
-		off := dec.InputOffset()
-		var se *json.SyntaxError
-		if errors.As(err, &se) {
-			off = se.Offset
-		}
-		return &Error{Index: -1, Line: at(off), Msg: fmt.Sprintf("%v (byte offset %d)", err, off)}
+// maxJSONDepth bounds the nesting the JSON walk follows; the schema needs
+// 4 levels, and the bound keeps a hostile "[[[[..." from growing the stack.
+const maxJSONDepth = 32
+
+// jsonWalk is the first pass over a JSON rules file: a token walk that
+// finds repeated keys at any depth (encoding/json keeps the last value
+// silently), unknown fields in every object of the schema, and the line of
+// every field.
+type jsonWalk struct {
+	dec  *json.Decoder
+	data []byte
+	ln   *lines
+	c    *collector
+	// line cache: offsets only move forward, so counting lines stays linear
+	off  int64
+	line int
+}
+
+// at is the 1-based line holding byte offset off.
+func (w *jsonWalk) at(off int64) int {
+	off = min(max(off, 0), int64(len(w.data)))
+	if off < w.off {
+		w.off, w.line = 0, 1
 	}
-	tok, err := dec.Token()
+	w.line += bytes.Count(w.data[w.off:off], []byte{'\n'})
+	w.off = off
+	return w.line
+}
+
+func (w *jsonWalk) syntax(err error) *Error {
+	if err == io.EOF {
+		err = io.ErrUnexpectedEOF
+	}
+	off := w.dec.InputOffset()
+	var se *json.SyntaxError
+	if errors.As(err, &se) {
+		off = se.Offset
+	}
+	return &Error{Index: -1, Line: w.at(off), Msg: fmt.Sprintf("%v (byte offset %d)", strings.TrimPrefix(err.Error(), "json: "), off)}
+}
+
+// jsonCtx says where in the schema a value is.
+type jsonCtx struct {
+	kind    uint8 // ctxTop, ctxDefaults, ctxEntry, ctxLimit, ctxOther
+	section string
+	index   int
+	field   string // the limits[j] of a limit
+	path    string // for messages: rules[2].limits[0]
+}
+
+const (
+	ctxOther uint8 = iota
+	ctxTop
+	ctxDefaults
+	ctxEntry // a rule or a descriptor
+	ctxLimit
+)
+
+func (x *jsonCtx) known() []string {
+	switch x.kind {
+	case ctxTop:
+		return topKeys
+	case ctxDefaults:
+		return switchKeys
+	case ctxEntry:
+		if x.section == "rules" {
+			return ruleKeys
+		}
+		return descriptorKeys
+	case ctxLimit:
+		return limitKeys
+	}
+	return nil
+}
+
+// fieldLines returns the map that records the lines of x's fields, or nil.
+func (w *jsonWalk) fieldLines(x *jsonCtx, line int) map[string]int {
+	switch x.kind {
+	case ctxDefaults:
+		if w.ln.defaults == nil {
+			w.ln.defaults = map[string]int{"": line}
+		}
+		return w.ln.defaults
+	case ctxEntry:
+		list := &w.ln.rules
+		if x.section == "descriptors" {
+			list = &w.ln.descriptors
+		}
+		for len(*list) <= x.index {
+			*list = append(*list, nil)
+		}
+		if (*list)[x.index] == nil {
+			(*list)[x.index] = map[string]int{"": line}
+		}
+		return (*list)[x.index]
+	}
+	return nil
+}
+
+// value walks one value. It returns false on a syntax error (reported),
+// after which the walk cannot go on.
+func (w *jsonWalk) value(x jsonCtx, depth int) bool {
+	start := w.at(skipSpace(w.data, w.dec.InputOffset()))
+	tok, err := w.dec.Token()
 	if err != nil {
-		return syntax(err)
+		w.c.add(w.syntax(err))
+		return false
 	}
-	if d, ok := tok.(json.Delim); !ok || d != '{' {
-		return &Error{Index: -1, Line: 1, Msg: `the file must be an object with a "rules" list`}
+	d, ok := tok.(json.Delim)
+	if x.kind == ctxOther && (x.path == "rules" || x.path == "descriptors") && d != '[' && tok != nil { // null is an empty list
+		w.c.add(&Error{Section: x.path, Index: -1, Line: start, Msg: "must be a list"})
+		return false
 	}
-	for dec.More() {
-		tok, err := dec.Token()
-		if err != nil {
-			return syntax(err)
+	if x.kind == ctxDefaults && d != '{' {
+		w.c.add(&Error{Section: "defaults", Index: -1, Line: start, Msg: "must be an object"})
+		return false
+	}
+	if !ok {
+		if x.kind == ctxTop {
+			w.c.add(&Error{Index: -1, Line: start, Msg: `the file must be an object with a "rules" list`})
+			return false
 		}
+		return true // a scalar
+	}
+	if depth >= maxJSONDepth {
+		w.c.add(&Error{Index: -1, Line: start, Msg: fmt.Sprintf("%s: nested deeper than %d levels", x.path, maxJSONDepth)})
+		return false
+	}
+	if d == '[' {
+		switch {
+		case x.kind == ctxTop:
+			w.c.add(&Error{Index: -1, Line: start, Msg: `the file must be an object with a "rules" list`})
+			return false
+		case x.kind == ctxOther && (x.path == "rules" || x.path == "descriptors"):
+			x = jsonCtx{kind: ctxEntry, section: x.path}
+		case x.kind == ctxOther && strings.HasSuffix(x.path, ".limits") && x.section != "":
+			x = jsonCtx{kind: ctxLimit, section: x.section, index: x.index, path: x.path}
+		default:
+			x = jsonCtx{path: x.path}
+		}
+		for i := 0; w.dec.More(); i++ {
+			y := x
+			switch y.kind {
+			case ctxEntry:
+				y.index, y.path = i, fmt.Sprintf("%s[%d]", x.section, i)
+			case ctxLimit:
+				y.field, y.path = fmt.Sprintf("limits[%d]", i), fmt.Sprintf("%s[%d]", x.path, i)
+			default:
+				y.path = fmt.Sprintf("%s[%d]", x.path, i)
+			}
+			if !w.value(y, depth+1) {
+				return false
+			}
+		}
+	} else {
+		known := x.known()
+		lines := w.fieldLines(&x, start)
+		seen := map[string]int{}
+		for w.dec.More() {
+			tok, err := w.dec.Token()
+			if err != nil {
+				w.c.add(w.syntax(err))
+				return false
+			}
+			key, _ := tok.(string)
+			line := w.at(w.dec.InputOffset())
+			e := Error{Index: -1, Line: line}
+			if x.kind == ctxEntry || x.kind == ctxLimit {
+				e.Section, e.Index, e.Field = x.section, x.index, x.field
+			} else if x.kind == ctxDefaults {
+				e.Section = "defaults"
+			}
+			if first, dup := seen[key]; dup && !w.c.full() {
+				where := ""
+				if x.kind == ctxOther && x.path != "" {
+					where = " in " + x.path
+				}
+				e.Msg = fmt.Sprintf("key %q appears twice%s (first on line %d); write each key once", key, where, first)
+				w.c.add(&e)
+			} else if !dup {
+				seen[key] = line
+				if lines != nil {
+					lines[key] = line
+				}
+			}
+			if known != nil && !contains(known, key) && !w.c.full() {
+				e.Msg = unknownField(key, known)
+				w.c.add(&e)
+			}
+			y := jsonCtx{path: key, section: x.section, index: x.index}
+			switch {
+			case x.kind == ctxTop && key == "defaults":
+				y.kind = ctxDefaults
+			case x.kind == ctxEntry:
+				y.path = x.path + "." + key
+				if key != "limits" {
+					y.section = ""
+				}
+			case x.kind != ctxTop:
+				y.path, y.section = x.path+"."+key, ""
+			}
+			if !w.value(y, depth+1) {
+				return false
+			}
+		}
+	}
+	if _, err := w.dec.Token(); err != nil { // the closing delimiter
+		w.c.add(w.syntax(err))
+		return false
+	}
+	return true
+}
+
+// parseJSON decodes data into doc, recording field lines in ln and
+// problems in c. It reports whether doc is complete enough to build.
+func parseJSON(data []byte, doc *fileDoc, ln *lines, c *collector) bool {
+	w := &jsonWalk{dec: json.NewDecoder(bytes.NewReader(data)), data: data, ln: ln, c: c, line: 1}
+	w.dec.UseNumber()
+	if !w.value(jsonCtx{kind: ctxTop}, 0) {
+		return false
+	}
+	if _, err := w.dec.Token(); err != io.EOF {
+		c.add(&Error{Index: -1, Line: w.at(w.dec.InputOffset()), Msg: "unexpected data after the top-level object"})
+		return false
+	}
+	// Second pass: the typed decode, one section and one entry at a time
+	// so that a type error names its rule. Unknown fields were reported by
+	// the walk. A type error leaves fields zero, which would raise false
+	// problems later: stop after reporting them all.
+	dec := json.NewDecoder(bytes.NewReader(data))
+	typeErrs := 0
+	fail := func(e *Error) {
+		typeErrs++
+		c.add(e)
+	}
+	dec.Token() // {
+	for dec.More() {
+		tok, _ := dec.Token()
 		key, _ := tok.(string)
-		keyLine := at(dec.InputOffset())
 		switch key {
 		case "version":
 			if err := dec.Decode(&doc.Version); err != nil {
-				return &Error{Index: -1, Line: keyLine, Field: "version", Msg: err.Error()}
+				_, msg := jsonMsg(err, nil)
+				fail(&Error{Index: -1, Line: lineAt(data, dec.InputOffset()), Field: "version", Msg: msg})
 			}
 		case "defaults":
-			ln.defaults = map[string]int{"": keyLine}
 			if err := dec.Decode(&doc.Defaults); err != nil {
 				f, msg := jsonMsg(err, switchKeys)
-				return &Error{Section: "defaults", Index: -1, Line: keyLine, Field: f, Msg: msg}
+				fail(&Error{Section: "defaults", Index: -1, Line: ln.defaults[f], Field: f, Msg: msg})
 			}
 		case "rules", "descriptors":
-			if tok, err := dec.Token(); err != nil {
-				return syntax(err)
-			} else if d, ok := tok.(json.Delim); !ok || d != '[' {
-				return &Error{Section: key, Index: -1, Line: keyLine, Msg: "must be a list"}
+			if tok, _ := dec.Token(); tok != json.Delim('[') {
+				continue // null, an empty list; the walk rejected anything else
 			}
 			for i := 0; dec.More(); i++ {
-				line := at(skipSpace(data, dec.InputOffset()))
 				var err error
+				name := ""
 				if key == "rules" {
 					var r ruleDoc
 					err = dec.Decode(&r)
 					doc.Rules = append(doc.Rules, r)
-					ln.rules = append(ln.rules, map[string]int{"": line})
+					name = r.Name
 				} else {
 					var d descriptorDoc
 					err = dec.Decode(&d)
 					doc.Descriptors = append(doc.Descriptors, d)
-					ln.descriptors = append(ln.descriptors, map[string]int{"": line})
+					name = d.Domain + "/" + d.Key
 				}
 				if err != nil {
-					known := ruleKeys
+					m := ln.rules
 					if key == "descriptors" {
-						known = descriptorKeys
+						m = ln.descriptors
 					}
-					f, msg := jsonMsg(err, known)
-					var se *json.SyntaxError
-					if errors.As(err, &se) {
-						line = max(line, at(se.Offset))
-						msg = fmt.Sprintf("%s (byte offset %d)", msg, se.Offset)
-					}
-					return &Error{Section: key, Index: i, Line: line, Field: f, Msg: msg}
+					f, msg := jsonMsg(err, nil)
+					fail(&Error{Section: key, Index: i, Name: name, Line: lineOf(m, i, f), Field: f, Msg: msg})
 				}
 			}
-			if _, err := dec.Token(); err != nil {
-				return syntax(err)
-			}
+			dec.Token() // ]
 		default:
-			return &Error{Index: -1, Line: keyLine, Msg: unknownField(key, topKeys)}
+			var skip json.RawMessage
+			dec.Decode(&skip)
 		}
 	}
-	if _, err := dec.Token(); err != nil {
-		return syntax(err)
+	// The walk could not know names: add them to its errors.
+	for _, err := range c.errs {
+		if e, ok := err.(*Error); ok && e.Name == "" && e.Index >= 0 {
+			switch {
+			case e.Section == "rules" && e.Index < len(doc.Rules):
+				e.Name = doc.Rules[e.Index].Name
+			case e.Section == "descriptors" && e.Index < len(doc.Descriptors):
+				e.Name = doc.Descriptors[e.Index].Domain + "/" + doc.Descriptors[e.Index].Key
+			}
+		}
 	}
-	if _, err := dec.Token(); err != io.EOF {
-		return &Error{Index: -1, Line: at(dec.InputOffset()), Msg: "unexpected data after the top-level object"}
-	}
-	return nil
+	return typeErrs == 0
 }
 
 // jsonMsg rewrites encoding/json's errors: an unknown field names the

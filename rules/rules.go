@@ -5,6 +5,7 @@ import (
 	"net/textproto"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/limitkit/limitkit/core"
 )
@@ -177,8 +178,16 @@ type Rule struct {
 	SoftPercent int
 	// CountDenied makes denied requests consume quota.
 	CountDenied bool
-	// FailMode is what the limiter decides when the store fails.
+	// FailMode is what the limiter decides when the store fails (open,
+	// closed, or local: the fleet tier's local fallback).
 	FailMode core.FailMode
+	// Mode, Sync and FleetSize configure the fleet tier for this rule
+	// (core.Policy's fields of the same names): mode exact or write-back,
+	// the write-back sync interval, and FailLocal's fleet size. Zero
+	// values take the tier's defaults; other stores ignore them.
+	Mode      core.Mode
+	Sync      time.Duration
+	FleetSize int
 	// Index is the rule's position in the file's rules list (0-based).
 	Index int
 	// Line is the rule's line in the source file (1-based); 0 when unknown.
@@ -199,6 +208,9 @@ func (r *Rule) Policy() core.Policy {
 		SoftPercent: r.SoftPercent,
 		Shadow:      r.Shadow,
 		FailMode:    r.FailMode,
+		Mode:        r.Mode,
+		Sync:        r.Sync,
+		FleetSize:   r.FleetSize,
 	}
 }
 
@@ -238,6 +250,9 @@ type Descriptor struct {
 	SoftPercent int
 	CountDenied bool
 	FailMode    core.FailMode
+	Mode        core.Mode
+	Sync        time.Duration
+	FleetSize   int
 	// Index is the descriptor's position in the file's descriptors list.
 	Index int
 	// Line is the descriptor's line in the source (1-based); 0 if unknown.
@@ -258,6 +273,9 @@ func (d *Descriptor) Policy() core.Policy {
 		SoftPercent: d.SoftPercent,
 		Shadow:      d.Shadow,
 		FailMode:    d.FailMode,
+		Mode:        d.Mode,
+		Sync:        d.Sync,
+		FleetSize:   d.FleetSize,
 	}
 }
 

@@ -361,12 +361,12 @@ func TestParseErrorsJSON(t *testing.T) {
 		want []string
 	}{
 		{"unknown rule field", "{\"rules\": [\n  {\"name\": \"a\", \"route\": \"/a\", \"limits\": [\"1/s\"]},\n  {\"name\": \"b\", \"rote\": \"/b\"}\n]}",
-			[]string{`line 3: rules[1]: unknown field "rote" (did you mean "route"?)`}},
+			[]string{`line 3: rules[1] "b": unknown field "rote" (did you mean "route"?)`}},
 		{"unknown top field", "{\n \"rulez\": []}", []string{`line 2: unknown field "rulez" (did you mean "rules"?)`}},
 		{"unknown limit field", "{\"rules\": [\n  {\"name\": \"a\", \"route\": \"/a\", \"limits\": [{\"requests\": 1, \"windw\": \"1s\"}]}]}",
-			[]string{`line 2: rules[0]:`, `unknown field "windw"`}},
+			[]string{`line 2: rules[0] "a": limits[0]: unknown field "windw" (did you mean "window"?)`}},
 		{"wrong type", "{\"rules\": [\n  {\"name\": \"a\", \"route\": \"/a\", \"buckets\": \"x\", \"limits\": [\"1/s\"]}]}",
-			[]string{`line 2: rules[0]: buckets: a JSON string is not a valid int`}},
+			[]string{`line 2: rules[0] "a": buckets: a JSON string is not a valid int`}},
 		{"syntax", "{\"rules\": [\n  {\"name\": \"a\",, }]}", []string{"line 2:", "byte offset"}},
 		{"not an object", "[1]", []string{`must be an object with a "rules" list`}},
 		{"trailing data", "{\"rules\": [{\"name\": \"a\", \"route\": \"/a\", \"limits\": [\"1/s\"]}]}\n{}", []string{"line 2: unexpected data after the top-level object"}},

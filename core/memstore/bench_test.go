@@ -143,3 +143,43 @@ func BenchmarkBaselineMutexMap(b *testing.B) {
 		})
 	})
 }
+
+// BenchmarkFloodAtCap decides once for each of a stream of new keys at a
+// full table, each one evicting a key: the cost of a flood of distinct
+// keys. Each policy's table holds 65,536 keys (the sliding log's fewer,
+// from a 64 MiB budget). In gcra_all_limited every key is limited after its
+// one request, so eviction looks at every candidate.
+func BenchmarkFloodAtCap(b *testing.B) {
+	keys := make([]string, 1<<20)
+	for i := range keys {
+		keys[i] = "203.0.113." + strconv.Itoa(i)
+	}
+	for _, p := range []core.Policy{
+		{Name: "gcra", Algorithm: core.GCRA, Limits: []core.Limit{core.PerMinute(10)}},
+		{Name: "fixed_window", Algorithm: core.FixedWindow, Limits: []core.Limit{core.PerMinute(10)}},
+		{Name: "sliding_counter", Algorithm: core.SlidingWindowCounter, Buckets: 6, Limits: []core.Limit{core.PerMinute(10)}},
+		{Name: "sliding_log", Algorithm: core.SlidingWindowLog, Limits: []core.Limit{core.PerHour(1000)}},
+		// every key is limited after one request: the worst case of eviction
+		{Name: "gcra_all_limited", Algorithm: core.GCRA, Limits: []core.Limit{core.PerHour(1)}},
+	} {
+		b.Run(p.Name, func(b *testing.B) {
+			opt := WithMaxKeys(1 << 16)
+			if p.Algorithm == core.SlidingWindowLog {
+				opt = WithMaxStateBytes(64 << 20)
+			}
+			s := MustNew(opt)
+			defer s.Close()
+			ctx := context.Background()
+			pp := &p
+			now := time.Unix(1_700_000_000, 0)
+			for i := 0; i < 1<<17; i++ {
+				s.Take(ctx, keys[i], pp, now, 1)
+			}
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				s.Take(ctx, keys[(i+1<<17)&(len(keys)-1)], pp, now, 1)
+			}
+		})
+	}
+}

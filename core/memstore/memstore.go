@@ -10,19 +10,26 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/limitkit/limitkit/core"
 )
 
 // Defaults, each overridable by an Option.
 const (
-	// DefaultMaxKeys caps the keys held per policy whose state is inline
-	// (GCRA, token bucket, fixed window: 16–24 bytes a key).
+	// DefaultMaxKeys caps the keys held per policy (for large-state
+	// policies the memory budget usually caps them lower; see
+	// DefaultMaxStateBytes).
 	DefaultMaxKeys = 1 << 22
-	// DefaultMaxStateBytes bounds, per policy, the keys held for policies
-	// with large state (sliding log, sliding counter): the cap is this many
-	// bytes divided by the state size, but never above DefaultMaxKeys.
+	// DefaultMaxStateBytes is the memory budget of one policy's table:
+	// slots, state and per-shard buffers. The key cap is derived from it
+	// (never above DefaultMaxKeys) unless WithMaxKeys alone is given.
 	DefaultMaxStateBytes = 512 << 20
+	// DefaultMaxPolicies caps the distinct policy names a Store holds
+	// tables for.
+	DefaultMaxPolicies = 1024
+	// maxKeysLimit bounds WithMaxKeys (far above any memory).
+	maxKeysLimit int64 = 1 << 32
 	// DefaultSweepInterval is how often the background sweeper drops
 	// expired keys.
 	DefaultSweepInterval = time.Minute
@@ -30,9 +37,18 @@ const (
 	inlineWords = 4
 	shardBits   = 8
 	numShards   = 1 << shardBits
-	minSlots    = 8
-	chunkSize   = 64
-	sampleSize  = 8
+	// minShardKeys is the fewest keys a shard holds when the cap allows:
+	// small caps use fewer shards, so that eviction always has a choice.
+	minShardKeys = 64
+	minSlots     = 8
+	chunkSize    = 64
+	// eviction candidates: the newest keys, the new key's probe run, a
+	// pseudo-random sample, and, when all of those are limited, a window
+	// of a scan that resumes where the previous one stopped.
+	recentSize = 8
+	probeSize  = 8
+	sampleSize = 8
+	scanSize   = minShardKeys // a whole shard of the smallest size
 )
 
 // Store is the embedded, in-process store: a sharded open-addressing hash
@@ -41,40 +57,78 @@ const (
 //
 // Memory: a GCRA or fixed-window key takes a 16-byte slot, a token-bucket
 // key 24 bytes; tables stay between 7/16 and 7/8 full. Sliding-log and
-// sliding-counter state lives in chunks outside the table.
+// sliding-counter state lives in chunks outside the table. Each policy's
+// table holds at most its key cap, and what it holds (slots, state,
+// buffers, counted as the Go allocator takes them and reported by
+// Stats.Bytes) stays within the memory budget (WithMaxStateBytes, unless
+// WithMaxKeys alone replaced it); growing a shard briefly also holds its
+// previous slot arrays until the garbage collector frees them.
 //
-// Bounds: each policy holds at most MaxKeys keys (rounded up to a multiple
-// of 256 shards). A new key arriving at a full table evicts, among a few
-// candidates near its slot, an expired key if there is one, else the key
-// whose state expires soonest; so a request is always tracked, and an
-// evicted live key starts afresh (counted in Stats.Evictions). Expired keys
-// are dropped by a background sweeper, one shard lock at a time, never on
-// the request path.
+// Key cap: WithMaxKeys, or the keys that fit the budget (at most
+// DefaultMaxKeys), or the smaller of the two when both options are given;
+// rounded to whole shards. Small caps use fewer shards (a shard holds at
+// least 64 keys when the cap allows) so that eviction picks among many.
+//
+// Eviction: a new key arriving at a full shard replaces one key, chosen to
+// lose the least information:
+//
+//  1. a key whose state has expired (it equals a fresh key's: nothing is
+//     lost, and no eviction is counted);
+//  2. else, among the candidates (the shard's 8 newest keys, 8 keys of
+//     the new key's probe run, 8 pseudo-random keys and, when none of
+//     those has quota left, the next 64 keys of a scan that resumes where
+//     the last one stopped), the key with the most quota left relative to
+//     its limit (ties: the one expiring soonest; a key that has spent at
+//     most one unit is taken at once), counted in Stats.Evictions;
+//  3. only when no candidate has any quota left, the newest candidate (the
+//     most recently inserted key), also counted in Stats.LimitedEvictions.
+//
+// The guarantee: a key that is limited (no quota left) is never evicted
+// while a candidate has quota left, so a flood of new keys, which have
+// quota left after their requests, never gives a limited key a fresh
+// quota: each flood key is the better victim, and the flood evicts its own
+// keys. When every candidate is limited (a limit of one request, or an
+// attacker spending a key's whole quota on each of a shard's worth of
+// keys), the newest goes first, so again a flood evicts its own keys
+// before the keys limited before it. An evicted key that had quota left
+// starts afresh: it may get up to the quota it had spent again.
+// Eviction considers at most 88 keys under the shard lock (every key of a
+// shard of 64). Expired keys are dropped by a background sweeper, one
+// shard lock at a time, never on the request path.
 //
 // Two distinct keys whose 64-bit seeded hashes collide share state; the
 // seed is random per Store, so an attacker cannot aim for a collision.
 //
-// Policies are matched by pointer, then by name: Limiters whose policies
-// have the same name share state and must agree on the algorithm and limits.
+// Policies are matched by name: every *core.Policy with a given name
+// shares one table, so Limiters built per request from the same policy
+// share one quota per key (lookup by name costs a map read and a field
+// comparison; reusing one Limiter is cheaper). Policies with the same name
+// must agree on the algorithm, limits, buckets, soft percentage,
+// CountDenied and Shadow; Take returns an error for one that does not. A
+// Store holds at most DefaultMaxPolicies names (WithMaxPolicies); a new
+// name beyond that is an error: put per-client variation in the key, not
+// in the policy name.
 //
 // A Store is safe for concurrent use. Close stops the sweeper. The zero
 // Store is not usable; call New.
 type Store struct {
-	seed     maphash.Seed
-	tables   atomic.Pointer[map[*core.Policy]*table]
-	last     atomic.Pointer[table] // the table last looked up: most stores serve one policy at a time
-	mu       sync.Mutex            // serializes table creation
-	byName   map[string]*table
-	maxKeys  int
-	maxBytes int
-	clock    core.Clock
-	interval time.Duration
+	seed        maphash.Seed
+	tables      atomic.Pointer[map[string]*table] // copy on write, under mu
+	last        atomic.Pointer[table]             // the table last looked up: most stores serve one policy at a time
+	mu          sync.Mutex                        // serializes table creation
+	maxKeys     int
+	maxBytes    int
+	bytesSet    bool
+	maxPolicies int
+	clock       core.Clock
+	interval    time.Duration
 
-	closed    atomic.Bool
-	stop      chan struct{}
-	done      chan struct{}
-	closeOnce sync.Once
-	evictions atomic.Uint64
+	closed           atomic.Bool
+	stop             chan struct{}
+	done             chan struct{}
+	closeOnce        sync.Once
+	evictions        atomic.Uint64
+	limitedEvictions atomic.Uint64
 }
 
 var _ core.LocalStore = (*Store)(nil)
@@ -82,13 +136,23 @@ var _ core.LocalStore = (*Store)(nil)
 // Option configures a Store.
 type Option func(*Store)
 
-// WithMaxKeys caps the keys held per policy (default DefaultMaxKeys for
-// inline state; see DefaultMaxStateBytes for large state). n must be > 0.
+// WithMaxKeys caps the keys held per policy (default: what fits the memory
+// budget, at most DefaultMaxKeys). n must be in (0, 2^32]. Given alone, it
+// replaces the default budget; with WithMaxStateBytes, the smaller cap
+// applies.
 func WithMaxKeys(n int) Option { return func(s *Store) { s.maxKeys = n } }
 
-// WithMaxStateBytes sets the memory budget per policy that derives the key
-// cap for large-state policies when WithMaxKeys is not given.
-func WithMaxStateBytes(n int) Option { return func(s *Store) { s.maxBytes = n } }
+// WithMaxStateBytes sets the memory budget of each policy's table
+// (default DefaultMaxStateBytes): the slots, the state and the per-shard
+// buffers stay within n bytes. n must be > 0, and large enough for one key
+// of each policy (Take returns an error naming the policy otherwise).
+func WithMaxStateBytes(n int) Option {
+	return func(s *Store) { s.maxBytes, s.bytesSet = n, true }
+}
+
+// WithMaxPolicies caps the distinct policy names the Store holds tables
+// for (default DefaultMaxPolicies). n must be > 0.
+func WithMaxPolicies(n int) Option { return func(s *Store) { s.maxPolicies = n } }
 
 // WithClock sets the clock the sweeper uses to decide what has expired
 // (default the system clock). Decisions use the time passed to Take.
@@ -101,28 +165,30 @@ func WithSweepInterval(d time.Duration) Option { return func(s *Store) { s.inter
 // New returns an empty Store and starts its sweeper.
 func New(opts ...Option) (*Store, error) {
 	s := &Store{
-		seed:     maphash.MakeSeed(),
-		byName:   map[string]*table{},
-		maxBytes: DefaultMaxStateBytes,
-		clock:    core.SystemClock{},
-		interval: DefaultSweepInterval,
-		stop:     make(chan struct{}),
-		done:     make(chan struct{}),
+		seed:        maphash.MakeSeed(),
+		maxBytes:    DefaultMaxStateBytes,
+		maxPolicies: DefaultMaxPolicies,
+		clock:       core.SystemClock{},
+		interval:    DefaultSweepInterval,
+		stop:        make(chan struct{}),
+		done:        make(chan struct{}),
 	}
 	for _, o := range opts {
 		o(s)
 	}
 	switch {
-	case s.maxKeys < 0:
-		return nil, fmt.Errorf("memstore: WithMaxKeys(%d): the cap must be > 0", s.maxKeys)
+	case s.maxKeys < 0 || int64(s.maxKeys) > maxKeysLimit:
+		return nil, fmt.Errorf("memstore: WithMaxKeys(%d): the cap must be in (0, 2^32]", s.maxKeys)
 	case s.maxBytes <= 0:
 		return nil, fmt.Errorf("memstore: WithMaxStateBytes(%d): the budget must be > 0", s.maxBytes)
+	case s.maxPolicies <= 0:
+		return nil, fmt.Errorf("memstore: WithMaxPolicies(%d): the cap must be > 0", s.maxPolicies)
 	case s.clock == nil:
 		return nil, errors.New("memstore: WithClock(nil): pass a clock")
 	case s.interval <= 0:
 		return nil, fmt.Errorf("memstore: WithSweepInterval(%v): the interval must be > 0", s.interval)
 	}
-	empty := map[*core.Policy]*table{}
+	empty := map[string]*table{}
 	s.tables.Store(&empty)
 	go s.sweeper()
 	return s, nil
@@ -141,27 +207,26 @@ func MustNew(opts ...Option) *Store {
 func (s *Store) Local() bool { return true }
 
 // Take applies cost to key under p at now, atomically (see core.Store).
-// It returns core.ErrClosed after Close, and an error for an invalid policy
-// or one whose name is already used by a policy with other limits.
+// It returns core.ErrClosed after Close, and an error for an invalid
+// policy, one whose name is already used by a policy with other limits,
+// or a new name beyond the Store's policy cap.
 func (s *Store) Take(_ context.Context, key string, p *core.Policy, now time.Time, cost int64) (core.Decision, error) {
 	t := s.last.Load()
 	if t == nil || t.key != p {
-		t = (*s.tables.Load())[p]
-		if t != nil && t.key == p {
-			s.last.Store(t)
-		}
-	}
-	if t == nil {
 		var err error
-		if t, err = s.register(p); err != nil {
-			return core.Decision{Policy: p.Name}, err
+		if t, err = s.lookup(p); err != nil {
+			var d core.Decision
+			if p != nil {
+				d.Policy = p.Name
+			}
+			return d, err
 		}
 	}
 	if s.closed.Load() {
 		return core.Decision{Policy: p.Name}, core.ErrClosed
 	}
 	h := maphash.String(s.seed, key) | 1 // 0 marks an empty slot
-	sh := &t.shards[h>>(64-shardBits)]
+	sh := &t.shards[(h>>t.shift)&(numShards-1)]
 	us := now.UnixMicro()
 	sh.mu.Lock()
 	d := sh.take(t, h, us, cost)
@@ -169,22 +234,67 @@ func (s *Store) Take(_ context.Context, key string, p *core.Policy, now time.Tim
 	return d, nil
 }
 
+// lookup finds the table of p by name, creating it on first use.
+func (s *Store) lookup(p *core.Policy) (*table, error) {
+	if p == nil {
+		return nil, errors.New("memstore: nil policy")
+	}
+	t := (*s.tables.Load())[p.Name]
+	if t == nil {
+		return s.register(p)
+	}
+	if t.key == p {
+		s.last.Store(t)
+		return t, nil
+	}
+	if !sameConfig(t.policy.Policy(), p) {
+		return nil, conflict(p.Name)
+	}
+	return t, nil
+}
+
+// sameConfig reports whether a and b decide alike on one state (FailMode
+// is the Limiter's business, not the store's).
+func sameConfig(a, b *core.Policy) bool {
+	return a.Algorithm == b.Algorithm && a.Buckets == b.Buckets && a.SoftPercent == b.SoftPercent &&
+		a.CountDenied == b.CountDenied && a.Shadow == b.Shadow && slices.Equal(a.Limits, b.Limits)
+}
+
+func conflict(name string) error {
+	return fmt.Errorf("memstore: policy name %q is used by two policies with different limits or switches "+
+		"(algorithm, limits, buckets, soft_percent, count_denied, shadow); give each its own name", name)
+}
+
 // Stats is a snapshot of a Store's size.
 type Stats struct {
 	// Keys is the number of keys held, over all policies.
 	Keys int
+	// Policies is the number of policy tables (distinct policy names).
+	Policies int
+	// Bytes is the memory the tables hold (slots, state, buffers, as
+	// allocated), over all policies; each table's share stays within its
+	// memory budget.
+	Bytes int64
 	// Evictions counts live keys dropped to make room under the key cap.
 	Evictions uint64
+	// LimitedEvictions counts the evictions (included in Evictions) of
+	// keys that had no quota left: they happen only when every candidate
+	// of a shard is limited, and give the evicted key a fresh quota. A
+	// growing count means the cap is too small for the traffic.
+	LimitedEvictions uint64
 }
 
-// Stats returns the current key count and eviction count.
+// Stats returns the current sizes and eviction counts.
 func (s *Store) Stats() Stats {
-	st := Stats{Evictions: s.evictions.Load()}
-	for _, t := range s.allTables() {
+	st := Stats{Evictions: s.evictions.Load(), LimitedEvictions: s.limitedEvictions.Load()}
+	for _, t := range *s.tables.Load() {
+		st.Policies++
+		st.Bytes += int64(allocBytes(int(unsafe.Sizeof(*t))))
 		for i := range t.shards {
 			sh := &t.shards[i]
 			sh.mu.Lock()
 			st.Keys += sh.n
+			st.Bytes += sh.bytes()
 			sh.mu.Unlock()
 		}
 	}
@@ -206,7 +316,7 @@ func (s *Store) Close() error {
 // sweeper calls it; tests with a manual clock may call it directly.
 func (s *Store) Sweep() {
 	now := s.clock.Now().UnixMicro()
-	for _, t := range s.allTables() {
+	for _, t := range *s.tables.Load() {
 		for i := range t.shards {
 			sh := &t.shards[i]
 			sh.mu.Lock()
@@ -214,18 +324,6 @@ func (s *Store) Sweep() {
 			sh.mu.Unlock()
 		}
 	}
-}
-
-// allTables lists every table once (several *Policy values with one name
-// share a table, so the pointer map holds some tables more than once).
-func (s *Store) allTables() []*table {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	ts := make([]*table, 0, len(s.byName))
-	for _, t := range s.byName {
-		ts = append(ts, t)
-	}
-	return ts
 }
 
 func (s *Store) sweeper() {
@@ -242,103 +340,203 @@ func (s *Store) sweeper() {
 	}
 }
 
-// register finds or creates the table of p.
+// register finds or creates the table of p's name.
 func (s *Store) register(p *core.Policy) (*table, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if t := (*s.tables.Load())[p]; t != nil {
+	old := *s.tables.Load()
+	if t := old[p.Name]; t != nil {
+		if t.key != p && !sameConfig(t.policy.Policy(), p) {
+			return nil, conflict(p.Name)
+		}
 		return t, nil
 	}
 	c, err := p.Compile()
 	if err != nil {
 		return nil, fmt.Errorf("memstore: %w", err)
 	}
-	t := s.byName[p.Name]
-	if t != nil {
-		q := t.policy.Policy()
-		if q.Algorithm != p.Algorithm || !slices.Equal(q.Limits, p.Limits) || q.Buckets != p.Buckets || q.SoftPercent != p.SoftPercent {
-			return nil, fmt.Errorf("memstore: policy name %q is used by two policies with different limits; give each its own name", p.Name)
-		}
-	} else {
-		t = s.newTable(c)
-		t.key = p
-		s.byName[p.Name] = t
+	if len(old) >= s.maxPolicies {
+		return nil, fmt.Errorf("memstore: policy %q would be the store's %d-th policy name, above its cap of %d (WithMaxPolicies): "+
+			"a policy is configuration, built once; put per-client variation in the key, not in the policy name", p.Name, len(old)+1, s.maxPolicies)
 	}
-	old := *s.tables.Load()
-	m := make(map[*core.Policy]*table, len(old)+1)
+	t, err := s.newTable(c)
+	if err != nil {
+		return nil, err
+	}
+	t.key = p
+	m := make(map[string]*table, len(old)+1)
 	for k, v := range old {
 		m[k] = v
 	}
-	m[p] = t
+	m[p.Name] = t
 	s.tables.Store(&m)
 	return t, nil
 }
 
 // table holds one policy's keys.
 type table struct {
-	key      *core.Policy // the first *Policy registered for this table
-	policy   *core.Compiled
-	words    int  // state words per key
-	inline   bool // state stored in the slot
-	shardCap int  // keys per shard
-	maxSlots int  // slots per shard at most (power of two)
-	store    *Store
-	shards   [numShards]shard
+	key       *core.Policy // the first *Policy registered for this table
+	policy    *core.Compiled
+	words     int  // state words per key
+	inline    bool // state stored in the slot
+	shift     uint // a key's shard is its hash's top 64−shift bits
+	shardCap  int  // keys per shard
+	maxSlots  int  // slots per shard at most (power of two)
+	maxChunks int  // state chunks per shard at most (large state)
+	store     *Store
+	shards    [numShards]shard
 }
 
-func (s *Store) newTable(c *core.Compiled) *table {
+// newTable sizes c's table: the key cap from the options, the shard count
+// so that a shard holds at least minShardKeys keys when the cap allows,
+// and the keys per shard within the memory budget.
+func (s *Store) newTable(c *core.Compiled) (*table, error) {
 	t := &table{policy: c, words: c.StateWords(), store: s}
 	t.inline = t.words <= inlineWords
-	maxKeys := s.maxKeys
-	if maxKeys == 0 {
-		maxKeys = DefaultMaxKeys
-		if !t.inline {
-			maxKeys = min(maxKeys, max(numShards, s.maxBytes/(8*t.words)))
+	keyCap, budget := s.maxKeys, -1
+	if keyCap == 0 {
+		keyCap, budget = DefaultMaxKeys, s.maxBytes
+	} else if s.bytesSet {
+		budget = s.maxBytes
+	}
+	b, per := shardBits, 0
+	for ; b >= 0; b-- {
+		n := 1 << b
+		per = (keyCap + n - 1) / n
+		if budget >= 0 {
+			per = min(per, t.fit(n, budget))
+		}
+		if per >= minShardKeys {
+			break
 		}
 	}
-	t.shardCap = (maxKeys + numShards - 1) / numShards
-	// the table may be 7/8 full before it grows
-	t.maxSlots = max(minSlots, 1<<bits.Len(uint(t.shardCap*8/7)))
-	return t
+	if b < 0 {
+		b = 0
+		per = keyCap
+		if budget >= 0 {
+			per = min(per, t.fit(1, budget))
+		}
+	}
+	if per < 1 {
+		return nil, fmt.Errorf("memstore: policy %q keeps %d bytes of state per key, and the memory budget WithMaxStateBytes(%d) does not hold one key; raise the budget",
+			c.Policy().Name, 8*t.words, budget)
+	}
+	t.shift = uint(64 - b)
+	t.shardCap = per
+	t.maxSlots = slotsFor(per)
+	t.maxChunks = (per + chunkSize - 1) / chunkSize
+	return t, nil
+}
+
+// slotsFor is the slot count of a shard holding per keys at most 7/8 full.
+func slotsFor(per int) int { return max(minSlots, 1<<bits.Len(uint(per*8/7))) }
+
+// shardBytes is the most a shard of per keys holds: slots, state chunks
+// and their index, and the scratch state, as allocated.
+func (t *table) shardBytes(per int) int {
+	if per == 0 {
+		return 0
+	}
+	w := 1
+	if t.inline {
+		w = t.words
+	}
+	slots := slotsFor(per)
+	b := allocBytes(8*slots) + allocBytes(8*slots*w) + allocBytes(8*t.words)
+	if !t.inline {
+		b += per/chunkSize*allocBytes(8*chunkSize*t.words) + allocBytes(8*(per%chunkSize)*t.words) +
+			indexBytes((per+chunkSize-1)/chunkSize)
+	}
+	return b
+}
+
+// fit is the most keys per shard whose n shards fit budget bytes.
+func (t *table) fit(n, budget int) int {
+	avail := budget - allocBytes(int(unsafe.Sizeof(table{})))
+	lo, hi := 0, DefaultMaxKeys // invariant: lo fits
+	for lo < hi {
+		m := int(uint(lo+hi+1) >> 1)
+		if n*t.shardBytes(m) <= avail {
+			lo = m
+		} else {
+			hi = m - 1
+		}
+	}
+	return lo
 }
 
 // shard is one lock's worth of a table: linear probing over keys, with the
-// state of slot i in vals[i*w:(i+1)*w] (inline) or in chunk vals[i].
+// state of slot i in vals[i*w:(i+1)*w] (inline) or in the chunk entry
+// vals[i].
 type shard struct {
 	mu      sync.Mutex
 	n       int
 	keys    []uint64
 	vals    []int64
 	chunks  [][]int64
-	free    []int64
+	next    int64 // chunk entries handed out so far
+	free    int64 // 1 + the first free chunk entry, 0 for none; each free entry's first word links the next
 	scratch []int64
-	_       [40]byte // keep neighbouring shards' locks off one cache line
+	recent  [recentSize]uint64 // hashes of the newest keys, a ring
+	rpos    uint32             // next ring position
+	hand    uint32             // where the eviction scan resumes
+	_       [56]byte           // keep neighbouring shards' locks off one cache line
 }
 
 func (sh *shard) state(t *table, slot int) []int64 {
 	if t.inline {
 		return sh.vals[slot*t.words : (slot+1)*t.words : (slot+1)*t.words]
 	}
-	ref := sh.vals[slot]
+	return sh.entry(t, sh.vals[slot])
+}
+
+func (sh *shard) entry(t *table, ref int64) []int64 {
 	c := sh.chunks[ref/chunkSize]
 	off := int(ref%chunkSize) * t.words
 	return c[off : off+t.words : off+t.words]
 }
 
+// bytes is the memory the shard holds, as allocated.
+func (sh *shard) bytes() int64 {
+	b := allocBytes(8*cap(sh.keys)) + allocBytes(8*cap(sh.vals)) + allocBytes(8*cap(sh.scratch))
+	if sh.chunks != nil {
+		b += indexBytes(cap(sh.chunks))
+	}
+	for _, c := range sh.chunks {
+		b += allocBytes(8 * cap(c))
+	}
+	return int64(b)
+}
+
+// sizeClasses are the Go allocator's size classes for small objects
+// (internal/runtime/gc); TestAllocBytes checks them against the runtime.
+var sizeClasses = [...]uint16{8, 16, 24, 32, 48, 64, 80, 96, 112, 128, 144, 160, 176, 192, 208, 224, 240, 256,
+	288, 320, 352, 384, 416, 448, 480, 512, 576, 640, 704, 768, 896, 1024, 1152, 1280, 1408, 1536, 1792, 2048,
+	2304, 2688, 3072, 3200, 3456, 4096, 4864, 5376, 6144, 6528, 6784, 6912, 8192, 9472, 9728, 10240, 10880,
+	12288, 13568, 14336, 16384, 18432, 19072, 20480, 21760, 24576, 27264, 28672, 32768}
+
+// allocBytes is what the Go allocator takes for an n-byte object without
+// pointers: its size class up to 32 KiB, whole 8 KiB pages above.
+func allocBytes(n int) int {
+	if n <= 0 {
+		return 0
+	}
+	if n > 32<<10 {
+		return (n + 8<<10 - 1) &^ (8<<10 - 1)
+	}
+	i, _ := slices.BinarySearch(sizeClasses[:], uint16(n))
+	return int(sizeClasses[i])
+}
+
+// indexBytes is what an index of n chunks takes (slice headers, with the
+// allocator's 8-byte header for objects with pointers).
+func indexBytes(n int) int { return allocBytes(24*n + 8) }
+
 // take decides for hash h, inserting the key when the decision changes a
 // fresh state (a peek or a denial of a new key stores nothing).
 func (sh *shard) take(t *table, h uint64, now, cost int64) core.Decision {
-	if sh.keys != nil {
-		mask := len(sh.keys) - 1
-		for i := int(h) & mask; ; i = (i + 1) & mask {
-			k := sh.keys[i]
-			if k == h {
-				return t.policy.Decide(sh.state(t, i), now, cost)
-			}
-			if k == 0 {
-				break
-			}
-		}
+	if i := sh.find(h); i >= 0 {
+		return t.policy.Decide(sh.state(t, i), now, cost)
 	}
 	if len(sh.scratch) != t.words {
 		sh.scratch = make([]int64, t.words)
@@ -353,6 +551,22 @@ func (sh *shard) take(t *table, h uint64, now, cost int64) core.Decision {
 		}
 	}
 	return d
+}
+
+// find returns the slot of hash h, or -1.
+func (sh *shard) find(h uint64) int {
+	if sh.keys == nil {
+		return -1
+	}
+	mask := len(sh.keys) - 1
+	for i := int(h) & mask; ; i = (i + 1) & mask {
+		switch sh.keys[i] {
+		case h:
+			return i
+		case 0:
+			return -1
+		}
+	}
 }
 
 // insert adds hash h (known absent) and returns its zeroed state.
@@ -370,6 +584,8 @@ func (sh *shard) insert(t *table, h uint64, now int64) []int64 {
 	}
 	sh.keys[i] = h
 	sh.n++
+	sh.recent[sh.rpos%recentSize] = h
+	sh.rpos++
 	if !t.inline {
 		sh.vals[i] = sh.alloc(t)
 	}
@@ -378,18 +594,23 @@ func (sh *shard) insert(t *table, h uint64, now int64) []int64 {
 	return st
 }
 
+// alloc returns a free chunk entry; a shard never holds more entries than
+// its key cap (the last chunk is cut to fit).
 func (sh *shard) alloc(t *table) int64 {
-	if n := len(sh.free); n > 0 {
-		ref := sh.free[n-1]
-		sh.free = sh.free[:n-1]
+	if sh.free != 0 {
+		ref := sh.free - 1
+		sh.free = sh.entry(t, ref)[0]
 		return ref
 	}
-	// every chunk before the last is full; the last has len(chunks)*chunkSize - used free entries
-	used := int64(sh.n-1) + int64(len(sh.free)) // slots in use before this one
-	if used >= int64(len(sh.chunks))*chunkSize {
-		sh.chunks = append(sh.chunks, make([]int64, chunkSize*t.words))
+	ref := sh.next
+	if ref%chunkSize == 0 {
+		if sh.chunks == nil {
+			sh.chunks = make([][]int64, 0, t.maxChunks)
+		}
+		sh.chunks = append(sh.chunks, make([]int64, min(chunkSize, int64(t.shardCap)-ref)*int64(t.words)))
 	}
-	return used
+	sh.next++
+	return ref
 }
 
 func (sh *shard) grow(t *table) {
@@ -424,47 +645,133 @@ func (sh *shard) grow(t *table) {
 	}
 }
 
-// evict drops one key to make room for h: among the probe run of h and a
-// sample of slots, an expired key if any, else the soonest to expire.
+// evictor chooses the key a new key replaces at a full shard (see Store).
+type evictor struct {
+	t      *table
+	sh     *shard
+	now    int64
+	slot   int   // best candidate so far, -1 for none
+	rem    int64 // its quota left (nominal)
+	capa   int64 // its binding limit's capacity
+	exp    int64 // its expiry
+	live   bool  // false when slot has expired
+	newest int   // slot of the newest key among the candidates, -1 for none
+}
+
+// consider scores slot i and reports whether to stop looking: i has
+// expired, or has spent at most one unit of its quota, so evicting it
+// loses (almost) nothing.
+func (e *evictor) consider(i int) bool {
+	st := e.sh.state(e.t, i)
+	exp := e.t.policy.ExpiresAt(st, e.now)
+	if exp <= e.now {
+		e.slot, e.live = i, false
+		return true
+	}
+	d := e.t.policy.Decide(st, e.now, 0) // a peek: changes nothing
+	capa := d.Limit.Burst
+	if capa <= 0 {
+		capa = d.Limit.Requests
+	}
+	rem := max(0, d.Remaining)
+	// more quota left relative to capacity, then sooner expiry
+	if e.slot < 0 || rem*e.capa > e.rem*capa || rem*e.capa == e.rem*capa && exp < e.exp {
+		e.slot, e.rem, e.capa, e.exp, e.live = i, rem, capa, exp, true
+	}
+	return rem > 0 && rem >= capa-1
+}
+
+// evict drops one key to make room for h.
 func (sh *shard) evict(t *table, h uint64, now int64) {
-	mask := len(sh.keys) - 1
-	victim, best := -1, int64(0)
-	consider := func(i int) bool {
-		e := t.policy.ExpiresAt(sh.state(t, i), now)
-		if victim < 0 || e < best {
-			victim, best = i, e
-		}
-		return e <= now
+	e := evictor{t: t, sh: sh, now: now, slot: -1, newest: -1}
+	if !e.recent() && !e.around(h) && e.rem == 0 {
+		e.scan()
 	}
-	i := int(h) & mask
-	for seen := 0; sh.keys[i] != 0 && seen < 4*sampleSize; seen++ {
-		if consider(i) {
-			break
-		}
-		i = (i + 1) & mask
-	}
-	if victim < 0 || best > now {
-		j := int(bits.RotateLeft64(h, 29)) & mask
-		for found := 0; found < sampleSize; j = (j + 1) & mask {
-			if sh.keys[j] != 0 {
-				found++
-				if consider(j) {
-					break
-				}
+	victim := e.slot
+	if e.live {
+		if e.rem == 0 {
+			// every candidate is limited: the newest goes, so that a
+			// flood of new keys evicts its own
+			if e.newest >= 0 {
+				victim = e.newest
 			}
+			t.store.limitedEvictions.Add(1)
 		}
-	}
-	if best > now {
 		t.store.evictions.Add(1)
 	}
 	sh.delete(t, victim)
+}
+
+// recent considers the shard's newest keys, newest first.
+func (e *evictor) recent() bool {
+	sh := e.sh
+	for k := uint32(1); k <= recentSize; k++ {
+		h := sh.recent[(sh.rpos-k)%recentSize]
+		if h == 0 {
+			continue
+		}
+		i := sh.find(h)
+		if i < 0 {
+			continue
+		}
+		if e.newest < 0 {
+			e.newest = i
+		}
+		if e.consider(i) {
+			return true
+		}
+	}
+	return false
+}
+
+// around considers the probe run of h and a pseudo-random sample.
+func (e *evictor) around(h uint64) bool {
+	keys := e.sh.keys
+	mask := len(keys) - 1
+	i := int(h) & mask
+	for seen := 0; keys[i] != 0 && seen < probeSize; seen++ {
+		if e.consider(i) {
+			return true
+		}
+		i = (i + 1) & mask
+	}
+	i = int(bits.RotateLeft64(h, 29)) & mask
+	for found, visited := 0, 0; found < sampleSize && visited < len(keys); i, visited = (i+1)&mask, visited+1 {
+		if keys[i] != 0 {
+			found++
+			if e.consider(i) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// scan considers up to scanSize more keys from where the last scan
+// stopped, until one has quota left.
+func (e *evictor) scan() {
+	sh := e.sh
+	mask := len(sh.keys) - 1
+	i := int(sh.hand) & mask
+	for found, visited := 0, 0; found < scanSize && visited < len(sh.keys); i, visited = (i+1)&mask, visited+1 {
+		if sh.keys[i] != 0 {
+			found++
+			if e.consider(i) || e.rem > 0 {
+				i = (i + 1) & mask
+				break
+			}
+		}
+	}
+	sh.hand = uint32(i)
 }
 
 // delete removes slot i, shifting later members of its probe run back so
 // lookups never need tombstones.
 func (sh *shard) delete(t *table, i int) {
 	if !t.inline {
-		sh.free = append(sh.free, sh.vals[i])
+		ref := sh.vals[i]
+		sh.entry(t, ref)[0] = sh.free
+		sh.free = ref + 1
 	}
 	w := 1
 	if t.inline {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -56,6 +57,9 @@ func ProblemBody(status int, policy string) string {
 
 // UnavailableBody is the 503 body.
 const UnavailableBody = `{"type":"about:blank","title":"Service Unavailable","status":503}`
+
+// NoKeyBody is the 403 body of a no-key denial: no quota, no policy.
+const NoKeyBody = `{"type":"about:blank","title":"Forbidden","status":403,"detail":"The request carries no client identity to rate-limit it by."}`
 
 // XRL is the X-RateLimit triple (epoch reset as an offset from T0).
 func XRL(limit, remaining int64, resetFromT0 time.Duration) H {
@@ -117,6 +121,9 @@ func Play(t *testing.T, env *Env, c Client, steps []Step) {
 			assert.Equalf(t, "application/problem+json", resp.Header.Get("Content-Type"), "step %d: content type", i)
 		case s.Body != "":
 			assert.Equalf(t, s.Body, resp.Body, "step %d: body", i)
+			if strings.HasPrefix(s.Body, `{"type":`) {
+				assert.Equalf(t, "application/problem+json", resp.Header.Get("Content-Type"), "step %d: content type", i)
+			}
 		}
 		assert.Equalf(t, s.Keys, keys, "step %d: store keys", i)
 	}
@@ -396,12 +403,19 @@ var scenarios = []scenario{
 		ld := env.Limiter(t, policy("deny", core.PerMinute(5)))
 		lb := env.Limiter(t, policy("bad", core.PerMinute(5)))
 		lh := env.Limiter(t, policy("dh", core.PerMinute(5)))
+		lu := env.Limiter(t, policy("def", core.PerMinute(5)))
+		lo := env.Limiter(t, policy("opt", core.PerMinute(5)))
 		c := build(t, h, App{Routes: []Route{
 			{Method: "GET", Path: "/fb", Mw: mw(lf, limitmw.WithClock(env.Clock), limitmw.WithKey(apiKey))},
 			{Method: "GET", Path: "/skip", Mw: mw(ls, limitmw.WithClock(env.Clock), limitmw.WithKey(apiKey), limitmw.WithNoKey(limitmw.NoKeySkip))},
 			{Method: "GET", Path: "/deny", Mw: mw(ld, limitmw.WithClock(env.Clock), limitmw.WithKey(apiKey), limitmw.WithNoKey(limitmw.NoKeyDeny))},
 			{Method: "GET", Path: "/bad", Mw: mw(lb, limitmw.WithClock(env.Clock), limitmw.WithKey(badKey), limitmw.WithErrorHook(hook))},
 			{Method: "GET", Path: "/dh", Mw: mw(lh, limitmw.WithKey(apiKey), limitmw.WithNoKey(limitmw.NoKeyDeny), h.CustomDeny())},
+			// all defaults (peer-IP key, NoKeyFallback), and the quota
+			// denial's status and body options, which a no-key denial ignores
+			{Method: "GET", Path: "/def", Mw: mw(lu, limitmw.WithClock(env.Clock))},
+			{Method: "GET", Path: "/opt", Mw: mw(lo, limitmw.WithClock(env.Clock), limitmw.WithDenyStatus(503), limitmw.WithDenyBody("text/plain", []byte("slow down")),
+				limitmw.WithHeaders(limitmw.HeaderDefault|limitmw.HeaderIETF))},
 		}})
 		s := func(p string) string { return h.Scope("GET", p) + "|" }
 		Play(t, env, c, []Step{
@@ -411,12 +425,20 @@ var scenarios = []scenario{
 			{Req: get("/fb", Peer1, "X-API-Key", IP1), Status: 200, Header: XRL(5, 4, 12*time.Second), Keys: []string{"fb#" + s("/fb") + IP1}},
 			{Req: get("/skip", Peer1), Status: 200, Body: "ok"},
 			{Req: get("/skip", Peer1, "X-API-Key", "k1"), Status: 200, Header: XRL(5, 4, 12*time.Second), Keys: []string{"skip#" + s("/skip") + "k1"}},
-			{Req: get("/deny", Peer1), Status: 429, Problem: "deny"},
+			// a no-key denial is not a quota denial: 403, no quota body, no
+			// X-RateLimit-* or Retry-After, nothing counted
+			{Req: get("/deny", Peer1), Status: 403, Body: NoKeyBody},
 			{Req: get("/deny", Peer1, "X-API-Key", "k1"), Status: 200, Keys: []string{"deny#" + s("/deny") + "k1"},
 				Header: H{"X-Ratelimit-Limit": "5", "X-Ratelimit-Remaining": "4", "X-Ratelimit-Reset": strconv.FormatInt(T0.Add(12*time.Second).Unix(), 10)}},
 			// invalid material is reported and falls back
 			{Req: get("/bad", Peer1), Status: 200, Header: XRL(5, 4, 12*time.Second), Keys: []string{"bad#" + s("/bad") + "~fb/" + IP1}},
 			{Req: get("/dh", Peer1), Status: 418, Body: "denied:no_key:dh:0", Header: H{"X-Denied": "no_key"}},
+			// a peer that is not an IP (a Unix socket behind a local proxy):
+			// the default fallback finds no key either
+			{Req: get("/def", "@"), Status: 403, Body: NoKeyBody},
+			{Req: get("/def", "/tmp/app.sock"), Status: 403, Body: NoKeyBody},
+			{Req: get("/def", Peer1), Status: 200, Header: XRL(5, 4, 12*time.Second), Keys: []string{"def#" + s("/def") + IP1}},
+			{Req: get("/opt", "/tmp/app.sock"), Status: 403, Body: NoKeyBody, Header: H{"Ratelimit-Policy": `"opt";q=5;w=60`}},
 		})
 		mu.Lock()
 		defer mu.Unlock()

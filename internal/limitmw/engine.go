@@ -51,9 +51,12 @@ type Reason uint8
 const (
 	// ReasonLimited: a check's quota is exhausted (429 by default).
 	ReasonLimited Reason = iota + 1
-	// ReasonUnavailable: a FailClosed check's store failed (503).
+	// ReasonUnavailable: a FailClosed check's store failed (503). A
+	// FailLocal denial (the fleet tier's local fallback store denied with a
+	// limit) is ReasonLimited: the client is over its share of the limit.
 	ReasonUnavailable
-	// ReasonNoKey: no key could be derived and the no-key mode denies.
+	// ReasonNoKey: no key could be derived and the no-key mode denies
+	// (403, respond.NoKeyBody: not a quota denial).
 	ReasonNoKey
 )
 
@@ -80,14 +83,16 @@ type Rejection struct {
 	// for ReasonUnavailable it is Degraded.
 	Decision core.Decision
 	// Status is the status the default denial would send: the configured
-	// denial status (429 by default) or 503 for ReasonUnavailable.
+	// denial status (429 by default) for ReasonLimited, 503 for
+	// ReasonUnavailable, 403 for ReasonNoKey.
 	Status int
 	// RetryAfter is the Retry-After value in seconds (the core's exact
 	// RetryAfter rounded up, at least 1), or 0 when none applies
 	// (core.Never, ReasonNoKey).
 	RetryAfter int64
-	// ContentType and Body are the default denial body. Body is shared:
-	// do not modify it.
+	// ContentType and Body are the default denial body: the configured or
+	// quota-exceeded body for ReasonLimited, a plain problem naming no
+	// policy for the other reasons. Body is shared: do not modify it.
 	ContentType string
 	Body        []byte
 }
@@ -138,6 +143,7 @@ type Engine struct {
 	ownClock    bool // clock is the primary limiter's: one read serves the decision and the headers
 	policyField string
 	unavailable []byte
+	noKeyBody   []byte
 }
 
 // New validates the options and builds an Engine. pkg names the adapter in
@@ -189,6 +195,7 @@ func New(pkg string, lim *core.Limiter, opts []Option) (*Engine, *Config, error)
 		clock:       cfg.clock,
 		ownClock:    ownClock,
 		unavailable: respond.UnavailableBody(),
+		noKeyBody:   respond.NoKeyBody(),
 	}
 	if cfg.scope != nil {
 		e.scope, e.scopeFixed = *cfg.scope, true
@@ -292,7 +299,8 @@ func (e *Engine) finish(ctx context.Context, d core.Decision, err error) Result 
 	case d.Allowed:
 		r.Action = Pass
 		r.Degraded = err != nil
-	case d.Degraded:
+	case d.Degraded && d.Limit.Requests == 0:
+		// a fail mode denied: no limit was consulted (503)
 		r.Action, r.Reason = Deny, ReasonUnavailable
 	default:
 		r.Action, r.Reason = Deny, ReasonLimited
@@ -371,6 +379,11 @@ func (e *Engine) key(ctx context.Context, c *check, req keyfuncs.Request, scope 
 	}
 	if !errors.Is(err, keyfuncs.ErrNoKey) {
 		e.report(ctx, fmt.Errorf("%s: fallback key for policy %q: %w", e.pkg, c.policy.Name, err))
+	} else {
+		// Not the client's doing when the fallback is the peer IP: the
+		// server listens on a Unix socket or the adapter lost the peer.
+		// Every such request is denied; say why to the operator.
+		e.report(ctx, fmt.Errorf("%s: policy %q: no key, and the fallback key found none either (denied with 403; behind a proxy on a Unix socket, key by a header the proxy sets): %w", e.pkg, c.policy.Name, err))
 	}
 	return "", keyDeny
 }
@@ -468,8 +481,13 @@ func (e *Engine) Reject(res *Result) Rejection {
 	if res.Reason != ReasonNoKey {
 		r.RetryAfter, _ = respond.RetryAfterSeconds(res.Decision.RetryAfter)
 	}
-	if res.Reason == ReasonUnavailable {
+	switch res.Reason {
+	case ReasonUnavailable:
 		r.Status, r.ContentType, r.Body = http.StatusServiceUnavailable, respond.ContentTypeProblem, e.unavailable
+		return r
+	case ReasonNoKey:
+		// not a quota denial: neither the quota status nor a quota body
+		r.Status, r.ContentType, r.Body = respond.NoKeyStatus, respond.ContentTypeProblem, e.noKeyBody
 		return r
 	}
 	r.Status = e.status

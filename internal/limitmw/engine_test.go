@@ -279,3 +279,109 @@ func FuzzDecide(f *testing.F) {
 		}
 	})
 }
+
+// TestUnixSocketPeerIsNotAQuotaDenial guards the review finding that a
+// peer address that is not an IP (a Unix socket behind a local proxy)
+// was answered 429 with the quota-exceeded body: with the default key
+// and no-key mode it is a 403 no-key denial that claims no quota, writes
+// no X-RateLimit-* or Retry-After field, ignores the quota denial's
+// status and body options, and is reported to the error hook.
+func TestUnixSocketPeerIsNotAQuotaDenial(t *testing.T) {
+	for _, peer := range []string{"@", "/tmp/app.sock", "", "unix:/run/app.sock", "localhost:80"} {
+		for _, opts := range [][]Option{nil, {WithDenyStatus(503), WithDenyBody("text/plain", []byte("slow down"))}, {WithHeaders(HeaderDefault | HeaderIETF)}} {
+			st := &keyStore{}
+			var errs []error
+			opts := append(opts, WithErrorHook(func(_ context.Context, err error) { errs = append(errs, err) }))
+			e, _, err := New("x", limiter(t, st, "p"), opts)
+			require.NoError(t, err)
+			res := e.Decide(context.Background(), httpReq("GET", "/a", peer))
+			require.Equal(t, Deny, res.Action, "peer %q", peer)
+			assert.Equal(t, ReasonNoKey, res.Reason)
+			assert.Empty(t, st.keys, "nothing is counted")
+			var f respond.Fields
+			e.Fields(&res, &f)
+			for _, h := range []string{respond.HeaderLimit, respond.HeaderRemaining, respond.HeaderReset, respond.HeaderRetryAfter, respond.HeaderRateLimit} {
+				_, ok := f.Get(h)
+				assert.False(t, ok, "peer %q: %s claims a quota", peer, h)
+			}
+			rej := e.Reject(&res)
+			assert.Equal(t, http.StatusForbidden, rej.Status)
+			assert.Equal(t, respond.ContentTypeProblem, rej.ContentType)
+			assert.Equal(t, string(respond.NoKeyBody()), string(rej.Body))
+			assert.NotContains(t, string(rej.Body), "quota")
+			assert.Equal(t, int64(0), rej.RetryAfter)
+			require.Len(t, errs, 1)
+			assert.ErrorIs(t, errs[0], keyfuncs.ErrNoKey)
+			assert.Contains(t, errs[0].Error(), `x: policy "p": no key, and the fallback key found none either`)
+		}
+	}
+	// the quota denial keeps its configured status and body
+	e, _, err := New("x", limiter(t, &keyStore{}, "p"), []Option{WithDenyStatus(503), WithDenyBody("text/plain", []byte("slow down"))})
+	require.NoError(t, err)
+	rej := e.Reject(&Result{Action: Deny, Reason: ReasonLimited, Decision: core.Decision{Policy: "p", RetryAfter: time.Second}})
+	assert.Equal(t, 503, rej.Status)
+	assert.Equal(t, "slow down", string(rej.Body))
+}
+
+// TestNoKeyDenyStatus: NoKeyDeny answers the same 403 no-key denial when
+// the request carries no key, without consulting any fallback.
+func TestNoKeyDenyStatus(t *testing.T) {
+	st := &keyStore{}
+	apiKey, err := keyfuncs.Header("X-API-Key")
+	require.NoError(t, err)
+	e, _, err := New("x", limiter(t, st, "p"), []Option{WithKey(apiKey), WithNoKey(NoKeyDeny)})
+	require.NoError(t, err)
+	res := e.Decide(context.Background(), httpReq("GET", "/a", "203.0.113.7:1"))
+	require.Equal(t, ReasonNoKey, res.Reason)
+	rej := e.Reject(&res)
+	assert.Equal(t, http.StatusForbidden, rej.Status)
+	assert.Equal(t, string(respond.NoKeyBody()), string(rej.Body))
+	assert.Empty(t, st.keys)
+}
+
+// localFallbackStore fails and decides by itself, as the fleet tier does
+// under FailLocal: a denial from its local store carries the limit.
+type localFallbackStore struct{ allowed bool }
+
+func (s localFallbackStore) Take(_ context.Context, _ string, p *core.Policy, _ time.Time, _ int64) (core.Decision, error) {
+	d := core.Decision{Policy: p.Name, Allowed: s.allowed, Degraded: true, Limit: core.PerMinute(2), Remaining: 0}
+	if !s.allowed {
+		d.RetryAfter = 3 * time.Second
+	}
+	return d, errors.New("remote down")
+}
+func (localFallbackStore) FallsBackLocally() bool { return true }
+
+// TestFailLocalDenialIsALimit: a denial by the local fallback store is a
+// quota denial (429 with Retry-After), not the 503 of FailClosed.
+func TestFailLocalDenialIsALimit(t *testing.T) {
+	for _, allowed := range []bool{true, false} {
+		l, err := core.NewLimiter(localFallbackStore{allowed: allowed}, core.Policy{Name: "p", FailMode: core.FailLocal, Limits: []core.Limit{core.PerMinute(10)}})
+		require.NoError(t, err)
+		e, _, err := New("x", l, []Option{WithErrorHook(func(context.Context, error) {})})
+		require.NoError(t, err)
+		res := e.Decide(context.Background(), httpReq("GET", "/a", "203.0.113.7:1"))
+		if allowed {
+			assert.Equal(t, Pass, res.Action)
+			continue
+		}
+		require.Equal(t, Deny, res.Action)
+		assert.Equal(t, ReasonLimited, res.Reason)
+		rej := e.Reject(&res)
+		assert.Equal(t, http.StatusTooManyRequests, rej.Status)
+		assert.Equal(t, int64(3), rej.RetryAfter)
+	}
+	// FailClosed stays 503
+	l, err := core.NewLimiter(&failingStore{}, core.Policy{Name: "p", FailMode: core.FailClosed, Limits: []core.Limit{core.PerMinute(10)}})
+	require.NoError(t, err)
+	e, _, err := New("x", l, []Option{WithErrorHook(func(context.Context, error) {})})
+	require.NoError(t, err)
+	res := e.Decide(context.Background(), httpReq("GET", "/a", "203.0.113.7:1"))
+	assert.Equal(t, ReasonUnavailable, res.Reason)
+}
+
+type failingStore struct{}
+
+func (*failingStore) Take(context.Context, string, *core.Policy, time.Time, int64) (core.Decision, error) {
+	return core.Decision{}, errors.New("down")
+}

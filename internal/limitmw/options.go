@@ -93,13 +93,15 @@ type NoKeyMode uint8
 const (
 	// NoKeyFallback keys the check by the fallback key function (the peer
 	// IP by default) under a distinct "~fb/" prefix; if that yields no key
-	// either, the request is denied as with NoKeyDeny. The default.
+	// either (a Unix-socket peer), the request is denied as with NoKeyDeny
+	// and the error hook is told. The default.
 	NoKeyFallback NoKeyMode = iota
 	// NoKeySkip skips that check: the request is not limited by it (other
 	// checks still apply). Right for a user check in a user+IP hybrid.
 	NoKeySkip
-	// NoKeyDeny denies the request (ReasonNoKey, the denial status, no
-	// Retry-After).
+	// NoKeyDeny denies the request: ReasonNoKey, 403 with
+	// respond.NoKeyBody, no Retry-After and no X-RateLimit-* fields
+	// (nothing was counted; WithDenyStatus and WithDenyBody do not apply).
 	NoKeyDeny
 )
 
@@ -225,7 +227,8 @@ func WithDegradedHeader(name string) Option {
 	}
 }
 
-// WithDenyStatus sets the status of quota denials (default 429).
+// WithDenyStatus sets the status of quota denials (default 429); no-key
+// and store-failure denials keep theirs (403, 503).
 func WithDenyStatus(code int) Option {
 	return func(c *Config) {
 		if code < 400 || code > 599 {
@@ -236,7 +239,7 @@ func WithDenyStatus(code int) Option {
 	}
 }
 
-// WithDenyBody replaces the default denial body.
+// WithDenyBody replaces the default body of quota denials.
 func WithDenyBody(contentType string, body []byte) Option {
 	return func(c *Config) {
 		c.bodyType = contentType

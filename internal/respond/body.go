@@ -19,6 +19,7 @@ type problem struct {
 	Type     string   `json:"type"`
 	Title    string   `json:"title"`
 	Status   int      `json:"status"`
+	Detail   string   `json:"detail,omitempty"`
 	Violated []string `json:"violated-policies,omitempty"`
 }
 
@@ -44,6 +45,24 @@ func QuotaExceededBody(status int, policy string) []byte {
 // carries the store's error text.
 func UnavailableBody() []byte {
 	b, _ := json.Marshal(problem{Type: "about:blank", Title: http.StatusText(http.StatusServiceUnavailable), Status: http.StatusServiceUnavailable})
+	return b
+}
+
+// NoKeyStatus is the status of a no-key denial: the request carries
+// nothing the limiter can count it by (no API key under NoKeyDeny, or not
+// even a peer IP to fall back to, as on a Unix socket). It is not a quota
+// denial, so it is not 429: nothing was counted, and retrying cannot help.
+const NoKeyStatus = http.StatusForbidden
+
+// NoKeyBody is the body of a no-key denial: a plain RFC 9457
+// "about:blank" problem with status [NoKeyStatus]. Unlike
+// [QuotaExceededBody] it claims no quota and names no policy:
+//
+//	{"type":"about:blank","title":"Forbidden","status":403,
+//	 "detail":"The request carries no client identity to rate-limit it by."}
+func NoKeyBody() []byte {
+	b, _ := json.Marshal(problem{Type: "about:blank", Title: http.StatusText(NoKeyStatus), Status: NoKeyStatus,
+		Detail: "The request carries no client identity to rate-limit it by."})
 	return b
 }
 

@@ -154,6 +154,15 @@ func TestBodies(t *testing.T) {
 	require.NoError(t, json.Unmarshal(UnavailableBody(), &p))
 	assert.Equal(t, "about:blank", p["type"])
 	assert.Equal(t, float64(503), p["status"])
+	// a no-key denial claims no quota: no quota-exceeded type, no policy
+	p = nil
+	require.NoError(t, json.Unmarshal(NoKeyBody(), &p))
+	assert.Equal(t, map[string]any{
+		"type":   "about:blank",
+		"title":  "Forbidden",
+		"status": float64(403),
+		"detail": "The request carries no client identity to rate-limit it by.",
+	}, p)
 }
 
 func TestLimitIDs(t *testing.T) {
