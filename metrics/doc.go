@@ -38,7 +38,9 @@
 // Labels are policy names (configuration), kinds and outcomes, never keys:
 // no event carries a client key. The number of policy label values is
 // capped ([WithMaxPolicies], default 100); events of later policies are
-// counted under policy="other".
+// counted under policy="other". Events that span policies (a tier-wide
+// breaker, a sync) carry an empty policy; two tiers observed by one
+// registry need a Metrics each with [WithConstLabels] to tell them apart.
 //
 // # Cost
 //
