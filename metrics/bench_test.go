@@ -2,7 +2,9 @@ package metrics_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
+	"time"
 
 	"github.com/limitkit/limitkit/core"
 	"github.com/limitkit/limitkit/core/memstore"
@@ -69,5 +71,59 @@ func BenchmarkObserve(b *testing.B) {
 	b.ReportAllocs()
 	for i := 0; i < b.N; i++ {
 		m.Observe(e)
+	}
+}
+
+// BenchmarkObserverOverhead is BenchmarkDecision/serial paired: blocks of
+// 512 decisions alternate between a limiter without an observer and one
+// with a Metrics, so that load from other processes falls on both alike.
+// It reports each one's ns per decision and the difference ("added-ns").
+func BenchmarkObserverOverhead(b *testing.B) {
+	mk := func(obs bool) *core.Limiter {
+		st, err := memstore.New()
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { st.Close() })
+		var opts []core.Option
+		if obs {
+			opts = append(opts, core.WithObserver(metrics.MustNew()))
+		}
+		return core.MustNewLimiter(st, core.Policy{Name: "api1-get", Limits: []core.Limit{core.PerSecond(100_000)}}, opts...)
+	}
+	lims := [2]*core.Limiter{mk(false), mk(true)}
+	keys := make([]string, 512)
+	for i := range keys {
+		keys[i] = fmt.Sprint("client-", i)
+	}
+	ctx := context.Background()
+	var spent [2]time.Duration
+	var n [2]int
+	b.ReportAllocs()
+	b.ResetTimer()
+	for done := 0; done < b.N; {
+		for w := range 2 {
+			block := min(len(keys), b.N-done)
+			if block <= 0 {
+				break
+			}
+			l := lims[w]
+			start := time.Now()
+			for i := 0; i < block; i++ {
+				if _, err := l.Allow(ctx, keys[i]); err != nil {
+					b.Fatal(err)
+				}
+			}
+			spent[w] += time.Since(start)
+			n[w] += block
+			done += block
+		}
+	}
+	if n[0] > 0 && n[1] > 0 {
+		none := float64(spent[0].Nanoseconds()) / float64(n[0])
+		with := float64(spent[1].Nanoseconds()) / float64(n[1])
+		b.ReportMetric(none, "none-ns")
+		b.ReportMetric(with, "metrics-ns")
+		b.ReportMetric(with-none, "added-ns")
 	}
 }
