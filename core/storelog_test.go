@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"os"
 	"strings"
 	"sync"
 	"syscall"
@@ -213,4 +214,30 @@ type errStore struct{ err error }
 
 func (s *errStore) Take(context.Context, string, *core.Policy, time.Time, int64) (core.Decision, error) {
 	return core.Decision{}, s.err
+}
+
+// A Limiter logs its store's failures through slog by default, at most one
+// line per interval with the count since the previous one; WithLogger
+// picks the logger (nil silences).
+func ExampleWithLogger() {
+	logger := slog.New(slog.NewTextHandler(os.Stdout, &slog.HandlerOptions{
+		ReplaceAttr: func(_ []string, a slog.Attr) slog.Attr {
+			if a.Key == slog.TimeKey {
+				return slog.Attr{}
+			}
+			return a
+		},
+	}))
+	down := &errStore{err: &net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}}
+	l := core.MustNewLimiter(down, core.Policy{Name: "login", FailMode: core.FailClosed, Limits: []core.Limit{core.PerMinute(5)}},
+		core.WithLogger(logger), core.WithLogInterval(time.Minute))
+	for range 3 {
+		d, _ := l.Allow(context.Background(), "198.51.100.7")
+		fmt.Println("allowed:", d.Allowed, "degraded:", d.Degraded)
+	}
+	// Output:
+	// level=ERROR msg="limitkit: store failed; requests denied (fail mode closed)" policy=login fail_mode=closed kind=connection failures=1 interval=1m0s err="dial tcp: connection refused" hint="the store is unreachable (refused, reset or unknown host): check that it is running and that the address is right"
+	// allowed: false degraded: true
+	// allowed: false degraded: true
+	// allowed: false degraded: true
 }
