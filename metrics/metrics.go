@@ -33,9 +33,10 @@ var DefaultLatencyBuckets = []float64{0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0
 // each limiter with core.WithObserver(m), and to a fleet tier as its
 // observer. The metric names and labels are listed in the package doc.
 //
-// Observe costs a map lookup on the policy name and an atomic add or two
-// (a histogram observation for stores that do I/O); it does not allocate
-// once a policy has been seen. Build a Metrics with [New]; the zero value
+// Observe finds a policy's series by the address of its name (a map
+// lookup when the name comes in another string), then adds to a counter or
+// two (and observes a histogram for stores that do I/O); it does not
+// allocate once a policy has been seen. Build a Metrics with [New]; the zero value
 // is not usable. A Metrics is safe for concurrent use.
 type Metrics struct {
 	maxPolicies int
@@ -166,7 +167,7 @@ func WithConstLabels(l prometheus.Labels) Option {
 // New returns a Metrics. It registers nothing: pass it to
 // prometheus.Register (or MustRegister) yourself.
 func New(opts ...Option) (*Metrics, error) {
-	c := config{namespace: "limitkit", maxPolicies: DefaultMaxPolicies, buckets: DefaultLatencyBuckets}
+	c := config{namespace: "limitkit", maxPolicies: DefaultMaxPolicies, buckets: slices.Clone(DefaultLatencyBuckets)}
 	for _, o := range opts {
 		if o == nil {
 			return nil, errors.New("metrics: New: nil Option")
