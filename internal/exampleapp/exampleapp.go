@@ -352,11 +352,12 @@ func (a *App) Rule(r keyfuncs.Request, route string) *rules.Rule {
 // Limiter returns the limiter of rule r.
 func (a *App) Limiter(r *rules.Rule) *core.Limiter { return a.limiters[r.Index] }
 
-// Options returns the adapter options for rule r: its key function and
-// its scope (the rule name). Every adapter's Option is the same type, so
+// Options returns the adapter options for rule r: its key function, its
+// scope (the rule name), and [DegradedHeader] on requests admitted while
+// the store fails. Every adapter's Option is the same type, so
 // the result suits nethttp, ginlimit, echolimit and fiberlimit alike.
 func (a *App) Options(r *rules.Rule) ([]nethttp.Option, error) {
-	opts := []nethttp.Option{nethttp.WithScope(r.Name)}
+	opts := []nethttp.Option{nethttp.WithScope(r.Name), nethttp.WithDegradedHeader(DegradedHeader)}
 	switch r.Key.Kind {
 	case rules.KeyIP:
 		opts = append(opts, nethttp.WithIPKey(a.IP))

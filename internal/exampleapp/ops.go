@@ -25,6 +25,11 @@ import (
 // MetricsPath is where the examples serve their Prometheus metrics.
 const MetricsPath = "/metrics"
 
+// DegradedHeader is set to "1" on a response the examples admitted
+// because the store failed and the rule fails open: the request was not
+// limited.
+const DegradedHeader = "X-RateLimit-Degraded"
+
 // CheckTimeout bounds the start-up check of a Redis store.
 const CheckTimeout = 3 * time.Second
 

@@ -276,6 +276,7 @@ rules:
 	resp := get("/x")
 	require.Equal(t, http.StatusOK, resp.StatusCode)
 	assert.Equal(t, "100", resp.Header.Get("X-RateLimit-Limit"))
+	assert.Empty(t, resp.Header.Get(DegradedHeader))
 	assert.Equal(t, http.StatusOK, get("/api1").StatusCode)
 	assert.Empty(t, logs.String())
 
@@ -291,6 +292,7 @@ rules:
 
 	assert.Equal(t, http.StatusOK, lenient.StatusCode, "fail open admits")
 	assert.Empty(t, lenient.Header.Get("X-RateLimit-Limit"), "a degraded decision carries no limit")
+	assert.Equal(t, "1", lenient.Header.Get(DegradedHeader), "the response says it was not limited")
 	assert.Equal(t, http.StatusServiceUnavailable, strict.StatusCode, "fail closed answers 503")
 	l := logs.String()
 	assert.Contains(t, l, "level=ERROR")
