@@ -3,6 +3,7 @@ package core
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"slices"
 	"time"
 )
@@ -18,7 +19,9 @@ const DefaultTimeout = 50 * time.Millisecond
 // gives every call to a remote store its own deadline (DefaultTimeout, or
 // the request's earlier one). When the store fails or times out, the
 // decision follows the policy's FailMode and the call returns a
-// *StoreError alongside it: callers use the decision and log the error.
+// *StoreError alongside it: callers use the decision. The Limiter also
+// logs store failures itself, at most one line per [DefaultLogInterval]
+// (see [WithLogger]), so that a failing store is never silent.
 //
 // The zero Limiter is not usable; build one with NewLimiter. A Limiter is
 // safe for concurrent use.
@@ -29,6 +32,7 @@ type Limiter struct {
 	timeout  time.Duration
 	local    bool
 	observer Observer
+	log      storeLog
 }
 
 // Option configures a Limiter.
@@ -47,6 +51,26 @@ func WithTimeout(d time.Duration) Option { return func(l *Limiter) { l.timeout =
 // do I/O). nil, the default, observes nothing and costs nothing.
 func WithObserver(o Observer) Option { return func(l *Limiter) { l.observer = o } }
 
+// WithLogger sends the Limiter's store-failure lines to logger instead of
+// slog.Default() (read at each line, so a later slog.SetDefault applies).
+// WithLogger(nil) silences them; a caller that does so should watch the
+// errors AllowN returns or the metrics instead.
+//
+// A line is logged at level ERROR when the store fails, at most once per
+// log interval ([WithLogInterval]); it carries the policy, the fail mode and
+// what it did to requests, the error's kind ([ClassifyError]: timeout,
+// connection, circuit_open, other), the number of failures since the
+// previous line, the store's error and a hint. A success costs nothing.
+func WithLogger(logger *slog.Logger) Option {
+	return func(l *Limiter) { l.log.logger, l.log.set = logger, true }
+}
+
+// WithLogInterval sets the least time between two store-failure lines of
+// the Limiter (default [DefaultLogInterval]), measured on the Limiter's
+// clock; failures in between are counted into the next line. It must be
+// > 0.
+func WithLogInterval(d time.Duration) Option { return func(l *Limiter) { l.log.interval = d } }
+
 // NewLimiter validates policy and returns a Limiter applying it through
 // store. The policy is copied: changing it afterwards has no effect.
 //
@@ -63,6 +87,7 @@ func NewLimiter(store Store, policy Policy, opts ...Option) (*Limiter, error) {
 		return nil, err
 	}
 	l := &Limiter{store: store, policy: &policy, clock: SystemClock{}, timeout: DefaultTimeout}
+	l.log.interval = DefaultLogInterval
 	for _, o := range opts {
 		o(l)
 	}
@@ -71,6 +96,9 @@ func NewLimiter(store Store, policy Policy, opts ...Option) (*Limiter, error) {
 	}
 	if l.timeout <= 0 {
 		return nil, fmt.Errorf("core: policy %q: WithTimeout(%v); the store deadline must be > 0", policy.Name, l.timeout)
+	}
+	if l.log.interval <= 0 {
+		return nil, fmt.Errorf("core: policy %q: WithLogInterval(%v); the interval between store-failure lines must be > 0", policy.Name, l.log.interval)
 	}
 	if ls, ok := store.(LocalStore); ok && ls.Local() {
 		l.local = true
@@ -145,7 +173,9 @@ func (l *Limiter) AllowNAt(ctx context.Context, key string, now time.Time, cost 
 			// fleet tier) returns a Degraded decision: keep it.
 			d = l.failed(err)
 		}
-		err = &StoreError{Policy: l.policy.Name, Mode: l.policy.FailMode, Err: err}
+		se := &StoreError{Policy: l.policy.Name, Mode: l.policy.FailMode, Err: err}
+		l.logFailure(ctx, se, d)
+		err = se
 	}
 	if l.observer != nil {
 		e := Event{Kind: EventDecision, Policy: l.policy.Name, Outcome: OutcomeOf(d), Decision: d, Err: err}
