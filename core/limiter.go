@@ -3,6 +3,7 @@ package core
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"slices"
 	"time"
 )
@@ -20,7 +21,9 @@ const DefaultTimeout = 50 * time.Millisecond
 // of a vDSO call per decision) and gives every call to a remote store its own deadline (DefaultTimeout, or
 // the request's earlier one). When the store fails or times out, the
 // decision follows the policy's FailMode and the call returns a
-// *StoreError alongside it: callers use the decision and log the error.
+// *StoreError alongside it: callers use the decision. The Limiter also
+// logs store failures itself, at most one line per [DefaultLogInterval]
+// (see [WithLogger]), so that a failing store is never silent.
 //
 // The zero Limiter is not usable; build one with NewLimiter. A Limiter is
 // safe for concurrent use.
@@ -31,6 +34,7 @@ type Limiter struct {
 	timeout  time.Duration
 	local    bool
 	observer Observer
+	log      storeLog
 	fast     bool // local store, no observer: Take's decision is the answer unless it fails
 	coarse   bool // clock is CoarseClock
 }
@@ -52,6 +56,26 @@ func WithTimeout(d time.Duration) Option { return func(l *Limiter) { l.timeout =
 // do I/O). nil, the default, observes nothing and costs nothing.
 func WithObserver(o Observer) Option { return func(l *Limiter) { l.observer = o } }
 
+// WithLogger sends the Limiter's store-failure lines to logger instead of
+// slog.Default() (read at each line, so a later slog.SetDefault applies).
+// WithLogger(nil) silences them; a caller that does so should watch the
+// errors AllowN returns or the metrics instead.
+//
+// A line is logged at level ERROR when the store fails, at most once per
+// log interval ([WithLogInterval]); it carries the policy, the fail mode and
+// what it did to requests, the error's kind ([ClassifyError]: timeout,
+// connection, circuit_open, other), the number of failures since the
+// previous line, the store's error and a hint. A success costs nothing.
+func WithLogger(logger *slog.Logger) Option {
+	return func(l *Limiter) { l.log.logger, l.log.set = logger, true }
+}
+
+// WithLogInterval sets the least time between two store-failure lines of
+// the Limiter (default [DefaultLogInterval]), measured on the Limiter's
+// clock; failures in between are counted into the next line. It must be
+// > 0.
+func WithLogInterval(d time.Duration) Option { return func(l *Limiter) { l.log.interval = d } }
+
 // NewLimiter validates policy and returns a Limiter applying it through
 // store. The policy is copied: changing it afterwards has no effect.
 //
@@ -68,6 +92,7 @@ func NewLimiter(store Store, policy Policy, opts ...Option) (*Limiter, error) {
 		return nil, err
 	}
 	l := &Limiter{store: store, policy: &policy, clock: CoarseClock{}, timeout: DefaultTimeout}
+	l.log.interval = DefaultLogInterval
 	for _, o := range opts {
 		o(l)
 	}
@@ -76,6 +101,9 @@ func NewLimiter(store Store, policy Policy, opts ...Option) (*Limiter, error) {
 	}
 	if l.timeout <= 0 {
 		return nil, fmt.Errorf("core: policy %q: WithTimeout(%v); the store deadline must be > 0", policy.Name, l.timeout)
+	}
+	if l.log.interval <= 0 {
+		return nil, fmt.Errorf("core: policy %q: WithLogInterval(%v); the interval between store-failure lines must be > 0", policy.Name, l.log.interval)
 	}
 	if ls, ok := store.(LocalStore); ok && ls.Local() {
 		l.local = true
@@ -126,7 +154,7 @@ func (l *Limiter) AllowN(ctx context.Context, key string, cost int64) (Decision,
 	if l.fast && cost >= 0 {
 		d, err := l.store.Take(ctx, key, l.policy, now, cost)
 		if err != nil {
-			return l.settle(d, err)
+			return l.settle(ctx, d, err)
 		}
 		return d, nil
 	}
@@ -144,7 +172,7 @@ func (l *Limiter) AllowNAt(ctx context.Context, key string, now time.Time, cost 
 	if l.fast && cost >= 0 {
 		d, err := l.store.Take(ctx, key, l.policy, now, cost)
 		if err != nil {
-			return l.settle(d, err)
+			return l.settle(ctx, d, err)
 		}
 		return d, nil
 	}
@@ -171,7 +199,7 @@ func (l *Limiter) allowNAt(ctx context.Context, key string, now time.Time, cost 
 		}
 	}
 	if err != nil {
-		d, err = l.settle(d, err)
+		d, err = l.settle(ctx, d, err)
 	}
 	if l.observer != nil {
 		e := Event{Kind: EventDecision, Policy: l.policy.Name, Outcome: OutcomeOf(d), Decision: d, Err: err}
@@ -184,14 +212,16 @@ func (l *Limiter) allowNAt(ctx context.Context, key string, now time.Time, cost 
 }
 
 // settle is the decision and error of a store failure: the policy's fail
-// mode, and a *StoreError.
-func (l *Limiter) settle(d Decision, err error) (Decision, error) {
+// mode, and a *StoreError, logged (see WithLogger).
+func (l *Limiter) settle(ctx context.Context, d Decision, err error) (Decision, error) {
 	if !d.Degraded {
 		// A store that applied a fallback itself (FailLocal in the
 		// fleet tier) returns a Degraded decision: keep it.
 		d = l.failed(err)
 	}
-	return d, &StoreError{Policy: l.policy.Name, Mode: l.policy.FailMode, Err: err}
+	se := &StoreError{Policy: l.policy.Name, Mode: l.policy.FailMode, Err: err}
+	l.logFailure(ctx, se, d)
+	return d, se
 }
 
 // failed is the decision of the policy's fail mode. FailLocal reaches here

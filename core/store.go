@@ -73,5 +73,6 @@ func (e *StoreError) Error() string {
 // Unwrap returns the store's error.
 func (e *StoreError) Unwrap() error { return e.Err }
 
-// Timeout reports whether the store did not answer within the deadline.
-func (e *StoreError) Timeout() bool { return errors.Is(e.Err, context.DeadlineExceeded) }
+// Timeout reports whether the store did not answer within the deadline (a
+// context deadline or a socket timeout; see [ClassifyError]).
+func (e *StoreError) Timeout() bool { return ClassifyError(e.Err) == ErrorTimeout }

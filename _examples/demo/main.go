@@ -9,7 +9,7 @@
 // clients (two JWT users, one API key) and four anonymous ones, prints a
 // line per client each second and every first denial, and ends with a
 // per-client, per-rule table of what was allowed and denied and the
-// headers the client last saw.
+// headers the client last saw, and the decisions its /metrics counted.
 //
 // The anonymous clients' addresses are simulated: the demo's server trusts
 // X-Forwarded-For from 127.0.0.1 (the -trusted-proxies setting of the
@@ -120,6 +120,7 @@ func run(out io.Writer) error {
 	}
 
 	fmt.Fprintf(out, "limitkit demo: %s for %v, embedded store, rules/default.yaml:\n", srv.URL, runFor)
+	fmt.Fprintf(out, "(metrics while it runs: curl %s%s; the summary ends with them)\n", srv.URL, exampleapp.MetricsPath)
 	for _, r := range app.Rules.Rules() {
 		fmt.Fprintf(out, "  %-14s %-5s %-6s %-13s by %-4s %v\n", r.Name, strings.Join(r.Methods, ","), r.Route, r.Identity, r.Key, r.Limits)
 	}
@@ -221,9 +222,37 @@ loop:
 			dash(t.last.Get("X-RateLimit-Limit")), dash(t.last.Get("X-RateLimit-Remaining")), dash(t.last.Get("X-RateLimit-Reset")), dash(t.last.Get("Retry-After")))
 	}
 	tw.Flush()
+	if err := printMetrics(out, httpc, srv.URL+exampleapp.MetricsPath); err != nil {
+		return err
+	}
 	fmt.Fprintln(out, "\nNotes: the two 2001:db8:: clients share one /64 and so one quota; anonymous")
 	fmt.Fprintln(out, "GETs share one per-IP quota across paths; each logged-in endpoint and method has")
 	fmt.Fprintln(out, "its own per-user quota; a 429 carries Retry-After (seconds until the request")
 	fmt.Fprintln(out, "would be allowed). Run the same API on a framework: go run ./_examples/nethttp")
+	fmt.Fprintln(out, "(it serves the same metrics at /metrics; README \"Operating limitkit\" lists them).")
+	return nil
+}
+
+// printMetrics prints the limitkit_decisions_total series of the demo's
+// /metrics: what a Prometheus server would scrape.
+func printMetrics(out io.Writer, c *http.Client, url string) error {
+	resp, err := c.Get(url)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "\nGET %s (decisions by rule and outcome; also store errors and latency, keys held):\n", url)
+	for _, line := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(line, "limitkit_decisions_total{") && !strings.HasSuffix(line, " 0") {
+			fmt.Fprintln(out, "  "+line)
+		}
+		if strings.HasPrefix(line, "limitkit_memstore_keys{") {
+			fmt.Fprintln(out, "  "+line)
+		}
+	}
 	return nil
 }

@@ -5,7 +5,8 @@
 //	go run ./_examples/echo -addr :8080
 //
 // Flags and environment as in _examples/nethttp: -addr, -redis, -rules,
-// -trusted-proxies, -jwt-secret (LIMITKIT_JWT_SECRET), LIMITKIT_API_KEYS.
+// -trusted-proxies, -jwt-secret (LIMITKIT_JWT_SECRET), -allow-degraded,
+// LIMITKIT_API_KEYS. Metrics are at /metrics.
 package main
 
 import (
@@ -24,14 +25,10 @@ import (
 )
 
 func main() {
-	cfg, err := exampleapp.ParseFlags("echo", os.Args[1:], nil)
+	app, ln, err := exampleapp.Start("echo", os.Args[1:])
 	if errors.Is(err, flag.ErrHelp) {
 		return
 	}
-	if err != nil {
-		log.Fatal(err)
-	}
-	app, err := exampleapp.New(cfg)
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -44,6 +41,7 @@ func main() {
 
 	e := echo.New()
 	e.HideBanner = true
+	e.HidePort = true // LogStartup says where
 	e.Use(func(next echo.HandlerFunc) echo.HandlerFunc {
 		limited := make([]echo.HandlerFunc, len(mws))
 		for i, mw := range mws {
@@ -62,16 +60,15 @@ func main() {
 			return c.Blob(http.StatusOK, "application/json", exampleapp.Reply(endpoint, app.Caller(keyfuncs.FromHTTP(c.Request()))))
 		}
 	}
+	e.GET(exampleapp.MetricsPath, echo.WrapHandler(app.MetricsHandler())) // no rule: not limited
 	e.GET("/api1", reply("GET /api1"))
 	e.GET("/api2", reply("GET /api2"))
 	e.POST("/api2", reply("POST /api2"))
 	e.GET("/api3", reply("GET /api3"))
 	e.GET("/*", reply("GET /")) // any other GET
 
-	if app.SampleToken != "" {
-		log.Printf("no -jwt-secret: generated one; a token for user alice:\n%s", app.SampleToken)
-	}
 	e.Server.ReadHeaderTimeout = 5 * time.Second
-	log.Printf("echo example listening on %s (%d rules)", cfg.Addr, len(app.Rules.Rules()))
-	log.Fatal(e.Start(cfg.Addr))
+	e.Listener = ln
+	app.LogStartup("echo", ln)
+	log.Fatal(e.Start(""))
 }

@@ -5,7 +5,8 @@
 //	go run ./_examples/fiber -addr :8080
 //
 // Flags and environment as in _examples/nethttp: -addr, -redis, -rules,
-// -trusted-proxies, -jwt-secret (LIMITKIT_JWT_SECRET), LIMITKIT_API_KEYS.
+// -trusted-proxies, -jwt-secret (LIMITKIT_JWT_SECRET), -allow-degraded,
+// LIMITKIT_API_KEYS. Metrics are at /metrics.
 package main
 
 import (
@@ -15,6 +16,7 @@ import (
 	"os"
 
 	"github.com/gofiber/fiber/v2"
+	"github.com/gofiber/fiber/v2/middleware/adaptor"
 
 	"github.com/limitkit/limitkit/fiberlimit"
 	"github.com/limitkit/limitkit/internal/exampleapp"
@@ -42,14 +44,10 @@ func (v view) RemoteAddr() string       { return v.c.Context().RemoteAddr().Stri
 func (v view) Value(key any) any        { return v.c.UserContext().Value(key) }
 
 func main() {
-	cfg, err := exampleapp.ParseFlags("fiber", os.Args[1:], nil)
+	app, ln, err := exampleapp.Start("fiber", os.Args[1:])
 	if errors.Is(err, flag.ErrHelp) {
 		return
 	}
-	if err != nil {
-		log.Fatal(err)
-	}
-	app, err := exampleapp.New(cfg)
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -74,15 +72,13 @@ func main() {
 		}
 	}
 	f := fiber.New(fiber.Config{DisableStartupMessage: true})
+	f.Get(exampleapp.MetricsPath, adaptor.HTTPHandler(app.MetricsHandler())) // no dispatch: not limited
 	f.Get("/api1", dispatch, reply("GET /api1"))
 	f.Get("/api2", dispatch, reply("GET /api2"))
 	f.Post("/api2", dispatch, reply("POST /api2"))
 	f.Get("/api3", dispatch, reply("GET /api3"))
 	f.Get("/*", dispatch, reply("GET /")) // any other GET
 
-	if app.SampleToken != "" {
-		log.Printf("no -jwt-secret: generated one; a token for user alice:\n%s", app.SampleToken)
-	}
-	log.Printf("fiber example listening on %s (%d rules)", cfg.Addr, len(app.Rules.Rules()))
-	log.Fatal(f.Listen(cfg.Addr))
+	app.LogStartup("fiber", ln)
+	log.Fatal(f.Listener(ln))
 }

@@ -4,7 +4,8 @@
 //	go run ./_examples/gin -addr :8080
 //
 // Flags and environment as in _examples/nethttp: -addr, -redis, -rules,
-// -trusted-proxies, -jwt-secret (LIMITKIT_JWT_SECRET), LIMITKIT_API_KEYS.
+// -trusted-proxies, -jwt-secret (LIMITKIT_JWT_SECRET), -allow-degraded,
+// LIMITKIT_API_KEYS. Metrics are at /metrics.
 package main
 
 import (
@@ -23,14 +24,10 @@ import (
 )
 
 func main() {
-	cfg, err := exampleapp.ParseFlags("gin", os.Args[1:], nil)
+	app, ln, err := exampleapp.Start("gin", os.Args[1:])
 	if errors.Is(err, flag.ErrHelp) {
 		return
 	}
-	if err != nil {
-		log.Fatal(err)
-	}
-	app, err := exampleapp.New(cfg)
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -55,6 +52,7 @@ func main() {
 			c.Data(http.StatusOK, "application/json", exampleapp.Reply(endpoint, app.Caller(keyfuncs.FromHTTP(c.Request))))
 		}
 	}
+	r.GET(exampleapp.MetricsPath, gin.WrapH(app.MetricsHandler())) // no rule: not limited
 	r.GET("/api1", reply("GET /api1"))
 	r.GET("/api2", reply("GET /api2"))
 	r.POST("/api2", reply("POST /api2"))
@@ -67,10 +65,7 @@ func main() {
 		reply("GET /")(c)
 	})
 
-	if app.SampleToken != "" {
-		log.Printf("no -jwt-secret: generated one; a token for user alice:\n%s", app.SampleToken)
-	}
-	srv := &http.Server{Addr: cfg.Addr, Handler: r, ReadHeaderTimeout: 5 * time.Second}
-	log.Printf("gin example listening on %s (%d rules)", cfg.Addr, len(app.Rules.Rules()))
-	log.Fatal(srv.ListenAndServe())
+	srv := &http.Server{Handler: r, ReadHeaderTimeout: 5 * time.Second}
+	app.LogStartup("gin", ln)
+	log.Fatal(srv.Serve(ln))
 }

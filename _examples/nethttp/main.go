@@ -6,11 +6,13 @@
 //	curl -i localhost:8080/api1                                # anonymous: by IP
 //	curl -i -H "Authorization: Bearer $TOKEN" localhost:8080/api1   # logged in
 //
-// Flags: -addr, -redis host:port (empty: embedded store; two instances on
-// one Redis share the quota), -rules file, -trusted-proxies CIDRs,
-// -jwt-secret (or LIMITKIT_JWT_SECRET; when neither is set a random secret
-// is generated and a sample token printed). LIMITKIT_API_KEYS lists valid
-// X-API-Key values.
+// Flags: -addr, -redis host:port or redis:// / rediss:// URL (empty:
+// embedded store; two instances on one Redis share the quota; an
+// unreachable Redis stops the start-up unless -allow-degraded), -rules
+// file, -trusted-proxies CIDRs, -jwt-secret (or LIMITKIT_JWT_SECRET; when
+// neither is set a random secret is generated and a sample token printed).
+// LIMITKIT_API_KEYS lists valid X-API-Key values. Metrics are at /metrics;
+// store failures are logged.
 package main
 
 import (
@@ -25,14 +27,10 @@ import (
 )
 
 func main() {
-	cfg, err := exampleapp.ParseFlags("nethttp", os.Args[1:], nil)
+	app, ln, err := exampleapp.Start("nethttp", os.Args[1:])
 	if errors.Is(err, flag.ErrHelp) {
 		return
 	}
-	if err != nil {
-		log.Fatal(err)
-	}
-	app, err := exampleapp.New(cfg)
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -41,10 +39,7 @@ func main() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	if app.SampleToken != "" {
-		log.Printf("no -jwt-secret: generated one; a token for user alice:\n%s", app.SampleToken)
-	}
-	srv := &http.Server{Addr: cfg.Addr, Handler: h, ReadHeaderTimeout: 5 * time.Second}
-	log.Printf("nethttp example listening on %s (%d rules)", cfg.Addr, len(app.Rules.Rules()))
-	log.Fatal(srv.ListenAndServe())
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
+	app.LogStartup("nethttp", ln)
+	log.Fatal(srv.Serve(ln))
 }

@@ -24,8 +24,11 @@
 //
 // Every key a decision touches lives under one hash tag, so each decision
 // is a single-slot script on one master. Flags: the examples' flags
-// (-addr, -rules, -trusted-proxies, -jwt-secret; -redis is ignored) plus
-// -cluster, the comma-separated seed nodes (default the three above).
+// (-addr, -rules, -trusted-proxies, -jwt-secret, -allow-degraded; -redis
+// is ignored) plus -cluster, the seed nodes: comma-separated host:port
+// (default the three above) or a URL, redis://[user:password@]host:port
+// (rediss:// for TLS) with further seeds as ?addr=host:port. Every master
+// is checked at start-up; metrics are at /metrics.
 package main
 
 import (
@@ -60,21 +63,18 @@ func main() {
 			rest = append(rest, a)
 		}
 	}
-	cfg, err := exampleapp.ParseFlags("redis-cluster", rest, nil)
-	if errors.Is(err, flag.ErrHelp) {
-		return
-	}
+	copts, err := exampleapp.ClusterOptions(seeds)
 	if err != nil {
 		log.Fatal(err)
 	}
-	client := redis.NewClusterClient(&redis.ClusterOptions{
-		Addrs: strings.Split(seeds, ","),
-		// The limiter gives every call a deadline; go-redis honours it
-		// only with ContextTimeoutEnabled (redisstore requires it).
-		ContextTimeoutEnabled: true,
-	})
+	client := redis.NewClusterClient(copts)
 	defer client.Close()
-	app, err := exampleapp.New(cfg, exampleapp.WithRedisClient(client))
+	// Start checks every master (reachable, Redis >= 5, cluster state ok,
+	// scripts loaded) before binding -addr.
+	app, ln, err := exampleapp.Start("redis-cluster", rest, exampleapp.WithRedisClient(client))
+	if errors.Is(err, flag.ErrHelp) {
+		return
+	}
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -83,10 +83,7 @@ func main() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	if app.SampleToken != "" {
-		log.Printf("no -jwt-secret: generated one; a token for user alice:\n%s", app.SampleToken)
-	}
-	srv := &http.Server{Addr: cfg.Addr, Handler: h, ReadHeaderTimeout: 5 * time.Second}
-	log.Printf("redis-cluster example listening on %s, cluster %s", cfg.Addr, seeds)
-	log.Fatal(srv.ListenAndServe())
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
+	app.LogStartup("redis-cluster", ln)
+	log.Fatal(srv.Serve(ln))
 }

@@ -2,7 +2,6 @@ package redisstore
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"runtime"
 	"sync"
@@ -105,7 +104,7 @@ func TestRedisDownNode(t *testing.T) {
 		errs := burst(t, l, 30)
 		for _, err := range errs {
 			require.Error(t, err)
-			assert.True(t, errors.Is(err, context.DeadlineExceeded), "a frozen Redis is a timeout: %v", err)
+			assert.Equal(t, core.ErrorTimeout, core.ClassifyError(err), "a frozen Redis is a timeout: %v", err)
 		}
 	}
 	srv.Resume()

@@ -35,17 +35,19 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"log/slog"
 	"os"
 	"strings"
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/limitkit/limitkit/core"
-	"github.com/limitkit/limitkit/core/memstore"
-	"github.com/limitkit/limitkit/core/redisstore"
 	"github.com/limitkit/limitkit/keyfuncs"
+	"github.com/limitkit/limitkit/metrics"
 	"github.com/limitkit/limitkit/nethttp"
 	"github.com/limitkit/limitkit/rules"
 )
@@ -62,8 +64,14 @@ const (
 type Config struct {
 	// Addr is the listen address (-addr). Default ":8080".
 	Addr string
-	// Redis is a Redis host:port (-redis); empty means the embedded store.
+	// Redis is the Redis server (-redis): host:port, or a redis://,
+	// rediss:// (TLS) or unix:// URL with optional user, password and
+	// database (see [RedisOptions]); empty means the embedded store.
 	Redis string
+	// AllowDegraded starts the app even when the Redis server fails its
+	// start-up check (-allow-degraded); each rule's fail mode then decides
+	// until Redis answers.
+	AllowDegraded bool
 	// RulesFile is a rules file (-rules); empty means rules.Default().
 	RulesFile string
 	// TrustedProxies are the CIDRs of proxies whose X-Forwarded-For is
@@ -77,8 +85,8 @@ type Config struct {
 	APIKeys []string
 }
 
-// ParseFlags parses the examples' flags — exactly -addr, -redis, -rules,
-// -trusted-proxies and -jwt-secret — from args, reading the environment
+// ParseFlags parses the examples' flags — -addr, -redis, -rules,
+// -trusted-proxies, -jwt-secret and -allow-degraded — from args, reading the environment
 // through getenv (os.Getenv when nil).
 func ParseFlags(name string, args []string, getenv func(string) string) (Config, error) {
 	if getenv == nil {
@@ -88,10 +96,11 @@ func ParseFlags(name string, args []string, getenv func(string) string) (Config,
 	var cfg Config
 	var proxies string
 	fs.StringVar(&cfg.Addr, "addr", ":8080", "listen address")
-	fs.StringVar(&cfg.Redis, "redis", "", "Redis host:port; empty means the embedded in-memory store")
+	fs.StringVar(&cfg.Redis, "redis", "", "Redis server: host:port, redis://[user:password@]host:port[/db] or rediss:// (TLS); empty means the embedded in-memory store")
 	fs.StringVar(&cfg.RulesFile, "rules", "", "rules file (YAML or .json); empty means the embedded endpoint table")
 	fs.StringVar(&proxies, "trusted-proxies", "", "comma-separated CIDRs of proxies whose X-Forwarded-For is trusted")
 	fs.StringVar(&cfg.JWTSecret, "jwt-secret", "", "HS256 secret for Bearer tokens (default $"+EnvJWTSecret+")")
+	fs.BoolVar(&cfg.AllowDegraded, "allow-degraded", false, "start even when the -redis server fails its start-up check; each rule's fail mode decides until it answers")
 	if err := fs.Parse(args); err != nil {
 		return Config{}, err
 	}
@@ -123,6 +132,18 @@ type App struct {
 	Rules *rules.Set
 	// Store holds the limiters' state.
 	Store core.Store
+	// StoreInfo names the store for logs: "embedded in-memory store" or
+	// "redis <address>" (never a password).
+	StoreInfo string
+	// StoreErr is the failed start-up check of a Redis store the app was
+	// allowed to start with (-allow-degraded), or nil.
+	StoreErr error
+	// RulesInfo names the rules in use: the file, or the embedded table.
+	RulesInfo string
+	// Metrics receives every limiter's decisions; Registry holds it and
+	// the Go runtime's collectors, and is what [App.MetricsHandler] serves.
+	Metrics  *metrics.Metrics
+	Registry *prometheus.Registry
 	// IP resolves the client IP (peer, or X-Forwarded-For from trusted
 	// proxies).
 	IP *keyfuncs.Resolver
@@ -145,8 +166,11 @@ type App struct {
 type Option func(*options)
 
 type options struct {
-	client redis.UniversalClient
-	clock  core.Clock
+	client      redis.UniversalClient
+	clock       core.Clock
+	logger      *slog.Logger
+	logSet      bool
+	logInterval time.Duration
 }
 
 // WithRedisClient makes the app use a Redis store on client (a
@@ -157,19 +181,27 @@ func WithRedisClient(c redis.UniversalClient) Option { return func(o *options) {
 // WithClock gives every limiter clock c (tests).
 func WithClock(c core.Clock) Option { return func(o *options) { o.clock = c } }
 
+// WithLogger sends the limiters' store-failure lines to l instead of
+// slog.Default() (core.WithLogger; nil silences them).
+func WithLogger(l *slog.Logger) Option { return func(o *options) { o.logger, o.logSet = l, true } }
+
+// WithLogInterval sets the least time between two store-failure lines of
+// a limiter (core.WithLogInterval; default core.DefaultLogInterval).
+func WithLogInterval(d time.Duration) Option { return func(o *options) { o.logInterval = d } }
+
 // New loads the rules, opens the store, and builds one limiter per rule.
 func New(cfg Config, opts ...Option) (*App, error) {
 	var o options
 	for _, f := range opts {
 		f(&o)
 	}
-	a := &App{Rules: rules.Default()}
+	a := &App{Rules: rules.Default(), RulesInfo: "embedded endpoint table (rules/default.yaml)"}
 	if cfg.RulesFile != "" {
 		s, err := rules.LoadFile(cfg.RulesFile)
 		if err != nil {
 			return nil, err
 		}
-		a.Rules = s
+		a.Rules, a.RulesInfo = s, cfg.RulesFile
 	}
 	var err error
 	if len(cfg.TrustedProxies) > 0 {
@@ -216,35 +248,22 @@ func New(cfg Config, opts ...Option) (*App, error) {
 	a.jwtKey, a.listedKey = jwtKey, listedKey
 	a.Principal = keyfuncs.FirstOf(keyfuncs.Tagged("user", jwtKey), keyfuncs.Tagged("key", listedKey))
 
-	switch {
-	case o.client != nil:
-		st, err := redisstore.New(o.client)
-		if err != nil {
-			return nil, err
-		}
-		a.Store = st
-	case cfg.Redis != "":
-		// ContextTimeoutEnabled lets the limiter's per-call deadline bound
-		// every Redis call (redisstore requires it).
-		c := redis.NewClient(&redis.Options{Addr: cfg.Redis, ContextTimeoutEnabled: true})
-		st, err := redisstore.New(c)
-		if err != nil {
-			c.Close()
-			return nil, err
-		}
-		a.Store = st
-		a.closers = append(a.closers, c.Close)
-	default:
-		st, err := memstore.New()
-		if err != nil {
-			return nil, err
-		}
-		a.Store = st
-		a.closers = append(a.closers, st.Close)
+	a.Metrics = metrics.MustNew()
+	a.Registry = prometheus.NewRegistry()
+	a.Registry.MustRegister(a.Metrics, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	if err := a.openStore(cfg, &o); err != nil {
+		a.Close()
+		return nil, err
 	}
-	var lopts []core.Option
+	lopts := []core.Option{core.WithObserver(a.Metrics)}
 	if o.clock != nil {
 		lopts = append(lopts, core.WithClock(o.clock))
+	}
+	if o.logSet {
+		lopts = append(lopts, core.WithLogger(o.logger))
+	}
+	if o.logInterval != 0 {
+		lopts = append(lopts, core.WithLogInterval(o.logInterval))
 	}
 	for _, r := range a.Rules.Rules() {
 		l, err := core.NewLimiter(a.Store, r.Policy(), lopts...)
@@ -320,19 +339,25 @@ func RoutePath(route, path string) string {
 }
 
 // Rule returns the rule for a request whose framework matched route
-// (empty when unknown), or nil.
+// (empty when unknown), or nil. [MetricsPath] has no rule: the scraper is
+// never rate limited.
 func (a *App) Rule(r keyfuncs.Request, route string) *rules.Rule {
-	return a.Rules.Match(r.Method(), RoutePath(route, r.Path()), a.Authenticated(r))
+	p := RoutePath(route, r.Path())
+	if p == MetricsPath {
+		return nil
+	}
+	return a.Rules.Match(r.Method(), p, a.Authenticated(r))
 }
 
 // Limiter returns the limiter of rule r.
 func (a *App) Limiter(r *rules.Rule) *core.Limiter { return a.limiters[r.Index] }
 
-// Options returns the adapter options for rule r: its key function and
-// its scope (the rule name). Every adapter's Option is the same type, so
+// Options returns the adapter options for rule r: its key function, its
+// scope (the rule name), and [DegradedHeader] on requests admitted while
+// the store fails. Every adapter's Option is the same type, so
 // the result suits nethttp, ginlimit, echolimit and fiberlimit alike.
 func (a *App) Options(r *rules.Rule) ([]nethttp.Option, error) {
-	opts := []nethttp.Option{nethttp.WithScope(r.Name)}
+	opts := []nethttp.Option{nethttp.WithScope(r.Name), nethttp.WithDegradedHeader(DegradedHeader)}
 	switch r.Key.Kind {
 	case rules.KeyIP:
 		opts = append(opts, nethttp.WithIPKey(a.IP))

@@ -26,8 +26,9 @@ func TestParseFlags(t *testing.T) {
 		err  string
 	}{
 		{"defaults", nil, Config{Addr: ":8080", JWTSecret: "from-env", APIKeys: []string{"k1", "k2"}}, ""},
-		{"all flags", []string{"-addr", "127.0.0.1:9", "-redis", "r:6380", "-rules", "x.yaml", "-trusted-proxies", "10.0.0.0/8, 192.168.0.0/16", "-jwt-secret", "s"},
-			Config{Addr: "127.0.0.1:9", Redis: "r:6380", RulesFile: "x.yaml", TrustedProxies: []string{"10.0.0.0/8", "192.168.0.0/16"}, JWTSecret: "s", APIKeys: []string{"k1", "k2"}}, ""},
+		{"all flags", []string{"-addr", "127.0.0.1:9", "-redis", "r:6380", "-rules", "x.yaml", "-trusted-proxies", "10.0.0.0/8, 192.168.0.0/16", "-jwt-secret", "s", "-allow-degraded"},
+			Config{Addr: "127.0.0.1:9", Redis: "r:6380", RulesFile: "x.yaml", TrustedProxies: []string{"10.0.0.0/8", "192.168.0.0/16"}, JWTSecret: "s", APIKeys: []string{"k1", "k2"}, AllowDegraded: true}, ""},
+		{"redis URL", []string{"-redis", "rediss://u:p@r:6380/2"}, Config{Addr: ":8080", Redis: "rediss://u:p@r:6380/2", JWTSecret: "from-env", APIKeys: []string{"k1", "k2"}}, ""},
 		{"unknown flag", []string{"-port", "1"}, Config{}, "flag provided but not defined: -port"},
 		{"stray argument", []string{"extra"}, Config{}, "unexpected arguments"},
 	}

@@ -14,7 +14,7 @@ var Endpoints = []string{"GET /api1", "GET /api2", "POST /api2", "GET /api3", "G
 // HTTPHandler returns the example API on net/http, limited by the rules
 // through the nethttp adapter: the ServeMux of [Endpoints], and in front
 // of it the dispatch that routes each request through its rule's
-// middleware.
+// middleware; and the metrics at [MetricsPath], not limited.
 func (a *App) HTTPHandler() (http.Handler, error) {
 	mux := http.NewServeMux()
 	for _, ep := range Endpoints {
@@ -23,6 +23,7 @@ func (a *App) HTTPHandler() (http.Handler, error) {
 			_, _ = w.Write(Reply(ep, a.Caller(keyfuncs.FromHTTP(r))))
 		})
 	}
+	mux.Handle("GET "+MetricsPath, a.MetricsHandler())
 	mws, err := Middlewares(a, nethttp.NewMiddleware)
 	if err != nil {
 		return nil, err

@@ -1,0 +1,400 @@
+package metrics
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"unsafe"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/limitkit/limitkit/core"
+	"github.com/limitkit/limitkit/core/memstore"
+)
+
+// DefaultMaxPolicies is the number of distinct policy label values a
+// [Metrics] keeps unless [WithMaxPolicies] says otherwise; events of
+// further policies are counted under [OtherPolicy].
+const DefaultMaxPolicies = 100
+
+// OtherPolicy is the policy label of the events of policies beyond the
+// cap ([WithMaxPolicies]). A policy named "other" shares its series.
+const OtherPolicy = "other"
+
+// DefaultLatencyBuckets are the store-latency histogram's upper bounds, in
+// seconds: 50µs to 250ms, around the limiter's 50ms default deadline.
+var DefaultLatencyBuckets = []float64{0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25}
+
+// Metrics is a [core.Observer] that counts what it observes, and a
+// [prometheus.Collector] that exports the counts: register it with
+// prometheus.MustRegister(m) (or a Registry of your own) and pass it to
+// each limiter with core.WithObserver(m), and to a fleet tier as its
+// observer. The metric names and labels are listed in the package doc.
+//
+// Observe finds a policy's series by the address of its name (a map
+// lookup when the name comes in another string), then adds to a counter or
+// two (and observes a histogram for stores that do I/O); it does not
+// allocate once a policy has been seen. Build a Metrics with [New]; the zero value
+// is not usable. A Metrics is safe for concurrent use.
+type Metrics struct {
+	maxPolicies int
+
+	decisions   *prometheus.CounterVec
+	errors      *prometheus.CounterVec
+	latency     *prometheus.HistogramVec
+	denyCache   *prometheus.CounterVec
+	fallbacks   *prometheus.CounterVec
+	breaker     *prometheus.GaugeVec
+	transitions *prometheus.CounterVec
+	syncs       *prometheus.CounterVec
+	syncErrors  *prometheus.CounterVec
+	syncKeys    prometheus.Counter
+	syncLatency prometheus.Histogram
+
+	memKeys, memEvictions *prometheus.Desc
+
+	// byName is an immutable map, replaced under mu when a policy is added.
+	byName atomic.Pointer[map[string]*policy]
+	recent [recentSize]atomic.Pointer[policy] // see policy
+	mu     sync.Mutex
+	full   atomic.Bool // the cap is reached; other is set
+	other  *policy     // the series of OtherPolicy, created at the cap
+
+	storesMu sync.Mutex
+	stores   []watched
+}
+
+const recentSize = 64
+
+type watched struct {
+	name string
+	s    StatsSource
+}
+
+// StatsSource is what [Metrics.WatchMemstore] reads at each scrape:
+// *memstore.Store satisfies it.
+type StatsSource interface {
+	Stats() memstore.Stats
+}
+
+// policy holds the series of one policy label value, resolved once.
+type policy struct {
+	name      string
+	decisions [core.OutcomeDegraded + 1]prometheus.Counter
+	errors    [core.ErrorOther + 1]prometheus.Counter
+	// Created on first use, so that a policy on the embedded store shows no
+	// empty latency histogram and one without a fleet tier no tier series.
+	latency     lazy[prometheus.Observer]
+	denyCache   lazy[prometheus.Counter]
+	fallbacks   lazy[prometheus.Counter]
+	breaker     lazy[prometheus.Gauge]
+	transitions [core.BreakerHalfOpen + 1]lazy[prometheus.Counter]
+}
+
+// lazy is a series created on first use. Two goroutines may both create
+// it: prometheus returns the same child for the same labels.
+type lazy[T any] struct{ p atomic.Pointer[T] }
+
+func (l *lazy[T]) get(create func() T) T {
+	if p := l.p.Load(); p != nil {
+		return *p
+	}
+	v := create()
+	l.p.Store(&v)
+	return v
+}
+
+// Option configures [New].
+type Option func(*config) error
+
+type config struct {
+	namespace   string
+	maxPolicies int
+	buckets     []float64
+	constLabels prometheus.Labels
+}
+
+// WithNamespace sets the metric names' prefix (default "limitkit"): with
+// "api", limitkit_decisions_total becomes api_decisions_total. It must be
+// a valid metric name prefix.
+func WithNamespace(ns string) Option {
+	return func(c *config) error { c.namespace = ns; return nil }
+}
+
+// WithMaxPolicies caps the number of distinct policy label values (default
+// [DefaultMaxPolicies]); events of policies seen after the cap is reached
+// are counted under [OtherPolicy]. It bounds the series count when
+// policies are built at run time. It must be >= 1.
+func WithMaxPolicies(n int) Option {
+	return func(c *config) error {
+		if n < 1 {
+			return fmt.Errorf("metrics: WithMaxPolicies(%d): the cap must be >= 1", n)
+		}
+		c.maxPolicies = n
+		return nil
+	}
+}
+
+// WithLatencyBuckets sets the upper bounds, in seconds, of the store and
+// sync latency histograms (default [DefaultLatencyBuckets]). They must be
+// positive and increasing.
+func WithLatencyBuckets(b ...float64) Option {
+	return func(c *config) error {
+		if len(b) == 0 {
+			return errors.New("metrics: WithLatencyBuckets: no buckets")
+		}
+		for i, v := range b {
+			if !(v > 0) || i > 0 && v <= b[i-1] {
+				return fmt.Errorf("metrics: WithLatencyBuckets(%v): bounds must be positive and increasing", b)
+			}
+		}
+		c.buckets = slices.Clone(b)
+		return nil
+	}
+}
+
+// WithConstLabels adds labels with fixed values to every metric: to tell
+// apart two Metrics registered in one registry (two fleet tiers, say).
+func WithConstLabels(l prometheus.Labels) Option {
+	return func(c *config) error {
+		c.constLabels = l
+		return nil
+	}
+}
+
+// New returns a Metrics. It registers nothing: pass it to
+// prometheus.Register (or MustRegister) yourself.
+func New(opts ...Option) (*Metrics, error) {
+	c := config{namespace: "limitkit", maxPolicies: DefaultMaxPolicies, buckets: slices.Clone(DefaultLatencyBuckets)}
+	for _, o := range opts {
+		if o == nil {
+			return nil, errors.New("metrics: New: nil Option")
+		}
+		if err := o(&c); err != nil {
+			return nil, err
+		}
+	}
+	ns, cl := c.namespace, c.constLabels
+	counter := func(name, help string, labels ...string) *prometheus.CounterVec {
+		return prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: name, Help: help, ConstLabels: cl}, labels)
+	}
+	m := &Metrics{
+		maxPolicies: c.maxPolicies,
+		decisions: counter("decisions_total",
+			"Decisions by policy and outcome: allowed, denied, shadowed (a shadow policy would have denied), degraded (the store failed; the fail mode decided).",
+			"policy", "outcome"),
+		errors: counter("store_errors_total",
+			"Store failures by policy and kind: timeout, connection, circuit_open, other. Each one is a degraded decision.",
+			"policy", "kind"),
+		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: ns, Name: "store_latency_seconds", ConstLabels: cl, Buckets: c.buckets,
+			Help: "Duration of the store call of each decision, for stores that do I/O (Redis), failures included."}, []string{"policy"}),
+		denyCache: counter("deny_cache_hits_total",
+			"Decisions a store tier denied from its local deny cache without calling the remote store.", "policy"),
+		fallbacks: counter("fallbacks_total",
+			"Decisions a store tier made locally because the remote store failed or its breaker was open.", "policy"),
+		breaker: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns, Name: "breaker_state", ConstLabels: cl,
+			Help: "State of a store tier's circuit breaker: 0 closed, 1 open, 2 half-open."}, []string{"policy"}),
+		transitions: counter("breaker_transitions_total",
+			"Changes of a store tier's circuit breaker, by the state entered.", "policy", "to"),
+		syncs: counter("syncs_total",
+			"Round trips of a store tier's write-back sync, by result: ok or error.", "result"),
+		syncErrors: counter("sync_errors_total",
+			"Failed syncs of a store tier, by kind: timeout, connection, circuit_open, other.", "kind"),
+		syncKeys: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "sync_keys_total", ConstLabels: cl,
+			Help: "Entries sent by a store tier's syncs."}),
+		syncLatency: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: ns, Name: "sync_latency_seconds", ConstLabels: cl, Buckets: c.buckets,
+			Help: "Duration of a store tier's sync round trips."}),
+		memKeys: prometheus.NewDesc(prometheus.BuildFQName(ns, "", "memstore_keys"),
+			"Keys held by an embedded store, over all policies.", []string{"store"}, cl),
+		memEvictions: prometheus.NewDesc(prometheus.BuildFQName(ns, "", "memstore_evictions_total"),
+			"Live keys an embedded store dropped to make room under its key cap.", []string{"store"}, cl),
+	}
+	if err := validName(prometheus.BuildFQName(ns, "", "decisions_total")); err != nil {
+		return nil, err
+	}
+	empty := map[string]*policy{}
+	m.byName.Store(&empty)
+	return m, nil
+}
+
+func validName(s string) error {
+	for i, r := range s {
+		if r == '_' || r == ':' || 'a' <= r && r <= 'z' || 'A' <= r && r <= 'Z' || i > 0 && '0' <= r && r <= '9' {
+			continue
+		}
+		return fmt.Errorf("metrics: WithNamespace: %q is not a valid metric name prefix (letters, digits, '_', ':')", s)
+	}
+	return nil
+}
+
+// MustNew is New that panics on an invalid option.
+func MustNew(opts ...Option) *Metrics {
+	m, err := New(opts...)
+	if err != nil {
+		panic(err)
+	}
+	return m
+}
+
+func (m *Metrics) newPolicy(name string) *policy {
+	p := &policy{name: name}
+	for o := core.OutcomeAllowed; o <= core.OutcomeDegraded; o++ {
+		p.decisions[o] = m.decisions.WithLabelValues(name, o.String())
+	}
+	for k := core.ErrorTimeout; k <= core.ErrorOther; k++ {
+		p.errors[k] = m.errors.WithLabelValues(name, k.String())
+	}
+	return p
+}
+
+// policy returns the series of policy name, adding them on first sight
+// while under the cap.
+//
+// A limiter passes the same string (its policy's Name) with every event,
+// so a small cache indexed by the string's address, compared by address
+// and length, finds the series without hashing the name. It holds only
+// policies whose stored name is that very string (the first one seen),
+// which keeps the memory from being reused for another string; other
+// strings with an equal name take the map.
+func (m *Metrics) policy(name string) *policy {
+	ptr := unsafe.StringData(name)
+	slot := &m.recent[(uintptr(unsafe.Pointer(ptr))>>3)%recentSize]
+	if p := slot.Load(); p != nil && unsafe.StringData(p.name) == ptr && len(p.name) == len(name) {
+		return p
+	}
+	p := (*m.byName.Load())[name]
+	if p == nil {
+		p = m.add(name)
+	}
+	if unsafe.StringData(p.name) == ptr && len(p.name) == len(name) {
+		slot.Store(p)
+	}
+	return p
+}
+
+func (m *Metrics) add(name string) *policy {
+	if m.full.Load() {
+		return m.other
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	old := *m.byName.Load()
+	if p := old[name]; p != nil {
+		return p
+	}
+	if len(old) >= m.maxPolicies {
+		// other is set before full, which Observe reads first.
+		m.other = m.newPolicy(OtherPolicy)
+		m.full.Store(true)
+		return m.other
+	}
+	next := make(map[string]*policy, len(old)+1)
+	for k, v := range old {
+		next[k] = v
+	}
+	p := m.newPolicy(name)
+	next[name] = p
+	m.byName.Store(&next)
+	return p
+}
+
+// Observe counts e. It implements [core.Observer].
+func (m *Metrics) Observe(e core.Event) {
+	switch e.Kind {
+	case core.EventDecision:
+		p := m.policy(e.Policy)
+		if e.Outcome <= core.OutcomeDegraded && e.Outcome > 0 {
+			p.decisions[e.Outcome].Inc()
+		}
+		if e.Latency > 0 {
+			p.latency.get(func() prometheus.Observer { return m.latency.WithLabelValues(p.name) }).Observe(e.Latency.Seconds())
+		}
+		if e.Err != nil {
+			p.errors[core.ClassifyError(e.Err)].Inc()
+		}
+	case core.EventDenyCacheHit:
+		p := m.policy(e.Policy)
+		p.denyCache.get(func() prometheus.Counter { return m.denyCache.WithLabelValues(p.name) }).Inc()
+	case core.EventFallback:
+		p := m.policy(e.Policy)
+		p.fallbacks.get(func() prometheus.Counter { return m.fallbacks.WithLabelValues(p.name) }).Inc()
+	case core.EventBreaker:
+		if e.To > core.BreakerHalfOpen {
+			return
+		}
+		p := m.policy(e.Policy)
+		p.breaker.get(func() prometheus.Gauge { return m.breaker.WithLabelValues(p.name) }).Set(float64(e.To))
+		p.transitions[e.To].get(func() prometheus.Counter { return m.transitions.WithLabelValues(p.name, e.To.String()) }).Inc()
+	case core.EventSync:
+		if e.Err != nil {
+			m.syncs.WithLabelValues("error").Inc()
+			m.syncErrors.WithLabelValues(core.ClassifyError(e.Err).String()).Inc()
+		} else {
+			m.syncs.WithLabelValues("ok").Inc()
+		}
+		if e.Keys > 0 {
+			m.syncKeys.Add(float64(e.Keys))
+		}
+		if e.Latency > 0 {
+			m.syncLatency.Observe(e.Latency.Seconds())
+		}
+	}
+}
+
+// WatchMemstore exports s's key count and evictions under the label
+// store=name at every scrape (Stats takes each shard's lock briefly). name
+// should be a constant such as "default"; watching the same name twice
+// replaces the first, and a nil s stops watching name.
+func (m *Metrics) WatchMemstore(name string, s StatsSource) {
+	m.storesMu.Lock()
+	defer m.storesMu.Unlock()
+	for i := range m.stores {
+		if m.stores[i].name == name {
+			if s == nil {
+				m.stores = slices.Delete(m.stores, i, i+1)
+			} else {
+				m.stores[i].s = s
+			}
+			return
+		}
+	}
+	if s != nil {
+		m.stores = append(m.stores, watched{name, s})
+	}
+}
+
+func (m *Metrics) collectors() []prometheus.Collector {
+	return []prometheus.Collector{m.decisions, m.errors, m.latency, m.denyCache, m.fallbacks,
+		m.breaker, m.transitions, m.syncs, m.syncErrors, m.syncKeys, m.syncLatency}
+}
+
+// Describe implements [prometheus.Collector].
+func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
+	for _, c := range m.collectors() {
+		c.Describe(ch)
+	}
+	ch <- m.memKeys
+	ch <- m.memEvictions
+}
+
+// Collect implements [prometheus.Collector].
+func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
+	for _, c := range m.collectors() {
+		c.Collect(ch)
+	}
+	m.storesMu.Lock()
+	stores := slices.Clone(m.stores)
+	m.storesMu.Unlock()
+	for _, w := range stores {
+		st := w.s.Stats()
+		ch <- prometheus.MustNewConstMetric(m.memKeys, prometheus.GaugeValue, float64(st.Keys), w.name)
+		ch <- prometheus.MustNewConstMetric(m.memEvictions, prometheus.CounterValue, float64(st.Evictions), w.name)
+	}
+}
+
+var (
+	_ core.Observer        = (*Metrics)(nil)
+	_ prometheus.Collector = (*Metrics)(nil)
+)
