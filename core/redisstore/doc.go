@@ -25,11 +25,14 @@
 // exactly: the same sequence of (time, cost) gives the same decisions as
 // core/memstore (see "Time" for the one caveat).
 //
-// Single-limit policies of every algorithm, and GCRA policies with
-// several limits, run scripts written out for that shape: straight-line
-// Lua with one GET (MGET for several keys), the decision, and one
-// SET ... PX per key whose state changed. Other multi-limit policies run
-// their algorithm's generic script, with the same keys and encodings. On
+// Single-limit policies of every algorithm, and GCRA and fixed-window
+// policies with several limits, run scripts written out for that shape:
+// straight-line Lua with one GET (MGET for several keys), the decision,
+// and one SET ... PX per key whose state changed (a fixed-window count
+// that grows within the window it was written in is added to with INCRBY
+// instead, which keeps the TTL the window's first write set). Other
+// multi-limit policies run their algorithm's generic script, with the
+// same keys and encodings. On
 // the Redis server a decision therefore costs TIME, the read and the
 // write: a few microseconds of CPU, most of it Redis looking up, creating,
 // expiring and freeing keys. BenchmarkTake reports that cost

@@ -19,9 +19,9 @@ import (
 // capacity, bucket length) and passes it in ARGV.
 //
 // Five generic scripts, one per algorithm, serve any policy; the common
-// shapes (one limit of any algorithm, several GCRA limits) have their own
-// straight-line scripts further down, which read and write the same keys
-// and encodings and reply in the same shape.
+// shapes (one limit of any algorithm, several GCRA or fixed-window limits)
+// have their own straight-line scripts further down, which read and write
+// the same keys and encodings and reply in the same shape.
 //
 // Calling convention of the generic scripts:
 //
@@ -855,18 +855,27 @@ return {ok, 0, rem, reset, retry}
 `
 
 // luaFixedWindow1: fixed window, one limit. ARGV[3] window W, ARGV[4]
-// capacity, ARGV[5] count denied.
+// capacity, ARGV[5] count denied. A count that grows within the window it
+// was written in, in the integer form (window index and count as one
+// decimal number), is added to in place with INCRBY: the same bytes as
+// the SET would write, and the TTL the window's first write set (the
+// window's end + pad) stays, as the SET would have set it again. A key
+// without a TTL takes the SET path, which gives it one.
 const luaFixedWindow1 = luaNow + `
 local cost, w, capa = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
 local key = KEYS[1]
 local v = redis.call('GET', key)
-local ix, count = 0, 0
+local ix, count, int = 0, 0, false
 if v then
   if #v <= 9 then
     count = tonumber(v) or 0
   else
-    local a, b = string.match(v, '^(%d+)(%d%d%d%d%d%d%d%d%d)$')
-    if not a then a, b = string.match(v, '^(-?%d+):(-?%d+)$') end
+    local a, b = string.sub(v, 1, -10), string.sub(v, -9)
+    if string.find(v, '^%d+$') then
+      int = true
+    else
+      a, b = string.match(v, '^(-?%d+):(-?%d+)$')
+    end
     if a then ix, count = tonumber(a), tonumber(b) end
   end
 end
@@ -893,7 +902,11 @@ else
   end
 end
 if n < 0 and fix then n = count end
-if n >= 0 then
+if n > count and int and count == stored and ix == idx % 8589934592 and n < 1000000000 and redis.call('PTTL', key) >= 0 then
+  -- the same window, the int form kept: add in place (the TTL, set by
+  -- the window's first write, already ends the window)
+  redis.call('INCRBY', key, n - count)
+elseif n >= 0 then
   ix = idx % 8589934592
   local val
   if n >= 1000000000 then
@@ -1143,6 +1156,132 @@ if not bok then brem = 0 end
 return {bok and 1 or 0, bind - 1, brem, breset, bretry}
 `
 
+// luaFixedWindowN: fixed window, two or more limits (KEYS[i] is limit i's
+// state in luaFixedWindow's encoding). ARGV[3] count denied, then per
+// limit: window W, effective capacity, soft overage. luaFixedWindow with
+// luaTail's multi-limit path written out: one MGET, pass 1 evaluates every
+// limit and picks the binding one, pass 2 consumes in all of them when
+// all allow (or when denied requests count). A count that grows within
+// the window it was written in, in the integer form, is added to in place
+// (INCRBY keeps the TTL the window's first write set).
+const luaFixedWindowN = luaNow + `
+local cost, always, nl = tonumber(ARGV[2]), ARGV[3] == '1', #KEYS
+local M33, M32 = 8589934592, 4294967296
+local vals = redis.call('MGET', unpack(KEYS))
+local s1, s2, old, oix, int, idxs, cnts, ws, capas, dirty = {}, {}, {}, {}, {}, {}, {}, {}, {}, {}
+local bind, bok, brem, breset, bretry, bsoft
+local allok = true
+for i = 1, nl do
+  local w, capa, soft = tonumber(ARGV[3 * i + 1]), tonumber(ARGV[3 * i + 2]), tonumber(ARGV[3 * i + 3])
+  local v, ix, n = vals[i], 0, 0
+  if v then
+    local c = string.find(v, ':', 1, true)
+    if c then
+      local a, b = tonumber(string.sub(v, 1, c - 1)), tonumber(string.sub(v, c + 1))
+      if a and b then ix, n = a, b end
+    elseif #v <= 9 then
+      n = tonumber(v) or 0
+    else
+      local a, b = tonumber(string.sub(v, 1, -10)), tonumber(string.sub(v, -9))
+      if a and b then
+        ix, n = a, b
+        int[i] = string.find(v, '^%d+$') ~= nil
+      end
+    end
+  end
+  local nidx = math.floor(now / w)
+  local idx, count = nidx, n
+  if n ~= 0 then
+    local diff = (nidx - ix) % M33
+    if diff >= M32 then diff = diff - M33 end
+    if diff > 0 then count = 0 else idx = nidx - diff end
+  end
+  if idx > nidx then
+    -- a window after now's (the clock went back): its count is carried
+    -- into now's window
+    idx = nidx; ix = idx % M33; dirty[i] = true
+  end
+  s1[i], s2[i], old[i], idxs[i], cnts[i], ws[i], capas[i] = ix, n, n, idx, count, w, capa
+  oix[i] = vals[i] and (dirty[i] and -1 or ix) or -1
+  local fin = (idx + 1) * w
+  local ok, rem, reset, retry = true, capa - count - cost, fin - now, 0
+  if count + cost > capa then
+    ok, rem, retry = false, capa - count, fin - now
+    if cost > capa then retry = -1 end
+  end
+  local take = bind == nil
+  if not take then
+    if ok ~= bok then
+      take = not ok
+    elseif not ok then
+      if bretry == -1 then
+        take = false
+      else
+        take = retry == -1 or retry > bretry
+      end
+    else
+      local ra, rb = rem - soft, brem - bsoft
+      if ra < 0 then ra = 0 end
+      if rb < 0 then rb = 0 end
+      take = ra < rb or (ra == rb and reset > breset)
+    end
+  end
+  if take then
+    bind, bok, brem, breset, bretry, bsoft = i, ok, rem, reset, retry, soft
+  end
+  allok = allok and ok
+end
+if allok or always then
+  for i = 1, nl do
+    local count, capa = cnts[i], capas[i]
+    if count + cost <= capa then
+      if cost > 0 then s1[i], s2[i], dirty[i] = idxs[i] % M33, count + cost, true end
+    else
+      s1[i], s2[i], dirty[i] = idxs[i] % M33, math.min(count + cost, capa), true
+    end
+  end
+end
+for i = 1, nl do
+  local key, exp = KEYS[i], -1
+  local repair = not dirty[i] and vals[i] and redis.call('PTTL', key) == -1
+  if dirty[i] or repair then
+    exp = 0
+    if s2[i] ~= 0 then
+      local w = ws[i]
+      local nidx = math.floor(now / w)
+      local idx = nidx
+      local diff = (nidx - s1[i]) % M33
+      if diff >= M32 then diff = diff - M33 end
+      if diff <= 0 then idx = nidx - diff end
+      exp = (idx + 1) * w
+    end
+  end
+  if exp > now then
+    local n, ix = s2[i], s1[i]
+    if dirty[i] and int[i] and oix[i] == ix and cnts[i] == old[i] and n > old[i] and n < 1000000000
+        and redis.call('PTTL', key) >= 0 then
+      redis.call('INCRBY', key, n - old[i])
+    elseif dirty[i] then
+      local val
+      if n >= 1000000000 then
+        val = string.format('%d:%d', ix, n)
+      elseif ix == 0 then
+        val = string.format('%d', n)
+      else
+        val = string.format('%d%09d', ix, n)
+      end
+      redis.call('SET', key, val, 'PX', string.format('%d', math.ceil((exp - now) / 1000) + pad))
+    else
+      redis.call('PEXPIRE', key, string.format('%d', math.ceil((exp - now) / 1000) + pad))
+    end
+  elseif exp ~= -1 and vals[i] then
+    redis.call('DEL', key)
+  end
+end
+if not bok then brem = 0 end
+return {bok and 1 or 0, bind - 1, brem, breset, bretry}
+`
+
 // script is a Lua script run with EVALSHA, falling back to EVAL when
 // Redis does not have it (NOSCRIPT: a restart, SCRIPT FLUSH, a new shard).
 type script struct {
@@ -1197,7 +1336,7 @@ var generic = [...]*script{
 var multi = [...]*script{
 	core.GCRA:                 newScript(padded(luaGCRAN)),
 	core.TokenBucket:          nil,
-	core.FixedWindow:          nil,
+	core.FixedWindow:          newScript(padded(luaFixedWindowN)),
 	core.SlidingWindowLog:     nil,
 	core.SlidingWindowCounter: nil,
 }

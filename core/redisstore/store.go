@@ -231,8 +231,13 @@ func (s *Store) compile(p *core.Policy) (*compiled, error) {
 		c.script = multi[p.Algorithm]
 		c.tail = append(c.tail, cd)
 		for i, l := range p.Limits {
-			t := core.EmissionInterval(l)
-			c.tail = append(c.tail, t, (c.soft[i]+capacity(l))*t, c.soft[i])
+			switch p.Algorithm {
+			case core.GCRA:
+				t := core.EmissionInterval(l)
+				c.tail = append(c.tail, t, (c.soft[i]+capacity(l))*t, c.soft[i])
+			case core.FixedWindow:
+				c.tail = append(c.tail, l.Window.Microseconds(), c.soft[i]+capacity(l), c.soft[i])
+			}
 		}
 	} else {
 		c.script = generic[p.Algorithm]

@@ -492,5 +492,6 @@ func TestScriptChoice(t *testing.T) {
 		assert.Same(t, want, c2.script, "%s: two limits", a)
 	}
 	assert.NotNil(t, multi[core.GCRA], "two-limit GCRA has its own script")
-	assert.Len(t, allScripts, len(generic)+len(single)+1, "Preload loads every script")
+	assert.NotNil(t, multi[core.FixedWindow], "two-limit fixed window has its own script")
+	assert.Len(t, allScripts, len(generic)+len(single)+2, "Preload loads every script")
 }
