@@ -80,21 +80,40 @@ const (
 	CoarseIdle = time.Second
 )
 
+// coarseTime is one tick: its time, and whether a reader has seen it.
+type coarseTime struct {
+	t    time.Time
+	read atomic.Bool
+}
+
+// coarseStopped is the tick of a stopped clock; its read flag stays
+// false, so every Now takes the slow path, which starts the clock.
+var coarseStopped = new(coarseTime)
+
 // coarse is the state behind CoarseClock.
 var coarse struct {
-	now     atomic.Pointer[time.Time] // the last tick; nil while stopped
-	read    atomic.Bool               // Now was called since the last tick
-	running atomic.Bool               // a ticker goroutine owns now
-	idle    int                       // ticks without a reader (ticker only)
+	now     atomic.Pointer[coarseTime] // the last tick, or coarseStopped
+	running atomic.Bool                // a ticker goroutine owns now
+	idle    int                        // ticks without a reader (ticker only)
 }
+
+func init() { coarse.now.Store(coarseStopped) }
 
 // Now returns the time of the last tick.
 func (CoarseClock) Now() time.Time {
-	if p := coarse.now.Load(); p != nil {
-		if !coarse.read.Load() {
-			coarse.read.Store(true) // once per tick: the line stays shared
-		}
-		return *p
+	if p := coarse.now.Load(); p.read.Load() {
+		return p.t // small enough to inline: two loads and a copy
+	}
+	return coarseNow()
+}
+
+// coarseNow is Now's slow path: the first read of a tick marks it read
+// (once per tick, so the line stays shared), and a stopped clock starts.
+func coarseNow() time.Time {
+	p := coarse.now.Load()
+	if p != coarseStopped {
+		p.read.Store(true)
+		return p.t
 	}
 	return coarseStart()
 }
@@ -105,8 +124,9 @@ func coarseStart() time.Time {
 	t := SystemClock{}.Now()
 	if coarse.running.CompareAndSwap(false, true) {
 		coarse.idle = 0
-		coarse.read.Store(true)
-		coarse.now.Store(&t)
+		p := &coarseTime{t: t}
+		p.read.Store(true)
+		coarse.now.Store(p)
 		coarseGo()
 	}
 	return t
@@ -126,18 +146,18 @@ func coarseTicker() {
 }
 
 // coarseTick publishes t as the current time, or, after CoarseIdle
-// without a reader, stops the clock and reports false. A new Time per tick
-// (not a reused buffer): a reader descheduled between loading the pointer
-// and copying the value still reads a whole time.
+// without a reader, stops the clock and reports false. A new coarseTime
+// per tick (not a reused buffer): a reader descheduled between loading the
+// pointer and copying the time still reads a whole time.
 func coarseTick(t time.Time) bool {
-	if coarse.read.Swap(false) {
+	if coarse.now.Load().read.Load() {
 		coarse.idle = 0
 	} else if coarse.idle++; time.Duration(coarse.idle)*CoarseTick >= CoarseIdle {
-		coarse.now.Store(nil)
-		coarse.running.Store(false) // after now is nil: a restart publishes anew
+		coarse.now.Store(coarseStopped)
+		coarse.running.Store(false) // after now is stopped: a restart publishes anew
 		return false
 	}
-	coarse.now.Store(&t)
+	coarse.now.Store(&coarseTime{t: t})
 	return true
 }
 

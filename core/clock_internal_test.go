@@ -19,7 +19,7 @@ func driveCoarse(t *testing.T) {
 	}
 	coarseGo = func() {}
 	t.Cleanup(func() {
-		coarse.now.Store(nil)
+		coarse.now.Store(coarseStopped)
 		coarse.running.Store(false)
 		coarseGo = func() { go coarseTicker() }
 	})
@@ -30,7 +30,7 @@ func TestCoarseClockTicks(t *testing.T) {
 	var c CoarseClock
 	t0 := c.Now() // starts the clock at a fresh system reading
 	require.True(t, coarse.running.Load())
-	require.NotNil(t, coarse.now.Load())
+	require.NotSame(t, coarseStopped, coarse.now.Load())
 	assert.Equal(t, t0, c.Now(), "no tick: the same instant")
 
 	t1 := t0.Add(CoarseTick)
@@ -61,7 +61,7 @@ func TestCoarseClockStopsWhenIdleAndRestarts(t *testing.T) {
 		}
 		require.Less(t, i, ticks)
 	}
-	assert.Nil(t, coarse.now.Load())
+	assert.Same(t, coarseStopped, coarse.now.Load())
 	assert.False(t, coarse.running.Load())
 	// the next read is a system reading (the manual ticks ran ahead of the
 	// real clock by 4 s here, so it is earlier) and starts the clock again
