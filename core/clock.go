@@ -1,6 +1,7 @@
 package core
 
 import (
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -118,18 +119,27 @@ func coarseNow() time.Time {
 	return coarseStart()
 }
 
-// coarseStart reads the system clock and, unless a ticker is running
-// (or stopping), starts one.
+// coarseStart starts the clock and returns its first tick. When another
+// goroutine is starting it (or the ticker is stopping), it waits for that
+// to finish rather than return a reading of its own, which could be later
+// than the tick the other goroutine is about to publish: readers would
+// then see time go back.
 func coarseStart() time.Time {
-	t := SystemClock{}.Now()
-	if coarse.running.CompareAndSwap(false, true) {
-		coarse.idle = 0
-		p := &coarseTime{t: t}
-		p.read.Store(true)
-		coarse.now.Store(p)
-		coarseGo()
+	for {
+		if p := coarse.now.Load(); p != coarseStopped {
+			p.read.Store(true)
+			return p.t
+		}
+		if coarse.running.CompareAndSwap(false, true) {
+			coarse.idle = 0
+			p := &coarseTime{t: SystemClock{}.Now()}
+			p.read.Store(true)
+			coarse.now.Store(p)
+			coarseGo()
+			return p.t
+		}
+		runtime.Gosched() // a start or a stop is under way: it takes no time
 	}
-	return t
 }
 
 // coarseGo starts the ticker goroutine (tests drive coarseTick instead).

@@ -1,7 +1,9 @@
 package core
 
 import (
+	"runtime"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -91,4 +93,46 @@ func TestCoarseClockConcurrentReadersNeverGoBack(t *testing.T) {
 		}()
 	}
 	wg.Wait()
+}
+
+// Readers racing to start a stopped clock, and a ticker publishing while
+// they read, never see time go back: a reader that loses the start waits
+// for the winner's tick instead of returning a later reading of its own.
+// The ticker here is the real lifecycle sped up: started by the winner,
+// it publishes system readings and stops itself after a few ticks, so the
+// readers restart the clock hundreds of times.
+func TestCoarseClockStartRaceNeverGoesBack(t *testing.T) {
+	driveCoarse(t)
+	var starts atomic.Int64
+	coarseGo = func() {
+		starts.Add(1)
+		go func() {
+			for range 5 {
+				runtime.Gosched()
+				coarseTick(SystemClock{}.Now())
+			}
+			coarse.now.Store(coarseStopped) // stop, as coarseTick does when idle
+			coarse.running.Store(false)
+		}()
+	}
+	var c CoarseClock
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			prev := c.Now()
+			for range 50_000 {
+				now := c.Now()
+				if now.Before(prev) {
+					t.Errorf("time went back: %v after %v", now, prev)
+					return
+				}
+				prev = now
+			}
+		}()
+	}
+	wg.Wait()
+	t.Logf("%d starts", starts.Load())
+	assert.Greater(t, starts.Load(), int64(1), "the clock stopped and restarted under the readers")
 }
