@@ -171,7 +171,6 @@ func (c *Compiled) Decide(state []int64, now, cost int64) (d Decision) {
 // DecideTo is Decide writing the decision into *d, which it overwrites
 // whole: a store's hot path then copies no Decision.
 func (c *Compiled) DecideTo(d *Decision, state []int64, now, cost int64) {
-	*d = Decision{}
 	if cost < 0 {
 		cost = 0
 	}
@@ -232,22 +231,19 @@ func nominal(rem int64, k *plan) int64 {
 }
 
 func (c *Compiled) decision(d *Decision, k *plan, r lres) {
-	d.Allowed = r.ok
-	d.Limit = k.l
-	d.ResetAfter = time.Duration(r.resetAfter) * time.Microsecond
-	d.Policy = c.p.Name
+	// one whole-struct store per outcome: *d is overwritten entirely
 	if r.ok {
-		d.Remaining = nominal(r.remaining, k)
+		*d = Decision{Allowed: true, Limit: k.l, Remaining: nominal(r.remaining, k),
+			ResetAfter: time.Duration(r.resetAfter) * time.Microsecond, Policy: c.p.Name}
 		return
 	}
-	if r.retryAfter == never {
-		d.RetryAfter = Never
-	} else {
-		d.RetryAfter = time.Duration(r.retryAfter) * time.Microsecond
+	retry := Never
+	if r.retryAfter != never {
+		retry = time.Duration(r.retryAfter) * time.Microsecond
 	}
-	if c.p.Shadow {
-		d.Allowed, d.Shadowed = true, true
-	}
+	shadow := c.p.Shadow
+	*d = Decision{Allowed: shadow, Shadowed: shadow, Limit: k.l,
+		ResetAfter: time.Duration(r.resetAfter) * time.Microsecond, RetryAfter: retry, Policy: c.p.Name}
 }
 
 // MaxNow is the latest instant Decide works with, in µs since the Unix
