@@ -1,0 +1,165 @@
+package fleet
+
+import (
+	"sync"
+	"time"
+
+	"github.com/limitkit/limitkit/core"
+)
+
+// ekey identifies an entry: the policy (by pointer, as the stores key
+// their caches) and the client key.
+type ekey struct {
+	p   *core.Policy
+	key string
+}
+
+// entry is one (policy, key)'s local state. Every field is guarded by its
+// shard's mutex.
+type entry struct {
+	k  ekey
+	pi *pinfo
+
+	ref    bool // used since the clock hand last passed (CLOCK eviction)
+	queued bool // on the shard's dirty list
+	gone   bool // evicted (a sync may still hold it to forward pending)
+
+	// Deny cache: a request of cost >= denyCost at t in [denyAt, denyUntil)
+	// is denied as deny was, without a round trip.
+	denyCost, denyAt, denyUntil int64
+	deny                        core.Decision
+	// pending is the locally denied cost not yet forwarded (CountDenied).
+	pending int64
+
+	// Write-back lease: lease units, charged at the remote store already,
+	// may be admitted locally at t in [leaseAt, leaseUntil).
+	lease, leaseAt, leaseUntil int64
+	size                       int64 // the lease size the key is growing towards
+	granted                    int64 // units granted in the current lease
+	used                       int64 // units admitted locally since the last sync round
+	seen                       int64 // units requested since the last sync round
+	grabbing                   bool  // a lease request is in flight
+
+	// The last remote decision and what it left.
+	last      core.Decision
+	lastAt    int64
+	remaining int64
+}
+
+// denied is the cached denial as seen at t: the wait and the time to full
+// shortened by the time elapsed since the denial.
+func (e *entry) denied(t int64) core.Decision {
+	d := e.deny
+	el := time.Duration(t-e.denyAt) * time.Microsecond
+	if d.RetryAfter != core.Never {
+		d.RetryAfter = time.Duration(e.denyUntil-t) * time.Microsecond
+	}
+	d.ResetAfter = max(0, d.ResetAfter-el)
+	return d
+}
+
+// leased is the decision for a request admitted from the lease at t: the
+// limit of the last remote decision, an estimate of what remains (the
+// remote store's remaining after the lease was taken plus the units still
+// leased here) and of the time to full.
+func (e *entry) leased(t int64) core.Decision {
+	return core.Decision{
+		Allowed:    true,
+		Limit:      e.last.Limit,
+		Remaining:  e.remaining + e.lease,
+		ResetAfter: max(0, e.last.ResetAfter-time.Duration(t-e.lastAt)*time.Microsecond),
+		Policy:     e.last.Policy,
+	}
+}
+
+// want is the number of units to lease with the next remote call at t, or
+// 0: the lease size grows by doubling while the key stays hot, and is
+// capped by the policy's lease cap, by what the key holds already, and by
+// half of what the remote store had left at the last decision (a nearly
+// exhausted key goes exact).
+func (e *entry) want(pi *pinfo, t int64) int64 {
+	if e.lastAt == 0 {
+		return 0 // first sight: remaining unknown
+	}
+	if e.size == 0 {
+		e.size = 2
+	} else if t >= e.leaseAt && t < e.leaseUntil {
+		e.size = min(2*e.size, pi.leaseCap) // ran out before it expired: hot
+	}
+	held := e.lease
+	if t >= e.leaseUntil || t < e.leaseAt {
+		held = 0
+	}
+	return max(0, min(e.size, pi.leaseCap-held, e.remaining/2))
+}
+
+// grant adds n units charged at t (remote decision d) to the lease. Units
+// still held keep being valid until the new expiry: the total held never
+// exceeds the lease cap (want ensures it).
+func (e *entry) grant(pi *pinfo, t, n int64, d core.Decision) {
+	if t >= e.leaseUntil || t < e.leaseAt {
+		e.lease, e.granted = 0, 0
+	}
+	e.lease += n
+	e.granted += n
+	e.leaseAt = t
+	e.leaseUntil = pi.leaseEnd(t, d)
+}
+
+// leaseEnd is the expiry of units leased at t: one sync interval later,
+// and for the fixed window never past the end of the window they were
+// charged in (of every limit, and of the remote decision's), so a fixed
+// window's leases never cross a window boundary.
+func (pi *pinfo) leaseEnd(t int64, d core.Decision) int64 {
+	end := t + pi.syncUs
+	for _, w := range pi.fixedUs {
+		end = min(end, (t/w+1)*w)
+	}
+	if len(pi.fixedUs) > 0 {
+		end = min(end, t+d.ResetAfter.Microseconds())
+	}
+	return end
+}
+
+// shard is one independently locked part of the table.
+type shard struct {
+	mu    sync.Mutex
+	m     map[ekey]*entry
+	dirty []*entry // entries the next sync round looks at
+	_     [40]byte
+}
+
+// queue puts e on the dirty list once.
+func (sh *shard) queue(e *entry) {
+	if !e.queued {
+		e.queued = true
+		sh.dirty = append(sh.dirty, e)
+	}
+}
+
+// insert adds a fresh entry for k, evicting one first when the shard holds
+// capa: the first of up to 16 entries (from the map's random iteration
+// start) not referenced since the hand passed, else the last looked at.
+func (sh *shard) insert(k ekey, pi *pinfo, capa int) *entry {
+	if len(sh.m) >= capa {
+		var victim *entry
+		n := 0
+		for _, v := range sh.m {
+			victim = v
+			if !v.ref {
+				break
+			}
+			v.ref = false
+			if n++; n >= 16 {
+				break
+			}
+		}
+		if victim != nil {
+			delete(sh.m, victim.k)
+			victim.gone = true
+		}
+	}
+	e := &entry{k: k, pi: pi, ref: true}
+	sh.m[k] = e
+	return e
+}
