@@ -133,15 +133,16 @@ func TestCountDeniedForwarded(t *testing.T) {
 func TestCountDeniedFlushedBeforeRemote(t *testing.T) {
 	f := newFake()
 	tier := newTier(t, batchFake{f}, WithSync(time.Hour), WithMaxLease(0))
-	p := &core.Policy{Name: "cd", Algorithm: core.FixedWindow, CountDenied: true, Limits: []core.Limit{core.Per(2, time.Second)}}
+	p := &core.Policy{Name: "cd", Algorithm: core.SlidingWindowLog, CountDenied: true, Limits: []core.Limit{core.Per(3, time.Second)}}
 	ctx := context.Background()
 	for i := 0; i < 6; i++ {
-		_, err := tier.Take(ctx, "k", p, t0, 1)
+		_, err := tier.Take(ctx, "k", p, t0, 2) // 1 admitted, 1 counted denial, 4 cached
 		require.NoError(t, err)
 	}
-	batches := f.batches.Load()
-	d, err := tier.Take(ctx, "k", p, t0, 2) // another cost: goes remote
+	batches, calls := f.batches.Load(), f.calls.Load()
+	d, err := tier.Take(ctx, "k", p, t0, 1) // a smaller cost goes remote
 	require.NoError(t, err)
 	assert.False(t, d.Allowed)
 	assert.Equal(t, batches+1, f.batches.Load(), "forward and decision in one batch")
+	assert.Equal(t, calls+2, f.calls.Load())
 }

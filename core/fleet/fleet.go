@@ -271,7 +271,7 @@ func (s *Store) Take(ctx context.Context, key string, p *core.Policy, now time.T
 	e := sh.m[k]
 	if e != nil {
 		e.ref = true
-		if cost > 0 && cost == e.denyCost && t >= e.denyAt && t < e.denyUntil {
+		if cost > 0 && e.denyCost > 0 && (cost == e.denyCost || pi.writeBack && cost > e.denyCost) && t >= e.denyAt && t < e.denyUntil {
 			d := e.denied(t)
 			if pi.countDenied {
 				e.pending = min(e.pending+cost, pi.maxCost)

@@ -93,3 +93,26 @@ func TestExactEqualsPlainRedis(t *testing.T) {
 	t.Logf("%d decisions, %d tier commands to Redis", calls, cnt.n.Load())
 	require.Less(t, cnt.n.Load(), calls, "the deny cache saved round trips")
 }
+
+// TestWriteBackBoundRedis runs the write-back bound check (checkBound)
+// over a real Redis node and over the three-master Cluster, for every
+// policy of the conformance suite.
+func TestWriteBackBoundRedis(t *testing.T) {
+	srv := redistest.StartNode(t)
+	cl := redistest.StartCluster(t)
+	for _, target := range []string{"node", "cluster"} {
+		for _, p := range storetest.Policies() {
+			if p.Shadow {
+				continue
+			}
+			t.Run(target+"/"+p.Name, func(t *testing.T) {
+				checkBound(t, p, 8*time.Second, func(t *testing.T) core.BatchStore {
+					if target == "node" {
+						return redisStore(t, srv.NewClient(t), redisstore.WithPrefix(t.Name()+":"))
+					}
+					return redisStore(t, cl.NewClient(t), redisstore.WithPrefix(t.Name()+":"))
+				})
+			})
+		}
+	}
+}
