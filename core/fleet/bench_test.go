@@ -43,15 +43,43 @@ func evalCalls(b testing.TB, srv *redistest.Server) int64 {
 	return n
 }
 
-// fleetOf builds n stores over srv, each with its own client: plain Redis
+// target is a Redis node or Cluster under benchmark.
+type target struct {
+	servers []*redistest.Server
+	client  func() redis.UniversalClient
+}
+
+func nodeTarget(srv *redistest.Server) target {
+	return target{[]*redistest.Server{srv}, func() redis.UniversalClient {
+		opt := srv.ClientOptions()
+		opt.PoolSize = 32
+		return redis.NewClient(opt)
+	}}
+}
+
+func clusterTarget(cl *redistest.Cluster) target {
+	return target{cl.Nodes, func() redis.UniversalClient {
+		opt := cl.ClusterOptions()
+		opt.PoolSize = 32
+		return redis.NewClusterClient(opt)
+	}}
+}
+
+// calls is the script calls over every server.
+func (tg target) calls(b testing.TB) (n int64) {
+	for _, s := range tg.servers {
+		n += evalCalls(b, s)
+	}
+	return n
+}
+
+// fleetOf builds n stores over tg, each with its own client: plain Redis
 // stores (tier false) or tiers in front of them with opts.
-func fleetOf(b testing.TB, srv *redistest.Server, n int, tier bool, opts ...Option) []core.Store {
+func fleetOf(b testing.TB, tg target, n int, tier bool, opts ...Option) []core.Store {
 	b.Helper()
 	out := make([]core.Store, n)
 	for i := range out {
-		opt := srv.ClientOptions()
-		opt.PoolSize = 32
-		c := redis.NewClient(opt)
+		c := tg.client()
 		b.Cleanup(func() { _ = c.Close() })
 		rs, err := redisstore.New(c)
 		if err != nil {
@@ -77,12 +105,12 @@ func fleetOf(b testing.TB, srv *redistest.Server, n int, tier bool, opts ...Opti
 // goroutines (goroutine i uses store i mod 4) and reports decisions/s,
 // Redis script calls per decision (server-side count) and the share
 // denied.
-func runFleet(b *testing.B, srv *redistest.Server, stores []core.Store, p *core.Policy, key string) {
+func runFleet(b *testing.B, tg target, stores []core.Store, p *core.Policy, key string) {
 	b.Helper()
 	b.SetParallelism(max(1, 64/runtime.GOMAXPROCS(0)))
 	var next, denied atomic.Int64
 	ctx := context.Background()
-	before := evalCalls(b, srv)
+	before := tg.calls(b)
 	b.ReportAllocs()
 	b.ResetTimer()
 	start := time.Now()
@@ -101,7 +129,7 @@ func runFleet(b *testing.B, srv *redistest.Server, stores []core.Store, p *core.
 	})
 	el := time.Since(start)
 	b.StopTimer()
-	calls := evalCalls(b, srv) - before
+	calls := tg.calls(b) - before
 	b.ReportMetric(float64(b.N)/el.Seconds(), "decisions/s")
 	b.ReportMetric(float64(calls)/float64(b.N), "redis-cmds/decision")
 	b.ReportMetric(float64(denied.Load())/float64(b.N), "denied/decision")
@@ -109,9 +137,14 @@ func runFleet(b *testing.B, srv *redistest.Server, stores []core.Store, p *core.
 
 // BenchmarkRedisHotKey: one hot key, 4 store instances × 16 goroutines on
 // one Redis node: the plain Redis store, the tier in exact mode, and the
-// tier in write-back mode (sync 100ms, default lease cap).
+// tier in write-back mode (sync 100ms, default lease cap); on a node and
+// on the three-master Cluster.
 func BenchmarkRedisHotKey(b *testing.B) {
-	srv := redistest.StartNode(b)
+	b.Run("node", func(b *testing.B) { benchHotKey(b, nodeTarget(redistest.StartNode(b))) })
+	b.Run("cluster", func(b *testing.B) { benchHotKey(b, clusterTarget(redistest.StartCluster(b))) })
+}
+
+func benchHotKey(b *testing.B, tg target) {
 	for _, c := range []struct {
 		name string
 		tier bool
@@ -122,9 +155,9 @@ func BenchmarkRedisHotKey(b *testing.B) {
 		{"write-back", true, []Option{WithSync(100 * time.Millisecond)}},
 	} {
 		b.Run(c.name, func(b *testing.B) {
-			stores := fleetOf(b, srv, 4, c.tier, c.opts...)
+			stores := fleetOf(b, tg, 4, c.tier, c.opts...)
 			p := hotPolicy
-			runFleet(b, srv, stores, &p, "hot-"+c.name)
+			runFleet(b, tg, stores, &p, "hot-"+c.name)
 		})
 	}
 }
@@ -133,15 +166,15 @@ func BenchmarkRedisHotKey(b *testing.B) {
 // hammering from 4 store instances × 16 goroutines: the plain Redis store
 // against the tier in exact mode, whose deny cache answers.
 func BenchmarkRedisHammer(b *testing.B) {
-	srv := redistest.StartNode(b)
+	tg := nodeTarget(redistest.StartNode(b))
 	for _, c := range []struct {
 		name string
 		tier bool
 	}{{"plain", false}, {"exact+deny-cache", true}} {
 		b.Run(c.name, func(b *testing.B) {
-			stores := fleetOf(b, srv, 4, c.tier)
+			stores := fleetOf(b, tg, 4, c.tier)
 			p := core.Policy{Name: "hammer", Limits: []core.Limit{core.PerHour(1)}}
-			runFleet(b, srv, stores, &p, "hammer-"+c.name)
+			runFleet(b, tg, stores, &p, "hammer-"+c.name)
 		})
 	}
 }

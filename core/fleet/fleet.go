@@ -17,6 +17,11 @@ import (
 // numShards is the number of independently locked parts of the local table.
 const numShards = 64
 
+// MaxKeyLen is the longest key the local table holds: a request for a
+// longer key is decided at the remote store every time (no deny cache, no
+// lease), so hostile keys cannot make the bounded table large in bytes.
+const MaxKeyLen = 512
+
 // maxPolicies bounds the per-policy cache, as in the Redis store: callers
 // building a *Policy per call cannot grow it without bound.
 const maxPolicies = 4096
@@ -42,8 +47,8 @@ type Store struct {
 	brk    breaker
 	seed   maphash.Seed
 
-	pmu      sync.RWMutex
-	policies map[*core.Policy]*pinfo
+	pmu      sync.Mutex                               // serializes writers of policies
+	policies atomic.Pointer[map[*core.Policy]*pinfo] // copy-on-write: readers take no lock
 
 	shards   [numShards]shard
 	shardCap int
@@ -107,10 +112,10 @@ func New(remote core.Store, opts ...Option) (*Store, error) {
 		cfg:      cfg,
 		local:    local,
 		seed:     maphash.MakeSeed(),
-		policies: make(map[*core.Policy]*pinfo),
 		shardCap: max(1, cfg.maxKeys/numShards),
 		stop:     make(chan struct{}),
 	}
+	s.policies.Store(&map[*core.Policy]*pinfo{})
 	s.batch, _ = remote.(core.BatchStore)
 	s.ping, _ = remote.(pinger)
 	s.cfg.pingless = s.ping == nil
@@ -166,16 +171,13 @@ type pinfo struct {
 }
 
 func (s *Store) info(p *core.Policy) (*pinfo, error) {
-	s.pmu.RLock()
-	pi := s.policies[p]
-	s.pmu.RUnlock()
-	if pi != nil {
+	if pi := (*s.policies.Load())[p]; pi != nil {
 		return pi, nil
 	}
 	if err := p.Validate(); err != nil {
 		return nil, fmt.Errorf("fleet: %w", err)
 	}
-	pi = &pinfo{p: p, countDenied: p.CountDenied}
+	pi := &pinfo{p: p, countDenied: p.CountDenied}
 	mode := p.Mode
 	if mode == core.ModeDefault {
 		mode = s.cfg.mode
@@ -231,11 +233,19 @@ func (s *Store) info(p *core.Policy) (*pinfo, error) {
 		pi.local = &lp
 	}
 	s.pmu.Lock()
-	if len(s.policies) >= maxPolicies {
-		s.policies = make(map[*core.Policy]*pinfo)
+	defer s.pmu.Unlock()
+	old := *s.policies.Load()
+	if q := old[p]; q != nil {
+		return q, nil
 	}
-	s.policies[p] = pi
-	s.pmu.Unlock()
+	m := make(map[*core.Policy]*pinfo, len(old)+1)
+	if len(old) < maxPolicies {
+		for k, v := range old {
+			m[k] = v
+		}
+	}
+	m[p] = pi
+	s.policies.Store(&m)
 	return pi, nil
 }
 
@@ -264,6 +274,9 @@ func (s *Store) Take(ctx context.Context, key string, p *core.Policy, now time.T
 	}
 	cost = min(max(cost, 0), pi.maxCost)
 	t := now.UnixMicro()
+	if len(key) > MaxKeyLen {
+		return s.remoteTake(ctx, nil, nil, ekey{p: p, key: key}, pi, now, t, cost, 0, 0)
+	}
 	k := ekey{p: p, key: key}
 	sh := &s.shards[maphash.String(s.seed, key)%numShards]
 	var pending, grab int64
@@ -410,6 +423,9 @@ func (s *Store) failed(ctx context.Context, err error) bool {
 // record stores what a remote decision teaches about the key: a denial
 // for the deny cache (replacing any cached one), a granted lease.
 func (s *Store) record(sh *shard, e *entry, k ekey, pi *pinfo, t, cost int64, d core.Decision, grab int64, granted bool) {
+	if sh == nil {
+		return // a key too long for the table
+	}
 	deny := pi.denyCache && cost > 0 && (!d.Allowed || d.Shadowed) && d.RetryAfter > 0
 	if e == nil && !deny {
 		return
