@@ -47,7 +47,7 @@ type Store struct {
 	brk    breaker
 	seed   maphash.Seed
 
-	pmu      sync.Mutex                               // serializes writers of policies
+	pmu      sync.Mutex                              // serializes writers of policies
 	policies atomic.Pointer[map[*core.Policy]*pinfo] // copy-on-write: readers take no lock
 
 	shards   [numShards]shard
