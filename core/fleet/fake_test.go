@@ -26,6 +26,7 @@ type fake struct {
 	batches atomic.Int64 // TakeBatch calls
 	charged atomic.Int64 // units consumed by admitted takes
 	fail    atomic.Pointer[error]
+	failAt  atomic.Int64 // when > 0, the take with this call number fails with errDown
 	hang    atomic.Bool
 
 	// onTake, when set, sees every admitted take (time in µs and cost).
@@ -47,7 +48,9 @@ func (f *fake) setFail(err error) {
 }
 
 func (f *fake) Take(ctx context.Context, key string, p *core.Policy, now time.Time, cost int64) (core.Decision, error) {
-	f.calls.Add(1)
+	if n := f.calls.Add(1); n == f.failAt.Load() {
+		return core.Decision{}, errDown
+	}
 	if f.hang.Load() {
 		<-ctx.Done()
 		return core.Decision{}, ctx.Err()

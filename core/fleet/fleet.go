@@ -326,8 +326,9 @@ func (s *Store) Take(ctx context.Context, key string, p *core.Policy, now time.T
 // locally denied cost (CountDenied) and asking for grab leased units.
 func (s *Store) remoteTake(ctx context.Context, sh *shard, e *entry, k ekey, pi *pinfo, now time.Time, t, cost, pending, grab int64) (core.Decision, error) {
 	p := pi.p
+	grabbing := grab > 0 // e.grabbing is ours to clear
 	if !s.brk.allow() {
-		s.undo(sh, e, pending, grab > 0)
+		s.undo(sh, e, pending, grabbing)
 		return s.fallback(ctx, k.key, pi, now, cost, core.ErrCircuitOpen)
 	}
 	var d core.Decision
@@ -353,10 +354,10 @@ func (s *Store) remoteTake(ctx context.Context, sh *shard, e *entry, k ekey, pi 
 	}
 	if err != nil {
 		if s.failed(ctx, err) {
-			s.undo(sh, e, pending, grab > 0)
+			s.undo(sh, e, pending, grabbing)
 			return s.fallback(ctx, k.key, pi, now, cost, err)
 		}
-		s.undo(sh, e, pending, grab > 0)
+		s.undo(sh, e, pending, grabbing)
 		return core.Decision{}, fmt.Errorf("fleet: %w", err)
 	}
 	s.brk.success()
@@ -367,7 +368,7 @@ func (s *Store) remoteTake(ctx context.Context, sh *shard, e *entry, k ekey, pi 
 	if granted {
 		d.Remaining += grab
 	}
-	s.record(sh, e, k, pi, t, cost, d, grab, granted)
+	s.record(sh, e, k, pi, t, cost, d, grab, granted, grabbing)
 	return d, nil
 }
 
@@ -422,7 +423,7 @@ func (s *Store) failed(ctx context.Context, err error) bool {
 
 // record stores what a remote decision teaches about the key: a denial
 // for the deny cache (replacing any cached one), a granted lease.
-func (s *Store) record(sh *shard, e *entry, k ekey, pi *pinfo, t, cost int64, d core.Decision, grab int64, granted bool) {
+func (s *Store) record(sh *shard, e *entry, k ekey, pi *pinfo, t, cost int64, d core.Decision, grab int64, granted, grabbing bool) {
 	if sh == nil {
 		return // a key too long for the table
 	}
@@ -455,11 +456,11 @@ func (s *Store) record(sh *shard, e *entry, k ekey, pi *pinfo, t, cost int64, d 
 	} else {
 		e.remaining = 0
 	}
-	if grab > 0 {
+	if grabbing {
 		e.grabbing = false
-		if granted {
-			e.grant(pi, t, grab, d)
-		}
+	}
+	if granted {
+		e.grant(pi, t, grab, d)
 	}
 }
 

@@ -215,3 +215,38 @@ func TestSyncIsOneRoundTrip(t *testing.T) {
 	assert.Equal(t, 100, syncs[len(syncs)-1].Keys, "every hot key renewed in that round trip")
 	assert.NoError(t, syncs[len(syncs)-1].Err)
 }
+
+// TestLeaseRetryFailureReleasesTheGrab: a lease request that does not fit
+// is retried alone; when that retry fails, the key can still lease later
+// (regression: the in-flight mark was left set).
+func TestLeaseRetryFailureReleasesTheGrab(t *testing.T) {
+	f := newFake()
+	tier := newTier(t, batchFake{f}, WithSync(time.Minute))
+	p := &core.Policy{Name: "p", Limits: []core.Limit{core.PerMinute(100)}}
+	ctx := context.Background()
+	take := func() (core.Decision, error) { return tier.Take(ctx, "k", p, t0, 1) }
+	_, err := take() // first sight: remote
+	require.NoError(t, err)
+	_, err = take() // leases 2
+	require.NoError(t, err)
+	_, err = f.Take(ctx, "k", p, t0, 96) // another server takes the rest
+	require.NoError(t, err)
+	for i := 0; i < 2; i++ {
+		d, err := take()
+		require.NoError(t, err)
+		require.True(t, d.Allowed, "leased units")
+	}
+	f.failAt.Store(f.calls.Load() + 2) // the lease request is denied, its retry fails
+	_, err = take()
+	require.ErrorIs(t, err, errDown)
+	sh := &tier.shards[0]
+	for i := range tier.shards {
+		if tier.shards[i].m[ekey{p, "k"}] != nil {
+			sh = &tier.shards[i]
+		}
+	}
+	sh.mu.Lock()
+	grabbing := sh.m[ekey{p, "k"}].grabbing
+	sh.mu.Unlock()
+	assert.False(t, grabbing)
+}
