@@ -22,6 +22,10 @@ const numShards = 64
 // lease), so hostile keys cannot make the bounded table large in bytes.
 const MaxKeyLen = 512
 
+// maxWaits bounds how many lease requests of other requests one request
+// waits for before it goes to the remote store itself.
+const maxWaits = 4
+
 // maxPolicies bounds the per-policy cache, as in the Redis store: callers
 // building a *Policy per call cannot grow it without bound.
 const maxPolicies = 4096
@@ -280,9 +284,19 @@ func (s *Store) Take(ctx context.Context, key string, p *core.Policy, now time.T
 	k := ekey{p: p, key: key}
 	sh := &s.shards[maphash.String(s.seed, key)%numShards]
 	var pending, grab int64
-	sh.mu.Lock()
-	e := sh.m[k]
-	if e != nil {
+	var e *entry
+	for waits := 0; ; waits++ {
+		sh.mu.Lock()
+		e = sh.m[k]
+		if e == nil {
+			if pi.writeBack && cost > 0 {
+				// A key seen for the first time is loaded from the remote
+				// store (no lease yet: its remaining quota is unknown).
+				e = sh.insert(k, pi, s.shardCap)
+				e.seen = cost
+			}
+			break
+		}
 		e.ref = true
 		if cost > 0 && e.denyCost > 0 && (cost == e.denyCost || pi.writeBack && cost > e.denyCost) && t >= e.denyAt && t < e.denyUntil {
 			d := e.denied(t)
@@ -297,7 +311,16 @@ func (s *Store) Take(ctx context.Context, key string, p *core.Policy, now time.T
 			return d, nil
 		}
 		if pi.writeBack && cost > 0 {
-			e.seen += cost
+			if waits == 0 {
+				e.seen += cost
+			}
+			if t < e.leaseAt && e.leaseAt-t <= pi.syncUs {
+				// The lease was charged after this request started
+				// (concurrent requests read the clock in any order, and a
+				// waiter started before the lease request it waited for):
+				// the request is decided now, after that charge.
+				t = e.leaseAt
+			}
 			if e.lease >= cost && t >= e.leaseAt && t < e.leaseUntil {
 				e.lease -= cost
 				e.used += cost
@@ -306,17 +329,24 @@ func (s *Store) Take(ctx context.Context, key string, p *core.Policy, now time.T
 				sh.mu.Unlock()
 				return d, nil
 			}
-			if !e.grabbing && pi.leaseCap > 0 && !s.brk.isOpen() {
-				grab = e.want(pi, t)
-				e.grabbing = grab > 0
+			if ch := e.grab; ch != nil && waits < maxWaits {
+				// Another request is leasing for this key: wait for its
+				// round trip rather than making one more.
+				sh.mu.Unlock()
+				select {
+				case <-ch:
+				case <-ctx.Done():
+				}
+				continue
+			}
+			if e.grab == nil && pi.leaseCap > 0 && !s.brk.isOpen() {
+				if grab = e.want(pi, t); grab > 0 {
+					e.startGrab()
+				}
 			}
 		}
 		pending, e.pending = e.pending, 0
-	} else if pi.writeBack && cost > 0 {
-		// A key seen for the first time is loaded from the remote store
-		// (no lease yet: its remaining quota is unknown).
-		e = sh.insert(k, pi, s.shardCap)
-		e.seen = cost
+		break
 	}
 	sh.mu.Unlock()
 	return s.remoteTake(ctx, sh, e, k, pi, now, t, cost, pending, grab)
@@ -326,7 +356,7 @@ func (s *Store) Take(ctx context.Context, key string, p *core.Policy, now time.T
 // locally denied cost (CountDenied) and asking for grab leased units.
 func (s *Store) remoteTake(ctx context.Context, sh *shard, e *entry, k ekey, pi *pinfo, now time.Time, t, cost, pending, grab int64) (core.Decision, error) {
 	p := pi.p
-	grabbing := grab > 0 // e.grabbing is ours to clear
+	grabbing := grab > 0 // e's lease request in flight is ours to end
 	if !s.brk.allow() {
 		s.undo(sh, e, pending, grabbing)
 		return s.fallback(ctx, k.key, pi, now, cost, core.ErrCircuitOpen)
@@ -405,7 +435,7 @@ func (s *Store) undo(sh *shard, e *entry, pending int64, grabbing bool) {
 		sh.queue(e)
 	}
 	if grabbing {
-		e.grabbing = false
+		e.endGrab()
 	}
 	sh.mu.Unlock()
 }
@@ -457,7 +487,7 @@ func (s *Store) record(sh *shard, e *entry, k ekey, pi *pinfo, t, cost int64, d 
 		e.remaining = 0
 	}
 	if grabbing {
-		e.grabbing = false
+		e.endGrab()
 	}
 	if granted {
 		e.grant(pi, t, grab, d)

@@ -115,13 +115,13 @@ func (s *Store) Sync(ctx context.Context) error {
 				}
 				e.lease, e.granted = 0, 0
 			}
-			if pi.writeBack && !pi.countDenied && !e.gone && e.used > 0 && !e.grabbing && pi.leaseCap > 0 {
+			if pi.writeBack && !pi.countDenied && !e.gone && e.used > 0 && e.grab == nil && pi.leaseCap > 0 {
 				held := e.lease
 				if held*2 < e.size {
 					o.renew = max(0, min(e.size-held, pi.leaseCap-held, e.remaining/2))
 				}
 				if o.renew > 0 {
-					e.grabbing = true
+					e.startGrab()
 				}
 			}
 			e.used, e.seen = 0, 0
@@ -196,7 +196,7 @@ func (s *Store) syncBatch(ctx context.Context, now time.Time, ops []op) error {
 			}
 		}
 		if rn != nil {
-			e.grabbing = false
+			e.endGrab()
 			if err == nil && rn.Err == nil {
 				d := rn.Decision
 				if d.Allowed && !d.Shadowed {

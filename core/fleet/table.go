@@ -34,11 +34,11 @@ type entry struct {
 	// Write-back lease: lease units, charged at the remote store already,
 	// may be admitted locally at t in [leaseAt, leaseUntil).
 	lease, leaseAt, leaseUntil int64
-	size                       int64 // the lease size the key is growing towards
-	granted                    int64 // units granted in the current lease
-	used                       int64 // units admitted locally since the last sync round
-	seen                       int64 // units requested since the last sync round
-	grabbing                   bool  // a lease request is in flight
+	size                       int64         // the lease size the key is growing towards
+	granted                    int64         // units granted in the current lease
+	used                       int64         // units admitted locally since the last sync round
+	seen                       int64         // units requested since the last sync round
+	grab                       chan struct{} // non-nil while a lease request is in flight; closed when it ends
 
 	// The last remote decision and what it left.
 	last      core.Decision
@@ -162,4 +162,16 @@ func (sh *shard) insert(k ekey, pi *pinfo, capa int) *entry {
 	e := &entry{k: k, pi: pi, ref: true}
 	sh.m[k] = e
 	return e
+}
+
+// startGrab marks a lease request in flight; requests finding the lease
+// empty meanwhile wait for it (endGrab) instead of going remote.
+func (e *entry) startGrab() { e.grab = make(chan struct{}) }
+
+// endGrab ends the lease request in flight and wakes its waiters.
+func (e *entry) endGrab() {
+	if e.grab != nil {
+		close(e.grab)
+		e.grab = nil
+	}
 }

@@ -4,8 +4,10 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"runtime"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -246,7 +248,59 @@ func TestLeaseRetryFailureReleasesTheGrab(t *testing.T) {
 		}
 	}
 	sh.mu.Lock()
-	grabbing := sh.m[ekey{p, "k"}].grabbing
+	grabbing := sh.m[ekey{p, "k"}].grab != nil
 	sh.mu.Unlock()
 	assert.False(t, grabbing)
+}
+
+// TestRequestsWaitForTheLeaseInFlight: while one request of a key is
+// leasing, others finding the lease empty wait for it instead of each
+// making a round trip, and are then served from the new lease.
+func TestRequestsWaitForTheLeaseInFlight(t *testing.T) {
+	f := newFake()
+	tier := newTier(t, batchFake{f}, WithSync(time.Minute))
+	p := &core.Policy{Name: "p", Limits: []core.Limit{core.PerMinute(1000)}}
+	ctx := context.Background()
+	_, err := tier.Take(ctx, "k", p, t0, 1) // first sight: the entry exists
+	require.NoError(t, err)
+	var sh *shard
+	for i := range tier.shards {
+		if tier.shards[i].m[ekey{p, "k"}] != nil {
+			sh = &tier.shards[i]
+		}
+	}
+	require.NotNil(t, sh)
+	sh.mu.Lock()
+	e := sh.m[ekey{p, "k"}]
+	e.startGrab() // a lease request in flight
+	sh.mu.Unlock()
+	calls := f.calls.Load()
+	const waiters = 10
+	done := make(chan core.Decision, waiters)
+	for i := 0; i < waiters; i++ {
+		go func() {
+			d, err := tier.Take(ctx, "k", p, t0, 1)
+			assert.NoError(t, err)
+			done <- d
+		}()
+	}
+	// every waiter is parked in Take's select on the lease in flight
+	require.Eventually(t, func() bool {
+		buf := make([]byte, 1<<20)
+		n := 0
+		for _, g := range strings.Split(string(buf[:runtime.Stack(buf, true)]), "\n\n") {
+			if strings.Contains(g, "[select") && strings.Contains(g, "fleet.(*Store).Take(") {
+				n++
+			}
+		}
+		return n == waiters
+	}, 5*time.Second, time.Millisecond)
+	sh.mu.Lock()
+	e.grant(e.pi, t0.UnixMicro(), waiters, core.Decision{Allowed: true, Limit: core.PerMinute(1000), Remaining: 900})
+	e.endGrab()
+	sh.mu.Unlock()
+	for i := 0; i < waiters; i++ {
+		assert.True(t, (<-done).Allowed)
+	}
+	assert.Equal(t, calls, f.calls.Load(), "served from the lease they waited for")
 }
