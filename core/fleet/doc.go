@@ -56,8 +56,10 @@
 // half of what the remote store last reported remaining, so a nearly
 // exhausted key goes exact); when that is denied the request is decided
 // alone, exactly (under CountDenied it is not retried, so as not to count
-// it twice: an under-admission). Locally admitted requests spend leased
-// units. Leases expire one sync interval after they were taken, and for
+// it twice: an under-admission). Requests that find the lease empty while
+// such a lease request is in flight wait for it (for at most 4 of them)
+// instead of each making a round trip. Locally admitted requests spend
+// leased units. Leases expire one sync interval after they were taken, and for
 // the fixed window never later than the end of the window they were
 // charged in; unused units are then lost (under-admission, at most the
 // lease cap per key per server per interval). Every sync interval one
