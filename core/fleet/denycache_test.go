@@ -146,3 +146,33 @@ func TestCountDeniedFlushedBeforeRemote(t *testing.T) {
 	assert.Equal(t, batches+1, f.batches.Load(), "forward and decision in one batch")
 	assert.Equal(t, calls+2, f.calls.Load())
 }
+
+// TestDeferredDenialCountsInExactMode: with WithDeferredDenialCounts an
+// exact-mode CountDenied policy is served from the deny cache and its
+// denials are counted at the next sync.
+func TestDeferredDenialCountsInExactMode(t *testing.T) {
+	f := newFake()
+	clk := core.NewManualClock(t0)
+	tier := newTier(t, batchFake{f}, WithClock(clk), WithDeferredDenialCounts())
+	p := &core.Policy{Name: "cd", Algorithm: core.GCRA, CountDenied: true, Limits: []core.Limit{core.Per(2, time.Minute)}}
+	ctx := context.Background()
+	for i := 0; i < 3; i++ {
+		_, err := tier.Take(ctx, "k", p, t0, 1)
+		require.NoError(t, err)
+	}
+	calls := f.calls.Load()
+	for i := 0; i < 50; i++ {
+		d, err := tier.Take(ctx, "k", p, t0.Add(time.Second), 1)
+		require.NoError(t, err)
+		require.False(t, d.Allowed)
+	}
+	assert.Equal(t, calls, f.calls.Load(), "served from the cache")
+	clk.Advance(30 * time.Second)
+	require.NoError(t, tier.Sync(ctx))
+	assert.Equal(t, calls+1, f.calls.Load(), "counted in one take at the sync")
+	// GCRA counts denials up to an empty bucket at the sync instant
+	// (t0+30s), so the lock-out lasts a full bucket from there: denied at
+	// t0+59s, where counting at t0+1s would have admitted.
+	assert.False(t, f.peek("k", p, t0.Add(59*time.Second), 1).Allowed)
+	assert.True(t, f.peek("k", p, t0.Add(60*time.Second), 1).Allowed)
+}

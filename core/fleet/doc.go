@@ -33,7 +33,7 @@
 // CountDenied: in exact mode the deny cache does not serve CountDenied
 // policies, because every denial changes the remote state (the remote
 // store counts it) and exact mode promises the remote store's decisions.
-// In write-back mode it does: the cost of each locally denied request is
+// In write-back mode, or with WithDeferredDenialCounts, it does: the cost of each locally denied request is
 // added to a per-key pending count (capped at the largest capacity + 1,
 // beyond which the remote store counts alike), which is forwarded to the
 // remote store as one take of the summed cost — in the next sync round

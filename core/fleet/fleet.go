@@ -137,8 +137,8 @@ func New(remote core.Store, opts ...Option) (*Store, error) {
 func (s *Store) FallsBackLocally() bool { return true }
 
 // Close stops the background goroutine, forwards the denied requests still
-// counted locally (CountDenied) in one last sync bounded by ctx-free 1s,
-// and closes the embedded fallback store. Later Takes return
+// counted locally (CountDenied) in one last sync of at most a second
+// (skipped while the breaker is open: those counts are lost), and closes the embedded fallback store. Later Takes return
 // core.ErrClosed. Close is idempotent; it does not close the remote store,
 // which the caller owns.
 func (s *Store) Close() error {
@@ -190,8 +190,9 @@ func (s *Store) info(p *core.Policy) (*pinfo, error) {
 	// Exact mode promises the remote store's decisions; under CountDenied
 	// every denial changes the remote state, which a local cache cannot
 	// reproduce, so the deny cache serves CountDenied policies only in
-	// write-back mode (where their denials are forwarded at the next sync).
-	pi.denyCache = !s.cfg.noDenyCache && (!p.CountDenied || pi.writeBack)
+	// write-back mode or WithDeferredDenialCounts (their denials are then
+	// forwarded at the next sync).
+	pi.denyCache = !s.cfg.noDenyCache && (!p.CountDenied || pi.writeBack || s.cfg.deferCounts)
 	sync := p.Sync
 	if sync == 0 {
 		sync = s.cfg.sync

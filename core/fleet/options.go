@@ -44,6 +44,7 @@ type config struct {
 	clock       core.Clock
 	observer    core.Observer
 	noDenyCache bool
+	deferCounts bool
 	errs        []error
 	pingless    bool // the remote has no Ping: a request is the half-open probe
 }
@@ -150,3 +151,14 @@ func WithObserver(o core.Observer) Option { return func(c *config) { c.observer 
 // WithoutDenyCache turns the deny cache off: every request not served from
 // a lease goes to the remote store.
 func WithoutDenyCache() Option { return func(c *config) { c.noDenyCache = true } }
+
+// WithDeferredDenialCounts makes the deny cache serve CountDenied policies
+// in exact mode too (write-back mode always does): their locally denied
+// requests are then counted at the remote store at the next sync round,
+// before the key's next remote decision, or at Close, instead of at once.
+// A hammering client then costs no round trip per request, but exact mode
+// no longer returns exactly the remote store's decisions for those
+// policies: the lock-out can lengthen by up to one sync interval, and
+// meanwhile other servers may admit what the remote store would have
+// denied had it counted at once (see the package documentation).
+func WithDeferredDenialCounts() Option { return func(c *config) { c.deferCounts = true } }
