@@ -103,7 +103,7 @@
 // does not count) the breaker opens: for the cool-down no request calls
 // the remote store, so none waits for the store deadline. Then, if the
 // remote store has a Ping method (the Redis store does: PING to every
-// shard), the background goroutine pings it every probe interval and
+// shard), a background goroutine pings it every probe interval and
 // closes the breaker on the first success; otherwise the first request
 // after the cool-down is let through as the half-open probe, and its
 // outcome closes or reopens the breaker. Only the requests in flight when

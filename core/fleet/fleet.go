@@ -71,7 +71,8 @@ var (
 )
 
 // New returns a tier in front of remote and starts its background
-// goroutine (sync rounds and breaker probes), which Close stops.
+// goroutines (sync rounds; breaker probes when the remote store has a
+// Ping method), which Close stops.
 // Configuration mistakes are reported here.
 func New(remote core.Store, opts ...Option) (*Store, error) {
 	if remote == nil {
@@ -128,7 +129,11 @@ func New(remote core.Store, opts ...Option) (*Store, error) {
 		s.shards[i].m = make(map[ekey]*entry)
 	}
 	s.wg.Add(1)
-	go s.loop()
+	go s.syncLoop()
+	if s.ping != nil {
+		s.wg.Add(1)
+		go s.probeLoop()
+	}
 	return s, nil
 }
 
@@ -136,7 +141,7 @@ func New(remote core.Store, opts ...Option) (*Store, error) {
 // decides from its embedded store when the remote store fails.
 func (s *Store) FallsBackLocally() bool { return true }
 
-// Close stops the background goroutine, forwards the denied requests still
+// Close stops the background goroutines, forwards the denied requests still
 // counted locally (CountDenied) in one last sync of at most a second
 // (skipped while the breaker is open: those counts are lost), and closes the embedded fallback store. Later Takes return
 // core.ErrClosed. Close is idempotent; it does not close the remote store,

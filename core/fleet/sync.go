@@ -11,7 +11,7 @@ import (
 // maxBatch bounds the entries of one sync round trip.
 const maxBatch = 512
 
-// tick is the period of the background goroutine's sync rounds: the tier's
+// tick is the period of the background sync rounds: the tier's
 // sync interval, or DefaultWriteBackSync when the tier is exact by default
 // (rounds then only forward and renew for policies that ask for them).
 func (s *Store) tick() time.Duration {
@@ -21,27 +21,41 @@ func (s *Store) tick() time.Duration {
 	return DefaultWriteBackSync
 }
 
-// loop runs sync rounds every tick and, while the breaker is open, probes
-// every probe interval. It stops at Close.
-func (s *Store) loop() {
+// syncLoop runs a sync round every tick (skipped while the breaker is
+// open). It stops at Close.
+func (s *Store) syncLoop() {
 	defer s.wg.Done()
-	syncT := time.NewTicker(s.tick())
-	defer syncT.Stop()
-	probeT := time.NewTicker(s.cfg.probe)
-	defer probeT.Stop()
+	tk := time.NewTicker(s.tick())
+	defer tk.Stop()
 	for {
 		select {
 		case <-s.stop:
 			return
-		case <-syncT.C:
+		case <-tk.C:
 			if s.brk.isOpen() {
 				continue
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), min(s.tick(), time.Second)+core.DefaultTimeout)
 			_ = s.Sync(ctx)
 			cancel()
-		case <-probeT.C:
-			if !s.brk.isOpen() || s.ping == nil {
+		}
+	}
+}
+
+// probeLoop probes every probe interval while the breaker is open (see
+// Probe); a goroutine of its own, so a sync round stuck on a hung remote
+// store never delays a probe. It runs only for a remote store with Ping,
+// and stops at Close.
+func (s *Store) probeLoop() {
+	defer s.wg.Done()
+	tk := time.NewTicker(s.cfg.probe)
+	defer tk.Stop()
+	for {
+		select {
+		case <-s.stop:
+			return
+		case <-tk.C:
+			if !s.brk.isOpen() {
 				continue
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), s.cfg.probe)
@@ -54,7 +68,7 @@ func (s *Store) loop() {
 // Probe pings the remote store when the breaker is open and its cool-down
 // has passed (at the tier's clock), and closes the breaker when the ping
 // succeeds. It returns the ping's error, or nil when there was nothing to
-// probe. The background goroutine calls it every probe interval; tests
+// probe. A background goroutine calls it every probe interval; tests
 // call it by hand. For a remote store without a Ping method it does
 // nothing: the first request after the cool-down is the probe.
 func (s *Store) Probe(ctx context.Context) error {
