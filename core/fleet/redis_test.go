@@ -51,47 +51,60 @@ func TestConformanceExactCluster(t *testing.T) {
 // (sync 0: exact, with its deny cache) and through the plain Redis store
 // on another prefix of the same server, both at the same client time from
 // one core.ManualClock: every decision is equal, for every policy of the
-// conformance suite, while the tier sends fewer commands (denials served
-// from the deny cache).
+// conformance suite, on a node and on the Cluster, while the tier sends
+// fewer commands (denials served from the deny cache).
 func TestExactEqualsPlainRedis(t *testing.T) {
-	srv := redistest.StartNode(t)
-	c := srv.NewClient(t)
-	plain := redisStore(t, c, redisstore.WithPrefix("plain:"))
-	cnt := &cmdCounter{}
-	tc := redis.NewClient(srv.ClientOptions())
-	tc.AddHook(cnt)
-	t.Cleanup(func() { _ = tc.Close() })
-	clk := core.NewManualClock(storetest.Epoch)
-	tier := newTier(t, redisStore(t, tc, redisstore.WithPrefix("tier:")), WithClock(clk), WithSync(0))
-	ctx := context.Background()
-	var calls int64
-	for _, p := range storetest.Policies() {
-		t.Run(p.Name, func(t *testing.T) {
-			rng := rand.New(rand.NewPCG(uint64(len(p.Name)), 11))
-			for i := 0; i < 400; i++ {
-				switch rng.IntN(4) {
-				case 0:
-					clk.Advance(time.Duration(rng.IntN(300)) * time.Millisecond)
-				case 1:
-					clk.Advance(time.Duration(rng.IntN(2000)) * time.Microsecond)
-				}
-				key := []string{"a", "b", "c"}[rng.IntN(3)]
-				cost := int64(1 + rng.IntN(2))
-				if rng.IntN(12) == 0 {
-					cost = int64(rng.IntN(4))
-				}
-				now := clk.Now()
-				want, err := plain.Take(ctx, key, &p, now, cost)
-				require.NoError(t, err)
-				got, err := tier.Take(ctx, key, &p, now, cost)
-				require.NoError(t, err)
-				require.Equal(t, want, got, "step %d key %s cost %d", i, key, cost)
-				calls++
+	node := redistest.StartNode(t)
+	cl := redistest.StartCluster(t)
+	for _, target := range []string{"node", "cluster"} {
+		t.Run(target, func(t *testing.T) {
+			cnt := &cmdCounter{}
+			var c, tc redis.UniversalClient
+			if target == "node" {
+				c = node.NewClient(t)
+				tnc := node.NewClient(t)
+				tnc.AddHook(cnt)
+				tc = tnc
+			} else {
+				c = cl.NewClient(t)
+				tcc := cl.NewClient(t)
+				tcc.AddHook(cnt)
+				tc = tcc
 			}
+			plain := redisStore(t, c, redisstore.WithPrefix("plain:"))
+			clk := core.NewManualClock(storetest.Epoch)
+			tier := newTier(t, redisStore(t, tc, redisstore.WithPrefix("tier:")), WithClock(clk), WithSync(0))
+			ctx := context.Background()
+			var calls int64
+			for _, p := range storetest.Policies() {
+				t.Run(p.Name, func(t *testing.T) {
+					rng := rand.New(rand.NewPCG(uint64(len(p.Name)), 11))
+					for i := 0; i < 400; i++ {
+						switch rng.IntN(4) {
+						case 0:
+							clk.Advance(time.Duration(rng.IntN(300)) * time.Millisecond)
+						case 1:
+							clk.Advance(time.Duration(rng.IntN(2000)) * time.Microsecond)
+						}
+						key := []string{"a", "b", "c"}[rng.IntN(3)]
+						cost := int64(1 + rng.IntN(2))
+						if rng.IntN(12) == 0 {
+							cost = int64(rng.IntN(4))
+						}
+						now := clk.Now()
+						want, err := plain.Take(ctx, key, &p, now, cost)
+						require.NoError(t, err)
+						got, err := tier.Take(ctx, key, &p, now, cost)
+						require.NoError(t, err)
+						require.Equal(t, want, got, "step %d key %s cost %d", i, key, cost)
+						calls++
+					}
+				})
+			}
+			t.Logf("%s: %d decisions, %d tier commands to Redis", target, calls, cnt.n.Load())
+			require.Less(t, cnt.n.Load(), calls, "the deny cache saved round trips")
 		})
 	}
-	t.Logf("%d decisions, %d tier commands to Redis", calls, cnt.n.Load())
-	require.Less(t, cnt.n.Load(), calls, "the deny cache saved round trips")
 }
 
 // TestWriteBackBoundRedis runs the write-back bound check (checkBound)
