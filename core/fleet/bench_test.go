@@ -179,6 +179,46 @@ func BenchmarkRedisHammer(b *testing.B) {
 	}
 }
 
+// BenchmarkFloodOfKeys: every request a new key (write-back over the
+// in-memory fake), so each one inserts into the full local table and
+// evicts: the worst case of the bounded table.
+func BenchmarkFloodOfKeys(b *testing.B) {
+	keys := make([]string, 1<<20)
+	for i := range keys {
+		keys[i] = "client:" + strconv.Itoa(i)
+	}
+	for _, tiered := range []bool{false, true} {
+		name := "fake-direct"
+		if tiered {
+			name = "tier"
+		}
+		b.Run(name, func(b *testing.B) {
+			var s core.Store = batchFake{newFake()}
+			var tier *Store
+			if tiered {
+				tier = newTier(b, s, WithSync(time.Second), WithMaxKeys(1<<14))
+				s = tier
+			}
+			p := hotPolicy
+			now := time.Unix(1_900_000_000, 0)
+			ctx := context.Background()
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				_, _ = s.Take(ctx, keys[i&(1<<20-1)], &p, now, 1)
+			}
+			b.StopTimer()
+			if tier != nil {
+				n := 0
+				for i := range tier.shards {
+					n += len(tier.shards[i].m)
+				}
+				b.ReportMetric(float64(n), "entries")
+			}
+		})
+	}
+}
+
 // BenchmarkTierOverhead measures the tier alone over the in-memory fake
 // remote (no network): the fake called directly, the tier passing an
 // admitted request through (exact), a deny-cache hit, and a write-back

@@ -299,7 +299,6 @@ func (s *Store) Take(ctx context.Context, key string, p *core.Policy, now time.T
 				// A key seen for the first time is loaded from the remote
 				// store (no lease yet: its remaining quota is unknown).
 				e = sh.insert(k, pi, s.shardCap)
-				e.seen = cost
 			}
 			break
 		}
@@ -317,9 +316,6 @@ func (s *Store) Take(ctx context.Context, key string, p *core.Policy, now time.T
 			return d, nil
 		}
 		if pi.writeBack && cost > 0 {
-			if waits == 0 {
-				e.seen += cost
-			}
 			if t < e.leaseAt && e.leaseAt-t <= pi.syncUs {
 				// The lease was charged after this request started
 				// (concurrent requests read the clock in any order, and a

@@ -138,7 +138,7 @@ func (s *Store) Sync(ctx context.Context) error {
 					e.startGrab()
 				}
 			}
-			e.used, e.seen = 0, 0
+			e.used = 0
 			if o.forward > 0 || o.renew > 0 {
 				ops = append(ops, o)
 			}

@@ -37,7 +37,6 @@ type entry struct {
 	size                       int64         // the lease size the key is growing towards
 	granted                    int64         // units granted in the current lease
 	used                       int64         // units admitted locally since the last sync round
-	seen                       int64         // units requested since the last sync round
 	grab                       chan struct{} // non-nil while a lease request is in flight; closed when it ends
 
 	// The last remote decision and what it left.
@@ -125,6 +124,8 @@ func (pi *pinfo) leaseEnd(t int64, d core.Decision) int64 {
 type shard struct {
 	mu    sync.Mutex
 	m     map[ekey]*entry
+	ring  []*entry // the same entries, in the CLOCK's order
+	hand  int      // the CLOCK hand: the next ring slot to look at
 	dirty []*entry // entries the next sync round looks at
 	_     [40]byte
 }
@@ -137,31 +138,32 @@ func (sh *shard) queue(e *entry) {
 	}
 }
 
-// insert adds a fresh entry for k, evicting one first when the shard holds
-// capa: the first of up to 16 entries (from the map's random iteration
-// start) not referenced since the hand passed, else the last looked at.
+// insert adds a fresh entry for k. When the shard holds capa entries it
+// evicts one first (CLOCK, second chance): the hand clears the referenced
+// bit of the entries it passes and evicts the first one found clear, so an
+// insert is O(1) amortized and at worst one turn of the ring.
 func (sh *shard) insert(k ekey, pi *pinfo, capa int) *entry {
-	if len(sh.m) >= capa {
-		var victim *entry
-		n := 0
-		for _, v := range sh.m {
-			victim = v
-			if !v.ref {
-				break
-			}
-			v.ref = false
-			if n++; n >= 16 {
-				break
-			}
-		}
-		if victim != nil {
-			delete(sh.m, victim.k)
-			victim.gone = true
-		}
-	}
 	e := &entry{k: k, pi: pi, ref: true}
-	sh.m[k] = e
-	return e
+	if len(sh.ring) < capa {
+		sh.ring = append(sh.ring, e)
+		sh.m[k] = e
+		return e
+	}
+	for {
+		sh.hand %= len(sh.ring)
+		v := sh.ring[sh.hand]
+		if v.ref {
+			v.ref = false
+			sh.hand++
+			continue
+		}
+		delete(sh.m, v.k)
+		v.gone = true
+		sh.ring[sh.hand] = e
+		sh.hand++
+		sh.m[k] = e
+		return e
+	}
 }
 
 // startGrab marks a lease request in flight; requests finding the lease
