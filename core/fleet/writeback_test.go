@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -303,4 +304,55 @@ func TestRequestsWaitForTheLeaseInFlight(t *testing.T) {
 		assert.True(t, (<-done).Allowed)
 	}
 	assert.Equal(t, calls, f.calls.Load(), "served from the lease they waited for")
+}
+
+// TestWriteBackConcurrent: 4 tiers × 8 goroutines hammer one fixed-window
+// key in one window while sync rounds run concurrently: the fleet admits
+// at most the limit (fixed-window leases never cross the window), and at
+// least the limit less the leases left unused at the end.
+func TestWriteBackConcurrent(t *testing.T) {
+	const tiers, perTier, limit = 4, 8, 4000
+	f := newFake()
+	clk := core.NewManualClock(t0.Truncate(time.Hour))
+	p := &core.Policy{Name: "fw", Algorithm: core.FixedWindow, Limits: []core.Limit{core.PerHour(limit)}}
+	ts := make([]*Store, tiers)
+	for i := range ts {
+		ts[i] = newTier(t, batchFake{f}, WithClock(clk), WithSync(time.Minute), WithMaxLease(64))
+	}
+	var admitted atomic.Int64
+	var wg sync.WaitGroup
+	stop := make(chan struct{})
+	go func() {
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+				for _, s := range ts {
+					assert.NoError(t, s.Sync(context.Background()))
+				}
+			}
+		}
+	}()
+	for g := 0; g < tiers*perTier; g++ {
+		wg.Add(1)
+		go func(s *Store) {
+			defer wg.Done()
+			for i := 0; i < 400; i++ {
+				d, err := s.Take(context.Background(), "k", p, clk.Now(), 1)
+				if !assert.NoError(t, err) {
+					return
+				}
+				if d.Allowed {
+					admitted.Add(1)
+				}
+			}
+		}(ts[g%tiers])
+	}
+	wg.Wait()
+	close(stop)
+	assert.LessOrEqual(t, admitted.Load(), int64(limit))
+	assert.GreaterOrEqual(t, admitted.Load(), int64(limit-tiers*64), "unused leases at most the lease cap per tier")
+	assert.LessOrEqual(t, admitted.Load(), f.charged.Load())
+	t.Logf("admitted %d of %d (charged %d, %d remote takes for %d requests)", admitted.Load(), limit, f.charged.Load(), f.calls.Load(), tiers*perTier*400)
 }
