@@ -28,7 +28,9 @@
 // (TestExactEqualsPlainRedis compares them decision by decision). A cost
 // above the policy's capacity (RetryAfter core.Never) is cached until the
 // key would be full again. Any remote decision for the key replaces the
-// cached one.
+// cached one. In write-back mode a cached denial also answers requests of
+// a larger cost (denied as well; their RetryAfter is then the cached one,
+// which may be shorter than the true wait).
 //
 // CountDenied: in exact mode the deny cache does not serve CountDenied
 // policies, because every denial changes the remote state (the remote
@@ -66,6 +68,9 @@
 // round trip (a pipeline; one per node on a Cluster) renews the leases of
 // the keys used since the last round that hold less than half their lease
 // size, forwards pending CountDenied counts, and drops expired leases.
+// Sync rounds run at the tier's interval (WithSync, else
+// DefaultWriteBackSync); a policy's own Sync sets how long its leases
+// live.
 // The local table holds at most WithMaxKeys entries (CLOCK eviction;
 // evicting loses a lease or a cached denial, never admits more).
 //
