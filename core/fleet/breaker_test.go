@@ -205,3 +205,27 @@ func TestFailLocalAcceptedByLimiter(t *testing.T) {
 	_, err := core.NewLimiter(tier, core.Policy{Name: "p", FailMode: core.FailLocal, Limits: []core.Limit{core.PerMinute(1)}})
 	require.NoError(t, err)
 }
+
+// TestFailLocalAfterLimitsChange: a policy reloaded under the same name
+// with other limits gets its own local state (the embedded store would
+// refuse one name with two sets of limits).
+func TestFailLocalAfterLimitsChange(t *testing.T) {
+	f := newFake()
+	f.setFail(errDown)
+	tier := newTier(t, pingFake{batchFake{f}}, WithBreaker(1, time.Hour, time.Hour))
+	ctx := context.Background()
+	for _, n := range []int64{2, 3} {
+		p := &core.Policy{Name: "reloaded", FailMode: core.FailLocal, Limits: []core.Limit{core.PerMinute(n)}}
+		admitted := int64(0)
+		for i := 0; i < 5; i++ {
+			d, err := tier.Take(ctx, "k", p, t0, 1)
+			require.Error(t, err)
+			require.True(t, d.Degraded, "limit %d", n)
+			assert.Equal(t, "reloaded", d.Policy)
+			if d.Allowed {
+				admitted++
+			}
+		}
+		assert.Equal(t, n, admitted)
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"hash/maphash"
 	"slices"
 	"sync"
@@ -239,6 +240,7 @@ func (s *Store) info(p *core.Policy) (*pinfo, error) {
 		}
 	}
 	lp.Mode, lp.Sync, lp.FleetSize = core.ModeDefault, 0, 0
+	lp.Name = localName(&lp)
 	if lp.Validate() == nil {
 		pi.local = &lp
 	}
@@ -257,6 +259,21 @@ func (s *Store) info(p *core.Policy) (*pinfo, error) {
 	m[p] = pi
 	s.policies.Store(&m)
 	return pi, nil
+}
+
+// localName names the embedded store's derived policy: the policy's name
+// (shortened to fit) and a digest of what its state means, so that two
+// policies sharing a name with different limits (a rules file reloaded
+// with new limits) never share or refuse each other's local state.
+// Decisions still report the policy's own name.
+func localName(p *core.Policy) string {
+	h := fnv.New64a()
+	fmt.Fprint(h, p.Algorithm, p.Buckets, p.SoftPercent, p.Limits)
+	name := p.Name
+	if len(name) > 64-17 {
+		name = name[:64-17]
+	}
+	return fmt.Sprintf("%s:%016x", name, h.Sum64())
 }
 
 // Take decides cost for key under p at now (see core.Store): from the deny
