@@ -270,3 +270,35 @@ func BenchmarkTierOverhead(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkRedisHotKeySerial: one goroutine, one store, one hot key on a
+// Redis node: the plain store, the tier exact, the tier write-back.
+func BenchmarkRedisHotKeySerial(b *testing.B) {
+	tg := nodeTarget(redistest.StartNode(b))
+	for _, c := range []struct {
+		name string
+		tier bool
+		opts []Option
+	}{
+		{"plain", false, nil},
+		{"exact", true, nil},
+		{"write-back", true, []Option{WithSync(100 * time.Millisecond)}},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			s := fleetOf(b, tg, 1, c.tier, c.opts...)[0]
+			p := hotPolicy
+			ctx := context.Background()
+			key := "serial-" + c.name
+			before := tg.calls(b)
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				if _, err := s.Take(ctx, key, &p, time.Now(), 1); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.StopTimer()
+			b.ReportMetric(float64(tg.calls(b)-before)/float64(b.N), "redis-cmds/decision")
+		})
+	}
+}
