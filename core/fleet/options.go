@@ -94,7 +94,9 @@ func WithMaxLease(n int64) Option {
 // WithMaxKeys bounds the local table: deny-cache and lease entries over all
 // policies (default DefaultMaxKeys). When full, an entry not used recently
 // is evicted (CLOCK); eviction only loses a cached denial or unused leased
-// units, it never admits more. n >= 64.
+// units, it never admits more. An entry takes about 400 bytes plus its key
+// (at most MaxKeyLen bytes): the default table stays below 26 MB plus the
+// keys, 60 MB with hostile 512-byte keys. n >= 64.
 func WithMaxKeys(n int) Option {
 	return func(c *config) {
 		if n < numShards || n > 1<<26 {
