@@ -229,3 +229,34 @@ func TestFailLocalAfterLimitsChange(t *testing.T) {
 		assert.Equal(t, n, admitted)
 	}
 }
+
+// TestSyncFailuresOpenTheBreaker: failed sync rounds count towards the
+// breaker, report their error, and keep the counts they could not forward.
+func TestSyncFailuresOpenTheBreaker(t *testing.T) {
+	f := newFake()
+	clk := core.NewManualClock(t0)
+	ev := &events{}
+	tier := newTier(t, pingFake{batchFake{f}}, WithClock(clk), WithSync(time.Hour), WithObserver(ev), WithBreaker(2, time.Second, time.Second))
+	p := &core.Policy{Name: "cd", Algorithm: core.FixedWindow, CountDenied: true, Limits: []core.Limit{core.PerMinute(1)}}
+	ctx := context.Background()
+	for i := 0; i < 4; i++ { // 1 admitted, 1 remote denial, 2 cached
+		_, err := tier.Take(ctx, "k", p, t0, 1)
+		require.NoError(t, err)
+	}
+	f.setFail(errDown)
+	require.ErrorIs(t, tier.Sync(ctx), errDown)
+	require.Equal(t, core.BreakerClosed, tier.BreakerState())
+	require.ErrorIs(t, tier.Sync(ctx), errDown)
+	require.Equal(t, core.BreakerOpen, tier.BreakerState(), "two failed rounds in a row")
+	syncs := ev.kinds(core.EventSync)
+	require.Len(t, syncs, 2)
+	assert.ErrorIs(t, syncs[1].Err, errDown)
+	assert.Equal(t, 1, syncs[1].Keys)
+	require.NoError(t, tier.Sync(ctx), "an open breaker skips the round")
+	f.setFail(nil)
+	clk.Advance(time.Second)
+	require.NoError(t, tier.Probe(ctx))
+	calls := f.calls.Load()
+	require.NoError(t, tier.Sync(ctx))
+	assert.Equal(t, calls+1, f.calls.Load(), "the kept count is forwarded once the remote store is back")
+}
