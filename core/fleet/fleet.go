@@ -502,6 +502,9 @@ func (s *Store) record(sh *shard, e *entry, k ekey, pi *pinfo, t, cost int64, d 
 	e.lastAt = t
 	if d.Allowed && !d.Shadowed {
 		e.remaining = d.Remaining
+		if granted {
+			e.remaining -= grab // the remote store's own remaining (the decision adds the lease)
+		}
 	} else {
 		e.remaining = 0
 	}

@@ -356,3 +356,25 @@ func TestWriteBackConcurrent(t *testing.T) {
 	assert.LessOrEqual(t, admitted.Load(), f.charged.Load())
 	t.Logf("admitted %d of %d (charged %d, %d remote takes for %d requests)", admitted.Load(), limit, f.charged.Load(), f.calls.Load(), tiers*perTier*400)
 }
+
+// TestLeaseAtMostHalfTheRemaining: a lease is never more than half of what
+// the remote store reported remaining, so the fleet leaves room for others
+// and a nearly exhausted key goes exact.
+func TestLeaseAtMostHalfTheRemaining(t *testing.T) {
+	f := newFake()
+	tier := newTier(t, batchFake{f}, WithSync(time.Minute), WithMaxLease(1000))
+	p := &core.Policy{Name: "p", Limits: []core.Limit{core.PerHour(100)}}
+	ctx := context.Background()
+	prev := f.charged.Load()
+	for i := 0; i < 100; i++ {
+		before := f.peek("k", p, t0, 0).Remaining
+		calls := f.calls.Load()
+		_, err := tier.Take(ctx, "k", p, t0, 1)
+		require.NoError(t, err)
+		if f.calls.Load() > calls {
+			leased := f.charged.Load() - prev - 1
+			assert.LessOrEqual(t, leased, before/2, "request %d: leased %d of %d remaining", i, leased, before)
+		}
+		prev = f.charged.Load()
+	}
+}
