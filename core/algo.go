@@ -154,12 +154,14 @@ func (p *Policy) ExpiresAt(state []int64, now int64) int64 {
 // window, exactly as a cost of capacity + 1 would.
 //
 // A state that only a clock gone back can leave (a GCRA tat beyond
-// now + capacity × T, a window, bucket or log entry after now) is first
-// normalized, in place and in every call (a peek included), into the
-// nearest state the policy could have written at now: no decision ever
-// asks for a longer wait than the policy allows (a full refill, a window,
-// or a window and a bucket for the sliding counter), so a clock stepped
-// back, or corrected after running fast, never locks a key out. The price:
+// now + 2 × capacity × T, a window, bucket or log entry more than a window
+// after now) is first normalized, in place and in every call (a peek
+// included), into the nearest state the policy could have written at now;
+// nearer states stay in force (concurrent callers reach a state in another
+// order than they read the clock). No decision ever asks for a wait longer
+// than twice what the policy allows (two full refills or windows, and a
+// bucket for the sliding counter), so a clock stepped back, or corrected
+// after running fast, never locks a key out. The price:
 // if callers sharing state pass instants from clocks that differ by D and
 // alternate on one key, each switch from the slower clock to the faster
 // may grant up to D of refill (at most a full bucket or window), as
