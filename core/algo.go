@@ -23,13 +23,15 @@ import (
 
 // write modes of a per-limit step. In every mode, each algorithm first
 // normalizes a state that only a clock gone back can leave (a tat beyond
-// now + tau, a refill instant more than tokens × T after now, a window or
-// bucket after now's,
-// log entries stamped after now) into the nearest state the policy could
+// now + 2×tau, a refill instant more than tokens × T + tau after now, a
+// window more than one window or a bucket more than a window after now's,
+// log entries stamped more than a window after now) into the nearest state the policy could
 // have written at now: that consumes nothing, and it keeps RetryAfter
-// exact and never longer than the policy allows (a full refill, a window,
-// a window and a bucket for the sliding counter). A clock stepped back by
-// D thus never locks a key out for D. The price, when servers whose clocks
+// exact and never longer than twice what the policy allows (two full
+// refills or windows). A clock stepped back by D thus never locks a key
+// out for D. Smaller distances stay in force, because concurrent callers
+// routinely reach a state in another order than they read the clock, and
+// normalizing their instants would hand quota back at every such race. The price, when servers whose clocks
 // differ by D share keys under a client-supplied time, is that a key used
 // alternately from both may get up to D of refill (at most a full bucket
 // or window) at each switch from the slow clock to the fast one, as
@@ -152,12 +154,14 @@ func (p *Policy) ExpiresAt(state []int64, now int64) int64 {
 // window, exactly as a cost of capacity + 1 would.
 //
 // A state that only a clock gone back can leave (a GCRA tat beyond
-// now + capacity × T, a window, bucket or log entry after now) is first
-// normalized, in place and in every call (a peek included), into the
-// nearest state the policy could have written at now: no decision ever
-// asks for a longer wait than the policy allows (a full refill, a window,
-// or a window and a bucket for the sliding counter), so a clock stepped
-// back, or corrected after running fast, never locks a key out. The price:
+// now + 2 × capacity × T, a window, bucket or log entry more than a window
+// after now) is first normalized, in place and in every call (a peek
+// included), into the nearest state the policy could have written at now;
+// nearer states stay in force (concurrent callers reach a state in another
+// order than they read the clock). No decision ever asks for a wait longer
+// than twice what the policy allows (two full refills or windows, and a
+// bucket for the sliding counter), so a clock stepped back, or corrected
+// after running fast, never locks a key out. The price:
 // if callers sharing state pass instants from clocks that differ by D and
 // alternate on one key, each switch from the slower clock to the faster
 // may grant up to D of refill (at most a full bucket or window), as
@@ -281,14 +285,17 @@ func EmissionInterval(l Limit) int64 {
 // gcra: state [tat]. T = emission interval, tau = capacity × T. A request
 // of cost c is admitted when max(tat, now) + c×T − now ≤ tau.
 //
-// A tat beyond now + tau cannot be written at now; it means the clock went
-// back (or a client clock ran fast under WithClientTime). It is read as
-// now + tau, an empty bucket, so no stored state implies a wait longer
-// than a full refill (tau): a clock stepped back by an hour costs a user
-// the burst it had, never an hour.
+// A tat beyond now + tau cannot be written at now. Up to now + 2×tau it is
+// an instant read a little late (a concurrent caller read the clock first
+// and reached the state second) or a small clock step, and stays in force:
+// normalizing it would hand the lateness back as quota at every such
+// race. Beyond that the clock went back (or a client clock ran fast under
+// WithClientTime): it is read as now + tau, an empty bucket, so no stored
+// state implies a wait longer than two full refills: a clock stepped back
+// by an hour costs a user the burst it had, never an hour.
 func gcra(k *plan, st []int64, now, cost int64, mode int) lres {
 	t, tau := k.t, k.tau
-	if st[0] > now+tau {
+	if st[0]-now > 2*tau {
 		st[0] = now + tau
 	}
 	tat := max(st[0], now)
@@ -304,8 +311,9 @@ func gcra(k *plan, st []int64, now, cost int64, mode int) lres {
 		r.retryAfter = never
 	}
 	if mode == writeAlways {
-		// counted up to an empty bucket
-		st[0] = min(newTat, now+tau)
+		// counted up to an empty bucket, never lowering a tat that a late
+		// caller finds ahead of its now
+		st[0] = max(tat, min(newTat, now+tau))
 		r.resetAfter = st[0] - now
 	}
 	return r
@@ -314,14 +322,17 @@ func gcra(k *plan, st []int64, now, cost int64, mode int) lres {
 // tokenBucket: state [tokens, last]. A new key (last == 0) is full. Whole
 // tokens are added every T since last, the remainder carried, up to the
 // capacity; a full bucket restarts its refill clock at now. A clock that
-// went back adds nothing; a last refill so far ahead that a full refill
-// would take longer than capacity × T is moved back to now + tokens × T.
+// went back adds nothing; a last refill more than a full refill
+// (capacity × T) beyond now + tokens × T, which only a clock step can
+// leave, is moved back to now + tokens × T (within that margin the state
+// stays in force: a caller that read the clock before a concurrent one
+// must not move the refill back).
 func tokenBucket(k *plan, st []int64, now, cost int64, mode int) lres {
 	t, capa := k.t, k.capa
 	tokens, last := st[0], st[1]
 	if last == 0 {
 		tokens, last = capa, now
-	} else if last > now+tokens*t {
+	} else if last-now > tokens*t+k.tau {
 		st[1], last = now+tokens*t, now+tokens*t
 	} else if now > last {
 		n := (now - last) / t
@@ -356,10 +367,12 @@ const (
 )
 
 // fixedWindow: state [(index mod 2^33) << 31 | count]. Windows are aligned
-// to the epoch: index = now / W. A stored window later than now's (the
+// to the epoch: index = now / W. The window after now's stays in force (a
+// caller that read the clock just before a concurrent one rolled the
+// window over decides in that window). A stored window further ahead (the
 // clock went back) has its count carried into now's window: a clock jump
 // never resets a count, and never makes a client wait beyond the end of
-// the current window.
+// the next window.
 func fixedWindow(k *plan, st []int64, now, cost int64, mode int) lres {
 	w, capa := k.w, k.capa
 	idx := now / w
@@ -369,7 +382,13 @@ func fixedWindow(k *plan, st []int64, now, cost int64, mode int) lres {
 		// signed difference of the 33-bit indexes
 		if diff := int64((uint64(idx)-stored)<<fwCountBits) >> fwCountBits; diff > 0 {
 			count = 0
-		} else if diff < 0 {
+		} else if diff == -1 {
+			// the next window: a caller that read the clock just before a
+			// concurrent one rolled the window over; it stays in force
+			// (carrying its count back would hand the window's quota out
+			// again)
+			idx++
+		} else if diff < -1 {
 			st[0] = int64(uint64(idx)<<fwCountBits) | count
 		}
 	}
@@ -393,8 +412,9 @@ func fixedWindow(k *plan, st []int64, now, cost int64, mode int) lres {
 // slidingLog: state [head, ring of C slots]. A slot holds an admitted unit's
 // timestamp + 1 (0 = empty); head is the oldest slot, the next to write.
 // Timestamps are written as max(now, newest), so the ring is sorted from
-// head on. Entries stamped after now (the clock went back) are restamped
-// now first. A unit stamped ts is inside the window at now while
+// head on. Entries stamped more than a window after now (the clock went
+// back) are restamped now first; nearer ones stay (a caller that read the
+// clock before a concurrent one). A unit stamped ts is inside the window at now while
 // ts > now − W; the request is admitted when the units inside plus cost
 // fit C. A decision reads O(log C) slots and writes cost (at most C) of
 // them.
@@ -417,7 +437,7 @@ func slidingLog(k *plan, st []int64, now, cost int64, mode int) lres {
 		}
 		return lo
 	}
-	if at(c-1) > now+1 {
+	if at(c-1)-1-now > w {
 		i := search(now + 1)
 		fillRing(ring, (head+i)%c, c-i, now+1)
 	}
@@ -494,15 +514,21 @@ func (c *counter) window(i, n int64) (sum, oldest int64) {
 //
 // in float64, in exactly that order (see estimate). Admitted when
 // estimate ≤ capacity − cost. A decision reads O(N) counts (N ≤
-// MaxBuckets). A stored current bucket after now's (the clock went back) is first moved
-// back to now's, the whole window with it: the counts keep their order and
-// leave the window as now advances.
+// MaxBuckets). A stored current bucket up to a window after now's (a
+// caller that read the clock before a concurrent one) is where the
+// decision is made, at its start. One further ahead (the clock went back)
+// is first moved back to now's, the whole window with it: the counts keep
+// their order and leave the window as now advances.
 func slidingCounter(k *plan, st []int64, now, cost int64, mode int) lres {
 	n, bl, capa := k.n, k.bl, k.capa
 	ctr := counter{counts: st[1:], cur: st[0], slots: n + 1}
 	idx := now / bl
 	e := now - idx*bl
-	if idx < ctr.cur {
+	if idx < ctr.cur && ctr.cur-idx <= n {
+		// a caller that read the clock before a concurrent one moved to a
+		// later bucket: decide at the start of the stored current bucket
+		idx, e = ctr.cur, 0
+	} else if idx < ctr.cur {
 		// bucket j moves to j − d: slot i takes the count of slot i + d
 		rotate(ctr.counts, (ctr.cur-idx)%ctr.slots)
 		st[0], ctr.cur = idx, idx

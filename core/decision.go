@@ -20,7 +20,9 @@ type Decision struct {
 	Allowed bool
 	// Limit is the binding limit as configured (nominal, without soft
 	// overage): when allowed, the one with the least room left; when
-	// denied, the denying one with the longest wait. Zero when Degraded.
+	// denied, the denying one with the longest wait. Zero when Degraded by
+	// FailOpen or FailClosed; under FailLocal the local fallback's divided
+	// limit.
 	Limit Limit
 	// Remaining is the cost the binding limit would still admit now, after
 	// this request when it was allowed. Never negative; 0 when denied.
@@ -45,7 +47,9 @@ type Decision struct {
 	Shadowed bool
 	// Degraded is true when the store failed or timed out and the policy's
 	// FailMode made the decision (Allowed true for FailOpen, false for
-	// FailClosed). The accompanying error says why.
+	// FailClosed; under FailLocal the fleet tier's local store decided
+	// with the policy's limits divided by the fleet size, and the other
+	// fields are that store's). The accompanying error says why.
 	Degraded bool
 }
 

@@ -11,16 +11,18 @@ import (
 )
 
 // maxWait is the longest RetryAfter limit k may answer for a cost within
-// its capacity, from any state: a full refill (GCRA, token bucket), a
-// window (fixed window, log), a window and a bucket (sliding counter).
+// its capacity, from any state: two full refills (GCRA, token bucket), two
+// windows (fixed window, log), two windows and a bucket
+// (sliding counter). The second refill or window is the margin within
+// which a state ahead of now stays in force (see the write modes' doc).
 func maxWait(c *Compiled, k *plan) int64 {
 	switch c.p.Algorithm {
 	case GCRA, TokenBucket:
-		return k.tau
+		return 2 * k.tau
 	case SlidingWindowCounter:
-		return k.w + k.bl
+		return 2*k.w + k.bl
 	}
-	return k.w
+	return 2 * k.w
 }
 
 // extremePolicy builds a single-limit policy from raw (possibly hostile)
@@ -173,7 +175,51 @@ func TestClockBackTokenBucket(t *testing.T) {
 		{0, 1, true, 99, 0, -1},
 		{back, 0, true, 99, 0, time.Minute}, // the refill clock moved to back + 99 × 600 ms
 		{back, 99, true, 0, 0, -1},
-		{back, 1, false, 0, 600 * time.Millisecond, -1}, // an empty bucket refills from now
-		{back + 600*ms, 1, true, 0, 0, -1},
+		// the refill clock, 59.4 s ahead, is within a full refill of now:
+		// it stays in force
+		{back, 1, false, 0, 60 * time.Second, -1},
+		{back + time.Minute.Microseconds(), 1, true, 0, 0, -1},
 	})
+}
+
+// TestLateInstantsHandNothingBack guards against normalizing what
+// concurrency produces: callers read the clock, then reach the state in
+// another order, so a state may lie a little ahead of a caller's now.
+// Treating that as a clock gone back handed the lateness back as quota at
+// every race (GCRA lost its tat, a fixed window carried its count back and
+// then restarted). Hammering with instants up to half a window late must
+// admit no more than the policy allows over the span the instants cover.
+func TestLateInstantsHandNothingBack(t *testing.T) {
+	for _, alg := range []Algorithm{GCRA, TokenBucket, FixedWindow, SlidingWindowLog, SlidingWindowCounter} {
+		t.Run(alg.String(), func(t *testing.T) {
+			p := Policy{Name: "late", Algorithm: alg, Limits: []Limit{PerSecond(10)}}
+			if alg == SlidingWindowCounter {
+				p.Buckets = 10
+			}
+			c, err := p.Compile()
+			require.NoError(t, err)
+			st := make([]int64, c.StateWords())
+			rng := rand.New(rand.NewPCG(1, uint64(alg)))
+			const w = int64(1_000_000)
+			const span = 20 * w
+			const late = w / 2
+			start := int64(1_700_000_000) * w
+			admitted := int64(0)
+			for true_ := start; true_ < start+span; true_ += 997 {
+				now := true_ - rng.Int64N(late) // read the clock up to half a window before reaching the state
+				if c.Decide(st, now, 1).Allowed {
+					admitted++
+				}
+			}
+			// GCRA and the token bucket: the burst plus the refill over the
+			// span the instants cover; the windows: one limit per window
+			// those instants touch.
+			bound := int64(10) + (span+late)/(w/10)
+			if alg != GCRA && alg != TokenBucket {
+				bound = 10 * ((span+late)/w + 2)
+			}
+			require.LessOrEqual(t, admitted, bound, "late instants handed quota back")
+			require.GreaterOrEqual(t, admitted, int64(10)*(span/w)-10, "and the limit still admits")
+		})
+	}
 }

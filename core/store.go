@@ -76,3 +76,32 @@ func (e *StoreError) Unwrap() error { return e.Err }
 // Timeout reports whether the store did not answer within the deadline (a
 // context deadline or a socket timeout; see [ClassifyError]).
 func (e *StoreError) Timeout() bool { return ClassifyError(e.Err) == ErrorTimeout }
+
+// BatchTake is one entry of a [BatchStore.TakeBatch]: the arguments of a
+// Take (Key, Policy, Now, Cost) and, written in place by TakeBatch, its
+// result (Decision, Err).
+type BatchTake struct {
+	Key    string
+	Policy *Policy
+	Now    time.Time
+	Cost   int64
+	// Decision and Err are the entry's outcome, as Take would return them.
+	Decision Decision
+	Err      error
+}
+
+// BatchStore is a [Store] that can apply many takes in one round trip (the
+// Redis store sends one pipeline per node). The fleet tier uses it to sync
+// many keys at once.
+//
+// TakeBatch applies every entry of batch, each exactly as Take would
+// (atomic per entry, in order per key), and writes each entry's Decision
+// and Err in place. It is all-or-nothing per entry, not across entries:
+// some entries may succeed while others fail. The returned error is
+// non-nil when the batch as a whole could not be sent (then every entry's
+// Err is set too); entries may still have individual errors when it is nil.
+// Implementations must be safe for concurrent use.
+type BatchStore interface {
+	Store
+	TakeBatch(ctx context.Context, batch []BatchTake) error
+}

@@ -168,7 +168,8 @@ local function expires(i, s) return s[1] end
 
 local function step(i, s, mode)
   local t, tau = arg(i, 1), arg(i, 2)
-  if s[1] > now + tau then s[1] = now + tau; dirty[i] = true end
+  -- a tat more than 2×tau ahead: the clock went back (nearer: a late caller)
+  if s[1] - now > 2 * tau then s[1] = now + tau; dirty[i] = true end
   local tat = s[1]
   if tat < now then tat = now end
   local newtat = tat + cost * t
@@ -226,7 +227,7 @@ local function step(i, s, mode)
   local tokens, last = s[1], s[2]
   if last == 0 then
     tokens, last = capa, now
-  elseif last > now + tokens * t then
+  elseif last - now > (tokens + capa) * t then
     last = now + tokens * t
     s[2] = last; dirty[i] = true
   elseif now > last then
@@ -304,9 +305,10 @@ local function step(i, s, mode)
   local w, capa = arg(i, 1), arg(i, 2)
   local idx, count = current(s, w)
   local nidx = math.floor(now / w)
-  if idx > nidx then
-    -- a window after now's (the clock went back): its count is carried
-    -- into now's window
+  if idx > nidx + 1 then
+    -- a window more than one after now's (the clock went back): its count
+    -- is carried into now's window (the next window stays in force: a
+    -- caller that read the clock before a concurrent one rolled it over)
     idx = nidx; s[1] = idx % M33; dirty[i] = true
   end
   local fin = (idx + 1) * w
@@ -455,10 +457,11 @@ local function search(s, v)
   return lo
 end
 
--- entries stamped after now (the clock went back) are restamped now
+-- entries stamped more than a window after now (the clock went back) are
+-- restamped now; nearer ones stay (a caller that read the clock first)
 for i = 1, nl do
   local s = L[i]
-  if at(s, s.c - 1) > now + 1 then
+  if at(s, s.c - 1) - 1 - now > W[i] then
     local p = search(s, now + 1)
     fill(s, p, s.c - p, now + 1)
     s.newest = now + 1
@@ -617,7 +620,11 @@ local function step(i, s, mode)
   end
   local idx = math.floor(now / bl)
   local e = now - idx * bl
-  if idx < cur then
+  if idx < cur and cur - idx <= n then
+    -- a caller that read the clock before a concurrent one moved on:
+    -- decide at the start of the stored current bucket
+    idx, e = cur, 0
+  elseif idx < cur then
     -- the clock went back: the window moves back to now's bucket
     local d, old = (cur - idx) % slots, {}
     for j = 1, slots do old[j] = cnt[j] end
@@ -731,8 +738,9 @@ local key = KEYS[1]
 local v = redis.call('GET', key)
 local old = 0
 if v then old = tonumber(v) or 0 end
--- a tat beyond now + tau (the clock went back) is normalized to now + tau
-local fix = old > now + tau
+-- a tat beyond now + 2×tau (the clock went back) is normalized to now + tau;
+-- nearer, it stays (a caller that read the clock before a concurrent one)
+local fix = old - now > 2 * tau
 if fix then old = now + tau end
 local tat = old
 if tat < now then tat = now end
@@ -796,7 +804,7 @@ local otokens, olast = tokens, last
 local fix = false
 if last == 0 then
   tokens, last = capa, now
-elseif last > now + tokens * t then
+elseif last - now > (tokens + capa) * t then
   last, fix = now + tokens * t, true
 elseif now > last then
   local n = math.floor((now - last) / t)
@@ -886,7 +894,9 @@ if count ~= 0 then
   local diff = (idx - ix) % 8589934592
   if diff >= 4294967296 then diff = diff - 8589934592 end
   -- a window after now's (the clock went back): its count is carried into now's
-  if diff > 0 then count = 0 elseif diff < 0 then fix = true end
+  -- the next window stays in force (a caller that read the clock before
+  -- a concurrent one rolled it over)
+  if diff > 0 then count = 0 elseif diff == -1 then idx = idx + 1 elseif diff < -1 then fix = true end
 end
 local reset = (idx + 1) * w - now
 local ok, rem, retry, n = 1, 0, 0, -1
@@ -963,7 +973,11 @@ end
 local idx = math.floor(now / bl)
 local e = now - idx * bl
 local fix = false
-if cnt and idx < cur then
+if cnt and idx < cur and cur - idx <= n then
+  -- a caller that read the clock before a concurrent one moved on:
+  -- decide at the start of the stored current bucket
+  idx, e = cur, 0
+elseif cnt and idx < cur then
   -- the clock went back: the window moves back to now's bucket
   local d, old = (cur - idx) % slots, {unpack(cnt, 2, slots + 1)}
   for j = 0, slots - 1 do cnt[j + 2] = old[(j + d) % slots + 1] end
@@ -1088,7 +1102,7 @@ local allok = true
 for i = 1, nl do
   local t, tau, soft = tonumber(ARGV[3 * i + 1]), tonumber(ARGV[3 * i + 2]), tonumber(ARGV[3 * i + 3])
   local old = tonumber(vals[i]) or 0
-  if old > now + tau then old, dirty[i] = now + tau, true end
+  if old - now > 2 * tau then old, dirty[i] = now + tau, true end
   local tat = old
   if tat < now then tat = now end
   local newtat = tat + cost * t

@@ -83,10 +83,21 @@ type Config struct {
 	JWTSecret string
 	// APIKeys are the valid X-API-Key values (LIMITKIT_API_KEYS).
 	APIKeys []string
+	// Sync is the fleet tier's write-back sync interval (-sync) in front of
+	// Redis: 0 (the default) is exact mode (every decision at Redis, with
+	// the exact deny cache and the circuit breaker); above 0, hot keys are
+	// decided locally from leased quota and synced at this interval. A
+	// rule's mode and sync override it. Ignored without Redis.
+	Sync time.Duration
+	// FleetSize is the number of app servers sharing Redis (-fleet-size,
+	// default 1): a rule with fail_mode local divides its limits by it
+	// while Redis is unreachable. A rule's fleet_size overrides it.
+	FleetSize int
 }
 
 // ParseFlags parses the examples' flags — -addr, -redis, -rules,
-// -trusted-proxies, -jwt-secret and -allow-degraded — from args, reading the environment
+// -trusted-proxies, -jwt-secret, -allow-degraded, -sync and -fleet-size —
+// from args, reading the environment
 // through getenv (os.Getenv when nil).
 func ParseFlags(name string, args []string, getenv func(string) string) (Config, error) {
 	if getenv == nil {
@@ -101,11 +112,19 @@ func ParseFlags(name string, args []string, getenv func(string) string) (Config,
 	fs.StringVar(&proxies, "trusted-proxies", "", "comma-separated CIDRs of proxies whose X-Forwarded-For is trusted")
 	fs.StringVar(&cfg.JWTSecret, "jwt-secret", "", "HS256 secret for Bearer tokens (default $"+EnvJWTSecret+")")
 	fs.BoolVar(&cfg.AllowDegraded, "allow-degraded", false, "start even when the -redis server fails its start-up check; each rule's fail mode decides until it answers")
+	fs.DurationVar(&cfg.Sync, "sync", 0, "with -redis: the fleet tier's write-back sync interval (e.g. 100ms); 0 = exact: every decision at Redis, behind the exact deny cache and the circuit breaker")
+	fs.IntVar(&cfg.FleetSize, "fleet-size", 1, "with -redis: app servers sharing Redis; rules with fail_mode local divide their limits by it while Redis is down")
 	if err := fs.Parse(args); err != nil {
 		return Config{}, err
 	}
 	if fs.NArg() > 0 {
 		return Config{}, fmt.Errorf("%s: unexpected arguments %q", name, fs.Args())
+	}
+	if cfg.Sync < 0 || cfg.Sync > core.MaxSync {
+		return Config{}, fmt.Errorf("%s: -sync %v: want 0 (exact) or a write-back interval up to %v, e.g. -sync 100ms", name, cfg.Sync, core.MaxSync)
+	}
+	if cfg.FleetSize < 1 || cfg.FleetSize > core.MaxFleetSize {
+		return Config{}, fmt.Errorf("%s: -fleet-size %d: want the number of app servers sharing Redis, 1 to %d", name, cfg.FleetSize, core.MaxFleetSize)
 	}
 	cfg.TrustedProxies = splitList(proxies)
 	if cfg.JWTSecret == "" {

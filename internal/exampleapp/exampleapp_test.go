@@ -25,10 +25,13 @@ func TestParseFlags(t *testing.T) {
 		want Config
 		err  string
 	}{
-		{"defaults", nil, Config{Addr: ":8080", JWTSecret: "from-env", APIKeys: []string{"k1", "k2"}}, ""},
-		{"all flags", []string{"-addr", "127.0.0.1:9", "-redis", "r:6380", "-rules", "x.yaml", "-trusted-proxies", "10.0.0.0/8, 192.168.0.0/16", "-jwt-secret", "s", "-allow-degraded"},
-			Config{Addr: "127.0.0.1:9", Redis: "r:6380", RulesFile: "x.yaml", TrustedProxies: []string{"10.0.0.0/8", "192.168.0.0/16"}, JWTSecret: "s", APIKeys: []string{"k1", "k2"}, AllowDegraded: true}, ""},
-		{"redis URL", []string{"-redis", "rediss://u:p@r:6380/2"}, Config{Addr: ":8080", Redis: "rediss://u:p@r:6380/2", JWTSecret: "from-env", APIKeys: []string{"k1", "k2"}}, ""},
+		{"defaults", nil, Config{Addr: ":8080", JWTSecret: "from-env", APIKeys: []string{"k1", "k2"}, FleetSize: 1}, ""},
+		{"all flags", []string{"-addr", "127.0.0.1:9", "-redis", "r:6380", "-rules", "x.yaml", "-trusted-proxies", "10.0.0.0/8, 192.168.0.0/16", "-jwt-secret", "s", "-allow-degraded", "-sync", "250ms", "-fleet-size", "4"},
+			Config{Addr: "127.0.0.1:9", Redis: "r:6380", RulesFile: "x.yaml", TrustedProxies: []string{"10.0.0.0/8", "192.168.0.0/16"}, JWTSecret: "s", APIKeys: []string{"k1", "k2"}, AllowDegraded: true, Sync: 250 * time.Millisecond, FleetSize: 4}, ""},
+		{"redis URL", []string{"-redis", "rediss://u:p@r:6380/2"}, Config{Addr: ":8080", Redis: "rediss://u:p@r:6380/2", JWTSecret: "from-env", APIKeys: []string{"k1", "k2"}, FleetSize: 1}, ""},
+		{"negative sync", []string{"-sync", "-1s"}, Config{}, "-sync -1s: want 0 (exact)"},
+		{"huge sync", []string{"-sync", "2h"}, Config{}, "-sync 2h0m0s: want 0 (exact)"},
+		{"fleet size 0", []string{"-fleet-size", "0"}, Config{}, "-fleet-size 0: want the number of app servers"},
 		{"unknown flag", []string{"-port", "1"}, Config{}, "flag provided but not defined: -port"},
 		{"stray argument", []string{"extra"}, Config{}, "unexpected arguments"},
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/limitkit/limitkit/core"
+	"github.com/limitkit/limitkit/core/fleet"
 	"github.com/limitkit/limitkit/core/memstore"
 	"github.com/limitkit/limitkit/core/redisstore"
 )
@@ -68,7 +69,25 @@ func (a *App) openStore(cfg Config, o *options) error {
 	if err != nil {
 		return err
 	}
-	a.Store = st
+	// The fleet tier always sits in front of Redis: its deny cache is
+	// exact and its breaker acts only on failure; write-back only with
+	// -sync > 0 (or a rule's mode: write-back).
+	fleetSize := cfg.FleetSize
+	if fleetSize == 0 {
+		fleetSize = 1
+	}
+	tier, err := fleet.New(st, fleet.WithSync(cfg.Sync), fleet.WithFleetSize(fleetSize), fleet.WithObserver(a.Metrics))
+	if err != nil {
+		return err
+	}
+	// closed before the Redis client, so its last sync still reaches Redis
+	a.closers = append([]func() error{tier.Close}, a.closers...)
+	a.Store = tier
+	tierInfo := fmt.Sprintf(" behind the fleet tier (exact; deny cache; circuit breaker; fleet size %d)", fleetSize)
+	if cfg.Sync > 0 {
+		tierInfo = fmt.Sprintf(" behind the fleet tier (write-back, sync %v; deny cache; circuit breaker; fleet size %d)", cfg.Sync, fleetSize)
+	}
+	defer func() { a.StoreInfo += tierInfo }()
 	ctx, cancel := context.WithTimeout(context.Background(), CheckTimeout)
 	defer cancel()
 	if err := st.Check(ctx); err != nil {

@@ -2,6 +2,7 @@ package exampleapp
 
 import (
 	"bytes"
+	"context"
 	"flag"
 	"io"
 	"log/slog"
@@ -17,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -320,4 +322,73 @@ rules:
 	assert.Less(t, lines(), n+sent, "rate-limited: fewer lines than failures")
 	last := logs.String()[strings.LastIndex(logs.String(), "policy=lenient"):]
 	assert.Regexp(t, `failures=\d+`, last)
+}
+
+// TestSyncPutsWriteBackInFrontOfRedis: -sync > 0 decides a hot client
+// locally from leased quota, so Redis sees far fewer script calls than
+// requests, and the limit still holds; without -sync every decision goes
+// to Redis.
+func TestSyncPutsWriteBackInFrontOfRedis(t *testing.T) {
+	for _, sync := range []time.Duration{0, 50 * time.Millisecond} {
+		srv := redistest.StartNode(t)
+		file := filepath.Join(t.TempDir(), "rules.yaml")
+		require.NoError(t, os.WriteFile(file, []byte(`
+rules:
+  - {name: hot, route: /*, key: ip, limits: ["400 per 1h"]}
+`), 0o600))
+		app, err := New(Config{Redis: "redis://" + srv.Addr, RulesFile: file, Sync: sync, FleetSize: 1})
+		require.NoError(t, err)
+		if sync > 0 {
+			assert.Contains(t, app.StoreInfo, "write-back, sync 50ms")
+		} else {
+			assert.Contains(t, app.StoreInfo, "fleet tier (exact")
+		}
+		h, err := app.HTTPHandler()
+		require.NoError(t, err)
+		rc := redis.NewClient(&redis.Options{Addr: srv.Addr})
+		require.NoError(t, rc.ConfigResetStat(context.Background()).Err())
+		allowed := 0
+		for i := 0; i < 500; i++ {
+			rec := httptest.NewRecorder()
+			req := httptest.NewRequest(http.MethodGet, "/x", nil)
+			req.RemoteAddr = "198.51.100.7:4000"
+			h.ServeHTTP(rec, req)
+			if rec.Code == http.StatusOK {
+				allowed++
+			}
+		}
+		info, err := rc.Info(context.Background(), "commandstats").Result()
+		require.NoError(t, err)
+		calls := scriptCalls(info)
+		t.Logf("sync %v: %d of 500 allowed, %d script calls", sync, allowed, calls)
+		assert.LessOrEqual(t, allowed, 400, "never above the limit")
+		if sync > 0 {
+			assert.GreaterOrEqual(t, allowed, 300, "leases lose at most a bounded share")
+			assert.Less(t, calls, 100, "hot key decided locally")
+		} else {
+			assert.Equal(t, 400, allowed, "exact")
+			assert.Less(t, calls, 500, "the deny cache answers the denied requests")
+			assert.GreaterOrEqual(t, calls, 400, "every admitted request went to Redis")
+		}
+		require.NoError(t, rc.Close())
+		require.NoError(t, app.Close())
+	}
+}
+
+// scriptCalls sums the calls of EVAL and EVALSHA in INFO commandstats.
+func scriptCalls(info string) int {
+	n := 0
+	for _, line := range strings.Split(info, "\n") {
+		if strings.HasPrefix(line, "cmdstat_evalsha:") || strings.HasPrefix(line, "cmdstat_eval:") {
+			if i := strings.Index(line, "calls="); i >= 0 {
+				v := line[i+len("calls="):]
+				if j := strings.IndexByte(v, ','); j >= 0 {
+					v = v[:j]
+				}
+				c, _ := strconv.Atoi(v)
+				n += c
+			}
+		}
+	}
+	return n
 }

@@ -317,20 +317,23 @@ func testTimeJumps(t *testing.T, f Factory) {
 }
 
 // MaxWait is the longest RetryAfter p may ever answer for a cost within
-// its capacity, from any state (single-limit policies): a full refill for
-// GCRA and the token bucket, a window for the fixed window and the log, a
-// window and a bucket for the sliding counter.
+// its capacity, from any state (single-limit policies): two full refills
+// for GCRA and the token bucket, two windows for the fixed window and the
+// log, two windows and a bucket for the sliding counter
+// (the second refill or window is the margin within which a state ahead
+// of now stays in force: concurrent callers reach state in another order
+// than they read the clock).
 func MaxWait(p *core.Policy) time.Duration {
 	l := p.Limits[0]
 	switch p.Algorithm {
 	case core.GCRA, core.TokenBucket:
 		capa := max(l.Requests, l.Burst)
 		capa += capa * int64(p.SoftPercent) / 100
-		return time.Duration(capa*core.EmissionInterval(l)) * time.Microsecond
+		return 2 * time.Duration(capa*core.EmissionInterval(l)) * time.Microsecond
 	case core.SlidingWindowCounter:
-		return l.Window + l.Window/time.Duration(max(p.Buckets, 1))
+		return 2*l.Window + l.Window/time.Duration(max(p.Buckets, 1))
 	}
-	return l.Window
+	return 2 * l.Window
 }
 
 // testHugeCosts: a cost above the capacity, however large, is denied with

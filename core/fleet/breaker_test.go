@@ -1,0 +1,262 @@
+package fleet
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/limitkit/limitkit/core"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// events records the tier's events.
+type events struct {
+	mu sync.Mutex
+	ev []core.Event
+}
+
+func (r *events) Observe(e core.Event) { r.mu.Lock(); r.ev = append(r.ev, e); r.mu.Unlock() }
+
+func (r *events) kinds(k core.EventKind) []core.Event {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []core.Event
+	for _, e := range r.ev {
+		if e.Kind == k {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+func (r *events) transitions() [][2]core.BreakerState {
+	var out [][2]core.BreakerState
+	for _, e := range r.kinds(core.EventBreaker) {
+		out = append(out, [2]core.BreakerState{e.From, e.To})
+	}
+	return out
+}
+
+var t0 = time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
+
+func TestBreakerOpensFailsFastAndProbes(t *testing.T) {
+	f := newFake()
+	clk := core.NewManualClock(t0)
+	ev := &events{}
+	tier := newTier(t, pingFake{batchFake{f}}, WithClock(clk), WithObserver(ev), WithBreaker(3, time.Second, 100*time.Millisecond))
+	lim := core.MustNewLimiter(tier, core.Policy{Name: "p", Limits: []core.Limit{core.PerMinute(100)}}, core.WithClock(clk))
+	ctx := context.Background()
+
+	d, err := lim.Allow(ctx, "k")
+	require.NoError(t, err)
+	require.True(t, d.Allowed)
+	f.setFail(errDown)
+	for i := 0; i < 3; i++ {
+		d, err = lim.Allow(ctx, "k")
+		require.ErrorIs(t, err, errDown)
+		assert.True(t, d.Degraded && d.Allowed, "fail open")
+	}
+	require.Equal(t, core.BreakerOpen, tier.BreakerState())
+	calls := f.calls.Load()
+	for i := 0; i < 50; i++ {
+		d, err = lim.Allow(ctx, "k")
+		require.ErrorIs(t, err, core.ErrCircuitOpen)
+		assert.Equal(t, core.ErrorCircuitOpen, core.ClassifyError(err))
+		assert.True(t, d.Degraded && d.Allowed)
+	}
+	assert.Equal(t, calls, f.calls.Load(), "an open breaker never calls the remote store")
+
+	// Before the cool-down no probe is sent; after it, a failing ping keeps
+	// the breaker open, a good one closes it.
+	require.NoError(t, tier.Probe(ctx))
+	clk.Advance(time.Second)
+	require.ErrorIs(t, tier.Probe(ctx), errDown)
+	require.Equal(t, core.BreakerOpen, tier.BreakerState())
+	f.setFail(nil)
+	require.NoError(t, tier.Probe(ctx))
+	require.Equal(t, core.BreakerClosed, tier.BreakerState())
+	d, err = lim.Allow(ctx, "k")
+	require.NoError(t, err)
+	assert.False(t, d.Degraded)
+	assert.Equal(t, [][2]core.BreakerState{{core.BreakerClosed, core.BreakerOpen}, {core.BreakerOpen, core.BreakerClosed}}, ev.transitions())
+}
+
+func TestBreakerSuccessResetsTheCount(t *testing.T) {
+	f := newFake()
+	tier := newTier(t, pingFake{batchFake{f}}, WithBreaker(2, time.Second, time.Second))
+	p := &core.Policy{Name: "p", Limits: []core.Limit{core.PerMinute(100)}}
+	ctx := context.Background()
+	for i := 0; i < 5; i++ {
+		f.setFail(errDown)
+		_, err := tier.Take(ctx, "k", p, t0, 1)
+		require.Error(t, err)
+		f.setFail(nil)
+		_, err = tier.Take(ctx, "k", p, t0, 1)
+		require.NoError(t, err)
+	}
+	assert.Equal(t, core.BreakerClosed, tier.BreakerState(), "failures must be consecutive")
+}
+
+// TestBreakerHalfOpenWithoutPing: a remote store without Ping is probed by
+// one request after the cool-down; a failed probe reopens for another
+// cool-down, a good one closes.
+func TestBreakerHalfOpenWithoutPing(t *testing.T) {
+	f := newFake()
+	clk := core.NewManualClock(t0)
+	ev := &events{}
+	tier := newTier(t, batchFake{f}, WithClock(clk), WithObserver(ev), WithBreaker(1, time.Second, time.Second))
+	p := &core.Policy{Name: "p", Limits: []core.Limit{core.PerMinute(100)}}
+	ctx := context.Background()
+	f.setFail(errDown)
+	_, err := tier.Take(ctx, "k", p, t0, 1)
+	require.ErrorIs(t, err, errDown)
+	_, err = tier.Take(ctx, "k", p, t0, 1)
+	require.ErrorIs(t, err, core.ErrCircuitOpen)
+	clk.Advance(time.Second)
+	calls := f.calls.Load()
+	_, err = tier.Take(ctx, "k", p, t0, 1)
+	require.ErrorIs(t, err, errDown, "the probe request reached the remote store")
+	require.Equal(t, calls+1, f.calls.Load())
+	_, err = tier.Take(ctx, "k", p, t0, 1)
+	require.ErrorIs(t, err, core.ErrCircuitOpen, "a failed probe reopens")
+	clk.Advance(time.Second)
+	f.setFail(nil)
+	d, err := tier.Take(ctx, "k", p, t0, 1)
+	require.NoError(t, err)
+	assert.True(t, d.Allowed)
+	assert.Equal(t, core.BreakerClosed, tier.BreakerState())
+	assert.Equal(t, [][2]core.BreakerState{
+		{core.BreakerClosed, core.BreakerOpen}, {core.BreakerOpen, core.BreakerHalfOpen},
+		{core.BreakerHalfOpen, core.BreakerOpen}, {core.BreakerOpen, core.BreakerHalfOpen},
+		{core.BreakerHalfOpen, core.BreakerClosed},
+	}, ev.transitions())
+}
+
+// TestFailLocalDividesByFleetSize: while the remote store is down, a
+// FailLocal policy decides from the embedded store at its limit divided by
+// the fleet size; those counts stay local and never reach the remote
+// store, which after recovery holds exactly what it held before.
+func TestFailLocalDividesByFleetSize(t *testing.T) {
+	f := newFake()
+	clk := core.NewManualClock(t0)
+	ev := &events{}
+	tier := newTier(t, pingFake{batchFake{f}}, WithClock(clk), WithObserver(ev), WithFleetSize(3), WithBreaker(1, time.Second, time.Second))
+	pol := core.Policy{Name: "local", FailMode: core.FailLocal, FleetSize: 4, Limits: []core.Limit{core.PerMinute(10)}}
+	lim := core.MustNewLimiter(tier, pol, core.WithClock(clk))
+	ctx := context.Background()
+	for i := 0; i < 3; i++ {
+		d, err := lim.Allow(ctx, "k")
+		require.NoError(t, err)
+		require.True(t, d.Allowed)
+	}
+	f.setFail(errDown)
+	admitted := 0
+	for i := 0; i < 10; i++ {
+		d, err := lim.Allow(ctx, "k")
+		require.Error(t, err)
+		require.True(t, d.Degraded)
+		if d.Allowed {
+			admitted++
+			assert.Equal(t, core.PerMinute(2), d.Limit, "10 per minute / fleet size 4 (the policy's, not the tier's 3)")
+		}
+		assert.Equal(t, "local", d.Policy)
+	}
+	assert.Equal(t, 2, admitted)
+	assert.Len(t, ev.kinds(core.EventFallback), 10)
+	f.setFail(nil)
+	clk.Advance(time.Second)
+	require.NoError(t, tier.Probe(ctx))
+	assert.Equal(t, int64(7), f.peek("k", lim.Policy(), clk.Now(), 0).Remaining, "outage counts are not merged into the remote store")
+	d, err := lim.Allow(ctx, "k")
+	require.NoError(t, err)
+	assert.False(t, d.Degraded)
+	assert.Equal(t, int64(6), d.Remaining)
+}
+
+// TestHungRemoteFailsFastOnceOpen: a hung remote store costs the deadline
+// only to the requests sent before the breaker opened.
+func TestHungRemoteFailsFastOnceOpen(t *testing.T) {
+	f := newFake()
+	tier := newTier(t, pingFake{batchFake{f}}, WithBreaker(3, time.Hour, time.Hour))
+	lim := core.MustNewLimiter(tier, core.Policy{Name: "p", FailMode: core.FailClosed, Limits: []core.Limit{core.PerMinute(100)}}, core.WithTimeout(5*time.Millisecond))
+	f.hang.Store(true)
+	ctx := context.Background()
+	for i := 0; i < 3; i++ {
+		d, err := lim.Allow(ctx, "k")
+		var se *core.StoreError
+		require.ErrorAs(t, err, &se)
+		assert.True(t, se.Timeout())
+		assert.False(t, d.Allowed)
+	}
+	calls := f.calls.Load()
+	for i := 0; i < 100; i++ {
+		d, err := lim.Allow(ctx, "k")
+		require.ErrorIs(t, err, core.ErrCircuitOpen)
+		assert.False(t, d.Allowed)
+		assert.True(t, d.Degraded)
+	}
+	assert.Equal(t, calls, f.calls.Load(), "no request after the opening waited on the remote store")
+}
+
+func TestFailLocalAcceptedByLimiter(t *testing.T) {
+	tier := newTier(t, newFake())
+	_, err := core.NewLimiter(tier, core.Policy{Name: "p", FailMode: core.FailLocal, Limits: []core.Limit{core.PerMinute(1)}})
+	require.NoError(t, err)
+}
+
+// TestFailLocalAfterLimitsChange: a policy reloaded under the same name
+// with other limits gets its own local state (the embedded store would
+// refuse one name with two sets of limits).
+func TestFailLocalAfterLimitsChange(t *testing.T) {
+	f := newFake()
+	f.setFail(errDown)
+	tier := newTier(t, pingFake{batchFake{f}}, WithBreaker(1, time.Hour, time.Hour))
+	ctx := context.Background()
+	for _, n := range []int64{2, 3} {
+		p := &core.Policy{Name: "reloaded", FailMode: core.FailLocal, Limits: []core.Limit{core.PerMinute(n)}}
+		admitted := int64(0)
+		for i := 0; i < 5; i++ {
+			d, err := tier.Take(ctx, "k", p, t0, 1)
+			require.Error(t, err)
+			require.True(t, d.Degraded, "limit %d", n)
+			assert.Equal(t, "reloaded", d.Policy)
+			if d.Allowed {
+				admitted++
+			}
+		}
+		assert.Equal(t, n, admitted)
+	}
+}
+
+// TestSyncFailuresOpenTheBreaker: failed sync rounds count towards the
+// breaker, report their error, and keep the counts they could not forward.
+func TestSyncFailuresOpenTheBreaker(t *testing.T) {
+	f := newFake()
+	clk := core.NewManualClock(t0)
+	ev := &events{}
+	tier := newTier(t, pingFake{batchFake{f}}, WithClock(clk), WithSync(time.Hour), WithObserver(ev), WithBreaker(2, time.Second, time.Second))
+	p := &core.Policy{Name: "cd", Algorithm: core.FixedWindow, CountDenied: true, Limits: []core.Limit{core.PerMinute(1)}}
+	ctx := context.Background()
+	for i := 0; i < 4; i++ { // 1 admitted, 1 remote denial, 2 cached
+		_, err := tier.Take(ctx, "k", p, t0, 1)
+		require.NoError(t, err)
+	}
+	f.setFail(errDown)
+	require.ErrorIs(t, tier.Sync(ctx), errDown)
+	require.Equal(t, core.BreakerClosed, tier.BreakerState())
+	require.ErrorIs(t, tier.Sync(ctx), errDown)
+	require.Equal(t, core.BreakerOpen, tier.BreakerState(), "two failed rounds in a row")
+	syncs := ev.kinds(core.EventSync)
+	require.Len(t, syncs, 2)
+	assert.ErrorIs(t, syncs[1].Err, errDown)
+	assert.Equal(t, 1, syncs[1].Keys)
+	require.NoError(t, tier.Sync(ctx), "an open breaker skips the round")
+	f.setFail(nil)
+	clk.Advance(time.Second)
+	require.NoError(t, tier.Probe(ctx))
+	calls := f.calls.Load()
+	require.NoError(t, tier.Sync(ctx))
+	assert.Equal(t, calls+1, f.calls.Load(), "the kept count is forwarded once the remote store is back")
+}

@@ -1,0 +1,536 @@
+package fleet
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"hash/maphash"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/limitkit/limitkit/core"
+	"github.com/limitkit/limitkit/core/memstore"
+)
+
+// numShards is the number of independently locked parts of the local table.
+const numShards = 64
+
+// MaxKeyLen is the longest key the local table holds: a request for a
+// longer key is decided at the remote store every time (no deny cache, no
+// lease), so hostile keys cannot make the bounded table large in bytes.
+const MaxKeyLen = 512
+
+// maxWaits bounds how many lease requests of other requests one request
+// waits for before it goes to the remote store itself.
+const maxWaits = 4
+
+// maxPolicies bounds the per-policy cache, as in the Redis store: callers
+// building a *Policy per call cannot grow it without bound.
+const maxPolicies = 4096
+
+// pinger is implemented by remote stores with a cheap health check (the
+// Redis store's Ping); the breaker probes with it.
+type pinger interface {
+	Ping(ctx context.Context) error
+}
+
+// Store is the fleet tier: a [core.Store] in front of a remote store
+// (Redis, Redis Cluster) shared by many app servers. See the package
+// documentation for the three layers and their guarantees.
+//
+// Build one with [New] and Close it when done; the zero Store is not
+// usable. A Store is safe for concurrent use.
+type Store struct {
+	remote core.Store
+	batch  core.BatchStore // the remote's batch form, or nil
+	ping   pinger          // the remote's Ping, or nil
+	cfg    config
+	local  *memstore.Store // FailLocal decisions while the remote is unreachable
+	brk    breaker
+	seed   maphash.Seed
+
+	pmu      sync.Mutex                              // serializes writers of policies
+	policies atomic.Pointer[map[*core.Policy]*pinfo] // copy-on-write: readers take no lock
+
+	shards   [numShards]shard
+	shardCap int
+
+	syncMu    sync.Mutex // one sync round at a time
+	closed    atomic.Bool
+	stop      chan struct{}
+	wg        sync.WaitGroup
+	closeOnce sync.Once
+	closeErr  error
+}
+
+var (
+	_ core.Store         = (*Store)(nil)
+	_ core.FallbackStore = (*Store)(nil)
+)
+
+// New returns a tier in front of remote and starts its background
+// goroutines (sync rounds; breaker probes when the remote store has a
+// Ping method), which Close stops.
+// Configuration mistakes are reported here.
+func New(remote core.Store, opts ...Option) (*Store, error) {
+	if remote == nil {
+		return nil, errors.New("fleet: New: nil remote store; pass the Redis store (redisstore.New)")
+	}
+	if ls, ok := remote.(core.LocalStore); ok && ls.Local() {
+		return nil, errors.New("fleet: New: the remote store is an embedded store; the fleet tier belongs in front of a shared remote store (Redis)")
+	}
+	if _, ok := remote.(*Store); ok {
+		return nil, errors.New("fleet: New: the remote store is already a fleet tier")
+	}
+	cfg := config{
+		maxLease:  DefaultMaxLease,
+		maxKeys:   DefaultMaxKeys,
+		threshold: DefaultBreakerThreshold,
+		coolDown:  DefaultCoolDown,
+		probe:     DefaultProbeInterval,
+		fleetSize: DefaultFleetSize,
+		clock:     core.SystemClock{},
+	}
+	for _, o := range opts {
+		if o == nil {
+			return nil, errors.New("fleet: New: nil Option")
+		}
+		o(&cfg)
+	}
+	if len(cfg.errs) > 0 {
+		return nil, fmt.Errorf("fleet: New: %w", errors.Join(cfg.errs...))
+	}
+	if cfg.mode == core.ModeDefault {
+		cfg.mode = core.ModeExact
+		if cfg.sync > 0 {
+			cfg.mode = core.ModeWriteBack
+		}
+	}
+	local, err := memstore.New(memstore.WithClock(cfg.clock))
+	if err != nil {
+		return nil, fmt.Errorf("fleet: New: local store: %w", err)
+	}
+	s := &Store{
+		remote:   remote,
+		cfg:      cfg,
+		local:    local,
+		seed:     maphash.MakeSeed(),
+		shardCap: max(1, cfg.maxKeys/numShards),
+		stop:     make(chan struct{}),
+	}
+	s.policies.Store(&map[*core.Policy]*pinfo{})
+	s.batch, _ = remote.(core.BatchStore)
+	s.ping, _ = remote.(pinger)
+	s.cfg.pingless = s.ping == nil
+	s.brk.init(&s.cfg)
+	for i := range s.shards {
+		s.shards[i].m = make(map[ekey]*entry)
+	}
+	s.wg.Add(1)
+	go s.syncLoop()
+	if s.ping != nil {
+		s.wg.Add(1)
+		go s.probeLoop()
+	}
+	return s, nil
+}
+
+// FallsBackLocally reports true: for a policy with core.FailLocal the tier
+// decides from its embedded store when the remote store fails.
+func (s *Store) FallsBackLocally() bool { return true }
+
+// Close stops the background goroutines, forwards the denied requests still
+// counted locally (CountDenied) in one last sync of at most a second
+// (skipped while the breaker is open: those counts are lost), and closes the embedded fallback store. Later Takes return
+// core.ErrClosed. Close is idempotent; it does not close the remote store,
+// which the caller owns.
+func (s *Store) Close() error {
+	s.closeOnce.Do(func() {
+		close(s.stop)
+		s.wg.Wait()
+		if !s.brk.isOpen() {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			s.closeErr = s.Sync(ctx)
+			cancel()
+		}
+		s.closed.Store(true)
+		if err := s.local.Close(); err != nil && s.closeErr == nil {
+			s.closeErr = err
+		}
+	})
+	return s.closeErr
+}
+
+// BreakerState returns the circuit breaker's current state.
+func (s *Store) BreakerState() core.BreakerState { return s.brk.state() }
+
+// pinfo is what the tier needs per policy, worked out once.
+type pinfo struct {
+	p           *core.Policy
+	writeBack   bool
+	countDenied bool
+	denyCache   bool
+	syncUs      int64   // write-back lease lifetime, µs
+	leaseCap    int64   // units leased per key at most
+	maxCost     int64   // costs above this decide alike (the largest effective capacity + 1)
+	fixedUs     []int64 // fixed-window lengths (µs), for lease expiry
+	local       *core.Policy
+}
+
+func (s *Store) info(p *core.Policy) (*pinfo, error) {
+	if pi := (*s.policies.Load())[p]; pi != nil {
+		return pi, nil
+	}
+	if err := p.Validate(); err != nil {
+		return nil, fmt.Errorf("fleet: %w", err)
+	}
+	pi := &pinfo{p: p, countDenied: p.CountDenied}
+	mode := p.Mode
+	if mode == core.ModeDefault {
+		mode = s.cfg.mode
+	}
+	pi.writeBack = mode == core.ModeWriteBack
+	// Exact mode promises the remote store's decisions; under CountDenied
+	// every denial changes the remote state, which a local cache cannot
+	// reproduce, so the deny cache serves CountDenied policies only in
+	// write-back mode or WithDeferredDenialCounts (their denials are then
+	// forwarded at the next sync).
+	pi.denyCache = !s.cfg.noDenyCache && (!p.CountDenied || pi.writeBack || s.cfg.deferCounts)
+	sync := p.Sync
+	if sync == 0 {
+		sync = s.cfg.sync
+	}
+	if sync == 0 {
+		sync = DefaultWriteBackSync
+	}
+	pi.syncUs = max(1, sync.Microseconds())
+	fleet := p.FleetSize
+	if fleet == 0 {
+		fleet = s.cfg.fleetSize
+	}
+	minCap := int64(1 << 62)
+	for _, l := range p.Limits {
+		c := l.Requests
+		if l.Burst > 0 {
+			c = l.Burst
+		}
+		minCap = min(minCap, c)
+		eff := c
+		if p.SoftPercent > 0 {
+			eff = c * int64(100+p.SoftPercent) / 100
+		}
+		pi.maxCost = max(pi.maxCost, eff+1)
+		if p.Algorithm == core.FixedWindow {
+			pi.fixedUs = append(pi.fixedUs, max(1, l.Window.Microseconds()))
+		}
+	}
+	if pi.writeBack {
+		pi.leaseCap = min(s.cfg.maxLease, minCap/(4*int64(fleet)))
+	}
+	lp := *p
+	lp.Limits = slices.Clone(p.Limits)
+	for i := range lp.Limits {
+		l := &lp.Limits[i]
+		l.Requests = max(1, l.Requests/int64(fleet))
+		if l.Burst > 0 {
+			l.Burst = max(1, l.Burst/int64(fleet))
+		}
+	}
+	lp.Mode, lp.Sync, lp.FleetSize = core.ModeDefault, 0, 0
+	lp.Name = localName(&lp)
+	if lp.Validate() == nil {
+		pi.local = &lp
+	}
+	s.pmu.Lock()
+	defer s.pmu.Unlock()
+	old := *s.policies.Load()
+	if q := old[p]; q != nil {
+		return q, nil
+	}
+	m := make(map[*core.Policy]*pinfo, len(old)+1)
+	if len(old) < maxPolicies {
+		for k, v := range old {
+			m[k] = v
+		}
+	}
+	m[p] = pi
+	s.policies.Store(&m)
+	return pi, nil
+}
+
+// localName names the embedded store's derived policy: the policy's name
+// (shortened to fit) and a digest of what its state means, so that two
+// policies sharing a name with different limits (a rules file reloaded
+// with new limits) never share or refuse each other's local state.
+// Decisions still report the policy's own name.
+func localName(p *core.Policy) string {
+	h := fnv.New64a()
+	fmt.Fprint(h, p.Algorithm, p.Buckets, p.SoftPercent, p.Limits)
+	name := p.Name
+	if len(name) > 64-17 {
+		name = name[:64-17]
+	}
+	return fmt.Sprintf("%s:%016x", name, h.Sum64())
+}
+
+// Take decides cost for key under p at now (see core.Store): from the deny
+// cache or a lease when it can, else at the remote store; while the
+// breaker is open, by the policy's fail mode. now is the request's start;
+// the remote store may decide at its own clock (the Redis store does unless
+// WithClientTime).
+//
+// Errors: an invalid policy; core.ErrClosed after Close; the remote
+// store's error wrapped by "fleet: "; and, while the breaker is open, an
+// error wrapping core.ErrCircuitOpen. With an error, the decision is zero
+// (the Limiter applies FailOpen or FailClosed) unless the policy is
+// FailLocal: then it is the embedded store's Degraded decision with each
+// limit divided by the fleet size.
+func (s *Store) Take(ctx context.Context, key string, p *core.Policy, now time.Time, cost int64) (core.Decision, error) {
+	if p == nil {
+		return core.Decision{}, errors.New("fleet: Take: nil policy")
+	}
+	if s.closed.Load() {
+		return core.Decision{}, core.ErrClosed
+	}
+	pi, err := s.info(p)
+	if err != nil {
+		return core.Decision{}, err
+	}
+	cost = min(max(cost, 0), pi.maxCost)
+	t := now.UnixMicro()
+	if len(key) > MaxKeyLen {
+		return s.remoteTake(ctx, nil, nil, ekey{p: p, key: key}, pi, now, t, cost, 0, 0)
+	}
+	k := ekey{p: p, key: key}
+	sh := &s.shards[maphash.String(s.seed, key)%numShards]
+	var pending, grab int64
+	var e *entry
+	for waits := 0; ; waits++ {
+		sh.mu.Lock()
+		e = sh.m[k]
+		if e == nil {
+			if pi.writeBack && cost > 0 {
+				// A key seen for the first time is loaded from the remote
+				// store (no lease yet: its remaining quota is unknown).
+				e = sh.insert(k, pi, s.shardCap)
+			}
+			break
+		}
+		e.ref = true
+		if cost > 0 && e.denyCost > 0 && (cost == e.denyCost || pi.writeBack && cost > e.denyCost) && t >= e.denyAt && t < e.denyUntil {
+			d := e.denied(t)
+			if pi.countDenied {
+				e.pending = min(e.pending+cost, pi.maxCost)
+				sh.queue(e)
+			}
+			sh.mu.Unlock()
+			if o := s.cfg.observer; o != nil {
+				o.Observe(core.Event{Kind: core.EventDenyCacheHit, Policy: p.Name, Outcome: core.OutcomeOf(d), Decision: d})
+			}
+			return d, nil
+		}
+		if pi.writeBack && cost > 0 {
+			if t < e.leaseAt && e.leaseAt-t <= pi.syncUs {
+				// The lease was charged after this request started
+				// (concurrent requests read the clock in any order, and a
+				// waiter started before the lease request it waited for):
+				// the request is decided now, after that charge.
+				t = e.leaseAt
+			}
+			if e.lease >= cost && t >= e.leaseAt && t < e.leaseUntil {
+				e.lease -= cost
+				e.used += cost
+				d := e.leased(t)
+				sh.queue(e)
+				sh.mu.Unlock()
+				return d, nil
+			}
+			if ch := e.grab; ch != nil && waits < maxWaits {
+				// Another request is leasing for this key: wait for its
+				// round trip rather than making one more.
+				sh.mu.Unlock()
+				select {
+				case <-ch:
+				case <-ctx.Done():
+				}
+				continue
+			}
+			if e.grab == nil && pi.leaseCap > 0 && !s.brk.isOpen() {
+				if grab = e.want(pi, t); grab > 0 {
+					e.startGrab()
+				}
+			}
+		}
+		pending, e.pending = e.pending, 0
+		break
+	}
+	sh.mu.Unlock()
+	return s.remoteTake(ctx, sh, e, k, pi, now, t, cost, pending, grab)
+}
+
+// remoteTake decides at the remote store, first forwarding pending
+// locally denied cost (CountDenied) and asking for grab leased units.
+func (s *Store) remoteTake(ctx context.Context, sh *shard, e *entry, k ekey, pi *pinfo, now time.Time, t, cost, pending, grab int64) (core.Decision, error) {
+	p := pi.p
+	grabbing := grab > 0 // e's lease request in flight is ours to end
+	if !s.brk.allow() {
+		s.undo(sh, e, pending, grabbing)
+		return s.fallback(ctx, k.key, pi, now, cost, core.ErrCircuitOpen)
+	}
+	var d core.Decision
+	var err error
+	if pending > 0 {
+		b := [2]core.BatchTake{
+			{Key: k.key, Policy: p, Now: now, Cost: pending},
+			{Key: k.key, Policy: p, Now: now, Cost: cost + grab},
+		}
+		if err = s.takeBatch(ctx, b[:]); err == nil {
+			if b[0].Err == nil {
+				pending = 0 // forwarded
+			}
+			d, err = b[1].Decision, b[1].Err
+		}
+	} else {
+		d, err = s.remote.Take(ctx, k.key, p, now, cost+grab)
+	}
+	if err == nil && grab > 0 && (!d.Allowed || d.Shadowed) && !pi.countDenied {
+		// The lease did not fit: decide the request alone, exactly.
+		grab = 0
+		d, err = s.remote.Take(ctx, k.key, p, now, cost)
+	}
+	if err != nil {
+		if s.failed(ctx, err) {
+			s.undo(sh, e, pending, grabbing)
+			return s.fallback(ctx, k.key, pi, now, cost, err)
+		}
+		s.undo(sh, e, pending, grabbing)
+		return core.Decision{}, fmt.Errorf("fleet: %w", err)
+	}
+	s.brk.success()
+	if pending > 0 {
+		s.undo(sh, e, pending, false) // the forward failed alone: keep it for the next sync
+	}
+	granted := grab > 0 && d.Allowed && !d.Shadowed
+	if granted {
+		d.Remaining += grab
+	}
+	s.record(sh, e, k, pi, t, cost, d, grab, granted, grabbing)
+	return d, nil
+}
+
+// takeBatch sends b in one round trip when the remote can batch, else one
+// Take per entry.
+func (s *Store) takeBatch(ctx context.Context, b []core.BatchTake) error {
+	if s.batch != nil {
+		return s.batch.TakeBatch(ctx, b)
+	}
+	failed := 0
+	var last error
+	for i := range b {
+		b[i].Decision, b[i].Err = s.remote.Take(ctx, b[i].Key, b[i].Policy, b[i].Now, b[i].Cost)
+		if b[i].Err != nil {
+			failed++
+			last = b[i].Err
+		}
+	}
+	if failed == len(b) && last != nil {
+		return last
+	}
+	return nil
+}
+
+// undo puts back what a failed remote call took from the entry: the
+// pending denied cost (counted at a later sync) and the grab in flight.
+func (s *Store) undo(sh *shard, e *entry, pending int64, grabbing bool) {
+	if e == nil || pending == 0 && !grabbing {
+		return
+	}
+	sh.mu.Lock()
+	if pending > 0 {
+		e.pending += pending
+		sh.queue(e)
+	}
+	if grabbing {
+		e.endGrab()
+	}
+	sh.mu.Unlock()
+}
+
+// failed records a remote failure with the breaker and reports whether it
+// counts as one (a caller that cancelled its own request is not the
+// remote store failing).
+func (s *Store) failed(ctx context.Context, err error) bool {
+	if errors.Is(err, context.Canceled) && ctx.Err() != nil && !errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		return false
+	}
+	s.brk.failure()
+	return true
+}
+
+// record stores what a remote decision teaches about the key: a denial
+// for the deny cache (replacing any cached one), a granted lease.
+func (s *Store) record(sh *shard, e *entry, k ekey, pi *pinfo, t, cost int64, d core.Decision, grab int64, granted, grabbing bool) {
+	if sh == nil {
+		return // a key too long for the table
+	}
+	deny := pi.denyCache && cost > 0 && (!d.Allowed || d.Shadowed) && d.RetryAfter > 0
+	if e == nil && !deny {
+		return
+	}
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if e == nil {
+		e = sh.m[k]
+		if e == nil {
+			e = sh.insert(k, pi, s.shardCap)
+		}
+	}
+	e.denyCost = 0
+	if deny {
+		until := t + d.RetryAfter.Microseconds()
+		if d.RetryAfter == core.Never || until < t {
+			// no wait admits this cost: valid while the policy stands,
+			// bounded here by the time the key is full again
+			until = t + max(d.ResetAfter.Microseconds(), 1)
+		}
+		e.denyCost, e.denyAt, e.denyUntil, e.deny = cost, t, until, d
+	}
+	e.last = d
+	e.lastAt = t
+	if d.Allowed && !d.Shadowed {
+		e.remaining = d.Remaining
+		if granted {
+			e.remaining -= grab // the remote store's own remaining (the decision adds the lease)
+		}
+	} else {
+		e.remaining = 0
+	}
+	if grabbing {
+		e.endGrab()
+	}
+	if granted {
+		e.grant(pi, t, grab, d)
+	}
+}
+
+// fallback decides without the remote store: the embedded store for a
+// FailLocal policy, else a zero decision and an error for the Limiter's
+// fail mode.
+func (s *Store) fallback(ctx context.Context, key string, pi *pinfo, now time.Time, cost int64, cause error) (core.Decision, error) {
+	err := fmt.Errorf("fleet: %w", cause)
+	if pi.p.FailMode != core.FailLocal || pi.local == nil {
+		return core.Decision{}, err
+	}
+	d, lerr := s.local.Take(ctx, key, pi.local, now, cost)
+	if lerr != nil {
+		return core.Decision{}, errors.Join(err, lerr)
+	}
+	d.Degraded, d.Policy = true, pi.p.Name
+	if o := s.cfg.observer; o != nil {
+		o.Observe(core.Event{Kind: core.EventFallback, Policy: pi.p.Name, Outcome: core.OutcomeOf(d), Decision: d, Err: err})
+	}
+	return d, err
+}

@@ -1,0 +1,166 @@
+package fleet
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/limitkit/limitkit/core"
+)
+
+// Defaults, each overridable by an Option.
+const (
+	// DefaultMaxKeys bounds the local table (entries over all policies).
+	DefaultMaxKeys = 65_536
+	// DefaultMaxLease bounds the units one tier holds leased per key.
+	DefaultMaxLease = 1024
+	// DefaultWriteBackSync is the sync interval of a write-back policy when
+	// neither the policy nor the tier sets one.
+	DefaultWriteBackSync = 100 * time.Millisecond
+	// DefaultBreakerThreshold is the number of consecutive remote failures
+	// (errors or timeouts) that opens the breaker.
+	DefaultBreakerThreshold = 3
+	// DefaultCoolDown is how long an open breaker stops calling the remote
+	// store before probing.
+	DefaultCoolDown = time.Second
+	// DefaultProbeInterval is how often an open breaker past its cool-down
+	// probes the remote store (PING when the remote has one).
+	DefaultProbeInterval = 100 * time.Millisecond
+	// DefaultFleetSize divides each limit under FailLocal when neither the
+	// policy nor WithFleetSize says otherwise.
+	DefaultFleetSize = 1
+)
+
+// config is what the options set.
+type config struct {
+	mode        core.Mode
+	sync        time.Duration
+	maxLease    int64
+	maxKeys     int
+	threshold   int
+	coolDown    time.Duration
+	probe       time.Duration
+	fleetSize   int
+	clock       core.Clock
+	observer    core.Observer
+	noDenyCache bool
+	deferCounts bool
+	errs        []error
+	pingless    bool // the remote has no Ping: a request is the half-open probe
+}
+
+// Option configures a [Store].
+type Option func(*config)
+
+// WithSync sets the tier's default sync interval d (a policy's own Sync
+// overrides it). d > 0 also makes write-back the default mode (unless
+// [WithDefaultMode] says otherwise); d = 0, the default, makes exact the
+// default mode. At most core.MaxSync.
+func WithSync(d time.Duration) Option {
+	return func(c *config) {
+		if d < 0 || d > core.MaxSync {
+			c.errs = append(c.errs, fmt.Errorf("WithSync(%v): the interval must be in [0, %v]", d, core.MaxSync))
+		}
+		c.sync = d
+	}
+}
+
+// WithDefaultMode sets the mode of policies whose Mode is
+// core.ModeDefault: core.ModeExact or core.ModeWriteBack. Without it the
+// default is write-back when WithSync > 0, else exact.
+func WithDefaultMode(m core.Mode) Option {
+	return func(c *config) {
+		if m != core.ModeExact && m != core.ModeWriteBack {
+			c.errs = append(c.errs, fmt.Errorf("WithDefaultMode(%v): pass core.ModeExact or core.ModeWriteBack", m))
+		}
+		c.mode = m
+	}
+}
+
+// WithMaxLease bounds the units of cost the tier holds leased per key (and
+// per policy), the term of the write-back error bound; default
+// DefaultMaxLease. A policy's lease is further capped at a quarter of its
+// smallest limit divided by its fleet size. n = 0 disables leasing (write-back
+// then decides every request remotely, like exact). n >= 0.
+func WithMaxLease(n int64) Option {
+	return func(c *config) {
+		if n < 0 || n > 1<<31 {
+			c.errs = append(c.errs, fmt.Errorf("WithMaxLease(%d): must be in [0, 2^31]", n))
+		}
+		c.maxLease = n
+	}
+}
+
+// WithMaxKeys bounds the local table: deny-cache and lease entries over all
+// policies (default DefaultMaxKeys). When full, an entry not used recently
+// is evicted (CLOCK); eviction only loses a cached denial or unused leased
+// units, it never admits more. An entry takes about 400 bytes plus its key
+// (at most MaxKeyLen bytes): the default table stays below 26 MB plus the
+// keys, 60 MB with hostile 512-byte keys. n >= 64.
+func WithMaxKeys(n int) Option {
+	return func(c *config) {
+		if n < numShards || n > 1<<26 {
+			c.errs = append(c.errs, fmt.Errorf("WithMaxKeys(%d): must be in [%d, 2^26]", n, numShards))
+		}
+		c.maxKeys = n
+	}
+}
+
+// WithBreaker configures the circuit breaker: it opens after threshold
+// consecutive remote failures (default DefaultBreakerThreshold), stays open
+// for coolDown (default DefaultCoolDown) and then probes every probe
+// (default DefaultProbeInterval). threshold >= 1, coolDown > 0, probe > 0.
+func WithBreaker(threshold int, coolDown, probe time.Duration) Option {
+	return func(c *config) {
+		if threshold < 1 || coolDown <= 0 || probe <= 0 {
+			c.errs = append(c.errs, fmt.Errorf("WithBreaker(%d, %v, %v): threshold must be >= 1 and the durations > 0", threshold, coolDown, probe))
+		}
+		c.threshold, c.coolDown, c.probe = threshold, coolDown, probe
+	}
+}
+
+// WithFleetSize sets the default number of servers sharing the remote
+// store (a policy's FleetSize overrides it): under FailLocal each limit is
+// divided by it while the remote store is unreachable, and the lease cap is
+// derived from it. Default DefaultFleetSize; 1..core.MaxFleetSize.
+func WithFleetSize(n int) Option {
+	return func(c *config) {
+		if n < 1 || n > core.MaxFleetSize {
+			c.errs = append(c.errs, fmt.Errorf("WithFleetSize(%d): must be in [1, %d]", n, core.MaxFleetSize))
+		}
+		c.fleetSize = n
+	}
+}
+
+// WithClock sets the clock of the tier's own work: the breaker's cool-down
+// and the sync round's now. Decisions use the now passed to Take. Default
+// the system clock; tests pass a *core.ManualClock and call [Store.Sync]
+// and [Store.Probe] by hand.
+func WithClock(clk core.Clock) Option {
+	return func(c *config) {
+		if clk == nil {
+			c.errs = append(c.errs, errors.New("WithClock(nil): pass a core.Clock"))
+		}
+		c.clock = clk
+	}
+}
+
+// WithObserver sends the tier's events (deny-cache hits, syncs, breaker
+// transitions, fallback decisions) to o. Observe is called synchronously,
+// also on the request path: it must be cheap and safe for concurrent use.
+func WithObserver(o core.Observer) Option { return func(c *config) { c.observer = o } }
+
+// WithoutDenyCache turns the deny cache off: every request not served from
+// a lease goes to the remote store.
+func WithoutDenyCache() Option { return func(c *config) { c.noDenyCache = true } }
+
+// WithDeferredDenialCounts makes the deny cache serve CountDenied policies
+// in exact mode too (write-back mode always does): their locally denied
+// requests are then counted at the remote store at the next sync round,
+// before the key's next remote decision, or at Close, instead of at once.
+// A hammering client then costs no round trip per request, but exact mode
+// no longer returns exactly the remote store's decisions for those
+// policies: the lock-out can lengthen by up to one sync interval, and
+// meanwhile other servers may admit what the remote store would have
+// denied had it counted at once (see the package documentation).
+func WithDeferredDenialCounts() Option { return func(c *config) { c.deferCounts = true } }

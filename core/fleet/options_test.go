@@ -1,0 +1,125 @@
+package fleet
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/limitkit/limitkit/core"
+	"github.com/limitkit/limitkit/core/memstore"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestNewRejectsBadConfiguration(t *testing.T) {
+	ms := memstore.MustNew()
+	defer ms.Close()
+	tier := newTier(t, newFake())
+	for name, c := range map[string]struct {
+		remote core.Store
+		opts   []Option
+		want   string
+	}{
+		"nil remote":      {nil, nil, "nil remote"},
+		"embedded remote": {ms, nil, "embedded store"},
+		"tier remote":     {tier, nil, "already a fleet tier"},
+		"nil option":      {newFake(), []Option{nil}, "nil Option"},
+		"negative sync":   {newFake(), []Option{WithSync(-time.Second)}, "WithSync"},
+		"huge sync":       {newFake(), []Option{WithSync(2 * time.Hour)}, "WithSync"},
+		"bad mode":        {newFake(), []Option{WithDefaultMode(core.ModeDefault)}, "WithDefaultMode"},
+		"negative lease":  {newFake(), []Option{WithMaxLease(-1)}, "WithMaxLease"},
+		"tiny table":      {newFake(), []Option{WithMaxKeys(3)}, "WithMaxKeys"},
+		"zero threshold":  {newFake(), []Option{WithBreaker(0, time.Second, time.Second)}, "WithBreaker"},
+		"zero cool-down":  {newFake(), []Option{WithBreaker(1, 0, time.Second)}, "WithBreaker"},
+		"zero probe":      {newFake(), []Option{WithBreaker(1, time.Second, 0)}, "WithBreaker"},
+		"zero fleet":      {newFake(), []Option{WithFleetSize(0)}, "WithFleetSize"},
+		"nil clock":       {newFake(), []Option{WithClock(nil)}, "WithClock"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			s, err := New(c.remote, c.opts...)
+			require.Error(t, err)
+			assert.Nil(t, s)
+			assert.Contains(t, err.Error(), c.want)
+		})
+	}
+}
+
+func TestDefaults(t *testing.T) {
+	tier := newTier(t, newFake())
+	assert.Equal(t, core.ModeExact, tier.cfg.mode, "exact unless WithSync > 0")
+	assert.Equal(t, int64(DefaultMaxLease), tier.cfg.maxLease)
+	assert.Equal(t, DefaultMaxKeys, tier.cfg.maxKeys)
+	assert.Equal(t, DefaultBreakerThreshold, tier.cfg.threshold)
+	assert.Equal(t, DefaultCoolDown, tier.cfg.coolDown)
+	assert.Equal(t, DefaultProbeInterval, tier.cfg.probe)
+	assert.Equal(t, DefaultFleetSize, tier.cfg.fleetSize)
+	assert.True(t, tier.FallsBackLocally())
+	assert.Equal(t, core.BreakerClosed, tier.BreakerState())
+
+	wb := newTier(t, newFake(), WithSync(time.Second))
+	assert.Equal(t, core.ModeWriteBack, wb.cfg.mode)
+	p := &core.Policy{Name: "p", Limits: []core.Limit{core.PerMinute(4000)}}
+	pi, err := wb.info(p)
+	require.NoError(t, err)
+	assert.True(t, pi.writeBack)
+	assert.Equal(t, int64(1000), pi.leaseCap, "a quarter of the limit over fleet size 1, below DefaultMaxLease")
+	assert.Equal(t, time.Second.Microseconds(), pi.syncUs)
+	exact := &core.Policy{Name: "e", Mode: core.ModeExact, Limits: []core.Limit{core.PerMinute(4000)}}
+	pi, err = wb.info(exact)
+	require.NoError(t, err)
+	assert.False(t, pi.writeBack, "the policy's mode wins")
+	own := &core.Policy{Name: "o", Mode: core.ModeWriteBack, FleetSize: 10, Limits: []core.Limit{core.PerMinute(4000)}}
+	pi, err = tier.info(own)
+	require.NoError(t, err)
+	assert.True(t, pi.writeBack)
+	assert.Equal(t, DefaultWriteBackSync.Microseconds(), pi.syncUs, "write-back with no interval anywhere")
+	assert.Equal(t, int64(100), pi.leaseCap, "4000 / (4 × 10)")
+	assert.Equal(t, core.PerMinute(400), pi.local.Limits[0], "FailLocal divides by the policy's fleet size")
+}
+
+func TestTakeErrorsAndClose(t *testing.T) {
+	f := newFake()
+	clk := core.NewManualClock(t0)
+	tier, err := New(batchFake{f}, WithClock(clk), WithSync(time.Hour))
+	require.NoError(t, err)
+	ctx := context.Background()
+	_, err = tier.Take(ctx, "k", nil, t0, 1)
+	require.Error(t, err)
+	_, err = tier.Take(ctx, "k", &core.Policy{Name: "bad"}, t0, 1)
+	require.Error(t, err, "an invalid policy")
+	p := &core.Policy{Name: "cd", Algorithm: core.GCRA, CountDenied: true, Limits: []core.Limit{core.Per(1, time.Minute)}}
+	for i := 0; i < 5; i++ {
+		_, err := tier.Take(ctx, "k", p, t0, 1)
+		require.NoError(t, err)
+	}
+	calls := f.calls.Load()
+	require.NoError(t, tier.Close())
+	assert.Equal(t, calls+1, f.calls.Load(), "Close forwards the pending counted denials")
+	require.NoError(t, tier.Close())
+	_, err = tier.Take(ctx, "k", p, t0, 1)
+	assert.ErrorIs(t, err, core.ErrClosed)
+}
+
+// TestHybridChecksThroughTheTier: AllowAll over two limiters sharing one
+// tier decides as over the remote store, and the deny cache answers the
+// second time.
+func TestHybridChecksThroughTheTier(t *testing.T) {
+	f := newFake()
+	tier := newTier(t, batchFake{f})
+	clk := core.NewManualClock(t0)
+	user := core.MustNewLimiter(tier, core.Policy{Name: "user", Limits: []core.Limit{core.PerMinute(2)}}, core.WithClock(clk))
+	ip := core.MustNewLimiter(tier, core.Policy{Name: "ip", Limits: []core.Limit{core.PerMinute(5)}}, core.WithClock(clk))
+	ctx := context.Background()
+	var allowed int
+	for i := 0; i < 6; i++ {
+		d, err := core.AllowAll(ctx, core.Check{Limiter: user, Key: "u"}, core.Check{Limiter: ip, Key: "1.2.3.4"})
+		require.NoError(t, err)
+		if d.Allowed {
+			allowed++
+		} else {
+			assert.Equal(t, "user", d.Policy)
+		}
+	}
+	assert.Equal(t, 2, allowed)
+	assert.Equal(t, int64(2*2+1), f.calls.Load(), "two admitted checks of two limiters, one remote denial, then the cache")
+}

@@ -1,0 +1,146 @@
+package fleet
+
+import (
+	"context"
+	"runtime"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/limitkit/limitkit/core"
+	"github.com/limitkit/limitkit/core/redisstore"
+	"github.com/limitkit/limitkit/internal/redistest"
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// TestRedisPausedMidTraffic: 4 tiers × 16 goroutines decide through
+// Limiters (FailLocal, deadline 50ms) while Redis is SIGSTOPped. Requests
+// in flight when Redis froze, and those sent before the breakers opened,
+// pay the deadline — a bounded number, reported; once every breaker is
+// open no request waits for Redis (p99 reported, and asserted below 1ms
+// outside the race detector). Redis is resumed after the cool-down: every
+// breaker then closes within about one probe interval of SIGCONT (a PING
+// is always in flight or due within one), and once the tiers are closed
+// no goroutine is left behind.
+func TestRedisPausedMidTraffic(t *testing.T) {
+	const tiers, perTier = 4, 16
+	const coolDown, probe = 200 * time.Millisecond, 50 * time.Millisecond
+	srv := redistest.StartNode(t)
+	base := runtime.NumGoroutine()
+	var clients []*redis.Client
+	var stores []*Store
+	var lims []*core.Limiter
+	ev := &events{}
+	pol := core.Policy{Name: "paused", FailMode: core.FailLocal, FleetSize: tiers, Limits: []core.Limit{core.Per(1<<30, time.Hour)}}
+	for i := 0; i < tiers; i++ {
+		c := redis.NewClient(srv.ClientOptions())
+		clients = append(clients, c)
+		rs, err := redisstore.New(c)
+		require.NoError(t, err)
+		s, err := New(rs, WithBreaker(3, coolDown, probe), WithObserver(ev))
+		require.NoError(t, err)
+		stores = append(stores, s)
+		lims = append(lims, core.MustNewLimiter(s, pol))
+	}
+	var phase atomic.Int32 // 0 before the pause, 1 paused, 2 all breakers open, 3 stop
+	var mu sync.Mutex
+	var paid int                // requests that waited for the deadline
+	var paidLate int            // of which started after every breaker was open
+	var openLat []time.Duration // latencies once every breaker was open
+	var wg sync.WaitGroup
+	ctx := context.Background()
+	for g := 0; g < tiers*perTier; g++ {
+		wg.Add(1)
+		go func(g int) {
+			defer wg.Done()
+			lim := lims[g%tiers]
+			for phase.Load() < 3 {
+				ph := phase.Load()
+				start := time.Now()
+				d, err := lim.Allow(ctx, "k")
+				el := time.Since(start)
+				mu.Lock()
+				if core.ClassifyError(err) == core.ErrorTimeout {
+					paid++ // waited on Redis until the deadline
+					if ph == 2 {
+						paidLate++
+					}
+				}
+				if ph == 2 && phase.Load() == 2 {
+					openLat = append(openLat, el)
+				}
+				mu.Unlock()
+				if !d.Allowed {
+					t.Error("FailLocal at a huge limit denied")
+					return
+				}
+			}
+		}(g)
+	}
+	time.Sleep(100 * time.Millisecond) // traffic flowing
+	srv.Pause()
+	phase.Store(1)
+	require.Eventually(t, func() bool {
+		for _, s := range stores {
+			if s.BreakerState() == core.BreakerClosed {
+				return false
+			}
+		}
+		return true
+	}, 5*time.Second, time.Millisecond)
+	phase.Store(2)
+	// decisions with every breaker open, through the cool-down and a few
+	// failing probes
+	time.Sleep(coolDown + 3*probe)
+	phase.Store(1)
+	resumed := time.Now()
+	srv.Resume()
+	require.Eventually(t, func() bool {
+		for _, s := range stores {
+			if s.BreakerState() != core.BreakerClosed {
+				return false
+			}
+		}
+		return true
+	}, 5*time.Second, time.Millisecond)
+	closedAfter := time.Since(resumed)
+	phase.Store(3)
+	wg.Wait()
+
+	mu.Lock()
+	defer mu.Unlock()
+	require.NotEmpty(t, openLat)
+	slices.Sort(openLat)
+	p99 := openLat[len(openLat)*99/100]
+	t.Logf("paid the deadline: %d requests (%d goroutines); with breakers open: %d decisions, p50 %v, p99 %v, max %v; closed %v after SIGCONT (cool-down %v, probe %v)",
+		paid, tiers*perTier, len(openLat), openLat[len(openLat)/2], p99, openLat[len(openLat)-1], closedAfter, coolDown, probe)
+	assert.LessOrEqual(t, paid, 2*tiers*perTier, "each goroutine pays the deadline at most about once")
+	assert.Zero(t, paidLate, "no request sent after the breakers opened paid the deadline")
+	if !raceEnabled {
+		assert.Less(t, p99, time.Millisecond)
+	}
+	// Typically 15–50ms (one probe interval); the bound leaves room for a
+	// CPU-starved test machine, where the figure is reported rather than
+	// asserted tightly.
+	assert.Less(t, closedAfter, coolDown+10*probe, "past the cool-down, the breaker closes about one probe interval after SIGCONT")
+	assert.NotEmpty(t, ev.kinds(core.EventFallback))
+
+	for _, s := range stores {
+		require.NoError(t, s.Close())
+		require.NoError(t, s.Close(), "Close is idempotent")
+	}
+	for _, c := range clients {
+		require.NoError(t, c.Close())
+	}
+	for deadline := time.Now().Add(5 * time.Second); runtime.NumGoroutine() > base && time.Now().Before(deadline); {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if n := runtime.NumGoroutine(); n > base {
+		buf := make([]byte, 1<<20)
+		t.Errorf("goroutines leaked: %d, before %d:\n%s", n, base, buf[:runtime.Stack(buf, true)])
+	}
+}

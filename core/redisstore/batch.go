@@ -1,0 +1,143 @@
+package redisstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/limitkit/limitkit/core"
+	"github.com/redis/go-redis/v9"
+)
+
+var _ core.BatchStore = (*Store)(nil)
+
+// TakeBatch applies every entry of batch as [Store.Take] would, in one
+// round trip per Redis node: the EVALSHAs go out as one go-redis pipeline
+// (a Cluster client splits it into one pipeline per node, in order), and
+// entries whose script Redis had lost (NOSCRIPT) are sent again as EVAL in
+// a second pipeline. Each entry's Decision and Err are written in place;
+// every entry is atomic on its own, and entries for one key apply in batch
+// order. Entries with an invalid or nil policy get their own error and
+// are not sent.
+//
+// The returned error is non-nil only when no entry could be decided (every
+// entry's Err is then set too): a dead or hung Redis, a done ctx. The call
+// is bounded by ctx's deadline.
+func (s *Store) TakeBatch(ctx context.Context, batch []core.BatchTake) error {
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	type sent struct {
+		i    int
+		c    *compiled
+		args []any
+		cmd  *redis.IntSliceCmd
+	}
+	todo := make([]sent, 0, len(batch))
+	for i := range batch {
+		b := &batch[i]
+		b.Decision, b.Err = core.Decision{}, nil
+		if b.Policy == nil {
+			b.Err = errors.New("redisstore: TakeBatch: nil policy")
+			continue
+		}
+		c, err := s.policy(b.Policy)
+		if err != nil {
+			b.Err = err
+			continue
+		}
+		todo = append(todo, sent{i: i, c: c, args: s.args(c, b.Key, b.Now, b.Cost)})
+	}
+	if len(todo) == 0 {
+		return nil
+	}
+	run := func(list []sent) error {
+		pipe := s.client.Pipeline()
+		for j := range list {
+			cmd := redis.NewIntSliceCmd(ctx, list[j].args...)
+			cmd.SetFirstKeyPos(3)
+			list[j].cmd = cmd
+			_ = pipe.Process(ctx, cmd)
+		}
+		_, err := pipe.Exec(ctx)
+		return err
+	}
+	err := run(todo)
+	var retry []sent
+	failed := 0
+	for _, t := range todo {
+		b := &batch[t.i]
+		if cerr := t.cmd.Err(); cerr != nil {
+			if errors.Is(cerr, redis.ErrNoScript) || redis.HasErrorPrefix(cerr, "NOSCRIPT") {
+				t.args[0], t.args[1] = "eval", t.c.script.srcArg
+				retry = append(retry, t)
+				continue
+			}
+			b.Err = fmt.Errorf("redisstore: policy %q: %w", b.Policy.Name, cerr)
+			failed++
+			continue
+		}
+		b.Decision, b.Err = decision(t.c, t.cmd.Val())
+	}
+	if len(retry) > 0 {
+		rerr := run(retry)
+		for _, t := range retry {
+			b := &batch[t.i]
+			if cerr := t.cmd.Err(); cerr != nil {
+				b.Err = fmt.Errorf("redisstore: policy %q: %w", b.Policy.Name, cerr)
+				failed++
+				continue
+			}
+			b.Decision, b.Err = decision(t.c, t.cmd.Val())
+		}
+		if err == nil || rerr != nil {
+			err = rerr
+		}
+	}
+	if failed == len(todo) && err != nil {
+		return fmt.Errorf("redisstore: TakeBatch: %w", err)
+	}
+	return nil
+}
+
+// args builds the script arguments of one take, as Take does.
+func (s *Store) args(c *compiled, key string, now time.Time, cost int64) []any {
+	cost = min(max(cost, 0), c.maxEff+1)
+	args := make([]any, 3, 3+len(c.suffixes)+2+len(c.tail))
+	args[0], args[1], args[2] = "evalsha", c.script.shaArg, c.nkeys
+	var kb [maxKeyBase + 8]byte
+	base := s.keyBase(kb[:0], c, key)
+	for _, suf := range c.suffixes {
+		args = append(args, string(append(base, suf...)))
+	}
+	if s.clientTime {
+		args = append(args, max(now.UnixMicro(), 0))
+	} else {
+		args = append(args, "")
+	}
+	args = append(args, cost)
+	return append(args, c.tail...)
+}
+
+// Ping checks that Redis answers: PING to the node, or to every shard of a
+// Cluster or Ring. The fleet tier's circuit breaker uses it as its probe.
+// It is bounded by ctx's deadline.
+func (s *Store) Ping(ctx context.Context) error {
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	var err error
+	switch c := s.client.(type) {
+	case *redis.ClusterClient:
+		err = c.ForEachShard(ctx, func(ctx context.Context, n *redis.Client) error { return n.Ping(ctx).Err() })
+	case *redis.Ring:
+		err = c.ForEachShard(ctx, func(ctx context.Context, n *redis.Client) error { return n.Ping(ctx).Err() })
+	default:
+		err = s.client.Ping(ctx).Err()
+	}
+	if err != nil {
+		return fmt.Errorf("redisstore: Ping: %w", err)
+	}
+	return nil
+}
