@@ -1210,9 +1210,10 @@ for i = 1, nl do
     if diff >= M32 then diff = diff - M33 end
     if diff > 0 then count = 0 else idx = nidx - diff end
   end
-  if idx > nidx then
-    -- a window after now's (the clock went back): its count is carried
-    -- into now's window
+  if idx > nidx + 1 then
+    -- a window more than one after now's (the clock went back): its count
+    -- is carried into now's window (the next window stays in force: a
+    -- caller that read the clock before a concurrent one rolled it over)
     idx = nidx; ix = idx % M33; dirty[i] = true
   end
   s1[i], s2[i], old[i], idxs[i], cnts[i], ws[i], capas[i] = ix, n, n, idx, count, w, capa
