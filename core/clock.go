@@ -52,17 +52,18 @@ func (SystemClock) Now() time.Time {
 
 // CoarseClock is the system clock as of the last tick of a shared
 // background ticker that runs every [CoarseTick] while the clock is read:
-// Now is an atomic load, where [SystemClock] makes a vDSO call (25–35 ns
-// on a virtual machine, most of an embedded decision). The ticker starts
-// at the first Now, reading [SystemClock], and stops after [CoarseIdle]
-// without a Now; the first Now after that reads SystemClock itself and
-// starts it again.
+// Now is two loads, where [SystemClock] makes a vDSO call (25–35 ns on a
+// virtual machine, as much as the rest of an embedded decision). It is
+// the default clock of a [Limiter]. The ticker starts at the first Now,
+// which returns the ticker's first reading of [SystemClock], and stops
+// after [CoarseIdle] without a Now; the first Now after that starts it
+// again.
 //
 // Accuracy: Now lags SystemClock by at most CoarseTick plus the time the
 // ticker waits for a CPU (on a saturated machine, longer). Every reader
 // sees the same sequence of ticks, so times go back only when
-// SystemClock's do (a wall-clock step). Decisions are those
-// of the exact algorithms at an instant up to the lag earlier, so they
+// SystemClock's do (a wall-clock step). Decisions are those of the exact
+// algorithms at an instant up to the lag earlier, so they
 // are stricter by that much (a refill or a window boundary is seen up to
 // the lag late), and over any interval a key can be admitted at most
 // lag × rate more than its limit (under 1 request at 1,000 per second or
