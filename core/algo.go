@@ -175,6 +175,7 @@ func (c *Compiled) Decide(state []int64, now, cost int64) (d Decision) {
 // DecideTo is Decide writing the decision into *d, which it overwrites
 // whole: a store's hot path then copies no Decision.
 func (c *Compiled) DecideTo(d *Decision, state []int64, now, cost int64) {
+	*d = Decision{}
 	if cost < 0 {
 		cost = 0
 	}
@@ -235,19 +236,22 @@ func nominal(rem int64, k *plan) int64 {
 }
 
 func (c *Compiled) decision(d *Decision, k *plan, r lres) {
-	// one whole-struct store per outcome: *d is overwritten entirely
+	d.Allowed = r.ok
+	d.Limit = k.l
+	d.ResetAfter = time.Duration(r.resetAfter) * time.Microsecond
+	d.Policy = c.p.Name
 	if r.ok {
-		*d = Decision{Allowed: true, Limit: k.l, Remaining: nominal(r.remaining, k),
-			ResetAfter: time.Duration(r.resetAfter) * time.Microsecond, Policy: c.p.Name}
+		d.Remaining = nominal(r.remaining, k)
 		return
 	}
-	retry := Never
-	if r.retryAfter != never {
-		retry = time.Duration(r.retryAfter) * time.Microsecond
+	if r.retryAfter == never {
+		d.RetryAfter = Never
+	} else {
+		d.RetryAfter = time.Duration(r.retryAfter) * time.Microsecond
 	}
-	shadow := c.p.Shadow
-	*d = Decision{Allowed: shadow, Shadowed: shadow, Limit: k.l,
-		ResetAfter: time.Duration(r.resetAfter) * time.Microsecond, RetryAfter: retry, Policy: c.p.Name}
+	if c.p.Shadow {
+		d.Allowed, d.Shadowed = true, true
+	}
 }
 
 // MaxNow is the latest instant Decide works with, in µs since the Unix
