@@ -3,8 +3,9 @@
 // default problem+json bodies. It is written once here so that nethttp,
 // ginlimit, echolimit and fiberlimit answer byte for byte alike.
 //
-// Values are formatted with strconv.AppendInt into caller-provided fixed
-// buffers ([Fields]): nothing here allocates on the request path.
+// Values are formatted into caller-provided fixed buffers ([Fields]), small
+// counts and limit sizes come ready-made ([Itoa]): nothing here allocates
+// on the request path but [SetHTTP]'s one block of header values.
 package respond
 
 import (
