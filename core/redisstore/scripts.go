@@ -732,6 +732,10 @@ end
 // luaGCRA1: GCRA, one limit. ARGV[3] emission interval T, ARGV[4]
 // tolerance tau = capacity × T, ARGV[5] count denied. Reply remaining is
 // against the effective capacity (Go subtracts the soft overage).
+// Numbers go to redis.call as Lua numbers, not string.format('%d'):
+// Redis writes a number argument with %.17g, which for these integers
+// (below 2^53, so below 10^17) is exactly their decimal digits, the same
+// bytes, a few percent less of the script's CPU.
 const luaGCRA1 = luaNow + `
 local cost, t, tau = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
 local key = KEYS[1]
@@ -747,12 +751,12 @@ if tat < now then tat = now end
 local newtat = tat + cost * t
 if newtat - now <= tau then
   if cost > 0 then
-    redis.call('SET', key, string.format('%d', newtat), 'PX', string.format('%d', math.ceil((newtat - now) / 1000) + pad))
+    redis.call('SET', key, newtat, 'PX', math.ceil((newtat - now) / 1000) + pad)
   elseif fix then
-    redis.call('SET', key, string.format('%d', old), 'PX', string.format('%d', math.ceil((old - now) / 1000) + pad))
+    redis.call('SET', key, old, 'PX', math.ceil((old - now) / 1000) + pad)
   elseif v and redis.call('PTTL', key) == -1 then
     if old > now then
-      redis.call('PEXPIRE', key, string.format('%d', math.ceil((old - now) / 1000) + pad))
+      redis.call('PEXPIRE', key, math.ceil((old - now) / 1000) + pad)
     else
       redis.call('DEL', key)
     end
@@ -766,17 +770,17 @@ if ARGV[5] == '1' then
   if s > now + tau then s = now + tau end
   if s < tat then s = tat end
   if s > now then
-    redis.call('SET', key, string.format('%d', s), 'PX', string.format('%d', math.ceil((s - now) / 1000) + pad))
+    redis.call('SET', key, s, 'PX', math.ceil((s - now) / 1000) + pad)
   elseif v then
     redis.call('DEL', key)
   end
   return {0, 0, 0, s - now, retry}
 end
 if fix then
-  redis.call('SET', key, string.format('%d', old), 'PX', string.format('%d', math.ceil((old - now) / 1000) + pad))
+  redis.call('SET', key, old, 'PX', math.ceil((old - now) / 1000) + pad)
 elseif v and redis.call('PTTL', key) == -1 then
   if old > now then
-    redis.call('PEXPIRE', key, string.format('%d', math.ceil((old - now) / 1000) + pad))
+    redis.call('PEXPIRE', key, math.ceil((old - now) / 1000) + pad)
   else
     redis.call('DEL', key)
   end
@@ -1154,13 +1158,13 @@ for i = 1, nl do
   local key, exp = KEYS[i], st[i]
   if dirty[i] then
     if exp > now then
-      redis.call('SET', key, string.format('%d', exp), 'PX', string.format('%d', math.ceil((exp - now) / 1000) + pad))
+      redis.call('SET', key, exp, 'PX', math.ceil((exp - now) / 1000) + pad)
     elseif vals[i] then
       redis.call('DEL', key)
     end
   elseif vals[i] and redis.call('PTTL', key) == -1 then
     if exp > now then
-      redis.call('PEXPIRE', key, string.format('%d', math.ceil((exp - now) / 1000) + pad))
+      redis.call('PEXPIRE', key, math.ceil((exp - now) / 1000) + pad)
     else
       redis.call('DEL', key)
     end
