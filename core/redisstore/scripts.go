@@ -930,10 +930,10 @@ elseif n >= 0 then
   else
     val = string.format('%d%09d', ix, n)
   end
-  redis.call('SET', key, val, 'PX', string.format('%d', math.ceil(reset / 1000) + pad))
+  redis.call('SET', key, val, 'PX', math.ceil(reset / 1000) + pad)
 elseif v and redis.call('PTTL', key) == -1 then
   if stored ~= 0 then
-    redis.call('PEXPIRE', key, string.format('%d', math.ceil(reset / 1000) + pad))
+    redis.call('PEXPIRE', key, math.ceil(reset / 1000) + pad)
   else
     redis.call('DEL', key)
   end
@@ -1289,9 +1289,9 @@ for i = 1, nl do
       else
         val = string.format('%d%09d', ix, n)
       end
-      redis.call('SET', key, val, 'PX', string.format('%d', math.ceil((exp - now) / 1000) + pad))
+      redis.call('SET', key, val, 'PX', math.ceil((exp - now) / 1000) + pad)
     else
-      redis.call('PEXPIRE', key, string.format('%d', math.ceil((exp - now) / 1000) + pad))
+      redis.call('PEXPIRE', key, math.ceil((exp - now) / 1000) + pad)
     end
   elseif exp ~= -1 and vals[i] then
     redis.call('DEL', key)
