@@ -266,8 +266,9 @@ func (e *Engine) DecideInto(ctx context.Context, req keyfuncs.Request, res *Resu
 			cost = c
 		}
 	}
-	var sbuf [96]byte
-	scope := e.appendScope(sbuf[:0], req)
+	// one buffer: the scope, then each check's key built after it in place
+	var kbuf [192]byte
+	scope := e.appendScope(kbuf[:0], req)
 	if len(e.checks) == 1 {
 		c := &e.checks[0]
 		key, st := e.key(ctx, c, req, scope)
@@ -382,8 +383,9 @@ func standardMethod(m string) bool {
 
 // key derives check c's store key: scope, '|', client key.
 func (e *Engine) key(ctx context.Context, c *check, req keyfuncs.Request, scope []byte) (string, keyStatus) {
-	var buf [160]byte
-	b := append(buf[:0], scope...)
+	// built in place after the scope; interned (copied) before the next
+	// check reuses the bytes
+	b := scope
 	b = append(b, keySep)
 	n := len(b)
 	if c.key.ip == e.peer && keyfuncs.DefaultIPv4Prefix == 32 {
