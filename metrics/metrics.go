@@ -285,9 +285,12 @@ func (m *Metrics) add(name string) *policy {
 		return p
 	}
 	if len(old) >= m.maxPolicies {
-		// other is set before full, which Observe reads first.
-		m.other = m.newPolicy(OtherPolicy)
-		m.full.Store(true)
+		// other is set once, before full, which Observe reads first; a
+		// caller that saw full false and waited for mu finds it set
+		if m.other == nil {
+			m.other = m.newPolicy(OtherPolicy)
+			m.full.Store(true)
+		}
 		return m.other
 	}
 	next := make(map[string]*policy, len(old)+1)
