@@ -180,12 +180,16 @@ const (
 	ErrorConnection
 	// ErrorCircuitOpen: a circuit breaker refused the call without trying.
 	ErrorCircuitOpen
+	// ErrorCanceled: the caller's context was cancelled (the client went
+	// away) before the store answered; not a fault of the store.
+	ErrorCanceled
 	// ErrorOther: anything else (a script error, a bad reply, a closed
 	// store).
 	ErrorOther
 )
 
-// String returns "", "timeout", "connection", "circuit_open" or "other".
+// String returns "", "timeout", "connection", "circuit_open", "canceled"
+// or "other".
 func (k ErrorKind) String() string {
 	switch k {
 	case ErrorNone:
@@ -196,6 +200,8 @@ func (k ErrorKind) String() string {
 		return "connection"
 	case ErrorCircuitOpen:
 		return "circuit_open"
+	case ErrorCanceled:
+		return "canceled"
 	}
 	return "other"
 }
@@ -206,7 +212,8 @@ var ErrCircuitOpen = errors.New("limitkit: circuit breaker open; remote store no
 
 // ClassifyError returns the kind of a store error: a timeout (context
 // deadline, a net.Error timeout), a connection failure (refused, reset,
-// broken pipe, EOF, a *net.OpError, DNS), an open circuit breaker, or other.
+// broken pipe, EOF, a *net.OpError, DNS), an open circuit breaker, a
+// request its caller cancelled, or other.
 func ClassifyError(err error) ErrorKind {
 	if err == nil {
 		return ErrorNone
@@ -216,6 +223,9 @@ func ClassifyError(err error) ErrorKind {
 	}
 	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, os.ErrDeadlineExceeded) {
 		return ErrorTimeout
+	}
+	if errors.Is(err, context.Canceled) {
+		return ErrorCanceled
 	}
 	var ne net.Error
 	if errors.As(err, &ne) && ne.Timeout() {

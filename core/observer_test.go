@@ -176,10 +176,12 @@ func TestClassifyError(t *testing.T) {
 		{&net.DNSError{Err: "no such host", Name: "redis"}, core.ErrorConnection},
 		{fmt.Errorf("tier: %w", core.ErrCircuitOpen), core.ErrorCircuitOpen},
 		{errors.New("ERR Error running script"), core.ErrorOther},
+		{context.Canceled, core.ErrorCanceled},
+		{fmt.Errorf("redis: %w", context.Canceled), core.ErrorCanceled},
 	} {
 		assert.Equal(t, tc.want, core.ClassifyError(tc.err), "%v", tc.err)
 	}
-	for _, k := range []core.ErrorKind{core.ErrorTimeout, core.ErrorConnection, core.ErrorCircuitOpen, core.ErrorOther} {
+	for _, k := range []core.ErrorKind{core.ErrorTimeout, core.ErrorConnection, core.ErrorCircuitOpen, core.ErrorCanceled, core.ErrorOther} {
 		assert.NotEmpty(t, k.String())
 	}
 }

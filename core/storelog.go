@@ -84,6 +84,8 @@ func hint(k ErrorKind) string {
 		return "the store did not answer within the deadline: it is down, overloaded or too far; check its latency, or raise core.WithTimeout"
 	case ErrorCircuitOpen:
 		return "the circuit breaker is open after repeated failures; the lines before this one name the cause"
+	case ErrorCanceled:
+		return "the caller cancelled the request (the client went away) before the store answered; not a store fault unless it comes with slow store calls"
 	}
 	return "the store answered with an error (a script error, a bad reply or a closed store): see err"
 }

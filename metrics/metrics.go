@@ -186,7 +186,7 @@ func New(opts ...Option) (*Metrics, error) {
 			"Decisions by policy and outcome: allowed, denied, shadowed (a shadow policy would have denied), degraded (the store failed; the fail mode decided).",
 			"policy", "outcome"),
 		errors: counter("store_errors_total",
-			"Store failures by policy and kind: timeout, connection, circuit_open, other. Each one is a degraded decision.",
+			"Store failures by policy and kind: timeout, connection, circuit_open, canceled, other. Each one is a degraded decision.",
 			"policy", "kind"),
 		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: ns, Name: "store_latency_seconds", ConstLabels: cl, Buckets: c.buckets,
 			Help: "Duration of the store call of each decision, for stores that do I/O (Redis), failures included."}, []string{"policy"}),
@@ -201,7 +201,7 @@ func New(opts ...Option) (*Metrics, error) {
 		syncs: counter("syncs_total",
 			"Round trips of a store tier's write-back sync, by result: ok or error.", "result"),
 		syncErrors: counter("sync_errors_total",
-			"Failed syncs of a store tier, by kind: timeout, connection, circuit_open, other.", "kind"),
+			"Failed syncs of a store tier, by kind: timeout, connection, circuit_open, canceled, other.", "kind"),
 		syncKeys: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "sync_keys_total", ConstLabels: cl,
 			Help: "Entries sent by a store tier's syncs."}),
 		syncLatency: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: ns, Name: "sync_latency_seconds", ConstLabels: cl, Buckets: c.buckets,
@@ -285,9 +285,12 @@ func (m *Metrics) add(name string) *policy {
 		return p
 	}
 	if len(old) >= m.maxPolicies {
-		// other is set before full, which Observe reads first.
-		m.other = m.newPolicy(OtherPolicy)
-		m.full.Store(true)
+		// other is set once, before full, which Observe reads first; a
+		// caller that saw full false and waited for mu finds it set
+		if m.other == nil {
+			m.other = m.newPolicy(OtherPolicy)
+			m.full.Store(true)
+		}
 		return m.other
 	}
 	next := make(map[string]*policy, len(old)+1)

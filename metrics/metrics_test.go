@@ -88,8 +88,10 @@ limitkit_decisions_total{outcome="denied",policy="beta"} 0
 limitkit_decisions_total{outcome="denied",policy="login"} 1
 limitkit_decisions_total{outcome="shadowed",policy="beta"} 1
 limitkit_decisions_total{outcome="shadowed",policy="login"} 0
-# HELP limitkit_store_errors_total Store failures by policy and kind: timeout, connection, circuit_open, other. Each one is a degraded decision.
+# HELP limitkit_store_errors_total Store failures by policy and kind: timeout, connection, circuit_open, canceled, other. Each one is a degraded decision.
 # TYPE limitkit_store_errors_total counter
+limitkit_store_errors_total{kind="canceled",policy="beta"} 0
+limitkit_store_errors_total{kind="canceled",policy="login"} 0
 limitkit_store_errors_total{kind="circuit_open",policy="beta"} 0
 limitkit_store_errors_total{kind="circuit_open",policy="login"} 0
 limitkit_store_errors_total{kind="connection",policy="beta"} 0
@@ -192,7 +194,7 @@ limitkit_deny_cache_hits_total{policy="api"} 2
 # HELP limitkit_fallbacks_total Decisions a store tier made locally because the remote store failed or its breaker was open.
 # TYPE limitkit_fallbacks_total counter
 limitkit_fallbacks_total{policy="api"} 1
-# HELP limitkit_sync_errors_total Failed syncs of a store tier, by kind: timeout, connection, circuit_open, other.
+# HELP limitkit_sync_errors_total Failed syncs of a store tier, by kind: timeout, connection, circuit_open, canceled, other.
 # TYPE limitkit_sync_errors_total counter
 limitkit_sync_errors_total{kind="timeout"} 1
 # HELP limitkit_sync_keys_total Entries sent by a store tier's syncs.
