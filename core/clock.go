@@ -78,8 +78,11 @@ type CoarseClock struct{}
 const (
 	// CoarseTick is how often [CoarseClock]'s time advances while in use.
 	CoarseTick = time.Millisecond
-	// CoarseIdle is how long [CoarseClock]'s ticker runs without a reader.
-	CoarseIdle = time.Second
+	// CoarseIdle is how long [CoarseClock]'s ticker runs without a reader:
+	// short, so that a goroutine-leak check after the last decision (goleak
+	// retries for about 0.4 s) finds it gone; a restart costs one
+	// SystemClock read and one goroutine start.
+	CoarseIdle = 100 * time.Millisecond
 )
 
 // coarseTime is one tick: its time, and whether a reader has seen it.

@@ -3,6 +3,8 @@ package core_test
 import (
 	"context"
 	"errors"
+	"runtime"
+	"strings"
 	"testing"
 	"time"
 
@@ -184,4 +186,24 @@ func BenchmarkClock(b *testing.B) {
 		}
 		_ = s
 	})
+}
+
+// TestCoarseClockGoroutineStops: the default clock's ticker goroutine is
+// gone shortly after the last decision, so goroutine-leak checks in users'
+// tests pass.
+func TestCoarseClockGoroutineStops(t *testing.T) {
+	l, err := core.NewLimiter(&mapStore{states: map[string][]int64{}}, core.Policy{Name: "c", Limits: []core.Limit{core.PerMinute(10)}})
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return !coarseTickerRunning() }, 5*time.Second, 10*time.Millisecond, "no ticker before")
+	_, _ = l.Allow(context.Background(), "k")
+	assert.True(t, coarseTickerRunning(), "the first read starts the ticker")
+	require.Eventually(t, func() bool { return !coarseTickerRunning() }, 2*time.Second, 10*time.Millisecond, "the ticker stops when unread")
+}
+
+// coarseTickerRunning reports whether a goroutine runs core's coarse
+// clock ticker.
+func coarseTickerRunning() bool {
+	buf := make([]byte, 1<<20)
+	n := runtime.Stack(buf, true)
+	return strings.Contains(string(buf[:n]), "core.coarseTicker")
 }
