@@ -101,7 +101,9 @@ func (s *Store) TakeBatch(ctx context.Context, batch []core.BatchTake) error {
 	return nil
 }
 
-// args builds the script arguments of one take, as Take does.
+// args builds the script arguments of one take (Take and TakeBatch). Any
+// cost above every capacity decides like capacity+1 (denied, never
+// retryable, the same state written): clamping keeps Lua's products exact.
 func (s *Store) args(c *compiled, key string, now time.Time, cost int64) []any {
 	cost = min(max(cost, 0), c.maxEff+1)
 	args := make([]any, 3, 3+len(c.suffixes)+2+len(c.tail))

@@ -378,25 +378,7 @@ func (s *Store) Take(ctx context.Context, key string, p *core.Policy, now time.T
 	if err != nil {
 		return core.Decision{}, err
 	}
-	cost = max(cost, 0)
-	// Any cost above every capacity decides like capacity+1 (denied, never
-	// retryable, the same state written): clamping keeps Lua's products
-	// exact.
-	cost = min(cost, c.maxEff+1)
-	args := make([]any, 3, 3+len(c.suffixes)+2+len(c.tail))
-	args[0], args[1], args[2] = "evalsha", c.script.shaArg, c.nkeys
-	var kb [maxKeyBase + 8]byte
-	base := s.keyBase(kb[:0], c, key)
-	for _, suf := range c.suffixes {
-		args = append(args, string(append(base, suf...)))
-	}
-	if s.clientTime {
-		args = append(args, max(now.UnixMicro(), 0))
-	} else {
-		args = append(args, "")
-	}
-	args = append(args, cost)
-	args = append(args, c.tail...)
+	args := s.args(c, key, now, cost)
 	vals, err := c.script.run(ctx, s.client, args)
 	if err != nil {
 		return core.Decision{}, fmt.Errorf("redisstore: policy %q: %w", p.Name, err)
