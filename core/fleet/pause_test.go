@@ -118,7 +118,12 @@ func TestRedisPausedMidTraffic(t *testing.T) {
 	p99 := openLat[len(openLat)*99/100]
 	t.Logf("paid the deadline: %d requests (%d goroutines); with breakers open: %d decisions, p50 %v, p99 %v, max %v; closed %v after SIGCONT (cool-down %v, probe %v)",
 		paid, tiers*perTier, len(openLat), openLat[len(openLat)/2], p99, openLat[len(openLat)-1], closedAfter, coolDown, probe)
-	assert.LessOrEqual(t, paid, 2*tiers*perTier, "each goroutine pays the deadline at most about once")
+	// Only requests sent before their tier's breaker opened may pay: the
+	// ones in flight when Redis stopped, and those a goroutine sent while
+	// its tier had seen fewer than the threshold (3) of the first wave's
+	// failures; under load a goroutine can send up to the threshold of
+	// them. paidLate below is the strict check.
+	assert.LessOrEqual(t, paid, 3*tiers*perTier, "a goroutine pays the deadline at most threshold times")
 	assert.Zero(t, paidLate, "no request sent after the breakers opened paid the deadline")
 	if !raceEnabled {
 		assert.Less(t, p99, time.Millisecond)
