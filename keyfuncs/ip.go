@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"net/netip"
 	"strings"
+
+	"github.com/limitkit/limitkit/internal/hostport"
 )
 
 // maxHostLen bounds the text of one address we try to parse. The longest
@@ -24,7 +26,7 @@ func parseHost(s string) (netip.Addr, bool) {
 		if end < 0 {
 			return netip.Addr{}, false
 		}
-		if rest := s[end+1:]; rest != "" && (rest[0] != ':' || !validPort(rest[1:])) {
+		if rest := s[end+1:]; rest != "" && (rest[0] != ':' || !hostport.ValidPort(rest[1:])) {
 			return netip.Addr{}, false
 		}
 		a, err := netip.ParseAddr(s[1:end])
@@ -45,7 +47,7 @@ func parseHost(s string) (netip.Addr, bool) {
 		return a, true
 	}
 	// One colon: IPv4 with a port.
-	if !validPort(s[i+1:]) {
+	if !hostport.ValidPort(s[i+1:]) {
 		return netip.Addr{}, false
 	}
 	a, err := netip.ParseAddr(s[:i])
@@ -53,22 +55,6 @@ func parseHost(s string) (netip.Addr, bool) {
 		return netip.Addr{}, false
 	}
 	return a, true
-}
-
-// validPort reports whether s is a decimal port number, 0-65535.
-func validPort(s string) bool {
-	if s == "" || len(s) > 5 {
-		return false
-	}
-	n := 0
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if c < '0' || c > '9' {
-			return false
-		}
-		n = n*10 + int(c-'0')
-	}
-	return n <= 65535
 }
 
 // normalize strips the zone and folds an IPv4-mapped IPv6 address

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/limitkit/limitkit/core"
+	"github.com/limitkit/limitkit/internal/hostport"
 	"github.com/limitkit/limitkit/internal/respond"
 	"github.com/limitkit/limitkit/keyfuncs"
 )
@@ -449,7 +450,7 @@ func appendPeerIPv4(b []byte, req keyfuncs.Request) ([]byte, bool) {
 	host := s
 	if i := strings.IndexByte(s, ':'); i >= 0 {
 		host = s[:i]
-		if !validPort(s[i+1:]) {
+		if !hostport.ValidPort(s[i+1:]) {
 			return b, false
 		}
 	}
@@ -476,23 +477,6 @@ func appendPeerIPv4(b []byte, req keyfuncs.Request) ([]byte, bool) {
 		return b, false
 	}
 	return append(b, host...), true
-}
-
-// validPort reports whether s is a decimal port number, 0-65535 (as
-// keyfuncs accepts it).
-func validPort(s string) bool {
-	if s == "" || len(s) > 5 {
-		return false
-	}
-	n := 0
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if c < '0' || c > '9' {
-			return false
-		}
-		n = n*10 + int(c-'0')
-	}
-	return n <= 65535
 }
 
 var errEmptyKey = fmt.Errorf("%w: the key function returned an empty key", keyfuncs.ErrNoKey)
