@@ -182,6 +182,15 @@ func testExact(t *testing.T, f Factory, o Options) {
 
 // testMultiLimit: a request denied by the per-second limit consumes nothing
 // from the 15-second limit.
+// testMultiLimit: a two-limit policy is all-or-nothing. Key "u" is denied
+// 50 times by the per-minute limit after 200 admissions; key "ctl" gets the
+// same 200 admissions and no denial. If the denials consumed nothing in the
+// 15-minute limit, the two keys are in the same state, so every later
+// decision on them is identical (Allowed, Remaining, RetryAfter, ResetAfter)
+// and exactly 700 more fit in the 15-minute window (the window algorithms;
+// the rate algorithms refill on top of the 700, identically for both keys).
+// It goes through the policy under test only, so it runs, exactly, on every
+// store (a store may refuse a policy name reused with other limits).
 func testMultiLimit(t *testing.T, f Factory) {
 	for _, alg := range []core.Algorithm{core.GCRA, core.TokenBucket, core.FixedWindow, core.SlidingWindowLog, core.SlidingWindowCounter} {
 		t.Run(alg.String(), func(t *testing.T) {
@@ -190,10 +199,12 @@ func testMultiLimit(t *testing.T, f Factory) {
 				Limits: []core.Limit{core.Per(900, 15*time.Minute), core.Per(200, time.Minute)}}
 			ctx := context.Background()
 			now := Epoch.Truncate(time.Hour)
-			for i := 0; i < 200; i++ {
-				d, err := s.Take(ctx, "u", &p, now, 1)
-				require.NoError(t, err)
-				require.True(t, d.Allowed, "request %d", i)
+			for _, key := range []string{"u", "ctl"} {
+				for i := 0; i < 200; i++ {
+					d, err := s.Take(ctx, key, &p, now, 1)
+					require.NoError(t, err)
+					require.True(t, d.Allowed, "%s: request %d", key, i)
+				}
 			}
 			for i := 0; i < 50; i++ {
 				d, err := s.Take(ctx, "u", &p, now, 1)
@@ -202,26 +213,27 @@ func testMultiLimit(t *testing.T, f Factory) {
 				assert.Equal(t, core.Per(200, time.Minute), d.Limit, "the per-minute limit binds")
 				assert.Positive(t, d.RetryAfter)
 			}
-			// A peek at the same instant shows the 15-minute limit still has
-			// exactly 700 left: the 50 denials consumed nothing there.
-			d, err := s.Take(ctx, "u", &core.Policy{Name: p.Name, Algorithm: alg, Limits: p.Limits[:1]}, now, 0)
-			if err == nil { // a store may refuse a policy name reused with other limits
-				assert.Equal(t, int64(700), d.Remaining)
-			}
-			// Spend the rest of the 15-minute quota minute by minute: exactly 700 more fit.
-			admitted := 0
+			// Spend the rest of the 15-minute quota minute by minute on both keys.
+			admitted, ctlAdmitted := 0, 0
 			for m := 1; m <= 14; m++ {
 				at := now.Add(time.Duration(m)*time.Minute + time.Second)
 				for i := 0; i < 200; i++ {
-					d, err := s.Take(ctx, "u", &p, at, 1)
+					du, err := s.Take(ctx, "u", &p, at, 1)
 					require.NoError(t, err)
-					if d.Allowed {
+					dc, err := s.Take(ctx, "ctl", &p, at, 1)
+					require.NoError(t, err)
+					require.Equal(t, dc, du, "minute %d request %d: the denied key must be decided exactly like the control key", m, i)
+					if du.Allowed {
 						admitted++
+					}
+					if dc.Allowed {
+						ctlAdmitted++
 					}
 				}
 			}
+			require.Equal(t, ctlAdmitted, admitted)
 			if alg == core.FixedWindow || alg == core.SlidingWindowLog {
-				assert.Equal(t, 700, admitted)
+				assert.Equal(t, 700, admitted, "exactly 700 left in the 15-minute window")
 			} else {
 				assert.GreaterOrEqual(t, admitted, 700, "rate algorithms refill within 15 minutes")
 			}
