@@ -71,7 +71,8 @@ func TestTakeErrors(t *testing.T) {
 }
 
 // TestUnexpectedReply: a reply of the wrong shape is an error, never a
-// panic or a made-up decision.
+// panic or a made-up decision: decision's checks on their own, then the
+// store's whole reply path (Take and TakeBatch) against a real Redis.
 func TestUnexpectedReply(t *testing.T) {
 	p := mustPolicy(t, core.Policy{Name: "p", Limits: []core.Limit{core.PerSecond(1), core.PerMinute(10)}})
 	cp, err := (&Store{}).compile(p)
@@ -86,17 +87,62 @@ func TestUnexpectedReply(t *testing.T) {
 	assert.Equal(t, core.Decision{Limit: p.Limits[1], ResetAfter: 7 * time.Microsecond, RetryAfter: core.Never, Policy: "p"}, d,
 		"denied: Remaining 0, Never for -1")
 
-	// A non-array reply from Redis (e.g. a script replaced under the same
-	// SHA by a hostile operator) is reported, not trusted.
-	srv := redistest.StartNode(t)
-	c := srv.NewClient(t)
+	// The store's own reply path (script.run reading into an IntSliceCmd,
+	// EVALSHA then the EVAL fallback, and TakeBatch's pipeline) against a
+	// real Redis, with the policy's script swapped for one whose reply is
+	// malformed (as a script replaced under the same SHA would be): every
+	// shape is an error naming the policy, with a zero Decision, never a
+	// panic or a made-up decision.
+	s, _, _ := nodeStore(t)
 	ctx := context.Background()
-	_, err = c.ScriptFlush(ctx).Result()
+	for _, tc := range []struct{ name, src, want string }{
+		{"string", `return 'hello'`, "redis: can't parse"},
+		{"nil", `return nil`, "redis: nil"},
+		{"error", `return redis.error_reply('boom')`, "ERR boom"},
+		{"empty array", `return {}`, "unexpected script reply"},
+		{"short array", `return {1, 0, 0, 0}`, "unexpected script reply"},
+		{"long array", `return {1, 0, 0, 0, 0, 0}`, "unexpected script reply"},
+		{"allowed 2", `return {2, 0, 0, 0, 0}`, "unexpected script reply"},
+		{"limit index out of range", `return {1, 2, 0, 0, 0}`, "unexpected script reply"},
+		{"negative limit index", `return {0, -1, 0, 0, 5}`, "unexpected script reply"},
+		{"negative remaining", `return {1, 0, -1, 0, 0}`, "unexpected script reply"},
+		{"retry below -1", `return {0, 0, 0, 0, -2}`, "unexpected script reply"},
+		{"string element", `return {1, 0, 'x', 0, 0}`, `strconv.ParseInt: parsing "x"`},
+		{"nested array", `return {1, 0, 5, 7, {1}}`, "redis: can't parse"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := mustPolicy(t, core.Policy{Name: "p", Limits: []core.Limit{core.PerSecond(1), core.PerMinute(10)}})
+			withScript(t, s, p, tc.src)
+			for i := range 2 { // EVAL fallback (NOSCRIPT), then EVALSHA
+				d, err := s.Take(ctx, "k", p, epoch, 1)
+				require.Error(t, err, "call %d", i)
+				assert.Contains(t, err.Error(), `redisstore: policy "p": `+tc.want, "call %d", i)
+				assert.Zero(t, d, "call %d", i)
+			}
+			b := []core.BatchTake{{Key: "k", Policy: p, Now: epoch, Cost: 1}, {Key: "k2", Policy: p, Now: epoch, Cost: 1}}
+			_ = s.TakeBatch(ctx, b)
+			for i := range b {
+				require.Error(t, b[i].Err, "batch entry %d", i)
+				assert.Contains(t, b[i].Err.Error(), `redisstore: policy "p": `+tc.want, "batch entry %d", i)
+				assert.Zero(t, b[i].Decision, "batch entry %d", i)
+			}
+		})
+	}
+	// The same path with a well-formed reply decides: the hook is live.
+	p = mustPolicy(t, core.Policy{Name: "p", Limits: []core.Limit{core.PerSecond(1), core.PerMinute(10)}})
+	withScript(t, s, p, `return {0, 1, 5, 7, -1}`)
+	d, err = s.Take(ctx, "k", p, epoch, 1)
 	require.NoError(t, err)
-	fake := redis.NewScript(`return 'hello'`)
-	v, err := fake.Run(ctx, c, []string{"x"}).Int64Slice()
-	require.Error(t, err)
-	assert.Nil(t, v)
+	assert.Equal(t, core.Decision{Limit: p.Limits[1], ResetAfter: 7 * time.Microsecond, RetryAfter: core.Never, Policy: "p"}, d)
+}
+
+// withScript makes s run src, instead of the script compiled for it, for
+// policy p (the store's own compile, cache and reply path otherwise).
+func withScript(t *testing.T, s *Store, p *core.Policy, src string) {
+	t.Helper()
+	c, err := s.policy(p)
+	require.NoError(t, err)
+	c.script = newScript(src)
 }
 
 // TestOneRoundTrip counts commands with a go-redis hook: exactly one per
