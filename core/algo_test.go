@@ -189,12 +189,19 @@ func TestSwitches(t *testing.T) {
 		// the attempts at 1.9 s and 2 s fill the window until 2.9 s (a probe
 		// before then would itself count)
 		assert.True(t, c.Decide(st, base+2900*ms, 1).Allowed, "once the older attempt leaves the window")
-		c, _ = p.Compile()
-		st = make([]int64, 1)
-		c.Decide(st, base, 2)
-		assert.False(t, c.Decide(st, base, 5).Allowed)
-		assert.False(t, c.Decide(st, base+500*ms, 1).Allowed, "the counted denial keeps the window full")
-		assert.True(t, c.Decide(st, base+1000*ms, 2).Allowed, "the next window starts afresh")
+		// Fixed window: one unit admitted leaves room for one more; the
+		// denied cost 5 fills the window only when denials count.
+		for _, counted := range []bool{true, false} {
+			p.CountDenied = counted
+			c, err := p.Compile()
+			require.NoError(t, err)
+			st = make([]int64, 1)
+			require.True(t, c.Decide(st, base, 1).Allowed)
+			require.False(t, c.Decide(st, base, 5).Allowed)
+			assert.Equal(t, !counted, c.Decide(st, base+500*ms, 1).Allowed,
+				"CountDenied %v: the denial keeps the window full only when it counts", counted)
+			assert.True(t, c.Decide(st, base+1000*ms, 2).Allowed, "CountDenied %v: the next window starts afresh", counted)
+		}
 	})
 }
 
