@@ -19,27 +19,107 @@ func gcraPolicy(name string) *core.Policy {
 	return &core.Policy{Name: name, Algorithm: core.GCRA, Limits: []core.Limit{core.PerMinute(2)}}
 }
 
+// TestKeyCapEvictsExpiredFirst: at a full shard, an expired key is the
+// victim when it is among the candidates, rather than a live key with more
+// quota left or a limited key; dropping it counts no eviction.
 func TestKeyCapEvictsExpiredFirst(t *testing.T) {
-	s := MustNew(WithMaxKeys(numShards)) // 4 shards of 64 keys
-	defer s.Close()
 	ctx := context.Background()
-	p := gcraPolicy("cap")
-	for i := 0; i < 5000; i++ {
-		d, err := s.Take(ctx, "k"+strconv.Itoa(i), p, t0, 1)
+	take := func(t *testing.T, s *Store, key string, p *core.Policy, at time.Time, cost int64) core.Decision {
+		t.Helper()
+		d, err := s.Take(ctx, key, p, at, cost)
 		require.NoError(t, err)
-		require.True(t, d.Allowed, "a new key is always tracked and admitted")
+		return d
 	}
-	st := s.Stats()
-	assert.LessOrEqual(t, st.Keys, numShards, "the cap holds")
-	assert.Positive(t, st.Evictions, "live keys were evicted at the cap")
-	// Later, every key has expired: new keys replace expired ones without
-	// counting evictions of live keys.
-	before := s.Stats().Evictions
-	for i := 0; i < 5000; i++ {
-		s.Take(ctx, "new"+strconv.Itoa(i), p, t0.Add(time.Hour), 1)
-	}
-	assert.LessOrEqual(t, s.Stats().Keys, numShards)
-	assert.Less(t, s.Stats().Evictions-before, uint64(5000), "expired keys go first")
+	t.Run("flood at the cap", func(t *testing.T) {
+		s := MustNew(WithMaxKeys(numShards)) // 4 shards of 64 keys
+		defer s.Close()
+		p := gcraPolicy("cap")
+		for i := 0; i < 5000; i++ {
+			d := take(t, s, "k"+strconv.Itoa(i), p, t0, 1)
+			require.True(t, d.Allowed, "a new key is always tracked and admitted")
+		}
+		st := s.Stats()
+		assert.Equal(t, numShards, st.Keys, "the cap holds, and is reached")
+		assert.Equal(t, uint64(5000-numShards), st.Evictions, "every key beyond the cap evicted a live one")
+		// An hour later every key has expired. The newest key of each shard
+		// is the first candidate the next new key meets, so each shard's
+		// first new key replaces an expired key, uncounted. (Later new keys
+		// meet the previous new key first, which has spent one unit of its
+		// quota and is taken at once: expired keys win only over the
+		// candidates considered before such a key.)
+		for i := 0; i < 5000; i++ {
+			take(t, s, "new"+strconv.Itoa(i), p, t0.Add(time.Hour), 1)
+		}
+		assert.Equal(t, numShards, s.Stats().Keys)
+		assert.LessOrEqual(t, s.Stats().Evictions-st.Evictions, uint64(5000-4), "one expired key per shard went uncounted")
+	})
+	t.Run("expired rather than live with more quota left", func(t *testing.T) {
+		s := MustNew(WithMaxKeys(minShardKeys)) // one shard of 64 keys
+		defer s.Close()
+		p := &core.Policy{Name: "choice", Algorithm: core.GCRA, Limits: []core.Limit{core.PerMinute(10)}}
+		live := t0.Add(40 * time.Second)
+		// 63 live keys that spent half their quota, and one that spent one
+		// unit at t0 (expired from t0+6s), inserted fourth from last: the
+		// eviction's first candidates are the newest keys, newest first, so
+		// three live keys are considered before the expired one.
+		for i := 0; i < minShardKeys; i++ {
+			if i == minShardKeys-4 {
+				take(t, s, "old", p, t0, 1)
+				continue
+			}
+			take(t, s, "live"+strconv.Itoa(i), p, live, 5)
+		}
+		require.Equal(t, minShardKeys, s.Stats().Keys)
+		now := t0.Add(50 * time.Second)
+		take(t, s, "new", p, now, 5)
+		st := s.Stats()
+		assert.Equal(t, minShardKeys, st.Keys)
+		assert.Zero(t, st.Evictions, "an expired key was the victim: no eviction counted")
+		// every live key kept its state: 5 spent at +40s, 1.67 refilled by +50s
+		for i := 0; i < minShardKeys; i++ {
+			if i == minShardKeys-4 {
+				continue
+			}
+			assert.Equal(t, int64(6), take(t, s, "live"+strconv.Itoa(i), p, now, 0).Remaining, "live%d kept its state", i)
+		}
+		assert.Equal(t, int64(5), take(t, s, "new", p, now, 0).Remaining, "the new key is tracked")
+	})
+	t.Run("expired rather than limited, then the newest limited", func(t *testing.T) {
+		s := MustNew(WithMaxKeys(minShardKeys)) // one shard of 64 keys
+		defer s.Close()
+		p := gcraPolicy("limited")
+		half := minShardKeys / 2
+		for i := 0; i < half; i++ {
+			take(t, s, "old"+strconv.Itoa(i), p, t0, 1) // expired from t0+30s
+		}
+		for i := 0; i < half; i++ {
+			take(t, s, "lim"+strconv.Itoa(i), p, t0.Add(40*time.Second), 2) // limited until t0+100s
+		}
+		now := t0.Add(50 * time.Second)
+		for i := 0; i < half; i++ {
+			require.True(t, take(t, s, "new"+strconv.Itoa(i), p, now, 2).Allowed)
+		}
+		st := s.Stats()
+		assert.Equal(t, minShardKeys, st.Keys)
+		assert.Zero(t, st.Evictions, "each new key replaced an expired key, never a limited one")
+		for i := 0; i < half; i++ {
+			assert.False(t, take(t, s, "lim"+strconv.Itoa(i), p, now, 1).Allowed, "lim%d is still limited", i)
+			assert.False(t, take(t, s, "new"+strconv.Itoa(i), p, now, 1).Allowed, "new%d is tracked", i)
+		}
+		// No expired key is left: every candidate is limited, and the newest
+		// goes (counted as a limited eviction).
+		require.True(t, take(t, s, "extra", p, now, 2).Allowed)
+		st = s.Stats()
+		assert.Equal(t, uint64(1), st.Evictions)
+		assert.Equal(t, uint64(1), st.LimitedEvictions)
+		for i := 0; i < half; i++ {
+			assert.False(t, take(t, s, "lim"+strconv.Itoa(i), p, now, 1).Allowed, "lim%d is still limited", i)
+		}
+		for i := 0; i < half-1; i++ {
+			assert.False(t, take(t, s, "new"+strconv.Itoa(i), p, now, 1).Allowed, "new%d is still limited", i)
+		}
+		assert.True(t, take(t, s, "new"+strconv.Itoa(half-1), p, now, 1).Allowed, "the newest key was the victim")
+	})
 }
 
 func TestCapKeepsHotKeyTracked(t *testing.T) {
