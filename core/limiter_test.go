@@ -54,11 +54,13 @@ func TestLimiterUsesClock(t *testing.T) {
 		require.NoError(t, err)
 		assert.True(t, d.Allowed)
 	}
-	d, _ := l.Allow(ctx, "k")
+	d, err := l.Allow(ctx, "k")
+	require.NoError(t, err)
 	assert.False(t, d.Allowed)
 	assert.Equal(t, time.Minute, d.RetryAfter)
 	clock.Advance(time.Minute)
-	d, _ = l.AllowN(ctx, "k", 2)
+	d, err = l.AllowN(ctx, "k", 2)
+	require.NoError(t, err)
 	assert.True(t, d.Allowed)
 	_, err = l.AllowN(ctx, "k", -1)
 	assert.ErrorIs(t, err, core.ErrInvalidCost)
@@ -124,21 +126,26 @@ func TestAllowAll(t *testing.T) {
 	assert.Equal(t, "user", d.Policy, "the binding check has the least remaining")
 	assert.Equal(t, int64(2), d.Remaining)
 	for i := 0; i < 2; i++ {
-		d, _ = core.AllowAll(ctx, core.Check{Limiter: user, Key: "alice"}, core.Check{Limiter: ip, Key: "1.2.3.4"})
+		d, err = core.AllowAll(ctx, core.Check{Limiter: user, Key: "alice"}, core.Check{Limiter: ip, Key: "1.2.3.4"})
+		require.NoError(t, err)
 		assert.True(t, d.Allowed)
 	}
-	d, _ = core.AllowAll(ctx, core.Check{Limiter: user, Key: "alice"}, core.Check{Limiter: ip, Key: "1.2.3.4"})
+	d, err = core.AllowAll(ctx, core.Check{Limiter: user, Key: "alice"}, core.Check{Limiter: ip, Key: "1.2.3.4"})
+	require.NoError(t, err)
 	assert.False(t, d.Allowed)
 	assert.Equal(t, "user", d.Policy)
 	// the denied user check stopped before the IP check: the IP has 2 left
-	d, _ = ip.AllowN(ctx, "1.2.3.4", 0)
+	d, err = ip.AllowN(ctx, "1.2.3.4", 0)
+	require.NoError(t, err)
 	assert.Equal(t, int64(2), d.Remaining)
 	// another user on the same IP is limited by the IP
-	d, _ = core.AllowAll(ctx, core.Check{Limiter: user, Key: "bob"}, core.Check{Limiter: ip, Key: "1.2.3.4"})
+	d, err = core.AllowAll(ctx, core.Check{Limiter: user, Key: "bob"}, core.Check{Limiter: ip, Key: "1.2.3.4"})
+	require.NoError(t, err)
 	assert.True(t, d.Allowed)
 	assert.Equal(t, "ip", d.Policy)
 	assert.Equal(t, int64(1), d.Remaining)
-	d, _ = core.AllowAll(ctx)
+	d, err = core.AllowAll(ctx)
+	require.NoError(t, err)
 	assert.True(t, d.Allowed, "no checks allow")
 }
 
@@ -150,8 +157,10 @@ func TestAllowAllFailOpenContinues(t *testing.T) {
 	assert.Error(t, err)
 	assert.True(t, d.Allowed)
 	assert.Equal(t, "good", d.Policy, "the real decision is reported, not the degraded one")
-	d, _ = core.AllowAll(ctx, core.Check{Limiter: bad, Key: "k"}, core.Check{Limiter: good, Key: "k"})
+	d, err = core.AllowAll(ctx, core.Check{Limiter: bad, Key: "k"}, core.Check{Limiter: good, Key: "k"})
+	assert.ErrorContains(t, err, "down", "the failed check's error, not another")
 	assert.False(t, d.Allowed, "the healthy check still limits")
+	assert.Equal(t, "good", d.Policy)
 }
 
 func TestSystemClockFollowsTimeNow(t *testing.T) {

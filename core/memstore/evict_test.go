@@ -56,7 +56,7 @@ func flood(t *testing.T, s *Store, p *core.Policy, victim string, n int, now tim
 			t.Fatal(err)
 		}
 		if i%97 == 0 {
-			if d, _ := s.Take(ctx, victim, p, at, 1); d.Allowed {
+			if mustTake(t, s, victim, p, at, 1).Allowed {
 				admitted++
 			}
 		}
@@ -161,7 +161,7 @@ func TestBudgetHoldsForEveryAlgorithm(t *testing.T) {
 			require.NoError(t, err)
 			capKeys := tab.shardCap << (64 - tab.shift)
 			for i := 0; i < capKeys*3/2; i++ {
-				s.Take(context.Background(), strconv.Itoa(i), p, t0, 1)
+				mustTake(t, s, strconv.Itoa(i), p, t0, 1)
 			}
 			st := s.Stats()
 			assert.LessOrEqual(t, st.Bytes, int64(budget), "%s, budget %d", p.Name, budget)
@@ -237,13 +237,13 @@ func TestLimitedKeySurvivesWhileAnyKeyHasQuota(t *testing.T) {
 					exhaust(t, s, p, k, t0)
 				}
 				require.Equal(t, minShardKeys, s.Stats().Keys)
-				s.Take(ctx, "newcomer", p, t0, 1)
+				mustTake(t, s, "newcomer", p, t0, 1)
 				assert.Zero(t, s.Stats().LimitedEvictions)
 				for i := 0; i < minShardKeys; i++ {
 					if i == spare {
 						continue
 					}
-					d, _ := s.Take(ctx, "k"+strconv.Itoa(i), p, t0, 1)
+					d := mustTake(t, s, "k"+strconv.Itoa(i), p, t0, 1)
 					require.False(t, d.Allowed, "trial %d: limited key %d was evicted, spare %d", trial, i, spare)
 				}
 				s.Close()

@@ -15,6 +15,15 @@ import (
 
 var t0 = time.Unix(1_767_000_000, 0)
 
+// mustTake is s.Take that fails the test on an error, so that a store
+// error (a zero Decision) never passes for a denial.
+func mustTake(t testing.TB, s *Store, key string, p *core.Policy, at time.Time, cost int64) core.Decision {
+	t.Helper()
+	d, err := s.Take(context.Background(), key, p, at, cost)
+	require.NoError(t, err, "key %q", key)
+	return d
+}
+
 func gcraPolicy(name string) *core.Policy {
 	return &core.Policy{Name: name, Algorithm: core.GCRA, Limits: []core.Limit{core.PerMinute(2)}}
 }
@@ -23,13 +32,7 @@ func gcraPolicy(name string) *core.Policy {
 // victim when it is among the candidates, rather than a live key with more
 // quota left or a limited key; dropping it counts no eviction.
 func TestKeyCapEvictsExpiredFirst(t *testing.T) {
-	ctx := context.Background()
-	take := func(t *testing.T, s *Store, key string, p *core.Policy, at time.Time, cost int64) core.Decision {
-		t.Helper()
-		d, err := s.Take(ctx, key, p, at, cost)
-		require.NoError(t, err)
-		return d
-	}
+	take := mustTake
 	t.Run("flood at the cap", func(t *testing.T) {
 		s := MustNew(WithMaxKeys(numShards)) // 4 shards of 64 keys
 		defer s.Close()
@@ -128,16 +131,14 @@ func TestCapKeepsHotKeyTracked(t *testing.T) {
 	// that expire soonest; the hot key's state lasts longest).
 	s := MustNew(WithMaxKeys(numShards * 4))
 	defer s.Close()
-	ctx := context.Background()
 	p := &core.Policy{Name: "hot", Algorithm: core.GCRA, Limits: []core.Limit{core.PerHour(3)}}
 	for i := 0; i < 3; i++ {
-		s.Take(ctx, "hot", p, t0, 1)
+		require.True(t, mustTake(t, s, "hot", p, t0, 1).Allowed)
 	}
 	for i := 0; i < 20000; i++ {
-		s.Take(ctx, "churn"+strconv.Itoa(i), p, t0, 1)
+		mustTake(t, s, "churn"+strconv.Itoa(i), p, t0, 1)
 		if i%1000 == 0 {
-			d, _ := s.Take(ctx, "hot", p, t0, 1)
-			require.False(t, d.Allowed, "after %d churn keys", i)
+			require.False(t, mustTake(t, s, "hot", p, t0, 1).Allowed, "after %d churn keys", i)
 		}
 	}
 }
@@ -146,7 +147,6 @@ func TestSweepDropsExpired(t *testing.T) {
 	clock := core.NewManualClock(t0)
 	s := MustNew(WithClock(clock))
 	defer s.Close()
-	ctx := context.Background()
 	for _, p := range []*core.Policy{
 		gcraPolicy("g"),
 		{Name: "log", Algorithm: core.SlidingWindowLog, Limits: []core.Limit{core.PerMinute(50)}},
@@ -155,7 +155,7 @@ func TestSweepDropsExpired(t *testing.T) {
 		{Name: "tb", Algorithm: core.TokenBucket, Limits: []core.Limit{core.PerMinute(50)}},
 	} {
 		for i := 0; i < 1000; i++ {
-			s.Take(ctx, strconv.Itoa(i), p, t0, 1)
+			mustTake(t, s, strconv.Itoa(i), p, t0, 1)
 		}
 	}
 	require.Equal(t, 5000, s.Stats().Keys)
@@ -168,8 +168,7 @@ func TestSweepDropsExpired(t *testing.T) {
 	s.Sweep()
 	assert.Zero(t, s.Stats().Keys)
 	// swept keys start afresh
-	d, _ := s.Take(ctx, "1", gcraPolicy("g"), clock.Now(), 2)
-	assert.True(t, d.Allowed)
+	assert.True(t, mustTake(t, s, "1", gcraPolicy("g"), clock.Now(), 2).Allowed)
 }
 
 func TestDeleteKeepsProbeChains(t *testing.T) {
@@ -177,11 +176,9 @@ func TestDeleteKeepsProbeChains(t *testing.T) {
 	// every survivor is still found (backward-shift deletion keeps chains).
 	s := MustNew(WithMaxKeys(numShards * 64))
 	defer s.Close()
-	ctx := context.Background()
 	short := &core.Policy{Name: "mix", Algorithm: core.GCRA, Limits: []core.Limit{core.PerMinute(1)}}
 	for i := 0; i < 10000; i++ {
-		cost := int64(1)
-		s.Take(ctx, strconv.Itoa(i), short, t0.Add(time.Duration(i%2)*30*time.Second), cost)
+		mustTake(t, s, strconv.Itoa(i), short, t0.Add(time.Duration(i%2)*30*time.Second), 1)
 	}
 	s.clock = core.NewManualClock(t0.Add(61 * time.Second))
 	s.Sweep()
@@ -189,11 +186,9 @@ func TestDeleteKeepsProbeChains(t *testing.T) {
 	assert.Positive(t, kept)
 	assert.Less(t, kept, 10000)
 	for i := 1; i < 10000; i += 2 {
-		d, _ := s.Take(ctx, strconv.Itoa(i), short, t0.Add(61*time.Second), 1)
-		if !d.Allowed {
-			continue
+		if mustTake(t, s, strconv.Itoa(i), short, t0.Add(61*time.Second), 1).Allowed {
+			t.Fatalf("key %d lost its state in a sweep", i)
 		}
-		t.Fatalf("key %d lost its state in a sweep", i)
 	}
 }
 
@@ -242,8 +237,8 @@ func TestPeekAndDenialOfNewKeyStoreNothing(t *testing.T) {
 	s := MustNew()
 	defer s.Close()
 	p := gcraPolicy("g")
-	s.Take(context.Background(), "peek", p, t0, 0)
-	s.Take(context.Background(), "huge", p, t0, 100)
+	mustTake(t, s, "peek", p, t0, 0)
+	require.False(t, mustTake(t, s, "huge", p, t0, 100).Allowed)
 	assert.Zero(t, s.Stats().Keys)
 }
 
@@ -253,7 +248,7 @@ func TestLargeStateKeysAreCapped(t *testing.T) {
 	defer s.Close()
 	p := &core.Policy{Name: "log", Algorithm: core.SlidingWindowLog, Limits: []core.Limit{core.PerHour(500)}}
 	for i := 0; i < 3000; i++ {
-		s.Take(context.Background(), strconv.Itoa(i), p, t0, 1)
+		mustTake(t, s, strconv.Itoa(i), p, t0, 1)
 	}
 	// 1 MiB holds at most 1 MiB / (501 words × 8 B) = 261 keys; slots and
 	// buffers take a little of it
@@ -266,10 +261,9 @@ func TestLargeStateKeysAreCapped(t *testing.T) {
 func TestStatsCountsSharedTableOnce(t *testing.T) {
 	s := MustNew()
 	defer s.Close()
-	ctx := context.Background()
 	a, b := gcraPolicy("shared"), gcraPolicy("shared") // two pointers, one name, one table
-	s.Take(ctx, "k1", a, t0, 1)
-	s.Take(ctx, "k2", b, t0, 1)
+	mustTake(t, s, "k1", a, t0, 1)
+	mustTake(t, s, "k2", b, t0, 1)
 	assert.Equal(t, 2, s.Stats().Keys)
 }
 

@@ -94,7 +94,8 @@ func TestSameNameMustDecideAlike(t *testing.T) {
 			}
 			require.NoError(t, err)
 			assert.True(t, d.Allowed)
-			d, _ = s.Take(ctx, "k", &other, t0, 1)
+			d, err = s.Take(ctx, "k", &other, t0, 1)
+			require.NoError(t, err)
 			assert.False(t, d.Allowed, "one quota for both pointers")
 		})
 	}
