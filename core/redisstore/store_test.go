@@ -519,7 +519,7 @@ func FuzzKeys(f *testing.F) {
 
 // TestScriptChoice pins which script serves which policy shape, so a
 // specialised script cannot silently drop out of use (the differential
-// tests pass with the generic ones too).
+// tests pass with the generic ones too: TestGenericScripts forces them).
 func TestScriptChoice(t *testing.T) {
 	s := &Store{}
 	for a := core.GCRA; a <= core.SlidingWindowCounter; a++ {

@@ -1,0 +1,46 @@
+package redisstore
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// forceGenericScripts makes every policy compiled until t ends run its
+// algorithm's generic script: the specialised single- and multi-limit
+// scripts drop out of the tables compile chooses from. (No test in this
+// package runs in parallel, so swapping the tables is safe.)
+func forceGenericScripts(t *testing.T) {
+	t.Helper()
+	s1, m1 := single, multi
+	single, multi = [len(single)]*script{}, [len(multi)]*script{}
+	t.Cleanup(func() { single, multi = s1, m1 })
+}
+
+// TestGenericScripts runs the differential tests and the TTL tests with
+// the generic scripts forced for every policy shape, so that the generic
+// scripts, which serve only some multi-limit policies in production (and
+// every policy when the specialised ones are missing), stay exact too.
+func TestGenericScripts(t *testing.T) {
+	forceGenericScripts(t)
+	for _, pol := range diffPolicies() {
+		c, err := (&Store{}).compile(mustPolicy(t, pol))
+		require.NoError(t, err)
+		require.Same(t, generic[pol.Algorithm], c.script, "%s runs the generic script", pol.Name)
+	}
+	for _, tc := range []struct {
+		name string
+		test func(*testing.T)
+	}{
+		{"Differential", TestDifferential},
+		{"DifferentialClockBack", TestDifferentialClockBack},
+		{"StepTable", TestStepTable},
+		{"DifferentialLargeCounts", TestDifferentialLargeCounts},
+		{"DifferentialLargeLog", TestDifferentialLargeLog},
+		{"DifferentialLogGrowsPastWhole", TestDifferentialLogGrowsPastWhole},
+		{"TTLHygiene", TestTTLHygiene},
+		{"TTLRepair", TestTTLRepair},
+	} {
+		t.Run(tc.name, tc.test)
+	}
+}
