@@ -23,9 +23,16 @@ const (
 	failMargin = 400 * time.Millisecond
 )
 
-// burst makes n concurrent calls through l on distinct keys and checks each
-// returns within the deadline + margin; it returns the errors.
+// burst makes n concurrent calls through l on distinct keys ("user-0" ..
+// "user-<n-1>") and checks each returns within the deadline + margin, and
+// that each failed call applied the fail mode; it returns the errors.
 func burst(t *testing.T, l *core.Limiter, n int) []error {
+	errs, _ := burstDecisions(t, l, n)
+	return errs
+}
+
+// burstDecisions is burst returning the decisions too.
+func burstDecisions(t *testing.T, l *core.Limiter, n int) ([]error, []core.Decision) {
 	t.Helper()
 	errs := make([]error, n)
 	took := make([]time.Duration, n)
@@ -50,7 +57,7 @@ func burst(t *testing.T, l *core.Limiter, n int) []error {
 			assert.Equal(t, l.Policy().FailMode == core.FailOpen, decs[i].Allowed)
 		}
 	}
-	return errs
+	return errs, decs
 }
 
 // healthy requires that calls succeed again: a whole burst without an
@@ -128,9 +135,11 @@ func TestRedisDownNode(t *testing.T) {
 	noLeak(t, before)
 }
 
-// TestRedisDownCluster: one master of three frozen, then killed: calls
-// still return within the deadline + margin (keys on the other masters keep
-// working), and everything recovers after a restart.
+// TestRedisDownCluster: one master of three frozen, then killed: every
+// call returns within the deadline + margin; the calls whose key lives on
+// that master fail with the fail mode applied (a timeout while it is
+// frozen), and every call whose key lives on another master is decided
+// normally; everything recovers after a restart.
 func TestRedisDownCluster(t *testing.T) {
 	cl := redistest.StartCluster(t)
 	before := runtime.NumGoroutine()
@@ -141,27 +150,58 @@ func TestRedisDownCluster(t *testing.T) {
 		healthy(t, l)
 	}
 
+	const n = 30
 	victim := cl.Nodes[0]
-	victim.Pause()
-	for _, l := range ls {
-		failed := 0
-		for _, err := range burst(t, l, 30) {
-			if err != nil {
-				failed++
+	// onVictim[l][i]: the master serving user-i's key under l's policy is
+	// the victim (from the slot map the client loaded while all were up).
+	onVictim := make([][]bool, len(ls))
+	for j, l := range ls {
+		onVictim[j] = make([]bool, n)
+		count := 0
+		for i := range n {
+			keys, err := s.Keys(l.Policy(), fmt.Sprintf("user-%d", i))
+			require.NoError(t, err)
+			m, err := c.MasterForKey(context.Background(), keys[0])
+			require.NoError(t, err)
+			if m.Options().Addr == victim.Addr {
+				onVictim[j][i] = true
+				count++
 			}
 		}
-		assert.Positive(t, failed, "keys on the frozen master fail")
-		assert.Less(t, failed, 30, "keys on the other masters still work")
+		require.True(t, count > 0 && count < n, "%s: %d of %d keys on the victim: the burst must cover both sides", l.Policy().Name, count, n)
 	}
+	check := func(t *testing.T, phase string, timeout bool) {
+		t.Helper()
+		for j, l := range ls {
+			errs, decs := burstDecisions(t, l, n)
+			for i, err := range errs {
+				if onVictim[j][i] {
+					if assert.Error(t, err, "%s %s: user-%d lives on the %s master", phase, l.Policy().Name, i, phase) {
+						assert.True(t, decs[i].Degraded)
+						assert.Equal(t, l.Policy().FailMode == core.FailOpen, decs[i].Allowed, "the fail mode decides")
+						if timeout {
+							assert.Equal(t, core.ErrorTimeout, core.ClassifyError(err), "a frozen master is a timeout: %v", err)
+						}
+					}
+					continue
+				}
+				if assert.NoError(t, err, "%s %s: user-%d lives on a live master", phase, l.Policy().Name, i) {
+					assert.True(t, decs[i].Allowed, "%s %s: user-%d is decided (fresh key: allowed)", phase, l.Policy().Name, i)
+					assert.False(t, decs[i].Degraded)
+				}
+			}
+		}
+	}
+
+	victim.Pause()
+	check(t, "frozen", true)
 	victim.Resume()
 	for _, l := range ls {
 		healthy(t, l)
 	}
 
 	victim.Kill()
-	for _, l := range ls {
-		burst(t, l, 30)
-	}
+	check(t, "killed", false)
 	victim.Restart()
 	cl.WaitReady(t)
 	for _, l := range ls {
