@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"runtime"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -48,6 +49,8 @@ func burstDecisions(t *testing.T, l *core.Limiter, n int) ([]error, []core.Decis
 		}(i)
 	}
 	wg.Wait()
+	slowest := slices.Max(took)
+	t.Logf("burst of %d: slowest call %v (deadline %v)", n, slowest, failTimeout)
 	for i := 0; i < n; i++ {
 		assert.LessOrEqual(t, took[i], failTimeout+failMargin, "call %d took %v", i, took[i])
 		if errs[i] != nil {
