@@ -139,6 +139,24 @@ func checkAdmits(b *testing.B, allow allowFunc) {
 	}
 }
 
+// mustAdmit fails the benchmark when a timed loop saw denials: every
+// decision is under the never-binding quota, so a denial means the peer is
+// misconfigured and the benchmark measured the denial path.
+func mustAdmit(b *testing.B, denied int64) {
+	b.Helper()
+	if denied > 0 {
+		b.Fatalf("%d decisions denied under a never-binding quota: misconfigured (the denial path was measured)", denied)
+	}
+}
+
+// parallelDenials counts the denials of a RunParallel loop: each goroutine
+// counts its own and adds them once when it ends.
+type parallelDenials struct{ n atomic.Int64 }
+
+func (d *parallelDenials) add(n int64) { d.n.Add(n) }
+
+func (d *parallelDenials) check(b *testing.B) { b.Helper(); mustAdmit(b, d.n.Load()) }
+
 // BenchmarkHotKey: every request for the same key (one abusive client).
 func BenchmarkHotKey(b *testing.B) {
 	for _, p := range memPeers {
@@ -146,10 +164,14 @@ func BenchmarkHotKey(b *testing.B) {
 			allow, done := p.new(b)
 			defer done()
 			checkAdmits(b, allow)
+			var denied int64
 			b.ReportAllocs()
 			for b.Loop() {
-				allow("user:42")
+				if !allow("user:42") {
+					denied++
+				}
 			}
+			mustAdmit(b, denied)
 		})
 	}
 	for _, p := range memPeers {
@@ -157,12 +179,18 @@ func BenchmarkHotKey(b *testing.B) {
 			allow, done := p.new(b)
 			defer done()
 			checkAdmits(b, allow)
+			var denied parallelDenials
 			b.ReportAllocs()
 			b.RunParallel(func(pb *testing.PB) {
+				var n int64
 				for pb.Next() {
-					allow("user:42")
+					if !allow("user:42") {
+						n++
+					}
 				}
+				denied.add(n)
 			})
+			denied.check(b)
 		})
 	}
 }
@@ -179,21 +207,29 @@ func BenchmarkManyKeys(b *testing.B) {
 			allow, done := p.new(b)
 			defer done()
 			for _, k := range keys {
-				allow(k)
+				if !allow(k) {
+					b.Fatalf("%s denied %s under a never-binding quota: misconfigured", p.name, k)
+				}
 			}
 			var seed atomic.Uint64
+			var denied parallelDenials
 			b.ReportAllocs()
 			b.ResetTimer()
 			b.RunParallel(func(pb *testing.PB) {
 				// A per-goroutine xorshift walk over the keys.
 				x := seed.Add(0x9E3779B97F4A7C15) | 1
+				var n int64
 				for pb.Next() {
 					x ^= x << 13
 					x ^= x >> 7
 					x ^= x << 17
-					allow(keys[x%manyKeys])
+					if !allow(keys[x%manyKeys]) {
+						n++
+					}
 				}
+				denied.add(n)
 			})
+			denied.check(b)
 		})
 	}
 }
@@ -208,6 +244,7 @@ func BenchmarkDistinctKeys(b *testing.B) {
 		b.Run("1M/lib="+p.name, func(b *testing.B) {
 			var perKey float64
 			var buf []byte
+			var denied int64
 			b.ReportAllocs()
 			for b.Loop() {
 				b.StopTimer()
@@ -218,7 +255,9 @@ func BenchmarkDistinctKeys(b *testing.B) {
 				b.StartTimer()
 				for i := range fillKeys {
 					buf = strconv.AppendInt(append(buf[:0], "ip:10."...), int64(i), 10)
-					allow(string(buf))
+					if !allow(string(buf)) {
+						denied++
+					}
 				}
 				b.StopTimer()
 				runtime.GC()
@@ -228,6 +267,7 @@ func BenchmarkDistinctKeys(b *testing.B) {
 				done()
 				b.StartTimer()
 			}
+			mustAdmit(b, denied)
 			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/fillKeys, "ns/key")
 			b.ReportMetric(perKey, "B/key")
 		})
@@ -240,13 +280,19 @@ func BenchmarkDistinctKeys(b *testing.B) {
 // go-limiter's (x:limitkit/sethvargo, the median of the per-round ratios).
 func BenchmarkHotKeyCPU(b *testing.B) {
 	var rows []rrRow
+	var denied int64
 	for _, p := range memPeers {
 		allow, done := p.new(b)
 		defer done()
 		checkAdmits(b, allow)
-		rows = append(rows, rrRow{p.name, func() { allow("user:42") }})
+		rows = append(rows, rrRow{p.name, func() {
+			if !allow("user:42") {
+				denied++
+			}
+		}})
 	}
 	r := roundRobin(b, rows, 2000)
+	mustAdmit(b, denied)
 	r.report(b)
 	r.ratio(b, "limitkit", "sethvargo", "x:limitkit/sethvargo")
 }

@@ -56,8 +56,9 @@ func (w *resetWriter) Write(b []byte) (int, error) { return len(b), nil }
 func (w *resetWriter) WriteHeader(c int)           { w.code = c }
 
 // httpOp returns one GET /api1 through h as an operation to time, after
-// checking that h serves it with 200.
-func httpOp(b *testing.B, h http.Handler) func() {
+// checking that h serves it with 200; the operation reports whether h
+// served it with 200 (not a 429: the quota never binds).
+func httpOp(b *testing.B, h http.Handler) func() bool {
 	b.Helper()
 	r := httptest.NewRequest("GET", "/api1", nil)
 	r.RemoteAddr = "203.0.113.7:40000"
@@ -66,17 +67,19 @@ func httpOp(b *testing.B, h http.Handler) func() {
 	if w.code != 0 && w.code != http.StatusOK {
 		b.Fatalf("status %d", w.code)
 	}
-	return func() {
+	return func() bool {
 		clear(w.h)
 		w.code = 0
 		r.Pattern = ""
 		h.ServeHTTP(w, r)
+		return w.code == 0 || w.code == http.StatusOK
 	}
 }
 
 // fiberOp returns one GET /api1 through a fiber app using mw as an
-// operation to time, after checking that the app serves it with 200.
-func fiberOp(b *testing.B, mw ...fiber.Handler) func() {
+// operation to time, after checking that the app serves it with 200; the
+// operation reports whether the app served it with 200.
+func fiberOp(b *testing.B, mw ...fiber.Handler) func() bool {
 	b.Helper()
 	app := fiber.New(fiber.Config{DisableStartupMessage: true})
 	for _, m := range mw {
@@ -93,9 +96,10 @@ func fiberOp(b *testing.B, mw ...fiber.Handler) func() {
 	if c := fctx.Response.StatusCode(); c != http.StatusOK {
 		b.Fatalf("status %d", c)
 	}
-	return func() {
+	return func() bool {
 		fctx.Response.Reset()
 		h(fctx)
+		return fctx.Response.StatusCode() == http.StatusOK
 	}
 }
 
@@ -118,10 +122,11 @@ func echoServer(mw ...echo.MiddlewareFunc) *echo.Echo {
 	return e
 }
 
-// mwRow builds one middleware row's operation.
+// mwRow builds one middleware row's operation, which reports whether the
+// request was served with 200.
 type mwRow struct {
 	lib   string
-	build func(b *testing.B) func()
+	build func(b *testing.B) func() bool
 }
 
 // mwFrameworks lists, per framework, the bare framework ("none"),
@@ -134,43 +139,43 @@ var mwFrameworks = []struct {
 	rows []mwRow
 }{
 	{"nethttp", []mwRow{
-		{"none", func(b *testing.B) func() { return httpOp(b, newMux()) }},
-		{"limitkit", func(b *testing.B) func() { return httpOp(b, nethttp.New(kitLimiter(b))(newMux())) }},
-		{"limitkit-route", func(b *testing.B) func() {
+		{"none", func(b *testing.B) func() bool { return httpOp(b, newMux()) }},
+		{"limitkit", func(b *testing.B) func() bool { return httpOp(b, nethttp.New(kitLimiter(b))(newMux())) }},
+		{"limitkit-route", func(b *testing.B) func() bool {
 			m := http.NewServeMux()
 			m.Handle("GET /api1", nethttp.New(kitLimiter(b))(http.HandlerFunc(ok)))
 			return httpOp(b, m)
 		}},
-		{"httprate", func(b *testing.B) func() { return httpOp(b, httprate.LimitByIP(quota, quotaWin)(newMux())) }},
-		{"tollbooth", func(b *testing.B) func() {
+		{"httprate", func(b *testing.B) func() bool { return httpOp(b, httprate.LimitByIP(quota, quotaWin)(newMux())) }},
+		{"tollbooth", func(b *testing.B) func() bool {
 			l := tollbooth.NewLimiter(perSecond, &tblimiter.ExpirableOptions{DefaultExpirationTTL: quotaWin}).SetBurst(quota)
 			return httpOp(b, tollbooth.LimitHandler(l, newMux()))
 		}},
-		{"ulule", func(b *testing.B) func() {
+		{"ulule", func(b *testing.B) func() bool {
 			l := ulule.New(ulumem.NewStore(), ulule.Rate{Period: quotaWin, Limit: quota})
 			return httpOp(b, ulustd.NewMiddleware(l).Handler(newMux()))
 		}},
 	}},
 	{"gin", []mwRow{
-		{"none", func(b *testing.B) func() { return httpOp(b, ginEngine()) }},
-		{"limitkit", func(b *testing.B) func() { return httpOp(b, ginEngine(ginlimit.New(kitLimiter(b)))) }},
-		{"ulule", func(b *testing.B) func() {
+		{"none", func(b *testing.B) func() bool { return httpOp(b, ginEngine()) }},
+		{"limitkit", func(b *testing.B) func() bool { return httpOp(b, ginEngine(ginlimit.New(kitLimiter(b)))) }},
+		{"ulule", func(b *testing.B) func() bool {
 			l := ulule.New(ulumem.NewStore(), ulule.Rate{Period: quotaWin, Limit: quota})
 			return httpOp(b, ginEngine(ulugin.NewMiddleware(l)))
 		}},
 	}},
 	{"echo", []mwRow{
-		{"none", func(b *testing.B) func() { return httpOp(b, echoServer()) }},
-		{"limitkit", func(b *testing.B) func() { return httpOp(b, echoServer(echolimit.New(kitLimiter(b)))) }},
-		{"echo", func(b *testing.B) func() {
+		{"none", func(b *testing.B) func() bool { return httpOp(b, echoServer()) }},
+		{"limitkit", func(b *testing.B) func() bool { return httpOp(b, echoServer(echolimit.New(kitLimiter(b)))) }},
+		{"echo", func(b *testing.B) func() bool {
 			st := echomw.NewRateLimiterMemoryStoreWithConfig(echomw.RateLimiterMemoryStoreConfig{Rate: rate.Limit(perSecond), Burst: quota, ExpiresIn: quotaWin})
 			return httpOp(b, echoServer(echomw.RateLimiter(st)))
 		}},
 	}},
 	{"fiber", []mwRow{
-		{"none", func(b *testing.B) func() { return fiberOp(b) }},
-		{"limitkit", func(b *testing.B) func() { return fiberOp(b, fiberlimit.New(kitLimiter(b))) }},
-		{"fiber", func(b *testing.B) func() {
+		{"none", func(b *testing.B) func() bool { return fiberOp(b) }},
+		{"limitkit", func(b *testing.B) func() bool { return fiberOp(b, fiberlimit.New(kitLimiter(b))) }},
+		{"fiber", func(b *testing.B) func() bool {
 			return fiberOp(b, fiberlimiter.New(fiberlimiter.Config{Max: quota, Expiration: time.Hour, LimiterMiddleware: fiberlimiter.SlidingWindow{}}))
 		}},
 	}},
@@ -183,11 +188,15 @@ func BenchmarkMiddleware(b *testing.B) {
 		for _, row := range fw.rows {
 			b.Run(fw.name+"/lib="+row.lib, func(b *testing.B) {
 				op := row.build(b)
+				var denied int64
 				b.ReportAllocs()
 				b.ResetTimer()
 				for b.Loop() {
-					op()
+					if !op() {
+						denied++
+					}
 				}
+				mustAdmit(b, denied)
 			})
 		}
 	}
@@ -201,10 +210,17 @@ func BenchmarkMiddlewareCPU(b *testing.B) {
 	for _, fw := range mwFrameworks {
 		b.Run(fw.name, func(b *testing.B) {
 			var rows []rrRow
+			var denied int64
 			for _, row := range fw.rows {
-				rows = append(rows, rrRow{row.lib, row.build(b)})
+				op := row.build(b)
+				rows = append(rows, rrRow{row.lib, func() {
+					if !op() {
+						denied++
+					}
+				}})
 			}
 			r := roundRobin(b, rows, 1000)
+			mustAdmit(b, denied)
 			r.report(b)
 			for _, row := range fw.rows {
 				if strings.HasPrefix(row.lib, "limitkit") {

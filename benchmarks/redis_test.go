@@ -72,11 +72,15 @@ func BenchmarkRedis(b *testing.B) {
 			c.FlushAll(ctx)
 			allow := p.new(c, quota)
 			checkAdmits(b, allow)
+			var denied int64
 			b.ReportAllocs()
 			b.ResetTimer()
 			for b.Loop() {
-				allow("user:42")
+				if !allow("user:42") {
+					denied++
+				}
 			}
+			mustAdmit(b, denied)
 		})
 	}
 	for _, p := range redisPeers {
@@ -86,12 +90,18 @@ func BenchmarkRedis(b *testing.B) {
 			checkAdmits(b, allow)
 			b.ReportAllocs()
 			b.SetParallelism(64 / max(1, testingProcs()))
+			var denied parallelDenials
 			b.ResetTimer()
 			b.RunParallel(func(pb *testing.PB) {
+				var n int64
 				for pb.Next() {
-					allow("user:42")
+					if !allow("user:42") {
+						n++
+					}
 				}
+				denied.add(n)
 			})
+			denied.check(b)
 		})
 	}
 }
@@ -114,6 +124,7 @@ func BenchmarkRedisMemory(b *testing.B) {
 	for _, p := range redisPeers {
 		b.Run("10k/lib="+p.name, func(b *testing.B) {
 			var perKey, rkeys float64
+			var denied int64
 			for b.Loop() {
 				b.StopTimer()
 				c.FlushAll(ctx)
@@ -121,13 +132,16 @@ func BenchmarkRedisMemory(b *testing.B) {
 				before := usedMemory(b, c)
 				b.StartTimer()
 				for i := range redisFill {
-					allow("ip:10." + strconv.Itoa(i))
+					if !allow("ip:10." + strconv.Itoa(i)) {
+						denied++
+					}
 				}
 				b.StopTimer()
 				perKey = float64(usedMemory(b, c)-before) / redisFill
 				rkeys = float64(c.DBSize(ctx).Val()) / redisFill
 				b.StartTimer()
 			}
+			mustAdmit(b, denied)
 			b.ReportMetric(perKey, "B/key")
 			b.ReportMetric(rkeys, "rkeys/key")
 		})

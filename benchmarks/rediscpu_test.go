@@ -143,13 +143,16 @@ func BenchmarkRedisCPU(b *testing.B) {
 	usec := make([][]float64, len(cpuCases))
 	cpu := make([][]float64, len(cpuCases))
 	var calls, decisions float64
+	var denied int64
 	next := 0
 	b.ResetTimer()
 	for b.Loop() {
 		for j := range cpuCases {
 			s0 := readStats(b, c)
 			for range cpuChunk {
-				allows[j](keys[next%cpuUsers])
+				if !allows[j](keys[next%cpuUsers]) {
+					denied++
+				}
 				next++
 			}
 			s1 := readStats(b, c)
@@ -160,6 +163,7 @@ func BenchmarkRedisCPU(b *testing.B) {
 		}
 	}
 	b.StopTimer()
+	mustAdmit(b, denied)
 	for j, cc := range cpuCases {
 		b.ReportMetric(median(usec[j]), "redis-µs:"+cc.alg+":"+cc.lib)
 		b.ReportMetric(median(cpu[j]), "server-µs:"+cc.alg+":"+cc.lib)
