@@ -1466,6 +1466,16 @@ var single = [...]*script{
 	core.SlidingWindowCounter: newScript(padded(luaSlidingCounter1)),
 }
 
+// bakeable are the single-limit templates whose constants bake writes
+// into a per-policy copy (see bake.go), indexed by core.Algorithm.
+var bakeable = [...]string{
+	core.GCRA:                 padded(luaGCRA1),
+	core.TokenBucket:          padded(luaTokenBucket1),
+	core.FixedWindow:          padded(luaFixedWindow1),
+	core.SlidingWindowLog:     "",
+	core.SlidingWindowCounter: "",
+}
+
 // allScripts are every script, for Preload.
 var allScripts = func() []*script {
 	var all []*script

@@ -154,8 +154,18 @@ func New(client redis.UniversalClient, opts ...Option) (*Store, error) {
 // every shard) so that the first decisions skip the EVAL fallback, which
 // sends the whole script. Optional: without it, each shard loads a script
 // on first use, and again after a restart or SCRIPT FLUSH, invisibly.
-func (s *Store) Preload(ctx context.Context) error {
-	for _, sc := range allScripts {
+//
+// The single-limit GCRA, token bucket and fixed-window policies run a
+// copy of their script with their constants written in, built when the
+// policy is first used; Preload loads the copies built so far (and the
+// policies passed, which it builds first).
+func (s *Store) Preload(ctx context.Context, policies ...*core.Policy) error {
+	for _, p := range policies {
+		if _, err := s.policy(p); err != nil {
+			return fmt.Errorf("redisstore: Preload: %w", err)
+		}
+	}
+	for _, sc := range append(allScripts[:len(allScripts):len(allScripts)], bakery.all()...) {
 		if err := sc.load(ctx, s.client); err != nil {
 			return fmt.Errorf("redisstore: Preload: %w", err)
 		}
@@ -233,6 +243,11 @@ func (s *Store) compile(p *core.Policy) (*compiled, error) {
 			width := counterWidth(eff)
 			format := "<i8" + strings.Repeat("I"+strconv.FormatInt(width, 10), int(n)+1)
 			c.tail = []any{n, l.Window.Microseconds() / n, eff, width, cd, format}
+		}
+		if tmpl := bakeable[p.Algorithm]; tmpl != "" {
+			if sc := bake(string(algoLetters[p.Algorithm]), tmpl, c.tail); sc != nil {
+				c.script, c.tail = sc, nil
+			}
 		}
 	} else if len(p.Limits) > 1 && multi[p.Algorithm] != nil {
 		c.script = multi[p.Algorithm]
