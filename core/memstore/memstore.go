@@ -129,6 +129,8 @@ type Store struct {
 	closeOnce        sync.Once
 	evictions        atomic.Uint64
 	limitedEvictions atomic.Uint64
+
+	replaced // tables Replace set aside (replace.go)
 }
 
 var _ core.LocalStore = (*Store)(nil)
@@ -247,6 +249,9 @@ func (s *Store) lookup(p *core.Policy) (*table, error) {
 	if t.key == p {
 		s.last.Store(t)
 		return t, nil
+	}
+	if a := s.asideTable(p); a != nil {
+		return a, nil // a request under way across a Replace (replace.go)
 	}
 	if !sameConfig(t.policy.Policy(), p) {
 		return nil, conflict(p.Name)
