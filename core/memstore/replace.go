@@ -37,14 +37,18 @@ type asideEntry struct {
 // CountDenied or Shadow; see [Store]): from then on p, and any policy of
 // p's configuration, decides on the new table, so every key starts with
 // its full quota. It reports whether it replaced a table. When the name
-// has no table yet, or one of p's configuration (its state is then kept),
-// Replace does nothing and returns false.
+// has a table of p's configuration (its state is then kept), Replace does
+// nothing and returns false; when it has none yet, Replace creates p's, as
+// p's first Take would, and returns false (a policy of another
+// configuration then cannot take the name first).
 //
 // The replaced table is set aside, not dropped: Takes with one of the
 // policies listed in inflight (matched by pointer: the *core.Policy a
 // [core.Limiter] passes, see core.Limiter.Policy) keep deciding on it, so
 // that requests already under way are decided wholly by the configuration
-// they started with. Call [Store.Forget] with those policies once no
+// they started with. An in-flight policy that already has a table set
+// aside (by an earlier Replace) keeps that one; one of neither cur's nor
+// an aside configuration is ignored. Call [Store.Forget] with those policies once no
 // request uses them; the set-aside table is dropped when no policy holds
 // it. Without inflight policies the table is dropped at once. A set-aside
 // table counts towards the Store's policy cap and its Stats until then,
@@ -52,7 +56,8 @@ type asideEntry struct {
 //
 // Replace is safe for concurrent use with Take. It returns an error for an
 // invalid policy, a configuration whose table does not fit the memory
-// budget, or after Close; the Store is then unchanged.
+// budget, a new name beyond the policy cap, or after Close; the Store is
+// then unchanged.
 func (s *Store) Replace(p *core.Policy, inflight ...*core.Policy) (bool, error) {
 	if p == nil {
 		return false, errors.New("memstore: Replace: nil policy")
@@ -64,11 +69,21 @@ func (s *Store) Replace(p *core.Policy, inflight ...*core.Policy) (bool, error) 
 	if err != nil {
 		return false, fmt.Errorf("memstore: Replace: %w", err)
 	}
+	if (*s.tables.Load())[p.Name] == nil {
+		// No table yet: register p's now, as its first Take would, so
+		// that a policy in flight cannot take the name first with
+		// another configuration.
+		_, err := s.register(p)
+		if err == nil || (*s.tables.Load())[p.Name] == nil {
+			return false, err
+		}
+		// another configuration took the name meanwhile: replace it
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	old := *s.tables.Load()
 	cur := old[p.Name]
-	if cur == nil || sameConfig(cur.policy.Policy(), p) {
+	if sameConfig(cur.policy.Policy(), p) {
 		return false, nil
 	}
 	t, err := s.newTable(c)
@@ -92,17 +107,22 @@ func (s *Store) Replace(p *core.Policy, inflight ...*core.Policy) (bool, error) 
 		s.asideSeq++
 		e := asideEntry{t: cur, name: p.Name + "\x00" + strconv.FormatUint(s.asideSeq, 10)} // NUL: no policy name has one
 		for _, q := range inflight {
-			if q != nil && q.Name == p.Name {
-				aside[q] = e
-				held = true
+			// q decides on cur unless an earlier Replace set a table
+			// aside for it, or it has another configuration (refused).
+			if _, ok := aside[q]; ok || q == nil || q.Name != p.Name || q != cur.key && !sameConfig(cur.policy.Policy(), q) {
+				continue
 			}
+			aside[q] = e
+			held = true
 		}
 		if held {
 			m[e.name] = cur
 		}
 	}
-	s.tables.Store(&m)
+	// aside first: a Take that sees the new table under the name must
+	// find the old one set aside for its in-flight policy
 	s.aside.Store(&aside)
+	s.tables.Store(&m)
 	if s.last.Load() == cur {
 		s.last.Store(nil)
 	}

@@ -76,7 +76,9 @@ func TestReplaceSameConfigKeepsState(t *testing.T) {
 	replaced, err = s.Replace(&core.Policy{Name: "unused", Limits: []core.Limit{core.PerHour(1)}})
 	require.NoError(t, err)
 	assert.False(t, replaced, "no table yet: nothing to replace")
-	assert.Equal(t, 1, s.Stats().Policies)
+	assert.Equal(t, 2, s.Stats().Policies, "but the name is registered")
+	_, err = s.Take(context.Background(), "k", &core.Policy{Name: "unused", Limits: []core.Limit{core.PerHour(2)}}, t0, 1)
+	assert.Error(t, err, "so that another configuration cannot take it first")
 }
 
 // TestReplaceWithoutInflightDrops: with no policy in flight the old table
