@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -365,4 +366,39 @@ func TestLiveBuildErrorKeepsOld(t *testing.T) {
 	assert.ErrorContains(t, err, "nil store")
 	_, err = NewLive[int](store, nil, nil)
 	assert.ErrorContains(t, err, "nil set")
+}
+
+// BenchmarkLiveAcquireRelease is what a request pays for its snapshot.
+func BenchmarkLiveAcquireRelease(b *testing.B) {
+	store := memstore.MustNew()
+	defer store.Close()
+	live, err := NewLive[struct{}](store, Default(), nil)
+	require.NoError(b, err)
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			live.Acquire().Release()
+		}
+	})
+}
+
+// BenchmarkLiveSwap swaps between two versions of the endpoint table that
+// differ in one rule's limits.
+func BenchmarkLiveSwap(b *testing.B) {
+	store := memstore.MustNew()
+	defer store.Close()
+	a := Default()
+	src, err := a.EncodeYAML()
+	require.NoError(b, err)
+	other, err := Parse([]byte(strings.Replace(string(src), "100 per 1m", "120 per 1m", 1)), YAML)
+	require.NoError(b, err)
+	live, err := NewLive[struct{}](store, a, nil)
+	require.NoError(b, err)
+	sets := [2]*Set{other, a}
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		if _, err := live.Swap(sets[i%2]); err != nil {
+			b.Fatal(err)
+		}
+	}
 }

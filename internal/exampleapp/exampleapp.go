@@ -15,13 +15,28 @@
 //
 // # Dispatch
 //
-// For each request, [App.Rule] matches the rules file against the method,
-// the route pattern the framework matched (or the path when there is
-// none) and whether the caller is authenticated; the rule's middleware —
-// built with the adapter's own NewMiddleware and the options from
-// [App.Options] — then decides. A request that matches no rule is not
-// limited. Each rule's quota is its own (the rule name is the key scope),
-// so "anonymous-get" on /* is one quota per IP across every GET path.
+// The rules, one limiter per rule and one adapter middleware per rule
+// (built with the adapter's own NewMiddleware and the options from
+// [App.Options]) are a [rules.Live]: a snapshot replaced as a whole when
+// the rules file is reloaded. For each request, a [Dispatch] acquires the
+// snapshot serving now, matches its rules against the method, the route
+// pattern the framework matched (or the path when there is none) and
+// whether the caller is authenticated, and hands the request to that
+// rule's middleware, which decides; the request releases the snapshot when
+// done, so it is decided wholly by one set of rules. A request that
+// matches no rule is not limited. Each rule's quota is its own (the rule
+// name is the key scope), so "anonymous-get" on /* is one quota per IP
+// across every GET path.
+//
+// # Reload
+//
+// [App.StartReloads] reloads the -rules file on SIGHUP and, with -watch,
+// when its content changes; [App.ReloadRules] does it once. A file that
+// does not validate is rejected, every problem logged with its line, and
+// the rules serving keep serving. On success the change is logged (rules
+// added, removed, whose limits changed, updated, unchanged). Rules whose
+// name and limits did not change keep their state; see [rules.Live] for
+// the rest.
 //
 // The identity check runs twice per request (once to match, once in the
 // rule's key function); that is a JWT verification more than a production
