@@ -59,6 +59,11 @@ import (
 // TableReplacer, or its changed rules fail (by their fail mode) with the
 // store's configuration error.
 //
+// A superseded Snapshot, and on memstore the tables set aside for it,
+// lives until its last request releases it: a request that holds its
+// snapshot for long (a stream) keeps them, and one that never releases it
+// keeps them for good.
+//
 // The zero Live is not usable; build one with [NewLive]. A Live is safe
 // for concurrent use; Swaps are serialized. Acquire and Release cost two
 // atomic operations on a counter every request shares.

@@ -126,8 +126,8 @@ func (a *App) reloadFile(trigger string, force bool) (ch rules.Change, attempted
 		log.Warn("rules reload: nothing to reload", "trigger", trigger, "reason", errNoRulesFile.Error())
 		return rules.Change{}, true, errNoRulesFile
 	}
-	set, sum, err := readRules(a.reload.file)
-	if err != nil && sum == ([sha256.Size]byte{}) { // unreadable
+	data, err := readFile(a.reload.file)
+	if err != nil {
 		if force || err.Error() != a.reload.readErr {
 			log.Error("rules reload failed: the previous rules keep serving", "file", a.reload.file, "trigger", trigger, "error", err.Error())
 		}
@@ -136,10 +136,12 @@ func (a *App) reloadFile(trigger string, force bool) (ch rules.Change, attempted
 		return rules.Change{}, true, err
 	}
 	a.reload.readErr = ""
+	sum := sha256.Sum256(data)
 	if !force && sum == a.reload.sum {
 		return rules.Change{}, false, nil
 	}
 	a.reload.sum = sum
+	set, err := parseRules(a.reload.file, data)
 	if err == nil {
 		ch, err = a.live.Swap(set)
 	}
