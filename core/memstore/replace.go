@@ -47,10 +47,11 @@ type asideEntry struct {
 // [core.Limiter] passes, see core.Limiter.Policy) keep deciding on it, so
 // that requests already under way are decided wholly by the configuration
 // they started with. An in-flight policy that already has a table set
-// aside (by an earlier Replace) keeps that one; one of neither cur's nor
-// an aside configuration is ignored. Call [Store.Forget] with those policies once no
-// request uses them; the set-aside table is dropped when no policy holds
-// it. Without inflight policies the table is dropped at once. A set-aside
+// aside (by an earlier Replace) keeps that one; one whose configuration is
+// not the replaced table's is ignored (Take refuses it, as before). Call
+// [Store.Forget] with those policies once no request uses them; the
+// set-aside table is dropped when no policy holds it. When no in-flight
+// policy holds it, the replaced table is dropped at once. A set-aside
 // table counts towards the Store's policy cap and its Stats until then,
 // and keeps being swept.
 //
@@ -123,9 +124,7 @@ func (s *Store) Replace(p *core.Policy, inflight ...*core.Policy) (bool, error) 
 	// find the old one set aside for its in-flight policy
 	s.aside.Store(&aside)
 	s.tables.Store(&m)
-	if s.last.Load() == cur {
-		s.last.Store(nil)
-	}
+	s.last.CompareAndSwap(cur, nil)
 	return true, nil
 }
 
