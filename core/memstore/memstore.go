@@ -275,7 +275,8 @@ func conflict(name string) error {
 type Stats struct {
 	// Keys is the number of keys held, over all policies.
 	Keys int
-	// Policies is the number of policy tables (distinct policy names).
+	// Policies is the number of policy tables (distinct policy names,
+	// plus the tables Replace set aside for requests in flight).
 	Policies int
 	// Bytes is the memory the tables hold (slots, state, buffers, as
 	// allocated), over all policies; each table's share stays within its
