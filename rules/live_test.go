@@ -239,37 +239,73 @@ func TestLiveStateAcrossSwapMemstore(t *testing.T) {
 	assert.Equal(t, 2, n)
 }
 
+// TestLiveChangedRuleStartsAfreshMemstore: on the embedded store, for
+// every algorithm, a changed rule starts with every limit fresh (even the
+// one that did not change), while the unchanged rule keeps its count.
+func TestLiveChangedRuleStartsAfreshMemstore(t *testing.T) {
+	for _, alg := range []string{"gcra", "token_bucket", "fixed_window", "sliding_log", "sliding_counter"} {
+		t.Run(alg, func(t *testing.T) {
+			store := memstore.MustNew()
+			defer store.Close()
+			withAlg := func(src string) *Set {
+				return mustParse(t, strings.Replace(src, "rules:\n", "defaults: {algorithm: "+alg+"}\nrules:\n", 1))
+			}
+			live, err := NewLive[struct{}](store, withAlg(stateV1), nil, core.WithClock(core.NewManualClock(liveT0)))
+			require.NoError(t, err)
+			for _, name := range []string{"keep", "change"} {
+				n, _ := takeRule(t, live, name, "alice", 4)
+				require.Equal(t, 4, n)
+			}
+			_, err = live.Swap(withAlg(stateV2))
+			require.NoError(t, err)
+			n, _ := takeRule(t, live, "keep", "alice", 7)
+			assert.Equal(t, 6, n)
+			n, d := takeRule(t, live, "change", "alice", 9)
+			assert.Equal(t, 8, n, "fresh: the hour limit's 4 are forgotten too, the new minute limit binds")
+			assert.Equal(t, int64(8), d.Limit.Requests)
+		})
+	}
+}
+
 // TestLiveStateAcrossSwapRedis: on Redis a changed rule keeps the state of
 // each limit that is unchanged at its position (its key carries a digest
 // of the limit) and starts the changed limits afresh; unchanged rules
-// keep their exact count.
+// keep their exact count. Every algorithm.
 func TestLiveStateAcrossSwapRedis(t *testing.T) {
 	srv := redistest.StartNode(t)
 	client := srv.NewClient(t)
-	store, err := redisstore.New(client, redisstore.WithClientTime())
-	require.NoError(t, err)
-	clock := core.NewManualClock(liveT0)
-	live, err := NewLive[struct{}](store, mustParse(t, stateV1), nil, core.WithClock(clock))
-	require.NoError(t, err)
-	for _, name := range []string{"keep", "failmode", "change"} {
-		n, _ := takeRule(t, live, name, "alice", 4)
-		require.Equal(t, 4, n, name)
+	for _, alg := range []string{"gcra", "token_bucket", "fixed_window", "sliding_log", "sliding_counter"} {
+		t.Run(alg, func(t *testing.T) {
+			store, err := redisstore.New(client, redisstore.WithClientTime(), redisstore.WithPrefix("t-"+alg+":"))
+			require.NoError(t, err)
+			clock := core.NewManualClock(liveT0)
+			withAlg := func(src string) *Set {
+				return mustParse(t, strings.Replace(src, "rules:\n", "defaults: {algorithm: "+alg+"}\nrules:\n", 1))
+			}
+			live, err := NewLive[struct{}](store, withAlg(stateV1), nil, core.WithClock(clock))
+			require.NoError(t, err)
+			for _, name := range []string{"keep", "failmode", "change"} {
+				n, _ := takeRule(t, live, name, "alice", 4)
+				require.Equal(t, 4, n, name)
+			}
+			_, err = live.Swap(withAlg(stateV2))
+			require.NoError(t, err)
+			for _, name := range []string{"keep", "failmode"} {
+				n, _ := takeRule(t, live, name, "alice", 7)
+				assert.Equal(t, 6, n, "%s: 4 of 10 were spent before the swap", name)
+			}
+			// change: "10 per 1h" is unchanged (4 spent, 6 left), "5 per
+			// 1m" became "8 per 1m" (fresh: 8); the hour limit binds
+			// after 6.
+			n, d := takeRule(t, live, "change", "alice", 9)
+			assert.Equal(t, 6, n, "the unchanged hourly limit carried its 4 over; the new minute limit did not bind")
+			assert.Equal(t, int64(10), d.Limit.Requests, "the hour limit denies")
+			clock.Advance(2*time.Hour + time.Second)
+			n, d = takeRule(t, live, "change", "alice", 9)
+			assert.Equal(t, 8, n, "later the changed minute limit binds, at its new value")
+			assert.Equal(t, int64(8), d.Limit.Requests)
+		})
 	}
-	_, err = live.Swap(mustParse(t, stateV2))
-	require.NoError(t, err)
-	for _, name := range []string{"keep", "failmode"} {
-		n, _ := takeRule(t, live, name, "alice", 7)
-		assert.Equal(t, 6, n, "%s: 4 of 10 were spent before the swap", name)
-	}
-	// change: "10 per 1h" is unchanged (4 spent, 6 left), "5 per 1m"
-	// became "8 per 1m" (fresh: 8); the hour limit binds after 6.
-	n, d := takeRule(t, live, "change", "alice", 9)
-	assert.Equal(t, 6, n, "the unchanged hourly limit carried its 4 over; the new minute limit did not bind")
-	assert.Equal(t, int64(10), d.Limit.Requests, "the hour limit denies")
-	clock.Advance(time.Hour)
-	n, d = takeRule(t, live, "change", "alice", 9)
-	assert.Equal(t, 8, n, "an hour later the changed minute limit binds, at its new value")
-	assert.Equal(t, int64(8), d.Limit.Requests)
 }
 
 // TestLiveRemovedRuleAddedBack: a rule removed and added back later with
