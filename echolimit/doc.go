@@ -30,7 +30,8 @@
 // The scope is, by default, the request method and the route pattern the
 // framework matched (c.Path(); e.Use middleware runs after routing): "GET /users/:id", so every endpoint has
 // its own quota per client and "/users/1" and "/users/2" share one. An
-// unknown route (e.Pre middleware) gives the empty scope: one quota per client
+// unknown route (e.Pre middleware, or a request echo routes to its
+// NotFoundHandler or MethodNotAllowedHandler: 404, 405) gives the empty scope: one quota per client
 // across the routes the middleware covers. [WithScope] and [WithScopeFunc]
 // override it. Stores keep separate state per policy, so two middlewares
 // with different policies never share quota either.

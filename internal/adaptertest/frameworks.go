@@ -73,8 +73,7 @@ func NetHTTP() Harness {
 			}
 			return func(req Request) Response { return serveHTTP(root, req) }, nil
 		},
-		Scope:           func(m, p string) string { return m + " " + param.ReplaceAllString(p, "{$1}") },
-		GlobalSeesRoute: true,
+		Scope: func(m, p string) string { return m + " " + param.ReplaceAllString(p, "{$1}") },
 		CustomDeny: func() limitmw.Option {
 			return nethttp.WithDenyHandler(func(w http.ResponseWriter, _ *http.Request, rej nethttp.Rejection) {
 				w.Header().Set("X-Denied", rej.Reason.String())
@@ -113,8 +112,7 @@ func Gin() Harness {
 			}
 			return func(req Request) Response { return serveHTTP(r, req) }, nil
 		},
-		Scope:           colonScope,
-		GlobalSeesRoute: true,
+		Scope: colonScope,
 		CustomDeny: func() limitmw.Option {
 			return ginlimit.WithDenyHandler(func(c *gin.Context, rej ginlimit.Rejection) {
 				c.Header("X-Denied", rej.Reason.String())
@@ -150,8 +148,7 @@ func Echo() Harness {
 			}
 			return func(req Request) Response { return serveHTTP(e, req) }, nil
 		},
-		Scope:           colonScope,
-		GlobalSeesRoute: true,
+		Scope: colonScope,
 		CustomDeny: func() limitmw.Option {
 			return echolimit.WithDenyHandler(func(c echo.Context, rej echolimit.Rejection) error {
 				c.Response().Header().Set("X-Denied", rej.Reason.String())
@@ -190,8 +187,7 @@ func Fiber() Harness {
 			h := a.Handler()
 			return func(req Request) Response { return serveFast(h, req) }, nil
 		},
-		Scope:           colonScope,
-		GlobalSeesRoute: false,
+		Scope: colonScope,
 		CustomDeny: func() limitmw.Option {
 			return fiberlimit.WithDenyHandler(func(c *fiber.Ctx, rej fiberlimit.Rejection) error {
 				c.Set("X-Denied", rej.Reason.String())

@@ -59,9 +59,6 @@ type Harness struct {
 	// (method, ":param" path): "GET /users/:id", or for net/http
 	// "GET /users/{id}".
 	Scope func(method, path string) string
-	// GlobalSeesRoute tells whether a global middleware knows the route
-	// pattern (false for fiber's app.Use).
-	GlobalSeesRoute bool
 	// CustomDeny is the adapter's WithDenyHandler with the suite's handler:
 	// status 418, header X-Denied: <reason>, body
 	// "denied:<reason>:<policy>:<retry>".

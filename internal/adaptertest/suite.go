@@ -168,35 +168,60 @@ var scenarios = []scenario{
 			Global: mw(l, limitmw.WithClock(env.Clock)),
 			Routes: []Route{{Method: "GET", Path: "/a"}, {Method: "GET", Path: "/b"}},
 		})
-		ka := "global#|" + IP1
-		kb := ka
-		if h.GlobalSeesRoute {
-			ka = "global#" + h.Scope("GET", "/a") + "|" + IP1
-			kb = "global#" + h.Scope("GET", "/b") + "|" + IP1
-		}
+		ka := "global#" + h.Scope("GET", "/a") + "|" + IP1
+		kb := "global#" + h.Scope("GET", "/b") + "|" + IP1
+		k2 := "global#" + h.Scope("GET", "/a") + "|" + IP2
 		steps := []Step{
 			{Req: get("/a", Peer1), Status: 200, Body: "ok", Header: XRL(2, 1, 30*time.Second), Keys: []string{ka}},
 			{Req: get("/a", Peer1), Status: 200, Header: XRL(2, 0, 60*time.Second), Keys: []string{ka}},
 			{Req: get("/a", Peer1), Status: 429, Problem: "global", Header: XRL(2, 0, 60*time.Second).With("Retry-After", "30"), Keys: []string{ka}},
-		}
-		if h.GlobalSeesRoute { // another endpoint has its own quota
-			steps = append(steps, Step{Req: get("/b", Peer1), Status: 200, Header: XRL(2, 1, 30*time.Second), Keys: []string{kb}})
-		} else { // fiber's app.Use runs before routing: one quota per client
-			steps = append(steps, Step{Req: get("/b", Peer1), Status: 429, Problem: "global", Header: XRL(2, 0, 60*time.Second).With("Retry-After", "30"), Keys: []string{kb}})
-		}
-		k2 := "global#|" + IP2
-		if h.GlobalSeesRoute {
-			k2 = "global#" + h.Scope("GET", "/a") + "|" + IP2
-		}
-		steps = append(steps,
-			Step{Req: get("/a", Peer2), Status: 200, Header: XRL(2, 1, 30*time.Second), Keys: []string{k2}},
+			// another endpoint has its own quota
+			{Req: get("/b", Peer1), Status: 200, Header: XRL(2, 1, 30*time.Second), Keys: []string{kb}},
+			{Req: get("/a", Peer2), Status: 200, Header: XRL(2, 1, 30*time.Second), Keys: []string{k2}},
 			// 29.999s later the exact retry-after has not elapsed ...
-			Step{Advance: 30*time.Second - time.Millisecond, Req: get("/a", Peer1), Status: 429, Problem: "global",
+			{Advance: 30*time.Second - time.Millisecond, Req: get("/a", Peer1), Status: 429, Problem: "global",
 				Header: XRL(2, 0, 60*time.Second).With("Retry-After", "1"), Keys: []string{ka}},
 			// ... 1ms later it has.
-			Step{Advance: time.Millisecond, Req: get("/a", Peer1), Status: 200, Header: XRL(2, 0, 90*time.Second), Keys: []string{ka}},
-		)
+			{Advance: time.Millisecond, Req: get("/a", Peer1), Status: 200, Header: XRL(2, 0, 90*time.Second), Keys: []string{ka}},
+		}
 		Play(t, env, c, steps)
+	}},
+	{"GlobalTwoRoutesUnknownRoute", func(t *testing.T, h Harness, env *Env) {
+		// global middleware, two routes, separate quotas; unknown route:
+		// every adapter keys a global middleware by the route the request
+		// will reach (fiber too, though its app.Use runs before routing),
+		// and requests that reach no route share one "unmatched" quota
+		// per client (the empty scope), whatever their path.
+		l := env.Limiter(t, policy("global", core.PerMinute(2)))
+		c := build(t, h, App{
+			Global: mw(l, limitmw.WithClock(env.Clock)),
+			Routes: []Route{{Method: "GET", Path: "/users/:id"}, {Method: "GET", Path: "/items"}},
+		})
+		ku := "global#" + h.Scope("GET", "/users/:id") + "|" + IP1
+		ki := "global#" + h.Scope("GET", "/items") + "|" + IP1
+		kn := "global#|" + IP1
+		notAllowed := http.StatusMethodNotAllowed
+		if h.Name == "gin" {
+			notAllowed = http.StatusNotFound
+		}
+		Play(t, env, c, []Step{
+			{Req: get("/users/1", Peer1), Status: 200, Body: "ok", Header: XRL(2, 1, 30*time.Second), Keys: []string{ku}},
+			{Req: get("/users/2", Peer1), Status: 200, Body: "ok", Header: XRL(2, 0, 60*time.Second), Keys: []string{ku}},
+			{Req: get("/users/3", Peer1), Status: 429, Problem: "global", Header: XRL(2, 0, 60*time.Second).With("Retry-After", "30"), Keys: []string{ku}},
+			// the other route has its own quota
+			{Req: get("/items", Peer1), Status: 200, Body: "ok", Header: XRL(2, 1, 30*time.Second), Keys: []string{ki}},
+			// unknown paths: neither route's quota, one shared "unmatched" one
+			{Req: get("/other", Peer1), Status: 404, Header: XRL(2, 1, 30*time.Second), Keys: []string{kn}},
+			{Req: get("/items/x", Peer1), Status: 404, Header: XRL(2, 0, 60*time.Second), Keys: []string{kn}},
+			{Req: get("/another", Peer1), Status: 429, Problem: "global", Header: XRL(2, 0, 60*time.Second).With("Retry-After", "30"), Keys: []string{kn}},
+			// a route's path with a method it does not serve reaches no
+			// route either (405; gin answers 404 unless
+			// HandleMethodNotAllowed is set)
+			{Req: method("POST", "/items", Peer2), Status: notAllowed, Header: XRL(2, 1, 30*time.Second), Keys: []string{"global#|" + IP2}},
+			// and the routes' quotas are as they were
+			{Req: get("/items", Peer1), Status: 200, Body: "ok", Header: XRL(2, 0, 60*time.Second), Keys: []string{ki}},
+			{Req: get("/users/4", Peer1), Status: 429, Problem: "global", Header: XRL(2, 0, 60*time.Second).With("Retry-After", "30"), Keys: []string{ku}},
+		})
 	}},
 	{"PerRouteLimit", func(t *testing.T, h Harness, env *Env) {
 		l := env.Limiter(t, policy("login", core.PerMinute(1)))
@@ -248,10 +273,7 @@ var scenarios = []scenario{
 		c := build(t, h, App{Global: mw(user, limitmw.WithClock(env.Clock), limitmw.WithKey(userKey),
 			limitmw.WithNoKey(limitmw.NoKeySkip), limitmw.WithCheck(ip, nil)),
 			Routes: []Route{{Method: "GET", Path: "/h"}}})
-		sc := "|"
-		if h.GlobalSeesRoute {
-			sc = h.Scope("GET", "/h") + "|"
-		}
+		sc := h.Scope("GET", "/h") + "|"
 		ua, ub, i1, i2 := "user#"+sc+"alice", "user#"+sc+"bob", "ip#"+sc+IP1, "ip#"+sc+IP2
 		Play(t, env, c, []Step{
 			// the user check binds (1 left against the IP's 2)
