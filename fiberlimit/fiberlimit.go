@@ -44,7 +44,11 @@ func WithDenyHandler(h DenyHandler) Option { return limitmw.SetDenyHandler(h, h 
 // run (the first match in registration order; Use handlers such as
 // app.Static are not routes). The lookup table is built at the first
 // request and rebuilt only when the app's number of routes changes; it
-// holds nothing derived from requests. A request that matches no route
+// holds nothing derived from requests. Literal segments, ":param",
+// a last ":param?" and a last "*" or "+" are matched without allocating;
+// patterns beyond those (constraints such as ":id<int>", several
+// parameters in one segment, escapes) are matched by
+// fiber.RoutePatternMatch, which allocates per request and route tried. A request that matches no route
 // (a 404 or 405) gets the empty scope: such requests share one quota per
 // client, as on the other adapters. [WithScope] and [WithScopeFunc]
 // replace the route scope. Requests are keyed by the TCP peer (fasthttp's
