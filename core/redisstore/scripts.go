@@ -713,7 +713,7 @@ end
 //	ARGV[3..] the limit's numbers (see each script), then "1" when denied
 //	          requests count
 //
-// The TTL pad is TTLPad under Redis TIME and TTLPad + ClientTimeTTLSlack
+// The TTL pad is ttlRoundPad under Redis TIME and ttlRoundPad + clientTimeSlack
 // when now is passed in (WithClientTime), exactly Store.ttlPad.
 
 // luaNow sets now (µs) and pad (ms added to every TTL).
@@ -1490,7 +1490,7 @@ var allScripts = func() []*script {
 // padded compiles the TTL pads into a script.
 func padded(src string) string {
 	return strings.NewReplacer(
-		"$PADS", strconv.FormatInt(TTLPad.Milliseconds(), 10),
-		"$PADC", strconv.FormatInt((TTLPad+ClientTimeTTLSlack).Milliseconds(), 10),
+		"$PADS", strconv.FormatInt(ttlRoundPad.Milliseconds(), 10),
+		"$PADC", strconv.FormatInt((ttlRoundPad+clientTimeSlack).Milliseconds(), 10),
 	).Replace(src)
 }

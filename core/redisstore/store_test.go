@@ -49,11 +49,11 @@ func TestNewValidates(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, DefaultPrefix, s.prefix, "default prefix")
 	assert.False(t, s.clientTime, "Redis TIME by default")
-	assert.Equal(t, TTLPad.Milliseconds(), s.ttlPad)
+	assert.Equal(t, ttlRoundPad.Milliseconds(), s.ttlPad)
 	s, err = New(ok, WithPrefix(""), WithClientTime())
 	require.NoError(t, err)
 	assert.Equal(t, "", s.prefix)
-	assert.Equal(t, (TTLPad + ClientTimeTTLSlack).Milliseconds(), s.ttlPad)
+	assert.Equal(t, (ttlRoundPad + clientTimeSlack).Milliseconds(), s.ttlPad)
 }
 
 func TestTakeErrors(t *testing.T) {
@@ -220,7 +220,7 @@ func TestKeysOneSlot(t *testing.T) {
 }
 
 // TestTTLHygiene: after random traffic under Redis time (the default),
-// every key has a TTL, and it is at most the key's refill time + TTLPad
+// every key has a TTL, and it is at most the key's refill time + ttlRoundPad
 // (window + one bucket for the sliding counter, Burst/Requests × window
 // for GCRA and the token bucket).
 func TestTTLHygiene(t *testing.T) {
@@ -253,7 +253,7 @@ func TestTTLHygiene(t *testing.T) {
 				case core.SlidingWindowCounter:
 					bound += l.Window / time.Duration(p.Buckets)
 				}
-				max[key] = bound + TTLPad
+				max[key] = bound + ttlRoundPad
 			}
 		}
 	}
@@ -301,7 +301,7 @@ func TestTTLRepair(t *testing.T) {
 			ttl := c.PTTL(ctx, k).Val()
 			assert.Positive(t, ttl, "%s %s", p.Name, k)
 			l := p.Limits[0]
-			assert.LessOrEqual(t, ttl, l.Window+l.Window/time.Duration(max(p.Buckets, 1))+TTLPad, "%s %s", p.Name, k)
+			assert.LessOrEqual(t, ttl, l.Window+l.Window/time.Duration(max(p.Buckets, 1))+ttlRoundPad, "%s %s", p.Name, k)
 		}
 	}
 }
