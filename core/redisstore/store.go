@@ -19,19 +19,19 @@ import (
 // DefaultPrefix is the key prefix used unless [WithPrefix] says otherwise.
 const DefaultPrefix = "limitkit:"
 
-// TTLPad is added to every key's TTL beyond the instant its state is back
+// ttlRoundPad is added to every key's TTL beyond the instant its state is back
 // to full: it covers the rounding of microseconds up to Redis's
 // milliseconds and the few microseconds between the script's TIME and the
 // server's expiry clock. A key therefore lives at most its refill time
-// (see the package doc) + TTLPad.
-const TTLPad = time.Millisecond
+// (see the package doc) + ttlRoundPad.
+const ttlRoundPad = time.Millisecond
 
-// ClientTimeTTLSlack is added to every TTL under [WithClientTime]: the
+// clientTimeSlack is added to every TTL under [WithClientTime]: the
 // state's time is then the app server's, while Redis expires keys on its
 // own clock, so a TTL needs room for request latency and clock-rate
 // differences. A key that outlives its state is harmless (the state it
 // holds is equivalent to a fresh one).
-const ClientTimeTTLSlack = time.Second
+const clientTimeSlack = time.Second
 
 // maxPrefix bounds the key prefix length.
 const maxPrefix = 128
@@ -97,8 +97,8 @@ func WithPrefix(prefix string) Option {
 // WithClientTime makes the store decide at the now passed to Take (the
 // Limiter's clock) instead of the Redis server's TIME. Use it in tests with
 // a fake clock; in production it lets app servers with skewed clocks
-// disagree, which the default (Redis TIME) avoids. TTLs then get
-// [ClientTimeTTLSlack] more room.
+// disagree, which the default (Redis TIME) avoids. TTLs then get one
+// second more room (Redis expires keys on its own clock).
 func WithClientTime() Option {
 	return func(s *Store) error {
 		s.clientTime = true
@@ -143,9 +143,9 @@ func New(client redis.UniversalClient, opts ...Option) (*Store, error) {
 			return nil, err
 		}
 	}
-	s.ttlPad = TTLPad.Milliseconds()
+	s.ttlPad = ttlRoundPad.Milliseconds()
 	if s.clientTime {
-		s.ttlPad += ClientTimeTTLSlack.Milliseconds()
+		s.ttlPad += clientTimeSlack.Milliseconds()
 	}
 	return s, nil
 }
@@ -154,8 +154,18 @@ func New(client redis.UniversalClient, opts ...Option) (*Store, error) {
 // every shard) so that the first decisions skip the EVAL fallback, which
 // sends the whole script. Optional: without it, each shard loads a script
 // on first use, and again after a restart or SCRIPT FLUSH, invisibly.
-func (s *Store) Preload(ctx context.Context) error {
-	for _, sc := range allScripts {
+//
+// The single-limit GCRA, token bucket and fixed-window policies run a
+// copy of their script with their constants written in, built when the
+// policy is first used; Preload loads the copies built so far (and the
+// policies passed, which it builds first).
+func (s *Store) Preload(ctx context.Context, policies ...*core.Policy) error {
+	for _, p := range policies {
+		if _, err := s.policy(p); err != nil {
+			return fmt.Errorf("redisstore: Preload: %w", err)
+		}
+	}
+	for _, sc := range append(allScripts[:len(allScripts):len(allScripts)], bakery.all()...) {
 		if err := sc.load(ctx, s.client); err != nil {
 			return fmt.Errorf("redisstore: Preload: %w", err)
 		}
@@ -191,7 +201,12 @@ func effective(n int64, soft int) int64 {
 	return n * int64(100+soft) / 100
 }
 
-var algoLetters = [...]byte{'g', 't', 'f', 'l', 'c'}
+// algoLetters name each algorithm's keys. The fixed window's is 'w' since
+// its value became count × 2^33 + index (it was 'f' with index × 10^9 +
+// count): a server of the earlier layout and one of this share no
+// fixed-window key, so neither misreads the other's (counts restart once
+// at the upgrade).
+var algoLetters = [...]byte{'g', 't', 'w', 'l', 'c'}
 
 func (s *Store) compile(p *core.Policy) (*compiled, error) {
 	if err := p.Validate(); err != nil {
@@ -219,13 +234,20 @@ func (s *Store) compile(p *core.Policy) (*compiled, error) {
 			c.tail = []any{t, eff * t, cd}
 		case core.TokenBucket:
 			c.tail = []any{core.EmissionInterval(l), eff, cd}
-		case core.FixedWindow, core.SlidingWindowLog:
+		case core.FixedWindow:
+			c.tail = []any{l.Window.Microseconds(), eff, cd, fwModulus(eff)}
+		case core.SlidingWindowLog:
 			c.tail = []any{l.Window.Microseconds(), eff, cd}
 		case core.SlidingWindowCounter:
 			n := int64(max(p.Buckets, 1))
 			width := counterWidth(eff)
 			format := "<i8" + strings.Repeat("I"+strconv.FormatInt(width, 10), int(n)+1)
 			c.tail = []any{n, l.Window.Microseconds() / n, eff, width, cd, format}
+		}
+		if tmpl := bakeable[p.Algorithm]; tmpl != "" {
+			if sc := bake(string(algoLetters[p.Algorithm]), tmpl, c.tail); sc != nil {
+				c.script, c.tail = sc, nil
+			}
 		}
 	} else if len(p.Limits) > 1 && multi[p.Algorithm] != nil {
 		c.script = multi[p.Algorithm]
@@ -236,7 +258,8 @@ func (s *Store) compile(p *core.Policy) (*compiled, error) {
 				t := core.EmissionInterval(l)
 				c.tail = append(c.tail, t, (c.soft[i]+capacity(l))*t, c.soft[i])
 			case core.FixedWindow:
-				c.tail = append(c.tail, l.Window.Microseconds(), c.soft[i]+capacity(l), c.soft[i])
+				eff := c.soft[i] + capacity(l)
+				c.tail = append(c.tail, l.Window.Microseconds(), eff, c.soft[i], fwModulus(eff))
 			}
 		}
 	} else {
@@ -252,7 +275,9 @@ func (s *Store) compile(p *core.Policy) (*compiled, error) {
 				c.tail = append(c.tail, t, eff*t, soft)
 			case core.TokenBucket:
 				c.tail = append(c.tail, core.EmissionInterval(l), eff, soft)
-			case core.FixedWindow, core.SlidingWindowLog:
+			case core.FixedWindow:
+				c.tail = append(c.tail, w, eff, soft, fwModulus(eff))
+			case core.SlidingWindowLog:
 				c.tail = append(c.tail, w, eff, soft)
 			case core.SlidingWindowCounter:
 				n := int64(max(p.Buckets, 1))
@@ -263,6 +288,20 @@ func (s *Store) compile(p *core.Policy) (*compiled, error) {
 	c.hashPre = append(c.hashPre, p.Name...)
 	c.hashPre = append(c.hashPre, 0)
 	return c, nil
+}
+
+// fwModulus is the M of a fixed-window limit's stored value count × M +
+// window index mod M (see luaFixedWindow): 2^33, core's, unless the
+// largest value an INCRBY can make, (2 × capacity + 2) × M (a count at
+// the capacity plus a cost clamped to capacity + 1), would pass 2^53,
+// where Lua's doubles stop being exact; then the largest power of two
+// that keeps it below.
+func fwModulus(capa int64) int64 {
+	m := int64(1) << 33
+	for (2*capa + 2) > (int64(1)<<53)/m {
+		m >>= 1
+	}
+	return m
 }
 
 // counterWidth is the bytes per sliding-counter bucket count: the
