@@ -4,7 +4,9 @@
 //
 // A [Harness] adapts one framework: it builds an app from an [App] spec
 // (routes, a global middleware, per-route middlewares) and serves
-// [Request]s from a chosen TCP peer. [Run] drives every scenario.
+// [Request]s from a chosen TCP peer. [Run] drives every scenario; each
+// adapter package runs it once with its own harness (its TestConformance),
+// and this package's tests do not run the scenarios again.
 package adaptertest
 
 import (

@@ -26,21 +26,3 @@ func TestOptionsIdentical(t *testing.T) {
 		assert.Equal(t, first, s, "%s/options.go differs from nethttp/options.go", p)
 	}
 }
-
-// TestSpoofedLeftmostXFF is the regression test named after the attack the
-// default key prevents, across all adapters (the scenario lives in the
-// suite as SpoofedXFFIgnored).
-func TestSpoofedLeftmostXFF(t *testing.T) {
-	for _, h := range All() {
-		t.Run(h.Name, func(t *testing.T) {
-			env := NewEnv(t)
-			for _, sc := range scenarios {
-				if sc.name == "SpoofedXFFIgnored" {
-					sc.run(t, h, env)
-					return
-				}
-			}
-			t.Fatal("scenario missing")
-		})
-	}
-}
