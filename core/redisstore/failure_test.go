@@ -22,7 +22,16 @@ const (
 	// a loaded 2-core machine under -race, not waiting on Redis (a hang would
 	// be seconds: go-redis's own timeouts are 3 s).
 	failMargin = 400 * time.Millisecond
+	// clusterTimeout is TestRedisDownCluster's deadline: every key on a
+	// live master must be decided, and under load a decided call took up to
+	// 53 ms (a 50 ms deadline would fail some of them); the dead master's
+	// keys wait it out.
+	clusterTimeout = 300 * time.Millisecond
 )
+
+// deadlines records each test limiter's store deadline (the tests of this
+// file do not run in parallel).
+var deadlines = map[*core.Limiter]time.Duration{}
 
 // burst makes n concurrent calls through l on distinct keys ("user-0" ..
 // "user-<n-1>") and checks each returns within the deadline + margin, and
@@ -49,10 +58,16 @@ func burstDecisions(t *testing.T, l *core.Limiter, n int) ([]error, []core.Decis
 		}(i)
 	}
 	wg.Wait()
-	slowest := slices.Max(took)
-	t.Logf("burst of %d: slowest call %v (deadline %v)", n, slowest, failTimeout)
+	deadline := deadlines[l]
+	var slowestOK time.Duration
+	for i := range n {
+		if errs[i] == nil {
+			slowestOK = max(slowestOK, took[i])
+		}
+	}
+	t.Logf("burst of %d: slowest call %v, slowest decided call %v (deadline %v)", n, slices.Max(took), slowestOK, deadline)
 	for i := 0; i < n; i++ {
-		assert.LessOrEqual(t, took[i], failTimeout+failMargin, "call %d took %v", i, took[i])
+		assert.LessOrEqual(t, took[i], deadline+failMargin, "call %d took %v", i, took[i])
 		if errs[i] != nil {
 			var se *core.StoreError
 			require.ErrorAs(t, errs[i], &se)
@@ -85,12 +100,15 @@ func healthy(t *testing.T, l *core.Limiter) {
 	}
 }
 
-func limiters(t *testing.T, s core.Store) []*core.Limiter {
+// limiters returns a fail-open and a fail-closed limiter over s with the
+// store deadline timeout.
+func limiters(t *testing.T, s core.Store, timeout time.Duration) []*core.Limiter {
 	var ls []*core.Limiter
 	for _, m := range []core.FailMode{core.FailOpen, core.FailClosed} {
 		l, err := core.NewLimiter(s, core.Policy{Name: "fail-" + m.String(), FailMode: m,
-			Limits: []core.Limit{core.PerSecond(1000)}}, core.WithTimeout(failTimeout))
+			Limits: []core.Limit{core.PerSecond(1000)}}, core.WithTimeout(timeout))
 		require.NoError(t, err)
+		deadlines[l] = timeout
 		ls = append(ls, l)
 	}
 	return ls
@@ -105,7 +123,7 @@ func TestRedisDownNode(t *testing.T) {
 	before := runtime.NumGoroutine() // after the server's process-waiting goroutine
 	c := redis.NewClient(srv.ClientOptions())
 	s := newStore(t, c)
-	ls := limiters(t, s)
+	ls := limiters(t, s, failTimeout)
 	for _, l := range ls {
 		healthy(t, l)
 	}
@@ -138,17 +156,17 @@ func TestRedisDownNode(t *testing.T) {
 	noLeak(t, before)
 }
 
-// TestRedisDownCluster: one master of three frozen, then killed: every
-// call returns within the deadline + margin; the calls whose key lives on
-// that master fail with the fail mode applied (a timeout while it is
-// frozen), and every call whose key lives on another master is decided
-// normally; everything recovers after a restart.
+// TestRedisDownCluster: one master of three frozen, then killed (deadline
+// clusterTimeout): every call returns within the deadline + margin; the
+// calls whose key lives on that master fail with the fail mode applied (a
+// timeout while it is frozen), and every call whose key lives on another
+// master is decided normally; everything recovers after a restart.
 func TestRedisDownCluster(t *testing.T) {
 	cl := redistest.StartCluster(t)
 	before := runtime.NumGoroutine()
 	c := redis.NewClusterClient(cl.ClusterOptions())
 	s := newStore(t, c)
-	ls := limiters(t, s)
+	ls := limiters(t, s, clusterTimeout)
 	for _, l := range ls {
 		healthy(t, l)
 	}
