@@ -35,8 +35,9 @@ type Limiter struct {
 	local    bool
 	observer Observer
 	log      storeLog
-	fast     bool // local store, no observer: Take's decision is the answer unless it fails
-	coarse   bool // clock is CoarseClock
+	fast     bool         // local store, no observer, not elastic: Take's decision is the answer unless it fails
+	estore   ElasticStore // the store's elastic form, for an elastic policy
+	coarse   bool         // clock is CoarseClock
 }
 
 // Option configures a Limiter.
@@ -108,7 +109,14 @@ func NewLimiter(store Store, policy Policy, opts ...Option) (*Limiter, error) {
 	if ls, ok := store.(LocalStore); ok && ls.Local() {
 		l.local = true
 	}
-	l.fast = l.local && l.observer == nil
+	l.fast = l.local && l.observer == nil && policy.Elastic == nil
+	if policy.Elastic != nil {
+		es, ok := store.(ElasticStore)
+		if !ok {
+			return nil, fmt.Errorf("core: policy %q: elastic throttling needs a store that implements core.ElasticStore (memstore, redisstore, fleet); %T does not", policy.Name, store)
+		}
+		l.estore = es
+	}
 	_, l.coarse = l.clock.(CoarseClock)
 	if policy.FailMode == FailLocal && !l.local {
 		if fs, ok := store.(FallbackStore); !ok || !fs.FallsBackLocally() {
@@ -205,6 +213,8 @@ func (l *Limiter) allowNAt(ctx context.Context, key string, now time.Time, cost 
 	}
 	if err != nil {
 		d, err = l.settle(ctx, d, err)
+	} else if d.ElasticRoom {
+		d = l.elasticTake(ctx, key, now, cost, d)
 	}
 	if l.observer != nil {
 		e := Event{Kind: EventDecision, Policy: l.policy.Name, Outcome: OutcomeOf(d), Decision: d, Err: err}
