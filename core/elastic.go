@@ -162,14 +162,6 @@ func (p *Policy) validateElastic() error {
 	return nil
 }
 
-// Ceiling returns limit i of the policy raised to its elastic ceiling
-// (the capacity an elastic admission may reach), or the limit's capacity
-// for a policy without Elastic; for display and tests.
-func (c *Compiled) Ceiling(i int) int64 {
-	k := &c.limits[i]
-	return k.capa + k.debtMax
-}
-
 // room reports whether the elastic ceiling would admit cost at now on
 // state, consuming nothing.
 func (c *Compiled) room(state []int64, now, cost int64) bool {

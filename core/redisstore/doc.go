@@ -39,6 +39,16 @@
 // (redis-µs/call, from INFO commandstats) next to a raw EVALSHA of a
 // trivial script and of a script that only GETs and SETs the key.
 //
+// Elastic policies (core.Policy.Elastic) run their algorithm's generic
+// script with an elastic mode: the nominal take also evaluates, on a
+// denial, whether the ceiling would admit (the hint that makes the
+// Limiter ask its capacity signal), and [Store.TakeElastic] decides
+// against the limits raised to the ceiling in one more script call on the
+// same keys. Each take is one atomic round trip, so the ceiling holds
+// exactly across servers. Their keys carry the ceiling in the digest (the
+// ceiling sizes the state): changing it starts afresh, and hard policies'
+// keys are unchanged.
+//
 // # Keys
 //
 // Each limit of a policy has one key:
