@@ -220,16 +220,39 @@ func (c *Compiled) DecideTo(d *Decision, state []int64, now, cost int64) {
 		}
 		return
 	}
-	if _, ok := c.decideN(d, c.limits, state, now, cost); !ok && c.el != nil {
+	// Pass 1 evaluates every limit; pass 2 consumes in all of them only
+	// when all allow (or when denied requests count).
+	var bind *plan
+	var br lres
+	allOK := true
+	for i := range c.limits {
+		k := &c.limits[i]
+		r := c.step(k, state[k.off:k.off+k.sz], now, cost, evalOnly)
+		if bind == nil || binds(r, br, k, bind) {
+			bind, br = k, r
+		}
+		allOK = allOK && r.ok
+	}
+	if allOK || c.p.CountDenied {
+		for i := range c.limits {
+			k := &c.limits[i]
+			r := c.step(k, state[k.off:k.off+k.sz], now, cost, writeAlways)
+			if k == bind {
+				br.resetAfter = r.resetAfter
+			}
+		}
+	}
+	c.decision(d, bind, br)
+	if !allOK && c.el != nil {
 		d.ElasticRoom = c.room(state, now, cost)
 	}
 }
 
-// decideN is the multi-limit decision over plans ks (the nominal or the
-// elastic ones): pass 1 evaluates every limit; pass 2 consumes in all of
-// them only when all allow (or when denied requests count). over reports
-// whether an admitted request took a limit beyond its nominal capacity
-// (a remaining count below the plan's soft margin).
+// decideN is DecideTo's multi-limit decision over plans ks (the elastic
+// ones; DecideTo keeps its own copy of the loop on the hot path): pass 1
+// evaluates every limit; pass 2 consumes in all of them only when all
+// allow. over reports whether an admitted request took a limit beyond its
+// nominal capacity (a remaining count below the plan's soft margin).
 func (c *Compiled) decideN(d *Decision, ks []plan, state []int64, now, cost int64) (over, allOK bool) {
 	var bind *plan
 	var br lres

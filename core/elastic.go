@@ -215,16 +215,20 @@ func (c *Compiled) DecideElasticTo(d *Decision, state []int64, now, cost int64) 
 func (l *Limiter) elasticTake(ctx context.Context, key string, now time.Time, cost int64, d Decision) Decision {
 	d.ElasticRoom = false
 	sig := l.policy.Elastic.Signal
+	es, ok := l.store.(ElasticStore) // checked by NewLimiter
+	if !ok {
+		return d
+	}
 	if ok, err := sig.Acquire(ctx, cost); !ok || err != nil {
 		return d
 	}
 	var e Decision
 	var err error
 	if l.local {
-		e, err = l.estore.TakeElastic(ctx, key, l.policy, now, cost)
+		e, err = es.TakeElastic(ctx, key, l.policy, now, cost)
 	} else if err = ctx.Err(); err == nil {
 		cctx, cancel := context.WithTimeout(ctx, l.timeout)
-		e, err = l.estore.TakeElastic(cctx, key, l.policy, now, cost)
+		e, err = es.TakeElastic(cctx, key, l.policy, now, cost)
 		cancel()
 	}
 	if err != nil || !e.Elastic {

@@ -35,9 +35,8 @@ type Limiter struct {
 	local    bool
 	observer Observer
 	log      storeLog
-	fast     bool         // local store, no observer, not elastic: Take's decision is the answer unless it fails
-	estore   ElasticStore // the store's elastic form, for an elastic policy
-	coarse   bool         // clock is CoarseClock
+	fast     bool // local store, no observer, not elastic: Take's decision is the answer unless it fails
+	coarse   bool // clock is CoarseClock
 }
 
 // Option configures a Limiter.
@@ -111,11 +110,9 @@ func NewLimiter(store Store, policy Policy, opts ...Option) (*Limiter, error) {
 	}
 	l.fast = l.local && l.observer == nil && policy.Elastic == nil
 	if policy.Elastic != nil {
-		es, ok := store.(ElasticStore)
-		if !ok {
+		if _, ok := store.(ElasticStore); !ok {
 			return nil, fmt.Errorf("core: policy %q: elastic throttling needs a store that implements core.ElasticStore (memstore, redisstore, fleet); %T does not", policy.Name, store)
 		}
-		l.estore = es
 	}
 	_, l.coarse = l.clock.(CoarseClock)
 	if policy.FailMode == FailLocal && !l.local {
