@@ -136,14 +136,17 @@ func (p *Policy) validateElastic() error {
 		return fmt.Errorf("core: policy %q: count_denied punishes requests over the limit, elastic admits them when there is room; use one of them", p.Name)
 	}
 	if a, ok := e.Signal.(allSignals); ok {
+		if len(a) == 0 {
+			return fmt.Errorf("core: policy %q: elastic signal: AllSignals() with no signal would always have room; pass at least one", p.Name)
+		}
 		for i, s := range a {
 			if s == nil {
 				return fmt.Errorf("core: policy %q: elastic signal: AllSignals argument %d is nil", p.Name, i)
 			}
 		}
 	}
-	if cl, ok := e.Signal.(*CapacityLimit); ok && cl.limiter != nil && cl.limiter.policy.Elastic != nil {
-		return fmt.Errorf("core: policy %q: the capacity limit's own policy %q is elastic; a capacity limit must be hard", p.Name, cl.limiter.policy.Name)
+	if cl, ok := e.Signal.(*CapacityLimit); ok && (cl == nil || cl.limiter == nil) {
+		return fmt.Errorf("core: policy %q: elastic signal: build the capacity limit with core.NewCapacityLimit", p.Name)
 	}
 	for i, l := range p.Limits {
 		capa := l.capacity()
@@ -275,8 +278,13 @@ func NewCapacityLimit(l *Limiter, key string) (*CapacityLimit, error) {
 	return &CapacityLimit{limiter: l, key: key}, nil
 }
 
-// Acquire charges cost to the shared key and reports whether it fit.
+// Acquire charges cost to the shared key and reports whether it fit. A
+// CapacityLimit not built by NewCapacityLimit reports no room and an
+// error.
 func (c *CapacityLimit) Acquire(ctx context.Context, cost int64) (bool, error) {
+	if c == nil || c.limiter == nil {
+		return false, errors.New("core: CapacityLimit not built with NewCapacityLimit")
+	}
 	d, err := c.limiter.AllowN(ctx, c.key, cost)
 	if err != nil {
 		return false, err

@@ -366,6 +366,8 @@ func TestElasticValidation(t *testing.T) {
 		{"above max", func(p *Policy) { p.Limits = []Limit{PerHour(maxRequests)} }, "the elastic ceiling 4294967294 exceeds"},
 		{"log too long", func(p *Policy) { p.Algorithm = SlidingWindowLog; p.Limits = []Limit{PerHour(60_000)} }, "sliding log keeps one timestamp per request up to the elastic ceiling"},
 		{"nil in AllSignals", func(p *Policy) { p.Elastic.Signal = AllSignals(sig, nil) }, "AllSignals argument 1 is nil"},
+		{"empty AllSignals", func(p *Policy) { p.Elastic.Signal = AllSignals() }, "AllSignals() with no signal"},
+		{"zero CapacityLimit", func(p *Policy) { p.Elastic.Signal = &CapacityLimit{} }, "build the capacity limit with core.NewCapacityLimit"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

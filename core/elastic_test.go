@@ -77,3 +77,17 @@ func TestElasticFailuresAreHard(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, core.Decision{Limit: core.PerMinute(2), ResetAfter: time.Minute, RetryAfter: time.Minute, Policy: "el"}, d)
 }
+
+// TestZeroSignalsDoNotPanic: signals built without their constructor
+// report no room instead of panicking on the request path.
+func TestZeroSignalsDoNotPanic(t *testing.T) {
+	ok, err := (&core.CapacityLimit{}).Acquire(context.Background(), 1)
+	require.False(t, ok)
+	require.Error(t, err)
+	ok, err = (*core.CapacityLimit)(nil).Acquire(context.Background(), 1)
+	require.False(t, ok)
+	require.Error(t, err)
+	ok, err = core.LoadBelow{}.Acquire(context.Background(), 1)
+	require.False(t, ok)
+	require.NoError(t, err)
+}
