@@ -59,7 +59,7 @@
 // key): the raw key never reaches Redis, any key (braces, newlines, NUL,
 // 64 KB) gives a fixed-length Redis key, and all keys of one decision share
 // the hash tag, hence one Cluster slot, while different users spread over
-// the cluster. letter is the algorithm (g, t, f, l, c), index the limit's
+// the cluster. letter is the algorithm (g, t, w, l, c), index the limit's
 // position, digest 4 characters of a hash of the limit's parameters: a
 // policy that keeps its name but changes a limit starts that limit afresh
 // instead of misreading state written under other parameters. Policies are
@@ -72,7 +72,8 @@
 // With the default prefix a key is 29 bytes, and the values are:
 //
 //	GCRA             the theoretical arrival time, an integer string         72 B per key
-//	FixedWindow      window index mod 2^33 × 10^9 + count, an integer string  72 B
+//	FixedWindow      count × 2^33 + window index mod 2^33, an integer string  72 B
+//	                 while the count is below 2^20, else "index:count"
 //	TokenBucket      last refill × 1000 + (capacity − tokens), an integer     72 B
 //	                 string while the deficit is below 1000, else "tokens:last"
 //	SlidingWindowLog core's ring: an 8-byte head, then 8 bytes per slot
@@ -101,14 +102,25 @@
 // By default the script reads the Redis server's clock (TIME), so app
 // servers with skewed clocks agree, and the now argument of Take is
 // ignored. [WithClientTime] uses now instead (tests with a fake clock, or
-// deployments that want the app server's clock).
+// deployments that want the app server's clock). Do not mix the two on
+// one policy: the TTL pads differ.
+//
+// A single-limit fixed window whose window is a whole number of
+// milliseconds reads Redis's clock, on a key of the current window, from
+// the key's TTL (which ends at the window's end plus the pad) instead of
+// calling TIME, the dearest command of its script: the decision is the
+// same, and ResetAfter and RetryAfter are rounded up to whole
+// milliseconds, at most 2 ms more than the exact figure, never less.
 //
 // Every key gets a TTL that ends when its state is back to full (core's
 // ExpiresAt) plus [TTLPad] (1 ms of rounding), plus [ClientTimeTTLSlack]
 // under WithClientTime. That is at most the window for the fixed window and
 // the log, the window plus one bucket for the sliding counter, and
 // Burst/Requests × window for GCRA and the token bucket. A key found
-// without a TTL (e.g. after PERSIST) gets one back on the next decision. A
+// without a TTL (e.g. after PERSIST) gets one back on the next decision
+// (a single-limit fixed window adds to its count in place without reading
+// the TTL: there, on the next decision that rewrites the key, at the
+// latest the first of a later window). A
 // state that is back to full is deleted rather than written, so a request
 // stamped earlier than that instant (a clock gone back past it) sees a
 // fresh key; while the state lives, a clock gone back is handled as core

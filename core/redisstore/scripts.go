@@ -299,42 +299,42 @@ local function step(i, s, mode)
 end
 ` + luaTail
 
-// luaFixedWindow: state (window index mod 2^33, count), exactly core's
-// packed word, stored as the integer string index*10^9 + count (count <
-// 10^9), else "index:count". ARGV per limit: window W, capacity, soft,
-// the ceiling's capacity and soft margin (= capacity, soft for a hard
-// policy).
+// luaFixedWindow: state (window index mod M, count), core's packed word
+// (core takes the index mod 2^33), stored as the integer count × M +
+// index. M is 2^33 when (2 × capacity + 2) × 2^33 fits in 2^53, else the
+// largest power of two that does (fwModulus in Go), so the value and the
+// sum an INCRBY of c × M makes of it are exact in Lua's doubles. A
+// capacity of 2^19 or more therefore tells windows apart mod M (at least
+// 2^21, for the largest capacity, 2^31 − 1) instead of 2^33: the same
+// decisions as core unless a state outlives M/2 windows, which its TTL
+// (the window's end) does not allow.
+// ARGV per limit: window W, capacity, soft, M, the ceiling's capacity and
+// soft margin (= capacity, soft for a hard policy; M is then worked out
+// from the ceiling, which bounds the count).
 const luaFixedWindow = `
-local STRIDE, SOFT, SOFTE = 5, 3, 5
+local STRIDE, SOFT, SOFTE = 6, 3, 6
 ` + luaHead + `
-local M33, M32 = 8589934592, 4294967296
 local function decode(i, v)
   if not v then return {0, 0} end
-  local c = string.find(v, ':', 1, true)
-  if c then
-    local ix, n = tonumber(string.sub(v, 1, c - 1)), tonumber(string.sub(v, c + 1))
-    if ix and n then return {ix, n} end
-    return {0, 0}
-  end
-  if #v <= 9 then return {0, tonumber(v) or 0} end
-  local ix, n = tonumber(string.sub(v, 1, -10)), tonumber(string.sub(v, -9))
-  if not ix or not n then return {0, 0} end
-  return {ix, n}
+  local x = tonumber(v)
+  if not x or x < 0 then return {0, 0} end
+  local m = arg(i, 4)
+  local ix = x % m
+  return {ix, (x - ix) / m}
 end
 local function encode(i, s)
-  if s[2] >= 1000000000 then return fmt(s[1]) .. ':' .. fmt(s[2]) end
-  if s[1] == 0 then return fmt(s[2]) end
-  return fmt(s[1]) .. string.format('%09d', s[2])
+  return fmt(s[2] * arg(i, 4) + s[1])
 end
 
 -- the window in force at now and its count (core: a stored window later
 -- than now's stays in force)
-local function current(s, w)
+local function current(i, s, w)
   local idx = math.floor(now / w)
   local count = s[2]
   if count ~= 0 then
-    local diff = (idx - s[1]) % M33
-    if diff >= M32 then diff = diff - M33 end
+    local m = arg(i, 4)
+    local diff = (idx - s[1]) % m
+    if diff >= m / 2 then diff = diff - m end
     if diff > 0 then count = 0 else idx = idx - diff end
   end
   return idx, count
@@ -343,32 +343,32 @@ end
 local function expires(i, s)
   if s[2] == 0 then return 0 end
   local w = arg(i, 1)
-  local idx = current(s, w)
+  local idx = current(i, s, w)
   return (idx + 1) * w
 end
 
 local function step(i, s, mode)
-  local w, capa = arg(i, 1), arg(i, 2)
-  if E then capa = arg(i, 4) end
-  local idx, count = current(s, w)
+  local w, capa, m = arg(i, 1), arg(i, 2), arg(i, 4)
+  if E then capa = arg(i, 5) end
+  local idx, count = current(i, s, w)
   local nidx = math.floor(now / w)
   if idx > nidx + 1 then
     -- a window more than one after now's (the clock went back): its count
     -- is carried into now's window (the next window stays in force: a
     -- caller that read the clock before a concurrent one rolled it over)
-    idx = nidx; s[1] = idx % M33; dirty[i] = true
+    idx = nidx; s[1] = idx % m; dirty[i] = true
   end
   local fin = (idx + 1) * w
   if count + cost <= capa then
     if mode ~= EVAL and cost > 0 then
-      s[1], s[2] = idx % M33, count + cost; dirty[i] = true
+      s[1], s[2] = idx % m, count + cost; dirty[i] = true
     end
     return true, capa - count - cost, fin - now, 0
   end
   local retry = fin - now
   if cost > capa then retry = -1 end
   if mode == ALWAYS then
-    s[1], s[2] = idx % M33, math.min(count + cost, capa); dirty[i] = true
+    s[1], s[2] = idx % m, math.min(count + cost, capa); dirty[i] = true
   end
   return false, capa - count, fin - now, retry
 end
@@ -943,37 +943,105 @@ return {ok, 0, rem, reset, retry}
 `
 
 // luaFixedWindow1: fixed window, one limit. ARGV[3] window W, ARGV[4]
-// capacity, ARGV[5] count denied. A count that grows within the window it
-// was written in, in the integer form (window index and count as one
-// decimal number), is added to in place with INCRBY: the same bytes as
-// the SET would write, and the TTL the window's first write set (the
-// window's end + pad) stays, as the SET would have set it again. A key
-// without a TTL takes the SET path, which gives it one.
-const luaFixedWindow1 = luaNow + `
-local cost, w, capa = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
+// capacity, ARGV[5] count denied, ARGV[6] M. The state is
+// luaFixedWindow's: the integer count × M + window index mod M.
+//
+// The common case is one command: a request of cost c adds c × M with
+// INCRBY, which adds c to the count and keeps the window index and the
+// TTL the window's first write set (its end + pad). When the value before
+// the add held a count of the window in force and the sum is within the
+// capacity, that is the decision; over it, the add is taken back (or
+// trimmed to the capacity when denied requests count) by a second
+// INCRBY. Anything else (no key, an earlier window, a clock gone back, a
+// peek, a value that is not an integer) takes the general path from the
+// value before the add, which rewrites the key with SET ... PX or takes
+// the add back. The in-place path does not read the TTL: a key left
+// without one (PERSIST) gets it back with the key's next whole write (a
+// peek, a denial that counts nothing, or the first decision of a later
+// window).
+//
+// Under Redis TIME the in-place path reads the clock from the key itself
+// instead of calling TIME (the dearest command of the script): the key
+// expires at its window's end E plus the pad, to the millisecond (every
+// write sets PX to ceil((E − now)/1000) + pad, E a whole millisecond),
+// so PTTL = E + pad − now, up to the millisecond that may tick between
+// TIME and the write. A PTTL at least 2 ms before E and within the
+// window's length of it proves the key's window is now's; the reset is
+// then (PTTL − pad) ms, at most 2 ms more than the exact figure (a
+// RetryAfter never early). A window that is not a whole number of
+// milliseconds, or a PTTL near either end, takes the TIME path.
+const luaFixedWindow1 = `
+local cost, m = tonumber(ARGV[2]), tonumber(ARGV[6])
 local key = KEYS[1]
-local v = redis.call('GET', key)
-local ix, count, int = 0, 0, false
-if v then
-  if #v <= 9 then
-    count = tonumber(v) or 0
-  else
-    local a, b = string.sub(v, 1, -10), string.sub(v, -9)
-    if string.find(v, '^%d+$') then
-      int = true
-    else
-      a, b = string.match(v, '^(-?%d+):(-?%d+)$')
+local now, pad = ARGV[1], $PADC
+local v, added, w, capa = false, false, nil, nil
+if cost > 0 then
+  local x = redis.pcall('INCRBY', key, cost * m)
+  if type(x) == 'number' then
+    local ix = x % m
+    local count = (x - ix) / m - cost
+    if count > 0 then
+      w, capa = tonumber(ARGV[3]), tonumber(ARGV[4])
+      local reset
+      if now == '' then
+        if w % 1000 == 0 then
+          local ttl = redis.call('PTTL', key)
+          if ttl >= $PADS + 2 and ttl <= $PADS + w / 1000 - 1 then reset = (ttl - $PADS) * 1000 end
+        end
+      else
+        now = tonumber(now)
+        if now < 0 then now = 0 end
+        if now > 4503599627370496 then now = 4503599627370496 end
+        local nidx = math.floor(now / w)
+        local cur = nidx % m
+        if ix == cur then
+          reset = (nidx + 1) * w - now
+        elseif ix == (cur + 1) % m then
+          reset = (nidx + 2) * w - now
+        end
+      end
+      if reset then
+        if count + cost <= capa then
+          return {1, 0, capa - count - cost, reset, 0}
+        end
+        local retry, back = reset, cost
+        if cost > capa then retry = -1 end
+        if ARGV[5] == '1' then back = count + cost - capa end
+        if back > 0 then redis.call('INCRBY', key, -back * m) end
+        return {0, 0, 0, reset, retry}
+      end
     end
-    if a then ix, count = tonumber(a), tonumber(b) end
+    v, added = x - cost * m, true
+  end
+end
+if now == '' then
+  local t = redis.call('TIME')
+  now, pad = t[1] * 1000000 + t[2], $PADS
+elseif type(now) == 'string' then
+  now = tonumber(now)
+  if now < 0 then now = 0 end
+  if now > 4503599627370496 then now = 4503599627370496 end
+end
+if not w then w, capa = tonumber(ARGV[3]), tonumber(ARGV[4]) end
+local ix, count = 0, 0
+if added then
+  ix = v % m
+  count = (v - ix) / m
+else
+  v = redis.call('GET', key)
+  local x = v and tonumber(v)
+  if x and x >= 0 then
+    ix = x % m
+    count = (x - ix) / m
   end
 end
 local stored = count
 local idx = math.floor(now / w)
 local fix = false
 if count ~= 0 then
-  local diff = (idx - ix) % 8589934592
-  if diff >= 4294967296 then diff = diff - 8589934592 end
-  -- a window after now's (the clock went back): its count is carried into now's
+  local diff = (idx - ix) % m
+  if diff >= m / 2 then diff = diff - m end
+  -- a window after now's (the clock went back): its count is carried into now's;
   -- the next window stays in force (a caller that read the clock before
   -- a concurrent one rolled it over)
   if diff > 0 then count = 0 elseif diff == -1 then idx = idx + 1 elseif diff < -1 then fix = true end
@@ -992,21 +1060,15 @@ else
   end
 end
 if n < 0 and fix then n = count end
-if n > count and int and count == stored and ix == idx % 8589934592 and n < 1000000000 and redis.call('PTTL', key) >= 0 then
-  -- the same window, the int form kept: add in place (the TTL, set by
-  -- the window's first write, already ends the window)
-  redis.call('INCRBY', key, n - count)
-elseif n >= 0 then
-  ix = idx % 8589934592
-  local val
-  if n >= 1000000000 then
-    val = string.format('%d:%d', ix, n)
-  elseif ix == 0 then
-    val = string.format('%d', n)
+if n >= 0 then
+  redis.call('SET', key, n * m + idx % m, 'PX', math.ceil(reset / 1000) + pad)
+elseif added then
+  -- nothing to write: take the add back
+  if v == 0 then
+    redis.call('DEL', key)
   else
-    val = string.format('%d%09d', ix, n)
+    redis.call('INCRBY', key, -cost * m)
   end
-  redis.call('SET', key, val, 'PX', math.ceil(reset / 1000) + pad)
 elseif v and redis.call('PTTL', key) == -1 then
   if stored ~= 0 then
     redis.call('PEXPIRE', key, math.ceil(reset / 1000) + pad)
@@ -1253,51 +1315,92 @@ return {bok and 1 or 0, bind - 1, brem, breset, bretry}
 
 // luaFixedWindowN: fixed window, two or more limits (KEYS[i] is limit i's
 // state in luaFixedWindow's encoding). ARGV[3] count denied, then per
-// limit: window W, effective capacity, soft overage. luaFixedWindow with
+// limit: window W, effective capacity, soft overage, M. luaFixedWindow with
 // luaTail's multi-limit path written out: one MGET, pass 1 evaluates every
 // limit and picks the binding one, pass 2 consumes in all of them when
 // all allow (or when denied requests count). A count that grows within
-// the window it was written in, in the integer form, is added to in place
-// (INCRBY keeps the TTL the window's first write set).
+// the window it was written in is added to in place (INCRBY keeps the TTL
+// the window's first write set). Before all that, the common case (every
+// limit's window in force, every sum within its capacity) is decided
+// with one INCRBY per limit; anything else takes those adds back and goes
+// the general way.
 const luaFixedWindowN = luaNow + `
 local cost, always, nl = tonumber(ARGV[2]), ARGV[3] == '1', #KEYS
-local M33, M32 = 8589934592, 4294967296
+if cost > 0 then
+  -- the common case: add to every count in place (luaFixedWindow1); when
+  -- every value before the add held a count of the window in force and
+  -- every sum is within its capacity, that is the decision; otherwise
+  -- the adds are taken back and the general path below decides
+  local xs, done, fast = {}, 0, true
+  for i = 1, nl do
+    local x = redis.pcall('INCRBY', KEYS[i], cost * tonumber(ARGV[4 * i + 3]))
+    if type(x) ~= 'number' then fast = false break end
+    xs[i], done = x, i
+  end
+  local bind, brem, breset, bsoft
+  if fast then
+    for i = 1, nl do
+      local w, capa, soft, m = tonumber(ARGV[4 * i]), tonumber(ARGV[4 * i + 1]), tonumber(ARGV[4 * i + 2]), tonumber(ARGV[4 * i + 3])
+      local x = xs[i]
+      local ix = x % m
+      local count = (x - ix) / m - cost
+      local nidx = math.floor(now / w)
+      local cur = nidx % m
+      local reset
+      if ix == cur then
+        reset = (nidx + 1) * w - now
+      elseif ix == (cur + 1) % m then
+        reset = (nidx + 2) * w - now
+      end
+      if count <= 0 or not reset or count + cost > capa then fast = false break end
+      local rem = capa - count - cost
+      local take = bind == nil
+      if not take then
+        local ra, rb = rem - soft, brem - bsoft
+        if ra < 0 then ra = 0 end
+        if rb < 0 then rb = 0 end
+        take = ra < rb or (ra == rb and reset > breset)
+      end
+      if take then bind, brem, breset, bsoft = i, rem, reset, soft end
+    end
+  end
+  if fast then return {1, bind - 1, brem, breset, 0} end
+  for i = 1, done do
+    local m = tonumber(ARGV[4 * i + 3])
+    if xs[i] == cost * m then
+      redis.call('DEL', KEYS[i])
+    else
+      redis.call('INCRBY', KEYS[i], -cost * m)
+    end
+  end
+end
 local vals = redis.call('MGET', unpack(KEYS))
-local s1, s2, old, oix, int, idxs, cnts, ws, capas, dirty = {}, {}, {}, {}, {}, {}, {}, {}, {}, {}
+local s1, s2, old, oix, int, idxs, cnts, ws, capas, ms, dirty = {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}
 local bind, bok, brem, breset, bretry, bsoft
 local allok = true
 for i = 1, nl do
-  local w, capa, soft = tonumber(ARGV[3 * i + 1]), tonumber(ARGV[3 * i + 2]), tonumber(ARGV[3 * i + 3])
+  local w, capa, soft, m = tonumber(ARGV[4 * i]), tonumber(ARGV[4 * i + 1]), tonumber(ARGV[4 * i + 2]), tonumber(ARGV[4 * i + 3])
   local v, ix, n = vals[i], 0, 0
-  if v then
-    local c = string.find(v, ':', 1, true)
-    if c then
-      local a, b = tonumber(string.sub(v, 1, c - 1)), tonumber(string.sub(v, c + 1))
-      if a and b then ix, n = a, b end
-    elseif #v <= 9 then
-      n = tonumber(v) or 0
-    else
-      local a, b = tonumber(string.sub(v, 1, -10)), tonumber(string.sub(v, -9))
-      if a and b then
-        ix, n = a, b
-        int[i] = string.find(v, '^%d+$') ~= nil
-      end
-    end
+  local x = v and tonumber(v)
+  if x and x >= 0 then
+    ix = x % m
+    n = (x - ix) / m
+    int[i] = true
   end
   local nidx = math.floor(now / w)
   local idx, count = nidx, n
   if n ~= 0 then
-    local diff = (nidx - ix) % M33
-    if diff >= M32 then diff = diff - M33 end
+    local diff = (nidx - ix) % m
+    if diff >= m / 2 then diff = diff - m end
     if diff > 0 then count = 0 else idx = nidx - diff end
   end
   if idx > nidx + 1 then
     -- a window more than one after now's (the clock went back): its count
     -- is carried into now's window (the next window stays in force: a
     -- caller that read the clock before a concurrent one rolled it over)
-    idx = nidx; ix = idx % M33; dirty[i] = true
+    idx = nidx; ix = idx % m; dirty[i] = true
   end
-  s1[i], s2[i], old[i], idxs[i], cnts[i], ws[i], capas[i] = ix, n, n, idx, count, w, capa
+  s1[i], s2[i], old[i], idxs[i], cnts[i], ws[i], capas[i], ms[i] = ix, n, n, idx, count, w, capa, m
   oix[i] = vals[i] and (dirty[i] and -1 or ix) or -1
   local fin = (idx + 1) * w
   local ok, rem, reset, retry = true, capa - count - cost, fin - now, 0
@@ -1331,9 +1434,9 @@ if allok or always then
   for i = 1, nl do
     local count, capa = cnts[i], capas[i]
     if count + cost <= capa then
-      if cost > 0 then s1[i], s2[i], dirty[i] = idxs[i] % M33, count + cost, true end
+      if cost > 0 then s1[i], s2[i], dirty[i] = idxs[i] % ms[i], count + cost, true end
     else
-      s1[i], s2[i], dirty[i] = idxs[i] % M33, math.min(count + cost, capa), true
+      s1[i], s2[i], dirty[i] = idxs[i] % ms[i], math.min(count + cost, capa), true
     end
   end
 end
@@ -1346,27 +1449,20 @@ for i = 1, nl do
       local w = ws[i]
       local nidx = math.floor(now / w)
       local idx = nidx
-      local diff = (nidx - s1[i]) % M33
-      if diff >= M32 then diff = diff - M33 end
+      local m = ms[i]
+      local diff = (nidx - s1[i]) % m
+      if diff >= m / 2 then diff = diff - m end
       if diff <= 0 then idx = nidx - diff end
       exp = (idx + 1) * w
     end
   end
   if exp > now then
     local n, ix = s2[i], s1[i]
-    if dirty[i] and int[i] and oix[i] == ix and cnts[i] == old[i] and n > old[i] and n < 1000000000
+    if dirty[i] and int[i] and oix[i] == ix and cnts[i] == old[i] and n > old[i]
         and redis.call('PTTL', key) >= 0 then
-      redis.call('INCRBY', key, n - old[i])
+      redis.call('INCRBY', key, (n - old[i]) * ms[i])
     elseif dirty[i] then
-      local val
-      if n >= 1000000000 then
-        val = string.format('%d:%d', ix, n)
-      elseif ix == 0 then
-        val = string.format('%d', n)
-      else
-        val = string.format('%d%09d', ix, n)
-      end
-      redis.call('SET', key, val, 'PX', math.ceil((exp - now) / 1000) + pad)
+      redis.call('SET', key, n * ms[i] + ix, 'PX', math.ceil((exp - now) / 1000) + pad)
     else
       redis.call('PEXPIRE', key, math.ceil((exp - now) / 1000) + pad)
     end

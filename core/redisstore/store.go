@@ -193,7 +193,12 @@ func effective(n int64, soft int) int64 {
 	return n * int64(100+soft) / 100
 }
 
-var algoLetters = [...]byte{'g', 't', 'f', 'l', 'c'}
+// algoLetters name each algorithm's keys. The fixed window's is 'w' since
+// its value became count × 2^33 + index (it was 'f' with index × 10^9 +
+// count): a server of the earlier layout and one of this share no
+// fixed-window key, so neither misreads the other's (counts restart once
+// at the upgrade).
+var algoLetters = [...]byte{'g', 't', 'w', 'l', 'c'}
 
 func (s *Store) compile(p *core.Policy) (*compiled, error) {
 	if err := p.Validate(); err != nil {
@@ -234,7 +239,9 @@ func (s *Store) compile(p *core.Policy) (*compiled, error) {
 			c.tail = []any{t, eff * t, cd}
 		case core.TokenBucket:
 			c.tail = []any{core.EmissionInterval(l), eff, cd}
-		case core.FixedWindow, core.SlidingWindowLog:
+		case core.FixedWindow:
+			c.tail = []any{l.Window.Microseconds(), eff, cd, fwModulus(eff)}
+		case core.SlidingWindowLog:
 			c.tail = []any{l.Window.Microseconds(), eff, cd}
 		case core.SlidingWindowCounter:
 			n := int64(max(p.Buckets, 1))
@@ -251,7 +258,8 @@ func (s *Store) compile(p *core.Policy) (*compiled, error) {
 				t := core.EmissionInterval(l)
 				c.tail = append(c.tail, t, (c.soft[i]+capacity(l))*t, c.soft[i])
 			case core.FixedWindow:
-				c.tail = append(c.tail, l.Window.Microseconds(), c.soft[i]+capacity(l), c.soft[i])
+				eff := c.soft[i] + capacity(l)
+				c.tail = append(c.tail, l.Window.Microseconds(), eff, c.soft[i], fwModulus(eff))
 			}
 		}
 	} else {
@@ -271,7 +279,9 @@ func (s *Store) compile(p *core.Policy) (*compiled, error) {
 				c.tail = append(c.tail, t, eff*t, soft, ce*t, softE)
 			case core.TokenBucket:
 				c.tail = append(c.tail, core.EmissionInterval(l), eff, soft, ce-eff)
-			case core.FixedWindow, core.SlidingWindowLog:
+			case core.FixedWindow:
+				c.tail = append(c.tail, w, eff, soft, fwModulus(ce), ce, softE)
+			case core.SlidingWindowLog:
 				c.tail = append(c.tail, w, eff, soft, ce, softE)
 			case core.SlidingWindowCounter:
 				n := int64(max(p.Buckets, 1))
@@ -286,6 +296,20 @@ func (s *Store) compile(p *core.Policy) (*compiled, error) {
 	c.hashPre = append(c.hashPre, p.Name...)
 	c.hashPre = append(c.hashPre, 0)
 	return c, nil
+}
+
+// fwModulus is the M of a fixed-window limit's stored value count × M +
+// window index mod M (see luaFixedWindow): 2^33, core's, unless the
+// largest value an INCRBY can make, (2 × capacity + 2) × M (a count at
+// the capacity plus a cost clamped to capacity + 1), would pass 2^53,
+// where Lua's doubles stop being exact; then the largest power of two
+// that keeps it below.
+func fwModulus(capa int64) int64 {
+	m := int64(1) << 33
+	for (2*capa + 2) > (int64(1)<<53)/m {
+		m >>= 1
+	}
+	return m
 }
 
 // counterWidth is the bytes per sliding-counter bucket count: the
