@@ -53,7 +53,8 @@ type lres struct {
 
 const never = -1
 
-// Compiled is a validated Policy with every per-limit constant worked out
+// For store implementers: Compiled is a validated Policy with every
+// per-limit constant worked out
 // once (window and bucket lengths in µs, emission interval, effective
 // capacity): what stores hold on their hot path. Build it with
 // [Policy.Compile]; it is immutable and safe for concurrent use.
@@ -80,7 +81,8 @@ type plan struct {
 	off, sz int   // state words
 }
 
-// Compile validates p and returns its compiled form. p is copied.
+// For store implementers: Compile validates p and returns its compiled
+// form ([Compiled]), which a store builds once per policy. p is copied.
 func (p *Policy) Compile() (*Compiled, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
@@ -133,14 +135,16 @@ func (p *Policy) Compile() (*Compiled, error) {
 	return c, nil
 }
 
-// Policy returns the compiled policy. Do not modify it.
+// For store implementers: Policy returns the compiled policy. Do not
+// modify it.
 func (c *Compiled) Policy() *Policy { return &c.p }
 
-// StateWords is the number of int64 words of per-key state the policy needs.
+// For store implementers: StateWords is the number of int64 words of
+// per-key state the policy needs.
 func (c *Compiled) StateWords() int { return c.words }
 
-// StateWords is the number of int64 words of per-key state p needs; 0 for
-// an invalid policy.
+// For store implementers: StateWords is the number of int64 words of
+// per-key state p needs; 0 for an invalid policy.
 func (p *Policy) StateWords() int {
 	c, err := p.Compile()
 	if err != nil {
@@ -149,8 +153,9 @@ func (p *Policy) StateWords() int {
 	return c.words
 }
 
-// Decide is Compile followed by Compiled.Decide, for one-off use; stores
-// compile once. It panics on an invalid policy.
+// For store implementers (and tests): Decide is Compile followed by
+// Compiled.Decide, for one-off use; stores compile once. It panics on an
+// invalid policy. Applications decide through a [Limiter].
 func (p *Policy) Decide(state []int64, now, cost int64) Decision {
 	c, err := p.Compile()
 	if err != nil {
@@ -159,8 +164,8 @@ func (p *Policy) Decide(state []int64, now, cost int64) Decision {
 	return c.Decide(state, now, cost)
 }
 
-// ExpiresAt is Compile followed by Compiled.ExpiresAt; 0 for an invalid
-// policy.
+// For store implementers: ExpiresAt is Compile followed by
+// Compiled.ExpiresAt; 0 for an invalid policy.
 func (p *Policy) ExpiresAt(state []int64, now int64) int64 {
 	c, err := p.Compile()
 	if err != nil {
@@ -169,7 +174,8 @@ func (p *Policy) ExpiresAt(state []int64, now int64) int64 {
 	return c.ExpiresAt(state, now)
 }
 
-// Decide applies cost at now (µs since the Unix epoch) to state, a key's
+// For store implementers: Decide applies cost at now (µs since the Unix
+// epoch) to state, a key's
 // state (len(state) == StateWords(); all zero for a new key), and returns
 // the decision. It updates state in place when the request consumes quota:
 // when allowed, or when denied under CountDenied. A multi-limit decision is
@@ -199,7 +205,8 @@ func (c *Compiled) Decide(state []int64, now, cost int64) (d Decision) {
 	return d
 }
 
-// DecideTo is Decide writing the decision into *d, which it overwrites
+// For store implementers: DecideTo is Decide writing the decision into
+// *d, which it overwrites
 // whole: a store's hot path then copies no Decision.
 func (c *Compiled) DecideTo(d *Decision, state []int64, now, cost int64) {
 	*d = Decision{}
@@ -319,7 +326,8 @@ func (c *Compiled) decision(d *Decision, k *plan, r lres) {
 	}
 }
 
-// MaxNow is the latest instant Decide works with, in µs since the Unix
+// For store implementers: MaxNow is the latest instant Decide works
+// with, in µs since the Unix
 // epoch (2^52 µs, in the year 2112): later instants are decided as MaxNow,
 // so that every instant plus any span the policy allows stays below 2^53,
 // exact in the doubles of Redis's Lua and far from int64 overflow.
@@ -343,7 +351,8 @@ func (c *Compiled) step(k *plan, st []int64, now, cost int64, mode int) lres {
 	return gcra(k, st, now, cost, mode)
 }
 
-// EmissionInterval is the time one unit of cost takes to refill under l for
+// For store implementers: EmissionInterval is the time one unit of cost
+// takes to refill under l for
 // GCRA and the token bucket, in whole microseconds, rounded up so the
 // configured rate is never exceeded.
 func EmissionInterval(l Limit) int64 {
@@ -584,7 +593,7 @@ func (c *counter) window(i, n int64) (sum, oldest int64) {
 //
 // in float64, in exactly that order (see estimate). Admitted when
 // estimate ≤ capacity − cost. A decision reads O(N) counts (N ≤
-// MaxBuckets). A stored current bucket up to a window after now's (a
+// maxBuckets). A stored current bucket up to a window after now's (a
 // caller that read the clock before a concurrent one) is where the
 // decision is made, at its start. One further ahead (the clock went back)
 // is first moved back to now's, the whole window with it: the counts keep
@@ -707,7 +716,8 @@ func counterRetry(c *counter, idx, e, n, bl, lim, sum int64) int64 {
 	return (idx + n + 1) * bl // not reached for cost ≤ capacity
 }
 
-// ExpiresAt returns the instant (µs since the epoch) from which state is
+// For store implementers: ExpiresAt returns the instant (µs since the
+// epoch) from which state is
 // equivalent to a fresh key's, so a store may drop it (or let a TTL end
 // it); 0 for a fresh state. now disambiguates the fixed window's index.
 func (c *Compiled) ExpiresAt(state []int64, now int64) int64 {

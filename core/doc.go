@@ -1,6 +1,23 @@
-// Package core decides whether a request may proceed: the limits, the
-// policies that combine them, the algorithms' math, the Store interface that
-// applies it atomically, and the Limiter that ties a store to a policy.
+// Package core decides whether a request may proceed.
+//
+// Four types are all most applications use:
+//
+//   - [Limit]: a number of requests per window ([PerMinute](100),
+//     [Per](900, 15*time.Minute)), with an optional burst.
+//   - [Policy]: a named set of limits that must all hold, the [Algorithm]
+//     that counts them, and what to do when the store fails ([FailMode]).
+//   - [Limiter]: a policy on a [Store] (core/memstore in one process,
+//     core/redisstore shared), built by [NewLimiter]; its Allow and AllowN
+//     methods decide for a key.
+//   - [Decision]: the answer — Allowed, Remaining, ResetAfter, RetryAfter —
+//     from which the adapters write the response headers.
+//
+// For example:
+//
+//	store := memstore.MustNew()
+//	limiter := core.MustNewLimiter(store, core.Policy{Name: "api", Limits: []core.Limit{core.PerMinute(100)}})
+//	d, err := limiter.Allow(ctx, userID) // err: the store failed (the FailMode decided d)
+//	if !d.Allowed { /* 429, retry after d.RetryAfter */ }
 //
 // core imports no third-party package and no HTTP framework. Adapters
 // (nethttp, ginlimit, echolimit, fiberlimit) turn a request into a key and a
@@ -32,4 +49,18 @@
 // keeps one timestamp per unit of the limit; [SlidingWindowCounter]
 // approximates the sliding window with a few counters. The time resolution
 // is one microsecond.
+//
+// # For store implementers
+//
+// A store implements [Store] (one atomic check-and-consume per Take) and
+// applies the algorithms' math, which core exports for that purpose only:
+// [Policy.Compile] turns a policy into a [Compiled] form whose
+// [Compiled.Decide] (or [Compiled.DecideTo]) applies a request to a key's
+// state of [Compiled.StateWords] int64 words and whose [Compiled.ExpiresAt]
+// says when that state is back to a fresh key's; [EmissionInterval] and
+// [MaxNow] are the constants a port to another runtime (the Redis store's
+// Lua) must share. [LocalStore], [BatchStore] (with [BatchTake]) and
+// [FallbackStore] are optional interfaces a store may add. Each of these
+// names' documentation starts with "For store implementers"; applications
+// do not need them.
 package core

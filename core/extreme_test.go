@@ -35,7 +35,7 @@ func extremePolicy(alg uint8, req, windowUs, burst int64, buckets, soft uint16, 
 	case GCRA, TokenBucket:
 		l.Burst = burst
 	case SlidingWindowCounter:
-		p.Buckets = int(buckets % (MaxBuckets + 1))
+		p.Buckets = int(buckets % (maxBuckets + 1))
 	case SlidingWindowLog:
 		l.Requests = req % 3000 // the property does not depend on the size; keep runs fast
 	}

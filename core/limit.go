@@ -59,16 +59,16 @@ func (l Limit) capacity() int64 {
 
 // String formats the limit as "200 per 1m", "10 per 1s burst 20".
 func (l Limit) String() string {
-	s := strconv.FormatInt(l.Requests, 10) + " per " + FormatWindow(l.Window)
+	s := strconv.FormatInt(l.Requests, 10) + " per " + formatWindow(l.Window)
 	if l.Burst > 0 && l.Burst != l.Requests {
 		s += " burst " + strconv.FormatInt(l.Burst, 10)
 	}
 	return s
 }
 
-// FormatWindow formats a duration without trailing zero units: 15m, 1h30m,
+// formatWindow formats a duration without trailing zero units: 15m, 1h30m,
 // 24h, 500ms.
-func FormatWindow(d time.Duration) string {
+func formatWindow(d time.Duration) string {
 	s := d.String()
 	if strings.HasSuffix(s, "m0s") {
 		s = s[:len(s)-2]

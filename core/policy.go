@@ -149,11 +149,11 @@ func (m *FailMode) UnmarshalText(b []byte) error {
 	return nil
 }
 
-// MaxBuckets bounds [Policy.Buckets] for the sliding window counter. A
+// maxBuckets bounds [Policy.Buckets] for the sliding window counter. A
 // decision reads every bucket of the window (on Redis, about 0.1 µs of
 // server CPU per bucket), so the bound is what keeps one decision cheap;
 // 600 buckets already put the estimate within 1/600 of the window.
-const MaxBuckets = 600
+const maxBuckets = 600
 
 // maxLogRequests bounds Requests for the sliding log, whose state holds one
 // timestamp per unit of the limit.
@@ -179,8 +179,9 @@ type Policy struct {
 	Limits []Limit `json:"limits" yaml:"limits"`
 	// Buckets is the number of sub-windows of the sliding window counter
 	// (1 = the two-window weighted estimate; 60 for an hourly limit = one
-	// counter a minute). 0 means 1. Must divide every limit's window into
-	// whole microseconds. Other algorithms require 0.
+	// counter a minute). 0 means 1; at most 600 (every decision reads
+	// every bucket). Must divide every limit's window into whole
+	// microseconds. Other algorithms require 0.
 	Buckets int `json:"buckets,omitempty" yaml:"buckets,omitempty"`
 	// CountDenied makes denied requests consume quota too (capped at an
 	// empty bucket / a full window), so a client that keeps hammering
@@ -321,8 +322,8 @@ func (p *Policy) Validate() error {
 	}
 	switch {
 	case p.Algorithm == SlidingWindowCounter:
-		if p.Buckets < 0 || p.Buckets > MaxBuckets {
-			return fmt.Errorf("core: policy %q: buckets must be in [0, %d], got %d (every decision reads every bucket; use fewer, longer buckets)", p.Name, MaxBuckets, p.Buckets)
+		if p.Buckets < 0 || p.Buckets > maxBuckets {
+			return fmt.Errorf("core: policy %q: buckets must be in [0, %d], got %d (every decision reads every bucket; use fewer, longer buckets)", p.Name, maxBuckets, p.Buckets)
 		}
 		for i, l := range p.Limits {
 			if l.Window.Microseconds()%int64(p.buckets()) != 0 || l.Window%time.Microsecond != 0 {

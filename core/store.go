@@ -25,7 +25,8 @@ type Store interface {
 	Take(ctx context.Context, key string, p *Policy, now time.Time, cost int64) (Decision, error)
 }
 
-// LocalStore is implemented by stores that do no I/O (the in-memory store):
+// For store implementers: LocalStore is implemented by stores that do no
+// I/O (the in-memory store):
 // a Limiter then calls Take without arming a per-call deadline, which would
 // cost more than the decision.
 type LocalStore interface {
@@ -34,8 +35,7 @@ type LocalStore interface {
 	Local() bool
 }
 
-// ErrClosed is returned by a store used after Close.
-// FallbackStore is a [Store] in front of a remote store that can decide by
+// For store implementers: FallbackStore is a [Store] in front of a remote store that can decide by
 // itself when the remote store fails: for a policy with [FailLocal] it
 // returns a Degraded decision together with the error, and the [Limiter]
 // keeps that decision instead of applying a fail mode. The fleet tier is
@@ -46,6 +46,7 @@ type FallbackStore interface {
 	FallsBackLocally() bool
 }
 
+// ErrClosed is returned by a store used after Close.
 var ErrClosed = errors.New("limitkit: store closed")
 
 // ErrInvalidCost is returned for a negative cost.
@@ -77,7 +78,8 @@ func (e *StoreError) Unwrap() error { return e.Err }
 // context deadline or a socket timeout; see [ClassifyError]).
 func (e *StoreError) Timeout() bool { return ClassifyError(e.Err) == ErrorTimeout }
 
-// BatchTake is one entry of a [BatchStore.TakeBatch]: the arguments of a
+// For store implementers: BatchTake is one entry of a
+// [BatchStore.TakeBatch]: the arguments of a
 // Take (Key, Policy, Now, Cost) and, written in place by TakeBatch, its
 // result (Decision, Err).
 type BatchTake struct {
@@ -90,7 +92,8 @@ type BatchTake struct {
 	Err      error
 }
 
-// BatchStore is a [Store] that can apply many takes in one round trip (the
+// For store implementers: BatchStore is a [Store] that can apply many
+// takes in one round trip (the
 // Redis store sends one pipeline per node). The fleet tier uses it to sync
 // many keys at once.
 //

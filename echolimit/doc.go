@@ -11,7 +11,14 @@
 // [New] panics on a configuration mistake (for start-up code);
 // [NewMiddleware] returns the error. nethttp, ginlimit, echolimit and
 // fiberlimit take the same options under the same names, so moving between
-// frameworks is a search-and-replace of the package name.
+// frameworks is a search-and-replace of the package name. Those options
+// and the types they take ([Option], [Rejection], [Reason], [HeaderSet],
+// [ResetFormat], [NoKeyMode]) are package
+// github.com/limitkit/limitkit/httplimit's, re-exported here as aliases
+// and forwarding functions: its documentation shows every field and
+// constant, and options built with it work with every adapter. This
+// package adds what is framework-specific: [New], [NewMiddleware],
+// [DenyHandler], [WithDenyHandler] and [WriteRejection].
 //
 // # Keys
 //
@@ -30,7 +37,8 @@
 // The scope is, by default, the request method and the route pattern the
 // framework matched (c.Path(); e.Use middleware runs after routing): "GET /users/:id", so every endpoint has
 // its own quota per client and "/users/1" and "/users/2" share one. An
-// unknown route (e.Pre middleware) gives the empty scope: one quota per client
+// unknown route (e.Pre middleware, or a request echo routes to its
+// NotFoundHandler or MethodNotAllowedHandler: 404, 405) gives the empty scope: one quota per client
 // across the routes the middleware covers. [WithScope] and [WithScopeFunc]
 // override it. Stores keep separate state per policy, so two middlewares
 // with different policies never share quota either.

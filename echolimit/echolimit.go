@@ -1,6 +1,7 @@
 package echolimit
 
 import (
+	"reflect"
 	"sync"
 
 	"github.com/labstack/echo/v4"
@@ -103,8 +104,31 @@ var _ keyfuncs.Request = (*request)(nil)
 
 func (r *request) Method() string { return r.c.Request().Method }
 
-// Route is echo's matched route pattern.
-func (r *request) Route() string { return r.c.Path() }
+// Route is echo's matched route pattern, or "" when echo routed the
+// request to no route: its NotFoundHandler or MethodNotAllowedHandler.
+// For those echo's c.Path() names the nearest route node ("/users/:id"
+// for GET /users/1/x), which would charge a path that reaches no route to
+// that route's quota; the other adapters give every such request the
+// empty ("unmatched") scope, and so does this one.
+func (r *request) Route() string {
+	if unrouted(r.c.Handler()) {
+		return ""
+	}
+	return r.c.Path()
+}
+
+// unrouted reports whether h is echo's NotFoundHandler or
+// MethodNotAllowedHandler (read when called: they are variables), which
+// echo's router sets when no route serves the request. Function values
+// compare by their code pointers.
+func unrouted(h echo.HandlerFunc) bool {
+	if h == nil {
+		return true
+	}
+	p := reflect.ValueOf(h).UnsafePointer()
+	return p == reflect.ValueOf(echo.NotFoundHandler).UnsafePointer() ||
+		p == reflect.ValueOf(echo.MethodNotAllowedHandler).UnsafePointer()
+}
 
 func (r *request) Path() string { return r.c.Request().URL.Path }
 

@@ -1,6 +1,7 @@
 package fiberlimit_test
 
 import (
+	"fmt"
 	"net"
 	"testing"
 	"time"
@@ -74,3 +75,16 @@ func BenchmarkBaseline(b *testing.B) { benchServe(b, app()) }
 // BenchmarkMiddleware adds fiberlimit on the route (memstore, one hot key,
 // the three X-RateLimit headers).
 func BenchmarkMiddleware(b *testing.B) { benchServe(b, app(fiberlimit.New(benchLimiter(b)))) }
+
+// BenchmarkGlobalMiddleware is fiberlimit under app.Use among 20 routes:
+// the route is looked up in the table built at the first request.
+func BenchmarkGlobalMiddleware(b *testing.B) {
+	a := fiber.New(fiber.Config{DisableStartupMessage: true})
+	a.Use(fiberlimit.New(benchLimiter(b)))
+	for i := 0; i < 9; i++ {
+		a.Get(fmt.Sprintf("/r%d/:id", i), func(c *fiber.Ctx) error { return c.SendStatus(fiber.StatusOK) })
+		a.Get(fmt.Sprintf("/s%d", i), func(c *fiber.Ctx) error { return c.SendStatus(fiber.StatusOK) })
+	}
+	a.Get("/bench", func(c *fiber.Ctx) error { return c.SendStatus(fiber.StatusOK) })
+	benchServe(b, a)
+}

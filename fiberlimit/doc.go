@@ -6,12 +6,19 @@
 //	store := memstore.MustNew()
 //	api := core.MustNewLimiter(store, core.Policy{Name: "api", Limits: []core.Limit{core.PerMinute(100)}})
 //	app.Post("/login", fiberlimit.New(login), loginHandler) // per route
-//	app.Use(fiberlimit.New(api))                            // one quota per client
+//	app.Use(fiberlimit.New(api))                            // global: each route its own quota
 //
 // [New] panics on a configuration mistake (for start-up code);
 // [NewMiddleware] returns the error. nethttp, ginlimit, echolimit and
 // fiberlimit take the same options under the same names, so moving between
-// frameworks is a search-and-replace of the package name.
+// frameworks is a search-and-replace of the package name. Those options
+// and the types they take ([Option], [Rejection], [Reason], [HeaderSet],
+// [ResetFormat], [NoKeyMode]) are package
+// github.com/limitkit/limitkit/httplimit's, re-exported here as aliases
+// and forwarding functions: its documentation shows every field and
+// constant, and options built with it work with every adapter. This
+// package adds what is framework-specific: [New], [NewMiddleware],
+// [DenyHandler], [WithDenyHandler] and [WriteRejection].
 //
 // # Keys
 //
@@ -29,9 +36,11 @@
 //
 // The scope is, by default, the request method and the route pattern the
 // framework matched (c.Route().Path): "GET /users/:id", so every endpoint has
-// its own quota per client and "/users/1" and "/users/2" share one. An
-// unknown route (app.Use, which runs before fiber matches the final route) gives the empty scope: one quota per client
-// across the routes the middleware covers. [WithScope] and [WithScopeFunc]
+// its own quota per client and "/users/1" and "/users/2" share one. Under
+// app.Use, which runs before fiber chooses the final route, the middleware
+// finds that route itself among the app's routes (see [NewMiddleware]).
+// A request no route serves (404, 405) gets the empty scope: all such
+// requests share one quota per client, whatever their paths. [WithScope] and [WithScopeFunc]
 // override it. Stores keep separate state per policy, so two middlewares
 // with different policies never share quota either.
 //

@@ -52,8 +52,10 @@ func ExampleNew() {
 	// GET /users/3 -> 429 X-RateLimit-Limit=2 X-RateLimit-Remaining=0 X-RateLimit-Reset=1700000060 Retry-After=30
 }
 
-// A global limit with app.Use: fiber runs it before matching the final
-// route, so every route shares one quota per client.
+// A global limit with app.Use: fiber runs it before choosing the final
+// route, so the middleware looks the route up among the app's routes:
+// each endpoint has its own quota per client, as on the other adapters,
+// and requests no route serves share one "unmatched" quota.
 func ExampleNew_global() {
 	clock := core.NewManualClock(time.Unix(1_700_000_000, 0))
 	store := memstore.MustNew()
@@ -63,13 +65,17 @@ func ExampleNew_global() {
 	app := fiber.New(fiber.Config{DisableStartupMessage: true})
 	app.Use(fiberlimit.New(global, fiberlimit.WithResetFormat(fiberlimit.ResetDelta)))
 	app.Get("/a", func(c *fiber.Ctx) error { return c.SendString("a") })
-	app.Get("/b", func(c *fiber.Ctx) error { return c.SendString("b") })
+	app.Get("/users/:id", func(c *fiber.Ctx) error { return c.SendString("user") })
 
 	show(app, "GET", "/a")
-	show(app, "GET", "/b")
 	show(app, "GET", "/a")
+	show(app, "GET", "/a")
+	show(app, "GET", "/users/1")
+	show(app, "GET", "/nowhere")
 	// Output:
 	// GET /a -> 200 X-RateLimit-Limit=2 X-RateLimit-Remaining=1 X-RateLimit-Reset=30
-	// GET /b -> 200 X-RateLimit-Limit=2 X-RateLimit-Remaining=0 X-RateLimit-Reset=60
+	// GET /a -> 200 X-RateLimit-Limit=2 X-RateLimit-Remaining=0 X-RateLimit-Reset=60
 	// GET /a -> 429 X-RateLimit-Limit=2 X-RateLimit-Remaining=0 X-RateLimit-Reset=60 Retry-After=30
+	// GET /users/1 -> 200 X-RateLimit-Limit=2 X-RateLimit-Remaining=1 X-RateLimit-Reset=30
+	// GET /nowhere -> 404 X-RateLimit-Limit=2 X-RateLimit-Remaining=1 X-RateLimit-Reset=30
 }

@@ -31,17 +31,28 @@ func WithDenyHandler(h DenyHandler) Option { return limitmw.SetDenyHandler(h, h 
 // (and any [WithCheck] limiters), or a configuration error naming the
 // option to fix.
 //
-// Use it per route or group to key each endpoint by its pattern:
+// Use it per route, or globally with app.Use (or group.Use); either way
+// each endpoint is keyed by its pattern:
 //
 //	app.Post("/login", fiberlimit.New(loginLimiter), login)
-//	app.Get("/users/:id", fiberlimit.New(apiLimiter), getUser)
+//	app.Use(fiberlimit.New(apiLimiter)) // each route its own quota per client
 //
-// or with app.Use for one quota per client across every route: fiber runs
-// app.Use handlers before it matches the final route, so there the route is
-// unknown ("" scope) unless [WithScopeFunc] supplies one. Inside a route,
-// the pattern is c.Route().Path. Requests are keyed by the TCP peer
-// (fasthttp's RemoteAddr), never by c.IP(), which reads the configured
-// proxy header.
+// Inside a route the pattern is c.Route().Path. fiber runs app.Use
+// handlers before it chooses the final route, so there the middleware
+// looks the request's method and path up among the app's routes, with
+// fiber's matching rules, and takes the pattern of the route fiber will
+// run (the first match in registration order; Use handlers such as
+// app.Static are not routes). The lookup table is built at the first
+// request and rebuilt only when the app's number of routes changes; it
+// holds nothing derived from requests. Literal segments, ":param",
+// a last ":param?" and a last "*" or "+" are matched without allocating;
+// patterns beyond those (constraints such as ":id<int>", several
+// parameters in one segment, escapes) are matched by
+// fiber.RoutePatternMatch, which allocates per request and route tried. A request that matches no route
+// (a 404 or 405) gets the empty scope: such requests share one quota per
+// client, as on the other adapters. [WithScope] and [WithScopeFunc]
+// replace the route scope. Requests are keyed by the TCP peer (fasthttp's
+// RemoteAddr), never by c.IP(), which reads the configured proxy header.
 //
 // The middleware is safe for concurrent use and never panics on a
 // request. With the default key and one hot key it allocates nothing.
@@ -51,7 +62,7 @@ func NewMiddleware(l *core.Limiter, opts ...Option) (fiber.Handler, error) {
 		return nil, err
 	}
 	deny, _ := cfg.DenyHandler.(DenyHandler)
-	m := &middleware{e: e, deny: deny}
+	m := &middleware{e: e, deny: deny, routes: new(routeCache)}
 	return m.handle, nil
 }
 
@@ -66,11 +77,20 @@ func New(l *core.Limiter, opts ...Option) fiber.Handler {
 }
 
 type middleware struct {
-	e    *limitmw.Engine
-	deny DenyHandler
+	e      *limitmw.Engine
+	deny   DenyHandler
+	routes *routeCache // resolves the route of requests seen from app.Use
 }
 
+// routesKey is the fasthttp user value under which handle leaves the
+// middleware's routeCache for request.Route, when the middleware runs as
+// a Use handler (a pointer: storing it does not allocate).
+type routesKey struct{}
+
 func (m *middleware) handle(c *fiber.Ctx) error {
+	if rt := c.Route(); rt != nil && isUse(rt) {
+		c.Context().SetUserValue(routesKey{}, m.routes)
+	}
 	var res limitmw.Result
 	m.e.DecideInto(c.UserContext(), (*request)(c), &res)
 	if res.Action == limitmw.Skip {
@@ -111,14 +131,24 @@ func (r *request) ctx() *fiber.Ctx { return (*fiber.Ctx)(r) }
 
 func (r *request) Method() string { return r.ctx().Method() }
 
-// Route is the matched route's pattern (c.Route().Path), or "" inside an
-// app.Use handler, which runs before the final route is known.
+// Route is the matched route's pattern (c.Route().Path). Inside an
+// app.Use or group.Use handler, which runs before fiber has chosen the
+// final route, it is the pattern of the route fiber will run for the
+// request's method and path (see routes.go), or "" when none matches.
 func (r *request) Route() string {
-	rt := r.ctx().Route()
-	if rt == nil || isUse(rt) {
+	c := r.ctx()
+	rt := c.Route()
+	if rt == nil {
 		return ""
 	}
-	return rt.Path
+	if !isUse(rt) {
+		return rt.Path
+	}
+	rc, _ := c.Context().UserValue(routesKey{}).(*routeCache)
+	if rc == nil {
+		return ""
+	}
+	return rc.table(c.App()).match(c.Method(), c.Path())
 }
 
 // useOffset is the offset in fiber.Route of its unexported "use" flag,

@@ -11,7 +11,14 @@
 // [New] panics on a configuration mistake (for start-up code);
 // [NewMiddleware] returns the error. nethttp, ginlimit, echolimit and
 // fiberlimit take the same options under the same names, so moving between
-// frameworks is a search-and-replace of the package name.
+// frameworks is a search-and-replace of the package name. Those options
+// and the types they take ([Option], [Rejection], [Reason], [HeaderSet],
+// [ResetFormat], [NoKeyMode]) are package
+// github.com/limitkit/limitkit/httplimit's, re-exported here as aliases
+// and forwarding functions: its documentation shows every field and
+// constant, and options built with it work with every adapter. This
+// package adds what is framework-specific: [New], [NewMiddleware],
+// [DenyHandler], [WithDenyHandler] and [WriteRejection].
 //
 // # Keys
 //

@@ -184,41 +184,50 @@ func cutBearer(v string) (string, bool) {
 	return trimOWS(v[len(scheme):]), true
 }
 
-// checkKeyType rejects a static key that cannot verify method m.
+// checkKeyType rejects a static key that cannot verify method m, saying
+// what is wrong with it: an empty or nil key (typically read from an
+// environment variable that is not set), a key of the wrong type, or an
+// ECDSA key on the wrong curve.
 func checkKeyType(m string, key any) error {
-	var ok bool
-	var want string
 	switch {
 	case strings.HasPrefix(m, "HS"):
-		var b []byte
-		b, ok = key.([]byte)
-		ok = ok && len(b) > 0
-		want = "a non-empty []byte"
+		b, ok := key.([]byte)
+		if !ok {
+			return fmt.Errorf("keyfuncs: JWT method %s needs the HMAC secret as a []byte JWTConfig.Key, got %T", m, key)
+		}
+		if len(b) == 0 {
+			return fmt.Errorf("keyfuncs: JWT method %s: the key is empty (JWTConfig.Key is a []byte of length 0; is the variable it is read from unset?): pass the HMAC secret", m)
+		}
 	case strings.HasPrefix(m, "RS"), strings.HasPrefix(m, "PS"):
-		var k *rsa.PublicKey
-		k, ok = key.(*rsa.PublicKey)
-		ok = ok && k != nil
-		want = "a non-nil *rsa.PublicKey"
+		k, ok := key.(*rsa.PublicKey)
+		if !ok {
+			return fmt.Errorf("keyfuncs: JWT method %s needs an *rsa.PublicKey JWTConfig.Key, got %T", m, key)
+		}
+		if k == nil {
+			return fmt.Errorf("keyfuncs: JWT method %s: the key is a nil *rsa.PublicKey: pass the issuer's public key", m)
+		}
 	case strings.HasPrefix(m, "ES"):
-		var k *ecdsa.PublicKey
-		k, ok = key.(*ecdsa.PublicKey)
-		want = "*ecdsa.PublicKey"
-		if ok {
-			curve := map[string]string{"ES256": "P-256", "ES384": "P-384", "ES512": "P-521"}[m]
-			if k == nil || k.Curve == nil || k.Curve.Params().Name != curve {
-				return fmt.Errorf("keyfuncs: JWT method %s needs an ECDSA key on curve %s", m, curve)
-			}
+		k, ok := key.(*ecdsa.PublicKey)
+		if !ok {
+			return fmt.Errorf("keyfuncs: JWT method %s needs an *ecdsa.PublicKey JWTConfig.Key, got %T", m, key)
+		}
+		curve := map[string]string{"ES256": "P-256", "ES384": "P-384", "ES512": "P-521"}[m]
+		if k == nil || k.Curve == nil || k.Curve.Params().Name != curve {
+			return fmt.Errorf("keyfuncs: JWT method %s needs an ECDSA key on curve %s", m, curve)
 		}
 	case m == "EdDSA":
-		var k ed25519.PublicKey
-		k, ok = key.(ed25519.PublicKey)
-		ok = ok && len(k) == ed25519.PublicKeySize
-		want = "ed25519.PublicKey"
+		k, ok := key.(ed25519.PublicKey)
+		if !ok {
+			return fmt.Errorf("keyfuncs: JWT method %s needs an ed25519.PublicKey JWTConfig.Key, got %T", m, key)
+		}
+		if len(k) == 0 {
+			return fmt.Errorf("keyfuncs: JWT method %s: the key is empty: pass the issuer's %d-byte public key", m, ed25519.PublicKeySize)
+		}
+		if len(k) != ed25519.PublicKeySize {
+			return fmt.Errorf("keyfuncs: JWT method %s: the ed25519.PublicKey has %d bytes, want %d", m, len(k), ed25519.PublicKeySize)
+		}
 	default:
 		return fmt.Errorf("keyfuncs: JWT signing method %q needs a Keyfunc", m)
-	}
-	if !ok {
-		return fmt.Errorf("keyfuncs: JWT method %s needs a key of type %s, got %T", m, want, key)
 	}
 	return nil
 }

@@ -10,6 +10,7 @@ import (
 	"encoding/base64"
 	"encoding/pem"
 	"errors"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -233,7 +234,7 @@ func TestJWTHSRSKeyConfusion(t *testing.T) {
 
 	// And the configuration that would enable it is refused.
 	_, err = JWTClaim(JWTConfig{Methods: []string{"RS256", "HS256"}, Key: &k.rsa.PublicKey})
-	assert.ErrorContains(t, err, "JWT method HS256 needs a key of type a non-empty []byte")
+	assert.EqualError(t, err, "keyfuncs: JWT method HS256 needs the HMAC secret as a []byte JWTConfig.Key, got *rsa.PublicKey")
 }
 
 func TestJWTKeyfuncRotation(t *testing.T) {
@@ -349,14 +350,18 @@ func TestJWTConstructionErrors(t *testing.T) {
 		{"unknown method", JWTConfig{Methods: []string{"HS999"}, Key: hmacKey}, `unknown JWT signing method "HS999"`},
 		{"no key", JWTConfig{Methods: []string{"HS256"}}, "exactly one of"},
 		{"two keys", JWTConfig{Methods: []string{"HS256"}, Key: hmacKey, Keyfunc: func(*jwt.Token) (any, error) { return hmacKey, nil }}, "exactly one of"},
-		{"empty hmac", JWTConfig{Methods: []string{"HS256"}, Key: []byte{}}, "non-empty []byte"},
-		{"rsa private for RS256", JWTConfig{Methods: []string{"RS256"}, Key: k.rsa}, "*rsa.PublicKey, got *rsa.PrivateKey"},
-		{"string hmac", JWTConfig{Methods: []string{"HS256"}, Key: "secret"}, "got string"},
+		{"empty hmac", JWTConfig{Methods: []string{"HS256"}, Key: []byte{}}, "keyfuncs: JWT method HS256: the key is empty"},
+		// an unset environment variable: []byte(os.Getenv("JWT_SECRET"))
+		{"unset hmac variable", JWTConfig{Methods: []string{"HS256"}, Key: []byte(os.Getenv("LIMITKIT_TEST_UNSET_VARIABLE"))}, "the key is empty"},
+		{"nil hmac slice", JWTConfig{Methods: []string{"HS512"}, Key: []byte(nil)}, "keyfuncs: JWT method HS512: the key is empty"},
+		{"rsa private for RS256", JWTConfig{Methods: []string{"RS256"}, Key: k.rsa}, "needs an *rsa.PublicKey JWTConfig.Key, got *rsa.PrivateKey"},
+		{"string hmac", JWTConfig{Methods: []string{"HS256"}, Key: "secret"}, "needs the HMAC secret as a []byte JWTConfig.Key, got string"},
 		{"ecdsa for EdDSA", JWTConfig{Methods: []string{"EdDSA"}, Key: &k.ec.PublicKey}, "ed25519.PublicKey"},
 		{"rsa for ES256", JWTConfig{Methods: []string{"ES256"}, Key: &k.rsa.PublicKey}, "*ecdsa.PublicKey"},
 		{"ES256 with a P-384 key", JWTConfig{Methods: []string{"ES256"}, Key: p384()}, "curve P-256"},
-		{"nil rsa key", JWTConfig{Methods: []string{"RS256"}, Key: (*rsa.PublicKey)(nil)}, "non-nil *rsa.PublicKey"},
-		{"short ed25519 key", JWTConfig{Methods: []string{"EdDSA"}, Key: ed25519.PublicKey{1, 2}}, "ed25519.PublicKey"},
+		{"nil rsa key", JWTConfig{Methods: []string{"RS256"}, Key: (*rsa.PublicKey)(nil)}, "the key is a nil *rsa.PublicKey"},
+		{"short ed25519 key", JWTConfig{Methods: []string{"EdDSA"}, Key: ed25519.PublicKey{1, 2}}, "the ed25519.PublicKey has 2 bytes, want 32"},
+		{"empty ed25519 key", JWTConfig{Methods: []string{"EdDSA"}, Key: ed25519.PublicKey{}}, "JWT method EdDSA: the key is empty"},
 		{"negative max", JWTConfig{Methods: []string{"HS256"}, Key: hmacKey, MaxTokenBytes: -1}, "MaxTokenBytes"},
 		{"negative leeway", JWTConfig{Methods: []string{"HS256"}, Key: hmacKey, Leeway: -time.Second}, "Leeway"},
 		{"bad header", JWTConfig{Methods: []string{"HS256"}, Key: hmacKey, Header: "Auth Header"}, "not a valid header name"},

@@ -101,11 +101,21 @@
 // instead of unit and requests it may list limits. Rule names cannot
 // contain '/', so the two never collide.
 //
+// # Reloading
+//
+// A [Live] serves a Set with one [core.Limiter] per rule and descriptor
+// and swaps in a new Set atomically while serving ([Live.Swap],
+// [Live.ReloadFile]): each request acquires one [Snapshot] and is decided
+// wholly by it. Rules whose name and limits did not change keep their
+// state; see [Live] for what a changed rule starts from on each store.
+//
 // # Embedded example
 //
 // [Default] is the design notes' endpoint table (see [DefaultFile]), which
 // the programs under _examples serve.
 //
 // Everything in this package is safe for concurrent use once loaded; none
-// of it is on a hot path except [Set.Match], which does not allocate.
+// of it is on a hot path except [Set.Match], which does not allocate, and
+// [Live.Acquire] and [Snapshot.Release] (two atomic operations, no
+// allocation).
 package rules

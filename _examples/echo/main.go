@@ -6,7 +6,8 @@
 //
 // Flags and environment as in _examples/nethttp: -addr, -redis, -rules,
 // -trusted-proxies, -jwt-secret (LIMITKIT_JWT_SECRET), -allow-degraded,
-// LIMITKIT_API_KEYS. Metrics are at /metrics.
+// -sync, -fleet-size, -watch, LIMITKIT_API_KEYS. Metrics are at /metrics.
+// SIGHUP reloads the -rules file (and -watch 2s when it changes).
 package main
 
 import (
@@ -33,24 +34,24 @@ func main() {
 		log.Fatal(err)
 	}
 	defer app.Close()
-	// One echolimit middleware per rule; the dispatcher picks the request's.
-	mws, err := exampleapp.Middlewares(app, echolimit.NewMiddleware)
+	// One echolimit middleware per rule, rebuilt when the rules reload; the
+	// dispatcher picks the request's in the rules snapshot it acquired.
+	d, err := exampleapp.NewDispatch(app, echolimit.NewMiddleware)
 	if err != nil {
 		log.Fatal(err)
 	}
+	defer app.StartReloads()() // SIGHUP, and -watch
 
 	e := echo.New()
 	e.HideBanner = true
 	e.HidePort = true // LogStartup says where
 	e.Use(func(next echo.HandlerFunc) echo.HandlerFunc {
-		limited := make([]echo.HandlerFunc, len(mws))
-		for i, mw := range mws {
-			limited[i] = mw(next)
-		}
 		return func(c echo.Context) error {
+			snap := d.Acquire()
+			defer snap.Release()
 			// c.Path is the matched route ("/api1", "/*").
-			if rule := app.Rule(keyfuncs.FromHTTP(c.Request()), c.Path()); rule != nil {
-				return limited[rule.Index](c)
+			if mw, ok := d.Middleware(snap, keyfuncs.FromHTTP(c.Request()), c.Path()); ok {
+				return mw(next)(c)
 			}
 			return next(c)
 		}

@@ -6,7 +6,8 @@
 //
 // Flags and environment as in _examples/nethttp: -addr, -redis, -rules,
 // -trusted-proxies, -jwt-secret (LIMITKIT_JWT_SECRET), -allow-degraded,
-// LIMITKIT_API_KEYS. Metrics are at /metrics.
+// -sync, -fleet-size, -watch, LIMITKIT_API_KEYS. Metrics are at /metrics.
+// SIGHUP reloads the -rules file (and -watch 2s when it changes).
 package main
 
 import (
@@ -52,16 +53,20 @@ func main() {
 		log.Fatal(err)
 	}
 	defer app.Close()
-	// One fiberlimit middleware per rule; the dispatcher picks the request's.
-	mws, err := exampleapp.Middlewares(app, fiberlimit.NewMiddleware)
+	// One fiberlimit middleware per rule, rebuilt when the rules reload;
+	// the dispatcher picks the request's in the rules snapshot it acquired.
+	d, err := exampleapp.NewDispatch(app, fiberlimit.NewMiddleware)
 	if err != nil {
 		log.Fatal(err)
 	}
+	defer app.StartReloads()() // SIGHUP, and -watch
 	// The dispatcher is the first handler of each route (not app.Use),
 	// so that c.Route() is the matched route.
 	dispatch := func(c *fiber.Ctx) error {
-		if rule := app.Rule(view{c}, c.Route().Path); rule != nil {
-			return mws[rule.Index](c)
+		snap := d.Acquire()
+		defer snap.Release()
+		if mw, ok := d.Middleware(snap, view{c}, c.Route().Path); ok {
+			return mw(c)
 		}
 		return c.Next()
 	}

@@ -5,7 +5,8 @@
 //
 // Flags and environment as in _examples/nethttp: -addr, -redis, -rules,
 // -trusted-proxies, -jwt-secret (LIMITKIT_JWT_SECRET), -allow-degraded,
-// LIMITKIT_API_KEYS. Metrics are at /metrics.
+// -sync, -fleet-size, -watch, LIMITKIT_API_KEYS. Metrics are at /metrics.
+// SIGHUP reloads the -rules file (and -watch 2s when it changes).
 package main
 
 import (
@@ -32,19 +33,23 @@ func main() {
 		log.Fatal(err)
 	}
 	defer app.Close()
-	// One ginlimit middleware per rule; the dispatcher picks the request's.
-	mws, err := exampleapp.Middlewares(app, ginlimit.NewMiddleware)
+	// One ginlimit middleware per rule, rebuilt when the rules reload; the
+	// dispatcher picks the request's in the rules snapshot it acquired.
+	d, err := exampleapp.NewDispatch(app, ginlimit.NewMiddleware)
 	if err != nil {
 		log.Fatal(err)
 	}
+	defer app.StartReloads()() // SIGHUP, and -watch
 
 	gin.SetMode(gin.ReleaseMode)
 	r := gin.New()
 	r.Use(gin.Recovery())
 	r.Use(func(c *gin.Context) {
+		snap := d.Acquire()
+		defer snap.Release()
 		// FullPath is the matched route ("" for NoRoute: the path is used).
-		if rule := app.Rule(keyfuncs.FromHTTP(c.Request), c.FullPath()); rule != nil {
-			mws[rule.Index](c)
+		if mw, ok := d.Middleware(snap, keyfuncs.FromHTTP(c.Request), c.FullPath()); ok {
+			mw(c)
 		}
 	})
 	reply := func(endpoint string) gin.HandlerFunc {

@@ -13,6 +13,12 @@
 // neither is set a random secret is generated and a sample token printed).
 // LIMITKIT_API_KEYS lists valid X-API-Key values. Metrics are at /metrics;
 // store failures are logged.
+//
+// The rules reload without a restart: kill -HUP <pid> reloads the -rules
+// file, and -watch 2s also reloads it when its content changes. A file
+// that does not validate is rejected with its problems logged, and the
+// rules serving keep serving; rules whose name and limits did not change
+// keep their state (README, "Rules that reload").
 package main
 
 import (
@@ -39,6 +45,7 @@ func main() {
 	if err != nil {
 		log.Fatal(err)
 	}
+	defer app.StartReloads()() // SIGHUP reloads -rules; -watch also on change
 	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
 	app.LogStartup("nethttp", ln)
 	log.Fatal(srv.Serve(ln))

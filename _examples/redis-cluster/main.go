@@ -24,8 +24,8 @@
 //
 // Every key a decision touches lives under one hash tag, so each decision
 // is a single-slot script on one master. Flags: the examples' flags
-// (-addr, -rules, -trusted-proxies, -jwt-secret, -allow-degraded; -redis
-// is ignored) plus -cluster, the seed nodes: comma-separated host:port
+// (-addr, -rules, -trusted-proxies, -jwt-secret, -allow-degraded, -sync,
+// -fleet-size, -watch; -redis is ignored; SIGHUP reloads -rules) plus -cluster, the seed nodes: comma-separated host:port
 // (default the three above) or a URL, redis://[user:password@]host:port
 // (rediss:// for TLS) with further seeds as ?addr=host:port. Every master
 // is checked at start-up; metrics are at /metrics.
@@ -83,6 +83,7 @@ func main() {
 	if err != nil {
 		log.Fatal(err)
 	}
+	defer app.StartReloads()() // SIGHUP reloads -rules; -watch also on change
 	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
 	app.LogStartup("redis-cluster", ln)
 	log.Fatal(srv.Serve(ln))

@@ -13,6 +13,9 @@ import (
 	"github.com/limitkit/limitkit/core"
 )
 
+// maxBuckets is core's bound on Policy.Buckets.
+const maxBuckets = 600
+
 var benchPolicies = []core.Policy{
 	{Name: "gcra", Algorithm: core.GCRA, Limits: []core.Limit{core.Per(1<<30, 30*24*time.Hour)}},
 	{Name: "token_bucket", Algorithm: core.TokenBucket, Limits: []core.Limit{core.Per(1<<30, 30*24*time.Hour)}},
@@ -230,30 +233,30 @@ func worstCases() []worstCase {
 			func(i int) (time.Duration, int64, bool) {
 				return time.Duration(i) * time.Millisecond, math.MaxInt64, false
 			}},
-		// MaxBuckets one-second buckets, all full; a cost of the whole
+		// maxBuckets one-second buckets, all full; a cost of the whole
 		// capacity is denied with the latest RetryAfter (every bucket must
 		// leave)
-		{"sliding_counter_max_buckets_denied", core.Policy{Name: "w-sc", Algorithm: core.SlidingWindowCounter, Buckets: core.MaxBuckets,
-			Limits: []core.Limit{core.Per(core.MaxBuckets*100, core.MaxBuckets*time.Second)}},
+		{"sliding_counter_max_buckets_denied", core.Policy{Name: "w-sc", Algorithm: core.SlidingWindowCounter, Buckets: maxBuckets,
+			Limits: []core.Limit{core.Per(maxBuckets*100, maxBuckets*time.Second)}},
 			func(take func(time.Duration, int64) core.Decision) {
-				for j := 0; j < core.MaxBuckets; j++ {
+				for j := 0; j < maxBuckets; j++ {
 					take(time.Duration(j)*time.Second, 100)
 				}
 			},
 			func(i int) (time.Duration, int64, bool) {
-				return core.MaxBuckets*time.Second - time.Second, core.MaxBuckets * 100, false
+				return maxBuckets*time.Second - time.Second, maxBuckets * 100, false
 			}},
 		// the same counter, allowed: every decision reads and writes the
 		// whole window
-		{"sliding_counter_max_buckets_allowed", core.Policy{Name: "w-sca", Algorithm: core.SlidingWindowCounter, Buckets: core.MaxBuckets,
-			Limits: []core.Limit{core.Per(1<<30, core.MaxBuckets*time.Second)}},
+		{"sliding_counter_max_buckets_allowed", core.Policy{Name: "w-sca", Algorithm: core.SlidingWindowCounter, Buckets: maxBuckets,
+			Limits: []core.Limit{core.Per(1<<30, maxBuckets*time.Second)}},
 			func(take func(time.Duration, int64) core.Decision) {
-				for j := 0; j < core.MaxBuckets; j++ {
+				for j := 0; j < maxBuckets; j++ {
 					take(time.Duration(j)*time.Second, 100)
 				}
 			},
 			func(i int) (time.Duration, int64, bool) {
-				return core.MaxBuckets*time.Second + time.Duration(i)*time.Millisecond, 1, true
+				return maxBuckets*time.Second + time.Duration(i)*time.Millisecond, 1, true
 			}},
 	}
 }

@@ -129,6 +129,8 @@ type Store struct {
 	closeOnce        sync.Once
 	evictions        atomic.Uint64
 	limitedEvictions atomic.Uint64
+
+	replaced // tables Replace set aside (replace.go)
 }
 
 var _ core.LocalStore = (*Store)(nil)
@@ -275,6 +277,9 @@ func (s *Store) lookup(p *core.Policy) (*table, error) {
 		s.last.Store(t)
 		return t, nil
 	}
+	if a := s.asideTable(p); a != nil {
+		return a, nil // a request under way across a Replace (replace.go)
+	}
 	if !sameConfig(t.policy.Policy(), p) {
 		return nil, conflict(p.Name)
 	}
@@ -307,7 +312,8 @@ func conflict(name string) error {
 type Stats struct {
 	// Keys is the number of keys held, over all policies.
 	Keys int
-	// Policies is the number of policy tables (distinct policy names).
+	// Policies is the number of policy tables (distinct policy names,
+	// plus the tables Replace set aside for requests in flight).
 	Policies int
 	// Bytes is the memory the tables hold (slots, state, buffers, as
 	// allocated), over all policies; each table's share stays within its

@@ -93,8 +93,8 @@
 // a full 100,000-slot log, about 0.2 ms when a counted cost rewrites all
 // of it, about 2 ms the first time a fresh key's ring grows to 100,000
 // slots, as Redis allocates its 800 KB and then rewrites it at its exact
-// size), and O(buckets) for the sliding counter (at most [core.MaxBuckets]
-// = 600: about 0.06–0.1 ms). See BenchmarkWorstCase, which runs a
+// size), and O(buckets) for the sliding counter (at most 600 buckets, core's
+// bound: about 0.06–0.1 ms). See BenchmarkWorstCase, which runs a
 // single-limit GCRA (6–7 µs) alongside.
 //
 // # Time
@@ -113,8 +113,8 @@
 // milliseconds, at most 2 ms more than the exact figure, never less.
 //
 // Every key gets a TTL that ends when its state is back to full (core's
-// ExpiresAt) plus [TTLPad] (1 ms of rounding), plus [ClientTimeTTLSlack]
-// under WithClientTime. That is at most the window for the fixed window and
+// ExpiresAt) plus 1 ms (rounding to Redis's milliseconds), plus 1 s under
+// WithClientTime (Redis expires keys on its own clock). That is at most the window for the fixed window and
 // the log, the window plus one bucket for the sliding counter, and
 // Burst/Requests × window for GCRA and the token bucket. A key found
 // without a TTL (e.g. after PERSIST) gets one back on the next decision

@@ -789,7 +789,7 @@ end
 //	ARGV[3..] the limit's numbers (see each script), then "1" when denied
 //	          requests count
 //
-// The TTL pad is TTLPad under Redis TIME and TTLPad + ClientTimeTTLSlack
+// The TTL pad is ttlRoundPad under Redis TIME and ttlRoundPad + clientTimeSlack
 // when now is passed in (WithClientTime), exactly Store.ttlPad.
 
 // luaNow sets now (µs) and pad (ms added to every TTL).
@@ -1543,6 +1543,16 @@ var single = [...]*script{
 	core.SlidingWindowCounter: newScript(padded(luaSlidingCounter1)),
 }
 
+// bakeable are the single-limit templates whose constants bake writes
+// into a per-policy copy (see bake.go), indexed by core.Algorithm.
+var bakeable = [...]string{
+	core.GCRA:                 padded(luaGCRA1),
+	core.TokenBucket:          padded(luaTokenBucket1),
+	core.FixedWindow:          padded(luaFixedWindow1),
+	core.SlidingWindowLog:     "",
+	core.SlidingWindowCounter: "",
+}
+
 // allScripts are every script, for Preload.
 var allScripts = func() []*script {
 	var all []*script
@@ -1557,7 +1567,7 @@ var allScripts = func() []*script {
 // padded compiles the TTL pads into a script.
 func padded(src string) string {
 	return strings.NewReplacer(
-		"$PADS", strconv.FormatInt(TTLPad.Milliseconds(), 10),
-		"$PADC", strconv.FormatInt((TTLPad+ClientTimeTTLSlack).Milliseconds(), 10),
+		"$PADS", strconv.FormatInt(ttlRoundPad.Milliseconds(), 10),
+		"$PADC", strconv.FormatInt((ttlRoundPad+clientTimeSlack).Milliseconds(), 10),
 	).Replace(src)
 }

@@ -19,19 +19,19 @@ import (
 // DefaultPrefix is the key prefix used unless [WithPrefix] says otherwise.
 const DefaultPrefix = "limitkit:"
 
-// TTLPad is added to every key's TTL beyond the instant its state is back
+// ttlRoundPad is added to every key's TTL beyond the instant its state is back
 // to full: it covers the rounding of microseconds up to Redis's
 // milliseconds and the few microseconds between the script's TIME and the
 // server's expiry clock. A key therefore lives at most its refill time
-// (see the package doc) + TTLPad.
-const TTLPad = time.Millisecond
+// (see the package doc) + ttlRoundPad.
+const ttlRoundPad = time.Millisecond
 
-// ClientTimeTTLSlack is added to every TTL under [WithClientTime]: the
+// clientTimeSlack is added to every TTL under [WithClientTime]: the
 // state's time is then the app server's, while Redis expires keys on its
 // own clock, so a TTL needs room for request latency and clock-rate
 // differences. A key that outlives its state is harmless (the state it
 // holds is equivalent to a fresh one).
-const ClientTimeTTLSlack = time.Second
+const clientTimeSlack = time.Second
 
 // maxPrefix bounds the key prefix length.
 const maxPrefix = 128
@@ -97,8 +97,8 @@ func WithPrefix(prefix string) Option {
 // WithClientTime makes the store decide at the now passed to Take (the
 // Limiter's clock) instead of the Redis server's TIME. Use it in tests with
 // a fake clock; in production it lets app servers with skewed clocks
-// disagree, which the default (Redis TIME) avoids. TTLs then get
-// [ClientTimeTTLSlack] more room.
+// disagree, which the default (Redis TIME) avoids. TTLs then get one
+// second more room (Redis expires keys on its own clock).
 func WithClientTime() Option {
 	return func(s *Store) error {
 		s.clientTime = true
@@ -143,9 +143,9 @@ func New(client redis.UniversalClient, opts ...Option) (*Store, error) {
 			return nil, err
 		}
 	}
-	s.ttlPad = TTLPad.Milliseconds()
+	s.ttlPad = ttlRoundPad.Milliseconds()
 	if s.clientTime {
-		s.ttlPad += ClientTimeTTLSlack.Milliseconds()
+		s.ttlPad += clientTimeSlack.Milliseconds()
 	}
 	return s, nil
 }
@@ -154,8 +154,18 @@ func New(client redis.UniversalClient, opts ...Option) (*Store, error) {
 // every shard) so that the first decisions skip the EVAL fallback, which
 // sends the whole script. Optional: without it, each shard loads a script
 // on first use, and again after a restart or SCRIPT FLUSH, invisibly.
-func (s *Store) Preload(ctx context.Context) error {
-	for _, sc := range allScripts {
+//
+// The single-limit GCRA, token bucket and fixed-window policies run a
+// copy of their script with their constants written in, built when the
+// policy is first used; Preload loads the copies built so far (and the
+// policies passed, which it builds first).
+func (s *Store) Preload(ctx context.Context, policies ...*core.Policy) error {
+	for _, p := range policies {
+		if _, err := s.policy(p); err != nil {
+			return fmt.Errorf("redisstore: Preload: %w", err)
+		}
+	}
+	for _, sc := range append(allScripts[:len(allScripts):len(allScripts)], bakery.all()...) {
 		if err := sc.load(ctx, s.client); err != nil {
 			return fmt.Errorf("redisstore: Preload: %w", err)
 		}
@@ -248,6 +258,11 @@ func (s *Store) compile(p *core.Policy) (*compiled, error) {
 			width := counterWidth(eff)
 			format := "<i8" + strings.Repeat("I"+strconv.FormatInt(width, 10), int(n)+1)
 			c.tail = []any{n, l.Window.Microseconds() / n, eff, width, cd, format}
+		}
+		if tmpl := bakeable[p.Algorithm]; tmpl != "" {
+			if sc := bake(string(algoLetters[p.Algorithm]), tmpl, c.tail); sc != nil {
+				c.script, c.tail = sc, nil
+			}
 		}
 	} else if hard && len(p.Limits) > 1 && multi[p.Algorithm] != nil {
 		c.script = multi[p.Algorithm]

@@ -49,11 +49,11 @@ func TestNewValidates(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, DefaultPrefix, s.prefix, "default prefix")
 	assert.False(t, s.clientTime, "Redis TIME by default")
-	assert.Equal(t, TTLPad.Milliseconds(), s.ttlPad)
+	assert.Equal(t, ttlRoundPad.Milliseconds(), s.ttlPad)
 	s, err = New(ok, WithPrefix(""), WithClientTime())
 	require.NoError(t, err)
 	assert.Equal(t, "", s.prefix)
-	assert.Equal(t, (TTLPad + ClientTimeTTLSlack).Milliseconds(), s.ttlPad)
+	assert.Equal(t, (ttlRoundPad + clientTimeSlack).Milliseconds(), s.ttlPad)
 }
 
 func TestTakeErrors(t *testing.T) {
@@ -124,8 +124,7 @@ func TestOneRoundTrip(t *testing.T) {
 			require.NoError(t, s.Preload(ctx)) // on every master of the cluster
 			for _, pol := range benchPolicies() {
 				p := mustPolicy(t, pol)
-				_, err := s.Take(ctx, "warm", p, time.Time{}, 1)
-				require.NoError(t, err)
+				require.NoError(t, s.Preload(ctx, p)) // its baked copy too
 				before := n.n.Load()
 				for i := 0; i < 20; i++ {
 					_, err := s.Take(ctx, "user-"+strconv.Itoa(i), p, time.Time{}, 1)
@@ -225,7 +224,7 @@ func TestKeysOneSlot(t *testing.T) {
 }
 
 // TestTTLHygiene: after random traffic under Redis time (the default),
-// every key has a TTL, and it is at most the key's refill time + TTLPad
+// every key has a TTL, and it is at most the key's refill time + ttlRoundPad
 // (window + one bucket for the sliding counter, Burst/Requests × window
 // for GCRA and the token bucket).
 func TestTTLHygiene(t *testing.T) {
@@ -258,7 +257,7 @@ func TestTTLHygiene(t *testing.T) {
 				case core.SlidingWindowCounter:
 					bound += l.Window / time.Duration(p.Buckets)
 				}
-				max[key] = bound + TTLPad
+				max[key] = bound + ttlRoundPad
 			}
 		}
 	}
@@ -306,7 +305,7 @@ func TestTTLRepair(t *testing.T) {
 			ttl := c.PTTL(ctx, k).Val()
 			assert.Positive(t, ttl, "%s %s", p.Name, k)
 			l := p.Limits[0]
-			assert.LessOrEqual(t, ttl, l.Window+l.Window/time.Duration(max(p.Buckets, 1))+TTLPad, "%s %s", p.Name, k)
+			assert.LessOrEqual(t, ttl, l.Window+l.Window/time.Duration(max(p.Buckets, 1))+ttlRoundPad, "%s %s", p.Name, k)
 		}
 	}
 }
@@ -488,7 +487,13 @@ func TestScriptChoice(t *testing.T) {
 		c2, err := s.compile(two)
 		require.NoError(t, err)
 		require.NotNil(t, single[a], a.String())
-		assert.Same(t, single[a], c1.script, "%s: one limit", a)
+		if bakeable[a] != "" {
+			// its own copy, the constants written in (bake.go)
+			assert.Same(t, bake(string(algoLetters[a]), bakeable[a], unbaked(t, s, one)), c1.script, "%s: one limit", a)
+			assert.Empty(t, c1.tail)
+		} else {
+			assert.Same(t, single[a], c1.script, "%s: one limit", a)
+		}
 		want := generic[a]
 		if multi[a] != nil {
 			want = multi[a]

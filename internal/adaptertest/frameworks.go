@@ -18,7 +18,7 @@ import (
 	"github.com/limitkit/limitkit/echolimit"
 	"github.com/limitkit/limitkit/fiberlimit"
 	"github.com/limitkit/limitkit/ginlimit"
-	"github.com/limitkit/limitkit/internal/limitmw"
+	"github.com/limitkit/limitkit/httplimit"
 	"github.com/limitkit/limitkit/nethttp"
 )
 
@@ -73,9 +73,8 @@ func NetHTTP() Harness {
 			}
 			return func(req Request) Response { return serveHTTP(root, req) }, nil
 		},
-		Scope:           func(m, p string) string { return m + " " + param.ReplaceAllString(p, "{$1}") },
-		GlobalSeesRoute: true,
-		CustomDeny: func() limitmw.Option {
+		Scope: func(m, p string) string { return m + " " + param.ReplaceAllString(p, "{$1}") },
+		CustomDeny: func() httplimit.Option {
 			return nethttp.WithDenyHandler(func(w http.ResponseWriter, _ *http.Request, rej nethttp.Rejection) {
 				w.Header().Set("X-Denied", rej.Reason.String())
 				w.WriteHeader(http.StatusTeapot)
@@ -113,9 +112,8 @@ func Gin() Harness {
 			}
 			return func(req Request) Response { return serveHTTP(r, req) }, nil
 		},
-		Scope:           colonScope,
-		GlobalSeesRoute: true,
-		CustomDeny: func() limitmw.Option {
+		Scope: colonScope,
+		CustomDeny: func() httplimit.Option {
 			return ginlimit.WithDenyHandler(func(c *gin.Context, rej ginlimit.Rejection) {
 				c.Header("X-Denied", rej.Reason.String())
 				c.String(http.StatusTeapot, denyBody(rej.Reason, rej.Decision.Policy, rej.RetryAfter))
@@ -150,9 +148,8 @@ func Echo() Harness {
 			}
 			return func(req Request) Response { return serveHTTP(e, req) }, nil
 		},
-		Scope:           colonScope,
-		GlobalSeesRoute: true,
-		CustomDeny: func() limitmw.Option {
+		Scope: colonScope,
+		CustomDeny: func() httplimit.Option {
 			return echolimit.WithDenyHandler(func(c echo.Context, rej echolimit.Rejection) error {
 				c.Response().Header().Set("X-Denied", rej.Reason.String())
 				return c.String(http.StatusTeapot, denyBody(rej.Reason, rej.Decision.Policy, rej.RetryAfter))
@@ -190,9 +187,8 @@ func Fiber() Harness {
 			h := a.Handler()
 			return func(req Request) Response { return serveFast(h, req) }, nil
 		},
-		Scope:           colonScope,
-		GlobalSeesRoute: false,
-		CustomDeny: func() limitmw.Option {
+		Scope: colonScope,
+		CustomDeny: func() httplimit.Option {
 			return fiberlimit.WithDenyHandler(func(c *fiber.Ctx, rej fiberlimit.Rejection) error {
 				c.Set("X-Denied", rej.Reason.String())
 				return c.Status(http.StatusTeapot).SendString(denyBody(rej.Reason, rej.Decision.Policy, rej.RetryAfter))

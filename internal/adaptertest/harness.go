@@ -11,13 +11,13 @@ import (
 	"net/http"
 
 	"github.com/limitkit/limitkit/core"
-	"github.com/limitkit/limitkit/internal/limitmw"
+	"github.com/limitkit/limitkit/httplimit"
 )
 
 // Mw is one middleware: a limiter and options.
 type Mw struct {
 	Limiter *core.Limiter
-	Opts    []limitmw.Option
+	Opts    []httplimit.Option
 }
 
 // Route is one endpoint. Path uses the ":param" syntax; harnesses convert.
@@ -59,11 +59,8 @@ type Harness struct {
 	// (method, ":param" path): "GET /users/:id", or for net/http
 	// "GET /users/{id}".
 	Scope func(method, path string) string
-	// GlobalSeesRoute tells whether a global middleware knows the route
-	// pattern (false for fiber's app.Use).
-	GlobalSeesRoute bool
 	// CustomDeny is the adapter's WithDenyHandler with the suite's handler:
 	// status 418, header X-Denied: <reason>, body
 	// "denied:<reason>:<policy>:<retry>".
-	CustomDeny func() limitmw.Option
+	CustomDeny func() httplimit.Option
 }

@@ -14,7 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/limitkit/limitkit/core"
-	"github.com/limitkit/limitkit/internal/limitmw"
+	"github.com/limitkit/limitkit/httplimit"
 	"github.com/limitkit/limitkit/keyfuncs"
 )
 
@@ -159,49 +159,74 @@ func build(t *testing.T, h Harness, app App) Client {
 	return c
 }
 
-func mw(l *core.Limiter, opts ...limitmw.Option) *Mw { return &Mw{Limiter: l, Opts: opts} }
+func mw(l *core.Limiter, opts ...httplimit.Option) *Mw { return &Mw{Limiter: l, Opts: opts} }
 
 var scenarios = []scenario{
 	{"GlobalLimit", func(t *testing.T, h Harness, env *Env) {
 		l := env.Limiter(t, policy("global", core.PerMinute(2)))
 		c := build(t, h, App{
-			Global: mw(l, limitmw.WithClock(env.Clock)),
+			Global: mw(l, httplimit.WithClock(env.Clock)),
 			Routes: []Route{{Method: "GET", Path: "/a"}, {Method: "GET", Path: "/b"}},
 		})
-		ka := "global#|" + IP1
-		kb := ka
-		if h.GlobalSeesRoute {
-			ka = "global#" + h.Scope("GET", "/a") + "|" + IP1
-			kb = "global#" + h.Scope("GET", "/b") + "|" + IP1
-		}
+		ka := "global#" + h.Scope("GET", "/a") + "|" + IP1
+		kb := "global#" + h.Scope("GET", "/b") + "|" + IP1
+		k2 := "global#" + h.Scope("GET", "/a") + "|" + IP2
 		steps := []Step{
 			{Req: get("/a", Peer1), Status: 200, Body: "ok", Header: XRL(2, 1, 30*time.Second), Keys: []string{ka}},
 			{Req: get("/a", Peer1), Status: 200, Header: XRL(2, 0, 60*time.Second), Keys: []string{ka}},
 			{Req: get("/a", Peer1), Status: 429, Problem: "global", Header: XRL(2, 0, 60*time.Second).With("Retry-After", "30"), Keys: []string{ka}},
-		}
-		if h.GlobalSeesRoute { // another endpoint has its own quota
-			steps = append(steps, Step{Req: get("/b", Peer1), Status: 200, Header: XRL(2, 1, 30*time.Second), Keys: []string{kb}})
-		} else { // fiber's app.Use runs before routing: one quota per client
-			steps = append(steps, Step{Req: get("/b", Peer1), Status: 429, Problem: "global", Header: XRL(2, 0, 60*time.Second).With("Retry-After", "30"), Keys: []string{kb}})
-		}
-		k2 := "global#|" + IP2
-		if h.GlobalSeesRoute {
-			k2 = "global#" + h.Scope("GET", "/a") + "|" + IP2
-		}
-		steps = append(steps,
-			Step{Req: get("/a", Peer2), Status: 200, Header: XRL(2, 1, 30*time.Second), Keys: []string{k2}},
+			// another endpoint has its own quota
+			{Req: get("/b", Peer1), Status: 200, Header: XRL(2, 1, 30*time.Second), Keys: []string{kb}},
+			{Req: get("/a", Peer2), Status: 200, Header: XRL(2, 1, 30*time.Second), Keys: []string{k2}},
 			// 29.999s later the exact retry-after has not elapsed ...
-			Step{Advance: 30*time.Second - time.Millisecond, Req: get("/a", Peer1), Status: 429, Problem: "global",
+			{Advance: 30*time.Second - time.Millisecond, Req: get("/a", Peer1), Status: 429, Problem: "global",
 				Header: XRL(2, 0, 60*time.Second).With("Retry-After", "1"), Keys: []string{ka}},
 			// ... 1ms later it has.
-			Step{Advance: time.Millisecond, Req: get("/a", Peer1), Status: 200, Header: XRL(2, 0, 90*time.Second), Keys: []string{ka}},
-		)
+			{Advance: time.Millisecond, Req: get("/a", Peer1), Status: 200, Header: XRL(2, 0, 90*time.Second), Keys: []string{ka}},
+		}
 		Play(t, env, c, steps)
+	}},
+	{"GlobalTwoRoutesUnknownRoute", func(t *testing.T, h Harness, env *Env) {
+		// global middleware, two routes, separate quotas; unknown route:
+		// every adapter keys a global middleware by the route the request
+		// will reach (fiber too, though its app.Use runs before routing),
+		// and requests that reach no route share one "unmatched" quota
+		// per client (the empty scope), whatever their path.
+		l := env.Limiter(t, policy("global", core.PerMinute(2)))
+		c := build(t, h, App{
+			Global: mw(l, httplimit.WithClock(env.Clock)),
+			Routes: []Route{{Method: "GET", Path: "/users/:id"}, {Method: "GET", Path: "/items"}},
+		})
+		ku := "global#" + h.Scope("GET", "/users/:id") + "|" + IP1
+		ki := "global#" + h.Scope("GET", "/items") + "|" + IP1
+		kn := "global#|" + IP1
+		notAllowed := http.StatusMethodNotAllowed
+		if h.Name == "gin" {
+			notAllowed = http.StatusNotFound
+		}
+		Play(t, env, c, []Step{
+			{Req: get("/users/1", Peer1), Status: 200, Body: "ok", Header: XRL(2, 1, 30*time.Second), Keys: []string{ku}},
+			{Req: get("/users/2", Peer1), Status: 200, Body: "ok", Header: XRL(2, 0, 60*time.Second), Keys: []string{ku}},
+			{Req: get("/users/3", Peer1), Status: 429, Problem: "global", Header: XRL(2, 0, 60*time.Second).With("Retry-After", "30"), Keys: []string{ku}},
+			// the other route has its own quota
+			{Req: get("/items", Peer1), Status: 200, Body: "ok", Header: XRL(2, 1, 30*time.Second), Keys: []string{ki}},
+			// unknown paths: neither route's quota, one shared "unmatched" one
+			{Req: get("/other", Peer1), Status: 404, Header: XRL(2, 1, 30*time.Second), Keys: []string{kn}},
+			{Req: get("/items/x", Peer1), Status: 404, Header: XRL(2, 0, 60*time.Second), Keys: []string{kn}},
+			{Req: get("/another", Peer1), Status: 429, Problem: "global", Header: XRL(2, 0, 60*time.Second).With("Retry-After", "30"), Keys: []string{kn}},
+			// a route's path with a method it does not serve reaches no
+			// route either (405; gin answers 404 unless
+			// HandleMethodNotAllowed is set)
+			{Req: method("POST", "/items", Peer2), Status: notAllowed, Header: XRL(2, 1, 30*time.Second), Keys: []string{"global#|" + IP2}},
+			// and the routes' quotas are as they were
+			{Req: get("/items", Peer1), Status: 200, Body: "ok", Header: XRL(2, 0, 60*time.Second), Keys: []string{ki}},
+			{Req: get("/users/4", Peer1), Status: 429, Problem: "global", Header: XRL(2, 0, 60*time.Second).With("Retry-After", "30"), Keys: []string{ku}},
+		})
 	}},
 	{"PerRouteLimit", func(t *testing.T, h Harness, env *Env) {
 		l := env.Limiter(t, policy("login", core.PerMinute(1)))
 		c := build(t, h, App{Routes: []Route{
-			{Method: "POST", Path: "/login", Mw: mw(l, limitmw.WithClock(env.Clock))},
+			{Method: "POST", Path: "/login", Mw: mw(l, httplimit.WithClock(env.Clock))},
 			{Method: "GET", Path: "/other"},
 		}})
 		k := "login#" + h.Scope("POST", "/login") + "|" + IP1
@@ -214,9 +239,9 @@ var scenarios = []scenario{
 	}},
 	{"RoutePatternKeys", func(t *testing.T, h Harness, env *Env) {
 		l := env.Limiter(t, policy("users", core.PerMinute(2)))
-		m := mw(l, limitmw.WithClock(env.Clock), limitmw.WithResetFormat(limitmw.ResetDelta))
+		m := mw(l, httplimit.WithClock(env.Clock), httplimit.WithResetFormat(httplimit.ResetDelta))
 		shared := env.Limiter(t, policy("shared", core.PerMinute(1)))
-		ms := mw(shared, limitmw.WithScope("uploads"), limitmw.WithResetFormat(limitmw.ResetDelta))
+		ms := mw(shared, httplimit.WithScope("uploads"), httplimit.WithResetFormat(httplimit.ResetDelta))
 		c := build(t, h, App{Routes: []Route{
 			{Method: "GET", Path: "/users/:id", Mw: m},
 			{Method: "DELETE", Path: "/users/:id", Mw: m},
@@ -245,13 +270,10 @@ var scenarios = []scenario{
 		ip := env.Limiter(t, policy("ip", core.PerMinute(3)))
 		userKey, err := keyfuncs.Header("X-User")
 		require.NoError(t, err)
-		c := build(t, h, App{Global: mw(user, limitmw.WithClock(env.Clock), limitmw.WithKey(userKey),
-			limitmw.WithNoKey(limitmw.NoKeySkip), limitmw.WithCheck(ip, nil)),
+		c := build(t, h, App{Global: mw(user, httplimit.WithClock(env.Clock), httplimit.WithKey(userKey),
+			httplimit.WithNoKey(httplimit.NoKeySkip), httplimit.WithCheck(ip, nil)),
 			Routes: []Route{{Method: "GET", Path: "/h"}}})
-		sc := "|"
-		if h.GlobalSeesRoute {
-			sc = h.Scope("GET", "/h") + "|"
-		}
+		sc := h.Scope("GET", "/h") + "|"
 		ua, ub, i1, i2 := "user#"+sc+"alice", "user#"+sc+"bob", "ip#"+sc+IP1, "ip#"+sc+IP2
 		Play(t, env, c, []Step{
 			// the user check binds (1 left against the IP's 2)
@@ -270,7 +292,7 @@ var scenarios = []scenario{
 		p := policy("shadow", core.PerMinute(1))
 		p.Shadow = true
 		l := env.Limiter(t, p)
-		c := build(t, h, App{Routes: []Route{{Method: "GET", Path: "/s", Mw: mw(l, limitmw.WithClock(env.Clock))}}})
+		c := build(t, h, App{Routes: []Route{{Method: "GET", Path: "/s", Mw: mw(l, httplimit.WithClock(env.Clock))}}})
 		k := "shadow#" + h.Scope("GET", "/s") + "|" + IP1
 		Play(t, env, c, []Step{
 			{Req: get("/s", Peer1), Status: 200, Header: XRL(1, 0, time.Minute), Keys: []string{k}},
@@ -283,7 +305,7 @@ var scenarios = []scenario{
 		p := policy("soft", core.PerMinute(2))
 		p.SoftPercent = 50
 		l := env.Limiter(t, p)
-		c := build(t, h, App{Routes: []Route{{Method: "GET", Path: "/s", Mw: mw(l, limitmw.WithClock(env.Clock))}}})
+		c := build(t, h, App{Routes: []Route{{Method: "GET", Path: "/s", Mw: mw(l, httplimit.WithClock(env.Clock))}}})
 		k := "soft#" + h.Scope("GET", "/s") + "|" + IP1
 		Play(t, env, c, []Step{
 			{Req: get("/s", Peer1), Status: 200, Header: XRL(2, 1, 30*time.Second), Keys: []string{k}},
@@ -298,10 +320,10 @@ var scenarios = []scenario{
 		b := env.Limiter(t, policy("b", core.PerMinute(1)))
 		d := env.Limiter(t, policy("d", core.PerMinute(1)))
 		c := build(t, h, App{Routes: []Route{
-			{Method: "GET", Path: "/status", Mw: mw(a, limitmw.WithClock(env.Clock), limitmw.WithDenyStatus(http.StatusForbidden),
-				limitmw.WithDenyBody("text/plain; charset=utf-8", []byte("slow down")))},
-			{Method: "GET", Path: "/handler", Mw: mw(b, limitmw.WithClock(env.Clock), h.CustomDeny())},
-			{Method: "GET", Path: "/quiet", Mw: mw(d, limitmw.WithHeaders(limitmw.HeaderNone))},
+			{Method: "GET", Path: "/status", Mw: mw(a, httplimit.WithClock(env.Clock), httplimit.WithDenyStatus(http.StatusForbidden),
+				httplimit.WithDenyBody("text/plain; charset=utf-8", []byte("slow down")))},
+			{Method: "GET", Path: "/handler", Mw: mw(b, httplimit.WithClock(env.Clock), h.CustomDeny())},
+			{Method: "GET", Path: "/quiet", Mw: mw(d, httplimit.WithHeaders(httplimit.HeaderNone))},
 		}})
 		ka := "a#" + h.Scope("GET", "/status") + "|" + IP1
 		kb := "b#" + h.Scope("GET", "/handler") + "|" + IP1
@@ -321,8 +343,8 @@ var scenarios = []scenario{
 		var mu sync.Mutex
 		var errs []error
 		hook := func(_ context.Context, err error) { mu.Lock(); errs = append(errs, err); mu.Unlock() }
-		c := build(t, h, App{Routes: []Route{{Method: "GET", Path: "/o", Mw: mw(l, limitmw.WithClock(env.Clock),
-			limitmw.WithDegradedHeader("X-RateLimit-Degraded"), limitmw.WithErrorHook(hook))}}})
+		c := build(t, h, App{Routes: []Route{{Method: "GET", Path: "/o", Mw: mw(l, httplimit.WithClock(env.Clock),
+			httplimit.WithDegradedHeader("X-RateLimit-Degraded"), httplimit.WithErrorHook(hook))}}})
 		k := "open#" + h.Scope("GET", "/o") + "|" + IP1
 		env.Store.SetFail(errors.New("dial tcp 10.0.0.5:6379: connection refused"))
 		Play(t, env, c, []Step{
@@ -351,8 +373,8 @@ var scenarios = []scenario{
 		var errs []error
 		hook := func(_ context.Context, err error) { mu.Lock(); errs = append(errs, err); mu.Unlock() }
 		c := build(t, h, App{Routes: []Route{
-			{Method: "GET", Path: "/c", Mw: mw(l, limitmw.WithClock(env.Clock), limitmw.WithErrorHook(hook))},
-			{Method: "GET", Path: "/h", Mw: mw(l, limitmw.WithClock(env.Clock), h.CustomDeny())},
+			{Method: "GET", Path: "/c", Mw: mw(l, httplimit.WithClock(env.Clock), httplimit.WithErrorHook(hook))},
+			{Method: "GET", Path: "/h", Mw: mw(l, httplimit.WithClock(env.Clock), h.CustomDeny())},
 		}})
 		k := "closed#" + h.Scope("GET", "/c") + "|" + IP1
 		env.Store.SetFail(errors.New("dial tcp 10.0.0.5:6379: connection refused"))
@@ -374,7 +396,7 @@ var scenarios = []scenario{
 	}},
 	{"SpoofedXFFIgnored", func(t *testing.T, h Harness, env *Env) {
 		l := env.Limiter(t, policy("ip", core.PerMinute(2)))
-		c := build(t, h, App{Routes: []Route{{Method: "GET", Path: "/x", Mw: mw(l, limitmw.WithClock(env.Clock))}}})
+		c := build(t, h, App{Routes: []Route{{Method: "GET", Path: "/x", Mw: mw(l, httplimit.WithClock(env.Clock))}}})
 		sc := h.Scope("GET", "/x") + "|"
 		k := "ip#" + sc + IP1
 		Play(t, env, c, []Step{
@@ -406,16 +428,16 @@ var scenarios = []scenario{
 		lu := env.Limiter(t, policy("def", core.PerMinute(5)))
 		lo := env.Limiter(t, policy("opt", core.PerMinute(5)))
 		c := build(t, h, App{Routes: []Route{
-			{Method: "GET", Path: "/fb", Mw: mw(lf, limitmw.WithClock(env.Clock), limitmw.WithKey(apiKey))},
-			{Method: "GET", Path: "/skip", Mw: mw(ls, limitmw.WithClock(env.Clock), limitmw.WithKey(apiKey), limitmw.WithNoKey(limitmw.NoKeySkip))},
-			{Method: "GET", Path: "/deny", Mw: mw(ld, limitmw.WithClock(env.Clock), limitmw.WithKey(apiKey), limitmw.WithNoKey(limitmw.NoKeyDeny))},
-			{Method: "GET", Path: "/bad", Mw: mw(lb, limitmw.WithClock(env.Clock), limitmw.WithKey(badKey), limitmw.WithErrorHook(hook))},
-			{Method: "GET", Path: "/dh", Mw: mw(lh, limitmw.WithKey(apiKey), limitmw.WithNoKey(limitmw.NoKeyDeny), h.CustomDeny())},
+			{Method: "GET", Path: "/fb", Mw: mw(lf, httplimit.WithClock(env.Clock), httplimit.WithKey(apiKey))},
+			{Method: "GET", Path: "/skip", Mw: mw(ls, httplimit.WithClock(env.Clock), httplimit.WithKey(apiKey), httplimit.WithNoKey(httplimit.NoKeySkip))},
+			{Method: "GET", Path: "/deny", Mw: mw(ld, httplimit.WithClock(env.Clock), httplimit.WithKey(apiKey), httplimit.WithNoKey(httplimit.NoKeyDeny))},
+			{Method: "GET", Path: "/bad", Mw: mw(lb, httplimit.WithClock(env.Clock), httplimit.WithKey(badKey), httplimit.WithErrorHook(hook))},
+			{Method: "GET", Path: "/dh", Mw: mw(lh, httplimit.WithKey(apiKey), httplimit.WithNoKey(httplimit.NoKeyDeny), h.CustomDeny())},
 			// all defaults (peer-IP key, NoKeyFallback), and the quota
 			// denial's status and body options, which a no-key denial ignores
-			{Method: "GET", Path: "/def", Mw: mw(lu, limitmw.WithClock(env.Clock))},
-			{Method: "GET", Path: "/opt", Mw: mw(lo, limitmw.WithClock(env.Clock), limitmw.WithDenyStatus(503), limitmw.WithDenyBody("text/plain", []byte("slow down")),
-				limitmw.WithHeaders(limitmw.HeaderDefault|limitmw.HeaderIETF))},
+			{Method: "GET", Path: "/def", Mw: mw(lu, httplimit.WithClock(env.Clock))},
+			{Method: "GET", Path: "/opt", Mw: mw(lo, httplimit.WithClock(env.Clock), httplimit.WithDenyStatus(503), httplimit.WithDenyBody("text/plain", []byte("slow down")),
+				httplimit.WithHeaders(httplimit.HeaderDefault|httplimit.HeaderIETF))},
 		}})
 		s := func(p string) string { return h.Scope("GET", p) + "|" }
 		Play(t, env, c, []Step{
@@ -448,7 +470,7 @@ var scenarios = []scenario{
 	{"SkipHook", func(t *testing.T, h Harness, env *Env) {
 		l := env.Limiter(t, policy("g", core.PerMinute(1)))
 		skip := func(r keyfuncs.Request) bool { return r.Path() == "/healthz" }
-		c := build(t, h, App{Global: mw(l, limitmw.WithClock(env.Clock), limitmw.WithSkip(skip), limitmw.WithScope("")),
+		c := build(t, h, App{Global: mw(l, httplimit.WithClock(env.Clock), httplimit.WithSkip(skip), httplimit.WithScope("")),
 			Routes: []Route{{Method: "GET", Path: "/healthz"}, {Method: "GET", Path: "/api"}}})
 		k := "g#|" + IP1
 		Play(t, env, c, []Step{
@@ -462,7 +484,7 @@ var scenarios = []scenario{
 	{"IETFHeaders", func(t *testing.T, h Harness, env *Env) {
 		l := env.Limiter(t, policy("api", core.PerMinute(2), core.PerHour(100)))
 		c := build(t, h, App{Routes: []Route{{Method: "GET", Path: "/i", Mw: mw(l,
-			limitmw.WithHeaders(limitmw.HeaderDefault|limitmw.HeaderIETF), limitmw.WithResetFormat(limitmw.ResetDelta))}}})
+			httplimit.WithHeaders(httplimit.HeaderDefault|httplimit.HeaderIETF), httplimit.WithResetFormat(httplimit.ResetDelta))}}})
 		k := "api#" + h.Scope("GET", "/i") + "|" + IP1
 		pol := `"api-1m";q=2;w=60, "api-1h";q=100;w=3600`
 		hd := func(rem, reset int64, rl string) H {
@@ -478,8 +500,8 @@ var scenarios = []scenario{
 	{"NeverRetry", func(t *testing.T, h Harness, env *Env) {
 		l := env.Limiter(t, policy("big", core.PerMinute(2)))
 		cost := func(keyfuncs.Request) int64 { return 5 }
-		c := build(t, h, App{Routes: []Route{{Method: "POST", Path: "/bulk", Mw: mw(l, limitmw.WithClock(env.Clock), limitmw.WithCost(cost),
-			limitmw.WithHeaders(limitmw.HeaderDefault|limitmw.HeaderIETF))}}})
+		c := build(t, h, App{Routes: []Route{{Method: "POST", Path: "/bulk", Mw: mw(l, httplimit.WithClock(env.Clock), httplimit.WithCost(cost),
+			httplimit.WithHeaders(httplimit.HeaderDefault|httplimit.HeaderIETF))}}})
 		k := "big#" + h.Scope("POST", "/bulk") + "|" + IP1
 		// a cost above the capacity can never be admitted: 429 without
 		// Retry-After (and without the IETF t), never an overflowed value

@@ -15,13 +15,28 @@
 //
 // # Dispatch
 //
-// For each request, [App.Rule] matches the rules file against the method,
-// the route pattern the framework matched (or the path when there is
-// none) and whether the caller is authenticated; the rule's middleware —
-// built with the adapter's own NewMiddleware and the options from
-// [App.Options] — then decides. A request that matches no rule is not
-// limited. Each rule's quota is its own (the rule name is the key scope),
-// so "anonymous-get" on /* is one quota per IP across every GET path.
+// The rules, one limiter per rule and one adapter middleware per rule
+// (built with the adapter's own NewMiddleware and the options from
+// [App.Options]) are a [rules.Live]: a snapshot replaced as a whole when
+// the rules file is reloaded. For each request, a [Dispatch] acquires the
+// snapshot serving now, matches its rules against the method, the route
+// pattern the framework matched (or the path when there is none) and
+// whether the caller is authenticated, and hands the request to that
+// rule's middleware, which decides; the request releases the snapshot when
+// done, so it is decided wholly by one set of rules. A request that
+// matches no rule is not limited. Each rule's quota is its own (the rule
+// name is the key scope), so "anonymous-get" on /* is one quota per IP
+// across every GET path.
+//
+// # Reload
+//
+// [App.StartReloads] reloads the -rules file on SIGHUP and, with -watch,
+// when its content changes; [App.ReloadRules] does it once. A file that
+// does not validate is rejected, every problem logged with its line, and
+// the rules serving keep serving. On success the change is logged (rules
+// added, removed, whose limits changed, updated, unchanged). Rules whose
+// name and limits did not change keep their state; see [rules.Live] for
+// the rest.
 //
 // The identity check runs twice per request (once to match, once in the
 // rule's key function); that is a JWT verification more than a production
@@ -93,10 +108,15 @@ type Config struct {
 	// default 1): a rule with fail_mode local divides its limits by it
 	// while Redis is unreachable. A rule's fleet_size overrides it.
 	FleetSize int
+	// Watch is the interval at which the rules file is checked for
+	// changes (-watch; needs -rules): 0, the default, reloads it on
+	// SIGHUP only. See [App.StartReloads].
+	Watch time.Duration
 }
 
 // ParseFlags parses the examples' flags — -addr, -redis, -rules,
-// -trusted-proxies, -jwt-secret, -allow-degraded, -sync and -fleet-size —
+// -trusted-proxies, -jwt-secret, -allow-degraded, -sync, -fleet-size and
+// -watch —
 // from args, reading the environment
 // through getenv (os.Getenv when nil).
 func ParseFlags(name string, args []string, getenv func(string) string) (Config, error) {
@@ -114,6 +134,7 @@ func ParseFlags(name string, args []string, getenv func(string) string) (Config,
 	fs.BoolVar(&cfg.AllowDegraded, "allow-degraded", false, "start even when the -redis server fails its start-up check; each rule's fail mode decides until it answers")
 	fs.DurationVar(&cfg.Sync, "sync", 0, "with -redis: the fleet tier's write-back sync interval (e.g. 100ms); 0 = exact: every decision at Redis, behind the exact deny cache and the circuit breaker")
 	fs.IntVar(&cfg.FleetSize, "fleet-size", 1, "with -redis: app servers sharing Redis; rules with fail_mode local divide their limits by it while Redis is down")
+	fs.DurationVar(&cfg.Watch, "watch", 0, "with -rules: also reload the rules file when its content changes, checking it at this interval (e.g. 2s); 0 = reload on SIGHUP only")
 	if err := fs.Parse(args); err != nil {
 		return Config{}, err
 	}
@@ -125,6 +146,9 @@ func ParseFlags(name string, args []string, getenv func(string) string) (Config,
 	}
 	if cfg.FleetSize < 1 || cfg.FleetSize > core.MaxFleetSize {
 		return Config{}, fmt.Errorf("%s: -fleet-size %d: want the number of app servers sharing Redis, 1 to %d", name, cfg.FleetSize, core.MaxFleetSize)
+	}
+	if err := checkWatch(cfg); err != nil {
+		return Config{}, fmt.Errorf("%s: %w", name, err)
 	}
 	cfg.TrustedProxies = splitList(proxies)
 	if cfg.JWTSecret == "" {
@@ -147,7 +171,9 @@ func splitList(s string) []string {
 // App is the shared state of an example server. Build it with [New]; it
 // is safe for concurrent use; Close releases the store.
 type App struct {
-	// Rules is the loaded rules file.
+	// Rules is the rules file loaded at start-up. The rules serve through
+	// a [rules.Live] and may be reloaded since (see [App.StartReloads]):
+	// [App.CurrentRules] is the set serving now.
 	Rules *rules.Set
 	// Store holds the limiters' state.
 	Store core.Store
@@ -177,8 +203,9 @@ type App struct {
 	secret    []byte
 	jwtKey    keyfuncs.Func
 	listedKey keyfuncs.Func
-	limiters  []*core.Limiter // by rule index
+	live      *rules.Live[any] // the rules, a limiter each, the adapter's middleware each
 	closers   []func() error
+	reload    reloadState
 }
 
 // Option configures [New].
@@ -216,11 +243,12 @@ func New(cfg Config, opts ...Option) (*App, error) {
 	}
 	a := &App{Rules: rules.Default(), RulesInfo: "embedded endpoint table (rules/default.yaml)"}
 	if cfg.RulesFile != "" {
-		s, err := rules.LoadFile(cfg.RulesFile)
+		s, sum, err := readRules(cfg.RulesFile)
 		if err != nil {
 			return nil, err
 		}
 		a.Rules, a.RulesInfo = s, cfg.RulesFile
+		a.reload.sum = sum
 	}
 	var err error
 	if len(cfg.TrustedProxies) > 0 {
@@ -284,13 +312,11 @@ func New(cfg Config, opts ...Option) (*App, error) {
 	if o.logInterval != 0 {
 		lopts = append(lopts, core.WithLogInterval(o.logInterval))
 	}
-	for _, r := range a.Rules.Rules() {
-		l, err := core.NewLimiter(a.Store, r.Policy(), lopts...)
-		if err != nil {
-			a.Close()
-			return nil, err
-		}
-		a.limiters = append(a.limiters, l)
+	a.reload.file, a.reload.watch = cfg.RulesFile, cfg.Watch
+	a.reload.logger, a.reload.logSet = o.logger, o.logSet
+	if a.live, err = rules.NewLive(a.Store, a.Rules, a.buildHandler, lopts...); err != nil {
+		a.Close()
+		return nil, err
 	}
 	return a, nil
 }
@@ -357,19 +383,24 @@ func RoutePath(route, path string) string {
 	return route
 }
 
-// Rule returns the rule for a request whose framework matched route
-// (empty when unknown), or nil. [MetricsPath] has no rule: the scraper is
-// never rate limited.
+// Rule returns the rule of the set serving now ([App.CurrentRules]) for a
+// request whose framework matched route (empty when unknown), or nil.
+// [MetricsPath] has no rule: the scraper is never rate limited. A request
+// being limited matches in its snapshot instead ([Dispatch.Middleware]).
 func (a *App) Rule(r keyfuncs.Request, route string) *rules.Rule {
+	return a.match(a.live.Current(), r, route)
+}
+
+func (a *App) match(set *rules.Set, r keyfuncs.Request, route string) *rules.Rule {
 	p := RoutePath(route, r.Path())
 	if p == MetricsPath {
 		return nil
 	}
-	return a.Rules.Match(r.Method(), p, a.Authenticated(r))
+	return set.Match(r.Method(), p, a.Authenticated(r))
 }
 
-// Limiter returns the limiter of rule r.
-func (a *App) Limiter(r *rules.Rule) *core.Limiter { return a.limiters[r.Index] }
+// CurrentRules returns the rule set serving new requests.
+func (a *App) CurrentRules() *rules.Set { return a.live.Current() }
 
 // Options returns the adapter options for rule r: its key function, its
 // scope (the rule name), and [DegradedHeader] on requests admitted while
@@ -401,25 +432,6 @@ func (a *App) Options(r *rules.Rule) ([]nethttp.Option, error) {
 	// a missing header) the adapter falls back to the client IP.
 	opts = append(opts, nethttp.WithFallbackKey(a.IP.Key))
 	return opts, nil
-}
-
-// Middlewares builds one middleware per rule with an adapter's
-// NewMiddleware (nethttp.NewMiddleware, ginlimit.NewMiddleware, ...),
-// indexed like the rules.
-func Middlewares[M any](a *App, newMW func(*core.Limiter, ...nethttp.Option) (M, error)) ([]M, error) {
-	out := make([]M, 0, len(a.limiters))
-	for _, r := range a.Rules.Rules() {
-		opts, err := a.Options(&r)
-		if err != nil {
-			return nil, err
-		}
-		m, err := newMW(a.limiters[r.Index], opts...)
-		if err != nil {
-			return nil, fmt.Errorf("rule %q: %w", r.Name, err)
-		}
-		out = append(out, m)
-	}
-	return out, nil
 }
 
 // Reply is the JSON body the example API answers with.

@@ -3,8 +3,10 @@ package exampleapp
 import (
 	"net/http"
 
+	"github.com/limitkit/limitkit/core"
 	"github.com/limitkit/limitkit/keyfuncs"
 	"github.com/limitkit/limitkit/nethttp"
+	"github.com/limitkit/limitkit/rules"
 )
 
 // Endpoints are the example API's routes, in net/http pattern form; "GET /"
@@ -13,8 +15,9 @@ var Endpoints = []string{"GET /api1", "GET /api2", "POST /api2", "GET /api3", "G
 
 // HTTPHandler returns the example API on net/http, limited by the rules
 // through the nethttp adapter: the ServeMux of [Endpoints], and in front
-// of it the dispatch that routes each request through its rule's
-// middleware; and the metrics at [MetricsPath], not limited.
+// of it the [Dispatch] that routes each request through its rule's
+// middleware, in the rules snapshot the request acquired; and the metrics
+// at [MetricsPath], not limited. It is the App's dispatcher: call it once.
 func (a *App) HTTPHandler() (http.Handler, error) {
 	mux := http.NewServeMux()
 	for _, ep := range Endpoints {
@@ -24,20 +27,24 @@ func (a *App) HTTPHandler() (http.Handler, error) {
 		})
 	}
 	mux.Handle("GET "+MetricsPath, a.MetricsHandler())
-	mws, err := Middlewares(a, nethttp.NewMiddleware)
+	d, err := newDispatch(a, func(_ *rules.Rule, l *core.Limiter, opts []nethttp.Option) (http.Handler, error) {
+		mw, err := nethttp.NewMiddleware(l, opts...)
+		if err != nil {
+			return nil, err
+		}
+		return mw(mux), nil
+	})
 	if err != nil {
 		return nil, err
-	}
-	limited := make([]http.Handler, len(mws))
-	for i, mw := range mws {
-		limited[i] = mw(mux)
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Pattern == "" {
 			_, r.Pattern = mux.Handler(r)
 		}
-		if rule := a.Rule(keyfuncs.FromHTTP(r), r.Pattern); rule != nil {
-			limited[rule.Index].ServeHTTP(w, r)
+		snap := d.Acquire()
+		defer snap.Release()
+		if h, ok := d.Middleware(snap, keyfuncs.FromHTTP(r), r.Pattern); ok {
+			h.ServeHTTP(w, r)
 			return
 		}
 		mux.ServeHTTP(w, r)

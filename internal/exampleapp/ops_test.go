@@ -98,8 +98,11 @@ func TestRefusedRedisSaysSo(t *testing.T) {
 	app, err := New(Config{Redis: addr, AllowDegraded: true}, WithLogger(nil))
 	require.NoError(t, err)
 	defer app.Close()
+	snap := app.live.Acquire()
+	defer snap.Release()
+	r, _ := snap.Set().Rule(app.Rules.Rules()[0].Name)
 	for range 3 {
-		_, err := app.limiters[0].Allow(t.Context(), "k")
+		_, err := snap.Limiter(r).Allow(t.Context(), "k")
 		require.Error(t, err)
 		assert.Contains(t, err.Error(), "connection refused")
 		assert.NotContains(t, err.Error(), "deadline")

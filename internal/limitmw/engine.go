@@ -47,58 +47,6 @@ const (
 	Skip
 )
 
-// Reason says why a request was denied.
-type Reason uint8
-
-const (
-	// ReasonLimited: a check's quota is exhausted (429 by default).
-	ReasonLimited Reason = iota + 1
-	// ReasonUnavailable: a FailClosed check's store failed (503). A
-	// FailLocal denial (the fleet tier's local fallback store denied with a
-	// limit) is ReasonLimited: the client is over its share of the limit.
-	ReasonUnavailable
-	// ReasonNoKey: no key could be derived and the no-key mode denies
-	// (403, respond.NoKeyBody: not a quota denial).
-	ReasonNoKey
-)
-
-// String returns "limited", "unavailable" or "no_key".
-func (r Reason) String() string {
-	switch r {
-	case ReasonLimited:
-		return "limited"
-	case ReasonUnavailable:
-		return "unavailable"
-	case ReasonNoKey:
-		return "no_key"
-	}
-	return fmt.Sprintf("Reason(%d)", uint8(r))
-}
-
-// Rejection describes a denial to a custom denial handler. The rate-limit
-// headers are already set on the response when the handler runs.
-type Rejection struct {
-	// Reason says why: quota exhausted, store unavailable, or no key.
-	Reason Reason
-	// Decision is the binding decision (the denying check's). For
-	// ReasonNoKey it carries only the policy name and RetryAfter core.Never;
-	// for ReasonUnavailable it is Degraded.
-	Decision core.Decision
-	// Status is the status the default denial would send: the configured
-	// denial status (429 by default) for ReasonLimited, 503 for
-	// ReasonUnavailable, 403 for ReasonNoKey.
-	Status int
-	// RetryAfter is the Retry-After value in seconds (the core's exact
-	// RetryAfter rounded up, at least 1), or 0 when none applies
-	// (core.Never, ReasonNoKey).
-	RetryAfter int64
-	// ContentType and Body are the default denial body: the configured or
-	// quota-exceeded body for ReasonLimited, a plain problem naming no
-	// policy for the other reasons. Body is shared: do not modify it.
-	ContentType string
-	Body        []byte
-}
-
 // Result is the engine's verdict on one request.
 type Result struct {
 	// Action is what to do.
@@ -163,15 +111,9 @@ func New(pkg string, lim *core.Limiter, opts []Option) (*Engine, *Config, error)
 	if lim == nil {
 		return nil, nil, fmt.Errorf("%s: New: %w", pkg, errNoLimiter)
 	}
-	cfg := &Config{headers: HeaderDefault, status: http.StatusTooManyRequests}
-	for _, o := range opts {
-		if o == nil {
-			return nil, nil, fmt.Errorf("%s: nil Option", pkg)
-		}
-		o(cfg)
-	}
-	if len(cfg.errs) > 0 {
-		return nil, nil, fmt.Errorf("%s: %w", pkg, cfg.errs[0])
+	cfg, err := newConfig(pkg, opts)
+	if err != nil {
+		return nil, nil, err
 	}
 	ownClock := cfg.clock == nil
 	if ownClock {

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"strconv"
+	"strings"
 
 	"github.com/limitkit/limitkit/core"
 )
@@ -79,7 +80,8 @@ func LimitIDs(p *core.Policy) []string {
 	seen := map[string]bool{}
 	dup := false
 	for i, l := range p.Limits {
-		ids[i] = p.Name + "-" + core.FormatWindow(l.Window)
+		// the window as Limit.String writes it ("1 per 15m"): 15m, 1h30m
+		ids[i] = p.Name + "-" + strings.TrimPrefix(core.Limit{Requests: 1, Window: l.Window}.String(), "1 per ")
 		dup = dup || seen[ids[i]]
 		seen[ids[i]] = true
 	}

@@ -1,0 +1,246 @@
+package httplimit
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+
+	"github.com/limitkit/limitkit/core"
+	"github.com/limitkit/limitkit/internal/mwconf"
+	"github.com/limitkit/limitkit/keyfuncs"
+)
+
+// Option configures a middleware built by an adapter's New or
+// NewMiddleware. Options are applied in order; a later option overrides
+// an earlier one of the same kind (except [WithCheck], which
+// accumulates). An Option is immutable: one value may configure any
+// number of middlewares, of any adapter.
+type Option func(*Config)
+
+// Config is what options build; only the adapters read it. Its zero value
+// is not used directly: the adapters start from the defaults documented
+// on each option.
+type Config struct {
+	s mwconf.Settings
+}
+
+func init() {
+	mwconf.Of = func(cfg any) *mwconf.Settings { return &cfg.(*Config).s }
+}
+
+func (c *Config) fail(format string, args ...any) {
+	c.s.Errs = append(c.s.Errs, fmt.Errorf(format, args...))
+}
+
+// WithKey sets the key function of the limiter passed to New. Without it
+// (and without [WithIPKey]) requests are keyed by keyfuncs.PeerIP(): the
+// TCP peer address, IPv4 /32 and IPv6 /64, reading no header — never the
+// framework's client-IP helper, which trusts spoofable headers. Behind a
+// proxy, pass a trusted-proxy resolver (keyfuncs.XForwardedFor(cidrs...))
+// to [WithIPKey], or its Key method here. A key function that returns
+// keyfuncs.ErrNoKey or "" follows [WithNoKey]; keys longer than 256 bytes
+// are hashed (keyfuncs.Bound).
+func WithKey(f keyfuncs.Func) Option {
+	return func(c *Config) {
+		if f == nil {
+			c.fail("WithKey(nil): pass a keyfuncs.Func, or leave WithKey out to key by the peer IP")
+			return
+		}
+		c.s.Primary = mwconf.KeySpec{Fn: f, Set: true}
+	}
+}
+
+// WithIPKey keys the limiter passed to New by an IP resolver
+// (keyfuncs.PeerIP(), keyfuncs.XForwardedFor(...), ...). It is equivalent
+// to WithKey(r.Key) but renders the address without allocating.
+func WithIPKey(r *keyfuncs.Resolver) Option {
+	return func(c *Config) {
+		if r == nil {
+			c.fail("WithIPKey(nil): pass a resolver such as keyfuncs.PeerIP()")
+			return
+		}
+		c.s.Primary = mwconf.KeySpec{IP: r, Set: true}
+	}
+}
+
+// WithCheck adds a check to the middleware: l applied to the key that key
+// returns (nil key: the peer IP). A request is admitted only when every
+// check admits it (core.AllowAll: checks run in order, New's limiter first,
+// and stop at the first denial, so later checks consume nothing); the
+// headers describe the binding check. This is the hybrid "limit the user
+// and the IP": New(userLimiter, WithKey(userKey), WithNoKey(NoKeySkip),
+// WithCheck(ipLimiter, nil)). At most 8 checks.
+func WithCheck(l *core.Limiter, key keyfuncs.Func) Option {
+	return func(c *Config) {
+		if l == nil {
+			c.fail("WithCheck(nil, ...): pass a *core.Limiter")
+			return
+		}
+		ks := mwconf.KeySpec{Fn: key, Set: key != nil}
+		c.s.Extra = append(c.s.Extra, mwconf.CheckSpec{Lim: l, Key: ks})
+	}
+}
+
+// WithScope replaces the default key namespace with a fixed one. By
+// default every store key is "<METHOD> <route pattern>|<client key>" (e.g.
+// "GET /users/:id|203.0.113.7"; net/http patterns that name their method
+// are used as is), so that each endpoint has its own quota per client
+// even under one global middleware, and "/users/1" and "/users/2" share
+// one; requests that reach no route share the empty scope.
+// WithScope("") makes every route the middleware covers share one quota
+// per client; WithScope("uploads") on several routes makes them share a
+// named quota. Stores further separate keys by policy.
+func WithScope(scope string) Option {
+	return func(c *Config) { c.s.Scope = &scope; c.s.ScopeFunc = nil }
+}
+
+// WithScopeFunc computes the key namespace per request, e.g. from a
+// router the adapter does not know (chi: read chi.RouteContext via
+// r.Value(chi.RouteCtxKey) in a per-route middleware). The result must
+// have bounded cardinality: never return the raw path.
+func WithScopeFunc(f func(r keyfuncs.Request) string) Option {
+	return func(c *Config) {
+		if f == nil {
+			c.fail("WithScopeFunc(nil): pass a function, or use WithScope")
+			return
+		}
+		c.s.ScopeFunc = f
+		c.s.Scope = nil
+	}
+}
+
+// WithSkip exempts requests for which f returns true (health checks,
+// internal callers): they are not counted and get no rate-limit headers.
+// f must be fast and must not retain r. A nil f exempts nothing.
+func WithSkip(f func(r keyfuncs.Request) bool) Option {
+	return func(c *Config) { c.s.Skip = f }
+}
+
+// WithCost charges f(r) units per request instead of 1 (weighted
+// requests); values below 1 count as 1 (use [WithSkip] to exempt). A nil
+// f charges 1.
+func WithCost(f func(r keyfuncs.Request) int64) Option {
+	return func(c *Config) { c.s.Cost = f }
+}
+
+// WithNoKey sets what happens when a check's key function finds no key
+// ([NoKeyFallback] by default).
+func WithNoKey(m NoKeyMode) Option {
+	return func(c *Config) {
+		if m > NoKeyDeny {
+			c.fail("WithNoKey(%d): use NoKeyFallback, NoKeySkip or NoKeyDeny", m)
+			return
+		}
+		c.s.NoKey = uint8(m)
+	}
+}
+
+// WithFallbackKey selects [NoKeyFallback] with f as the fallback key
+// function (default keyfuncs.PeerIP().Key).
+func WithFallbackKey(f keyfuncs.Func) Option {
+	return func(c *Config) {
+		if f == nil {
+			c.fail("WithFallbackKey(nil): pass a keyfuncs.Func")
+			return
+		}
+		c.s.NoKey = uint8(NoKeyFallback)
+		c.s.Fallback = mwconf.KeySpec{Fn: f, Set: true}
+	}
+}
+
+// WithHeaders selects the header fields written (default
+// [HeaderDefault]); [HeaderNone] turns them all off.
+func WithHeaders(h HeaderSet) Option {
+	return func(c *Config) {
+		if h&^headerAll != 0 {
+			c.fail("WithHeaders(%d): combine HeaderXRateLimit, HeaderRetryAfter and HeaderIETF", h)
+			return
+		}
+		c.s.Headers = uint8(h)
+	}
+}
+
+// WithResetFormat chooses epoch seconds ([ResetEpoch], the default) or
+// delta seconds ([ResetDelta]) for X-RateLimit-Reset.
+func WithResetFormat(f ResetFormat) Option {
+	return func(c *Config) {
+		if f > ResetDelta {
+			c.fail("WithResetFormat(%d): use ResetEpoch or ResetDelta", f)
+			return
+		}
+		c.s.Reset = uint8(f)
+	}
+}
+
+// WithDegradedHeader sets the named header to "1" on requests admitted
+// only because a FailOpen policy's store failed (none by default; "" turns
+// it off).
+func WithDegradedHeader(name string) Option {
+	return func(c *Config) {
+		if name != "" && !validHeaderName(name) {
+			c.fail("WithDegradedHeader(%q): not a valid header name", name)
+			return
+		}
+		c.s.Degraded = http.CanonicalHeaderKey(name)
+	}
+}
+
+// WithDenyStatus sets the status of quota denials (default 429 Too Many
+// Requests); it must be 4xx or 5xx. Store failures under FailClosed always
+// answer 503, and no-key denials ([ReasonNoKey]) 403.
+func WithDenyStatus(code int) Option {
+	return func(c *Config) {
+		if code < 400 || code > 599 {
+			c.fail("WithDenyStatus(%d): use a 4xx or 5xx status (429 is the standard)", code)
+			return
+		}
+		c.s.Status = code
+	}
+}
+
+// WithDenyBody replaces the default denial body — an RFC 9457
+// application/problem+json object of the IETF draft's quota-exceeded type:
+// {"type":"https://iana.org/assignments/http-problem-types#quota-exceeded",
+// "title":"Request cannot be satisfied as assigned quota has been exceeded",
+// "status":429,"violated-policies":["api"]} — for quota denials. No-key
+// and store-failure denials keep their own bodies. body is copied.
+func WithDenyBody(contentType string, body []byte) Option {
+	return func(c *Config) {
+		c.s.BodyType = contentType
+		c.s.Body = append([]byte(nil), body...)
+		c.s.BodySet = true
+	}
+}
+
+// WithErrorHook reports errors the client never sees: store failures
+// (*core.StoreError, whatever the fail mode), invalid key material from a
+// key function, and requests denied because not even the fallback key
+// exists (wrapping keyfuncs.ErrNoKey: a server on a Unix socket). ctx is
+// the request's context. f runs on the request path, possibly from many
+// goroutines at once: keep it fast (log, count).
+func WithErrorHook(f func(ctx context.Context, err error)) Option {
+	return func(c *Config) { c.s.OnError = f }
+}
+
+// WithClock sets the clock from which epoch X-RateLimit-Reset values are
+// computed. Default: the limiter's own clock, read once per request for
+// both the decision and the header.
+func WithClock(clk core.Clock) Option {
+	return func(c *Config) {
+		if clk == nil {
+			c.fail("WithClock(nil): pass a core.Clock")
+			return
+		}
+		c.s.Clock = clk
+	}
+}
+
+func validHeaderName(s string) bool {
+	for i := 0; i < len(s); i++ {
+		ch := s[i]
+		if !(ch >= 'a' && ch <= 'z' || ch >= 'A' && ch <= 'Z' || ch >= '0' && ch <= '9' || ch == '-' || ch == '_' || ch == '.') {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,34 @@
+// Package readme holds the test that compiles every Go snippet of the
+// repository's README.md, so that the README's code can be copied as
+// written.
+//
+// A snippet that starts with a package clause is a whole program and is
+// built as is. Any other snippet is a fragment: if it starts with "var" it
+// is compiled at package level, else as the body of a function. A
+// fragment's free variables are declared by an HTML comment on the line
+// before its fence, invisible on GitHub:
+//
+//	<!-- snippet vars: store *memstore.Store; mux *http.ServeMux -->
+//
+// Fragments see the packages listed in [FragmentImports]. Locals a
+// fragment declares must be used, as in real code.
+package readme
+
+// FragmentImports are the packages a fragment may use: import path, and
+// one of its names that keeps the import used when the fragment does not.
+var FragmentImports = [][2]string{
+	{"context", "context.Background"},
+	{"log", "log.Fatal"},
+	{"net/http", "http.Handle"},
+	{"time", "time.Second"},
+	{"github.com/prometheus/client_golang/prometheus", "prometheus.MustRegister"},
+	{"github.com/prometheus/client_golang/prometheus/promhttp", "promhttp.Handler"},
+	{"github.com/redis/go-redis/v9", "redis.NewClient"},
+	{"github.com/limitkit/limitkit/core", "core.PerMinute"},
+	{"github.com/limitkit/limitkit/core/fleet", "fleet.New"},
+	{"github.com/limitkit/limitkit/core/memstore", "memstore.New"},
+	{"github.com/limitkit/limitkit/core/redisstore", "redisstore.New"},
+	{"github.com/limitkit/limitkit/keyfuncs", "keyfuncs.PeerIP"},
+	{"github.com/limitkit/limitkit/metrics", "metrics.New"},
+	{"github.com/limitkit/limitkit/nethttp", "nethttp.New"},
+}
