@@ -8,8 +8,10 @@ import (
 	"fmt"
 	"hash/fnv"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 
 	"go.yaml.in/yaml/v3"
 
@@ -30,8 +32,11 @@ import (
 // both must have room (load first). In defaults it applies to every rule;
 // a rule writes elastic: off to opt out.
 //
-// Each rule draws from its own capacity limit. The zero Elastic is not
-// valid; a nil *Elastic is hard throttling.
+// Each rule draws from its own capacity limit. The signals are built by
+// [Signals], attached with [Set.WithSignals]; until then an elastic rule's
+// policy has a signal that never has room, and decides as its hard
+// limits. The zero Elastic is not valid; a nil *Elastic is hard
+// throttling.
 type Elastic struct {
 	// CeilingPercent is core.Elastic's: 200 admits up to twice each limit.
 	CeilingPercent int
@@ -43,94 +48,148 @@ type Elastic struct {
 	MaxInFlight int64
 }
 
-// SignalEnv is what [Rule.PolicyWith] builds elastic capacity signals on.
+// SignalEnv is what [NewSignals] builds elastic capacity signals on.
 type SignalEnv struct {
 	// Store holds the capacity limits: for a fleet-wide limit, the store
 	// the servers share (Redis, or the fleet tier in front of it); with
 	// the embedded store each server has its own.
 	Store core.Store
 	// InFlight is the counter the middleware maintains (required by
-	// max_in_flight; see the adapters' in-flight option).
+	// max_in_flight; see httplimit.WithInFlight).
 	InFlight *core.InFlight
 	// Options are given to every capacity Limiter (WithClock,
 	// WithTimeout, WithLogger, WithObserver).
 	Options []core.Option
 }
 
-// noRoom is the signal of a policy built without a SignalEnv: never any
-// room, so the rule decides exactly as its hard limits.
+// Signals builds and keeps the capacity signals of elastic rules: one
+// capacity Limiter per rule and capacity limit (policy
+// "capacity:<rule>:<digest of the limit>" on env.Store, one key), and the
+// load signal on env.InFlight. Attach it to a Set with [Set.WithSignals],
+// after every load or reload: a rule whose capacity limit did not change
+// keeps its capacity Limiter (and its state) across reloads, so a
+// [Live] swap keeps the rule's Limiter too. Build one with [NewSignals];
+// it is safe for concurrent use.
+type Signals struct {
+	env  SignalEnv
+	mu   sync.Mutex
+	caps map[string]*core.CapacityLimit // by capacity policy name
+}
+
+// NewSignals returns the signals builder over env.
+func NewSignals(env SignalEnv) *Signals {
+	env.Options = slices.Clone(env.Options)
+	return &Signals{env: env, caps: map[string]*core.CapacityLimit{}}
+}
+
+// WithSignals returns a copy of s whose elastic rules and descriptors
+// decide with their capacity signals built by sig (nil: none, every
+// elastic rule decides as its hard limits, as in a Set fresh from Load).
+// It fails, naming the rule, when a rule needs what sig's env lacks (a
+// store for capacity, an in-flight counter for max_in_flight).
+func (s *Set) WithSignals(sig *Signals) (*Set, error) {
+	out := *s
+	out.rules = slices.Clone(s.rules)
+	out.descriptors = slices.Clone(s.descriptors)
+	for i := range out.rules {
+		r := &out.rules[i]
+		sg, err := sig.signal(r.Name, r.Elastic)
+		if err != nil {
+			return nil, err
+		}
+		r.signal = sg
+	}
+	for i := range out.descriptors {
+		d := &out.descriptors[i]
+		sg, err := sig.signal(d.Name(), d.Elastic)
+		if err != nil {
+			return nil, err
+		}
+		d.signal = sg
+	}
+	return &out, nil
+}
+
+// noRoom is the signal of a policy without Signals: never any room, so
+// the rule decides exactly as its hard limits.
 type noRoom struct{}
 
 func (noRoom) Acquire(context.Context, int64) (bool, error) { return false, nil }
 
-// policy is e as core.Elastic with the placeholder signal (nil for nil).
-func (e *Elastic) policy() *core.Elastic {
+// policy is e as core.Elastic with signal (noRoom when nil); nil for nil.
+func (e *Elastic) policy(signal core.CapacitySignal) *core.Elastic {
 	if e == nil {
 		return nil
 	}
-	return &core.Elastic{CeilingPercent: e.CeilingPercent, Signal: noRoom{}}
+	if signal == nil {
+		signal = noRoom{}
+	}
+	return &core.Elastic{CeilingPercent: e.CeilingPercent, Signal: signal}
 }
 
-// PolicyWith returns the rule's policy, as [Rule.Policy] does, with its
-// elastic capacity signals built on env: a capacity limit's Limiter on
-// env.Store (policy "capacity:<rule name>", one key), a load signal on
-// env.InFlight. Rule.Policy's elastic policy has a signal that never has
-// room (the rule then decides as its hard limits): build the Limiters of
-// elastic rules from PolicyWith. For a rule without elastic it is Policy.
-func (r *Rule) PolicyWith(env SignalEnv) (core.Policy, error) {
-	p := r.Policy()
-	return p, withSignals(&p, r.Elastic, env)
-}
-
-// PolicyWith is [Rule.PolicyWith] for a descriptor.
-func (d *Descriptor) PolicyWith(env SignalEnv) (core.Policy, error) {
-	p := d.Policy()
-	return p, withSignals(&p, d.Elastic, env)
-}
-
-func withSignals(p *core.Policy, e *Elastic, env SignalEnv) error {
-	if e == nil {
-		return nil
+// signal is the capacity signal of the elastic rule name (nil for a hard
+// rule or a nil sig).
+func (sig *Signals) signal(name string, e *Elastic) (core.CapacitySignal, error) {
+	if e == nil || sig == nil {
+		return nil, nil
 	}
 	var sigs []core.CapacitySignal
 	if e.MaxInFlight > 0 {
-		if env.InFlight == nil {
-			return fmt.Errorf("rules: %s: elastic max_in_flight needs the middleware's in-flight counter (SignalEnv.InFlight)", p.Name)
+		if sig.env.InFlight == nil {
+			return nil, fmt.Errorf("rules: %s: elastic max_in_flight needs the middleware's in-flight counter (SignalEnv.InFlight)", name)
 		}
-		sigs = append(sigs, core.LoadBelow{InFlight: env.InFlight, Max: e.MaxInFlight})
+		sigs = append(sigs, core.LoadBelow{InFlight: sig.env.InFlight, Max: e.MaxInFlight})
 	}
 	if e.Capacity.Requests > 0 {
-		if env.Store == nil {
-			return fmt.Errorf("rules: %s: elastic capacity needs a store for its limit (SignalEnv.Store)", p.Name)
-		}
-		l, err := core.NewLimiter(env.Store, core.Policy{Name: capacityName(p.Name), Limits: []core.Limit{e.Capacity}, FailMode: core.FailClosed}, env.Options...)
+		c, err := sig.capacity(name, e.Capacity)
 		if err != nil {
-			return fmt.Errorf("rules: %s: elastic capacity: %w", p.Name, err)
-		}
-		c, err := core.NewCapacityLimit(l, "fleet")
-		if err != nil {
-			return fmt.Errorf("rules: %s: %w", p.Name, err)
+			return nil, err
 		}
 		sigs = append(sigs, c)
 	}
 	if len(sigs) == 1 {
-		p.Elastic.Signal = sigs[0]
-	} else {
-		p.Elastic.Signal = core.AllSignals(sigs...)
+		return sigs[0], nil
 	}
-	return p.Validate()
+	return core.AllSignals(sigs...), nil
 }
 
-// capacityName is the capacity limit's policy name: "capacity:<name>",
-// shortened with a digest to core's 64 bytes.
-func capacityName(name string) string {
-	n := "capacity:" + name
+// capacity returns the capacity signal of rule name with limit l, built
+// once.
+func (sig *Signals) capacity(name string, l core.Limit) (*core.CapacityLimit, error) {
+	if sig.env.Store == nil {
+		return nil, fmt.Errorf("rules: %s: elastic capacity needs a store for its limit (SignalEnv.Store)", name)
+	}
+	pname := capacityName(name, l)
+	sig.mu.Lock()
+	defer sig.mu.Unlock()
+	if c := sig.caps[pname]; c != nil {
+		return c, nil
+	}
+	lim, err := core.NewLimiter(sig.env.Store, core.Policy{Name: pname, Limits: []core.Limit{l}, FailMode: core.FailClosed}, sig.env.Options...)
+	if err != nil {
+		return nil, fmt.Errorf("rules: %s: elastic capacity: %w", name, err)
+	}
+	c, err := core.NewCapacityLimit(lim, "fleet")
+	if err != nil {
+		return nil, fmt.Errorf("rules: %s: %w", name, err)
+	}
+	sig.caps[pname] = c
+	return c, nil
+}
+
+// capacityName is the capacity limit's policy name,
+// "capacity:<name>:<8 hex digits of the limit>", the name shortened to
+// fit core's 64 bytes (with a digest of the whole name): a changed
+// capacity is a new policy, so it never meets the old one's table.
+func capacityName(name string, l core.Limit) string {
+	h := fnv.New64a()
+	h.Write([]byte(name + "\x00" + l.String()))
+	sum := h.Sum64()
+	n := fmt.Sprintf("capacity:%s:%08x", name, uint32(sum))
 	if len(n) <= 64 {
 		return n
 	}
-	h := fnv.New64a()
-	h.Write([]byte(name))
-	return fmt.Sprintf("capacity:%s:%016x", name[:64-9-17], h.Sum64())
+	return fmt.Sprintf("capacity:%s:%016x", name[:64-9-17], sum)
 }
 
 // elasticDoc is elastic as written: a mapping, or "off".

@@ -2,6 +2,7 @@ package rules
 
 import (
 	"context"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -117,10 +118,11 @@ func TestElasticRulesErrors(t *testing.T) {
 	assert.Contains(t, err.Error(), `unknown field "max"`)
 }
 
-// TestElasticRulePolicyWith: Policy alone decides as the hard limit (its
-// signal never has room); PolicyWith builds the capacity limit on the
-// store and the load signal on the counter.
-func TestElasticRulePolicyWith(t *testing.T) {
+// TestElasticRuleSignals: a Set fresh from Parse decides an elastic rule
+// as its hard limit (its signal never has room); WithSignals builds the
+// capacity limit on the store and the load signal on the counter, and
+// keeps the capacity Limiter of an unchanged capacity across reloads.
+func TestElasticRuleSignals(t *testing.T) {
 	s := mustParse(t, elasticYAML)
 	store := memstore.MustNew()
 	defer store.Close()
@@ -136,11 +138,14 @@ func TestElasticRulePolicyWith(t *testing.T) {
 			admitted++
 		}
 	}
-	assert.Equal(t, 10, admitted, "without PolicyWith: the hard limit")
+	assert.Equal(t, 10, admitted, "without signals: the hard limit")
 
-	p, err := r.PolicyWith(SignalEnv{Store: store, Options: []core.Option{core.WithClock(clock)}})
+	var inflight core.InFlight
+	sigs := NewSignals(SignalEnv{Store: store, InFlight: &inflight, Options: []core.Option{core.WithClock(clock)}})
+	ws, err := s.WithSignals(sigs)
 	require.NoError(t, err)
-	l, err := core.NewLimiter(store, p, core.WithClock(clock))
+	r, _ = ws.Rule("api")
+	l, err := core.NewLimiter(store, r.Policy(), core.WithClock(clock))
 	require.NoError(t, err)
 	var nominal, elastic int
 	for i := 0; i < 30; i++ {
@@ -155,19 +160,80 @@ func TestElasticRulePolicyWith(t *testing.T) {
 	assert.Equal(t, 10, nominal)
 	assert.Equal(t, 5, elastic, "the rule's capacity limit (5 per 1m) binds before the ceiling (20)")
 
-	both, _ := s.Rule("both")
-	_, err = both.PolicyWith(SignalEnv{Store: store})
+	// a reload of the same file: equal policies (a Live keeps the Limiter)
+	again, err := mustParse(t, elasticYAML).WithSignals(sigs)
+	require.NoError(t, err)
+	for i, p := range ws.Policies() {
+		assert.True(t, reflect.DeepEqual(p, again.Policies()[i]), "policy %s", p.Name)
+	}
+	b1, _ := ws.Rule("both")
+	b2, _ := again.Rule("both")
+	assert.True(t, reflect.DeepEqual(b1.Policy(), b2.Policy()))
+
+	_, err = s.WithSignals(NewSignals(SignalEnv{Store: store}))
 	assert.ErrorContains(t, err, "max_in_flight needs the middleware's in-flight counter")
-	_, err = r.PolicyWith(SignalEnv{})
+	_, err = s.WithSignals(NewSignals(SignalEnv{InFlight: &inflight}))
 	assert.ErrorContains(t, err, "capacity needs a store")
+	none, err := s.WithSignals(nil)
+	require.NoError(t, err)
+	r, _ = none.Rule("api")
+	ok, _ := r.Policy().Elastic.Signal.Acquire(ctx, 1)
+	assert.False(t, ok)
+	hr, _ := ws.Rule("hard")
+	assert.Nil(t, hr.Policy().Elastic)
+
+	long := strings.Repeat("n", 60)
+	assert.Len(t, capacityName(long, core.PerMinute(5)), 64)
+	assert.NotEqual(t, capacityName("api", core.PerMinute(5)), capacityName("api", core.PerMinute(6)))
+	assert.Regexp(t, `^capacity:api:[0-9a-f]{8}$`, capacityName("api", core.PerMinute(5)))
+}
+
+// TestElasticLive: an elastic rule served through a Live with its
+// signals: a reload of the same file keeps the rule's Limiter, its state
+// and its capacity limit's state; a changed ceiling is a limits change
+// (the rule starts afresh on memstore).
+func TestElasticLive(t *testing.T) {
+	store := memstore.MustNew()
+	defer store.Close()
+	clock := core.NewManualClock(time.Unix(1_767_000_000-1_767_000_000%60, 0))
 	var inflight core.InFlight
-	p, err = both.PolicyWith(SignalEnv{Store: store, InFlight: &inflight})
+	sigs := NewSignals(SignalEnv{Store: store, InFlight: &inflight, Options: []core.Option{core.WithClock(clock)}})
+	load := func(src string) *Set {
+		s, err := mustParse(t, src).WithSignals(sigs)
+		require.NoError(t, err)
+		return s
+	}
+	live, err := NewLive[struct{}](store, load(elasticYAML), nil, core.WithClock(clock))
 	require.NoError(t, err)
-	assert.Equal(t, 250, p.Elastic.CeilingPercent)
-	hr, _ := s.Rule("hard")
-	p, err = hr.PolicyWith(SignalEnv{})
+	ctx := context.Background()
+	take := func(n int) (nominal, elastic int) {
+		snap := live.Acquire()
+		defer snap.Release()
+		r := snap.Match("GET", "/api", false)
+		require.NotNil(t, r)
+		for i := 0; i < n; i++ {
+			d, _ := snap.Limiter(r).Allow(ctx, "u1")
+			switch {
+			case d.Elastic:
+				elastic++
+			case d.Allowed:
+				nominal++
+			}
+		}
+		return
+	}
+	n, e := take(12)
+	assert.Equal(t, []int{10, 2}, []int{n, e})
+	ch, err := live.Swap(load(elasticYAML))
 	require.NoError(t, err)
-	assert.Nil(t, p.Elastic)
-	assert.Equal(t, "capacity:"+strings.Repeat("n", 38)+":", capacityName(strings.Repeat("n", 60))[:48])
-	assert.Len(t, capacityName(strings.Repeat("n", 60)), 64)
+	assert.Empty(t, ch.LimitsChanged)
+	n, e = take(10)
+	assert.Equal(t, []int{0, 3}, []int{n, e}, "state kept: the capacity limit (5) has 3 left")
+
+	ch, err = live.Swap(load(strings.Replace(elasticYAML, "ceiling: 200%, capacity", "ceiling: 300%, capacity", 1)))
+	require.NoError(t, err)
+	require.Len(t, ch.LimitsChanged, 1)
+	assert.Equal(t, "api", ch.LimitsChanged[0].Name)
+	n, e = take(12)
+	assert.Equal(t, []int{10, 0}, []int{n, e}, "afresh on memstore; the unchanged capacity limit stays spent")
 }

@@ -189,8 +189,9 @@ type Rule struct {
 	Sync      time.Duration
 	FleetSize int
 	// Elastic is the rule's elastic throttling; nil for hard limits. Its
-	// capacity signals are built by [Rule.PolicyWith].
+	// capacity signals are attached by [Set.WithSignals].
 	Elastic *Elastic
+	signal  core.CapacitySignal // set by WithSignals
 	// Index is the rule's position in the file's rules list (0-based).
 	Index int
 	// Line is the rule's line in the source file (1-based); 0 when unknown.
@@ -201,8 +202,8 @@ type Rule struct {
 
 // Policy returns the rule's policy, named after the rule. It was validated
 // when the rule was loaded; the Limits slice is a copy the caller may keep.
-// An elastic rule's policy has a signal that never has room: it decides as
-// its hard limits until built with [Rule.PolicyWith].
+// An elastic rule's policy has a signal that never has room (it decides as
+// its hard limits) unless the Set came from [Set.WithSignals].
 func (r *Rule) Policy() core.Policy {
 	return core.Policy{
 		Name:        r.Name,
@@ -216,7 +217,7 @@ func (r *Rule) Policy() core.Policy {
 		Mode:        r.Mode,
 		Sync:        r.Sync,
 		FleetSize:   r.FleetSize,
-		Elastic:     r.Elastic.policy(),
+		Elastic:     r.Elastic.policy(r.signal),
 	}
 }
 
@@ -260,6 +261,7 @@ type Descriptor struct {
 	Sync        time.Duration
 	FleetSize   int
 	Elastic     *Elastic
+	signal      core.CapacitySignal // set by WithSignals
 	// Index is the descriptor's position in the file's descriptors list.
 	Index int
 	// Line is the descriptor's line in the source (1-based); 0 if unknown.
@@ -283,7 +285,7 @@ func (d *Descriptor) Policy() core.Policy {
 		Mode:        d.Mode,
 		Sync:        d.Sync,
 		FleetSize:   d.FleetSize,
-		Elastic:     d.Elastic.policy(),
+		Elastic:     d.Elastic.policy(d.signal),
 	}
 }
 

@@ -34,11 +34,6 @@ rules:
 // service is idle, losing them while another client (bob) loads it, and
 // two clients sharing the fleet's spare capacity first come, first served.
 func demoElastic(out io.Writer) error {
-	set, err := rules.Parse([]byte(elasticRules), rules.YAML)
-	if err != nil {
-		return err
-	}
-	r, _ := set.Rule("search")
 	store, err := memstore.New()
 	if err != nil {
 		return err
@@ -46,10 +41,18 @@ func demoElastic(out io.Writer) error {
 	defer store.Close()
 	clock := core.NewManualClock(time.Date(2030, 1, 1, 12, 0, 0, 0, time.UTC))
 	var inflight core.InFlight
-	p, err := r.PolicyWith(rules.SignalEnv{Store: store, InFlight: &inflight, Options: []core.Option{core.WithClock(clock)}})
+	// the rules file, with its elastic rule's signals: the capacity limit
+	// in the store, the load on the in-flight counter
+	set, err := rules.Parse([]byte(elasticRules), rules.YAML)
 	if err != nil {
 		return err
 	}
+	set, err = set.WithSignals(rules.NewSignals(rules.SignalEnv{Store: store, InFlight: &inflight, Options: []core.Option{core.WithClock(clock)}}))
+	if err != nil {
+		return err
+	}
+	r, _ := set.Rule("search")
+	p := r.Policy()
 	var elastic atomic.Int64 // elastic admissions, as the Limiter's observer sees them
 	count := core.ObserverFunc(func(e core.Event) {
 		if e.Decision.Elastic {
