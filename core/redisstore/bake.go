@@ -11,7 +11,8 @@ import (
 // string of each, and the script converts it back to a number): for the
 // single-limit GCRA and fixed-window scripts, whose per-policy constants
 // are three or four numbers, that was a fifth of the script's CPU. So
-// those policies run their own copy of the script, with the constants
+// those policies, the single-limit token bucket, and the multi-limit GCRA
+// and fixed window, run their own copy of the script, with the constants
 // written into the source: the call sends only now and the cost.
 //
 // The copies are shared by every policy with the same constants and
@@ -20,6 +21,11 @@ import (
 // (the same decisions), so neither this process nor Redis's script cache
 // can grow without bound, whatever policies a caller builds. Redis loads
 // a copy on its first use on each shard (EVALSHA, then EVAL on NOSCRIPT).
+
+// argTable is the line of a multi-limit template that reads the
+// constants (ARGV[3] on) into the table A; a baked copy has the table
+// literal instead.
+const argTable = "local A = {} for k = 3, #ARGV do A[k] = tonumber(ARGV[k]) end"
 
 // maxBaked bounds the baked scripts of one process.
 const maxBaked = 1024
@@ -69,6 +75,19 @@ func (o *oven) bake(name string, tmpl string, consts []any) *script {
 		pairs = append(pairs, "tonumber("+arg+")", v, arg+" == '1'", flag)
 	}
 	src := strings.NewReplacer(pairs...).Replace(tmpl)
+	if strings.Contains(tmpl, argTable) {
+		// a multi-limit template reads its constants from the table A
+		var b strings.Builder
+		b.WriteString("local A = {")
+		for i, c := range consts {
+			if i > 0 {
+				b.WriteString(", ")
+			}
+			b.WriteString("[" + strconv.Itoa(i+3) + "] = " + lit(c))
+		}
+		b.WriteString("}")
+		src = strings.Replace(tmpl, argTable, b.String(), 1)
+	}
 	for i := range consts {
 		if strings.Contains(src, "ARGV["+strconv.Itoa(i+3)+"]") {
 			// a template that uses an argument in a form bake does not

@@ -1237,13 +1237,14 @@ return {ok, 0, rem, reset, retry}
 // limit and picks the binding one (core's binds), pass 2 consumes in all
 // of them when all allow (or when denied requests count).
 const luaGCRAN = luaNow + `
-local cost, always, nl = tonumber(ARGV[2]), ARGV[3] == '1', #KEYS
+local A = {} for k = 3, #ARGV do A[k] = tonumber(ARGV[k]) end
+local cost, always, nl = tonumber(ARGV[2]), A[3] == 1, #KEYS
 local vals = redis.call('MGET', unpack(KEYS))
 local st, tats, news, taus, dirty = {}, {}, {}, {}, {}
 local bind, bok, brem, breset, bretry, bsoft
 local allok = true
 for i = 1, nl do
-  local t, tau, soft = tonumber(ARGV[3 * i + 1]), tonumber(ARGV[3 * i + 2]), tonumber(ARGV[3 * i + 3])
+  local t, tau, soft = A[3 * i + 1], A[3 * i + 2], A[3 * i + 3]
   local old = tonumber(vals[i]) or 0
   if old - now > 2 * tau then old, dirty[i] = now + tau, true end
   local tat = old
@@ -1325,7 +1326,8 @@ return {bok and 1 or 0, bind - 1, brem, breset, bretry}
 // with one INCRBY per limit; anything else takes those adds back and goes
 // the general way.
 const luaFixedWindowN = luaNow + `
-local cost, always, nl = tonumber(ARGV[2]), ARGV[3] == '1', #KEYS
+local A = {} for k = 3, #ARGV do A[k] = tonumber(ARGV[k]) end
+local cost, always, nl = tonumber(ARGV[2]), A[3] == 1, #KEYS
 if cost > 0 then
   -- the common case: add to every count in place (luaFixedWindow1); when
   -- every value before the add held a count of the window in force and
@@ -1333,14 +1335,14 @@ if cost > 0 then
   -- the adds are taken back and the general path below decides
   local xs, done, fast = {}, 0, true
   for i = 1, nl do
-    local x = redis.pcall('INCRBY', KEYS[i], cost * tonumber(ARGV[4 * i + 3]))
+    local x = redis.pcall('INCRBY', KEYS[i], cost * A[4 * i + 3])
     if type(x) ~= 'number' then fast = false break end
     xs[i], done = x, i
   end
   local bind, brem, breset, bsoft
   if fast then
     for i = 1, nl do
-      local w, capa, soft, m = tonumber(ARGV[4 * i]), tonumber(ARGV[4 * i + 1]), tonumber(ARGV[4 * i + 2]), tonumber(ARGV[4 * i + 3])
+      local w, capa, soft, m = A[4 * i], A[4 * i + 1], A[4 * i + 2], A[4 * i + 3]
       local x = xs[i]
       local ix = x % m
       local count = (x - ix) / m - cost
@@ -1366,7 +1368,7 @@ if cost > 0 then
   end
   if fast then return {1, bind - 1, brem, breset, 0} end
   for i = 1, done do
-    local m = tonumber(ARGV[4 * i + 3])
+    local m = A[4 * i + 3]
     if xs[i] == cost * m then
       redis.call('DEL', KEYS[i])
     else
@@ -1379,7 +1381,7 @@ local s1, s2, old, oix, int, idxs, cnts, ws, capas, ms, dirty = {}, {}, {}, {}, 
 local bind, bok, brem, breset, bretry, bsoft
 local allok = true
 for i = 1, nl do
-  local w, capa, soft, m = tonumber(ARGV[4 * i]), tonumber(ARGV[4 * i + 1]), tonumber(ARGV[4 * i + 2]), tonumber(ARGV[4 * i + 3])
+  local w, capa, soft, m = A[4 * i], A[4 * i + 1], A[4 * i + 2], A[4 * i + 3]
   local v, ix, n = vals[i], 0, 0
   local x = v and tonumber(v)
   if x and x >= 0 then
@@ -1550,6 +1552,14 @@ var bakeable = [...]string{
 	core.TokenBucket:          padded(luaTokenBucket1),
 	core.FixedWindow:          padded(luaFixedWindow1),
 	core.SlidingWindowLog:     "",
+	core.SlidingWindowCounter: "",
+}
+
+// bakeableMulti are the multi-limit templates bake writes a policy's
+// constants into (the table A), indexed by core.Algorithm.
+var bakeableMulti = [...]string{
+	core.GCRA:                 padded(luaGCRAN),
+	core.FixedWindow:          padded(luaFixedWindowN),
 	core.SlidingWindowCounter: "",
 }
 

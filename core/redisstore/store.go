@@ -277,6 +277,11 @@ func (s *Store) compile(p *core.Policy) (*compiled, error) {
 				c.tail = append(c.tail, l.Window.Microseconds(), eff, c.soft[i], fwModulus(eff))
 			}
 		}
+		if tmpl := bakeableMulti[p.Algorithm]; tmpl != "" {
+			if sc := bake("multi-"+string(algoLetters[p.Algorithm]), tmpl, c.tail); sc != nil {
+				c.script, c.tail = sc, nil
+			}
+		}
 	} else {
 		c.script = generic[p.Algorithm]
 		mode := "0"

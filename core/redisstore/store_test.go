@@ -498,6 +498,10 @@ func TestScriptChoice(t *testing.T) {
 		if multi[a] != nil {
 			want = multi[a]
 		}
+		if bakeableMulti[a] != "" {
+			want = bake("multi-"+string(algoLetters[a]), bakeableMulti[a], unbaked(t, s, two))
+			assert.Empty(t, c2.tail)
+		}
 		assert.Same(t, want, c2.script, "%s: two limits", a)
 	}
 	assert.NotNil(t, multi[core.GCRA], "two-limit GCRA has its own script")

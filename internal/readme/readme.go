@@ -31,4 +31,5 @@ var FragmentImports = [][2]string{
 	{"github.com/limitkit/limitkit/keyfuncs", "keyfuncs.PeerIP"},
 	{"github.com/limitkit/limitkit/metrics", "metrics.New"},
 	{"github.com/limitkit/limitkit/nethttp", "nethttp.New"},
+	{"github.com/limitkit/limitkit/rules", "rules.ParseLimit"},
 }
