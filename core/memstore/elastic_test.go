@@ -280,3 +280,53 @@ func TestElasticPolicyConflict(t *testing.T) {
 	_, err = s.Take(context.Background(), "k", &b, hourStart, 1)
 	require.ErrorContains(t, err, "elastic ceiling")
 }
+
+// flipSignal has room on every other call.
+type flipSignal struct {
+	n, acquired, released atomic.Int64
+}
+
+func (s *flipSignal) Acquire(_ context.Context, cost int64) (bool, error) {
+	if s.n.Add(1)%2 == 0 {
+		return false, nil
+	}
+	s.acquired.Add(cost)
+	return true, nil
+}
+
+func (s *flipSignal) Release(_ context.Context, cost int64) { s.released.Add(cost) }
+
+// TestElasticSignalFlipsUnderConcurrency: 1,000 goroutines while the
+// signal flips between room and none at every call: the nominal limit is
+// exact, the ceiling is never passed, and every elastic admission holds
+// capacity the signal handed out (none taken without room).
+func TestElasticSignalFlipsUnderConcurrency(t *testing.T) {
+	for _, alg := range allAlgorithms {
+		t.Run(alg.String(), func(t *testing.T) {
+			s := MustNew()
+			defer s.Close()
+			sig := &flipSignal{}
+			l, err := core.NewLimiter(s, elasticPolicy(alg, sig), core.WithClock(core.NewManualClock(hourStart)))
+			require.NoError(t, err)
+			var nominal, elastic atomic.Int64
+			var wg sync.WaitGroup
+			for i := 0; i < 1000; i++ {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					d, _ := l.Allow(context.Background(), "k")
+					if d.Elastic {
+						elastic.Add(1)
+					} else if d.Allowed {
+						nominal.Add(1)
+					}
+				}()
+			}
+			wg.Wait()
+			assert.Equal(t, int64(100), nominal.Load())
+			assert.LessOrEqual(t, elastic.Load(), int64(150))
+			assert.Equal(t, sig.acquired.Load()-sig.released.Load(), elastic.Load())
+			assert.Positive(t, elastic.Load())
+		})
+	}
+}
