@@ -330,3 +330,32 @@ func TestElasticSignalFlipsUnderConcurrency(t *testing.T) {
 		})
 	}
 }
+
+// BenchmarkElasticWithinLimit: Limiter.Allow on one key within its limit,
+// for a hard policy and the same policy with Elastic (whose signal is
+// never asked within the limit).
+func BenchmarkElasticWithinLimit(b *testing.B) {
+	for _, el := range []bool{false, true} {
+		name := "hard"
+		if el {
+			name = "elastic"
+		}
+		b.Run(name, func(b *testing.B) {
+			s := MustNew()
+			defer s.Close()
+			p := core.Policy{Name: name, Limits: []core.Limit{core.Per(1<<30, 30*24*time.Hour)}}
+			if el {
+				p.Elastic = &core.Elastic{CeilingPercent: 150, Signal: onSignal()}
+			}
+			l := core.MustNewLimiter(s, p, core.WithClock(core.NewManualClock(hourStart)))
+			ctx := context.Background()
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				if d, _ := l.Allow(ctx, "user:42"); !d.Allowed {
+					b.Fatal("denied")
+				}
+			}
+		})
+	}
+}
