@@ -72,7 +72,7 @@ func TestElasticDifferential(t *testing.T) {
 			}
 			var offset time.Duration
 			keys := []string{"alice", "bob"}
-			var elastic, rooms, ceilingDenied int
+			var elastic, rooms, ceilingDenied, direct int
 			for step := 0; step < 400; step++ {
 				switch x := rng.IntN(10); {
 				case x < 4:
@@ -95,6 +95,19 @@ func TestElasticDifferential(t *testing.T) {
 					state[key] = st
 				}
 				us := now.UnixMicro()
+				if rng.IntN(8) == 0 {
+					// an elastic take straight away, as after a race in
+					// which the quota came back: within the limit it is
+					// not Elastic
+					want := c.DecideElastic(st, us, cost)
+					got, err := s.TakeElastic(ctx, key, p, now, cost)
+					require.NoError(t, err)
+					require.Equal(t, want, got, "step %d key %s now %d cost %d: direct elastic", step, key, us, cost)
+					if got.Allowed && !got.Elastic {
+						direct++
+					}
+					continue
+				}
 				want := c.Decide(st, us, cost)
 				got, err := s.Take(ctx, key, p, now, cost)
 				require.NoError(t, err)
@@ -123,6 +136,7 @@ func TestElasticDifferential(t *testing.T) {
 			require.NotZero(t, elastic, "the sequence must admit elastically")
 			require.NotZero(t, rooms)
 			require.NotZero(t, ceilingDenied, "and reach the ceiling")
+			require.NotZero(t, direct, "and admit within the limit by an elastic take")
 		})
 	}
 }
@@ -244,4 +258,46 @@ func TestElasticKeys(t *testing.T) {
 	require.NoError(t, err)
 	require.NotEqual(t, kh, ke)
 	require.Equal(t, kh[0][:len(kh[0])-4], ke[0][:len(ke[0])-4], "the same tag and limit; another digest")
+}
+
+// BenchmarkElasticTake: one decision within the limit, serial, for a hard
+// policy (its own straight-line script) and the same policy with Elastic
+// (the generic script with the elastic mode): the latency and the Redis
+// CPU (redis-µs/call) an elastic policy pays within its limit.
+func BenchmarkElasticTake(b *testing.B) {
+	srv := redistest.StartNode(b)
+	c := srv.NewClient(b)
+	s := newStore(b, c)
+	ctx := context.Background()
+	if err := s.Preload(ctx); err != nil {
+		b.Fatal(err)
+	}
+	keys := benchKeys(100_000)
+	for _, alg := range []core.Algorithm{core.GCRA, core.FixedWindow, core.SlidingWindowCounter} {
+		for _, el := range []bool{false, true} {
+			p := core.Policy{Name: "b-" + alg.String(), Algorithm: alg, Limits: []core.Limit{core.PerMinute(100)}}
+			name := alg.String() + "/hard"
+			if el {
+				p.Name += "-el"
+				p.Elastic = &core.Elastic{CeilingPercent: 200, Signal: alwaysRoom()}
+				name = alg.String() + "/elastic"
+			}
+			if alg == core.SlidingWindowCounter {
+				p.Buckets = 60
+				p.Limits = []core.Limit{core.PerHour(1000)}
+			}
+			b.Run(name, func(b *testing.B) {
+				if err := c.ConfigResetStat(ctx).Err(); err != nil {
+					b.Fatal(err)
+				}
+				for i := 0; b.Loop(); i++ {
+					if _, err := s.Take(ctx, keys[i%len(keys)], &p, time.Time{}, 1); err != nil {
+						b.Fatal(err)
+					}
+				}
+				b.StopTimer()
+				reportScriptStats(b, ctx, c)
+			})
+		}
+	}
 }

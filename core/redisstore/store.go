@@ -236,10 +236,17 @@ func (s *Store) compile(p *core.Policy) (*compiled, error) {
 		}
 		c.maxEff = max(c.maxEff, ceil[i])
 	}
-	// elastic policies take the generic scripts, which decide the ceiling
-	// in the same call
+	// elastic policies take the generic scripts (one limit of GCRA: its own
+	// script), which decide the ceiling in the same call
 	hard := p.Elastic == nil
-	if hard && len(p.Limits) == 1 && single[p.Algorithm] != nil {
+	if !hard && len(p.Limits) == 1 && p.Algorithm == core.GCRA {
+		// the common elastic shape has its own straight-line script
+		t := core.EmissionInterval(p.Limits[0])
+		capa := capacity(p.Limits[0])
+		c.script = gcra1E
+		c.tail = []any{t, capa * t, ceil[0] * t, "1"}
+		c.etail = []any{t, capa * t, ceil[0] * t, "2"}
+	} else if hard && len(p.Limits) == 1 && single[p.Algorithm] != nil {
 		c.script = single[p.Algorithm]
 		l := p.Limits[0]
 		eff := c.maxEff
