@@ -301,3 +301,24 @@ func BenchmarkElasticTake(b *testing.B) {
 		}
 	}
 }
+
+// TestElasticScriptChoice: a single-limit elastic GCRA runs its own
+// script (which Preload loads); every other elastic policy its
+// algorithm's generic script; the hard form of each keeps its own.
+func TestElasticScriptChoice(t *testing.T) {
+	s := &Store{}
+	assert.Contains(t, allScripts, gcra1E)
+	for a := core.GCRA; a <= core.SlidingWindowCounter; a++ {
+		for _, limits := range [][]core.Limit{{core.PerMinute(10)}, {core.PerHour(100), core.PerMinute(10)}} {
+			p := mustPolicy(t, core.Policy{Name: "p", Algorithm: a, Limits: limits, Elastic: &core.Elastic{CeilingPercent: 200, Signal: alwaysRoom()}})
+			c, err := s.compile(p)
+			require.NoError(t, err)
+			want := generic[a]
+			if a == core.GCRA && len(limits) == 1 {
+				want = gcra1E
+			}
+			assert.Same(t, want, c.script, "%s, %d limits", a, len(limits))
+			assert.NotNil(t, c.etail)
+		}
+	}
+}
