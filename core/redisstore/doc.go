@@ -40,11 +40,14 @@
 // trivial script and of a script that only GETs and SETs the key.
 //
 // Elastic policies (core.Policy.Elastic) run their algorithm's generic
-// script with an elastic mode: the nominal take also evaluates, on a
-// denial, whether the ceiling would admit (the hint that makes the
-// Limiter ask its capacity signal), and [Store.TakeElastic] decides
-// against the limits raised to the ceiling in one more script call on the
-// same keys. Each take is one atomic round trip, so the ceiling holds
+// script with an elastic mode (a single-limit GCRA, the default shape, its
+// own straight-line script: about 6 redis-µs per call within the limit
+// against 5 for the hard script, BenchmarkElasticTake; the generic
+// scripts take about twice the hard ones'): the nominal take also
+// evaluates, on a denial, whether the ceiling would admit (the hint that
+// makes the Limiter ask its capacity signal), and [Store.TakeElastic]
+// decides against the limits raised to the ceiling in one more script
+// call on the same keys. Each take is one atomic round trip, so the ceiling holds
 // exactly across servers. Their keys carry the ceiling in the digest (the
 // ceiling sizes the state): changing it starts afresh, and hard policies'
 // keys are unchanged.
