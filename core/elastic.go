@@ -296,9 +296,10 @@ func (c *CapacityLimit) Acquire(ctx context.Context, cost int64) (bool, error) {
 func (c *CapacityLimit) Limiter() *Limiter { return c.limiter }
 
 // InFlight counts the requests a service is handling: the load that
-// [LoadBelow] compares with a threshold. Adapters count into it when
-// configured (Enter before deciding, Exit when the response is written);
-// code can count any other work with Enter and Exit. The zero InFlight is
+// [LoadBelow] compares with a threshold. The adapters count into it when
+// configured with httplimit.WithInFlight (Enter before deciding, Exit when
+// the rest of the chain has returned); code can count any other work with
+// Enter and Exit. The zero InFlight is
 // ready to use (no request in flight); it is safe for concurrent use and
 // costs one atomic add per Enter and per Exit.
 type InFlight struct {
