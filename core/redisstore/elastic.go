@@ -61,7 +61,66 @@ if mode == '1' and newtat - now <= taue then flag = 1 end
 return {0, 0, 0, tat - now, retry, flag}
 `
 
-// gcra1E is the single-limit elastic GCRA script.
-var gcra1E = newScript(padded(luaGCRA1E))
+// luaFixedWindow1E: fixed window, one limit, elastic: one GET, at most
+// one write, in the fixed-window encoding (count × M + window index mod
+// M, M worked out from the ceiling, which bounds the count; see
+// luaFixedWindow). The window after now's stays in force and one further
+// ahead has its count carried into now's, as in core.
+//
+//	ARGV[3]  window W
+//	ARGV[4]  capacity
+//	ARGV[5]  the ceiling's capacity
+//	ARGV[6]  M
+//	ARGV[7]  "1": the nominal take (flag on a denial: the ceiling would
+//	         admit); "2": the elastic take (flag: admitted above capacity)
+const luaFixedWindow1E = luaNow + `
+local cost, w, capa, cape, m, mode = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6]), ARGV[7]
+local key = KEYS[1]
+local v = redis.call('GET', key)
+local ix, count = 0, 0
+local x = v and tonumber(v)
+if x and x >= 0 then
+  ix = x % m
+  count = (x - ix) / m
+end
+local stored = count
+local idx = math.floor(now / w)
+local fix = false
+if count ~= 0 then
+  local diff = (idx - ix) % m
+  if diff >= m / 2 then diff = diff - m end
+  if diff > 0 then count = 0 elseif diff == -1 then idx = idx + 1 elseif diff < -1 then fix = true end
+end
+local reset = (idx + 1) * w - now
+local lim = capa
+if mode == '2' then lim = cape end
+local ok, rem, retry, n, flag = 1, 0, 0, -1, 0
+if count + cost <= lim then
+  rem = lim - count - cost
+  if cost > 0 then n = count + cost end
+  if mode == '2' and count + cost > capa then flag = 1 end
+else
+  ok, retry = 0, reset
+  if cost > lim then retry = -1 end
+  if mode == '1' and count + cost <= cape then flag = 1 end
+end
+if n < 0 and fix then n = count end
+if n >= 0 then
+  redis.call('SET', key, n * m + idx % m, 'PX', math.ceil(reset / 1000) + pad)
+elseif v and redis.call('PTTL', key) == -1 then
+  if stored ~= 0 then
+    redis.call('PEXPIRE', key, math.ceil(reset / 1000) + pad)
+  else
+    redis.call('DEL', key)
+  end
+end
+return {ok, 0, rem, reset, retry, flag}
+`
 
-func init() { allScripts = append(allScripts, gcra1E) }
+// gcra1E and fixedWindow1E are the single-limit elastic scripts.
+var (
+	gcra1E        = newScript(padded(luaGCRA1E))
+	fixedWindow1E = newScript(padded(luaFixedWindow1E))
+)
+
+func init() { allScripts = append(allScripts, gcra1E, fixedWindow1E) }

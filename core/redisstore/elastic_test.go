@@ -2,6 +2,7 @@ package redisstore
 
 import (
 	"context"
+	"fmt"
 	"math/rand/v2"
 	"strconv"
 	"sync"
@@ -302,12 +303,13 @@ func BenchmarkElasticTake(b *testing.B) {
 	}
 }
 
-// TestElasticScriptChoice: a single-limit elastic GCRA runs its own
-// script (which Preload loads); every other elastic policy its
-// algorithm's generic script; the hard form of each keeps its own.
+// TestElasticScriptChoice: a single-limit elastic GCRA or fixed window
+// runs its own script (which Preload loads); every other elastic policy
+// its algorithm's generic script.
 func TestElasticScriptChoice(t *testing.T) {
 	s := &Store{}
 	assert.Contains(t, allScripts, gcra1E)
+	assert.Contains(t, allScripts, fixedWindow1E)
 	for a := core.GCRA; a <= core.SlidingWindowCounter; a++ {
 		for _, limits := range [][]core.Limit{{core.PerMinute(10)}, {core.PerHour(100), core.PerMinute(10)}} {
 			p := mustPolicy(t, core.Policy{Name: "p", Algorithm: a, Limits: limits, Elastic: &core.Elastic{CeilingPercent: 200, Signal: alwaysRoom()}})
@@ -317,8 +319,59 @@ func TestElasticScriptChoice(t *testing.T) {
 			if a == core.GCRA && len(limits) == 1 {
 				want = gcra1E
 			}
+			if a == core.FixedWindow && len(limits) == 1 {
+				want = fixedWindow1E
+			}
 			assert.Same(t, want, c.script, "%s, %d limits", a, len(limits))
 			assert.NotNil(t, c.etail)
+		}
+	}
+}
+
+// TestElasticClockBack: after the clock steps back by several windows,
+// every elastic script decides as core does (the state written ahead is
+// normalized alike, with the ceiling's bound), for one and two limits.
+func TestElasticClockBack(t *testing.T) {
+	s, _, _ := nodeStore(t)
+	ctx := context.Background()
+	for _, a := range []core.Algorithm{core.GCRA, core.TokenBucket, core.FixedWindow, core.SlidingWindowLog, core.SlidingWindowCounter} {
+		for _, limits := range [][]core.Limit{{core.PerHour(4)}, {core.Per(40, 24*time.Hour), core.PerHour(4)}} {
+			p := mustPolicy(t, core.Policy{Name: fmt.Sprintf("back-%s-%d", a, len(limits)), Algorithm: a, Limits: limits,
+				Elastic: &core.Elastic{CeilingPercent: 300, Signal: alwaysRoom()}})
+			c, err := p.Compile()
+			require.NoError(t, err)
+			st := make([]int64, c.StateWords())
+			t0 := time.Now().Add(72 * time.Hour).Truncate(time.Microsecond)
+			type step struct {
+				at      time.Duration
+				elastic bool
+			}
+			var steps []step
+			for i := 0; i < 14; i++ { // 4 nominal, 8 elastic, then denials at the ceiling
+				steps = append(steps, step{0, i >= 4})
+			}
+			steps = append(steps,
+				// the clock steps back: denied requests leave the state
+				// normalized into now's window (no write needed to decide)
+				step{-5 * time.Hour, false}, step{-5 * time.Hour, true},
+				step{-5*time.Hour + time.Minute, false}, step{-5*time.Hour + time.Minute, true},
+				// and forward again, into the window first written
+				step{time.Minute, false}, step{time.Minute, true},
+				step{-30 * time.Hour, false}, step{-30 * time.Hour, true},
+			)
+			for i, step := range steps {
+				now := t0.Add(step.at)
+				var want, got core.Decision
+				if step.elastic {
+					want = c.DecideElastic(st, now.UnixMicro(), 1)
+					got, err = s.TakeElastic(ctx, "k", p, now, 1)
+				} else {
+					want = c.Decide(st, now.UnixMicro(), 1)
+					got, err = s.Take(ctx, "k", p, now, 1)
+				}
+				require.NoError(t, err)
+				require.Equal(t, want, got, "%s step %d", p.Name, i)
+			}
 		}
 	}
 }

@@ -236,8 +236,8 @@ func (s *Store) compile(p *core.Policy) (*compiled, error) {
 		}
 		c.maxEff = max(c.maxEff, ceil[i])
 	}
-	// elastic policies take the generic scripts (one limit of GCRA: its own
-	// script), which decide the ceiling in the same call
+	// elastic policies take the generic scripts (one limit of GCRA or fixed
+	// window: their own scripts), which decide the ceiling in the same call
 	hard := p.Elastic == nil
 	if !hard && len(p.Limits) == 1 && p.Algorithm == core.GCRA {
 		// the common elastic shape has its own straight-line script
@@ -246,6 +246,11 @@ func (s *Store) compile(p *core.Policy) (*compiled, error) {
 		c.script = gcra1E
 		c.tail = []any{t, capa * t, ceil[0] * t, "1"}
 		c.etail = []any{t, capa * t, ceil[0] * t, "2"}
+	} else if !hard && len(p.Limits) == 1 && p.Algorithm == core.FixedWindow {
+		w, capa := p.Limits[0].Window.Microseconds(), capacity(p.Limits[0])
+		c.script = fixedWindow1E
+		c.tail = []any{w, capa, ceil[0], fwModulus(ceil[0]), "1"}
+		c.etail = []any{w, capa, ceil[0], fwModulus(ceil[0]), "2"}
 	} else if hard && len(p.Limits) == 1 && single[p.Algorithm] != nil {
 		c.script = single[p.Algorithm]
 		l := p.Limits[0]
