@@ -158,7 +158,7 @@ func (p *Policy) validateElastic() error {
 			return fmt.Errorf("core: policy %q: limits[%d] (%s): the elastic ceiling %d exceeds %d; lower the ceiling or the limit", p.Name, i, l, ceil, maxRequests)
 		case p.Algorithm == SlidingWindowLog && ceil > maxLogRequests:
 			return fmt.Errorf("core: policy %q: limits[%d] (%s): the sliding log keeps one timestamp per request up to the elastic ceiling; %d is above %d (use the sliding counter or a lower ceiling)", p.Name, i, l, ceil, maxLogRequests)
-		case (p.Algorithm == GCRA || p.Algorithm == TokenBucket) && ceil*EmissionInterval(l) > maxSpan:
+		case (p.Algorithm == GCRA || p.Algorithm == TokenBucket) && (ceil*EmissionInterval(l) > maxSpan || ceil*EmissionInterval(l)/EmissionInterval(l) != ceil):
 			return fmt.Errorf("core: policy %q: limits[%d] (%s): the elastic ceiling × refill interval exceeds 30 years; lower the ceiling or the burst", p.Name, i, l)
 		}
 	}
