@@ -365,6 +365,10 @@ func TestElasticValidation(t *testing.T) {
 		{"rounds to nothing", func(p *Policy) { p.Elastic.CeilingPercent = 105 }, "elastic ceiling 105% admits no request above it (10 × 105% rounds down to 10)"},
 		{"above max", func(p *Policy) { p.Limits = []Limit{PerHour(maxRequests)} }, "the elastic ceiling 4294967294 exceeds"},
 		{"log too long", func(p *Policy) { p.Algorithm = SlidingWindowLog; p.Limits = []Limit{PerHour(60_000)} }, "sliding log keeps one timestamp per request up to the elastic ceiling"},
+		{"span", func(p *Policy) {
+			p.Algorithm, p.Elastic.CeilingPercent = GCRA, 1000
+			p.Limits = []Limit{Per(1, 366*24*time.Hour).WithBurst(10)}
+		}, "the elastic ceiling × refill interval exceeds 30 years"},
 		{"nil in AllSignals", func(p *Policy) { p.Elastic.Signal = AllSignals(sig, nil) }, "AllSignals argument 1 is nil"},
 		{"empty AllSignals", func(p *Policy) { p.Elastic.Signal = AllSignals() }, "AllSignals() with no signal"},
 		{"zero CapacityLimit", func(p *Policy) { p.Elastic.Signal = &CapacityLimit{} }, "build the capacity limit with core.NewCapacityLimit"},
