@@ -61,6 +61,7 @@ const never = -1
 type Compiled struct {
 	p      Policy
 	limits []plan
+	el     []plan // the limits raised to the elastic ceiling; nil without Policy.Elastic
 	words  int
 }
 
@@ -72,6 +73,9 @@ type plan struct {
 	capa    int64 // effective capacity (soft overage included)
 	soft    int64 // capa − nominal capacity
 	tau     int64 // GCRA tolerance capa × t
+	tauMax  int64 // GCRA: the largest tolerance any plan of the policy uses (the elastic one's): bounds normalization
+	debt    int64 // token bucket: tokens this plan may overdraw (the elastic plan's ceiling − capacity; else 0)
+	debtMax int64 // token bucket: the overdraft any plan of the policy allows: bounds normalization
 	n       int64 // sliding counter buckets
 	bl      int64 // sliding counter bucket length
 	off, sz int   // state words
@@ -90,13 +94,20 @@ func (p *Policy) Compile() (*Compiled, error) {
 		k.capa = effective(l.capacity(), p.SoftPercent)
 		k.soft = k.capa - l.capacity()
 		k.tau = k.capa * k.t
+		k.tauMax = k.tau
+		ceil := k.capa
+		if p.Elastic != nil {
+			ceil = p.Elastic.ceiling(k.capa)
+			k.tauMax = ceil * k.t
+			k.debtMax = ceil - k.capa
+		}
 		k.bl = k.w / k.n
 		k.off = c.words
 		switch p.Algorithm {
 		case TokenBucket:
 			k.sz = 2
 		case SlidingWindowLog:
-			k.sz = 1 + int(k.capa)
+			k.sz = 1 + int(ceil) // the ring holds the elastic ceiling
 		case SlidingWindowCounter:
 			k.sz = 2 + int(k.n)
 		default:
@@ -104,6 +115,22 @@ func (p *Policy) Compile() (*Compiled, error) {
 		}
 		c.words += k.sz
 		c.limits = append(c.limits, k)
+	}
+	if p.Elastic != nil {
+		c.el = make([]plan, len(c.limits))
+		for i, k := range c.limits {
+			e := k
+			if p.Algorithm == TokenBucket {
+				// the bucket refills to its capacity as before, and may be
+				// overdrawn down to −(ceiling − capacity)
+				e.debt = k.debtMax
+			} else {
+				e.capa = k.capa + k.debtMax
+				e.soft = e.capa - k.capa // nominal() then reports the nominal remaining
+				e.tau = e.capa * e.t
+			}
+			c.el[i] = e
+		}
 	}
 	return c, nil
 }
@@ -193,7 +220,11 @@ func (c *Compiled) DecideTo(d *Decision, state []int64, now, cost int64) {
 	}
 	if len(c.limits) == 1 {
 		k := &c.limits[0]
-		c.decision(d, k, c.step(k, state[:k.sz], now, cost, mode))
+		r := c.step(k, state[:k.sz], now, cost, mode)
+		c.decision(d, k, r)
+		if !r.ok && c.el != nil {
+			d.ElasticRoom = c.room(state, now, cost)
+		}
 		return
 	}
 	// Pass 1 evaluates every limit; pass 2 consumes in all of them only
@@ -219,6 +250,40 @@ func (c *Compiled) DecideTo(d *Decision, state []int64, now, cost int64) {
 		}
 	}
 	c.decision(d, bind, br)
+	if !allOK && c.el != nil {
+		d.ElasticRoom = c.room(state, now, cost)
+	}
+}
+
+// decideN is DecideTo's multi-limit decision over plans ks (the elastic
+// ones; DecideTo keeps its own copy of the loop on the hot path): pass 1
+// evaluates every limit; pass 2 consumes in all of them only when all
+// allow. over reports whether an admitted request took a limit beyond its
+// nominal capacity (a remaining count below the plan's soft margin).
+func (c *Compiled) decideN(d *Decision, ks []plan, state []int64, now, cost int64) (over, allOK bool) {
+	var bind *plan
+	var br lres
+	allOK = true
+	for i := range ks {
+		k := &ks[i]
+		r := c.step(k, state[k.off:k.off+k.sz], now, cost, evalOnly)
+		if bind == nil || binds(r, br, k, bind) {
+			bind, br = k, r
+		}
+		allOK = allOK && r.ok
+		over = over || r.remaining < k.soft
+	}
+	if allOK || c.p.CountDenied {
+		for i := range ks {
+			k := &ks[i]
+			r := c.step(k, state[k.off:k.off+k.sz], now, cost, writeAlways)
+			if k == bind {
+				br.resetAfter = r.resetAfter
+			}
+		}
+	}
+	c.decision(d, bind, br)
+	return over && allOK, allOK
 }
 
 // binds reports whether outcome a (of limit ka) is more binding than b.
@@ -272,7 +337,7 @@ func (c *Compiled) step(k *plan, st []int64, now, cost int64, mode int) lres {
 	// Every cost above the capacity decides as capacity + 1 (denied, never
 	// retryable, the same capped state written under CountDenied), so no
 	// product or sum below involves more than 2^31 units.
-	cost = min(cost, k.capa+1)
+	cost = min(cost, k.capa+k.debt+1)
 	switch c.p.Algorithm {
 	case TokenBucket:
 		return tokenBucket(k, st, now, cost, mode)
@@ -308,8 +373,8 @@ func EmissionInterval(l Limit) int64 {
 // by an hour costs a user the burst it had, never an hour.
 func gcra(k *plan, st []int64, now, cost int64, mode int) lres {
 	t, tau := k.t, k.tau
-	if st[0]-now > 2*tau {
-		st[0] = now + tau
+	if st[0]-now > 2*k.tauMax {
+		st[0] = now + k.tauMax
 	}
 	tat := max(st[0], now)
 	newTat := tat + cost*t
@@ -345,8 +410,9 @@ func tokenBucket(k *plan, st []int64, now, cost int64, mode int) lres {
 	tokens, last := st[0], st[1]
 	if last == 0 {
 		tokens, last = capa, now
-	} else if last-now > tokens*t+k.tau {
-		st[1], last = now+tokens*t, now+tokens*t
+	} else if last-now > (tokens+k.debtMax)*t+k.tau {
+		l := now + max(tokens, 0)*t
+		st[1], last = l, l
 	} else if now > last {
 		n := (now - last) / t
 		if tokens+n >= capa {
@@ -356,15 +422,15 @@ func tokenBucket(k *plan, st []int64, now, cost int64, mode int) lres {
 			last += n * t
 		}
 	}
-	if cost <= tokens {
+	if cost <= tokens+k.debt {
 		tokens -= cost
 		if mode != evalOnly && cost > 0 {
 			st[0], st[1] = tokens, last
 		}
 		return lres{ok: true, remaining: tokens, resetAfter: max(0, last+(capa-tokens)*t-now)}
 	}
-	r := lres{remaining: tokens, resetAfter: max(0, last+(capa-tokens)*t-now), retryAfter: last + (cost-tokens)*t - now}
-	if cost > capa {
+	r := lres{remaining: tokens, resetAfter: max(0, last+(capa-tokens)*t-now), retryAfter: last + (cost-tokens-k.debt)*t - now}
+	if cost > capa+k.debt {
 		r.retryAfter = never
 	}
 	if mode == writeAlways {
@@ -432,9 +498,9 @@ func fixedWindow(k *plan, st []int64, now, cost int64, mode int) lres {
 // fit C. A decision reads O(log C) slots and writes cost (at most C) of
 // them.
 func slidingLog(k *plan, st []int64, now, cost int64, mode int) lres {
-	w := k.w
+	w, capa := k.w, k.capa
 	ring := st[1:]
-	c := int64(len(ring))
+	c := int64(len(ring)) // the capacity, or an elastic policy's ceiling
 	head := st[0]
 	at := func(i int64) int64 { return ring[(head+i)%c] } // i-th oldest
 	// first ring position whose value is > v (c when none)
@@ -458,12 +524,12 @@ func slidingLog(k *plan, st []int64, now, cost int64, mode int) lres {
 	in := c - lo
 	newest := max(at(c-1)-1, 0) // 0 only when the ring is empty
 	stamp := max(now, newest)
-	if in+cost <= c {
+	if in+cost <= capa {
 		if mode != evalOnly && cost > 0 {
 			fillRing(ring, head, cost, stamp+1)
 			st[0] = (head + cost) % c
 		}
-		r := lres{ok: true, remaining: c - in - cost}
+		r := lres{ok: true, remaining: capa - in - cost}
 		if cost > 0 {
 			r.resetAfter = stamp + w - now
 		} else if in > 0 {
@@ -471,13 +537,13 @@ func slidingLog(k *plan, st []int64, now, cost int64, mode int) lres {
 		}
 		return r
 	}
-	r := lres{remaining: c - in, resetAfter: newest + w - now, retryAfter: never}
-	if cost <= c {
+	r := lres{remaining: max(0, capa-in), resetAfter: newest + w - now, retryAfter: never}
+	if cost <= capa {
 		// the (in+cost−C)-th unit inside the window, from the oldest, must leave
-		r.retryAfter = at(lo+in+cost-c-1) - 1 + w - now
+		r.retryAfter = at(lo+in+cost-capa-1) - 1 + w - now
 	}
 	if mode == writeAlways {
-		n := min(cost, c)
+		n := min(cost, capa)
 		fillRing(ring, head, n, stamp+1)
 		st[0] = (head + n) % c
 		r.resetAfter = stamp + w - now

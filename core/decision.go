@@ -51,6 +51,17 @@ type Decision struct {
 	// with the policy's limits divided by the fleet size, and the other
 	// fields are that store's). The accompanying error says why.
 	Degraded bool
+	// Elastic is true when the request was admitted above the policy's
+	// limits by elastic throttling ([Policy.Elastic]): a limit had no room
+	// left, the capacity signal had, and the elastic ceiling did. Limit is
+	// then the nominal binding limit, Remaining is 0 and RetryAfter 0.
+	Elastic bool
+	// ElasticRoom is a store's hint to the [Limiter]: set on a denied
+	// decision of an elastic policy when the policy's elastic ceiling would
+	// admit the request, so that the Limiter asks the capacity signal (and
+	// skips it otherwise). A Limiter clears it: callers of a Limiter never
+	// see it set.
+	ElasticRoom bool
 }
 
 // Denied reports whether the request was refused (the inverse of Allowed),

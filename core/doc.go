@@ -36,6 +36,10 @@
 //     the [Limiter] reads a [Clock].
 //   - A store failure is not a denial: the Limiter applies the policy's
 //     [FailMode] within a per-call deadline and returns a [*StoreError].
+//   - Throttling is hard by default; SoftPercent tolerates a fixed
+//     percentage over every limit; [Elastic] admits requests above the
+//     limits, up to a ceiling, while a [CapacitySignal] says the service
+//     has room, and is exactly hard otherwise.
 //
 // # Algorithms
 //

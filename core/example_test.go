@@ -43,3 +43,45 @@ func ExamplePolicy_Validate() {
 	// Output:
 	// core: policy "login": limits[0]: burst applies to token bucket and GCRA only; fixed_window ignores it, remove it
 }
+
+// Elastic throttling: a limit of 10 a minute that may go to 20 while the
+// service has room (here, at most 100 requests in flight).
+func ExampleElastic() {
+	store := memstore.MustNew()
+	defer store.Close()
+	clock := core.NewManualClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	var inflight core.InFlight // the middleware's counter
+	l, err := core.NewLimiter(store, core.Policy{
+		Name:      "search",
+		Algorithm: core.FixedWindow,
+		Limits:    []core.Limit{core.PerMinute(10)},
+		Elastic:   &core.Elastic{CeilingPercent: 200, Signal: core.LoadBelow{InFlight: &inflight, Max: 100}},
+	}, core.WithClock(clock))
+	if err != nil {
+		panic(err)
+	}
+	ctx := context.Background()
+	count := func() (nominal, elastic, denied int) {
+		for i := 0; i < 25; i++ {
+			d, _ := l.Allow(ctx, "user:alice")
+			switch {
+			case d.Elastic:
+				elastic++
+			case d.Allowed:
+				nominal++
+			default:
+				denied++
+			}
+		}
+		return
+	}
+	fmt.Println(count())
+	clock.Advance(time.Minute)
+	for i := 0; i < 150; i++ {
+		inflight.Enter() // the service is loaded
+	}
+	fmt.Println(count())
+	// Output:
+	// 10 10 5
+	// 10 0 15
+}

@@ -35,7 +35,8 @@ type Limiter struct {
 	local    bool
 	observer Observer
 	log      storeLog
-	fast     bool // local store, no observer: Take's decision is the answer unless it fails
+	fast     bool // local store, no observer, not elastic: Take's decision is the answer unless it fails
+	fastEl   bool // the same for an elastic policy: the answer unless it fails or hints at room
 	coarse   bool // clock is CoarseClock
 }
 
@@ -108,7 +109,13 @@ func NewLimiter(store Store, policy Policy, opts ...Option) (*Limiter, error) {
 	if ls, ok := store.(LocalStore); ok && ls.Local() {
 		l.local = true
 	}
-	l.fast = l.local && l.observer == nil
+	l.fast = l.local && l.observer == nil && policy.Elastic == nil
+	l.fastEl = l.local && l.observer == nil && policy.Elastic != nil
+	if policy.Elastic != nil {
+		if _, ok := store.(ElasticStore); !ok {
+			return nil, fmt.Errorf("core: policy %q: elastic throttling needs a store that implements core.ElasticStore (memstore, redisstore, fleet); %T does not", policy.Name, store)
+		}
+	}
 	_, l.coarse = l.clock.(CoarseClock)
 	if policy.FailMode == FailLocal && !l.local {
 		if fs, ok := store.(FallbackStore); !ok || !fs.FallsBackLocally() {
@@ -163,6 +170,18 @@ func (l *Limiter) AllowN(ctx context.Context, key string, cost int64) (Decision,
 		}
 		return d, nil
 	}
+	if l.fastEl && cost >= 0 {
+		// an elastic policy: the elastic half only on a denial the
+		// ceiling would admit
+		d, err := l.store.Take(ctx, key, l.policy, now, cost)
+		if err != nil {
+			return l.settle(ctx, d, err)
+		}
+		if d.ElasticRoom {
+			d = l.elasticTake(ctx, key, now, cost, d)
+		}
+		return d, nil
+	}
 	return l.allowNAt(ctx, key, now, cost)
 }
 
@@ -178,6 +197,18 @@ func (l *Limiter) AllowNAt(ctx context.Context, key string, now time.Time, cost 
 		d, err := l.store.Take(ctx, key, l.policy, now, cost)
 		if err != nil {
 			return l.settle(ctx, d, err)
+		}
+		return d, nil
+	}
+	if l.fastEl && cost >= 0 {
+		// an elastic policy: the elastic half only on a denial the
+		// ceiling would admit
+		d, err := l.store.Take(ctx, key, l.policy, now, cost)
+		if err != nil {
+			return l.settle(ctx, d, err)
+		}
+		if d.ElasticRoom {
+			d = l.elasticTake(ctx, key, now, cost, d)
 		}
 		return d, nil
 	}
@@ -205,6 +236,8 @@ func (l *Limiter) allowNAt(ctx context.Context, key string, now time.Time, cost 
 	}
 	if err != nil {
 		d, err = l.settle(ctx, d, err)
+	} else if d.ElasticRoom {
+		d = l.elasticTake(ctx, key, now, cost, d)
 	}
 	if l.observer != nil {
 		e := Event{Kind: EventDecision, Policy: l.policy.Name, Outcome: OutcomeOf(d), Decision: d, Err: err}

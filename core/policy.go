@@ -196,6 +196,11 @@ type Policy struct {
 	// Decision.Shadowed set, and consumes what a denied one would (nothing
 	// unless CountDenied). For rolling out a new limit safely.
 	Shadow bool `json:"shadow,omitempty" yaml:"shadow,omitempty"`
+	// Elastic, when set, lets a request the limits deny be admitted up to
+	// a ceiling above every limit while a capacity signal says the service
+	// has room; see [Elastic]. nil (the default) is hard throttling. Not
+	// with SoftPercent or CountDenied.
+	Elastic *Elastic `json:"elastic,omitempty" yaml:"elastic,omitempty"`
 	// FailMode is what a Limiter decides when the store fails. Default open.
 	FailMode FailMode `json:"fail_mode,omitempty" yaml:"fail_mode,omitempty"`
 	// Mode chooses, for a store tier in front of a remote store (the fleet
@@ -345,6 +350,9 @@ func (p *Policy) Validate() error {
 	}
 	if p.FleetSize < 0 || p.FleetSize > MaxFleetSize {
 		return fmt.Errorf("core: policy %q: fleet_size must be in [0, %d], got %d", p.Name, MaxFleetSize, p.FleetSize)
+	}
+	if err := p.validateElastic(); err != nil {
+		return err
 	}
 	for i, l := range p.Limits {
 		if effective(l.capacity(), p.SoftPercent) > maxRequests {

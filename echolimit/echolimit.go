@@ -45,7 +45,7 @@ func NewMiddleware(l *core.Limiter, opts ...Option) (echo.MiddlewareFunc, error)
 		return nil, err
 	}
 	deny, _ := cfg.DenyHandler.(DenyHandler)
-	return func(next echo.HandlerFunc) echo.HandlerFunc {
+	mw := func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) error {
 			req := requests.Get().(*request)
 			req.c = c
@@ -68,7 +68,20 @@ func NewMiddleware(l *core.Limiter, opts ...Option) (echo.MiddlewareFunc, error)
 			}
 			return WriteRejection(c, rej)
 		}
-	}, nil
+	}
+	if f := cfg.InFlight; f != nil {
+		// WithInFlight: the request is counted from before the decision
+		// until the rest of the chain has returned
+		return func(next echo.HandlerFunc) echo.HandlerFunc {
+			h := mw(next)
+			return func(c echo.Context) error {
+				f.Enter()
+				defer f.Exit()
+				return h(c)
+			}
+		}, nil
+	}
+	return mw, nil
 }
 
 // New is [NewMiddleware] that panics on a configuration error, for

@@ -169,3 +169,9 @@ func WithErrorHook(f func(ctx context.Context, err error)) Option {
 // WithClock sets the clock of epoch X-RateLimit-Reset values (default:
 // the limiter's); see [httplimit.WithClock].
 func WithClock(c core.Clock) Option { return httplimit.WithClock(c) }
+
+// WithInFlight counts the requests the middleware handles in f, from
+// before the decision until the rest of the chain returns: the load that
+// core.LoadBelow (elastic throttling's in-process signal) reads. See
+// [httplimit.WithInFlight].
+func WithInFlight(f *core.InFlight) Option { return httplimit.WithInFlight(f) }

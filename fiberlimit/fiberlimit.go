@@ -62,7 +62,10 @@ func NewMiddleware(l *core.Limiter, opts ...Option) (fiber.Handler, error) {
 		return nil, err
 	}
 	deny, _ := cfg.DenyHandler.(DenyHandler)
-	m := &middleware{e: e, deny: deny, routes: new(routeCache)}
+	m := &middleware{e: e, deny: deny, routes: new(routeCache), inflight: cfg.InFlight}
+	if m.inflight != nil {
+		return m.counted, nil
+	}
 	return m.handle, nil
 }
 
@@ -77,15 +80,25 @@ func New(l *core.Limiter, opts ...Option) fiber.Handler {
 }
 
 type middleware struct {
-	e      *limitmw.Engine
-	deny   DenyHandler
-	routes *routeCache // resolves the route of requests seen from app.Use
+	e        *limitmw.Engine
+	deny     DenyHandler
+	inflight *core.InFlight // WithInFlight's counter, or nil
+	routes   *routeCache    // resolves the route of requests seen from app.Use
 }
 
 // routesKey is the fasthttp user value under which handle leaves the
 // middleware's routeCache for request.Route, when the middleware runs as
 // a Use handler (a pointer: storing it does not allocate).
 type routesKey struct{}
+
+// counted is handle with WithInFlight: the request is counted from before
+// the decision until the rest of the chain (c.Next, inside handle) has
+// returned.
+func (m *middleware) counted(c *fiber.Ctx) error {
+	m.inflight.Enter()
+	defer m.inflight.Exit()
+	return m.handle(c)
+}
 
 func (m *middleware) handle(c *fiber.Ctx) error {
 	if rt := c.Route(); rt != nil && isUse(rt) {

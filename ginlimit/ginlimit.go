@@ -41,7 +41,10 @@ func NewMiddleware(l *core.Limiter, opts ...Option) (gin.HandlerFunc, error) {
 		return nil, err
 	}
 	deny, _ := cfg.DenyHandler.(DenyHandler)
-	m := &middleware{e: e, deny: deny}
+	m := &middleware{e: e, deny: deny, inflight: cfg.InFlight}
+	if m.inflight != nil {
+		return m.counted, nil
+	}
 	return m.handle, nil
 }
 
@@ -56,8 +59,21 @@ func New(l *core.Limiter, opts ...Option) gin.HandlerFunc {
 }
 
 type middleware struct {
-	e    *limitmw.Engine
-	deny DenyHandler
+	e        *limitmw.Engine
+	deny     DenyHandler
+	inflight *core.InFlight
+}
+
+// counted is handle with WithInFlight: the request is counted from before
+// the decision until the rest of the chain (run here with c.Next) has
+// returned.
+func (m *middleware) counted(c *gin.Context) {
+	m.inflight.Enter()
+	defer m.inflight.Exit()
+	m.handle(c)
+	if !c.IsAborted() {
+		c.Next()
+	}
 }
 
 func (m *middleware) handle(c *gin.Context) {

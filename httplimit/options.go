@@ -235,6 +235,26 @@ func WithClock(clk core.Clock) Option {
 	}
 }
 
+// WithInFlight makes the middleware count the requests it is handling in
+// f: Enter before the decision, Exit when the rest of the chain (the
+// handler, and the middlewares after this one) has returned, for every
+// request, admitted or denied. It is the load that core.LoadBelow, the
+// in-process capacity signal of elastic throttling, compares with its
+// threshold: pass the same counter to both (rules.SignalEnv.InFlight for
+// rules files). Attach it to one middleware per request path (the
+// outermost), or a request is counted once per middleware. Without it
+// the middleware counts nothing and pays nothing for it. f must not be
+// nil.
+func WithInFlight(f *core.InFlight) Option {
+	return func(c *Config) {
+		if f == nil {
+			c.fail("WithInFlight(nil): pass a *core.InFlight (the one the load signal reads)")
+			return
+		}
+		c.s.InFlight = f
+	}
+}
+
 func validHeaderName(s string) bool {
 	for i := 0; i < len(s); i++ {
 		ch := s[i]

@@ -52,8 +52,25 @@ func NewMiddleware(l *core.Limiter, opts ...Option) (func(http.Handler) http.Han
 			next = http.NotFoundHandler()
 		}
 		mux, _ := next.(*http.ServeMux)
-		return &handler{e: e, next: next, mux: mux, deny: deny}
+		h := &handler{e: e, next: next, mux: mux, deny: deny}
+		if cfg.InFlight != nil {
+			return &counted{h: h, f: cfg.InFlight}
+		}
+		return h
 	}, nil
+}
+
+// counted is the handler with WithInFlight: the request is counted from
+// before the decision until next has returned.
+type counted struct {
+	h *handler
+	f *core.InFlight
+}
+
+func (c *counted) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	c.f.Enter()
+	defer c.f.Exit()
+	c.h.ServeHTTP(w, r)
 }
 
 // New is [NewMiddleware] that panics on a configuration error, for

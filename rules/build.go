@@ -25,6 +25,7 @@ type switches struct {
 	mode        core.Mode
 	sync        time.Duration
 	fleetSize   int
+	elastic     *Elastic
 }
 
 // collector gathers errors up to maxErrors.
@@ -99,6 +100,9 @@ func resolveSwitches(s *switchesDoc, base switches, e Error, at func(string) int
 		default:
 			out.sync = d
 		}
+	}
+	if s.Elastic != nil {
+		out.elastic = resolveElastic(s.Elastic, fail)
 	}
 	if s.FleetSize != nil {
 		if n := *s.FleetSize; n < 1 || n > core.MaxFleetSize {
@@ -267,7 +271,7 @@ func build(doc *fileDoc, ln *lines, c *collector) *Set {
 		sw := resolveSwitches(&d.switchesDoc, base, e, at, c)
 		r.Algorithm, r.Buckets, r.Shadow, r.SoftPercent, r.CountDenied, r.FailMode =
 			sw.algorithm, sw.buckets, sw.shadow, sw.softPercent, sw.countDenied, sw.failMode
-		r.Mode, r.Sync, r.FleetSize = sw.mode, sw.sync, sw.fleetSize
+		r.Mode, r.Sync, r.FleetSize, r.Elastic = sw.mode, sw.sync, sw.fleetSize, sw.elastic
 		r.Limits = parseLimits(d.Limits, e, at, c)
 		if len(r.Limits) == len(d.Limits) && len(r.Limits) > 0 && validName(r.Name, false) {
 			p := r.Policy()
@@ -317,7 +321,7 @@ func build(doc *fileDoc, ln *lines, c *collector) *Set {
 		sw := resolveSwitches(&d.switchesDoc, base, e, at, c)
 		ds.Algorithm, ds.Buckets, ds.Shadow, ds.SoftPercent, ds.CountDenied, ds.FailMode =
 			sw.algorithm, sw.buckets, sw.shadow, sw.softPercent, sw.countDenied, sw.failMode
-		ds.Mode, ds.Sync, ds.FleetSize = sw.mode, sw.sync, sw.fleetSize
+		ds.Mode, ds.Sync, ds.FleetSize, ds.Elastic = sw.mode, sw.sync, sw.fleetSize, sw.elastic
 		if len(ds.Limits) > 0 && okName {
 			p := ds.Policy()
 			validatePolicy(&p, e, at, c)
@@ -480,12 +484,15 @@ func (s *Set) doc() *fileDoc {
 		r := &s.rules[i]
 		d := ruleDoc{Name: r.Name, Methods: r.Methods, Route: r.Route, Identity: r.Identity.String(), Key: r.Key.String(), Limits: limits(r.Limits),
 			switchesDoc: sw(r.Algorithm, r.Buckets, r.Shadow, r.SoftPercent, r.CountDenied, r.FailMode, r.Mode, r.Sync, r.FleetSize)}
+		d.Elastic = r.Elastic.doc()
 		doc.Rules = append(doc.Rules, d)
 	}
 	for i := range s.descriptors {
 		ds := &s.descriptors[i]
-		doc.Descriptors = append(doc.Descriptors, descriptorDoc{Domain: ds.Domain, Key: ds.Key, Limits: limits(ds.Limits),
-			switchesDoc: sw(ds.Algorithm, ds.Buckets, ds.Shadow, ds.SoftPercent, ds.CountDenied, ds.FailMode, ds.Mode, ds.Sync, ds.FleetSize)})
+		dd := descriptorDoc{Domain: ds.Domain, Key: ds.Key, Limits: limits(ds.Limits),
+			switchesDoc: sw(ds.Algorithm, ds.Buckets, ds.Shadow, ds.SoftPercent, ds.CountDenied, ds.FailMode, ds.Mode, ds.Sync, ds.FleetSize)}
+		dd.Elastic = ds.Elastic.doc()
+		doc.Descriptors = append(doc.Descriptors, dd)
 	}
 	return doc
 }

@@ -29,6 +29,9 @@
 //	    mode: exact           # fleet tier only: exact | write-back (default: the tier's)
 //	    sync: 100ms           # fleet tier only: write-back sync interval (default: the tier's)
 //	    fleet_size: 4         # fleet tier only: servers sharing the store, for fail_mode local
+//	    elastic: {ceiling: 200%, capacity: "5000 per 1m", max_in_flight: 200}
+//	                          # above the limits up to the ceiling while there is room; see [Elastic]
+//	                          #   (off: opt out of a default; signals attached by [Set.WithSignals])
 //	descriptors:
 //	  - {domain: auth, key: login, unit: minute, requests: 10}
 //

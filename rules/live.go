@@ -33,7 +33,7 @@ import (
 //     kept, and with it every key's state, exactly. Changes to a rule's
 //     route, methods, identity or key do not touch its policy.
 //   - Same name, same limits (algorithm, limits, buckets, soft_percent,
-//     count_denied, shadow) but other settings (fail_mode, mode, sync,
+//     count_denied, shadow, elastic ceiling) but other settings (fail_mode, mode, sync,
 //     fleet_size): a new Limiter on the same state, kept exactly (the
 //     stores key state by policy name and limits).
 //   - Same name, other limits: a new Limiter. A limit's state is carried
@@ -346,7 +346,17 @@ func (l *Live[H]) compile(set *Set, prev *Snapshot[H]) (*Snapshot[H], Change, []
 // stores key a policy's state by besides its name.
 func sameLimits(a, b *core.Policy) bool {
 	return a.Algorithm == b.Algorithm && slices.Equal(a.Limits, b.Limits) && a.Buckets == b.Buckets &&
-		a.SoftPercent == b.SoftPercent && a.CountDenied == b.CountDenied && a.Shadow == b.Shadow
+		a.SoftPercent == b.SoftPercent && a.CountDenied == b.CountDenied && a.Shadow == b.Shadow &&
+		ceiling(a) == ceiling(b)
+}
+
+// ceiling is p's elastic ceiling (0 for a hard policy): it sizes the state
+// and lets it go above the limits, so it is part of what the state means.
+func ceiling(p *core.Policy) int {
+	if p.Elastic == nil {
+		return 0
+	}
+	return p.Elastic.CeilingPercent
 }
 
 // sameMatch reports whether two rules of one name match and key requests

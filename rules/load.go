@@ -86,15 +86,16 @@ func (e *Error) Error() string {
 // switchesDoc holds the fields a rule, a descriptor and the defaults
 // share. Pointers distinguish "not written" from a zero value.
 type switchesDoc struct {
-	Algorithm   *string `yaml:"algorithm,omitempty" json:"algorithm,omitempty"`
-	Buckets     *int    `yaml:"buckets,omitempty" json:"buckets,omitempty"`
-	Shadow      *bool   `yaml:"shadow,omitempty" json:"shadow,omitempty"`
-	SoftPercent *int    `yaml:"soft_percent,omitempty" json:"soft_percent,omitempty"`
-	CountDenied *bool   `yaml:"count_denied,omitempty" json:"count_denied,omitempty"`
-	FailMode    *string `yaml:"fail_mode,omitempty" json:"fail_mode,omitempty"`
-	Mode        *string `yaml:"mode,omitempty" json:"mode,omitempty"`
-	Sync        *string `yaml:"sync,omitempty" json:"sync,omitempty"`
-	FleetSize   *int    `yaml:"fleet_size,omitempty" json:"fleet_size,omitempty"`
+	Algorithm   *string     `yaml:"algorithm,omitempty" json:"algorithm,omitempty"`
+	Buckets     *int        `yaml:"buckets,omitempty" json:"buckets,omitempty"`
+	Shadow      *bool       `yaml:"shadow,omitempty" json:"shadow,omitempty"`
+	SoftPercent *int        `yaml:"soft_percent,omitempty" json:"soft_percent,omitempty"`
+	CountDenied *bool       `yaml:"count_denied,omitempty" json:"count_denied,omitempty"`
+	FailMode    *string     `yaml:"fail_mode,omitempty" json:"fail_mode,omitempty"`
+	Mode        *string     `yaml:"mode,omitempty" json:"mode,omitempty"`
+	Sync        *string     `yaml:"sync,omitempty" json:"sync,omitempty"`
+	FleetSize   *int        `yaml:"fleet_size,omitempty" json:"fleet_size,omitempty"`
+	Elastic     *elasticDoc `yaml:"elastic,omitempty" json:"elastic,omitempty"`
 }
 
 type ruleDoc struct {
@@ -269,7 +270,7 @@ func Parse(data []byte, format Format) (*Set, error) {
 
 var (
 	topKeys        = []string{"version", "defaults", "rules", "descriptors"}
-	switchKeys     = []string{"algorithm", "buckets", "shadow", "soft_percent", "count_denied", "fail_mode", "mode", "sync", "fleet_size"}
+	switchKeys     = []string{"algorithm", "buckets", "shadow", "soft_percent", "count_denied", "fail_mode", "mode", "sync", "fleet_size", "elastic"}
 	ruleKeys       = append([]string{"name", "methods", "route", "identity", "key", "limits"}, switchKeys...)
 	descriptorKeys = append([]string{"domain", "key", "unit", "requests", "limits"}, switchKeys...)
 	limitKeys      = []string{"requests", "window", "burst"}

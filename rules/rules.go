@@ -188,6 +188,10 @@ type Rule struct {
 	Mode      core.Mode
 	Sync      time.Duration
 	FleetSize int
+	// Elastic is the rule's elastic throttling; nil for hard limits. Its
+	// capacity signals are attached by [Set.WithSignals].
+	Elastic *Elastic
+	signal  core.CapacitySignal // set by WithSignals
 	// Index is the rule's position in the file's rules list (0-based).
 	Index int
 	// Line is the rule's line in the source file (1-based); 0 when unknown.
@@ -198,6 +202,8 @@ type Rule struct {
 
 // Policy returns the rule's policy, named after the rule. It was validated
 // when the rule was loaded; the Limits slice is a copy the caller may keep.
+// An elastic rule's policy has a signal that never has room (it decides as
+// its hard limits) unless the Set came from [Set.WithSignals].
 func (r *Rule) Policy() core.Policy {
 	return core.Policy{
 		Name:        r.Name,
@@ -211,6 +217,7 @@ func (r *Rule) Policy() core.Policy {
 		Mode:        r.Mode,
 		Sync:        r.Sync,
 		FleetSize:   r.FleetSize,
+		Elastic:     r.Elastic.policy(r.signal),
 	}
 }
 
@@ -253,6 +260,8 @@ type Descriptor struct {
 	Mode        core.Mode
 	Sync        time.Duration
 	FleetSize   int
+	Elastic     *Elastic
+	signal      core.CapacitySignal // set by WithSignals
 	// Index is the descriptor's position in the file's descriptors list.
 	Index int
 	// Line is the descriptor's line in the source (1-based); 0 if unknown.
@@ -276,6 +285,7 @@ func (d *Descriptor) Policy() core.Policy {
 		Mode:        d.Mode,
 		Sync:        d.Sync,
 		FleetSize:   d.FleetSize,
+		Elastic:     d.Elastic.policy(d.signal),
 	}
 }
 

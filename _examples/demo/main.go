@@ -11,7 +11,10 @@
 // per-client, per-rule table of what was allowed and denied and the
 // headers the client last saw, and the decisions its /metrics counted.
 // A last part (about 5 seconds) compares the fleet tier's modes on four
-// simulated app servers sharing one store, then hangs that store.
+// simulated app servers sharing one store, then hangs that store. The
+// last part (instant, on a manual clock) shows elastic throttling: a
+// client admitted above its limit while the service is idle, and not while
+// another client loads it.
 //
 // The anonymous clients' addresses are simulated: the demo's server trusts
 // X-Forwarded-For from 127.0.0.1 (the -trusted-proxies setting of the
@@ -232,7 +235,10 @@ loop:
 	fmt.Fprintln(out, "its own per-user quota; a 429 carries Retry-After (seconds until the request")
 	fmt.Fprintln(out, "would be allowed). Run the same API on a framework: go run ./_examples/nethttp")
 	fmt.Fprintln(out, "(it serves the same metrics at /metrics; README \"Operating limitkit\" lists them).")
-	return demoFleet(out)
+	if err := demoFleet(out); err != nil {
+		return err
+	}
+	return demoElastic(out)
 }
 
 // printMetrics prints the limitkit_decisions_total series of the demo's

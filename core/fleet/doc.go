@@ -129,6 +129,18 @@
 // (they were charged already); cached denials keep being served; pending
 // CountDenied counts wait for the breaker to close.
 //
+// # Elastic policies
+//
+// A policy with core.Policy.Elastic is decided at the remote store on
+// every request, both its nominal take and its elastic take
+// (TakeElastic), whatever the mode: no lease (local admissions would not
+// count against the ceiling) and no deny cache (a cached denial would
+// outlive the ceiling's room, which returns sooner than the nominal
+// limit's). Its decisions are therefore exactly the remote store's, at
+// one round trip per take, through the breaker; while the breaker is
+// open, a FailLocal elastic policy is decided by the embedded store with
+// the divided limits and no elasticity.
+//
 // # Events
 //
 // WithObserver receives core.EventDenyCacheHit (per cached denial, with

@@ -178,6 +178,7 @@ type pinfo struct {
 	maxCost     int64   // costs above this decide alike (the largest effective capacity + 1)
 	fixedUs     []int64 // fixed-window lengths (µs), for lease expiry
 	local       *core.Policy
+	elastic     bool // decided at the remote store every time (see Take)
 }
 
 func (s *Store) info(p *core.Policy) (*pinfo, error) {
@@ -187,7 +188,7 @@ func (s *Store) info(p *core.Policy) (*pinfo, error) {
 	if err := p.Validate(); err != nil {
 		return nil, fmt.Errorf("fleet: %w", err)
 	}
-	pi := &pinfo{p: p, countDenied: p.CountDenied}
+	pi := &pinfo{p: p, countDenied: p.CountDenied, elastic: p.Elastic != nil}
 	mode := p.Mode
 	if mode == core.ModeDefault {
 		mode = s.cfg.mode
@@ -223,6 +224,9 @@ func (s *Store) info(p *core.Policy) (*pinfo, error) {
 			eff = c * int64(100+p.SoftPercent) / 100
 		}
 		pi.maxCost = max(pi.maxCost, eff+1)
+		if p.Elastic != nil {
+			pi.maxCost = max(pi.maxCost, c*int64(p.Elastic.CeilingPercent)/100+1)
+		}
 		if p.Algorithm == core.FixedWindow {
 			pi.fixedUs = append(pi.fixedUs, max(1, l.Window.Microseconds()))
 		}
@@ -240,6 +244,7 @@ func (s *Store) info(p *core.Policy) (*pinfo, error) {
 		}
 	}
 	lp.Mode, lp.Sync, lp.FleetSize = core.ModeDefault, 0, 0
+	lp.Elastic = nil // the local fallback decides the divided limits hard
 	lp.Name = localName(&lp)
 	if lp.Validate() == nil {
 		pi.local = &lp
@@ -301,7 +306,7 @@ func (s *Store) Take(ctx context.Context, key string, p *core.Policy, now time.T
 	}
 	cost = min(max(cost, 0), pi.maxCost)
 	t := now.UnixMicro()
-	if len(key) > MaxKeyLen {
+	if len(key) > MaxKeyLen || pi.elastic {
 		return s.remoteTake(ctx, nil, nil, ekey{p: p, key: key}, pi, now, t, cost, 0, 0)
 	}
 	k := ekey{p: p, key: key}
@@ -369,6 +374,43 @@ func (s *Store) Take(ctx context.Context, key string, p *core.Policy, now time.T
 	}
 	sh.mu.Unlock()
 	return s.remoteTake(ctx, sh, e, k, pi, now, t, cost, pending, grab)
+}
+
+var _ core.ElasticStore = (*Store)(nil)
+
+// TakeElastic is the elastic take of an elastic policy (see
+// core.ElasticStore), passed to the remote store, which must implement
+// core.ElasticStore (the Redis store does). Elastic policies are decided
+// at the remote store on every request, in both takes (no deny cache, no
+// lease: the ceiling and its hint are exact only there), through the
+// breaker: while it is open, TakeElastic fails at once and the Limiter
+// keeps the hard decision. Errors as Take, and one naming a remote store
+// that cannot decide elastic policies.
+func (s *Store) TakeElastic(ctx context.Context, key string, p *core.Policy, now time.Time, cost int64) (core.Decision, error) {
+	if p == nil {
+		return core.Decision{}, errors.New("fleet: TakeElastic: nil policy")
+	}
+	if s.closed.Load() {
+		return core.Decision{}, core.ErrClosed
+	}
+	pi, err := s.info(p)
+	if err != nil {
+		return core.Decision{}, err
+	}
+	es, ok := s.remote.(core.ElasticStore)
+	if !ok {
+		return core.Decision{}, fmt.Errorf("fleet: policy %q is elastic, and the remote store %T does not implement core.ElasticStore", p.Name, s.remote)
+	}
+	if !s.brk.allow() {
+		return core.Decision{}, fmt.Errorf("fleet: %w", core.ErrCircuitOpen)
+	}
+	d, err := es.TakeElastic(ctx, key, p, now, min(max(cost, 0), pi.maxCost))
+	if err != nil {
+		s.failed(ctx, err)
+		return core.Decision{}, fmt.Errorf("fleet: %w", err)
+	}
+	s.brk.success()
+	return d, nil
 }
 
 // remoteTake decides at the remote store, first forwarding pending

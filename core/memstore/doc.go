@@ -21,6 +21,10 @@
 // and sharing it is cheaper). A store holds at most [DefaultMaxPolicies]
 // policy names ([WithMaxPolicies]).
 //
+// Elastic policies (core.Policy.Elastic) are decided under the key's lock
+// in both takes ([Store.Take] with its ceiling hint, [Store.TakeElastic]),
+// so their ceilings hold exactly; their state is sized for the ceiling.
+//
 //	store := memstore.MustNew()
 //	defer store.Close()
 //	limiter := core.MustNewLimiter(store, core.Policy{Name: "api", Limits: []core.Limit{core.PerMinute(100)}})

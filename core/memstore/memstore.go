@@ -232,7 +232,34 @@ func (s *Store) Take(_ context.Context, key string, p *core.Policy, now time.Tim
 	us := now.UnixMicro()
 	var d core.Decision
 	sh.mu.Lock()
-	sh.take(&d, t, h, us, cost)
+	sh.take(&d, t, h, us, cost, false)
+	sh.mu.Unlock()
+	return d, nil
+}
+
+var _ core.ElasticStore = (*Store)(nil)
+
+// TakeElastic applies cost to key under the elastic policy p at now
+// against its limits raised to the elastic ceiling, atomically under the
+// key's lock (see core.ElasticStore and core.Compiled.DecideElasticTo).
+// For a policy without Elastic it is Take. Errors as Take.
+func (s *Store) TakeElastic(_ context.Context, key string, p *core.Policy, now time.Time, cost int64) (core.Decision, error) {
+	t, err := s.lookup(p)
+	if err != nil {
+		var d core.Decision
+		if p != nil {
+			d.Policy = p.Name
+		}
+		return d, err
+	}
+	if s.closed.Load() {
+		return core.Decision{Policy: p.Name}, core.ErrClosed
+	}
+	h := maphash.String(s.seed, key) | 1
+	sh := &t.shards[(h>>t.shift)&(numShards-1)]
+	var d core.Decision
+	sh.mu.Lock()
+	sh.take(&d, t, h, now.UnixMicro(), cost, true)
 	sh.mu.Unlock()
 	return d, nil
 }
@@ -263,12 +290,22 @@ func (s *Store) lookup(p *core.Policy) (*table, error) {
 // is the Limiter's business, not the store's).
 func sameConfig(a, b *core.Policy) bool {
 	return a.Algorithm == b.Algorithm && a.Buckets == b.Buckets && a.SoftPercent == b.SoftPercent &&
-		a.CountDenied == b.CountDenied && a.Shadow == b.Shadow && slices.Equal(a.Limits, b.Limits)
+		a.CountDenied == b.CountDenied && a.Shadow == b.Shadow && slices.Equal(a.Limits, b.Limits) &&
+		ceiling(a) == ceiling(b)
+}
+
+// ceiling is p's elastic ceiling percentage, 0 without Elastic (the
+// signal is the Limiter's business: it does not change the state).
+func ceiling(p *core.Policy) int {
+	if p.Elastic == nil {
+		return 0
+	}
+	return p.Elastic.CeilingPercent
 }
 
 func conflict(name string) error {
 	return fmt.Errorf("memstore: policy name %q is used by two policies with different limits or switches "+
-		"(algorithm, limits, buckets, soft_percent, count_denied, shadow); give each its own name", name)
+		"(algorithm, limits, buckets, soft_percent, count_denied, shadow, elastic ceiling); give each its own name", name)
 }
 
 // Stats is a snapshot of a Store's size.
@@ -541,9 +578,13 @@ func indexBytes(n int) int { return allocBytes(24*n + 8) }
 
 // take decides for hash h into *d, inserting the key when the decision changes a
 // fresh state (a peek or a denial of a new key stores nothing).
-func (sh *shard) take(d *core.Decision, t *table, h uint64, now, cost int64) {
+func (sh *shard) take(d *core.Decision, t *table, h uint64, now, cost int64, elastic bool) {
 	if i := sh.find(h); i >= 0 {
-		t.policy.DecideTo(d, sh.state(t, i), now, cost)
+		if elastic {
+			t.policy.DecideElasticTo(d, sh.state(t, i), now, cost)
+		} else {
+			t.policy.DecideTo(d, sh.state(t, i), now, cost)
+		}
 		return
 	}
 	if len(sh.scratch) != t.words {
@@ -551,7 +592,11 @@ func (sh *shard) take(d *core.Decision, t *table, h uint64, now, cost int64) {
 	} else {
 		clear(sh.scratch)
 	}
-	t.policy.DecideTo(d, sh.scratch, now, cost)
+	if elastic {
+		t.policy.DecideElasticTo(d, sh.scratch, now, cost)
+	} else {
+		t.policy.DecideTo(d, sh.scratch, now, cost)
+	}
 	for _, v := range sh.scratch {
 		if v != 0 {
 			copy(sh.insert(t, h, now), sh.scratch)

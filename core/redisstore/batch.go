@@ -47,7 +47,7 @@ func (s *Store) TakeBatch(ctx context.Context, batch []core.BatchTake) error {
 			b.Err = err
 			continue
 		}
-		todo = append(todo, sent{i: i, c: c, args: s.args(c, b.Key, b.Now, b.Cost)})
+		todo = append(todo, sent{i: i, c: c, args: s.args(c, c.tail, b.Key, b.Now, b.Cost)})
 	}
 	if len(todo) == 0 {
 		return nil
@@ -78,7 +78,7 @@ func (s *Store) TakeBatch(ctx context.Context, batch []core.BatchTake) error {
 			failed++
 			continue
 		}
-		b.Decision, b.Err = decision(t.c, t.cmd.Val())
+		b.Decision, b.Err = decision(t.c, t.cmd.Val(), false)
 	}
 	if len(retry) > 0 {
 		rerr := run(retry)
@@ -89,7 +89,7 @@ func (s *Store) TakeBatch(ctx context.Context, batch []core.BatchTake) error {
 				failed++
 				continue
 			}
-			b.Decision, b.Err = decision(t.c, t.cmd.Val())
+			b.Decision, b.Err = decision(t.c, t.cmd.Val(), false)
 		}
 		if err == nil || rerr != nil {
 			err = rerr
@@ -104,9 +104,9 @@ func (s *Store) TakeBatch(ctx context.Context, batch []core.BatchTake) error {
 // args builds the script arguments of one take (Take and TakeBatch). Any
 // cost above every capacity decides like capacity+1 (denied, never
 // retryable, the same state written): clamping keeps Lua's products exact.
-func (s *Store) args(c *compiled, key string, now time.Time, cost int64) []any {
+func (s *Store) args(c *compiled, tail []any, key string, now time.Time, cost int64) []any {
 	cost = min(max(cost, 0), c.maxEff+1)
-	args := make([]any, 3, 3+len(c.suffixes)+2+len(c.tail))
+	args := make([]any, 3, 3+len(c.suffixes)+2+len(tail))
 	args[0], args[1], args[2] = "evalsha", c.script.shaArg, c.nkeys
 	var kb [maxKeyBase + 8]byte
 	base := s.keyBase(kb[:0], c, key)
@@ -119,7 +119,7 @@ func (s *Store) args(c *compiled, key string, now time.Time, cost int64) []any {
 		args = append(args, "")
 	}
 	args = append(args, cost)
-	return append(args, c.tail...)
+	return append(args, tail...)
 }
 
 // Ping checks that Redis answers: PING to the node, or to every shard of a

@@ -30,11 +30,24 @@ import (
 //	ARGV[2]   cost (>= 0, clamped by Go to at most max capacity + 1)
 //	ARGV[3]   "1" when denied requests count (Policy.CountDenied)
 //	ARGV[4]   ms added to every TTL (rounding and clock slack)
-//	ARGV[5..] STRIDE numbers per limit (see each algorithm)
+//	ARGV[5]   elastic mode: "0" a hard policy; "1" an elastic policy's
+//	          nominal take (on a denial, also evaluate the ceiling: the
+//	          hint); "2" its elastic take (the limits raised to the ceiling)
+//	ARGV[6..] STRIDE numbers per limit (see each algorithm); each script
+//	          reads its elastic numbers (the ceiling's capacity and soft
+//	          margin, SOFTE) when E, the elastic take, is set
 //
 // Reply: {allowed 0/1, binding limit index (0-based), remaining of the
 // binding limit against its effective capacity (0 when denied; Go
-// subtracts the soft overage), resetAfter µs, retryAfter µs (-1 = never)}.
+// subtracts the soft overage), resetAfter µs, retryAfter µs (-1 = never),
+// flag}: flag is 1, in mode "1", on a denial the ceiling would admit
+// (core's Decision.ElasticRoom) and, in mode "2", on an admission above a
+// nominal limit (a remaining count below the soft margin SOFTE: core's
+// Decision.Elastic); else 0.
+//
+// Elastic policies (core.Policy.Elastic) always use these scripts: the
+// ceiling is decided on the same keys in the same script call as the
+// state it counts against.
 //
 // Every write sets the key's TTL to when its state is back to full (core's
 // ExpiresAt) + ARGV[4] ms; a state that is already full is deleted; a key
@@ -55,6 +68,8 @@ local cost = tonumber(ARGV[2])
 if cost < 0 then cost = 0 end
 local always = ARGV[3] == '1'
 local ttlpad = tonumber(ARGV[4])
+local emode = ARGV[5]
+local E = emode == '2'
 local nl = #KEYS
 local EVAL, IFOK, ALWAYS = 0, 1, 2
 local dirty, existed, st = {}, {}, {}
@@ -67,7 +82,7 @@ local function idiv(a, b)
 end
 
 local P = {}
-for k = 5, #ARGV do P[k - 4] = tonumber(ARGV[k]) end
+for k = 6, #ARGV do P[k - 5] = tonumber(ARGV[k]) end
 local function arg(i, k)
   return P[(i - 1) * STRIDE + k]
 end
@@ -87,6 +102,7 @@ for i = 1, nl do
   st[i] = decode(i, v)
 end
 
+if E then SOFT = SOFTE end
 local function nominal(rem, i)
   rem = rem - arg(i, SOFT)
   if rem < 0 then return 0 end
@@ -94,15 +110,18 @@ local function nominal(rem, i)
 end
 
 local bind, bok, brem, breset, bretry
+local over = false
 if nl == 1 then
   local mode = IFOK
   if always then mode = ALWAYS end
   bind = 1
   bok, brem, breset, bretry = step(1, st[1], mode)
+  over = bok and brem < arg(1, SOFT)
 else
   local allok = true
   for i = 1, nl do
     local ok, rem, reset, retry = step(i, st[i], EVAL)
+    if rem < arg(i, SOFT) then over = true end
     local take = bind == nil
     if not take then
       if ok ~= bok then
@@ -129,6 +148,22 @@ else
       if i == bind then breset = reset end
     end
   end
+  over = over and allok
+end
+
+-- the flag: the ceiling's room on a nominal denial (evaluated with the
+-- elastic numbers, consuming nothing), or an elastic admission above a
+-- nominal limit
+local flag = 0
+if emode == '1' and not bok then
+  E = true
+  flag = 1
+  for i = 1, nl do
+    if not step(i, st[i], EVAL) then flag = 0; break end
+  end
+  E = false
+elseif E and over then
+  flag = 1
 end
 
 for i = 1, nl do
@@ -150,15 +185,19 @@ for i = 1, nl do
   end
 end
 
+-- an elastic take may overdraw a token bucket: its remaining is then
+-- below 0, which Go reports as 0 (the flag says it is above the limit)
 local rem = 0
-if bok then rem = brem end
-return {bok and 1 or 0, bind - 1, rem, breset, bretry}
+if bok and brem > 0 then rem = brem end
+return {bok and 1 or 0, bind - 1, rem, breset, bretry, flag}
 `
 
 // luaGCRA: state "tat" (µs), a plain integer string. ARGV per limit:
-// emission interval T, tolerance tau = capacity × T, soft overage.
+// emission interval T, tolerance tau = capacity × T, soft overage, the
+// ceiling's tolerance tauE (= tau for a hard policy; it also bounds the
+// normalization of a clock step), the ceiling's soft margin.
 const luaGCRA = `
-local STRIDE, SOFT = 3, 3
+local STRIDE, SOFT, SOFTE = 5, 3, 5
 ` + luaHead + `
 local function decode(i, v)
   return {tonumber(v) or 0}
@@ -167,9 +206,10 @@ local function encode(i, s) return fmt(s[1]) end
 local function expires(i, s) return s[1] end
 
 local function step(i, s, mode)
-  local t, tau = arg(i, 1), arg(i, 2)
-  -- a tat more than 2×tau ahead: the clock went back (nearer: a late caller)
-  if s[1] - now > 2 * tau then s[1] = now + tau; dirty[i] = true end
+  local t, tau, taue = arg(i, 1), arg(i, 2), arg(i, 4)
+  if E then tau = taue end
+  -- a tat more than 2×tauE ahead: the clock went back (nearer: a late caller)
+  if s[1] - now > 2 * taue then s[1] = now + taue; dirty[i] = true end
   local tat = s[1]
   if tat < now then tat = now end
   local newtat = tat + cost * t
@@ -191,10 +231,12 @@ end
 
 // luaTokenBucket: state (tokens, last). Stored as the integer string
 // last*1000 + (capacity - tokens) while the deficit is below 1000 (an
-// int-encoded Redis string, the smallest form), else "tokens:last". ARGV
-// per limit: T, capacity, soft overage.
+// int-encoded Redis string, the smallest form), else "tokens:last" (tokens
+// below 0 when an elastic policy overdrew the bucket). ARGV per limit: T,
+// capacity, soft overage, the ceiling's overdraft (ceiling − capacity; 0
+// for a hard policy), which the elastic take may spend.
 const luaTokenBucket = `
-local STRIDE, SOFT = 3, 3
+local STRIDE, SOFT, SOFTE = 4, 3, 3
 ` + luaHead + `
 local function decode(i, v)
   if not v then return {0, 0} end
@@ -223,12 +265,14 @@ local function expires(i, s)
 end
 
 local function step(i, s, mode)
-  local t, capa = arg(i, 1), arg(i, 2)
+  local t, capa, dmax = arg(i, 1), arg(i, 2), arg(i, 4)
+  local debt = 0
+  if E then debt = dmax end
   local tokens, last = s[1], s[2]
   if last == 0 then
     tokens, last = capa, now
-  elseif last - now > (tokens + capa) * t then
-    last = now + tokens * t
+  elseif last - now > (tokens + dmax + capa) * t then
+    last = now + math.max(tokens, 0) * t
     s[2] = last; dirty[i] = true
   elseif now > last then
     local n = idiv(now - last, t)
@@ -239,14 +283,14 @@ local function step(i, s, mode)
       last = last + n * t
     end
   end
-  if cost <= tokens then
+  if cost <= tokens + debt then
     tokens = tokens - cost
     if mode ~= EVAL and cost > 0 then s[1], s[2] = tokens, last; dirty[i] = true end
     return true, tokens, math.max(0, last + (capa - tokens) * t - now), 0
   end
   local reset = math.max(0, last + (capa - tokens) * t - now)
-  local retry = last + (cost - tokens) * t - now
-  if cost > capa then retry = -1 end
+  local retry = last + (cost - tokens - debt) * t - now
+  if cost > capa + debt then retry = -1 end
   if mode == ALWAYS then
     s[1], s[2] = 0, last; dirty[i] = true
     reset = math.max(0, last + capa * t - now)
@@ -264,9 +308,11 @@ end
 // 2^21, for the largest capacity, 2^31 − 1) instead of 2^33: the same
 // decisions as core unless a state outlives M/2 windows, which its TTL
 // (the window's end) does not allow.
-// ARGV per limit: window W, capacity, soft, M.
+// ARGV per limit: window W, capacity, soft, M, the ceiling's capacity and
+// soft margin (= capacity, soft for a hard policy; M is then worked out
+// from the ceiling, which bounds the count).
 const luaFixedWindow = `
-local STRIDE, SOFT = 4, 3
+local STRIDE, SOFT, SOFTE = 6, 3, 6
 ` + luaHead + `
 local function decode(i, v)
   if not v then return {0, 0} end
@@ -303,6 +349,7 @@ end
 
 local function step(i, s, mode)
   local w, capa, m = arg(i, 1), arg(i, 2), arg(i, 4)
+  if E then capa = arg(i, 5) end
   local idx, count = current(i, s, w)
   local nidx = math.floor(now / w)
   if idx > nidx + 1 then
@@ -336,8 +383,9 @@ end
 // slot and each write a SETRANGE of the slots written (in chunks of 1024),
 // so a decision moves O(log C + cost) bytes (a denied one O(log C)), not
 // the whole log. Smaller rings are read with GET and written with SET. ARGV per limit: window W,
-// capacity C, soft. Also serves one limit (luaSlidingLog1 is the same body
-// with the single-limit ARGV).
+// capacity C, soft, the ceiling's capacity CE (the ring's size; = C for a
+// hard policy) and soft margin. Also serves one limit (luaSlidingLog1 is
+// the same body with the single-limit ARGV).
 const luaSlidingLog = `
 local now
 if ARGV[1] == '' then
@@ -352,10 +400,14 @@ local cost = tonumber(ARGV[2])
 if cost < 0 then cost = 0 end
 local always = ARGV[3] == '1'
 local pad = tonumber(ARGV[4])
+local emode = ARGV[5]
+local E = emode == '2'
 local nl = #KEYS
-local W, CAP, SOFT = {}, {}, {}
+local W, CAP, SOFT, CAPE, SOFTE = {}, {}, {}, {}, {}
 for i = 1, nl do
-  W[i], CAP[i], SOFT[i] = tonumber(ARGV[3 * i + 2]), tonumber(ARGV[3 * i + 3]), tonumber(ARGV[3 * i + 4])
+  local b = 5 * i
+  W[i], CAP[i], SOFT[i] = tonumber(ARGV[b + 1]), tonumber(ARGV[b + 2]), tonumber(ARGV[b + 3])
+  CAPE[i], SOFTE[i] = tonumber(ARGV[b + 4]), tonumber(ARGV[b + 5])
 end
 ` + luaLogBody
 
@@ -372,7 +424,7 @@ local EVAL, IFOK, ALWAYS = 0, 1, 2
 local WHOLE = 256
 local L = {}
 for i = 1, nl do
-  local key, c = KEYS[i], CAP[i]
+  local key, c = KEYS[i], CAPE[i] -- the ring holds the ceiling
   local s = {key = key, c = c, h = 0, m = 0, m0 = 0, memo = {}, dirty = false, existed = false, whole = true}
   local len
   if c > WHOLE then len = redis.call('STRLEN', key) end
@@ -471,6 +523,8 @@ end
 local function step(i, mode)
   local s, w = L[i], W[i]
   local c = s.c
+  local capa = CAP[i]
+  if E then capa = CAPE[i] end
   local cut = now - w + 1
   if cut < 0 then cut = 0 end
   local lo = search(s, cut)
@@ -478,7 +532,7 @@ local function step(i, mode)
   local newest = at(s, c - 1) - 1
   if newest < 0 then newest = 0 end
   local stamp = math.max(now, newest)
-  if inw + cost <= c then
+  if inw + cost <= capa then
     if mode ~= EVAL and cost > 0 then
       fill(s, 0, cost, stamp + 1)
       s.h, s.newest = (s.h + cost) % c, stamp + 1
@@ -489,31 +543,35 @@ local function step(i, mode)
     elseif inw > 0 then
       reset = newest + w - now
     end
-    return true, c - inw - cost, reset, 0
+    return true, capa - inw - cost, reset, 0
   end
   local reset, retry = newest + w - now, -1
-  if cost <= c then
-    retry = at(s, lo + inw + cost - c - 1) - 1 + w - now
+  if cost <= capa then
+    retry = at(s, lo + inw + cost - capa - 1) - 1 + w - now
   end
   if mode == ALWAYS then
-    local k = math.min(cost, c)
+    local k = math.min(cost, capa)
     fill(s, 0, k, stamp + 1)
     s.h, s.newest = (s.h + k) % c, stamp + 1
     reset = stamp + w - now
   end
-  return false, c - inw, reset, retry
+  return false, math.max(0, capa - inw), reset, retry
 end
 
+if E then SOFT = SOFTE end
 local bind, bok, brem, breset, bretry
+local over = false
 if nl == 1 then
   local mode = IFOK
   if always then mode = ALWAYS end
   bind = 1
   bok, brem, breset, bretry = step(1, mode)
+  over = bok and brem < SOFT[1]
 else
   local allok = true
   for i = 1, nl do
     local ok, rem, reset, retry = step(i, EVAL)
+    if rem < SOFT[i] then over = true end
     local take = bind == nil
     if not take then
       if ok ~= bok then
@@ -540,6 +598,19 @@ else
       if i == bind then breset = reset end
     end
   end
+  over = over and allok
+end
+
+local flag = 0
+if emode == '1' and not bok then
+  E = true
+  flag = 1
+  for i = 1, nl do
+    if not step(i, EVAL) then flag = 0; break end
+  end
+  E = false
+elseif E and over then
+  flag = 1
 end
 
 for i = 1, nl do
@@ -567,17 +638,21 @@ for i = 1, nl do
   end
 end
 
+-- an elastic take may overdraw a token bucket: its remaining is then
+-- below 0, which Go reports as 0 (the flag says it is above the limit)
 local rem = 0
-if bok then rem = brem end
-return {bok and 1 or 0, bind - 1, rem, breset, bretry}
+if bok and brem > 0 then rem = brem end
+return {bok and 1 or 0, bind - 1, rem, breset, bretry, flag}
 `
 
 // luaSlidingCounter: state (current bucket index, N+1 counts), as one
 // string: an 8-byte little-endian index, then N+1 counts of WIDTH bytes
-// (1, 2 or 4, the smallest that holds the capacity). ARGV per limit:
-// buckets N, bucket length L, capacity, soft, width.
+// (1, 2 or 4, the smallest that holds the capacity, or an elastic
+// policy's ceiling). ARGV per limit: buckets N, bucket length L, capacity,
+// soft, width, the ceiling's capacity and soft margin (= capacity, soft
+// for a hard policy).
 const luaSlidingCounter = `
-local STRIDE, SOFT = 5, 4
+local STRIDE, SOFT, SOFTE = 7, 4, 7
 ` + luaHead + `
 local function decode(i, v)
   local n, width = arg(i, 1), arg(i, 5)
@@ -611,6 +686,7 @@ end
 
 local function step(i, s, mode)
   local n, bl, capa = arg(i, 1), arg(i, 2), arg(i, 3)
+  if E then capa = arg(i, 6) end
   local slots = n + 1
   local cnt = s.cnt
   local cur = s.cur
@@ -1009,6 +1085,7 @@ return {ok, 0, rem, reset, retry}
 const luaSlidingLog1 = luaNow + `
 local cost, always, nl = tonumber(ARGV[2]), ARGV[5] == '1', 1
 local W, CAP, SOFT = {tonumber(ARGV[3])}, {tonumber(ARGV[4])}, {0}
+local CAPE, SOFTE, emode, E = CAP, SOFT, '0', false
 ` + luaLogBody
 
 // luaSlidingCounter1: sliding counter, one limit (the encoding of

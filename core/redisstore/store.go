@@ -179,8 +179,10 @@ type compiled struct {
 	script   *script
 	nkeys    any      // the number of keys, as a string (cluster routing reads it)
 	tail     []any    // the script's ARGV after now and cost
+	etail    []any    // the elastic take's (an elastic policy's only)
 	suffixes []string // per-limit key suffixes
 	soft     []int64  // per-limit soft overage (effective − nominal capacity)
+	softE    []int64  // per-limit soft margin of the elastic take's reply (see scripts.go)
 	hashPre  []byte   // policy name and a NUL, hashed before the key
 	maxEff   int64    // the largest effective capacity over the limits
 }
@@ -217,14 +219,39 @@ func (s *Store) compile(p *core.Policy) (*compiled, error) {
 	if p.CountDenied {
 		cd = "1"
 	}
+	ceil := make([]int64, len(p.Limits)) // each limit's elastic ceiling (its effective capacity for a hard policy)
 	for i, l := range p.Limits {
 		c.suffixes = append(c.suffixes, suffix(p, i))
 		capa := capacity(l)
 		eff := effective(capa, p.SoftPercent)
 		c.soft = append(c.soft, eff-capa)
-		c.maxEff = max(c.maxEff, eff)
+		ceil[i] = eff
+		if p.Elastic != nil {
+			ceil[i] = capa * int64(p.Elastic.CeilingPercent) / 100
+		}
+		if p.Algorithm == core.TokenBucket {
+			c.softE = append(c.softE, eff-capa) // the elastic take overdraws the same bucket
+		} else {
+			c.softE = append(c.softE, ceil[i]-capa)
+		}
+		c.maxEff = max(c.maxEff, ceil[i])
 	}
-	if len(p.Limits) == 1 && single[p.Algorithm] != nil {
+	// elastic policies take the generic scripts (one limit of GCRA or fixed
+	// window: their own scripts), which decide the ceiling in the same call
+	hard := p.Elastic == nil
+	if !hard && len(p.Limits) == 1 && p.Algorithm == core.GCRA {
+		// the common elastic shape has its own straight-line script
+		t := core.EmissionInterval(p.Limits[0])
+		capa := capacity(p.Limits[0])
+		c.script = gcra1E
+		c.tail = []any{t, capa * t, ceil[0] * t, "1"}
+		c.etail = []any{t, capa * t, ceil[0] * t, "2"}
+	} else if !hard && len(p.Limits) == 1 && p.Algorithm == core.FixedWindow {
+		w, capa := p.Limits[0].Window.Microseconds(), capacity(p.Limits[0])
+		c.script = fixedWindow1E
+		c.tail = []any{w, capa, ceil[0], fwModulus(ceil[0]), "1"}
+		c.etail = []any{w, capa, ceil[0], fwModulus(ceil[0]), "2"}
+	} else if hard && len(p.Limits) == 1 && single[p.Algorithm] != nil {
 		c.script = single[p.Algorithm]
 		l := p.Limits[0]
 		eff := c.maxEff
@@ -249,7 +276,7 @@ func (s *Store) compile(p *core.Policy) (*compiled, error) {
 				c.script, c.tail = sc, nil
 			}
 		}
-	} else if len(p.Limits) > 1 && multi[p.Algorithm] != nil {
+	} else if hard && len(p.Limits) > 1 && multi[p.Algorithm] != nil {
 		c.script = multi[p.Algorithm]
 		c.tail = append(c.tail, cd)
 		for i, l := range p.Limits {
@@ -269,25 +296,33 @@ func (s *Store) compile(p *core.Policy) (*compiled, error) {
 		}
 	} else {
 		c.script = generic[p.Algorithm]
-		c.tail = append(c.tail, cd, s.ttlPad)
+		mode := "0"
+		if p.Elastic != nil {
+			mode = "1"
+		}
+		c.tail = append(c.tail, cd, s.ttlPad, mode)
 		for i, l := range p.Limits {
 			eff := c.soft[i] + capacity(l)
-			soft := c.soft[i]
+			soft, ce, softE := c.soft[i], ceil[i], c.softE[i]
 			w := l.Window.Microseconds()
 			switch p.Algorithm {
 			case core.GCRA:
 				t := core.EmissionInterval(l)
-				c.tail = append(c.tail, t, eff*t, soft)
+				c.tail = append(c.tail, t, eff*t, soft, ce*t, softE)
 			case core.TokenBucket:
-				c.tail = append(c.tail, core.EmissionInterval(l), eff, soft)
+				c.tail = append(c.tail, core.EmissionInterval(l), eff, soft, ce-eff)
 			case core.FixedWindow:
-				c.tail = append(c.tail, w, eff, soft, fwModulus(eff))
+				c.tail = append(c.tail, w, eff, soft, fwModulus(ce), ce, softE)
 			case core.SlidingWindowLog:
-				c.tail = append(c.tail, w, eff, soft)
+				c.tail = append(c.tail, w, eff, soft, ce, softE)
 			case core.SlidingWindowCounter:
 				n := int64(max(p.Buckets, 1))
-				c.tail = append(c.tail, n, w/n, eff, soft, counterWidth(eff))
+				c.tail = append(c.tail, n, w/n, eff, soft, counterWidth(ce), ce, softE)
 			}
+		}
+		if p.Elastic != nil {
+			c.etail = append([]any(nil), c.tail...)
+			c.etail[2] = "2"
 		}
 	}
 	c.hashPre = append(c.hashPre, p.Name...)
@@ -336,6 +371,12 @@ func suffix(p *core.Policy, i int) string {
 	}
 	for _, v := range []int64{int64(p.Buckets), int64(p.SoftPercent), l.Requests, int64(l.Window), l.Burst} {
 		lay = binary.LittleEndian.AppendUint64(lay, uint64(v))
+	}
+	if p.Elastic != nil {
+		// the ceiling sizes the state (the log's ring, the counter's
+		// width) and lets it go above the limit: its own keys
+		lay = append(lay, 'e')
+		lay = binary.LittleEndian.AppendUint64(lay, uint64(p.Elastic.CeilingPercent))
 	}
 	sum := sha256.Sum256(lay)
 	return string(algoLetters[p.Algorithm]) + strconv.Itoa(i) + base64.RawURLEncoding.EncodeToString(sum[:3])
@@ -422,22 +463,51 @@ func (s *Store) Take(ctx context.Context, key string, p *core.Policy, now time.T
 	if err != nil {
 		return core.Decision{}, err
 	}
-	args := s.args(c, key, now, cost)
+	args := s.args(c, c.tail, key, now, cost)
 	vals, err := c.script.run(ctx, s.client, args)
 	if err != nil {
 		return core.Decision{}, fmt.Errorf("redisstore: policy %q: %w", p.Name, err)
 	}
-	return decision(c, vals)
+	return decision(c, vals, false)
+}
+
+var _ core.ElasticStore = (*Store)(nil)
+
+// TakeElastic applies cost to key under the elastic policy p against its
+// limits raised to the elastic ceiling (see core.ElasticStore), in one
+// script call on the same keys as Take: one round trip, atomic with the
+// state it counts against. For a policy without Elastic it is Take.
+// Errors as Take.
+func (s *Store) TakeElastic(ctx context.Context, key string, p *core.Policy, now time.Time, cost int64) (core.Decision, error) {
+	if p == nil {
+		return core.Decision{}, errors.New("redisstore: TakeElastic: nil policy")
+	}
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	c, err := s.policy(p)
+	if err != nil {
+		return core.Decision{}, err
+	}
+	if c.etail == nil {
+		return s.Take(ctx, key, p, now, cost)
+	}
+	vals, err := c.script.run(ctx, s.client, s.args(c, c.etail, key, now, cost))
+	if err != nil {
+		return core.Decision{}, fmt.Errorf("redisstore: policy %q: %w", p.Name, err)
+	}
+	return decision(c, vals, true)
 }
 
 // decision builds the core.Decision from the script's reply, as core's
 // Policy.decision does. The reply's remaining count is against the
-// binding limit's effective capacity; the decision's is against its
-// nominal one.
-func decision(c *compiled, v []int64) (core.Decision, error) {
+// binding limit's effective capacity (the ceiling's, for an elastic
+// take); the decision's is against its nominal one. The reply's sixth
+// element, when present, is the elastic flag (see scripts.go).
+func decision(c *compiled, v []int64, elastic bool) (core.Decision, error) {
 	p := c.p
-	if len(v) != 5 || v[0] < 0 || v[0] > 1 || v[1] < 0 || v[1] >= int64(len(p.Limits)) ||
-		v[2] < 0 || v[4] < -1 {
+	if len(v) != 5 && len(v) != 6 || v[0] < 0 || v[0] > 1 || v[1] < 0 || v[1] >= int64(len(p.Limits)) ||
+		v[2] < 0 || v[4] < -1 || len(v) == 6 && (v[5] < 0 || v[5] > 1) {
 		return core.Decision{}, fmt.Errorf("redisstore: policy %q: unexpected script reply %v", p.Name, v)
 	}
 	d := core.Decision{
@@ -446,10 +516,17 @@ func decision(c *compiled, v []int64) (core.Decision, error) {
 		ResetAfter: time.Duration(v[3]) * time.Microsecond,
 		Policy:     p.Name,
 	}
+	flag := len(v) == 6 && v[5] == 1 && p.Elastic != nil
 	if d.Allowed {
-		d.Remaining = max(0, v[2]-c.soft[v[1]])
+		if elastic {
+			d.Remaining = max(0, v[2]-c.softE[v[1]])
+			d.Elastic = flag
+		} else {
+			d.Remaining = max(0, v[2]-c.soft[v[1]])
+		}
 		return d, nil
 	}
+	d.ElasticRoom = flag && !elastic
 	if v[4] == -1 {
 		d.RetryAfter = core.Never
 	} else {

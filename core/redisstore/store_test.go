@@ -77,15 +77,19 @@ func TestUnexpectedReply(t *testing.T) {
 	p := mustPolicy(t, core.Policy{Name: "p", Limits: []core.Limit{core.PerSecond(1), core.PerMinute(10)}})
 	cp, err := (&Store{}).compile(p)
 	require.NoError(t, err)
-	for _, v := range [][]int64{nil, {1, 0, 0, 0}, {1, 0, 0, 0, 0, 0}, {2, 0, 0, 0, 0}, {1, 2, 0, 0, 0}, {1, -1, 0, 0, 0}, {1, 0, -1, 0, 0}, {0, 0, 0, 0, -2}} {
-		_, err := decision(cp, v)
+	for _, v := range [][]int64{nil, {1, 0, 0, 0}, {1, 0, 0, 0, 0, 0, 0}, {1, 0, 0, 0, 0, 2}, {2, 0, 0, 0, 0}, {1, 2, 0, 0, 0}, {1, -1, 0, 0, 0}, {1, 0, -1, 0, 0}, {0, 0, 0, 0, -2}} {
+		_, err := decision(cp, v, false)
 		require.Error(t, err, "%v", v)
 		assert.Contains(t, err.Error(), "redisstore: policy \"p\": unexpected script reply")
 	}
-	d, err := decision(cp, []int64{0, 1, 5, 7, -1})
+	d, err := decision(cp, []int64{0, 1, 5, 7, -1}, false)
 	require.NoError(t, err)
 	assert.Equal(t, core.Decision{Limit: p.Limits[1], ResetAfter: 7 * time.Microsecond, RetryAfter: core.Never, Policy: "p"}, d,
 		"denied: Remaining 0, Never for -1")
+	d, err = decision(cp, []int64{0, 1, 5, 7, -1, 1}, false)
+	require.NoError(t, err)
+	assert.Equal(t, core.Decision{Limit: p.Limits[1], ResetAfter: 7 * time.Microsecond, RetryAfter: core.Never, Policy: "p"}, d,
+		"a hard policy ignores the elastic flag")
 
 	// The store's own reply path (script.run reading into an IntSliceCmd,
 	// EVALSHA then the EVAL fallback, and TakeBatch's pipeline) against a
@@ -548,5 +552,5 @@ func TestScriptChoice(t *testing.T) {
 	}
 	assert.NotNil(t, multi[core.GCRA], "two-limit GCRA has its own script")
 	assert.NotNil(t, multi[core.FixedWindow], "two-limit fixed window has its own script")
-	assert.Len(t, allScripts, len(generic)+len(single)+2, "Preload loads every script")
+	assert.Len(t, allScripts, len(generic)+len(single)+2+2, "Preload loads every script (and elastic.go's two)")
 }

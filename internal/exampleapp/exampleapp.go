@@ -199,11 +199,15 @@ type App struct {
 	// SampleToken is a token for user "alice" valid for an hour, set when
 	// the secret was generated (so the example can be tried with curl).
 	SampleToken string
+	// InFlight counts the requests the rules' middlewares are handling
+	// (httplimit.WithInFlight): the load of elastic rules' max_in_flight.
+	InFlight core.InFlight
 
 	secret    []byte
 	jwtKey    keyfuncs.Func
 	listedKey keyfuncs.Func
 	live      *rules.Live[any] // the rules, a limiter each, the adapter's middleware each
+	signals   *rules.Signals   // elastic rules' capacity signals, kept across reloads
 	closers   []func() error
 	reload    reloadState
 }
@@ -314,6 +318,12 @@ func New(cfg Config, opts ...Option) (*App, error) {
 	}
 	a.reload.file, a.reload.watch = cfg.RulesFile, cfg.Watch
 	a.reload.logger, a.reload.logSet = o.logger, o.logSet
+	// elastic rules: capacity limits in the store, load on a.InFlight
+	a.signals = rules.NewSignals(rules.SignalEnv{Store: a.Store, InFlight: &a.InFlight, Options: lopts})
+	if a.Rules, err = a.Rules.WithSignals(a.signals); err != nil {
+		a.Close()
+		return nil, err
+	}
 	if a.live, err = rules.NewLive(a.Store, a.Rules, a.buildHandler, lopts...); err != nil {
 		a.Close()
 		return nil, err
@@ -407,7 +417,7 @@ func (a *App) CurrentRules() *rules.Set { return a.live.Current() }
 // the store fails. Every adapter's Option is the same type, so
 // the result suits nethttp, ginlimit, echolimit and fiberlimit alike.
 func (a *App) Options(r *rules.Rule) ([]nethttp.Option, error) {
-	opts := []nethttp.Option{nethttp.WithScope(r.Name), nethttp.WithDegradedHeader(DegradedHeader)}
+	opts := []nethttp.Option{nethttp.WithScope(r.Name), nethttp.WithDegradedHeader(DegradedHeader), nethttp.WithInFlight(&a.InFlight)}
 	switch r.Key.Kind {
 	case rules.KeyIP:
 		opts = append(opts, nethttp.WithIPKey(a.IP))

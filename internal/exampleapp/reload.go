@@ -143,6 +143,9 @@ func (a *App) reloadFile(trigger string, force bool) (ch rules.Change, attempted
 	a.reload.sum = sum
 	set, err := parseRules(a.reload.file, data)
 	if err == nil {
+		set, err = set.WithSignals(a.signals)
+	}
+	if err == nil {
 		ch, err = a.live.Swap(set)
 	}
 	if err != nil {

@@ -88,6 +88,10 @@ type Config struct {
 	clock     core.Clock
 	// DenyHandler is the adapter-specific custom denial handler, or nil.
 	DenyHandler any
+	// InFlight is the counter the adapter keeps around the request
+	// (httplimit.WithInFlight), or nil: adapters then build their plain
+	// handler, which pays nothing for it.
+	InFlight *core.InFlight
 }
 
 type keySpec struct {
@@ -137,6 +141,7 @@ func newConfig(pkg string, opts []Option) (*Config, error) {
 		onError:     s.OnError,
 		clock:       s.Clock,
 		DenyHandler: s.DenyHandler,
+		InFlight:    s.InFlight,
 	}
 	for _, c := range s.Extra {
 		cfg.extra = append(cfg.extra, checkSpec{lim: c.Lim, key: key(c.Key)})

@@ -47,6 +47,8 @@ type Settings struct {
 	BodySet   bool
 	OnError   func(context.Context, error)
 	Clock     core.Clock
+	// InFlight counts the requests in the middleware (WithInFlight), or nil.
+	InFlight *core.InFlight
 	// DenyHandler is the adapter-specific denial handler, or nil.
 	DenyHandler any
 	// Errs are the configuration mistakes, in option order.

@@ -1,0 +1,367 @@
+package core
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"time"
+)
+
+// MaxCeilingPercent bounds [Elastic.CeilingPercent]: a ceiling of 10× the
+// limit.
+const MaxCeilingPercent = 1000
+
+// Elastic configures elastic throttling, the third style of the design
+// notes beside hard and soft: "the number of requests can go above the
+// limit if resources are available". A request that the policy's limits
+// deny is admitted anyway when both
+//
+//   - the elastic ceiling has room: every limit raised to CeilingPercent
+//     percent of itself (200 = twice the limit) would admit it, counting
+//     every earlier admission, nominal and elastic; and
+//   - the capacity Signal says the service has room for it.
+//
+// Otherwise the decision is exactly the hard limit's (the same Decision,
+// the same headers). An elastic admission is marked [Decision.Elastic];
+// it reports the nominal limit with Remaining 0, so headers keep
+// advertising the limit the client is entitled to.
+//
+// What the ceiling bounds, per algorithm (k = CeilingPercent/100, each
+// limit's capacity rounded down: 10 × 150% = 15):
+//
+//   - FixedWindow: at most k × Requests per window.
+//   - SlidingWindowLog: at most k × Requests in any Window (exact).
+//   - SlidingWindowCounter: the weighted estimate stays within k × Requests.
+//   - GCRA and TokenBucket: the bucket may be overdrawn down to
+//     −(k − 1) × Burst; the refill rate is unchanged. Elastic capacity is
+//     a larger burst, repaid at the nominal rate: a client that took
+//     elastic admissions is denied nominally until the overdraft has
+//     refilled, and over a long period it gets the nominal rate. Use a
+//     window algorithm for a raised sustained rate while the service is
+//     idle.
+//
+// Every limit of the policy must have room under its ceiling, as a
+// multi-limit decision is all-or-nothing. The ceilings hold exactly under
+// any concurrency: the elastic admission is decided in the same atomic
+// step as the key's state (under the key's lock in memory, in one Lua
+// script on Redis), against a state that counts the elastic admissions.
+//
+// Cost: a request within its limits pays nothing for elasticity (the
+// signal is not asked). A denied request pays, in the store's decision,
+// an evaluation of the ceiling; when the ceiling has room, a call of the
+// signal and a second atomic take (a second round trip on Redis).
+//
+// Fairness: spare capacity goes to whoever asks first. A heavy client can
+// take all of it (up to its own ceiling) before a lighter one asks,
+// unless the signal itself is bounded per client. The ceiling bounds what
+// one key can take; a [CapacityLimit] bounds what all keys together take;
+// neither reserves spare capacity for anyone.
+//
+// An Elastic is configuration: do not modify it after it has been handed
+// to a Limiter or a store.
+type Elastic struct {
+	// CeilingPercent is how far above each limit an elastic admission may
+	// go, as a percentage of the limit: 200 allows up to twice each limit.
+	// Must be in (100, MaxCeilingPercent] and raise every limit by at
+	// least one request.
+	CeilingPercent int `json:"ceiling_percent" yaml:"ceiling_percent"`
+	// Signal says whether the service has room for an elastic admission.
+	// Required. See [CapacityLimit], [LoadBelow] and [AllSignals].
+	Signal CapacitySignal `json:"-" yaml:"-"`
+}
+
+// ceiling is capacity raised to the ceiling, rounded down.
+func (e *Elastic) ceiling(capa int64) int64 {
+	return capa * int64(e.CeilingPercent) / 100
+}
+
+// CapacitySignal says whether the service has spare capacity for an
+// elastic admission. The [Limiter] calls Acquire only for requests its
+// limits deny and its elastic ceiling would admit; cost is the request's
+// cost.
+//
+// Acquire reports room (true) or none (false); an error counts as no room
+// (the request is decided by the hard limit) and is not logged by the
+// Limiter: a signal that can fail reports its failures itself (a
+// [CapacityLimit]'s Limiter logs its store's). Acquire may consume
+// capacity (a CapacityLimit does); a signal whose capacity can be handed
+// back also implements [CapacityReleaser], which the Limiter calls when
+// the elastic admission did not happen after all.
+//
+// Implementations must be safe for concurrent use and should be fast:
+// Acquire runs on the request path.
+type CapacitySignal interface {
+	Acquire(ctx context.Context, cost int64) (bool, error)
+}
+
+// CapacityReleaser is implemented by a [CapacitySignal] that can hand back
+// what an Acquire that reported room took. The Limiter calls Release(ctx,
+// cost) when the elastic take that followed the Acquire did not admit
+// above the limit (another request of the same key reached the ceiling in
+// between, or the key's quota came back). Signals without it lose that
+// capacity until it refills: conservative (fewer elastic admissions),
+// never more.
+type CapacityReleaser interface {
+	Release(ctx context.Context, cost int64)
+}
+
+// ElasticStore is a [Store] that can decide elastic policies: Take
+// decides against the nominal limits and sets [Decision.ElasticRoom] on a
+// denial the ceiling would admit; TakeElastic applies cost to key against
+// the limits raised to the policy's ceiling, in one atomic step on the
+// same state, and sets [Decision.Elastic] when the admission went above a
+// nominal limit. A denied TakeElastic consumes nothing. The embedded,
+// Redis and fleet stores implement it; [NewLimiter] rejects an elastic
+// policy on a store that does not.
+type ElasticStore interface {
+	Store
+	TakeElastic(ctx context.Context, key string, p *Policy, now time.Time, cost int64) (Decision, error)
+}
+
+// validateElastic checks p.Elastic against the rest of p.
+func (p *Policy) validateElastic() error {
+	e := p.Elastic
+	if e == nil {
+		return nil
+	}
+	switch {
+	case e.CeilingPercent <= 100 || e.CeilingPercent > MaxCeilingPercent:
+		return fmt.Errorf("core: policy %q: elastic ceiling must be in (100%%, %d%%], got %d%% (200%% lets each limit be exceeded up to twice)", p.Name, MaxCeilingPercent, e.CeilingPercent)
+	case e.Signal == nil:
+		return fmt.Errorf("core: policy %q: elastic needs a capacity signal (core.CapacityLimit, core.LoadBelow or your own core.CapacitySignal)", p.Name)
+	case p.SoftPercent != 0:
+		return fmt.Errorf("core: policy %q: soft_percent and elastic are two throttling styles; use one of them", p.Name)
+	case p.CountDenied:
+		return fmt.Errorf("core: policy %q: count_denied punishes requests over the limit, elastic admits them when there is room; use one of them", p.Name)
+	}
+	if a, ok := e.Signal.(allSignals); ok {
+		if len(a) == 0 {
+			return fmt.Errorf("core: policy %q: elastic signal: AllSignals() with no signal would always have room; pass at least one", p.Name)
+		}
+		for i, s := range a {
+			if s == nil {
+				return fmt.Errorf("core: policy %q: elastic signal: AllSignals argument %d is nil", p.Name, i)
+			}
+		}
+	}
+	if cl, ok := e.Signal.(*CapacityLimit); ok && (cl == nil || cl.limiter == nil) {
+		return fmt.Errorf("core: policy %q: elastic signal: build the capacity limit with core.NewCapacityLimit", p.Name)
+	}
+	for i, l := range p.Limits {
+		capa := l.capacity()
+		ceil := e.ceiling(capa)
+		switch {
+		case ceil <= capa:
+			return fmt.Errorf("core: policy %q: limits[%d] (%s): elastic ceiling %d%% admits no request above it (%d × %d%% rounds down to %d); raise the ceiling", p.Name, i, l, e.CeilingPercent, capa, e.CeilingPercent, ceil)
+		case ceil > maxRequests:
+			return fmt.Errorf("core: policy %q: limits[%d] (%s): the elastic ceiling %d exceeds %d; lower the ceiling or the limit", p.Name, i, l, ceil, maxRequests)
+		case p.Algorithm == SlidingWindowLog && ceil > maxLogRequests:
+			return fmt.Errorf("core: policy %q: limits[%d] (%s): the sliding log keeps one timestamp per request up to the elastic ceiling; %d is above %d (use the sliding counter or a lower ceiling)", p.Name, i, l, ceil, maxLogRequests)
+		case (p.Algorithm == GCRA || p.Algorithm == TokenBucket) && (ceil*EmissionInterval(l) > maxSpan || ceil*EmissionInterval(l)/EmissionInterval(l) != ceil):
+			return fmt.Errorf("core: policy %q: limits[%d] (%s): the elastic ceiling × refill interval exceeds 30 years; lower the ceiling or the burst", p.Name, i, l)
+		}
+	}
+	return nil
+}
+
+// room reports whether the elastic ceiling would admit cost at now on
+// state, consuming nothing.
+func (c *Compiled) room(state []int64, now, cost int64) bool {
+	for i := range c.el {
+		k := &c.el[i]
+		if !c.step(k, state[k.off:k.off+k.sz], now, cost, evalOnly).ok {
+			return false
+		}
+	}
+	return true
+}
+
+// DecideElastic is DecideElasticTo returning the decision.
+func (c *Compiled) DecideElastic(state []int64, now, cost int64) (d Decision) {
+	c.DecideElasticTo(&d, state, now, cost)
+	return d
+}
+
+// DecideElasticTo is the elastic take of an [ElasticStore] on a key's
+// state: DecideTo with every limit raised to the policy's elastic ceiling.
+// It consumes only when every raised limit admits, sets d.Elastic when
+// the admission took a limit above its nominal capacity, and reports the
+// nominal binding limit and nominal Remaining (0 when above). A denied
+// decision's RetryAfter is the wait for the ceiling, not for the nominal
+// limit. For a policy without Elastic it is DecideTo.
+func (c *Compiled) DecideElasticTo(d *Decision, state []int64, now, cost int64) {
+	if c.el == nil {
+		c.DecideTo(d, state, now, cost)
+		return
+	}
+	*d = Decision{}
+	if cost < 0 {
+		cost = 0
+	}
+	now = min(max(now, 0), MaxNow)
+	if len(c.el) == 1 {
+		k := &c.el[0]
+		r := c.step(k, state[:k.sz], now, cost, writeIfOK)
+		c.decision(d, k, r)
+		d.Elastic = r.ok && r.remaining < k.soft
+		return
+	}
+	d.Elastic, _ = c.decideN(d, c.el, state, now, cost)
+}
+
+// elasticTake is the elastic half of a decision whose nominal take, d,
+// was denied with ElasticRoom: ask the signal, then take against the
+// ceiling. It returns the elastic admission, or d (the hard limit's
+// decision) when the signal has no room, errs, or the ceiling was reached
+// in between.
+func (l *Limiter) elasticTake(ctx context.Context, key string, now time.Time, cost int64, d Decision) Decision {
+	d.ElasticRoom = false
+	sig := l.policy.Elastic.Signal
+	es, ok := l.store.(ElasticStore) // checked by NewLimiter
+	if !ok {
+		return d
+	}
+	if ok, err := sig.Acquire(ctx, cost); !ok || err != nil {
+		return d
+	}
+	var e Decision
+	var err error
+	if l.local {
+		e, err = es.TakeElastic(ctx, key, l.policy, now, cost)
+	} else if err = ctx.Err(); err == nil {
+		cctx, cancel := context.WithTimeout(ctx, l.timeout)
+		e, err = es.TakeElastic(cctx, key, l.policy, now, cost)
+		cancel()
+	}
+	if err != nil || !e.Elastic {
+		if r, ok := sig.(CapacityReleaser); ok {
+			r.Release(ctx, cost)
+		}
+		if err != nil || !e.Allowed {
+			return d
+		}
+	}
+	e.ElasticRoom = false
+	return e
+}
+
+// CapacityLimit is the fleet-wide capacity signal: a hard [Limiter] on one
+// shared key whose limit is the extra load the service can take above its
+// clients' limits ("5000 per 1m"). Every elastic admission consumes its
+// cost from it; nominal admissions do not. On a shared store (Redis) every
+// server of the fleet draws from the one quota, so the fleet as a whole
+// admits at most that limit elastically, exactly, whatever the number of
+// servers. A request that found room but was then not admitted elastically
+// does not give it back (a Limiter cannot): the loss is conservative.
+//
+// It reports no room when the Limiter denies, fails (the Limiter logs its
+// store's failures) or decides Degraded or Shadowed. Build it with
+// [NewCapacityLimit]; it is safe for concurrent use.
+type CapacityLimit struct {
+	limiter *Limiter
+	key     string
+}
+
+// NewCapacityLimit returns the capacity signal drawing from key under l.
+// l's policy must not itself be elastic.
+func NewCapacityLimit(l *Limiter, key string) (*CapacityLimit, error) {
+	if l == nil {
+		return nil, errors.New("core: NewCapacityLimit: nil Limiter; build one with NewLimiter on the store the fleet shares")
+	}
+	if l.policy.Elastic != nil {
+		return nil, fmt.Errorf("core: NewCapacityLimit: policy %q is elastic; a capacity limit must be hard", l.policy.Name)
+	}
+	if key == "" {
+		return nil, errors.New("core: NewCapacityLimit: empty key; name the shared capacity (e.g. \"capacity\")")
+	}
+	return &CapacityLimit{limiter: l, key: key}, nil
+}
+
+// Acquire charges cost to the shared key and reports whether it fit. A
+// CapacityLimit not built by NewCapacityLimit reports no room and an
+// error.
+func (c *CapacityLimit) Acquire(ctx context.Context, cost int64) (bool, error) {
+	if c == nil || c.limiter == nil {
+		return false, errors.New("core: CapacityLimit not built with NewCapacityLimit")
+	}
+	d, err := c.limiter.AllowN(ctx, c.key, cost)
+	if err != nil {
+		return false, err
+	}
+	return d.Allowed && !d.Shadowed && !d.Degraded, nil
+}
+
+// Limiter returns the Limiter the capacity is drawn from.
+func (c *CapacityLimit) Limiter() *Limiter { return c.limiter }
+
+// InFlight counts the requests a service is handling: the load that
+// [LoadBelow] compares with a threshold. The adapters count into it when
+// configured with httplimit.WithInFlight (Enter before deciding, Exit when
+// the rest of the chain has returned); code can count any other work with
+// Enter and Exit. The zero InFlight is
+// ready to use (no request in flight); it is safe for concurrent use and
+// costs one atomic add per Enter and per Exit.
+type InFlight struct {
+	n atomic.Int64
+}
+
+// Enter counts one request in.
+func (f *InFlight) Enter() { f.n.Add(1) }
+
+// Exit counts one request out; call it once per Enter.
+func (f *InFlight) Exit() { f.n.Add(-1) }
+
+// Load returns the number of requests in flight.
+func (f *InFlight) Load() int64 { return f.n.Load() }
+
+// LoadBelow is the in-process load signal: room while at most Max
+// requests are in flight (counted by InFlight, the asking request
+// included when the middleware counts it). It reads a gauge and reserves
+// nothing: requests that ask at the same instant all see the same load,
+// so the in-flight count can pass Max by the number of concurrent
+// elastic admissions; it is a load signal, not a quota (combine it with a
+// [CapacityLimit] through [AllSignals] for an exact bound). Each server
+// judges its own load. The zero value has no counter and reports no room.
+type LoadBelow struct {
+	// InFlight is the counter the middleware maintains.
+	InFlight *InFlight
+	// Max is the most requests in flight at which elastic admissions are
+	// still granted.
+	Max int64
+}
+
+// Acquire reports whether the load is at most Max.
+func (s LoadBelow) Acquire(context.Context, int64) (bool, error) {
+	return s.InFlight != nil && s.InFlight.Load() <= s.Max, nil
+}
+
+// AllSignals returns a signal with room only when every one of signals
+// has room, asked in order (put the cheapest, such as a LoadBelow, first:
+// later ones are not asked once one says no). When a later signal says no
+// or fails, the earlier ones that implement CapacityReleaser are released.
+// The result implements CapacityReleaser (releasing those that can).
+func AllSignals(signals ...CapacitySignal) CapacitySignal {
+	return allSignals(append([]CapacitySignal(nil), signals...))
+}
+
+type allSignals []CapacitySignal
+
+func (a allSignals) Acquire(ctx context.Context, cost int64) (bool, error) {
+	for i, s := range a {
+		ok, err := s.Acquire(ctx, cost)
+		if !ok || err != nil {
+			a[:i].Release(ctx, cost)
+			return false, err
+		}
+	}
+	return true, nil
+}
+
+func (a allSignals) Release(ctx context.Context, cost int64) {
+	for _, s := range a {
+		if r, ok := s.(CapacityReleaser); ok {
+			r.Release(ctx, cost)
+		}
+	}
+}
