@@ -104,9 +104,15 @@ func TestCoarseClockConcurrentReadersNeverGoBack(t *testing.T) {
 func TestCoarseClockStartRaceNeverGoesBack(t *testing.T) {
 	driveCoarse(t)
 	var starts atomic.Int64
+	var tickers sync.WaitGroup
+	// every fake ticker ends before the test does: one left running would
+	// race with the next test's (or -count's next run's) clock
+	t.Cleanup(tickers.Wait)
 	coarseGo = func() {
 		starts.Add(1)
+		tickers.Add(1)
 		go func() {
+			defer tickers.Done()
 			for range 5 {
 				runtime.Gosched()
 				coarseTick(SystemClock{}.Now())
@@ -122,9 +128,11 @@ func TestCoarseClockStartRaceNeverGoesBack(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			prev := c.Now()
-			// until the clock has been restarted 20 times (the cap only
-			// bounds a broken clock that never restarts)
-			for i := 0; starts.Load() < 20 && i < 50_000_000; i++ {
+			// until the clock has been restarted 20 times (the time cap
+			// only bounds a broken clock that never restarts; a loaded
+			// machine can take long to schedule 20 restarts)
+			deadline := time.Now().Add(30 * time.Second)
+			for i := 0; starts.Load() < 20 && (i%1024 != 0 || time.Now().Before(deadline)); i++ {
 				now := c.Now()
 				if now.Before(prev) {
 					t.Errorf("time went back: %v after %v", now, prev)
