@@ -129,8 +129,10 @@ func New(remote core.Store, opts ...Option) (*Store, error) {
 	for i := range s.shards {
 		s.shards[i].m = make(map[ekey]*entry)
 	}
-	s.wg.Add(1)
-	go s.syncLoop()
+	if !s.cfg.noSyncLoop {
+		s.wg.Add(1)
+		go s.syncLoop()
+	}
 	if s.ping != nil {
 		s.wg.Add(1)
 		go s.probeLoop()

@@ -33,6 +33,7 @@ const (
 
 // config is what the options set.
 type config struct {
+	noSyncLoop  bool // tests that sync by hand only (export_test.go)
 	mode        core.Mode
 	sync        time.Duration
 	maxLease    int64

@@ -22,7 +22,7 @@ import (
 func TestWriteBackDecidesHotKeyLocally(t *testing.T) {
 	f := newFake()
 	clk := core.NewManualClock(t0)
-	tier := newTier(t, batchFake{f}, WithClock(clk), WithSync(100*time.Millisecond), WithMaxLease(64))
+	tier := newTier(t, batchFake{f}, WithClock(clk), WithSync(100*time.Millisecond), WithMaxLease(64), withoutSyncLoop())
 	p := &core.Policy{Name: "hot", Limits: []core.Limit{core.PerSecond(100_000)}}
 	ctx := context.Background()
 	admitted := int64(0)
