@@ -70,16 +70,18 @@ const (
 // least 64 keys when the cap allows) so that eviction picks among many.
 //
 // Eviction: a new key arriving at a full shard replaces one key, chosen to
-// lose the least information:
+// lose the least information. The candidates are the shard's 8 newest
+// keys, 8 keys of the new key's probe run, 8 pseudo-random keys and, when
+// none of those has quota left, the next 64 keys of a scan that resumes
+// where the last one stopped, considered in that order:
 //
-//  1. a key whose state has expired (it equals a fresh key's: nothing is
-//     lost, and no eviction is counted);
-//  2. else, among the candidates (the shard's 8 newest keys, 8 keys of
-//     the new key's probe run, 8 pseudo-random keys and, when none of
-//     those has quota left, the next 64 keys of a scan that resumes where
-//     the last one stopped), the key with the most quota left relative to
-//     its limit (ties: the one expiring soonest; a key that has spent at
-//     most one unit is taken at once), counted in Stats.Evictions;
+//  1. the first candidate whose state has expired (it equals a fresh
+//     key's: nothing is lost, and no eviction is counted) or that has
+//     spent at most one unit of its quota (it loses at most that unit;
+//     counted) is taken at once, so an expired key later in the order is
+//     not preferred to a nearly full one found first;
+//  2. else the candidate with the most quota left relative to its limit
+//     (ties: the one expiring soonest), counted in Stats.Evictions;
 //  3. only when no candidate has any quota left, the newest candidate (the
 //     most recently inserted key), also counted in Stats.LimitedEvictions.
 //
