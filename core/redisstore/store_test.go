@@ -105,7 +105,7 @@ func TestUnexpectedReply(t *testing.T) {
 		{"error", `return redis.error_reply('boom')`, "ERR boom"},
 		{"empty array", `return {}`, "unexpected script reply"},
 		{"short array", `return {1, 0, 0, 0}`, "unexpected script reply"},
-		{"long array", `return {1, 0, 0, 0, 0, 0}`, "unexpected script reply"},
+		{"long array", `return {1, 0, 0, 0, 0, 0, 0}`, "unexpected script reply"},
 		{"allowed 2", `return {2, 0, 0, 0, 0}`, "unexpected script reply"},
 		{"limit index out of range", `return {1, 2, 0, 0, 0}`, "unexpected script reply"},
 		{"negative limit index", `return {0, -1, 0, 0, 5}`, "unexpected script reply"},
