@@ -468,7 +468,7 @@ func (e *Engine) Fields(res *Result, f *respond.Fields) {
 			if now.IsZero() {
 				now = e.clock.Now()
 			}
-			f.AddInt(respond.HeaderReset, respond.EpochSeconds(now, d.ResetAfter))
+			f.AddEpoch(respond.HeaderReset, respond.EpochSeconds(now, d.ResetAfter), now.Unix())
 		}
 	}
 	retry, hasRetry := int64(0), false

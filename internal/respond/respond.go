@@ -11,6 +11,7 @@ package respond
 import (
 	"net/http"
 	"strconv"
+	"sync/atomic"
 	"time"
 	"unsafe"
 
@@ -180,6 +181,42 @@ func AppendInt(b []byte, v int64) []byte {
 		buf[i] = byte('0' + r)
 	}
 	return append(b, buf[i:]...)
+}
+
+// epochText is a Unix time in seconds and its decimal form, cached by
+// [Fields.AddEpoch]; stamp is the second (of the caller's clock) in which
+// it was cached.
+type epochText struct {
+	sec, stamp int64
+	s          string
+}
+
+// lastEpoch is the epoch value written last: one entry, replaced at most
+// once per second of the callers' clock, so the cache costs at most one
+// small allocation per second whatever the traffic. Entries are immutable.
+var lastEpoch atomic.Pointer[epochText]
+
+// AddEpoch appends a field whose value is the Unix time sec (an
+// X-RateLimit-Reset instant) at the caller's current second nowSec. The
+// value is what [Fields.AddInt] writes; when it is the one written last
+// (a hot key, or every key of a fixed window, resets at the same second)
+// its decimal form comes ready-made from a shared cache and is added as a
+// constant: nothing formatted, nothing copied by [SetHTTP]. On a miss it
+// is formatted into f, and the first miss of each second replaces the
+// cache entry.
+func (f *Fields) AddEpoch(name string, sec, nowSec int64) {
+	p := lastEpoch.Load()
+	if p != nil && p.sec == sec {
+		f.AddStatic(name, p.s)
+		return
+	}
+	if sec < 0 || (p != nil && p.stamp == nowSec) {
+		f.AddInt(name, sec)
+		return
+	}
+	e := &epochText{sec: sec, stamp: nowSec, s: strconv.FormatInt(sec, 10)}
+	lastEpoch.Store(e)
+	f.AddStatic(name, e.s)
 }
 
 // AddStatic appends a field with a constant value, which is referenced,

@@ -232,3 +232,43 @@ func TestAppendInt(t *testing.T) {
 		require.Equal(t, strconv.FormatInt(v, 10), string(AppendInt([]byte("x"), v))[1:], "%d", v)
 	}
 }
+
+// AddEpoch writes what AddInt writes, whether the value comes from the
+// shared cache (hit), is cached (first miss of a second) or is formatted
+// in place (later misses of the same second).
+func TestAddEpochMatchesAddInt(t *testing.T) {
+	const now = int64(1_700_000_000)
+	for _, tc := range []struct{ sec, nowSec int64 }{
+		{now + 1, now},      // caches
+		{now + 1, now},      // hit
+		{now + 30, now},     // miss in the same second: formatted in place
+		{now + 1, now},      // still cached
+		{now + 30, now + 1}, // first miss of the next second: replaces
+		{now + 30, now + 1}, // hit
+		{5, now + 2},        // a small value
+		{-3, now + 3},       // negative: never cached
+		{9_999_999_999_999, now + 4},
+	} {
+		var f, want Fields
+		f.AddEpoch(HeaderReset, tc.sec, tc.nowSec)
+		want.AddInt(HeaderReset, tc.sec)
+		got, ok := f.Get(HeaderReset)
+		require.True(t, ok)
+		w, _ := want.Get(HeaderReset)
+		assert.Equal(t, w, got, "%+v", tc)
+		assert.Equal(t, strconv.FormatInt(tc.sec, 10), got)
+	}
+}
+
+func TestAddEpochAllocs(t *testing.T) {
+	if raceEnabled {
+		t.Skip("allocation counts differ under -race")
+	}
+	var f Fields
+	f.AddEpoch(HeaderReset, 1_700_000_100, 1_700_000_099)
+	assert.Equal(t, 0.0, testing.AllocsPerRun(100, func() {
+		var f Fields
+		f.AddEpoch(HeaderReset, 1_700_000_100, 1_700_000_099) // hit
+		f.AddEpoch(HeaderReset, 1_700_000_200, 1_700_000_099) // miss, same second
+	}))
+}
