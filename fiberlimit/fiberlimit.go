@@ -43,8 +43,9 @@ func WithDenyHandler(h DenyHandler) Option { return limitmw.SetDenyHandler(h, h 
 // fiber's matching rules, and takes the pattern of the route fiber will
 // run (the first match in registration order; Use handlers such as
 // app.Static are not routes). The lookup table is built at the first
-// request and rebuilt only when the app's number of routes changes; it
-// holds nothing derived from requests. Literal segments, ":param",
+// request and rebuilt only when the app's number of routes changes (the
+// tables of the last eight apps served this way are kept); it holds
+// nothing derived from requests. Literal segments, ":param",
 // a last ":param?" and a last "*" or "+" are matched without allocating;
 // patterns beyond those (constraints such as ":id<int>", several
 // parameters in one segment, escapes) are matched by
@@ -62,7 +63,7 @@ func NewMiddleware(l *core.Limiter, opts ...Option) (fiber.Handler, error) {
 		return nil, err
 	}
 	deny, _ := cfg.DenyHandler.(DenyHandler)
-	m := &middleware{e: e, deny: deny, routes: new(routeCache)}
+	m := &middleware{e: e, deny: deny}
 	return m.handle, nil
 }
 
@@ -77,20 +78,11 @@ func New(l *core.Limiter, opts ...Option) fiber.Handler {
 }
 
 type middleware struct {
-	e      *limitmw.Engine
-	deny   DenyHandler
-	routes *routeCache // resolves the route of requests seen from app.Use
+	e    *limitmw.Engine
+	deny DenyHandler
 }
 
-// routesKey is the fasthttp user value under which handle leaves the
-// middleware's routeCache for request.Route, when the middleware runs as
-// a Use handler (a pointer: storing it does not allocate).
-type routesKey struct{}
-
 func (m *middleware) handle(c *fiber.Ctx) error {
-	if rt := c.Route(); rt != nil && isUse(rt) {
-		c.Context().SetUserValue(routesKey{}, m.routes)
-	}
 	var res limitmw.Result
 	m.e.DecideInto(c.UserContext(), (*request)(c), &res)
 	if res.Action == limitmw.Skip {
@@ -144,11 +136,7 @@ func (r *request) Route() string {
 	if !isUse(rt) {
 		return rt.Path
 	}
-	rc, _ := c.Context().UserValue(routesKey{}).(*routeCache)
-	if rc == nil {
-		return ""
-	}
-	return rc.table(c.App()).match(c.Method(), c.Path())
+	return appTable(c.App()).match(c.Method(), c.Path())
 }
 
 // useOffset is the offset in fiber.Route of its unexported "use" flag,

@@ -85,6 +85,49 @@ type routeCache struct {
 	t atomic.Pointer[routeTable]
 }
 
+// appTables holds the tables of the apps whose Use-handler requests were
+// resolved most recently, shared by every middleware (and by the key and
+// scope functions that ask a request view for its route): finding the
+// table is a few loads, where leaving a per-middleware cache in the
+// request's user values cost two scans of them per request. At most
+// len(appTables) apps are kept (their tables refer to them); a process
+// serving more apps through Use middleware at once rebuilds tables as they
+// take turns, which costs time, never a wrong route.
+var (
+	appTables     [8]atomic.Pointer[routeTable]
+	appTablesNext atomic.Uint32
+)
+
+// appTable returns the table of app, building it when the app is not
+// among appTables or its number of routes changed.
+func appTable(app *fiber.App) *routeTable {
+	n := routeCount(app)
+	for i := range appTables {
+		t := appTables[i].Load()
+		if t == nil {
+			break // slots fill in order
+		}
+		if t.app == app {
+			if t.count != n {
+				t = buildTable(app, n)
+				appTables[i].Store(t)
+			}
+			return t
+		}
+	}
+	t := buildTable(app, n)
+	appTables[(appTablesNext.Add(1)-1)%uint32(len(appTables))].Store(t)
+	return t
+}
+
+func routeCount(app *fiber.App) int {
+	n := 0
+	for _, rs := range app.Stack() {
+		n += len(rs)
+	}
+	return n
+}
+
 // routeBuilds counts table builds (tests check it does not grow with
 // the requests served).
 var routeBuilds atomic.Int64
@@ -92,10 +135,7 @@ var routeBuilds atomic.Int64
 // table returns the table of app, building it when the app or its number
 // of routes changed.
 func (rc *routeCache) table(app *fiber.App) *routeTable {
-	n := 0
-	for _, rs := range app.Stack() {
-		n += len(rs)
-	}
+	n := routeCount(app)
 	if t := rc.t.Load(); t != nil && t.app == app && t.count == n {
 		return t
 	}
