@@ -272,3 +272,52 @@ func TestAddEpochAllocs(t *testing.T) {
 		f.AddEpoch(HeaderReset, 1_700_000_200, 1_700_000_099) // miss, same second
 	}))
 }
+
+// Every block size serves: one formatted value (the 64-byte block), two
+// (80), three with Retry-After (112), and more fields than any block.
+func TestSetHTTPBlockSizes(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		add  func(f *Fields)
+	}{
+		{"one formatted", func(f *Fields) {
+			f.AddInt(HeaderLimit, 100)
+			f.AddInt(HeaderRemaining, 1_234_567_890_123_456)
+			f.AddStatic(HeaderReset, "1700000030")
+		}},
+		{"two formatted", func(f *Fields) {
+			f.AddInt(HeaderLimit, 100)
+			f.AddInt(HeaderRemaining, 999_999_999_999)
+			f.AddInt(HeaderReset, 1_700_000_030)
+		}},
+		{"seventeen digits", func(f *Fields) {
+			f.AddInt(HeaderLimit, 100)
+			f.AddInt(HeaderRemaining, 12_345_678_901_234_567)
+			f.AddStatic(HeaderReset, "1700000030")
+		}},
+		{"four", func(f *Fields) {
+			f.AddInt(HeaderLimit, 100_000)
+			f.AddInt(HeaderRemaining, 99_999)
+			f.AddInt(HeaderReset, 1_700_000_030)
+			f.AddInt(HeaderRetryAfter, 3600)
+		}},
+		{"five", func(f *Fields) {
+			f.AddInt(HeaderLimit, 100_000)
+			f.AddInt(HeaderRemaining, 99_999)
+			f.AddInt(HeaderReset, 1_700_000_030)
+			f.AddInt(HeaderRetryAfter, 3600)
+			f.AddRateLimit("api", 99_999, 3600)
+		}},
+	} {
+		var f Fields
+		tc.add(&f)
+		h := http.Header{}
+		SetHTTP(h, &f)
+		require.Equal(t, f.Len(), len(h), tc.name)
+		for i := 0; i < f.Len(); i++ {
+			name, _, _ := f.At(i)
+			want, _ := f.Get(name)
+			assert.Equal(t, []string{want}, h[name], "%s: %s", tc.name, name)
+		}
+	}
+}
