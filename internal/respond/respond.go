@@ -185,15 +185,20 @@ func AppendInt(b []byte, v int64) []byte {
 
 // epochText is a Unix time in seconds and its decimal form, cached by
 // [Fields.AddEpoch]; stamp is the second (of the caller's clock) in which
-// it was cached.
+// the entry was made, and n how many entries were made in that second.
 type epochText struct {
 	sec, stamp int64
+	n          int
 	s          string
 }
 
+// epochUpdates bounds the cache entries made per second.
+const epochUpdates = 4
+
 // lastEpoch is the epoch value written last: one entry, replaced at most
-// once per second of the callers' clock, so the cache costs at most one
-// small allocation per second whatever the traffic. Entries are immutable.
+// epochUpdates times per second of the callers' clock, so the cache costs
+// at most that many small allocations per second whatever the traffic.
+// Entries are immutable.
 var lastEpoch atomic.Pointer[epochText]
 
 // AddEpoch appends a field whose value is the Unix time sec (an
@@ -202,19 +207,23 @@ var lastEpoch atomic.Pointer[epochText]
 // (a hot key, or every key of a fixed window, resets at the same second)
 // its decimal form comes ready-made from a shared cache and is added as a
 // constant: nothing formatted, nothing copied by [SetHTTP]. On a miss it
-// is formatted into f, and the first miss of each second replaces the
-// cache entry.
+// replaces the cache entry, unless the entry was already replaced
+// epochUpdates times this second: then it is formatted into f.
 func (f *Fields) AddEpoch(name string, sec, nowSec int64) {
 	p := lastEpoch.Load()
 	if p != nil && p.sec == sec {
 		f.AddStatic(name, p.s)
 		return
 	}
-	if sec < 0 || (p != nil && p.stamp == nowSec) {
+	n := 1
+	if p != nil && p.stamp == nowSec {
+		n = p.n + 1
+	}
+	if sec < 0 || n > epochUpdates {
 		f.AddInt(name, sec)
 		return
 	}
-	e := &epochText{sec: sec, stamp: nowSec, s: strconv.FormatInt(sec, 10)}
+	e := &epochText{sec: sec, stamp: nowSec, n: n, s: strconv.FormatInt(sec, 10)}
 	lastEpoch.Store(e)
 	f.AddStatic(name, e.s)
 }

@@ -234,21 +234,29 @@ func TestAppendInt(t *testing.T) {
 }
 
 // AddEpoch writes what AddInt writes, whether the value comes from the
-// shared cache (hit), is cached (first miss of a second) or is formatted
-// in place (later misses of the same second).
+// shared cache (hit), replaces the entry (a miss), or is formatted in
+// place (a miss after epochUpdates replacements in the same second).
 func TestAddEpochMatchesAddInt(t *testing.T) {
 	const now = int64(1_700_000_000)
-	for _, tc := range []struct{ sec, nowSec int64 }{
-		{now + 1, now},      // caches
-		{now + 1, now},      // hit
-		{now + 30, now},     // miss in the same second: formatted in place
-		{now + 1, now},      // still cached
-		{now + 30, now + 1}, // first miss of the next second: replaces
-		{now + 30, now + 1}, // hit
-		{5, now + 2},        // a small value
-		{-3, now + 3},       // negative: never cached
-		{9_999_999_999_999, now + 4},
-	} {
+	type step struct {
+		sec, nowSec int64
+		cached      bool // the value is the cache's afterwards
+	}
+	steps := []step{
+		{now + 1, now, true},      // replaces (1)
+		{now + 1, now, true},      // hit
+		{now + 30, now, true},     // replaces (2)
+		{now + 1, now, true},      // replaces (3)
+		{now + 30, now, true},     // replaces (4)
+		{now + 31, now, false},    // budget spent: formatted in place
+		{now + 30, now, true},     // still cached
+		{now + 31, now + 1, true}, // next second: replaces
+		{now + 31, now + 1, true}, // hit
+		{5, now + 2, true},        // a small value
+		{-3, now + 3, false},      // negative: never cached
+		{9_999_999_999_999, now + 4, true},
+	}
+	for _, tc := range steps {
 		var f, want Fields
 		f.AddEpoch(HeaderReset, tc.sec, tc.nowSec)
 		want.AddInt(HeaderReset, tc.sec)
@@ -257,6 +265,7 @@ func TestAddEpochMatchesAddInt(t *testing.T) {
 		w, _ := want.Get(HeaderReset)
 		assert.Equal(t, w, got, "%+v", tc)
 		assert.Equal(t, strconv.FormatInt(tc.sec, 10), got)
+		assert.Equal(t, tc.cached, lastEpoch.Load().sec == tc.sec, "%+v", tc)
 	}
 }
 
@@ -265,7 +274,10 @@ func TestAddEpochAllocs(t *testing.T) {
 		t.Skip("allocation counts differ under -race")
 	}
 	var f Fields
-	f.AddEpoch(HeaderReset, 1_700_000_100, 1_700_000_099)
+	for i := range epochUpdates + 1 { // spend this second's replacements
+		f = Fields{}
+		f.AddEpoch(HeaderReset, 1_700_000_100+int64(i%2)*100, 1_700_000_099)
+	}
 	assert.Equal(t, 0.0, testing.AllocsPerRun(100, func() {
 		var f Fields
 		f.AddEpoch(HeaderReset, 1_700_000_100, 1_700_000_099) // hit
