@@ -388,37 +388,39 @@ func appendPeerIPv4(b []byte, req keyfuncs.Request) ([]byte, bool) {
 		}
 		return b, false
 	}
+	// one pass: the dotted quad up to the first ':', then the port
 	s := req.RemoteAddr()
-	host := s
-	if i := strings.IndexByte(s, ':'); i >= 0 {
-		host = s[:i]
-		if !hostport.ValidPort(s[i+1:]) {
-			return b, false
-		}
-	}
-	dots, digits, n := 0, 0, 0
-	for i := 0; i < len(host); i++ {
-		switch c := host[i]; {
-		case c >= '0' && c <= '9':
+	dots, digits, n, i := 0, 0, 0, 0
+	for ; i < len(s); i++ {
+		c := s[i]
+		if d := c - '0'; d <= 9 {
 			if digits > 0 && n == 0 {
 				return b, false // a leading zero: not canonical
 			}
-			n = n*10 + int(c-'0')
+			n = n*10 + int(d)
 			digits++
 			if n > 255 {
 				return b, false
 			}
-		case c == '.' && digits > 0:
+			continue
+		}
+		if c == '.' && digits > 0 {
 			dots++
 			digits, n = 0, 0
-		default:
-			return b, false
+			continue
 		}
+		if c == ':' {
+			break
+		}
+		return b, false
 	}
 	if dots != 3 || digits == 0 {
 		return b, false
 	}
-	return append(b, host...), true
+	if i < len(s) && !hostport.ValidPort(s[i+1:]) {
+		return b, false
+	}
+	return append(b, s[:i]...), true
 }
 
 var errEmptyKey = fmt.Errorf("%w: the key function returned an empty key", keyfuncs.ErrNoKey)
