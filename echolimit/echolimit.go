@@ -3,6 +3,7 @@ package echolimit
 import (
 	"reflect"
 	"sync"
+	"unsafe"
 
 	"github.com/labstack/echo/v4"
 
@@ -47,12 +48,16 @@ func NewMiddleware(l *core.Limiter, opts ...Option) (echo.MiddlewareFunc, error)
 	deny, _ := cfg.DenyHandler.(DenyHandler)
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) error {
-			req := requests.Get().(*request)
-			req.c = c
 			var res limitmw.Result
-			e.DecideInto(c.Request().Context(), req, &res)
-			req.c = nil
-			requests.Put(req)
+			if v := viewOf(c); v != nil {
+				e.DecideInto(c.Request().Context(), v, &res)
+			} else {
+				req := requests.Get().(*request)
+				req.c = c
+				e.DecideInto(c.Request().Context(), req, &res)
+				req.c = nil
+				requests.Put(req)
+			}
 			if res.Action == limitmw.Skip {
 				return next(c)
 			}
@@ -93,14 +98,65 @@ func WriteRejection(c echo.Context, rej Rejection) error {
 	return err
 }
 
-// requests pools the request views: echo.Context is an interface, so the
-// view needs a struct, and pooling keeps it off the heap per request. Key
-// functions never retain the view (keyfuncs.Request's contract).
+// requests pools the request views of contexts of other types than
+// echo's own (a middleware may wrap the context in a custom type):
+// echo.Context is an interface, so the view needs a struct, and pooling
+// keeps it off the heap per request. Key functions never retain the view
+// (keyfuncs.Request's contract).
 var requests = sync.Pool{New: func() any { return new(request) }}
 
 type request struct{ c echo.Context }
 
 var _ keyfuncs.Request = (*request)(nil)
+
+// iface is the layout of a non-empty interface value: its itab (the
+// dynamic type and method table) and its data pointer.
+type iface struct {
+	tab, data unsafe.Pointer
+}
+
+// echoTab is the itab of an echo.Context holding echo's own context
+// type, the type of every context echo creates.
+var echoTab = func() unsafe.Pointer {
+	c := echo.New().NewContext(nil, nil)
+	return (*iface)(unsafe.Pointer(&c)).tab
+}()
+
+// echoView is the request view of a context of echo's own type, with no
+// struct around it and no pool: a *echoView is the context's data
+// pointer, and c rebuilds the interface with echoTab. Building it is a
+// pointer conversion, so it does not allocate.
+type echoView struct{}
+
+var _ keyfuncs.Request = (*echoView)(nil)
+
+// viewOf returns c's view without allocating, or nil when c's dynamic
+// type is not echo's own context type.
+func viewOf(c echo.Context) *echoView {
+	i := (*iface)(unsafe.Pointer(&c))
+	if i.tab != echoTab || i.data == nil {
+		return nil
+	}
+	return (*echoView)(i.data)
+}
+
+func (v *echoView) c() echo.Context {
+	var c echo.Context
+	i := (*iface)(unsafe.Pointer(&c))
+	i.tab, i.data = echoTab, unsafe.Pointer(v)
+	return c
+}
+
+func (v *echoView) Method() string            { return (*request).Method(&request{v.c()}) }
+func (v *echoView) Route() string             { return (*request).Route(&request{v.c()}) }
+func (v *echoView) Path() string              { return (*request).Path(&request{v.c()}) }
+func (v *echoView) Header(name string) string { return (*request).Header(&request{v.c()}, name) }
+func (v *echoView) HeaderValues(name string) []string {
+	return (*request).HeaderValues(&request{v.c()}, name)
+}
+func (v *echoView) Query(name string) string { return (*request).Query(&request{v.c()}, name) }
+func (v *echoView) RemoteAddr() string       { return (*request).RemoteAddr(&request{v.c()}) }
+func (v *echoView) Value(key any) any        { return (*request).Value(&request{v.c()}, key) }
 
 func (r *request) Method() string { return r.c.Request().Method }
 
