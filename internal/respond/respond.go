@@ -9,6 +9,7 @@
 package respond
 
 import (
+	"math/bits"
 	"net/http"
 	"strconv"
 	"sync/atomic"
@@ -136,11 +137,61 @@ func (f *Fields) AddInt(name string, v int64) {
 		f.AddStatic(name, smallInts[v])
 		return
 	}
-	b, ok := f.room(20)
-	if !ok {
+	if f.n == MaxFields || len(f.buf)-f.used < 20 {
 		return
 	}
-	f.commit(name, len(AppendInt(b, v)))
+	f.commit(name, putInt(f.buf[f.used:f.used+20], v))
+}
+
+// pow10 are the powers of ten that fit a uint64.
+var pow10 = [...]uint64{1, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10,
+	1e11, 1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19}
+
+// putInt writes the decimal form of v at the start of dst (at least 20
+// bytes) and returns its length: AppendInt's digits, written in place from
+// the last one, where AppendInt formats into a scratch buffer and copies.
+func putInt(dst []byte, v int64) int {
+	u := uint64(v)
+	neg := 0
+	if v < 0 {
+		dst[0] = '-'
+		u = -u // two's complement: also right for math.MinInt64
+		neg = 1
+	}
+	// digits: log10 from the bit length, corrected by one comparison
+	n := (bits.Len64(u) * 1233) >> 12
+	if n < len(pow10) && u >= pow10[n] {
+		n++
+	}
+	if n == 0 {
+		n = 1
+	}
+	d := dst[neg : neg+n]
+	i := n
+	for u >= 10000 {
+		q := u / 10000
+		r := uint32(u - q*10000)
+		u = q
+		hi, lo := r/100, r%100
+		i -= 4
+		d[i], d[i+1] = digits2[hi*2], digits2[hi*2+1]
+		d[i+2], d[i+3] = digits2[lo*2], digits2[lo*2+1]
+	}
+	r := uint32(u)
+	if r >= 100 {
+		lo := r % 100
+		r /= 100
+		i -= 2
+		d[i], d[i+1] = digits2[lo*2], digits2[lo*2+1]
+	}
+	if r >= 10 {
+		i -= 2
+		d[i], d[i+1] = digits2[r*2], digits2[r*2+1]
+	} else {
+		i--
+		d[i] = byte('0' + r)
+	}
+	return neg + n
 }
 
 // digits2 is "00".."99", for formatting two digits per lookup.

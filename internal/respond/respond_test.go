@@ -333,3 +333,20 @@ func TestSetHTTPBlockSizes(t *testing.T) {
 		}
 	}
 }
+
+// putInt writes what strconv does, at every digit count and sign.
+func TestPutInt(t *testing.T) {
+	vals := []int64{0, 1, 9, 10, 99, 100, math.MaxInt64, math.MinInt64, math.MinInt64 + 1, -1, -10}
+	for p := int64(1); p > 0 && p <= math.MaxInt64/10; p *= 10 {
+		vals = append(vals, p-1, p, p+1, -p, -(p - 1), 10*p-1)
+	}
+	for _, v := range vals {
+		var dst [20]byte
+		n := putInt(dst[:], v)
+		require.Equal(t, strconv.FormatInt(v, 10), string(dst[:n]), "%d", v)
+		var f Fields
+		f.AddInt(HeaderRemaining, v)
+		got, _ := f.Get(HeaderRemaining)
+		require.Equal(t, strconv.FormatInt(v, 10), got)
+	}
+}
