@@ -59,3 +59,23 @@ func TestAppTableManyApps(t *testing.T) {
 	apps[0].Get("/new", func(c *fiber.Ctx) error { return nil })
 	assert.Equal(t, "/new", appTable(apps[0]).match("GET", "/new"), "a new route is seen")
 }
+
+// TestStaticRoutesFewAndMany: static routes are found by a scan when a
+// method has few, by the map when it has many, alike (first registration
+// wins, case folded unless CaseSensitive).
+func TestStaticRoutesFewAndMany(t *testing.T) {
+	for _, n := range []int{1, fewStatic, fewStatic + 1, 3 * fewStatic} {
+		app := fiber.New(fiber.Config{DisableStartupMessage: true})
+		for i := 0; i < n; i++ {
+			app.Get(fmt.Sprintf("/s%d", i), func(c *fiber.Ctx) error { return nil })
+		}
+		app.Get("/S0", func(c *fiber.Ctx) error { return nil }) // same detection path: the first serves
+		tb := buildTable(app, routeCount(app))
+		for i := 0; i < n; i++ {
+			assert.Equal(t, fmt.Sprintf("/s%d", i), tb.match("GET", fmt.Sprintf("/s%d", i)), "n=%d", n)
+			assert.Equal(t, fmt.Sprintf("/s%d", i), tb.match("GET", fmt.Sprintf("/S%d/", i)), "n=%d folded", n)
+		}
+		assert.Equal(t, "", tb.match("GET", fmt.Sprintf("/s%d", n)), "n=%d", n)
+		assert.Equal(t, "", tb.match("POST", "/s0"), "n=%d", n)
+	}
+}

@@ -3,6 +3,7 @@ package fiberlimit
 import (
 	"strings"
 	"sync/atomic"
+	"unsafe"
 
 	"github.com/gofiber/fiber/v2"
 )
@@ -46,6 +47,9 @@ type methodRoutes struct {
 	// static maps the detection path of each parameterless route to the
 	// first such route (fiber compares those by equality).
 	static map[string]*tableRoute
+	// few is static as a list when it has at most fewStatic entries:
+	// comparing a handful of strings beats hashing the path.
+	few []staticRoute
 	// params are the routes with parameters, in registration order.
 	params []*tableRoute
 	n      int // routes seen while building: the next index
@@ -63,6 +67,14 @@ type tableRoute struct {
 	// optTrail: the pattern ends with "/" after a parameter; fiber makes
 	// that last slash optional.
 	optTrail bool
+}
+
+// fewStatic is the most static routes of a method looked up by a scan.
+const fewStatic = 8
+
+type staticRoute struct {
+	det string
+	r   *tableRoute
 }
 
 type segKind uint8
@@ -175,7 +187,28 @@ func buildTable(app *fiber.App, count int) *routeTable {
 			mr.params = append(mr.params, tr)
 		}
 	}
+	for i := range t.methods {
+		mr := &t.methods[i]
+		if len(mr.static) <= fewStatic {
+			for det, r := range mr.static {
+				mr.few = append(mr.few, staticRoute{det, r})
+			}
+		}
+	}
 	return t
+}
+
+// staticRoute returns the static route whose detection path is det.
+func (mr *methodRoutes) staticRoute(det string) *tableRoute {
+	if len(mr.static) > fewStatic {
+		return mr.static[det]
+	}
+	for i := range mr.few {
+		if len(mr.few[i].det) == len(det) && mr.few[i].det == det {
+			return mr.few[i].r
+		}
+	}
+	return nil
 }
 
 func (t *routeTable) methodFor(m string) *methodRoutes {
@@ -316,9 +349,10 @@ func (t *routeTable) match(method, path string) string {
 	if len(mr.static) > 0 {
 		if fold {
 			var buf [128]byte
-			st = mr.static[string(lowerASCII(buf[:0], det))]
+			lb := lowerASCII(buf[:0], det)
+			st = mr.staticRoute(unsafe.String(unsafe.SliceData(lb), len(lb))) // lb is not written during the lookup
 		} else {
-			st = mr.static[det]
+			st = mr.staticRoute(det)
 		}
 	}
 	for _, r := range mr.params {
