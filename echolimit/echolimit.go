@@ -9,7 +9,6 @@ import (
 
 	"github.com/limitkit/limitkit/core"
 	"github.com/limitkit/limitkit/internal/limitmw"
-	"github.com/limitkit/limitkit/internal/respond"
 	"github.com/limitkit/limitkit/keyfuncs"
 )
 
@@ -61,9 +60,7 @@ func NewMiddleware(l *core.Limiter, opts ...Option) (echo.MiddlewareFunc, error)
 			if res.Action == limitmw.Skip {
 				return next(c)
 			}
-			var f respond.Fields
-			e.Fields(&res, &f)
-			respond.SetHTTP(c.Response().Header(), &f)
+			e.SetHTTP(&res, c.Response().Header())
 			if res.Action == limitmw.Pass {
 				return next(c)
 			}

@@ -6,7 +6,6 @@ import (
 
 	"github.com/limitkit/limitkit/core"
 	"github.com/limitkit/limitkit/internal/limitmw"
-	"github.com/limitkit/limitkit/internal/respond"
 	"github.com/limitkit/limitkit/keyfuncs"
 )
 
@@ -91,9 +90,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		next.ServeHTTP(w, r)
 		return
 	}
-	var f respond.Fields
-	h.e.Fields(&res, &f)
-	respond.SetHTTP(w.Header(), &f)
+	h.e.SetHTTP(&res, w.Header())
 	if res.Action == limitmw.Pass {
 		next.ServeHTTP(w, r)
 		return

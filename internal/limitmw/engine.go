@@ -498,6 +498,35 @@ func (e *Engine) Fields(res *Result, f *respond.Fields) {
 	}
 }
 
+// SetHTTP writes the header fields for res into h: what Fields, then
+// respond.SetHTTP, write. The common response (a pass with only the
+// X-RateLimit triple) is written without building the Fields.
+func (e *Engine) SetHTTP(res *Result, h http.Header) {
+	d := &res.Decision
+	if res.Action == Pass && res.decided && d.Limit.Requests > 0 && e.headers&(HeaderXRateLimit|HeaderIETF) == HeaderXRateLimit &&
+		(!res.Degraded || e.degraded == "") {
+		if limit := e.limitString(d.Limit.Requests); limit != "" {
+			var reset string
+			var resetN int64
+			if e.reset == ResetDelta {
+				resetN = respond.CeilSeconds(d.ResetAfter)
+			} else {
+				now := res.now
+				if now.IsZero() {
+					now = e.clock.Now()
+				}
+				resetN = respond.EpochSeconds(now, d.ResetAfter)
+				reset = respond.EpochString(resetN, now.Unix())
+			}
+			respond.SetHTTPTriple(h, limit, d.Remaining, reset, resetN)
+			return
+		}
+	}
+	var f respond.Fields
+	e.Fields(res, &f)
+	respond.SetHTTP(h, &f)
+}
+
 // limitString is the decimal form of limit size n, formatted at New, or
 // "" for a size none of the checks has.
 func (e *Engine) limitString(n int64) string {

@@ -261,22 +261,31 @@ var lastEpoch atomic.Pointer[epochText]
 // replaces the cache entry, unless the entry was already replaced
 // epochUpdates times this second: then it is formatted into f.
 func (f *Fields) AddEpoch(name string, sec, nowSec int64) {
+	if s := EpochString(sec, nowSec); s != "" {
+		f.AddStatic(name, s)
+		return
+	}
+	f.AddInt(name, sec)
+}
+
+// EpochString is the decimal form of the Unix time sec from the cache of
+// [Fields.AddEpoch] (making an entry when the budget allows), or "" when
+// the caller must format it.
+func EpochString(sec, nowSec int64) string {
 	p := lastEpoch.Load()
 	if p != nil && p.sec == sec {
-		f.AddStatic(name, p.s)
-		return
+		return p.s
 	}
 	n := 1
 	if p != nil && p.stamp == nowSec {
 		n = p.n + 1
 	}
 	if sec < 0 || n > epochUpdates {
-		f.AddInt(name, sec)
-		return
+		return ""
 	}
 	e := &epochText{sec: sec, stamp: nowSec, n: n, s: strconv.FormatInt(sec, 10)}
 	lastEpoch.Store(e)
-	f.AddStatic(name, e.s)
+	return e.s
 }
 
 // AddStatic appends a field with a constant value, which is referenced,
@@ -408,6 +417,54 @@ func SetHTTP(h http.Header, f *Fields) {
 		}
 		h[f.names[i]] = vals[i : i+1 : i+1]
 	}
+}
+
+// SetHTTPTriple writes the X-RateLimit triple into h, as [SetHTTP] of a
+// Fields holding HeaderLimit = limit, HeaderRemaining = remaining and
+// HeaderReset = reset (or, when reset is "", resetN) writes it, in one
+// allocation and without the Fields: the common response's headers.
+// limit must not be empty.
+func SetHTTPTriple(h http.Header, limit string, remaining int64, reset string, resetN int64) {
+	var tmp [40]byte
+	used := 0
+	rem := ""
+	if remaining >= 0 && remaining < SmallInts {
+		rem = smallInts[remaining]
+	} else {
+		used = putInt(tmp[:20], remaining)
+	}
+	remEnd := used
+	if reset == "" {
+		if resetN >= 0 && resetN < SmallInts {
+			reset = smallInts[resetN]
+		} else {
+			used += putInt(tmp[used:used+20], resetN)
+		}
+	}
+	var vals []string
+	var data []byte
+	switch {
+	case used <= len(httpBlock3s{}.data):
+		blk := new(httpBlock3s)
+		vals, data = blk.vals[:], blk.data[:used]
+	case used <= len(httpBlock3{}.data):
+		blk := new(httpBlock3)
+		vals, data = blk.vals[:], blk.data[:used]
+	default:
+		blk := new(httpBlock)
+		vals, data = blk.vals[:3], blk.data[:used]
+	}
+	copy(data, tmp[:used])
+	if rem == "" {
+		rem = bytesString(data[:remEnd])
+	}
+	if reset == "" {
+		reset = bytesString(data[remEnd:])
+	}
+	vals[0], vals[1], vals[2] = limit, rem, reset
+	h[HeaderLimit] = vals[0:1:1]
+	h[HeaderRemaining] = vals[1:2:2]
+	h[HeaderReset] = vals[2:3:3]
 }
 
 // httpData is the formatted bytes an httpBlock holds: two 20-digit values
