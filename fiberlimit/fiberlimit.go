@@ -88,9 +88,13 @@ func (m *middleware) handle(c *fiber.Ctx) error {
 	if res.Action == limitmw.Skip {
 		return c.Next()
 	}
-	var f respond.Fields
-	m.e.Fields(&res, &f)
-	setFields(&c.Response().Header, &f)
+	if t, ok := m.e.Triple(&res); ok {
+		setTriple(&c.Response().Header, &t)
+	} else {
+		var f respond.Fields
+		m.e.Fields(&res, &f)
+		setFields(&c.Response().Header, &f)
+	}
 	if res.Action == limitmw.Pass {
 		return c.Next()
 	}
@@ -246,6 +250,19 @@ func setFields(h *fasthttp.ResponseHeader, f *respond.Fields) {
 		}
 		h.SetCanonical(stringBytes(name), dyn)
 	}
+}
+
+// setTriple writes the common response's fields (see limitmw.Triple), as
+// setFields would write them, without building Fields.
+func setTriple(h *fasthttp.ResponseHeader, t *limitmw.Triple) {
+	var buf [20]byte
+	h.SetCanonical(stringBytes(respond.HeaderLimit), stringBytes(t.Limit))
+	h.SetCanonical(stringBytes(respond.HeaderRemaining), respond.IntText(buf[:], t.Remaining))
+	reset := stringBytes(t.Reset)
+	if t.Reset == "" {
+		reset = respond.IntText(buf[:], t.ResetN)
+	}
+	h.SetCanonical(stringBytes(respond.HeaderReset), reset)
 }
 
 // stringBytes is a read-only []byte view of s.

@@ -498,29 +498,51 @@ func (e *Engine) Fields(res *Result, f *respond.Fields) {
 	}
 }
 
-// SetHTTP writes the header fields for res into h: what Fields, then
-// respond.SetHTTP, write. The common response (a pass with only the
-// X-RateLimit triple) is written without building the Fields.
-func (e *Engine) SetHTTP(res *Result, h http.Header) {
+// Triple is the common response's header fields: the X-RateLimit triple
+// and nothing else, as Fields would write them. Reset is the reset
+// value's text when it is ready-made, else "" and ResetN is to be
+// formatted.
+type Triple struct {
+	Limit     string
+	Remaining int64
+	Reset     string
+	ResetN    int64
+}
+
+// Triple reports res's header fields as a Triple when they are exactly
+// the X-RateLimit triple (a pass with only those headers configured and
+// a limit size the engine has text for), so that adapters can write them
+// without building Fields; ok is false otherwise.
+func (e *Engine) Triple(res *Result) (t Triple, ok bool) {
 	d := &res.Decision
-	if res.Action == Pass && res.decided && d.Limit.Requests > 0 && e.headers&(HeaderXRateLimit|HeaderIETF) == HeaderXRateLimit &&
-		(!res.Degraded || e.degraded == "") {
-		if limit := e.limitString(d.Limit.Requests); limit != "" {
-			var reset string
-			var resetN int64
-			if e.reset == ResetDelta {
-				resetN = respond.CeilSeconds(d.ResetAfter)
-			} else {
-				now := res.now
-				if now.IsZero() {
-					now = e.clock.Now()
-				}
-				resetN = respond.EpochSeconds(now, d.ResetAfter)
-				reset = respond.EpochString(resetN, now.Unix())
-			}
-			respond.SetHTTPTriple(h, limit, d.Remaining, reset, resetN)
-			return
+	if res.Action != Pass || !res.decided || d.Limit.Requests <= 0 ||
+		e.headers&(HeaderXRateLimit|HeaderIETF) != HeaderXRateLimit || (res.Degraded && e.degraded != "") {
+		return t, false
+	}
+	if t.Limit = e.limitString(d.Limit.Requests); t.Limit == "" {
+		return t, false
+	}
+	t.Remaining = d.Remaining
+	if e.reset == ResetDelta {
+		t.ResetN = respond.CeilSeconds(d.ResetAfter)
+	} else {
+		now := res.now
+		if now.IsZero() {
+			now = e.clock.Now()
 		}
+		t.ResetN = respond.EpochSeconds(now, d.ResetAfter)
+		t.Reset = respond.EpochString(t.ResetN, now.Unix())
+	}
+	return t, true
+}
+
+// SetHTTP writes the header fields for res into h: what Fields, then
+// respond.SetHTTP, write. The common response (see Triple) is written
+// without building the Fields.
+func (e *Engine) SetHTTP(res *Result, h http.Header) {
+	if t, ok := e.Triple(res); ok {
+		respond.SetHTTPTriple(h, t.Limit, t.Remaining, t.Reset, t.ResetN)
+		return
 	}
 	var f respond.Fields
 	e.Fields(res, &f)

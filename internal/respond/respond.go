@@ -147,6 +147,17 @@ func (f *Fields) AddInt(name string, v int64) {
 var pow10 = [...]uint64{1, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10,
 	1e11, 1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19}
 
+// IntText is the decimal form of v: ready-made (a constant) for
+// 0 <= v < SmallInts, else written at the start of buf, which must hold
+// 20 bytes; the result aliases buf then.
+func IntText(buf []byte, v int64) []byte {
+	if v >= 0 && v < SmallInts {
+		s := smallInts[v]
+		return unsafe.Slice(unsafe.StringData(s), len(s))
+	}
+	return buf[:putInt(buf, v)]
+}
+
 // putInt writes the decimal form of v at the start of dst (at least 20
 // bytes) and returns its length: AppendInt's digits, written in place from
 // the last one, where AppendInt formats into a scratch buffer and copies.
