@@ -3,6 +3,7 @@ package echolimit
 import (
 	"reflect"
 	"sync"
+	"sync/atomic"
 	"unsafe"
 
 	"github.com/labstack/echo/v4"
@@ -45,7 +46,7 @@ func NewMiddleware(l *core.Limiter, opts ...Option) (echo.MiddlewareFunc, error)
 		return nil, err
 	}
 	deny, _ := cfg.DenyHandler.(DenyHandler)
-	return func(next echo.HandlerFunc) echo.HandlerFunc {
+	wrap := func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) error {
 			var res limitmw.Result
 			if v := viewOf(c); v != nil {
@@ -70,7 +71,55 @@ func NewMiddleware(l *core.Limiter, opts ...Option) (echo.MiddlewareFunc, error)
 			}
 			return WriteRejection(c, rej)
 		}
-	}, nil
+	}
+	wc := new(wrapCache)
+	return func(next echo.HandlerFunc) echo.HandlerFunc { return wc.wrap(next, wrap) }, nil
+}
+
+// echo applies e.Use middleware per request (echo.applyMiddleware), so
+// the handler a middleware returns would be a new closure every request.
+// Its next handler, though, is mostly the same each time: the route's
+// handler, registered once. wrapCache keeps the handler built for each
+// next handler seen recently, keyed by the identity of next's closure
+// (the pointer of a Go function value, which the cache keeps alive, so
+// an equal pointer is the same closure), and returns it again instead of
+// allocating. A next handler that is itself new every request (a
+// middleware registered after this one that does not cache) never hits;
+// an entry that was never reused is then not replaced, so such requests
+// cost the one allocation they did before and no more.
+type wrapCache struct {
+	slots [wrapSlots]atomic.Pointer[wrapEntry]
+}
+
+const wrapSlots = 64
+
+type wrapEntry struct {
+	next unsafe.Pointer // next's closure: keeps it alive
+	h    echo.HandlerFunc
+	used atomic.Bool // returned again at least once
+}
+
+// funcPtr is the pointer of a function value: its closure.
+func funcPtr(f echo.HandlerFunc) unsafe.Pointer { return *(*unsafe.Pointer)(unsafe.Pointer(&f)) }
+
+func (wc *wrapCache) wrap(next echo.HandlerFunc, build func(echo.HandlerFunc) echo.HandlerFunc) echo.HandlerFunc {
+	p := funcPtr(next)
+	if p == nil {
+		return build(next)
+	}
+	slot := &wc.slots[(uintptr(p)>>4)%wrapSlots]
+	e := slot.Load()
+	if e != nil && e.next == p {
+		if !e.used.Load() {
+			e.used.Store(true)
+		}
+		return e.h
+	}
+	h := build(next)
+	if e == nil || e.used.Load() {
+		slot.Store(&wrapEntry{next: p, h: h})
+	}
+	return h
 }
 
 // New is [NewMiddleware] that panics on a configuration error, for

@@ -86,3 +86,69 @@ func TestCustomContextUsesThePool(t *testing.T) {
 	}
 	assert.Equal(t, map[string][]int{"a": {200, 200, 429}, "b": {200, 200, 429}}, codes)
 }
+
+// TestWrapCache: the handler built for a next handler is returned again
+// for the same next (no allocation), each next gets a handler that calls
+// it, and a next that is new every time costs one allocation per wrap,
+// as without the cache.
+func TestWrapCache(t *testing.T) {
+	wc := new(wrapCache)
+	builds := 0
+	build := func(next echo.HandlerFunc) echo.HandlerFunc {
+		builds++
+		return func(c echo.Context) error { return next(c) }
+	}
+	var calls []string
+	mk := func(name string) echo.HandlerFunc {
+		return func(echo.Context) error { calls = append(calls, name); return nil }
+	}
+	a, b := mk("a"), mk("b")
+	ha := wc.wrap(a, build)
+	require.Equal(t, funcPtr(ha), funcPtr(wc.wrap(a, build)), "same next, same handler")
+	hb := wc.wrap(b, build)
+	require.NoError(t, ha(nil))
+	require.NoError(t, hb(nil))
+	require.NoError(t, wc.wrap(a, build)(nil))
+	assert.Equal(t, []string{"a", "b", "a"}, calls)
+	assert.Equal(t, 2, builds)
+	if !raceEnabled {
+		assert.Zero(t, testing.AllocsPerRun(100, func() { _ = wc.wrap(a, build) }))
+		fresh := new(wrapCache)
+		without := testing.AllocsPerRun(100, func() {
+			n := 0
+			next := func(echo.Context) error { n++; return nil } // a new closure each run
+			_ = build(next)
+		})
+		assert.Equal(t, without, testing.AllocsPerRun(100, func() {
+			n := 0
+			next := func(echo.Context) error { n++; return nil }
+			_ = fresh.wrap(next, build)
+		}), "a new next each time costs what it did without the cache")
+	}
+	assert.Nil(t, wc.wrap(nil, func(echo.HandlerFunc) echo.HandlerFunc { return nil }))
+}
+
+// TestMiddlewareAfterLimiter: with a middleware registered after the
+// limiter (its next handler is new every request), requests are limited
+// as before.
+func TestMiddlewareAfterLimiter(t *testing.T) {
+	store := memstore.MustNew()
+	defer store.Close()
+	lim := core.MustNewLimiter(store, core.Policy{Name: "p", Algorithm: core.FixedWindow, Limits: []core.Limit{core.PerMinute(2)}})
+	e := echo.New()
+	e.Use(New(lim))
+	e.Use(func(next echo.HandlerFunc) echo.HandlerFunc {
+		return func(c echo.Context) error { c.Response().Header().Set("X-After", "1"); return next(c) }
+	})
+	e.GET("/x", func(c echo.Context) error { return c.NoContent(http.StatusOK) })
+	var codes []int
+	for i := 0; i < 3; i++ {
+		w := httptest.NewRecorder()
+		e.ServeHTTP(w, httptest.NewRequest("GET", "/x", nil))
+		codes = append(codes, w.Code)
+		if w.Code == http.StatusOK {
+			assert.Equal(t, "1", w.Header().Get("X-After"))
+		}
+	}
+	assert.Equal(t, []int{200, 200, 429}, codes)
+}
