@@ -1,7 +1,6 @@
 package echolimit
 
 import (
-	"reflect"
 	"sync"
 	"sync/atomic"
 	"unsafe"
@@ -227,9 +226,19 @@ func unrouted(h echo.HandlerFunc) bool {
 	if h == nil {
 		return true
 	}
-	p := reflect.ValueOf(h).UnsafePointer()
-	return p == reflect.ValueOf(echo.NotFoundHandler).UnsafePointer() ||
-		p == reflect.ValueOf(echo.MethodNotAllowedHandler).UnsafePointer()
+	p := codePtr(h)
+	return p == codePtr(echo.NotFoundHandler) || p == codePtr(echo.MethodNotAllowedHandler)
+}
+
+// codePtr is the code pointer of a function value, what
+// reflect.Value.UnsafePointer returns for it (the first word of its
+// closure), or nil for a nil function, without reflect's overhead.
+func codePtr(f echo.HandlerFunc) unsafe.Pointer {
+	p := funcPtr(f)
+	if p == nil {
+		return nil
+	}
+	return *(*unsafe.Pointer)(p)
 }
 
 func (r *request) Path() string { return r.c.Request().URL.Path }
