@@ -195,10 +195,11 @@ func (e *Engine) Decide(ctx context.Context, req keyfuncs.Request) Result {
 	return r
 }
 
-// DecideInto is Decide writing the result into *res (which it overwrites
-// whole): adapters keep the Result on their stack and nothing copies it.
+// DecideInto is Decide writing the result into *res, which must be the
+// zero Result (a fresh variable; the fields a decision leaves unset are
+// not cleared again): adapters keep the Result on their stack and nothing
+// copies or clears it twice.
 func (e *Engine) DecideInto(ctx context.Context, req keyfuncs.Request, res *Result) {
-	*res = Result{}
 	if e.skip != nil && e.skip(req) {
 		res.Action = Skip
 		return
