@@ -1,14 +1,14 @@
 package echolimit
 
 import (
-	"reflect"
 	"sync"
+	"sync/atomic"
+	"unsafe"
 
 	"github.com/labstack/echo/v4"
 
 	"github.com/limitkit/limitkit/core"
 	"github.com/limitkit/limitkit/internal/limitmw"
-	"github.com/limitkit/limitkit/internal/respond"
 	"github.com/limitkit/limitkit/keyfuncs"
 )
 
@@ -45,20 +45,22 @@ func NewMiddleware(l *core.Limiter, opts ...Option) (echo.MiddlewareFunc, error)
 		return nil, err
 	}
 	deny, _ := cfg.DenyHandler.(DenyHandler)
-	mw := func(next echo.HandlerFunc) echo.HandlerFunc {
+	wrap := func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) error {
-			req := requests.Get().(*request)
-			req.c = c
 			var res limitmw.Result
-			e.DecideInto(c.Request().Context(), req, &res)
-			req.c = nil
-			requests.Put(req)
+			if v := viewOf(c); v != nil {
+				e.DecideInto(c.Request().Context(), v, &res)
+			} else {
+				req := requests.Get().(*request)
+				req.c = c
+				e.DecideInto(c.Request().Context(), req, &res)
+				req.c = nil
+				requests.Put(req)
+			}
 			if res.Action == limitmw.Skip {
 				return next(c)
 			}
-			var f respond.Fields
-			e.Fields(&res, &f)
-			respond.SetHTTP(c.Response().Header(), &f)
+			e.SetHTTP(&res, c.Response().Header())
 			if res.Action == limitmw.Pass {
 				return next(c)
 			}
@@ -69,11 +71,12 @@ func NewMiddleware(l *core.Limiter, opts ...Option) (echo.MiddlewareFunc, error)
 			return WriteRejection(c, rej)
 		}
 	}
+	wc := new(wrapCache)
 	if f := cfg.InFlight; f != nil {
 		// WithInFlight: the request is counted from before the decision
 		// until the rest of the chain has returned
 		return func(next echo.HandlerFunc) echo.HandlerFunc {
-			h := mw(next)
+			h := wc.wrap(next, wrap)
 			return func(c echo.Context) error {
 				f.Enter()
 				defer f.Exit()
@@ -81,7 +84,53 @@ func NewMiddleware(l *core.Limiter, opts ...Option) (echo.MiddlewareFunc, error)
 			}
 		}, nil
 	}
-	return mw, nil
+	return func(next echo.HandlerFunc) echo.HandlerFunc { return wc.wrap(next, wrap) }, nil
+}
+
+// echo applies e.Use middleware per request (echo.applyMiddleware), so
+// the handler a middleware returns would be a new closure every request.
+// Its next handler, though, is mostly the same each time: the route's
+// handler, registered once. wrapCache keeps the handler built for each
+// next handler seen recently, keyed by the identity of next's closure
+// (the pointer of a Go function value, which the cache keeps alive, so
+// an equal pointer is the same closure), and returns it again instead of
+// allocating. A next handler that is itself new every request (a
+// middleware registered after this one that does not cache) never hits;
+// an entry that was never reused is then not replaced, so such requests
+// cost the one allocation they did before and no more.
+type wrapCache struct {
+	slots [wrapSlots]atomic.Pointer[wrapEntry]
+}
+
+const wrapSlots = 64
+
+type wrapEntry struct {
+	next unsafe.Pointer // next's closure: keeps it alive
+	h    echo.HandlerFunc
+	used atomic.Bool // returned again at least once
+}
+
+// funcPtr is the pointer of a function value: its closure.
+func funcPtr(f echo.HandlerFunc) unsafe.Pointer { return *(*unsafe.Pointer)(unsafe.Pointer(&f)) }
+
+func (wc *wrapCache) wrap(next echo.HandlerFunc, build func(echo.HandlerFunc) echo.HandlerFunc) echo.HandlerFunc {
+	p := funcPtr(next)
+	if p == nil {
+		return build(next)
+	}
+	slot := &wc.slots[(uintptr(p)>>4)%wrapSlots]
+	e := slot.Load()
+	if e != nil && e.next == p {
+		if !e.used.Load() {
+			e.used.Store(true)
+		}
+		return e.h
+	}
+	h := build(next)
+	if e == nil || e.used.Load() {
+		slot.Store(&wrapEntry{next: p, h: h})
+	}
+	return h
 }
 
 // New is [NewMiddleware] that panics on a configuration error, for
@@ -106,14 +155,65 @@ func WriteRejection(c echo.Context, rej Rejection) error {
 	return err
 }
 
-// requests pools the request views: echo.Context is an interface, so the
-// view needs a struct, and pooling keeps it off the heap per request. Key
-// functions never retain the view (keyfuncs.Request's contract).
+// requests pools the request views of contexts of other types than
+// echo's own (a middleware may wrap the context in a custom type):
+// echo.Context is an interface, so the view needs a struct, and pooling
+// keeps it off the heap per request. Key functions never retain the view
+// (keyfuncs.Request's contract).
 var requests = sync.Pool{New: func() any { return new(request) }}
 
 type request struct{ c echo.Context }
 
 var _ keyfuncs.Request = (*request)(nil)
+
+// iface is the layout of a non-empty interface value: its itab (the
+// dynamic type and method table) and its data pointer.
+type iface struct {
+	tab, data unsafe.Pointer
+}
+
+// echoTab is the itab of an echo.Context holding echo's own context
+// type, the type of every context echo creates.
+var echoTab = func() unsafe.Pointer {
+	c := echo.New().NewContext(nil, nil)
+	return (*iface)(unsafe.Pointer(&c)).tab
+}()
+
+// echoView is the request view of a context of echo's own type, with no
+// struct around it and no pool: a *echoView is the context's data
+// pointer, and c rebuilds the interface with echoTab. Building it is a
+// pointer conversion, so it does not allocate.
+type echoView struct{}
+
+var _ keyfuncs.Request = (*echoView)(nil)
+
+// viewOf returns c's view without allocating, or nil when c's dynamic
+// type is not echo's own context type.
+func viewOf(c echo.Context) *echoView {
+	i := (*iface)(unsafe.Pointer(&c))
+	if i.tab != echoTab || i.data == nil {
+		return nil
+	}
+	return (*echoView)(i.data)
+}
+
+func (v *echoView) c() echo.Context {
+	var c echo.Context
+	i := (*iface)(unsafe.Pointer(&c))
+	i.tab, i.data = echoTab, unsafe.Pointer(v)
+	return c
+}
+
+func (v *echoView) Method() string            { return (*request).Method(&request{v.c()}) }
+func (v *echoView) Route() string             { return (*request).Route(&request{v.c()}) }
+func (v *echoView) Path() string              { return (*request).Path(&request{v.c()}) }
+func (v *echoView) Header(name string) string { return (*request).Header(&request{v.c()}, name) }
+func (v *echoView) HeaderValues(name string) []string {
+	return (*request).HeaderValues(&request{v.c()}, name)
+}
+func (v *echoView) Query(name string) string { return (*request).Query(&request{v.c()}, name) }
+func (v *echoView) RemoteAddr() string       { return (*request).RemoteAddr(&request{v.c()}) }
+func (v *echoView) Value(key any) any        { return (*request).Value(&request{v.c()}, key) }
 
 func (r *request) Method() string { return r.c.Request().Method }
 
@@ -138,9 +238,19 @@ func unrouted(h echo.HandlerFunc) bool {
 	if h == nil {
 		return true
 	}
-	p := reflect.ValueOf(h).UnsafePointer()
-	return p == reflect.ValueOf(echo.NotFoundHandler).UnsafePointer() ||
-		p == reflect.ValueOf(echo.MethodNotAllowedHandler).UnsafePointer()
+	p := codePtr(h)
+	return p == codePtr(echo.NotFoundHandler) || p == codePtr(echo.MethodNotAllowedHandler)
+}
+
+// codePtr is the code pointer of a function value, what
+// reflect.Value.UnsafePointer returns for it (the first word of its
+// closure), or nil for a nil function, without reflect's overhead.
+func codePtr(f echo.HandlerFunc) unsafe.Pointer {
+	p := funcPtr(f)
+	if p == nil {
+		return nil
+	}
+	return *(*unsafe.Pointer)(p)
 }
 
 func (r *request) Path() string { return r.c.Request().URL.Path }

@@ -43,8 +43,9 @@ func WithDenyHandler(h DenyHandler) Option { return limitmw.SetDenyHandler(h, h 
 // fiber's matching rules, and takes the pattern of the route fiber will
 // run (the first match in registration order; Use handlers such as
 // app.Static are not routes). The lookup table is built at the first
-// request and rebuilt only when the app's number of routes changes; it
-// holds nothing derived from requests. Literal segments, ":param",
+// request and rebuilt only when the app's number of routes changes (the
+// tables of the last eight apps served this way are kept); it holds
+// nothing derived from requests. Literal segments, ":param",
 // a last ":param?" and a last "*" or "+" are matched without allocating;
 // patterns beyond those (constraints such as ":id<int>", several
 // parameters in one segment, escapes) are matched by
@@ -62,7 +63,7 @@ func NewMiddleware(l *core.Limiter, opts ...Option) (fiber.Handler, error) {
 		return nil, err
 	}
 	deny, _ := cfg.DenyHandler.(DenyHandler)
-	m := &middleware{e: e, deny: deny, routes: new(routeCache), inflight: cfg.InFlight}
+	m := &middleware{e: e, deny: deny, inflight: cfg.InFlight}
 	if m.inflight != nil {
 		return m.counted, nil
 	}
@@ -83,13 +84,7 @@ type middleware struct {
 	e        *limitmw.Engine
 	deny     DenyHandler
 	inflight *core.InFlight // WithInFlight's counter, or nil
-	routes   *routeCache    // resolves the route of requests seen from app.Use
 }
-
-// routesKey is the fasthttp user value under which handle leaves the
-// middleware's routeCache for request.Route, when the middleware runs as
-// a Use handler (a pointer: storing it does not allocate).
-type routesKey struct{}
 
 // counted is handle with WithInFlight: the request is counted from before
 // the decision until the rest of the chain (c.Next, inside handle) has
@@ -101,17 +96,18 @@ func (m *middleware) counted(c *fiber.Ctx) error {
 }
 
 func (m *middleware) handle(c *fiber.Ctx) error {
-	if rt := c.Route(); rt != nil && isUse(rt) {
-		c.Context().SetUserValue(routesKey{}, m.routes)
-	}
 	var res limitmw.Result
 	m.e.DecideInto(c.UserContext(), (*request)(c), &res)
 	if res.Action == limitmw.Skip {
 		return c.Next()
 	}
-	var f respond.Fields
-	m.e.Fields(&res, &f)
-	setFields(&c.Response().Header, &f)
+	if t, ok := m.e.Triple(&res); ok {
+		setTriple(&c.Response().Header, &t)
+	} else {
+		var f respond.Fields
+		m.e.Fields(&res, &f)
+		setFields(&c.Response().Header, &f)
+	}
 	if res.Action == limitmw.Pass {
 		return c.Next()
 	}
@@ -157,11 +153,7 @@ func (r *request) Route() string {
 	if !isUse(rt) {
 		return rt.Path
 	}
-	rc, _ := c.Context().UserValue(routesKey{}).(*routeCache)
-	if rc == nil {
-		return ""
-	}
-	return rc.table(c.App()).match(c.Method(), c.Path())
+	return appTable(c.App()).match(c.Method(), c.Path())
 }
 
 // useOffset is the offset in fiber.Route of its unexported "use" flag,
@@ -271,6 +263,19 @@ func setFields(h *fasthttp.ResponseHeader, f *respond.Fields) {
 		}
 		h.SetCanonical(stringBytes(name), dyn)
 	}
+}
+
+// setTriple writes the common response's fields (see limitmw.Triple), as
+// setFields would write them, without building Fields.
+func setTriple(h *fasthttp.ResponseHeader, t *limitmw.Triple) {
+	var buf [20]byte
+	h.SetCanonical(stringBytes(respond.HeaderLimit), stringBytes(t.Limit))
+	h.SetCanonical(stringBytes(respond.HeaderRemaining), respond.IntText(buf[:], t.Remaining))
+	reset := stringBytes(t.Reset)
+	if t.Reset == "" {
+		reset = respond.IntText(buf[:], t.ResetN)
+	}
+	h.SetCanonical(stringBytes(respond.HeaderReset), reset)
 }
 
 // stringBytes is a read-only []byte view of s.

@@ -1,6 +1,7 @@
 package fiberlimit
 
 import (
+	"fmt"
 	"net/http/httptest"
 	"testing"
 
@@ -30,5 +31,51 @@ func TestIsUseReadsTheFlag(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 200, resp.StatusCode)
 	assert.Equal(t, []bool{true, false}, seen)
-	assert.Equal(t, []string{"", "/x/:id"}, routes)
+	// a view in any Use handler resolves the route fiber will run
+	assert.Equal(t, []string{"/x/:id", "/x/:id"}, routes)
+}
+
+// TestAppTableManyApps: the shared table cache holds eight apps; with
+// more served in turn, every request still gets its own app's route, and
+// an app served again and again is not rebuilt.
+func TestAppTableManyApps(t *testing.T) {
+	var apps []*fiber.App
+	for i := 0; i < 2*len(appTables)+3; i++ {
+		app := fiber.New(fiber.Config{DisableStartupMessage: true})
+		app.Get(fmt.Sprintf("/app%d/:id", i), func(c *fiber.Ctx) error { return nil })
+		apps = append(apps, app)
+	}
+	for round := 0; round < 3; round++ {
+		for i, app := range apps {
+			assert.Equal(t, fmt.Sprintf("/app%d/:id", i), appTable(app).match("GET", fmt.Sprintf("/app%d/7", i)))
+			assert.Equal(t, "", appTable(app).match("GET", fmt.Sprintf("/app%d/7", i+1)))
+		}
+	}
+	before := routeBuilds.Load()
+	for i := 0; i < 100; i++ {
+		require.Equal(t, "/app0/:id", appTable(apps[0]).match("GET", "/app0/1"))
+	}
+	assert.LessOrEqual(t, routeBuilds.Load()-before, int64(1), "built at most once")
+	apps[0].Get("/new", func(c *fiber.Ctx) error { return nil })
+	assert.Equal(t, "/new", appTable(apps[0]).match("GET", "/new"), "a new route is seen")
+}
+
+// TestStaticRoutesFewAndMany: static routes are found by a scan when a
+// method has few, by the map when it has many, alike (first registration
+// wins, case folded unless CaseSensitive).
+func TestStaticRoutesFewAndMany(t *testing.T) {
+	for _, n := range []int{1, fewStatic, fewStatic + 1, 3 * fewStatic} {
+		app := fiber.New(fiber.Config{DisableStartupMessage: true})
+		for i := 0; i < n; i++ {
+			app.Get(fmt.Sprintf("/s%d", i), func(c *fiber.Ctx) error { return nil })
+		}
+		app.Get("/S0", func(c *fiber.Ctx) error { return nil }) // same detection path: the first serves
+		tb := buildTable(app, routeCount(app))
+		for i := 0; i < n; i++ {
+			assert.Equal(t, fmt.Sprintf("/s%d", i), tb.match("GET", fmt.Sprintf("/s%d", i)), "n=%d", n)
+			assert.Equal(t, fmt.Sprintf("/s%d", i), tb.match("GET", fmt.Sprintf("/S%d/", i)), "n=%d folded", n)
+		}
+		assert.Equal(t, "", tb.match("GET", fmt.Sprintf("/s%d", n)), "n=%d", n)
+		assert.Equal(t, "", tb.match("POST", "/s0"), "n=%d", n)
+	}
 }

@@ -3,6 +3,7 @@ package fiberlimit
 import (
 	"strings"
 	"sync/atomic"
+	"unsafe"
 
 	"github.com/gofiber/fiber/v2"
 )
@@ -46,6 +47,9 @@ type methodRoutes struct {
 	// static maps the detection path of each parameterless route to the
 	// first such route (fiber compares those by equality).
 	static map[string]*tableRoute
+	// few is static as a list when it has at most fewStatic entries:
+	// comparing a handful of strings beats hashing the path.
+	few []staticRoute
 	// params are the routes with parameters, in registration order.
 	params []*tableRoute
 	n      int // routes seen while building: the next index
@@ -63,6 +67,14 @@ type tableRoute struct {
 	// optTrail: the pattern ends with "/" after a parameter; fiber makes
 	// that last slash optional.
 	optTrail bool
+}
+
+// fewStatic is the most static routes of a method looked up by a scan.
+const fewStatic = 8
+
+type staticRoute struct {
+	det string
+	r   *tableRoute
 }
 
 type segKind uint8
@@ -85,6 +97,49 @@ type routeCache struct {
 	t atomic.Pointer[routeTable]
 }
 
+// appTables holds the tables of the apps whose Use-handler requests were
+// resolved most recently, shared by every middleware (and by the key and
+// scope functions that ask a request view for its route): finding the
+// table is a few loads, where leaving a per-middleware cache in the
+// request's user values cost two scans of them per request. At most
+// len(appTables) apps are kept (their tables refer to them); a process
+// serving more apps through Use middleware at once rebuilds tables as they
+// take turns, which costs time, never a wrong route.
+var (
+	appTables     [8]atomic.Pointer[routeTable]
+	appTablesNext atomic.Uint32
+)
+
+// appTable returns the table of app, building it when the app is not
+// among appTables or its number of routes changed.
+func appTable(app *fiber.App) *routeTable {
+	n := routeCount(app)
+	for i := range appTables {
+		t := appTables[i].Load()
+		if t == nil {
+			break // slots fill in order
+		}
+		if t.app == app {
+			if t.count != n {
+				t = buildTable(app, n)
+				appTables[i].Store(t)
+			}
+			return t
+		}
+	}
+	t := buildTable(app, n)
+	appTables[(appTablesNext.Add(1)-1)%uint32(len(appTables))].Store(t)
+	return t
+}
+
+func routeCount(app *fiber.App) int {
+	n := 0
+	for _, rs := range app.Stack() {
+		n += len(rs)
+	}
+	return n
+}
+
 // routeBuilds counts table builds (tests check it does not grow with
 // the requests served).
 var routeBuilds atomic.Int64
@@ -92,10 +147,7 @@ var routeBuilds atomic.Int64
 // table returns the table of app, building it when the app or its number
 // of routes changed.
 func (rc *routeCache) table(app *fiber.App) *routeTable {
-	n := 0
-	for _, rs := range app.Stack() {
-		n += len(rs)
-	}
+	n := routeCount(app)
 	if t := rc.t.Load(); t != nil && t.app == app && t.count == n {
 		return t
 	}
@@ -135,7 +187,28 @@ func buildTable(app *fiber.App, count int) *routeTable {
 			mr.params = append(mr.params, tr)
 		}
 	}
+	for i := range t.methods {
+		mr := &t.methods[i]
+		if len(mr.static) <= fewStatic {
+			for det, r := range mr.static {
+				mr.few = append(mr.few, staticRoute{det, r})
+			}
+		}
+	}
 	return t
+}
+
+// staticRoute returns the static route whose detection path is det.
+func (mr *methodRoutes) staticRoute(det string) *tableRoute {
+	if len(mr.static) > fewStatic {
+		return mr.static[det]
+	}
+	for i := range mr.few {
+		if len(mr.few[i].det) == len(det) && mr.few[i].det == det {
+			return mr.few[i].r
+		}
+	}
+	return nil
 }
 
 func (t *routeTable) methodFor(m string) *methodRoutes {
@@ -276,9 +349,10 @@ func (t *routeTable) match(method, path string) string {
 	if len(mr.static) > 0 {
 		if fold {
 			var buf [128]byte
-			st = mr.static[string(lowerASCII(buf[:0], det))]
+			lb := lowerASCII(buf[:0], det)
+			st = mr.staticRoute(unsafe.String(unsafe.SliceData(lb), len(lb))) // lb is not written during the lookup
 		} else {
-			st = mr.static[det]
+			st = mr.staticRoute(det)
 		}
 	}
 	for _, r := range mr.params {

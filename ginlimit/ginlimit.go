@@ -5,7 +5,6 @@ import (
 
 	"github.com/limitkit/limitkit/core"
 	"github.com/limitkit/limitkit/internal/limitmw"
-	"github.com/limitkit/limitkit/internal/respond"
 	"github.com/limitkit/limitkit/keyfuncs"
 )
 
@@ -82,9 +81,7 @@ func (m *middleware) handle(c *gin.Context) {
 	if res.Action == limitmw.Skip {
 		return
 	}
-	var f respond.Fields
-	m.e.Fields(&res, &f)
-	respond.SetHTTP(c.Writer.Header(), &f)
+	m.e.SetHTTP(&res, c.Writer.Header())
 	if res.Action == limitmw.Pass {
 		return
 	}

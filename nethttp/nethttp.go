@@ -2,10 +2,10 @@ package nethttp
 
 import (
 	"net/http"
+	"strings"
 
 	"github.com/limitkit/limitkit/core"
 	"github.com/limitkit/limitkit/internal/limitmw"
-	"github.com/limitkit/limitkit/internal/respond"
 	"github.com/limitkit/limitkit/keyfuncs"
 )
 
@@ -34,7 +34,9 @@ func WithDenyHandler(h DenyHandler) Option { return limitmw.SetDenyHandler(h, h 
 // middleware) and the request has no Pattern yet, the middleware asks the
 // mux which pattern will serve the request (ServeMux.Handler) and sets
 // r.Pattern to it, as the mux itself would; inside a mux, r.Pattern is
-// already set. Other routers (chi, gorilla) decide routes after their
+// already set. When that pattern has no wildcards, the middleware then
+// calls the handler the mux named itself rather than the mux, which would
+// only look the route up again (it answers the same: see direct). Other routers (chi, gorilla) decide routes after their
 // middleware runs: there the route is unknown ("" scope, one quota per
 // client across the routes) unless [WithScopeFunc] or [WithScope] says
 // otherwise, or the middleware is attached per route.
@@ -91,20 +93,23 @@ type handler struct {
 }
 
 func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	next := h.next
 	if h.mux != nil && r.Pattern == "" {
-		_, r.Pattern = h.mux.Handler(r)
+		var mh http.Handler
+		mh, r.Pattern = h.mux.Handler(r)
+		if direct(r) {
+			next = mh
+		}
 	}
 	var res limitmw.Result
 	h.e.DecideInto(r.Context(), keyfuncs.FromHTTP(r), &res)
 	if res.Action == limitmw.Skip {
-		h.next.ServeHTTP(w, r)
+		next.ServeHTTP(w, r)
 		return
 	}
-	var f respond.Fields
-	h.e.Fields(&res, &f)
-	respond.SetHTTP(w.Header(), &f)
+	h.e.SetHTTP(&res, w.Header())
 	if res.Action == limitmw.Pass {
-		h.next.ServeHTTP(w, r)
+		next.ServeHTTP(w, r)
 		return
 	}
 	rej := h.e.Reject(&res)
@@ -113,6 +118,19 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	WriteRejection(w, rej)
+}
+
+// direct reports whether the handler the mux gave for r (whose Pattern
+// the mux just set) can be called in place of the mux, saving the mux's
+// second route lookup: when the pattern has no wildcard. ServeMux.ServeHTTP
+// would find the same handler and set, besides r.Pattern, only the
+// request's wildcard matches, of which such a pattern has none (PathValue
+// answers alike; the 404, 405 and redirect handlers take no matches
+// either). A pattern with wildcards ("/users/{id}", "/{$}") goes through
+// the mux, which sets them; so does an "OPTIONS *" request, which the mux
+// answers itself.
+func direct(r *http.Request) bool {
+	return r.RequestURI != "*" && strings.IndexByte(r.Pattern, '{') < 0
 }
 
 // WriteRejection writes rej's default denial (status, Content-Type, body)

@@ -195,10 +195,11 @@ func (e *Engine) Decide(ctx context.Context, req keyfuncs.Request) Result {
 	return r
 }
 
-// DecideInto is Decide writing the result into *res (which it overwrites
-// whole): adapters keep the Result on their stack and nothing copies it.
+// DecideInto is Decide writing the result into *res, which must be the
+// zero Result (a fresh variable; the fields a decision leaves unset are
+// not cleared again): adapters keep the Result on their stack and nothing
+// copies or clears it twice.
 func (e *Engine) DecideInto(ctx context.Context, req keyfuncs.Request, res *Result) {
-	*res = Result{}
 	if e.skip != nil && e.skip(req) {
 		res.Action = Skip
 		return
@@ -388,37 +389,39 @@ func appendPeerIPv4(b []byte, req keyfuncs.Request) ([]byte, bool) {
 		}
 		return b, false
 	}
+	// one pass: the dotted quad up to the first ':', then the port
 	s := req.RemoteAddr()
-	host := s
-	if i := strings.IndexByte(s, ':'); i >= 0 {
-		host = s[:i]
-		if !hostport.ValidPort(s[i+1:]) {
-			return b, false
-		}
-	}
-	dots, digits, n := 0, 0, 0
-	for i := 0; i < len(host); i++ {
-		switch c := host[i]; {
-		case c >= '0' && c <= '9':
+	dots, digits, n, i := 0, 0, 0, 0
+	for ; i < len(s); i++ {
+		c := s[i]
+		if d := c - '0'; d <= 9 {
 			if digits > 0 && n == 0 {
 				return b, false // a leading zero: not canonical
 			}
-			n = n*10 + int(c-'0')
+			n = n*10 + int(d)
 			digits++
 			if n > 255 {
 				return b, false
 			}
-		case c == '.' && digits > 0:
+			continue
+		}
+		if c == '.' && digits > 0 {
 			dots++
 			digits, n = 0, 0
-		default:
-			return b, false
+			continue
 		}
+		if c == ':' {
+			break
+		}
+		return b, false
 	}
 	if dots != 3 || digits == 0 {
 		return b, false
 	}
-	return append(b, host...), true
+	if i < len(s) && !hostport.ValidPort(s[i+1:]) {
+		return b, false
+	}
+	return append(b, s[:i]...), true
 }
 
 var errEmptyKey = fmt.Errorf("%w: the key function returned an empty key", keyfuncs.ErrNoKey)
@@ -468,7 +471,7 @@ func (e *Engine) Fields(res *Result, f *respond.Fields) {
 			if now.IsZero() {
 				now = e.clock.Now()
 			}
-			f.AddInt(respond.HeaderReset, respond.EpochSeconds(now, d.ResetAfter))
+			f.AddEpoch(respond.HeaderReset, respond.EpochSeconds(now, d.ResetAfter), now.Unix())
 		}
 	}
 	retry, hasRetry := int64(0), false
@@ -494,6 +497,57 @@ func (e *Engine) Fields(res *Result, f *respond.Fields) {
 	if res.Degraded && e.degraded != "" {
 		f.AddStatic(e.degraded, "1")
 	}
+}
+
+// Triple is the common response's header fields: the X-RateLimit triple
+// and nothing else, as Fields would write them. Reset is the reset
+// value's text when it is ready-made, else "" and ResetN is to be
+// formatted.
+type Triple struct {
+	Limit     string
+	Remaining int64
+	Reset     string
+	ResetN    int64
+}
+
+// Triple reports res's header fields as a Triple when they are exactly
+// the X-RateLimit triple (a pass with only those headers configured and
+// a limit size the engine has text for), so that adapters can write them
+// without building Fields; ok is false otherwise.
+func (e *Engine) Triple(res *Result) (t Triple, ok bool) {
+	d := &res.Decision
+	if res.Action != Pass || !res.decided || d.Limit.Requests <= 0 ||
+		e.headers&(HeaderXRateLimit|HeaderIETF) != HeaderXRateLimit || (res.Degraded && e.degraded != "") {
+		return t, false
+	}
+	if t.Limit = e.limitString(d.Limit.Requests); t.Limit == "" {
+		return t, false
+	}
+	t.Remaining = d.Remaining
+	if e.reset == ResetDelta {
+		t.ResetN = respond.CeilSeconds(d.ResetAfter)
+	} else {
+		now := res.now
+		if now.IsZero() {
+			now = e.clock.Now()
+		}
+		t.ResetN = respond.EpochSeconds(now, d.ResetAfter)
+		t.Reset = respond.EpochString(t.ResetN, now.Unix())
+	}
+	return t, true
+}
+
+// SetHTTP writes the header fields for res into h: what Fields, then
+// respond.SetHTTP, write. The common response (see Triple) is written
+// without building the Fields.
+func (e *Engine) SetHTTP(res *Result, h http.Header) {
+	if t, ok := e.Triple(res); ok {
+		respond.SetHTTPTriple(h, t.Limit, t.Remaining, t.Reset, t.ResetN)
+		return
+	}
+	var f respond.Fields
+	e.Fields(res, &f)
+	respond.SetHTTP(h, &f)
 }
 
 // limitString is the decimal form of limit size n, formatted at New, or

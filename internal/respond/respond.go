@@ -9,8 +9,10 @@
 package respond
 
 import (
+	"math/bits"
 	"net/http"
 	"strconv"
+	"sync/atomic"
 	"time"
 	"unsafe"
 
@@ -135,11 +137,72 @@ func (f *Fields) AddInt(name string, v int64) {
 		f.AddStatic(name, smallInts[v])
 		return
 	}
-	b, ok := f.room(20)
-	if !ok {
+	if f.n == MaxFields || len(f.buf)-f.used < 20 {
 		return
 	}
-	f.commit(name, len(AppendInt(b, v)))
+	f.commit(name, putInt(f.buf[f.used:f.used+20], v))
+}
+
+// pow10 are the powers of ten that fit a uint64.
+var pow10 = [...]uint64{1, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10,
+	1e11, 1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19}
+
+// IntText is the decimal form of v: ready-made (a constant) for
+// 0 <= v < SmallInts, else written at the start of buf, which must hold
+// 20 bytes; the result aliases buf then.
+func IntText(buf []byte, v int64) []byte {
+	if v >= 0 && v < SmallInts {
+		s := smallInts[v]
+		return unsafe.Slice(unsafe.StringData(s), len(s))
+	}
+	return buf[:putInt(buf, v)]
+}
+
+// putInt writes the decimal form of v at the start of dst (at least 20
+// bytes) and returns its length: AppendInt's digits, written in place from
+// the last one, where AppendInt formats into a scratch buffer and copies.
+func putInt(dst []byte, v int64) int {
+	u := uint64(v)
+	neg := 0
+	if v < 0 {
+		dst[0] = '-'
+		u = -u // two's complement: also right for math.MinInt64
+		neg = 1
+	}
+	// digits: log10 from the bit length, corrected by one comparison
+	n := (bits.Len64(u) * 1233) >> 12
+	if n < len(pow10) && u >= pow10[n] {
+		n++
+	}
+	if n == 0 {
+		n = 1
+	}
+	d := dst[neg : neg+n]
+	i := n
+	for u >= 10000 {
+		q := u / 10000
+		r := uint32(u - q*10000)
+		u = q
+		hi, lo := r/100, r%100
+		i -= 4
+		d[i], d[i+1] = digits2[hi*2], digits2[hi*2+1]
+		d[i+2], d[i+3] = digits2[lo*2], digits2[lo*2+1]
+	}
+	r := uint32(u)
+	if r >= 100 {
+		lo := r % 100
+		r /= 100
+		i -= 2
+		d[i], d[i+1] = digits2[lo*2], digits2[lo*2+1]
+	}
+	if r >= 10 {
+		i -= 2
+		d[i], d[i+1] = digits2[r*2], digits2[r*2+1]
+	} else {
+		i--
+		d[i] = byte('0' + r)
+	}
+	return neg + n
 }
 
 // digits2 is "00".."99", for formatting two digits per lookup.
@@ -180,6 +243,60 @@ func AppendInt(b []byte, v int64) []byte {
 		buf[i] = byte('0' + r)
 	}
 	return append(b, buf[i:]...)
+}
+
+// epochText is a Unix time in seconds and its decimal form, cached by
+// [Fields.AddEpoch]; stamp is the second (of the caller's clock) in which
+// the entry was made, and n how many entries were made in that second.
+type epochText struct {
+	sec, stamp int64
+	n          int
+	s          string
+}
+
+// epochUpdates bounds the cache entries made per second.
+const epochUpdates = 4
+
+// lastEpoch is the epoch value written last: one entry, replaced at most
+// epochUpdates times per second of the callers' clock, so the cache costs
+// at most that many small allocations per second whatever the traffic.
+// Entries are immutable.
+var lastEpoch atomic.Pointer[epochText]
+
+// AddEpoch appends a field whose value is the Unix time sec (an
+// X-RateLimit-Reset instant) at the caller's current second nowSec. The
+// value is what [Fields.AddInt] writes; when it is the one written last
+// (a hot key, or every key of a fixed window, resets at the same second)
+// its decimal form comes ready-made from a shared cache and is added as a
+// constant: nothing formatted, nothing copied by [SetHTTP]. On a miss it
+// replaces the cache entry, unless the entry was already replaced
+// epochUpdates times this second: then it is formatted into f.
+func (f *Fields) AddEpoch(name string, sec, nowSec int64) {
+	if s := EpochString(sec, nowSec); s != "" {
+		f.AddStatic(name, s)
+		return
+	}
+	f.AddInt(name, sec)
+}
+
+// EpochString is the decimal form of the Unix time sec from the cache of
+// [Fields.AddEpoch] (making an entry when the budget allows), or "" when
+// the caller must format it.
+func EpochString(sec, nowSec int64) string {
+	p := lastEpoch.Load()
+	if p != nil && p.sec == sec {
+		return p.s
+	}
+	n := 1
+	if p != nil && p.stamp == nowSec {
+		n = p.n + 1
+	}
+	if sec < 0 || n > epochUpdates {
+		return ""
+	}
+	e := &epochText{sec: sec, stamp: nowSec, n: n, s: strconv.FormatInt(sec, 10)}
+	lastEpoch.Store(e)
+	return e.s
 }
 
 // AddStatic appends a field with a constant value, which is referenced,
@@ -280,8 +397,8 @@ func WindowSeconds(w time.Duration) int64 {
 //
 // Every field's value slice, and the bytes of the formatted values, share
 // one allocation when there are at most four fields holding at most
-// httpData formatted bytes (the X-RateLimit-* triple plus Retry-After; a
-// smaller block for the triple alone); more cost a second.
+// httpData formatted bytes (the X-RateLimit-* triple plus Retry-After;
+// smaller blocks for the triple alone); more cost a second.
 func SetHTTP(h http.Header, f *Fields) {
 	n := f.n
 	if n == 0 {
@@ -290,6 +407,9 @@ func SetHTTP(h http.Header, f *Fields) {
 	var vals []string
 	var data []byte
 	switch {
+	case n <= len(httpBlock3s{}.vals) && f.used <= len(httpBlock3s{}.data):
+		blk := new(httpBlock3s)
+		vals, data = blk.vals[:n], blk.data[:f.used]
 	case n <= len(httpBlock3{}.vals) && f.used <= len(httpBlock3{}.data):
 		blk := new(httpBlock3)
 		vals, data = blk.vals[:n], blk.data[:f.used]
@@ -310,6 +430,54 @@ func SetHTTP(h http.Header, f *Fields) {
 	}
 }
 
+// SetHTTPTriple writes the X-RateLimit triple into h, as [SetHTTP] of a
+// Fields holding HeaderLimit = limit, HeaderRemaining = remaining and
+// HeaderReset = reset (or, when reset is "", resetN) writes it, in one
+// allocation and without the Fields: the common response's headers.
+// limit must not be empty.
+func SetHTTPTriple(h http.Header, limit string, remaining int64, reset string, resetN int64) {
+	var tmp [40]byte
+	used := 0
+	rem := ""
+	if remaining >= 0 && remaining < SmallInts {
+		rem = smallInts[remaining]
+	} else {
+		used = putInt(tmp[:20], remaining)
+	}
+	remEnd := used
+	if reset == "" {
+		if resetN >= 0 && resetN < SmallInts {
+			reset = smallInts[resetN]
+		} else {
+			used += putInt(tmp[used:used+20], resetN)
+		}
+	}
+	var vals []string
+	var data []byte
+	switch {
+	case used <= len(httpBlock3s{}.data):
+		blk := new(httpBlock3s)
+		vals, data = blk.vals[:], blk.data[:used]
+	case used <= len(httpBlock3{}.data):
+		blk := new(httpBlock3)
+		vals, data = blk.vals[:], blk.data[:used]
+	default:
+		blk := new(httpBlock)
+		vals, data = blk.vals[:3], blk.data[:used]
+	}
+	copy(data, tmp[:used])
+	if rem == "" {
+		rem = bytesString(data[:remEnd])
+	}
+	if reset == "" {
+		reset = bytesString(data[remEnd:])
+	}
+	vals[0], vals[1], vals[2] = limit, rem, reset
+	h[HeaderLimit] = vals[0:1:1]
+	h[HeaderRemaining] = vals[1:2:2]
+	h[HeaderReset] = vals[2:3:3]
+}
+
 // httpData is the formatted bytes an httpBlock holds: two 20-digit values
 // and a Retry-After.
 const httpData = 48
@@ -320,6 +488,15 @@ const httpData = 48
 type httpBlock3 struct {
 	vals [3]string
 	data [24]byte
+}
+
+// httpBlock3s is httpBlock3 for the triple with one formatted value of at
+// most 16 digits (the limit is a constant, the reset epoch came from
+// AddEpoch's cache): 64 bytes, the next smaller size class, which
+// allocates and clears in about four fifths of httpBlock3's time.
+type httpBlock3s struct {
+	vals [3]string
+	data [16]byte
 }
 
 // httpBlock holds the value slices of up to four header fields and the

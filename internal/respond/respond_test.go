@@ -232,3 +232,121 @@ func TestAppendInt(t *testing.T) {
 		require.Equal(t, strconv.FormatInt(v, 10), string(AppendInt([]byte("x"), v))[1:], "%d", v)
 	}
 }
+
+// AddEpoch writes what AddInt writes, whether the value comes from the
+// shared cache (hit), replaces the entry (a miss), or is formatted in
+// place (a miss after epochUpdates replacements in the same second).
+func TestAddEpochMatchesAddInt(t *testing.T) {
+	const now = int64(1_700_000_000)
+	type step struct {
+		sec, nowSec int64
+		cached      bool // the value is the cache's afterwards
+	}
+	steps := []step{
+		{now + 1, now, true},      // replaces (1)
+		{now + 1, now, true},      // hit
+		{now + 30, now, true},     // replaces (2)
+		{now + 1, now, true},      // replaces (3)
+		{now + 30, now, true},     // replaces (4)
+		{now + 31, now, false},    // budget spent: formatted in place
+		{now + 30, now, true},     // still cached
+		{now + 31, now + 1, true}, // next second: replaces
+		{now + 31, now + 1, true}, // hit
+		{5, now + 2, true},        // a small value
+		{-3, now + 3, false},      // negative: never cached
+		{9_999_999_999_999, now + 4, true},
+	}
+	for _, tc := range steps {
+		var f, want Fields
+		f.AddEpoch(HeaderReset, tc.sec, tc.nowSec)
+		want.AddInt(HeaderReset, tc.sec)
+		got, ok := f.Get(HeaderReset)
+		require.True(t, ok)
+		w, _ := want.Get(HeaderReset)
+		assert.Equal(t, w, got, "%+v", tc)
+		assert.Equal(t, strconv.FormatInt(tc.sec, 10), got)
+		assert.Equal(t, tc.cached, lastEpoch.Load().sec == tc.sec, "%+v", tc)
+	}
+}
+
+func TestAddEpochAllocs(t *testing.T) {
+	if raceEnabled {
+		t.Skip("allocation counts differ under -race")
+	}
+	var f Fields
+	for i := range epochUpdates + 1 { // spend this second's replacements
+		f = Fields{}
+		f.AddEpoch(HeaderReset, 1_700_000_100+int64(i%2)*100, 1_700_000_099)
+	}
+	assert.Equal(t, 0.0, testing.AllocsPerRun(100, func() {
+		var f Fields
+		f.AddEpoch(HeaderReset, 1_700_000_100, 1_700_000_099) // hit
+		f.AddEpoch(HeaderReset, 1_700_000_200, 1_700_000_099) // miss, same second
+	}))
+}
+
+// Every block size serves: one formatted value (the 64-byte block), two
+// (80), three with Retry-After (112), and more fields than any block.
+func TestSetHTTPBlockSizes(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		add  func(f *Fields)
+	}{
+		{"one formatted", func(f *Fields) {
+			f.AddInt(HeaderLimit, 100)
+			f.AddInt(HeaderRemaining, 1_234_567_890_123_456)
+			f.AddStatic(HeaderReset, "1700000030")
+		}},
+		{"two formatted", func(f *Fields) {
+			f.AddInt(HeaderLimit, 100)
+			f.AddInt(HeaderRemaining, 999_999_999_999)
+			f.AddInt(HeaderReset, 1_700_000_030)
+		}},
+		{"seventeen digits", func(f *Fields) {
+			f.AddInt(HeaderLimit, 100)
+			f.AddInt(HeaderRemaining, 12_345_678_901_234_567)
+			f.AddStatic(HeaderReset, "1700000030")
+		}},
+		{"four", func(f *Fields) {
+			f.AddInt(HeaderLimit, 100_000)
+			f.AddInt(HeaderRemaining, 99_999)
+			f.AddInt(HeaderReset, 1_700_000_030)
+			f.AddInt(HeaderRetryAfter, 3600)
+		}},
+		{"five", func(f *Fields) {
+			f.AddInt(HeaderLimit, 100_000)
+			f.AddInt(HeaderRemaining, 99_999)
+			f.AddInt(HeaderReset, 1_700_000_030)
+			f.AddInt(HeaderRetryAfter, 3600)
+			f.AddRateLimit("api", 99_999, 3600)
+		}},
+	} {
+		var f Fields
+		tc.add(&f)
+		h := http.Header{}
+		SetHTTP(h, &f)
+		require.Equal(t, f.Len(), len(h), tc.name)
+		for i := 0; i < f.Len(); i++ {
+			name, _, _ := f.At(i)
+			want, _ := f.Get(name)
+			assert.Equal(t, []string{want}, h[name], "%s: %s", tc.name, name)
+		}
+	}
+}
+
+// putInt writes what strconv does, at every digit count and sign.
+func TestPutInt(t *testing.T) {
+	vals := []int64{0, 1, 9, 10, 99, 100, math.MaxInt64, math.MinInt64, math.MinInt64 + 1, -1, -10}
+	for p := int64(1); p > 0 && p <= math.MaxInt64/10; p *= 10 {
+		vals = append(vals, p-1, p, p+1, -p, -(p - 1), 10*p-1)
+	}
+	for _, v := range vals {
+		var dst [20]byte
+		n := putInt(dst[:], v)
+		require.Equal(t, strconv.FormatInt(v, 10), string(dst[:n]), "%d", v)
+		var f Fields
+		f.AddInt(HeaderRemaining, v)
+		got, _ := f.Get(HeaderRemaining)
+		require.Equal(t, strconv.FormatInt(v, 10), got)
+	}
+}

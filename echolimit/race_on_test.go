@@ -1,0 +1,5 @@
+//go:build race
+
+package echolimit
+
+const raceEnabled = true

@@ -1,0 +1,167 @@
+package echolimit
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"reflect"
+	"testing"
+
+	"github.com/labstack/echo/v4"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/limitkit/limitkit/core"
+	"github.com/limitkit/limitkit/core/memstore"
+	"github.com/limitkit/limitkit/keyfuncs"
+)
+
+type ctxKey struct{}
+
+// customContext is a context of another type, as a middleware wrapping
+// echo's context passes on.
+type customContext struct{ echo.Context }
+
+// TestEchoViewAnswersAsTheView: the pool-free view of echo's own context
+// answers every keyfuncs.Request method as the pooled view does, and a
+// context of another type gets no pool-free view.
+func TestEchoViewAnswersAsTheView(t *testing.T) {
+	e := echo.New()
+	var seen int
+	e.GET("/users/:id", func(c echo.Context) error {
+		seen++
+		v := viewOf(c)
+		require.NotNil(t, v, "echo's own context type")
+		r := &request{c: c}
+		views := []keyfuncs.Request{v, r}
+		for _, q := range views {
+			assert.Equal(t, "GET", q.Method())
+			assert.Equal(t, "/users/:id", q.Route())
+			assert.Equal(t, "/users/7", q.Path())
+			assert.Equal(t, "k1", q.Header("X-Api-Key"))
+			assert.Equal(t, []string{"a", "b"}, q.HeaderValues("X-Multi"))
+			assert.Equal(t, "3", q.Query("page"))
+			assert.Equal(t, "203.0.113.7:4000", q.RemoteAddr())
+			assert.Equal(t, "principal", q.Value("user"))
+			assert.Equal(t, "ctx", q.Value(ctxKey{}))
+			assert.Nil(t, q.Value("missing"))
+		}
+		assert.Nil(t, viewOf(customContext{c}), "another context type")
+		assert.Nil(t, viewOf(nil))
+		return nil
+	})
+	req := httptest.NewRequest("GET", "/users/7?page=3", nil)
+	req.RemoteAddr = "203.0.113.7:4000"
+	req.Header.Set("X-Api-Key", "k1")
+	req.Header.Add("X-Multi", "a")
+	req.Header.Add("X-Multi", "b")
+	req = req.WithContext(context.WithValue(req.Context(), ctxKey{}, "ctx"))
+	e.Use(func(next echo.HandlerFunc) echo.HandlerFunc {
+		return func(c echo.Context) error { c.Set("user", "principal"); return next(c) }
+	})
+	e.ServeHTTP(httptest.NewRecorder(), req)
+	assert.Equal(t, 1, seen)
+}
+
+// TestCustomContextUsesThePool: behind a middleware that passes on its own
+// context type, the middleware keys and limits as with echo's context.
+func TestCustomContextUsesThePool(t *testing.T) {
+	store := memstore.MustNew()
+	defer store.Close()
+	lim := core.MustNewLimiter(store, core.Policy{Name: "p", Algorithm: core.FixedWindow, Limits: []core.Limit{core.PerMinute(2)}})
+	e := echo.New()
+	e.Use(func(next echo.HandlerFunc) echo.HandlerFunc {
+		return func(c echo.Context) error { return next(customContext{c}) }
+	})
+	e.Use(New(lim, WithKey(func(r keyfuncs.Request) (string, error) { return r.Header("X-Api-Key"), nil })))
+	e.GET("/x/:id", func(c echo.Context) error { return c.NoContent(http.StatusOK) })
+	codes := map[string][]int{}
+	for i := 0; i < 3; i++ {
+		for _, k := range []string{"a", "b"} {
+			req := httptest.NewRequest("GET", "/x/1", nil)
+			req.Header.Set("X-Api-Key", k)
+			w := httptest.NewRecorder()
+			e.ServeHTTP(w, req)
+			codes[k] = append(codes[k], w.Code)
+		}
+	}
+	assert.Equal(t, map[string][]int{"a": {200, 200, 429}, "b": {200, 200, 429}}, codes)
+}
+
+// TestWrapCache: the handler built for a next handler is returned again
+// for the same next (no allocation), each next gets a handler that calls
+// it, and a next that is new every time costs one allocation per wrap,
+// as without the cache.
+func TestWrapCache(t *testing.T) {
+	wc := new(wrapCache)
+	builds := 0
+	build := func(next echo.HandlerFunc) echo.HandlerFunc {
+		builds++
+		return func(c echo.Context) error { return next(c) }
+	}
+	var calls []string
+	mk := func(name string) echo.HandlerFunc {
+		return func(echo.Context) error { calls = append(calls, name); return nil }
+	}
+	a, b := mk("a"), mk("b")
+	ha := wc.wrap(a, build)
+	require.Equal(t, funcPtr(ha), funcPtr(wc.wrap(a, build)), "same next, same handler")
+	hb := wc.wrap(b, build)
+	require.NoError(t, ha(nil))
+	require.NoError(t, hb(nil))
+	require.NoError(t, wc.wrap(a, build)(nil))
+	assert.Equal(t, []string{"a", "b", "a"}, calls)
+	assert.Equal(t, 2, builds)
+	if !raceEnabled {
+		assert.Zero(t, testing.AllocsPerRun(100, func() { _ = wc.wrap(a, build) }))
+		fresh := new(wrapCache)
+		without := testing.AllocsPerRun(100, func() {
+			n := 0
+			next := func(echo.Context) error { n++; return nil } // a new closure each run
+			_ = build(next)
+		})
+		assert.Equal(t, without, testing.AllocsPerRun(100, func() {
+			n := 0
+			next := func(echo.Context) error { n++; return nil }
+			_ = fresh.wrap(next, build)
+		}), "a new next each time costs what it did without the cache")
+	}
+	assert.Nil(t, wc.wrap(nil, func(echo.HandlerFunc) echo.HandlerFunc { return nil }))
+}
+
+// TestMiddlewareAfterLimiter: with a middleware registered after the
+// limiter (its next handler is new every request), requests are limited
+// as before.
+func TestMiddlewareAfterLimiter(t *testing.T) {
+	store := memstore.MustNew()
+	defer store.Close()
+	lim := core.MustNewLimiter(store, core.Policy{Name: "p", Algorithm: core.FixedWindow, Limits: []core.Limit{core.PerMinute(2)}})
+	e := echo.New()
+	e.Use(New(lim))
+	e.Use(func(next echo.HandlerFunc) echo.HandlerFunc {
+		return func(c echo.Context) error { c.Response().Header().Set("X-After", "1"); return next(c) }
+	})
+	e.GET("/x", func(c echo.Context) error { return c.NoContent(http.StatusOK) })
+	var codes []int
+	for i := 0; i < 3; i++ {
+		w := httptest.NewRecorder()
+		e.ServeHTTP(w, httptest.NewRequest("GET", "/x", nil))
+		codes = append(codes, w.Code)
+		if w.Code == http.StatusOK {
+			assert.Equal(t, "1", w.Header().Get("X-After"))
+		}
+	}
+	assert.Equal(t, []int{200, 200, 429}, codes)
+}
+
+// codePtr agrees with reflect on echo's handlers, other functions, nil.
+func TestCodePtrMatchesReflect(t *testing.T) {
+	mk := func(n int) echo.HandlerFunc { return func(echo.Context) error { _ = n; return nil } }
+	for _, f := range []echo.HandlerFunc{echo.NotFoundHandler, echo.MethodNotAllowedHandler, mk(1), mk(2), nil} {
+		assert.Equal(t, reflect.ValueOf(f).UnsafePointer(), codePtr(f))
+	}
+	assert.True(t, unrouted(echo.NotFoundHandler))
+	assert.True(t, unrouted(echo.MethodNotAllowedHandler))
+	assert.True(t, unrouted(nil))
+	assert.False(t, unrouted(mk(3)))
+}
