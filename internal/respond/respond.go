@@ -212,37 +212,8 @@ const digits2 = "000102030405060708091011121314151617181920212223242526272829303
 // header values are 10-digit counts and Unix times, which it formats in
 // about two thirds of strconv's time.
 func AppendInt(b []byte, v int64) []byte {
-	u := uint64(v)
-	if v < 0 {
-		b = append(b, '-')
-		u = -u // two's complement: also right for math.MinInt64
-	}
 	var buf [20]byte
-	i := len(buf)
-	for u >= 10000 {
-		q := u / 10000
-		r := uint32(u - q*10000)
-		u = q
-		hi, lo := r/100, r%100
-		i -= 4
-		buf[i], buf[i+1] = digits2[hi*2], digits2[hi*2+1]
-		buf[i+2], buf[i+3] = digits2[lo*2], digits2[lo*2+1]
-	}
-	r := uint32(u)
-	if r >= 100 {
-		lo := r % 100
-		r /= 100
-		i -= 2
-		buf[i], buf[i+1] = digits2[lo*2], digits2[lo*2+1]
-	}
-	if r >= 10 {
-		i -= 2
-		buf[i], buf[i+1] = digits2[r*2], digits2[r*2+1]
-	} else {
-		i--
-		buf[i] = byte('0' + r)
-	}
-	return append(b, buf[i:]...)
+	return append(b, buf[:putInt(buf[:], v)]...)
 }
 
 // epochText is a Unix time in seconds and its decimal form, cached by
