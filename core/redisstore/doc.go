@@ -113,9 +113,12 @@
 // A single-limit fixed window whose window is a whole number of
 // milliseconds reads Redis's clock, on a key of the current window, from
 // the key's TTL (which ends at the window's end plus the pad) instead of
-// calling TIME, the dearest command of its script: the decision is the
-// same, and ResetAfter and RetryAfter are rounded up to whole
-// milliseconds, at most 2 ms more than the exact figure, never less.
+// calling TIME, the dearest command of its script, except in the last
+// second of a window (so a key a WithClientTime server wrote, whose pad
+// is a second longer, is never taken for the next window's): the
+// decision is the same, and ResetAfter and RetryAfter are rounded up to
+// whole milliseconds, at most 2 ms more than the exact figure, never
+// less (on a key a WithClientTime server wrote, up to a second more).
 //
 // Every key gets a TTL that ends when its state is back to full (core's
 // ExpiresAt) plus 1 ms (rounding to Redis's milliseconds), plus 1 s under

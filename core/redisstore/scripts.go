@@ -965,11 +965,15 @@ return {ok, 0, rem, reset, retry}
 // expires at its window's end E plus the pad, to the millisecond (every
 // write sets PX to ceil((E − now)/1000) + pad, E a whole millisecond),
 // so PTTL = E + pad − now, up to the millisecond that may tick between
-// TIME and the write. A PTTL at least 2 ms before E and within the
-// window's length of it proves the key's window is now's; the reset is
-// then (PTTL − pad) ms, at most 2 ms more than the exact figure (a
-// RetryAfter never early). A window that is not a whole number of
-// milliseconds, or a PTTL near either end, takes the TIME path.
+// TIME and the write. A PTTL within the window's length of E and at least
+// 2 ms plus the client-time pad's slack (1 s) before it proves the key's
+// window is now's even when a WithClientTime server wrote the key (its
+// pad is 1 s longer: without the slack, its key of a window just ended
+// would pass for the current one); the reset is then (PTTL − pad) ms, at
+// most 2 ms more than the exact figure on a key a Redis-TIME server wrote
+// (a RetryAfter never early). A window that is not a whole number of
+// milliseconds, the last second of a window, and a window of 1 s or less
+// take the TIME path.
 const luaFixedWindow1 = `
 local cost, m = tonumber(ARGV[2]), tonumber(ARGV[6])
 local key = KEYS[1]
@@ -986,7 +990,7 @@ if cost > 0 then
       if now == '' then
         if w % 1000 == 0 then
           local ttl = redis.call('PTTL', key)
-          if ttl >= $PADS + 2 and ttl <= $PADS + w / 1000 - 1 then reset = (ttl - $PADS) * 1000 end
+          if ttl >= $PADC + 2 and ttl <= $PADS + w / 1000 - 1 then reset = (ttl - $PADS) * 1000 end
         end
       else
         now = tonumber(now)
