@@ -134,6 +134,8 @@ func (p *Policy) validateElastic() error {
 		return fmt.Errorf("core: policy %q: soft_percent and elastic are two throttling styles; use one of them", p.Name)
 	case p.CountDenied:
 		return fmt.Errorf("core: policy %q: count_denied punishes requests over the limit, elastic admits them when there is room; use one of them", p.Name)
+	case p.Shadow:
+		return fmt.Errorf("core: policy %q: shadow (a dry run that only reports denials) and elastic (which admits above the limit and draws on the capacity signal) do not combine: a shadow denial would take real capacity; drop one of them", p.Name)
 	}
 	if a, ok := e.Signal.(allSignals); ok {
 		if len(a) == 0 {

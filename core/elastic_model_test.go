@@ -362,6 +362,7 @@ func TestElasticValidation(t *testing.T) {
 		{"no signal", func(p *Policy) { p.Elastic.Signal = nil }, "elastic needs a capacity signal"},
 		{"with soft", func(p *Policy) { p.SoftPercent = 10 }, "soft_percent and elastic are two throttling styles"},
 		{"with count denied", func(p *Policy) { p.CountDenied = true }, "count_denied punishes"},
+		{"with shadow", func(p *Policy) { p.Shadow = true }, "shadow (a dry run"},
 		{"rounds to nothing", func(p *Policy) { p.Elastic.CeilingPercent = 105 }, "elastic ceiling 105% admits no request above it (10 × 105% rounds down to 10)"},
 		{"above max", func(p *Policy) { p.Limits = []Limit{PerHour(maxRequests)} }, "the elastic ceiling 4294967294 exceeds"},
 		{"log too long", func(p *Policy) { p.Algorithm = SlidingWindowLog; p.Limits = []Limit{PerHour(60_000)} }, "sliding log keeps one timestamp per request up to the elastic ceiling"},

@@ -199,7 +199,7 @@ type Policy struct {
 	// Elastic, when set, lets a request the limits deny be admitted up to
 	// a ceiling above every limit while a capacity signal says the service
 	// has room; see [Elastic]. nil (the default) is hard throttling. Not
-	// with SoftPercent or CountDenied.
+	// with SoftPercent, CountDenied or Shadow.
 	Elastic *Elastic `json:"elastic,omitempty" yaml:"elastic,omitempty"`
 	// FailMode is what a Limiter decides when the store fails. Default open.
 	FailMode FailMode `json:"fail_mode,omitempty" yaml:"fail_mode,omitempty"`

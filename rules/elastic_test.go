@@ -2,6 +2,8 @@ package rules
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
@@ -104,6 +106,7 @@ func TestElasticRulesErrors(t *testing.T) {
 		{"unknown field", rule(`{ceiling: 200%, capacty: "5 per 1m"}`), `unknown field "capacty" (did you mean "capacity"?)`},
 		{"not a mapping", rule(`[200]`), "elastic is a mapping"},
 		{"with soft", rule(`{ceiling: 200%, max_in_flight: 4}`, "    soft_percent: 10\n"), "soft_percent and elastic are two throttling styles"},
+		{"with shadow", rule(`{ceiling: 200%, max_in_flight: 4}`, "    shadow: true\n"), "shadow (a dry run that only reports denials) and elastic"},
 		{"rounds to nothing", rule(`{ceiling: 105%, max_in_flight: 4}`), "elastic ceiling 105% admits no request above it"},
 	}
 	for _, tc := range cases {
@@ -236,4 +239,21 @@ func TestElasticLive(t *testing.T) {
 	assert.Equal(t, "api", ch.LimitsChanged[0].Name)
 	n, e = take(12)
 	assert.Equal(t, []int{10, 0}, []int{n, e}, "afresh on memstore; the unchanged capacity limit stays spent")
+
+	// ReloadFile gives the new set the current set's signals: the same file
+	// reloads as unchanged, and the rule stays elastic
+	path := filepath.Join(t.TempDir(), "rules.yaml")
+	src := strings.Replace(elasticYAML, "ceiling: 200%, capacity: \"5 per 1m\"", "ceiling: 300%, capacity: \"50 per 1m\"", 1)
+	require.NoError(t, os.WriteFile(path, []byte(src), 0o600))
+	_, err = live.ReloadFile(path)
+	require.NoError(t, err)
+	clock.Advance(time.Minute)
+	n, e = take(12)
+	assert.Equal(t, []int{10, 2}, []int{n, e}, "elastic after ReloadFile")
+	ch, err = live.ReloadFile(path)
+	require.NoError(t, err)
+	assert.Empty(t, ch.LimitsChanged)
+	assert.Empty(t, ch.Updated, "the same file with the same signals changes nothing")
+	n, e = take(2)
+	assert.Equal(t, []int{0, 2}, []int{n, e}, "still elastic, state kept")
 }
