@@ -89,6 +89,7 @@ func NewSignals(env SignalEnv) *Signals {
 // store for capacity, an in-flight counter for max_in_flight).
 func (s *Set) WithSignals(sig *Signals) (*Set, error) {
 	out := *s
+	out.sig = sig
 	out.rules = slices.Clone(s.rules)
 	out.descriptors = slices.Clone(s.descriptors)
 	for i := range out.rules {

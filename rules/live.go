@@ -162,11 +162,19 @@ func (l *Live[H]) Generation() uint64 { return l.cur.Load().gen }
 
 // ReloadFile loads path with [LoadFile] and swaps it in. A file that does
 // not load is rejected with LoadFile's error (every problem, with its
-// line) and the current set keeps serving.
+// line) and the current set keeps serving. The new set gets the capacity
+// signals the current set was given with [Set.WithSignals], so elastic
+// rules stay elastic (and an unchanged one keeps its Limiter); a set
+// passed to [Live.Swap] must carry its own.
 func (l *Live[H]) ReloadFile(path string) (Change, error) {
 	set, err := LoadFile(path)
 	if err != nil {
 		return Change{}, err
+	}
+	if sig := l.cur.Load().set.sig; sig != nil {
+		if set, err = set.WithSignals(sig); err != nil {
+			return Change{}, fmt.Errorf("rules: %s: %w", path, err)
+		}
 	}
 	return l.Swap(set)
 }

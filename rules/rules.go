@@ -297,6 +297,7 @@ type Set struct {
 	rules       []Rule
 	order       []int // indexes into rules, most specific first
 	descriptors []Descriptor
+	sig         *Signals // attached by WithSignals; nil for none
 }
 
 // Rules returns the rules in file order. The slice is a copy; the Rules
