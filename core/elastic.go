@@ -119,6 +119,27 @@ type ElasticStore interface {
 	TakeElastic(ctx context.Context, key string, p *Policy, now time.Time, cost int64) (Decision, error)
 }
 
+// checkSignal rejects an AllSignals, at any depth, with no signal or a
+// nil one.
+func checkSignal(sig CapacitySignal) error {
+	a, ok := sig.(allSignals)
+	if !ok {
+		return nil
+	}
+	if len(a) == 0 {
+		return errors.New("AllSignals() with no signal would always have room; pass at least one")
+	}
+	for i, s := range a {
+		if s == nil {
+			return fmt.Errorf("AllSignals argument %d is nil", i)
+		}
+		if err := checkSignal(s); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // validateElastic checks p.Elastic against the rest of p.
 func (p *Policy) validateElastic() error {
 	e := p.Elastic
@@ -137,15 +158,8 @@ func (p *Policy) validateElastic() error {
 	case p.Shadow:
 		return fmt.Errorf("core: policy %q: shadow (a dry run that only reports denials) and elastic (which admits above the limit and draws on the capacity signal) do not combine: a shadow denial would take real capacity; drop one of them", p.Name)
 	}
-	if a, ok := e.Signal.(allSignals); ok {
-		if len(a) == 0 {
-			return fmt.Errorf("core: policy %q: elastic signal: AllSignals() with no signal would always have room; pass at least one", p.Name)
-		}
-		for i, s := range a {
-			if s == nil {
-				return fmt.Errorf("core: policy %q: elastic signal: AllSignals argument %d is nil", p.Name, i)
-			}
-		}
+	if err := checkSignal(e.Signal); err != nil {
+		return fmt.Errorf("core: policy %q: elastic signal: %w", p.Name, err)
 	}
 	if cl, ok := e.Signal.(*CapacityLimit); ok && (cl == nil || cl.limiter == nil) {
 		return fmt.Errorf("core: policy %q: elastic signal: build the capacity limit with core.NewCapacityLimit", p.Name)

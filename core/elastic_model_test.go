@@ -372,6 +372,7 @@ func TestElasticValidation(t *testing.T) {
 		}, "the elastic ceiling × refill interval exceeds 30 years"},
 		{"nil in AllSignals", func(p *Policy) { p.Elastic.Signal = AllSignals(sig, nil) }, "AllSignals argument 1 is nil"},
 		{"empty AllSignals", func(p *Policy) { p.Elastic.Signal = AllSignals() }, "AllSignals() with no signal"},
+		{"nested empty AllSignals", func(p *Policy) { p.Elastic.Signal = AllSignals(AllSignals()) }, "AllSignals() with no signal"},
 		{"zero CapacityLimit", func(p *Policy) { p.Elastic.Signal = &CapacityLimit{} }, "build the capacity limit with core.NewCapacityLimit"},
 	}
 	for _, tc := range cases {

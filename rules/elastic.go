@@ -292,7 +292,10 @@ func parseCeiling(s string) (int, error) {
 			}
 			return 0, bad
 		}
-		return int(math.Round(f * 100)), nil
+		if pct := int(math.Round(f * 100)); pct > 100 {
+			return pct, nil
+		}
+		return 0, fmt.Errorf("ceiling %q is %s%% in whole percent, not above 100%%: write at least 1.01x", s, strconv.Itoa(int(math.Round(f*100))))
 	}
 	t = strings.TrimSpace(strings.TrimSuffix(t, "%"))
 	n, err := strconv.Atoi(t)

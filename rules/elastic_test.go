@@ -100,6 +100,7 @@ func TestElasticRulesErrors(t *testing.T) {
 		{"ceiling 100%", rule(`{ceiling: 100%, capacity: "5 per 1m"}`), `ceiling "100%" must be above 100% and at most 1000%`},
 		{"ceiling words", rule(`{ceiling: lots, capacity: "5 per 1m"}`), `ceiling "lots": write a percentage above 100% ("200%") or a multiple above 1 ("2x")`},
 		{"ceiling 1x", rule(`{ceiling: 1x, capacity: "5 per 1m"}`), `ceiling "1x" must be above 1x and at most 10x`},
+		{"ceiling rounds to 1x", rule(`{ceiling: 1.004x, capacity: "5 per 1m"}`), `ceiling "1.004x" is 100% in whole percent, not above 100%: write at least 1.01x`},
 		{"no signal", rule(`{ceiling: 200%}`), "elastic: no capacity signal"},
 		{"bad capacity", rule(`{ceiling: 200%, capacity: "5 per fortnight"}`), "elastic: capacity:"},
 		{"negative in flight", rule(`{ceiling: 200%, max_in_flight: -1}`), "max_in_flight: -1 must be > 0"},
