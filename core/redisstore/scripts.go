@@ -805,6 +805,36 @@ else
 end
 `
 
+// luaBind is the binding-limit choice of the straight-line multi-limit
+// scripts (luaGCRAN, luaFixedWindowN), in a loop over limit i with its
+// ok, rem, reset, retry and soft: core's rule (a denying limit over an
+// allowing one; among denials the longest wait, Never first; among
+// allowances the least remaining beyond the soft overage, then the
+// latest reset). It updates bind, bok, brem, breset, bretry, bsoft and
+// allok.
+const luaBind = `  local take = bind == nil
+  if not take then
+    if ok ~= bok then
+      take = not ok
+    elseif not ok then
+      if bretry == -1 then
+        take = false
+      else
+        take = retry == -1 or retry > bretry
+      end
+    else
+      local ra, rb = rem - soft, brem - bsoft
+      if ra < 0 then ra = 0 end
+      if rb < 0 then rb = 0 end
+      take = ra < rb or (ra == rb and reset > breset)
+    end
+  end
+  if take then
+    bind, bok, brem, breset, bretry, bsoft = i, ok, rem, reset, retry, soft
+  end
+  allok = allok and ok
+`
+
 // luaGCRA1: GCRA, one limit. ARGV[3] emission interval T, ARGV[4]
 // tolerance tau = capacity × T, ARGV[5] count denied. Reply remaining is
 // against the effective capacity (Go subtracts the soft overage).
@@ -975,17 +1005,21 @@ return {ok, 0, rem, reset, retry}
 // milliseconds, the last second of a window, and a window of 1 s or less
 // take the TIME path.
 const luaFixedWindow1 = `
-local cost, m = tonumber(ARGV[2]), tonumber(ARGV[6])
+local cost, w, capa, m = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[6])
 local key = KEYS[1]
 local now, pad = ARGV[1], $PADC
-local v, added, w, capa = false, false, nil, nil
+if now ~= '' then
+  now = tonumber(now)
+  if now < 0 then now = 0 end
+  if now > 4503599627370496 then now = 4503599627370496 end
+end
+local v, added = false, false
 if cost > 0 then
   local x = redis.pcall('INCRBY', key, cost * m)
   if type(x) == 'number' then
     local ix = x % m
     local count = (x - ix) / m - cost
     if count > 0 then
-      w, capa = tonumber(ARGV[3]), tonumber(ARGV[4])
       local reset
       if now == '' then
         if w % 1000 == 0 then
@@ -993,9 +1027,6 @@ if cost > 0 then
           if ttl >= $PADC + 2 and ttl <= $PADS + w / 1000 - 1 then reset = (ttl - $PADS) * 1000 end
         end
       else
-        now = tonumber(now)
-        if now < 0 then now = 0 end
-        if now > 4503599627370496 then now = 4503599627370496 end
         local nidx = math.floor(now / w)
         local cur = nidx % m
         if ix == cur then
@@ -1021,12 +1052,7 @@ end
 if now == '' then
   local t = redis.call('TIME')
   now, pad = t[1] * 1000000 + t[2], $PADS
-elseif type(now) == 'string' then
-  now = tonumber(now)
-  if now < 0 then now = 0 end
-  if now > 4503599627370496 then now = 4503599627370496 end
 end
-if not w then w, capa = tonumber(ARGV[3]), tonumber(ARGV[4]) end
 local ix, count = 0, 0
 if added then
   ix = v % m
@@ -1262,28 +1288,7 @@ for i = 1, nl do
     ok, reset, retry = false, tat - now, newtat - tau - now
     if cost * t > tau then retry = -1 end
   end
-  local take = bind == nil
-  if not take then
-    if ok ~= bok then
-      take = not ok
-    elseif not ok then
-      if bretry == -1 then
-        take = false
-      else
-        take = retry == -1 or retry > bretry
-      end
-    else
-      local ra, rb = rem - soft, brem - bsoft
-      if ra < 0 then ra = 0 end
-      if rb < 0 then rb = 0 end
-      take = ra < rb or (ra == rb and reset > breset)
-    end
-  end
-  if take then
-    bind, bok, brem, breset, bretry, bsoft = i, ok, rem, reset, retry, soft
-  end
-  allok = allok and ok
-end
+` + luaBind + `end
 if allok or always then
   for i = 1, nl do
     local newtat, tau = news[i], taus[i]
@@ -1414,28 +1419,7 @@ for i = 1, nl do
     ok, rem, retry = false, capa - count, fin - now
     if cost > capa then retry = -1 end
   end
-  local take = bind == nil
-  if not take then
-    if ok ~= bok then
-      take = not ok
-    elseif not ok then
-      if bretry == -1 then
-        take = false
-      else
-        take = retry == -1 or retry > bretry
-      end
-    else
-      local ra, rb = rem - soft, brem - bsoft
-      if ra < 0 then ra = 0 end
-      if rb < 0 then rb = 0 end
-      take = ra < rb or (ra == rb and reset > breset)
-    end
-  end
-  if take then
-    bind, bok, brem, breset, bretry, bsoft = i, ok, rem, reset, retry, soft
-  end
-  allok = allok and ok
-end
+` + luaBind + `end
 if allok or always then
   for i = 1, nl do
     local count, capa = cnts[i], capas[i]
