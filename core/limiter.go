@@ -163,6 +163,9 @@ func (l *Limiter) AllowN(ctx context.Context, key string, cost int64) (Decision,
 	} else {
 		now = l.clock.Now()
 	}
+	// AllowNAt's fast paths, written out: calling AllowNAt instead costs
+	// 6 of the 32 ns of a hot-key decision (measured: 0.50x -> 0.60x
+	// go-limiter in BenchmarkHotKeyCPU); keep the two in step
 	if l.fast && cost >= 0 {
 		d, err := l.store.Take(ctx, key, l.policy, now, cost)
 		if err != nil {
