@@ -1,6 +1,7 @@
 package fiberlimit
 
 import (
+	"encoding/binary"
 	"net"
 	"net/netip"
 	"reflect"
@@ -177,6 +178,35 @@ func isUse(rt *fiber.Route) bool {
 		return false
 	}
 	return *(*bool)(unsafe.Add(unsafe.Pointer(rt), useOffset))
+}
+
+// KeyParts implements limitmw.KeyParter: the default key's parts without
+// rendering the peer or, under app.Use, resolving the route: the route
+// table and the path stand for the route the table resolves the path to.
+// A peer that is not IPv4 is left to the general path.
+func (r *request) KeyParts(route bool) (p limitmw.KeyParts, ok bool) {
+	c := r.ctx()
+	tcp, ok := c.Context().RemoteAddr().(*net.TCPAddr)
+	if !ok {
+		return p, false
+	}
+	ip4 := tcp.IP.To4()
+	if ip4 == nil {
+		return p, false
+	}
+	p.PeerIP = 1<<32 | uint64(binary.BigEndian.Uint32(ip4))
+	if !route {
+		return p, true
+	}
+	p.Method = c.Method()
+	if rt := c.Route(); rt != nil {
+		if isUse(rt) {
+			p.Table, p.Route = appTable(c.App()).id, c.Path()
+		} else {
+			p.Route = rt.Path
+		}
+	}
+	return p, true
 }
 
 func (r *request) Path() string { return r.ctx().Path() }

@@ -34,6 +34,7 @@ import (
 
 // routeTable is one app's non-Use routes, grouped by method. Immutable.
 type routeTable struct {
+	id            uint64 // unique among the tables of this process (the key cache's Table)
 	app           *fiber.App
 	count         int // len of every app.Stack() list when built
 	caseSensitive bool
@@ -157,9 +158,9 @@ func (rc *routeCache) table(app *fiber.App) *routeTable {
 }
 
 func buildTable(app *fiber.App, count int) *routeTable {
-	routeBuilds.Add(1)
 	cfg := app.Config()
 	t := &routeTable{
+		id:            uint64(routeBuilds.Add(1)),
 		app:           app,
 		count:         count,
 		caseSensitive: cfg.CaseSensitive,

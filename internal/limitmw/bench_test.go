@@ -53,7 +53,19 @@ func BenchmarkKey(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		var sbuf [96]byte
-		_, _ = e.key(ctx, &e.checks[0], r, e.appendScope(sbuf[:0], r))
+		_, _, _ = e.key(ctx, &e.checks[0], r, e.appendScope(sbuf[:0], r))
+	}
+}
+
+// BenchmarkCachedKey is BenchmarkKey through the key cache: a returning
+// client on a known route.
+func BenchmarkCachedKey(b *testing.B) {
+	e := benchEngine(b)
+	r := keyfuncs.FromHTTP(benchRequest())
+	ctx := context.Background()
+	b.ReportAllocs()
+	for b.Loop() {
+		_, _ = e.cachedKey(ctx, &e.checks[0], r)
 	}
 }
 

@@ -95,6 +95,7 @@ type Engine struct {
 	unavailable []byte
 	noKeyBody   []byte
 	peer        *keyfuncs.Resolver // the default key: keys by it take the IPv4 fast path
+	cacheID     uint64             // the engine's key-cache id, 0 when its keys are not cached (see keycache.go)
 	limitText   []limitText        // every check's limit sizes, formatted once
 }
 
@@ -173,6 +174,10 @@ func New(pkg string, lim *core.Limiter, opts []Option) (*Engine, *Config, error)
 		}
 	}
 	e.policyField = string(pf)
+	if len(e.checks) == 1 && e.scopeFunc == nil && e.checks[0].key.ip == peer {
+		// the store key is a function of the method, the route and the peer
+		e.cacheID = engineIDs.Add(1)
+	}
 	return e, cfg, nil
 }
 
@@ -210,12 +215,16 @@ func (e *Engine) DecideInto(ctx context.Context, req keyfuncs.Request, res *Resu
 			cost = c
 		}
 	}
-	// one buffer: the scope, then each check's key built after it in place
-	var kbuf [192]byte
-	scope := e.appendScope(kbuf[:0], req)
 	if len(e.checks) == 1 {
 		c := &e.checks[0]
-		key, st := e.key(ctx, c, req, scope)
+		var key string
+		var st keyStatus
+		if e.cacheID != 0 {
+			key, st = e.cachedKey(ctx, c, req)
+		} else {
+			var kbuf [192]byte
+			key, st, _ = e.key(ctx, c, req, e.appendScope(kbuf[:0], req))
+		}
 		if st != keyOK {
 			e.noKeyResult(res, c, st)
 			return
@@ -230,11 +239,14 @@ func (e *Engine) DecideInto(ctx context.Context, req keyfuncs.Request, res *Resu
 		e.finish(ctx, res, err)
 		return
 	}
+	// one buffer: the scope, then each check's key built after it in place
+	var kbuf [192]byte
+	scope := e.appendScope(kbuf[:0], req)
 	var cbuf [MaxChecks]core.Check
 	list := cbuf[:0]
 	for i := range e.checks {
 		c := &e.checks[i]
-		key, st := e.key(ctx, c, req, scope)
+		key, st, _ := e.key(ctx, c, req, scope)
 		switch st {
 		case keySkip:
 			continue
@@ -325,8 +337,40 @@ func standardMethod(m string) bool {
 	return false
 }
 
-// key derives check c's store key: scope, '|', client key.
-func (e *Engine) key(ctx context.Context, c *check, req keyfuncs.Request, scope []byte) (string, keyStatus) {
+// cachedKey is key for an engine whose store key is a function of the
+// request's KeyParts (see keycache.go): from the key cache when the
+// parts were seen recently, else from key, whose result is cached when
+// it came from the check's own key function (a fallback key may read
+// anything).
+func (e *Engine) cachedKey(ctx context.Context, c *check, req keyfuncs.Request) (string, keyStatus) {
+	var p KeyParts
+	if kp, ok := req.(KeyParter); ok {
+		if p, ok = kp.KeyParts(!e.scopeFixed); !ok {
+			var kbuf [192]byte
+			key, st, _ := e.key(ctx, c, req, e.appendScope(kbuf[:0], req))
+			return key, st
+		}
+	} else {
+		p.Peer, p.Stable = req.RemoteAddr(), true
+		if !e.scopeFixed {
+			p.Method, p.Route = req.Method(), req.Route()
+		}
+	}
+	key, slot := keys.get(e.cacheID, &p)
+	if key != "" {
+		return key, keyOK
+	}
+	var kbuf [192]byte
+	key, st, own := e.key(ctx, c, req, e.appendScope(kbuf[:0], req))
+	if st == keyOK && own {
+		keys.put(slot, e.cacheID, &p, key)
+	}
+	return key, st
+}
+
+// key derives check c's store key: scope, '|', client key. own reports
+// that the key came from the check's key function, not the fallback.
+func (e *Engine) key(ctx context.Context, c *check, req keyfuncs.Request, scope []byte) (key string, st keyStatus, own bool) {
 	// built in place after the scope; interned (copied) before the next
 	// check reuses the bytes
 	b := scope
@@ -334,26 +378,26 @@ func (e *Engine) key(ctx context.Context, c *check, req keyfuncs.Request, scope 
 	n := len(b)
 	if c.key.ip == e.peer && keyfuncs.DefaultIPv4Prefix == 32 {
 		if kb, ok := appendPeerIPv4(b, req); ok {
-			return interned.intern(kb), keyOK
+			return interned.intern(kb), keyOK, true
 		}
 	}
 	b, err := appendKey(b, c.key, req)
 	if err == nil {
-		return interned.intern(b), keyOK
+		return interned.intern(b), keyOK, true
 	}
 	if !errors.Is(err, keyfuncs.ErrNoKey) {
 		e.report(ctx, fmt.Errorf("%s: key for policy %q: %w", e.pkg, c.policy.Name, err))
 	}
 	switch e.noKey {
 	case NoKeySkip:
-		return "", keySkip
+		return "", keySkip, false
 	case NoKeyDeny:
-		return "", keyDeny
+		return "", keyDeny, false
 	}
 	b = append(b[:n], fallbackPrefix...)
 	b, err = appendKey(b, e.fallback, req)
 	if err == nil {
-		return interned.intern(b), keyOK
+		return interned.intern(b), keyOK, false
 	}
 	if !errors.Is(err, keyfuncs.ErrNoKey) {
 		e.report(ctx, fmt.Errorf("%s: fallback key for policy %q: %w", e.pkg, c.policy.Name, err))
@@ -363,7 +407,7 @@ func (e *Engine) key(ctx context.Context, c *check, req keyfuncs.Request, scope 
 		// Every such request is denied; say why to the operator.
 		e.report(ctx, fmt.Errorf("%s: policy %q: no key, and the fallback key found none either (denied with 403; behind a proxy on a Unix socket, key by a header the proxy sets): %w", e.pkg, c.policy.Name, err))
 	}
-	return "", keyDeny
+	return "", keyDeny, false
 }
 
 // PeerAddrer is implemented by request views that hold the TCP peer as an

@@ -1,0 +1,183 @@
+package limitmw
+
+import (
+	"encoding/binary"
+	"hash/maphash"
+	"math/bits"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"unsafe"
+)
+
+// The key cache skips building the store key of the common middleware
+// (one check, the default peer-IP key, the route scope or a fixed one)
+// when the same client asked the same route recently. Such a key is a
+// function of the engine, the request's method, its route and its TCP
+// peer and of nothing else, so a table from those parts to the key,
+// filled by the general path, answers for them: a hash of two short
+// strings and three compares instead of formatting the scope, parsing
+// the peer address and interning the result.
+//
+// Like the intern table it is direct-mapped, lock-free and bounded
+// (keyCacheSlots pointers plus one immutable entry per slot); a new
+// client or route replaces whatever shared its slot. An entry holds
+// copies of its parts, never the request's bytes (fasthttp reuses
+// them), and a part too long for an entry is not cached: the general
+// path decides such requests, as it did before the cache.
+const (
+	keyCacheBits  = 14
+	keyCacheSlots = 1 << keyCacheBits
+	keyCacheMax   = 160 // longest method + route + peer cached
+)
+
+// KeyParts is what a request's default store key is a function of, given
+// the engine: the method and the route (or, when Table is not zero, a
+// path that the route table Table names resolves to a route), and the
+// TCP peer as RemoteAddr's text or, when Peer is "", as PeerIP (an IPv4
+// address in the low 32 bits, with bit 32 set).
+//
+// Stable says that Route and Peer are ordinary Go strings that the
+// request's producer never reuses (net/http's RemoteAddr, one string per
+// connection, and route patterns): the cache then holds them as they are
+// and finds them by their addresses, so a returning client on a
+// keep-alive connection costs a few compares. Otherwise (fasthttp's
+// strings are views of reused buffers) the parts are copied and hashed
+// by content.
+type KeyParts struct {
+	Table  uint64
+	Method string
+	Route  string
+	Peer   string
+	PeerIP uint64
+	Stable bool
+}
+
+// KeyParter is implemented by request views that give their KeyParts
+// cheaper than Route and RemoteAddr would (fiberlimit's, whose route
+// under app.Use is a table lookup). With route false the scope is fixed
+// and Method, Route and Table are not needed. ok is false when the parts
+// cannot stand for the request (a peer that is not IPv4, say): the
+// general path then decides. Views without it give Method, Route and
+// RemoteAddr, as Stable parts.
+type KeyParter interface {
+	KeyParts(route bool) (p KeyParts, ok bool)
+}
+
+type keyEntry struct {
+	engine uint64
+	table  uint64
+	peerIP uint64
+	method string
+	route  string
+	peer   string
+	key    string // the store key (interned: a real, immutable string)
+}
+
+type keyCache struct {
+	seed  uint64
+	slots [keyCacheSlots]atomic.Pointer[keyEntry]
+}
+
+var keys = &keyCache{seed: maphash.Comparable(maphash.MakeSeed(), 0)}
+
+// engineIDs numbers engines for the key cache: an id is never reused, so
+// an entry of a collected engine never answers for a new one.
+var engineIDs atomic.Uint64
+
+func (kc *keyCache) slot(engine uint64, p *KeyParts) *atomic.Pointer[keyEntry] {
+	h := kc.seed ^ engine*0x9e3779b97f4a7c15 ^ p.Table ^ p.PeerIP<<7
+	if m := p.Method; m != "" {
+		// GET and PUT, HEAD and POST differ here (net/http's Method is a
+		// new string per request: its address says nothing)
+		h ^= (uint64(len(m))<<16 | uint64(m[0])<<8 | uint64(m[len(m)-1])) << 40
+	}
+	if p.Stable {
+		// an entry holds these very strings, so their addresses are theirs
+		h = mix(h^uint64(len(p.Route)), uint64(uintptr(unsafe.Pointer(unsafe.StringData(p.Route)))))
+		h = mix(h^uint64(len(p.Peer)), uint64(uintptr(unsafe.Pointer(unsafe.StringData(p.Peer)))))
+	} else {
+		h = hashString(h, p.Route)
+		h = hashString(h, p.Peer)
+	}
+	return &kc.slots[h>>(64-keyCacheBits)]
+}
+
+// hashString folds s into h, eight bytes at a time: for the short parts
+// of a key, a few multiplications where maphash's call and setup cost
+// more than the hashing. It is seeded (kc.seed is random), so that
+// clients cannot pick parts that share a slot; a collision costs only a
+// miss, since entries are compared in full.
+func hashString(h uint64, s string) uint64 {
+	b := unsafe.Slice(unsafe.StringData(s), len(s))
+	h = mix(h, uint64(len(b)))
+	for len(b) > 8 {
+		h = mix(h, binary.LittleEndian.Uint64(b))
+		b = b[8:]
+	}
+	switch {
+	case len(b) == 8:
+		h = mix(h, binary.LittleEndian.Uint64(b))
+	case len(b) >= 4:
+		h = mix(h, uint64(binary.LittleEndian.Uint32(b))<<32|uint64(binary.LittleEndian.Uint32(b[len(b)-4:])))
+	case len(b) > 0:
+		h = mix(h, uint64(b[0])<<16|uint64(b[len(b)>>1])<<8|uint64(b[len(b)-1]))
+	}
+	return h
+}
+
+// mix is one round of wyhash's multiply-fold.
+func mix(h, v uint64) uint64 {
+	hi, lo := bits.Mul64(h^0xa0761d6478bd642f, v^0xe7037ed1a0b428db)
+	return hi ^ lo
+}
+
+// get returns the cached key of p for engine, or "", and p's slot.
+func (kc *keyCache) get(engine uint64, p *KeyParts) (string, *atomic.Pointer[keyEntry]) {
+	s := kc.slot(engine, p)
+	if e := s.Load(); e != nil && e.engine == engine && e.table == p.Table && e.peerIP == p.PeerIP &&
+		e.route == p.Route && e.peer == p.Peer && e.method == p.Method {
+		return e.key, s
+	}
+	return "", s
+}
+
+// put caches key for p in slot s (from get). Parts that are not Stable
+// are copied.
+func (kc *keyCache) put(s *atomic.Pointer[keyEntry], engine uint64, p *KeyParts, key string) {
+	if len(p.Method)+len(p.Route)+len(p.Peer) > keyCacheMax || key == "" {
+		return
+	}
+	e := &keyEntry{engine: engine, table: p.Table, peerIP: p.PeerIP, key: key}
+	if p.Stable {
+		e.method, e.route, e.peer = ownMethod(p.Method), p.Route, p.Peer
+	} else {
+		buf := make([]byte, 0, len(p.Method)+len(p.Route)+len(p.Peer))
+		buf = append(append(append(buf, p.Method...), p.Route...), p.Peer...)
+		all := unsafe.String(unsafe.SliceData(buf), len(buf)) // never written again
+		e.method, e.route, e.peer = all[:len(p.Method)], all[len(p.Method):len(p.Method)+len(p.Route)], all[len(p.Method)+len(p.Route):]
+	}
+	s.Store(e)
+}
+
+// ownMethod returns m as a string the cache may hold: net/http's Method
+// is a slice of the request line, which the entry should not keep.
+func ownMethod(m string) string {
+	switch m {
+	case http.MethodGet:
+		return http.MethodGet
+	case http.MethodPost:
+		return http.MethodPost
+	case http.MethodHead:
+		return http.MethodHead
+	case http.MethodPut:
+		return http.MethodPut
+	case http.MethodDelete:
+		return http.MethodDelete
+	case http.MethodPatch:
+		return http.MethodPatch
+	case http.MethodOptions:
+		return http.MethodOptions
+	}
+	return strings.Clone(m)
+}

@@ -1,0 +1,244 @@
+package limitmw
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"unsafe"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/limitkit/limitkit/keyfuncs"
+)
+
+// generalKey is what the engine's general path (no key cache) derives
+// for req: the specification the cache must reproduce.
+func generalKey(e *Engine, req keyfuncs.Request) (string, keyStatus) {
+	var kbuf [192]byte
+	key, st, _ := e.key(context.Background(), &e.checks[0], req, e.appendScope(kbuf[:0], req))
+	return key, st
+}
+
+var (
+	cacheMethods = []string{"GET", "POST", "PATCH", "FOO", "get", ""}
+	cacheRoutes  = []string{"GET /a", "/users/:id", "/users/{id}", "", "example.com/x", "/a"}
+	cachePeers   = []string{"203.0.113.7:1", "203.0.113.7:2", "203.0.113.8:1", "203.0.113.7", "[2001:db8::1]:443",
+		"[2001:db8::2]:443", "[::ffff:192.0.2.1]:80", "", "garbage", "/tmp/app.sock", "010.0.0.1:1", "1.2.3.4:99999"}
+)
+
+// TestKeyCacheMatchesGeneralPath: for every method, route and peer
+// tried, the first request (a miss, which fills the cache) and the
+// second (a hit, where one is possible) get the general path's key and
+// status; a request the general path cannot key is never cached.
+func TestKeyCacheMatchesGeneralPath(t *testing.T) {
+	for _, opts := range [][]Option{nil, {WithScope("fixed")}, {WithNoKey(NoKeySkip)}} {
+		e, _, err := New("x", limiter(t, &keyStore{}, "p"), opts)
+		require.NoError(t, err)
+		require.NotZero(t, e.cacheID, "the default key and scope are cached")
+		for round := 0; round < 3; round++ {
+			for _, m := range cacheMethods {
+				for _, route := range cacheRoutes {
+					for _, peer := range cachePeers {
+						r, _ := http.NewRequest("GET", "http://example.com/x", nil)
+						r.Method, r.Pattern, r.RemoteAddr = m, route, peer
+						req := keyfuncs.FromHTTP(r)
+						wantKey, wantSt := generalKey(e, req)
+						key, st := e.cachedKey(context.Background(), &e.checks[0], req)
+						require.Equalf(t, wantSt, st, "round %d %q %q %q", round, m, route, peer)
+						require.Equalf(t, wantKey, key, "round %d %q %q %q", round, m, route, peer)
+					}
+				}
+			}
+		}
+	}
+}
+
+// TestKeyCacheHitsReturningClient: the second request of a client on a
+// route is answered by the cache (the entry's key is the very string
+// returned), and a client whose peer is not keyable is not cached.
+func TestKeyCacheHitsReturningClient(t *testing.T) {
+	e, _, err := New("x", limiter(t, &keyStore{}, "p"), nil)
+	require.NoError(t, err)
+	req := httpReq("GET", "GET /hit", "198.51.100.9:4711")
+	k1, _ := e.cachedKey(context.Background(), &e.checks[0], req)
+	p := KeyParts{Method: "GET", Route: "GET /hit", Peer: req.RemoteAddr(), Stable: true}
+	got, _ := keys.get(e.cacheID, &p)
+	require.Equal(t, "GET /hit|198.51.100.9", got)
+	k2, _ := e.cachedKey(context.Background(), &e.checks[0], req)
+	assert.Equal(t, unsafe.StringData(k1), unsafe.StringData(k2))
+
+	noPeer := httpReq("GET", "GET /hit", "")
+	_, st := e.cachedKey(context.Background(), &e.checks[0], noPeer)
+	assert.Equal(t, keyDeny, st)
+	p.Peer = ""
+	got, _ = keys.get(e.cacheID, &p)
+	assert.Empty(t, got, "a request without a key is not cached")
+}
+
+// TestKeyCacheOnlyForTheDefaultKey: a key function, an IP resolver of
+// the caller's, a scope function or a second check read more than the
+// method, route and peer, so such engines do not use the cache.
+func TestKeyCacheOnlyForTheDefaultKey(t *testing.T) {
+	hk, err := keyfuncs.Header("X-Key")
+	require.NoError(t, err)
+	st := &keyStore{}
+	for name, opts := range map[string][]Option{
+		"key":        {WithKey(hk)},
+		"resolver":   {WithIPKey(keyfuncs.PeerIP())},
+		"scope func": {WithScopeFunc(func(keyfuncs.Request) string { return "s" })},
+		"two checks": {WithCheck(limiter(t, st, "q"), hk)},
+	} {
+		e, _, err := New("x", limiter(t, st, "p"), opts)
+		require.NoError(t, err, name)
+		assert.Zero(t, e.cacheID, name)
+	}
+}
+
+// reusedView is a request view over one reused buffer, as fasthttp's
+// strings are: its KeyParts are not Stable.
+type reusedView struct {
+	keyfuncs.Request
+	buf   []byte
+	route string
+}
+
+func (v *reusedView) Route() string { return v.route }
+
+func (v *reusedView) KeyParts(route bool) (KeyParts, bool) {
+	return KeyParts{Method: "GET", Route: v.route, Peer: v.RemoteAddr()}, true
+}
+
+// TestKeyCacheCopiesReusedParts: an entry made from a view of a reused
+// buffer keeps its own copy, so rewriting the buffer for the next
+// request (another route, one that shares the first one's slot, the
+// worst case) does not make the old entry answer for it.
+func TestKeyCacheCopiesReusedParts(t *testing.T) {
+	e, _, err := New("x", limiter(t, &keyStore{}, "p"), nil)
+	require.NoError(t, err)
+	const peer = "192.0.2.10:1"
+	seen := map[*atomic.Pointer[keyEntry]]string{}
+	var r1, r2 string
+	for i := 0; r1 == ""; i++ {
+		r := fmt.Sprintf("/r%05d", i)
+		s := keys.slot(e.cacheID, &KeyParts{Method: "GET", Route: r, Peer: peer})
+		if prev, ok := seen[s]; ok {
+			r1, r2 = prev, r
+		}
+		seen[s] = r
+	}
+	v := &reusedView{Request: httpReq("GET", "", peer), buf: make([]byte, len(r1))}
+	set := func(s string) {
+		copy(v.buf, s)
+		v.route = unsafe.String(&v.buf[0], len(v.buf))
+	}
+	for i := 0; i < 3; i++ {
+		for _, r := range []string{r1, r2} {
+			set(r)
+			want, _ := generalKey(e, v)
+			got, _ := e.cachedKey(context.Background(), &e.checks[0], v)
+			require.Equal(t, "GET "+r+"|192.0.2.10", want)
+			require.Equal(t, want, got, "round %d route %s", i, r)
+			set(r1) // the next request rewrites the buffer
+			set(r2)
+			got, _ = e.cachedKey(context.Background(), &e.checks[0], v)
+			require.Equal(t, "GET "+r2+"|192.0.2.10", got, "round %d after %s", i, r)
+		}
+	}
+}
+
+// TestKeyCacheSlotCollision: parts that share a slot replace each
+// other's entry and each still gets its own key, alternating.
+func TestKeyCacheSlotCollision(t *testing.T) {
+	e, _, err := New("x", limiter(t, &keyStore{}, "p"), nil)
+	require.NoError(t, err)
+	seen := map[*byte]string{}
+	var a, b string
+	for i := 0; a == ""; i++ {
+		peer := fmt.Sprintf("10.%d.%d.1:80", i>>8, i&255)
+		p := KeyParts{Method: "GET", Route: "GET /c", Peer: peer}
+		s := keys.slot(e.cacheID, &p)
+		k := (*byte)(unsafe.Pointer(s))
+		if prev, ok := seen[k]; ok {
+			a, b = prev, peer
+		}
+		seen[k] = peer
+	}
+	for i := 0; i < 4; i++ {
+		for _, peer := range []string{a, b} {
+			v := &reusedView{Request: httpReq("GET", "", peer), route: "GET /c"}
+			got, st := e.cachedKey(context.Background(), &e.checks[0], v)
+			require.Equal(t, keyOK, st)
+			want, _ := generalKey(e, v)
+			require.Equal(t, want, got)
+		}
+	}
+}
+
+// TestKeyCacheConcurrent: many goroutines asking for a few clients on a
+// few routes, through one engine, each get their own key (-race checks
+// the entries' publication).
+func TestKeyCacheConcurrent(t *testing.T) {
+	e, _, err := New("x", limiter(t, &keyStore{}, "p"), nil)
+	require.NoError(t, err)
+	var wg sync.WaitGroup
+	for g := 0; g < 16; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < 2000; i++ {
+				route := fmt.Sprintf("GET /r%d", (i+g)%3)
+				peer := fmt.Sprintf("192.0.2.%d:%d", (i*7+g)%5, 1000+g)
+				r, _ := http.NewRequest("GET", "http://example.com/", nil)
+				r.Pattern, r.RemoteAddr = route, peer
+				key, st := e.cachedKey(context.Background(), &e.checks[0], keyfuncs.FromHTTP(r))
+				if st != keyOK || key != route+"|"+peer[:len(peer)-5] {
+					t.Errorf("%s %s: got %q (%d)", route, peer, key, st)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+// TestKeyCacheLongPartsNotCached: parts longer than an entry holds are
+// decided by the general path each time, and the table does not keep
+// them.
+func TestKeyCacheLongPartsNotCached(t *testing.T) {
+	e, _, err := New("x", limiter(t, &keyStore{}, "p"), nil)
+	require.NoError(t, err)
+	route := "/" + string(make([]byte, keyCacheMax))
+	req := httpReq("GET", route, "192.0.2.1:1")
+	want, _ := generalKey(e, req)
+	got, _ := e.cachedKey(context.Background(), &e.checks[0], req)
+	assert.Equal(t, want, got)
+	p := KeyParts{Method: "GET", Route: route, Peer: "192.0.2.1:1", Stable: true}
+	k, _ := keys.get(e.cacheID, &p)
+	assert.Empty(t, k)
+}
+
+// TestKeyCacheSkipsFallbackKeys: a request the default key cannot key
+// gets the fallback key, which reads more than the parts (a header
+// here): it is not cached, so two such requests with different headers
+// keep different keys.
+func TestKeyCacheSkipsFallbackKeys(t *testing.T) {
+	hk, err := keyfuncs.Header("X-Key")
+	require.NoError(t, err)
+	e, _, err := New("x", limiter(t, &keyStore{}, "p"), []Option{WithFallbackKey(hk)})
+	require.NoError(t, err)
+	require.NotZero(t, e.cacheID)
+	for i := 0; i < 3; i++ {
+		for _, h := range []string{"alice", "bob"} {
+			r, _ := http.NewRequest("GET", "http://example.com/x", nil)
+			r.Pattern, r.RemoteAddr = "GET /x", ""
+			r.Header.Set("X-Key", h)
+			key, st := e.cachedKey(context.Background(), &e.checks[0], keyfuncs.FromHTTP(r))
+			require.Equal(t, keyOK, st)
+			require.Equal(t, "GET /x|"+fallbackPrefix+h, key)
+		}
+	}
+}
