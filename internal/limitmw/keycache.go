@@ -20,11 +20,15 @@ import (
 // the peer address and interning the result.
 //
 // Like the intern table it is direct-mapped, lock-free and bounded
-// (keyCacheSlots pointers plus one immutable entry per slot); a new
-// client or route replaces whatever shared its slot. An entry holds
-// copies of its parts, never the request's bytes (fasthttp reuses
-// them), and a part too long for an entry is not cached: the general
-// path decides such requests, as it did before the cache.
+// (keyCacheSlots pointers plus one immutable entry per slot: at most
+// about 400 bytes a slot with the key it holds, 6.5 MB in all, whatever
+// clients send); a new client or route replaces whatever shared its
+// slot, so a flood of new clients costs what it cost before the cache
+// plus one small allocation per request. An entry holds copies of parts
+// that live in reused buffers (fasthttp's), and parts longer than
+// keyCacheMax are not cached: the general path decides such requests,
+// as it did before the cache. Entries are compared in full, so a
+// collision or a stale slot costs a miss, never another client's key.
 const (
 	keyCacheBits  = 14
 	keyCacheSlots = 1 << keyCacheBits
