@@ -351,7 +351,7 @@ func (e *Engine) cachedKey(ctx context.Context, c *check, req keyfuncs.Request) 
 			return key, st
 		}
 	} else {
-		p.Peer, p.Stable = req.RemoteAddr(), true
+		p.Peer, p.StableRoute = req.RemoteAddr(), true
 		if !e.scopeFixed {
 			p.Method, p.Route = req.Method(), req.Route()
 		}

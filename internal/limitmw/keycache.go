@@ -4,8 +4,6 @@ import (
 	"encoding/binary"
 	"hash/maphash"
 	"math/bits"
-	"net/http"
-	"strings"
 	"sync/atomic"
 	"unsafe"
 )
@@ -41,20 +39,19 @@ const (
 // TCP peer as RemoteAddr's text or, when Peer is "", as PeerIP (an IPv4
 // address in the low 32 bits, with bit 32 set).
 //
-// Stable says that Route and Peer are ordinary Go strings that the
-// request's producer never reuses (net/http's RemoteAddr, one string per
-// connection, and route patterns): the cache then holds them as they are
-// and finds them by their addresses, so a returning client on a
-// keep-alive connection costs a few compares. Otherwise (fasthttp's
-// strings are views of reused buffers) the parts are copied and hashed
-// by content.
+// StableRoute says that Route is a router's own pattern string, the same
+// string for every request of the route (net/http's Pattern, gin's
+// FullPath, echo's Path): the cache then finds it by its address instead
+// of hashing its bytes. Every part is compared in full and copied into
+// the entry either way, so a view that breaks this promise costs misses,
+// never a wrong key, and the cache never holds a request's memory.
 type KeyParts struct {
-	Table  uint64
-	Method string
-	Route  string
-	Peer   string
-	PeerIP uint64
-	Stable bool
+	Table       uint64
+	Method      string
+	Route       string
+	Peer        string
+	PeerIP      uint64
+	StableRoute bool
 }
 
 // KeyParter is implemented by request views that give their KeyParts
@@ -63,7 +60,7 @@ type KeyParts struct {
 // and Method, Route and Table are not needed. ok is false when the parts
 // cannot stand for the request (a peer that is not IPv4, say): the
 // general path then decides. Views without it give Method, Route and
-// RemoteAddr, as Stable parts.
+// RemoteAddr, with StableRoute.
 type KeyParter interface {
 	KeyParts(route bool) (p KeyParts, ok bool)
 }
@@ -96,14 +93,14 @@ func (kc *keyCache) slot(engine uint64, p *KeyParts) *atomic.Pointer[keyEntry] {
 		// new string per request: its address says nothing)
 		h ^= (uint64(len(m))<<16 | uint64(m[0])<<8 | uint64(m[len(m)-1])) << 40
 	}
-	if p.Stable {
-		// an entry holds these very strings, so their addresses are theirs
+	if p.StableRoute {
 		h = mix(h^uint64(len(p.Route)), uint64(uintptr(unsafe.Pointer(unsafe.StringData(p.Route)))))
-		h = mix(h^uint64(len(p.Peer)), uint64(uintptr(unsafe.Pointer(unsafe.StringData(p.Peer)))))
 	} else {
 		h = hashString(h, p.Route)
-		h = hashString(h, p.Peer)
 	}
+	// the peer by content: a RemoteAddr rewritten per request (a
+	// real-IP middleware) is a new string each time
+	h = hashString(h, p.Peer)
 	return &kc.slots[h>>(64-keyCacheBits)]
 }
 
@@ -114,20 +111,22 @@ func (kc *keyCache) slot(engine uint64, p *KeyParts) *atomic.Pointer[keyEntry] {
 // miss, since entries are compared in full.
 func hashString(h uint64, s string) uint64 {
 	b := unsafe.Slice(unsafe.StringData(s), len(s))
-	h = mix(h, uint64(len(b)))
-	for len(b) > 8 {
-		h = mix(h, binary.LittleEndian.Uint64(b))
-		b = b[8:]
+	h ^= uint64(len(b)) * 0x9e3779b97f4a7c15
+	for len(b) > 16 {
+		h = mix(h^binary.LittleEndian.Uint64(b), binary.LittleEndian.Uint64(b[8:]))
+		b = b[16:]
 	}
-	switch {
-	case len(b) == 8:
-		h = mix(h, binary.LittleEndian.Uint64(b))
-	case len(b) >= 4:
-		h = mix(h, uint64(binary.LittleEndian.Uint32(b))<<32|uint64(binary.LittleEndian.Uint32(b[len(b)-4:])))
-	case len(b) > 0:
-		h = mix(h, uint64(b[0])<<16|uint64(b[len(b)>>1])<<8|uint64(b[len(b)-1]))
+	// the last 1 to 16 bytes as two words (overlapping when over 8)
+	var x, y uint64
+	switch n := len(b); {
+	case n >= 8:
+		x, y = binary.LittleEndian.Uint64(b), binary.LittleEndian.Uint64(b[n-8:])
+	case n >= 4:
+		x, y = uint64(binary.LittleEndian.Uint32(b)), uint64(binary.LittleEndian.Uint32(b[n-4:]))
+	case n > 0:
+		x = uint64(b[0])<<16 | uint64(b[n>>1])<<8 | uint64(b[n-1])
 	}
-	return h
+	return mix(h^x, y)
 }
 
 // mix is one round of wyhash's multiply-fold.
@@ -146,42 +145,20 @@ func (kc *keyCache) get(engine uint64, p *KeyParts) (string, *atomic.Pointer[key
 	return "", s
 }
 
-// put caches key for p in slot s (from get). Parts that are not Stable
-// are copied.
+// put caches key for p in slot s (from get). The parts are copied: they
+// may live in a reused buffer (fasthttp's) or be a small part of a large
+// allocation (a RemoteAddr cut from an X-Forwarded-For header), which an
+// entry must not keep.
 func (kc *keyCache) put(s *atomic.Pointer[keyEntry], engine uint64, p *KeyParts, key string) {
 	if len(p.Method)+len(p.Route)+len(p.Peer) > keyCacheMax || key == "" {
 		return
 	}
-	e := &keyEntry{engine: engine, table: p.Table, peerIP: p.PeerIP, key: key}
-	if p.Stable {
-		e.method, e.route, e.peer = ownMethod(p.Method), p.Route, p.Peer
-	} else {
-		buf := make([]byte, 0, len(p.Method)+len(p.Route)+len(p.Peer))
-		buf = append(append(append(buf, p.Method...), p.Route...), p.Peer...)
-		all := unsafe.String(unsafe.SliceData(buf), len(buf)) // never written again
-		e.method, e.route, e.peer = all[:len(p.Method)], all[len(p.Method):len(p.Method)+len(p.Route)], all[len(p.Method)+len(p.Route):]
-	}
-	s.Store(e)
-}
-
-// ownMethod returns m as a string the cache may hold: net/http's Method
-// is a slice of the request line, which the entry should not keep.
-func ownMethod(m string) string {
-	switch m {
-	case http.MethodGet:
-		return http.MethodGet
-	case http.MethodPost:
-		return http.MethodPost
-	case http.MethodHead:
-		return http.MethodHead
-	case http.MethodPut:
-		return http.MethodPut
-	case http.MethodDelete:
-		return http.MethodDelete
-	case http.MethodPatch:
-		return http.MethodPatch
-	case http.MethodOptions:
-		return http.MethodOptions
-	}
-	return strings.Clone(m)
+	buf := make([]byte, 0, len(p.Method)+len(p.Route)+len(p.Peer))
+	buf = append(append(append(buf, p.Method...), p.Route...), p.Peer...)
+	all := unsafe.String(unsafe.SliceData(buf), len(buf)) // never written again
+	m, r := len(p.Method), len(p.Method)+len(p.Route)
+	s.Store(&keyEntry{
+		engine: engine, table: p.Table, peerIP: p.PeerIP, key: key,
+		method: all[:m], route: all[m:r], peer: all[r:],
+	})
 }

@@ -65,7 +65,7 @@ func TestKeyCacheHitsReturningClient(t *testing.T) {
 	require.NoError(t, err)
 	req := httpReq("GET", "GET /hit", "198.51.100.9:4711")
 	k1, _ := e.cachedKey(context.Background(), &e.checks[0], req)
-	p := KeyParts{Method: "GET", Route: "GET /hit", Peer: req.RemoteAddr(), Stable: true}
+	p := KeyParts{Method: "GET", Route: "GET /hit", Peer: req.RemoteAddr(), StableRoute: true}
 	got, _ := keys.get(e.cacheID, &p)
 	require.Equal(t, "GET /hit|198.51.100.9", got)
 	k2, _ := e.cachedKey(context.Background(), &e.checks[0], req)
@@ -216,7 +216,7 @@ func TestKeyCacheLongPartsNotCached(t *testing.T) {
 	want, _ := generalKey(e, req)
 	got, _ := e.cachedKey(context.Background(), &e.checks[0], req)
 	assert.Equal(t, want, got)
-	p := KeyParts{Method: "GET", Route: route, Peer: "192.0.2.1:1", Stable: true}
+	p := KeyParts{Method: "GET", Route: route, Peer: "192.0.2.1:1", StableRoute: true}
 	k, _ := keys.get(e.cacheID, &p)
 	assert.Empty(t, k)
 }
