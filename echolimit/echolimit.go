@@ -215,6 +215,21 @@ func (v *echoView) Query(name string) string { return (*request).Query(&request{
 func (v *echoView) RemoteAddr() string       { return (*request).RemoteAddr(&request{v.c()}) }
 func (v *echoView) Value(key any) any        { return (*request).Value(&request{v.c()}, key) }
 
+// KeyParts implements limitmw.KeyParter: the method, the route and the
+// peer in one pass over the context (c.Path() is the route's own string).
+func (v *echoView) KeyParts(route bool) (p limitmw.KeyParts, ok bool) {
+	c := v.c()
+	hr := c.Request()
+	p.Peer, p.StableRoute = hr.RemoteAddr, true
+	if route {
+		p.Method = hr.Method
+		if !unrouted(c.Handler()) {
+			p.Route = c.Path()
+		}
+	}
+	return p, true
+}
+
 func (r *request) Method() string { return r.c.Request().Method }
 
 // Route is echo's matched route pattern, or "" when echo routed the

@@ -165,3 +165,33 @@ func TestCodePtrMatchesReflect(t *testing.T) {
 	assert.True(t, unrouted(nil))
 	assert.False(t, unrouted(mk(3)))
 }
+
+// TestEchoViewKeyPartsAgree: the view's KeyParts are its Method, Route
+// and RemoteAddr, for a routed request, a 404, a 405 and an odd method
+// (the key cache keys by them instead of the three calls).
+func TestEchoViewKeyPartsAgree(t *testing.T) {
+	e := echo.New()
+	var n int
+	e.Use(func(next echo.HandlerFunc) echo.HandlerFunc {
+		return func(c echo.Context) error {
+			v := viewOf(c)
+			require.NotNil(t, v)
+			p, ok := v.KeyParts(true)
+			require.True(t, ok)
+			assert.Equal(t, [3]string{v.Method(), v.Route(), v.RemoteAddr()}, [3]string{p.Method, p.Route, p.Peer})
+			assert.True(t, p.StableRoute)
+			p, ok = v.KeyParts(false)
+			require.True(t, ok)
+			assert.Equal(t, [3]string{"", "", v.RemoteAddr()}, [3]string{p.Method, p.Route, p.Peer})
+			n++
+			return next(c)
+		}
+	})
+	e.GET("/items/:id", func(c echo.Context) error { return nil })
+	for _, rq := range [][2]string{{"GET", "/items/1"}, {"POST", "/items/1"}, {"GET", "/nope"}, {"FOO", "/items/1"}} {
+		r := httptest.NewRequest(rq[0], rq[1], nil)
+		r.RemoteAddr = "192.0.2.1:5"
+		e.ServeHTTP(httptest.NewRecorder(), r)
+	}
+	assert.Equal(t, 4, n)
+}

@@ -130,6 +130,16 @@ func (r *request) Query(name string) string { return keyfuncs.FromHTTP(r.Request
 // RemoteAddr is the TCP peer, not c.ClientIP().
 func (r *request) RemoteAddr() string { return r.Request.RemoteAddr }
 
+// KeyParts implements limitmw.KeyParter: Method, Route and RemoteAddr
+// without three interface calls. FullPath is the route's own string.
+func (r *request) KeyParts(route bool) (p limitmw.KeyParts, ok bool) {
+	p.Peer, p.StableRoute = r.Request.RemoteAddr, true
+	if route {
+		p.Method, p.Route = r.Request.Method, r.ctx().FullPath()
+	}
+	return p, true
+}
+
 // Value looks in the gin context's keys (c.Set, where gin authentication
 // middleware leaves the principal), then in the request's context.
 func (r *request) Value(key any) any {

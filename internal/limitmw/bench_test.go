@@ -113,3 +113,16 @@ func BenchmarkHeaderSetBaseline(b *testing.B) {
 		h.Set("X-RateLimit-Reset", "1700000030")
 	}
 }
+
+// BenchmarkEngineSetHTTP is the adapters' header write of a common
+// response: Triple and respond.SetHTTPTriple into a cleared header.
+func BenchmarkEngineSetHTTP(b *testing.B) {
+	e := benchEngine(b)
+	res := e.Decide(context.Background(), keyfuncs.FromHTTP(benchRequest()))
+	h := http.Header{}
+	b.ReportAllocs()
+	for b.Loop() {
+		clear(h)
+		e.SetHTTP(&res, h)
+	}
+}

@@ -344,13 +344,20 @@ func standardMethod(m string) bool {
 // anything).
 func (e *Engine) cachedKey(ctx context.Context, c *check, req keyfuncs.Request) (string, keyStatus) {
 	var p KeyParts
-	if kp, ok := req.(KeyParter); ok {
-		if p, ok = kp.KeyParts(!e.scopeFixed); !ok {
+	switch r := req.(type) {
+	case keyfuncs.HTTPRequest: // net/http's view: a concrete type is one compare
+		p.Peer, p.StableRoute = r.RemoteAddr(), true
+		if !e.scopeFixed {
+			p.Method, p.Route = r.Method(), r.Route()
+		}
+	case KeyParter:
+		var ok bool
+		if p, ok = r.KeyParts(!e.scopeFixed); !ok {
 			var kbuf [192]byte
 			key, st, _ := e.key(ctx, c, req, e.appendScope(kbuf[:0], req))
 			return key, st
 		}
-	} else {
+	default:
 		p.Peer, p.StableRoute = req.RemoteAddr(), true
 		if !e.scopeFixed {
 			p.Method, p.Route = req.Method(), req.Route()

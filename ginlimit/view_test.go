@@ -1,0 +1,38 @@
+package ginlimit
+
+import (
+	"net/http/httptest"
+	"testing"
+
+	"github.com/gin-gonic/gin"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// TestKeyPartsAgree: the view's KeyParts are its Method, Route and
+// RemoteAddr, for a routed request, a 404, a 405 and an odd method (the
+// key cache keys by them instead of the three calls).
+func TestKeyPartsAgree(t *testing.T) {
+	gin.SetMode(gin.ReleaseMode)
+	e := gin.New()
+	e.HandleMethodNotAllowed = true
+	var n int
+	e.Use(func(c *gin.Context) {
+		v := (*request)(c)
+		p, ok := v.KeyParts(true)
+		require.True(t, ok)
+		assert.Equal(t, [3]string{v.Method(), v.Route(), v.RemoteAddr()}, [3]string{p.Method, p.Route, p.Peer})
+		assert.True(t, p.StableRoute)
+		p, ok = v.KeyParts(false)
+		require.True(t, ok)
+		assert.Equal(t, [3]string{"", "", v.RemoteAddr()}, [3]string{p.Method, p.Route, p.Peer})
+		n++
+	})
+	e.GET("/items/:id", func(c *gin.Context) {})
+	for _, rq := range [][2]string{{"GET", "/items/1"}, {"POST", "/items/1"}, {"GET", "/nope"}, {"FOO", "/items/1"}} {
+		r := httptest.NewRequest(rq[0], rq[1], nil)
+		r.RemoteAddr = "192.0.2.1:5"
+		e.ServeHTTP(httptest.NewRecorder(), r)
+	}
+	assert.Equal(t, 4, n)
+}
