@@ -243,19 +243,23 @@ func TestAddEpochMatchesAddInt(t *testing.T) {
 		cached      bool // the value is the cache's afterwards
 	}
 	steps := []step{
-		{now + 1, now, true},      // replaces (1)
-		{now + 1, now, true},      // hit
-		{now + 30, now, true},     // replaces (2)
-		{now + 1, now, true},      // replaces (3)
-		{now + 30, now, true},     // replaces (4)
-		{now + 31, now, false},    // budget spent: formatted in place
-		{now + 30, now, true},     // still cached
-		{now + 31, now + 1, true}, // next second: replaces
-		{now + 31, now + 1, true}, // hit
-		{5, now + 2, true},        // a small value
-		{-3, now + 3, false},      // negative: never cached
-		{9_999_999_999_999, now + 4, true},
+		{now + 1, now, true}, // replaces (1)
+		{now + 1, now, true}, // hit
 	}
+	last := now + 1
+	for i := 2; i <= epochUpdates; i++ { // replaces (2) to (epochUpdates)
+		last = now + 1 + 29*int64((i+1)%2) // now+30, now+1, now+30, ...: each a replacement
+		steps = append(steps, step{last, now, true})
+	}
+	steps = append(steps,
+		step{now + 31, now, false},    // budget spent: formatted in place
+		step{last, now, true},         // still cached
+		step{now + 31, now + 1, true}, // next second: replaces
+		step{now + 31, now + 1, true}, // hit
+		step{5, now + 2, true},        // a small value
+		step{-3, now + 3, false},      // negative: never cached
+		step{9_999_999_999_999, now + 4, true},
+	)
 	for _, tc := range steps {
 		var f, want Fields
 		f.AddEpoch(HeaderReset, tc.sec, tc.nowSec)
