@@ -94,7 +94,7 @@ func (kc *keyCache) slot(engine uint64, p *KeyParts) *atomic.Pointer[keyEntry] {
 		h ^= (uint64(len(m))<<16 | uint64(m[0])<<8 | uint64(m[len(m)-1])) << 40
 	}
 	if p.StableRoute {
-		h = mix(h^uint64(len(p.Route)), uint64(uintptr(unsafe.Pointer(unsafe.StringData(p.Route)))))
+		h = mix(h, uint64(len(p.Route)), uint64(uintptr(unsafe.Pointer(unsafe.StringData(p.Route)))))
 	} else {
 		h = hashString(h, p.Route)
 	}
@@ -104,16 +104,18 @@ func (kc *keyCache) slot(engine uint64, p *KeyParts) *atomic.Pointer[keyEntry] {
 	return &kc.slots[h>>(64-keyCacheBits)]
 }
 
-// hashString folds s into h, eight bytes at a time: for the short parts
-// of a key, a few multiplications where maphash's call and setup cost
-// more than the hashing. It is seeded (kc.seed is random), so that
-// clients cannot pick parts that share a slot; a collision costs only a
-// miss, since entries are compared in full.
+// hashString folds s into h, sixteen bytes at a time: for the short
+// parts of a key, a few multiplications where maphash's call and setup
+// cost more than the hashing. Both factors of every multiplication
+// depend on the running hash, which starts from the random kc.seed, so a
+// client cannot zero one of them (wyhash's weak spot with a known
+// constant) or otherwise pick parts that share a slot without the seed;
+// and a collision costs only a miss, since entries are compared in full.
 func hashString(h uint64, s string) uint64 {
 	b := unsafe.Slice(unsafe.StringData(s), len(s))
 	h ^= uint64(len(b)) * 0x9e3779b97f4a7c15
 	for len(b) > 16 {
-		h = mix(h^binary.LittleEndian.Uint64(b), binary.LittleEndian.Uint64(b[8:]))
+		h = mix(h, binary.LittleEndian.Uint64(b), binary.LittleEndian.Uint64(b[8:]))
 		b = b[16:]
 	}
 	// the last 1 to 16 bytes as two words (overlapping when over 8)
@@ -126,12 +128,13 @@ func hashString(h uint64, s string) uint64 {
 	case n > 0:
 		x = uint64(b[0])<<16 | uint64(b[n>>1])<<8 | uint64(b[n-1])
 	}
-	return mix(h^x, y)
+	return mix(h, x, y)
 }
 
-// mix is one round of wyhash's multiply-fold.
-func mix(h, v uint64) uint64 {
-	hi, lo := bits.Mul64(h^0xa0761d6478bd642f, v^0xe7037ed1a0b428db)
+// mix folds the words x and y into h: a 128-bit product of two factors
+// that both carry h, folded to 64 bits (wyhash's multiply-fold).
+func mix(h, x, y uint64) uint64 {
+	hi, lo := bits.Mul64(h^x^0xa0761d6478bd642f, bits.RotateLeft64(h, 32)^y^0xe7037ed1a0b428db)
 	return hi ^ lo
 }
 

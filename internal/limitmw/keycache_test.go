@@ -2,6 +2,7 @@ package limitmw
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
 	"net/http"
 	"sync"
@@ -241,4 +242,19 @@ func TestKeyCacheSkipsFallbackKeys(t *testing.T) {
 			require.Equal(t, "GET /x|"+fallbackPrefix+h, key)
 		}
 	}
+}
+
+// TestKeyCacheHashResistsChosenParts: parts a client picks (fiber's path
+// under app.Use) cannot zero a factor of the hash's multiplications
+// (wyhash's weak spot with a public constant): 1,000 paths whose second
+// word is that constant spread over the slots instead of sharing one.
+func TestKeyCacheHashResistsChosenParts(t *testing.T) {
+	var tail [8]byte
+	binary.LittleEndian.PutUint64(tail[:], 0xe7037ed1a0b428db)
+	slots := map[*atomic.Pointer[keyEntry]]bool{}
+	for i := 0; i < 1000; i++ {
+		path := fmt.Sprintf("/%07d", i) + string(tail[:])
+		slots[keys.slot(1, &KeyParts{Method: "GET", Route: path, PeerIP: 1<<32 | 7})] = true
+	}
+	assert.Greater(t, len(slots), 900, "distinct slots of 1,000 chosen paths")
 }
