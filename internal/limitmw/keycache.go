@@ -4,29 +4,34 @@ import (
 	"encoding/binary"
 	"hash/maphash"
 	"math/bits"
+	"strings"
 	"sync/atomic"
 	"unsafe"
+
+	"github.com/limitkit/limitkit/internal/hostport"
 )
 
 // The key cache skips building the store key of the common middleware
 // (one check, the default peer-IP key, the route scope or a fixed one)
 // when the same client asked the same route recently. Such a key is a
 // function of the engine, the request's method, its route and its TCP
-// peer and of nothing else, so a table from those parts to the key,
-// filled by the general path, answers for them: a hash of two short
-// strings and three compares instead of formatting the scope, parsing
-// the peer address and interning the result.
+// peer's address (not its port) and of nothing else, so a table from
+// those parts to the key, filled by the general path, answers for them:
+// a hash of two short strings and three compares instead of formatting
+// the scope, parsing the peer address and interning the result.
 //
 // Like the intern table it is direct-mapped, lock-free and bounded
-// (keyCacheSlots pointers plus one immutable entry per slot: at most
-// about 400 bytes a slot with the key it holds, 6.5 MB in all, whatever
-// clients send); a new client or route replaces whatever shared its
-// slot, so a flood of new clients costs what it cost before the cache
-// plus one small allocation per request. An entry holds copies of parts
-// that live in reused buffers (fasthttp's), and parts longer than
-// keyCacheMax are not cached: the general path decides such requests,
-// as it did before the cache. Entries are compared in full, so a
-// collision or a stale slot costs a miss, never another client's key.
+// (keyCacheSlots pointers and miss marks plus one immutable entry per
+// slot: at most about 400 bytes a slot with the key it holds, 6.5 MB in
+// all, whatever clients send). Parts get an entry on their second miss
+// in a row in their slot, so one-off parts (a client's only request, a
+// scan of paths under fiber's app.Use) cost a hash and an atomic swap
+// and allocate nothing; a returning client's entry costs two small
+// allocations once. A new entry replaces whatever shared its slot.
+// Entries hold copies of their parts (never the request's bytes), parts
+// longer than keyCacheMax are not cached, and entries are compared in
+// full, so a collision or a stale slot costs a miss, never another
+// client's key.
 const (
 	keyCacheBits  = 14
 	keyCacheSlots = 1 << keyCacheBits
@@ -55,12 +60,14 @@ type KeyParts struct {
 }
 
 // KeyParter is implemented by request views that give their KeyParts
-// cheaper than Route and RemoteAddr would (fiberlimit's, whose route
-// under app.Use is a table lookup). With route false the scope is fixed
-// and Method, Route and Table are not needed. ok is false when the parts
-// cannot stand for the request (a peer that is not IPv4, say): the
-// general path then decides. Views without it give Method, Route and
-// RemoteAddr, with StableRoute.
+// cheaper than Method, Route and RemoteAddr would: fiberlimit's (its
+// route under app.Use is a table lookup, its peer a net.Addr), ginlimit's
+// and echolimit's (one pass over the context). With route false the
+// scope is fixed and Method, Route and Table are not needed. ok is false
+// when the parts cannot stand for the request (a peer that is not IPv4,
+// say): the general path then decides. Views without it give Method,
+// Route and RemoteAddr, with StableRoute. The engine takes the port off
+// Peer (see peerHost).
 type KeyParter interface {
 	KeyParts(route bool) (p KeyParts, ok bool)
 }
@@ -76,8 +83,9 @@ type keyEntry struct {
 }
 
 type keyCache struct {
-	seed  uint64
-	slots [keyCacheSlots]atomic.Pointer[keyEntry]
+	seed   uint64
+	slots  [keyCacheSlots]atomic.Pointer[keyEntry]
+	missed [keyCacheSlots]atomic.Uint64 // the hash of each slot's last miss
 }
 
 var keys = &keyCache{seed: maphash.Comparable(maphash.MakeSeed(), 0)}
@@ -86,7 +94,7 @@ var keys = &keyCache{seed: maphash.Comparable(maphash.MakeSeed(), 0)}
 // an entry of a collected engine never answers for a new one.
 var engineIDs atomic.Uint64
 
-func (kc *keyCache) slot(engine uint64, p *KeyParts) *atomic.Pointer[keyEntry] {
+func (kc *keyCache) hash(engine uint64, p *KeyParts) uint64 {
 	h := kc.seed ^ engine*0x9e3779b97f4a7c15 ^ p.Table ^ p.PeerIP<<7
 	if m := p.Method; m != "" {
 		// GET and PUT, HEAD and POST differ here (net/http's Method is a
@@ -101,7 +109,18 @@ func (kc *keyCache) slot(engine uint64, p *KeyParts) *atomic.Pointer[keyEntry] {
 	// the peer by content: a RemoteAddr rewritten per request (a
 	// real-IP middleware) is a new string each time
 	h = hashString(h, p.Peer)
-	return &kc.slots[h>>(64-keyCacheBits)]
+	return h
+}
+
+// slot is p's slot.
+func (kc *keyCache) slot(engine uint64, p *KeyParts) *atomic.Pointer[keyEntry] {
+	return &kc.slots[kc.hash(engine, p)>>(64-keyCacheBits)]
+}
+
+// slotRef is where get looked: the slot and the parts' full hash.
+type slotRef struct {
+	i uint64
+	h uint64
 }
 
 // hashString folds s into h, sixteen bytes at a time: for the short
@@ -138,30 +157,62 @@ func mix(h, x, y uint64) uint64 {
 	return hi ^ lo
 }
 
-// get returns the cached key of p for engine, or "", and p's slot.
-func (kc *keyCache) get(engine uint64, p *KeyParts) (string, *atomic.Pointer[keyEntry]) {
-	s := kc.slot(engine, p)
-	if e := s.Load(); e != nil && e.engine == engine && e.table == p.Table && e.peerIP == p.PeerIP &&
+// get returns the cached key of p for engine, or "", and where it looked.
+func (kc *keyCache) get(engine uint64, p *KeyParts) (string, slotRef) {
+	h := kc.hash(engine, p)
+	r := slotRef{i: h >> (64 - keyCacheBits), h: h}
+	if e := kc.slots[r.i].Load(); e != nil && e.engine == engine && e.table == p.Table && e.peerIP == p.PeerIP &&
 		e.route == p.Route && e.peer == p.Peer && e.method == p.Method {
-		return e.key, s
+		return e.key, r
 	}
-	return "", s
+	return "", r
 }
 
-// put caches key for p in slot s (from get). The parts are copied: they
-// may live in a reused buffer (fasthttp's) or be a small part of a large
-// allocation (a RemoteAddr cut from an X-Forwarded-For header), which an
-// entry must not keep.
-func (kc *keyCache) put(s *atomic.Pointer[keyEntry], engine uint64, p *KeyParts, key string) {
+// put caches key for p, whose get missed at r, when the same parts also
+// missed there the time before (the slot's last miss had their hash): a
+// returning client gets an entry at its second request, while one-off
+// parts (a client scanning paths under fiber's app.Use, say) cost an
+// atomic swap and no allocation. The parts are copied: they may live in
+// a reused buffer (fasthttp's) or be a small part of a large allocation
+// (a RemoteAddr cut from an X-Forwarded-For header), which an entry must
+// not keep.
+func (kc *keyCache) put(r slotRef, engine uint64, p *KeyParts, key string) {
 	if len(p.Method)+len(p.Route)+len(p.Peer) > keyCacheMax || key == "" {
+		return
+	}
+	if kc.missed[r.i].Swap(r.h) != r.h {
 		return
 	}
 	buf := make([]byte, 0, len(p.Method)+len(p.Route)+len(p.Peer))
 	buf = append(append(append(buf, p.Method...), p.Route...), p.Peer...)
 	all := unsafe.String(unsafe.SliceData(buf), len(buf)) // never written again
-	m, r := len(p.Method), len(p.Method)+len(p.Route)
-	s.Store(&keyEntry{
+	m, n := len(p.Method), len(p.Method)+len(p.Route)
+	kc.slots[r.i].Store(&keyEntry{
 		engine: engine, table: p.Table, peerIP: p.PeerIP, key: key,
-		method: all[:m], route: all[m:r], peer: all[r:],
+		method: all[:m], route: all[m:n], peer: all[n:],
 	})
 }
+
+// peerHost is the part of RemoteAddr text s that the default key reads:
+// s without its port where keyfuncs' parser takes the port off
+// ("ip4:port", "[ip6]:port" with a valid port), else s itself. So a client
+// that opens a new connection (a new port) finds its entry. Texts longer
+// than keyfuncs parses keep their port: with it they have no key.
+func peerHost(s string) string {
+	if len(s) > maxPeerText {
+		return s
+	}
+	if len(s) > 0 && s[0] == '[' {
+		if end := strings.IndexByte(s, ']'); end >= 0 && end+1 < len(s) && s[end+1] == ':' && hostport.ValidPort(s[end+2:]) {
+			return s[:end+1]
+		}
+		return s
+	}
+	if i := strings.IndexByte(s, ':'); i >= 0 && strings.IndexByte(s[i+1:], ':') < 0 && hostport.ValidPort(s[i+1:]) {
+		return s[:i]
+	}
+	return s
+}
+
+// maxPeerText is keyfuncs' longest parsed address text (maxHostLen).
+const maxPeerText = 96

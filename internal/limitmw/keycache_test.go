@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"net/http"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -27,9 +28,14 @@ func generalKey(e *Engine, req keyfuncs.Request) (string, keyStatus) {
 var (
 	cacheMethods = []string{"GET", "POST", "PATCH", "FOO", "get", ""}
 	cacheRoutes  = []string{"GET /a", "/users/:id", "/users/{id}", "", "example.com/x", "/a"}
-	cachePeers   = []string{"203.0.113.7:1", "203.0.113.7:2", "203.0.113.8:1", "203.0.113.7", "[2001:db8::1]:443",
+	cachePeers   = []string{"203.0.113.7", "203.0.113.7:1", "203.0.113.7:2", "203.0.113.7:65536", "203.0.113.7:",
+		"[2001:db8::1]", "2001:db8::1", "2001:db8::1:80", "[fe80::1%eth0]:80", "[fe80::1%eth0]", longPeer, longPeer + ":1", longPeer[:94] + "]:1", "203.0.113.8:1", "203.0.113.7", "[2001:db8::1]:443",
 		"[2001:db8::2]:443", "[::ffff:192.0.2.1]:80", "", "garbage", "/tmp/app.sock", "010.0.0.1:1", "1.2.3.4:99999"}
 )
+
+// longPeer is a bracketed IPv6 address with a zone, 95 bytes long:
+// keyfuncs parses it (at most 96), but not with a port.
+var longPeer = "[fe80::1%" + strings.Repeat("z", 95-len("[fe80::1%]")) + "]"
 
 // TestKeyCacheMatchesGeneralPath: for every method, route and peer
 // tried, the first request (a miss, which fills the cache) and the
@@ -58,26 +64,85 @@ func TestKeyCacheMatchesGeneralPath(t *testing.T) {
 	}
 }
 
-// TestKeyCacheHitsReturningClient: the second request of a client on a
-// route is answered by the cache (the entry's key is the very string
-// returned), and a client whose peer is not keyable is not cached.
+// TestKeyCacheHitsReturningClient: a client's first request on a route
+// only marks its slot, the second makes the entry (the key is the very
+// string returned), later ones hit it, also from a new connection (a new
+// port); a client whose peer is not keyable is not cached.
 func TestKeyCacheHitsReturningClient(t *testing.T) {
 	e, _, err := New("x", limiter(t, &keyStore{}, "p"), nil)
 	require.NoError(t, err)
 	req := httpReq("GET", "GET /hit", "198.51.100.9:4711")
+	p := KeyParts{Method: "GET", Route: "GET /hit", Peer: "198.51.100.9", StableRoute: true}
 	k1, _ := e.cachedKey(context.Background(), &e.checks[0], req)
-	p := KeyParts{Method: "GET", Route: "GET /hit", Peer: req.RemoteAddr(), StableRoute: true}
 	got, _ := keys.get(e.cacheID, &p)
+	require.Empty(t, got, "one request: no entry")
+	_, _ = e.cachedKey(context.Background(), &e.checks[0], req)
+	got, _ = keys.get(e.cacheID, &p)
 	require.Equal(t, "GET /hit|198.51.100.9", got)
-	k2, _ := e.cachedKey(context.Background(), &e.checks[0], req)
-	assert.Equal(t, unsafe.StringData(k1), unsafe.StringData(k2))
+	k3, _ := e.cachedKey(context.Background(), &e.checks[0], httpReq("GET", "GET /hit", "198.51.100.9:4712"))
+	assert.Equal(t, unsafe.StringData(k1), unsafe.StringData(k3), "a new connection hits")
 
 	noPeer := httpReq("GET", "GET /hit", "")
-	_, st := e.cachedKey(context.Background(), &e.checks[0], noPeer)
-	assert.Equal(t, keyDeny, st)
+	for i := 0; i < 3; i++ {
+		_, st := e.cachedKey(context.Background(), &e.checks[0], noPeer)
+		assert.Equal(t, keyDeny, st)
+	}
 	p.Peer = ""
 	got, _ = keys.get(e.cacheID, &p)
 	assert.Empty(t, got, "a request without a key is not cached")
+}
+
+// TestKeyCacheOneOffPartsAllocateNothing: parts seen once (a path
+// scan, a client on one request) make no entry, so the cache adds no
+// allocation to the general path's; a returning client allocates
+// nothing at all.
+func TestKeyCacheOneOffPartsAllocateNothing(t *testing.T) {
+	if raceEnabled {
+		t.Skip("allocation counts differ under -race")
+	}
+	e, _, err := New("x", limiter(t, &keyStore{}, "p"), nil)
+	require.NoError(t, err)
+	reqs := make([]keyfuncs.Request, 300)
+	for i := range reqs {
+		reqs[i] = httpReq("GET", fmt.Sprintf("GET /p%d", i), "192.0.2.1:1")
+	}
+	for _, r := range reqs { // intern the keys: the general path's own allocation
+		_, _ = generalKey(e, r)
+	}
+	i := 0
+	assert.Equal(t, 0.0, testing.AllocsPerRun(len(reqs)-1, func() {
+		_, _ = e.cachedKey(context.Background(), &e.checks[0], reqs[i])
+		i++
+	}))
+	hot := httpReq("GET", "GET /hot", "192.0.2.1:1")
+	_, _ = e.cachedKey(context.Background(), &e.checks[0], hot)
+	_, _ = e.cachedKey(context.Background(), &e.checks[0], hot)
+	assert.Equal(t, 0.0, testing.AllocsPerRun(100, func() {
+		_, _ = e.cachedKey(context.Background(), &e.checks[0], hot)
+	}))
+}
+
+// TestPeerHost: the port comes off exactly where keyfuncs' parser takes
+// it off.
+func TestPeerHost(t *testing.T) {
+	for in, want := range map[string]string{
+		"203.0.113.7:443":                     "203.0.113.7",
+		"203.0.113.7":                         "203.0.113.7",
+		"203.0.113.7:":                        "203.0.113.7:",
+		"203.0.113.7:65536":                   "203.0.113.7:65536",
+		"203.0.113.7:0443x":                   "203.0.113.7:0443x",
+		"[2001:db8::1]:443":                   "[2001:db8::1]",
+		"[2001:db8::1]":                       "[2001:db8::1]",
+		"[2001:db8::1]443":                    "[2001:db8::1]443",
+		"2001:db8::1":                         "2001:db8::1",
+		"2001:db8::1:80":                      "2001:db8::1:80",
+		"[fe80::1%eth0]:80":                   "[fe80::1%eth0]",
+		"":                                    "",
+		"garbage":                             "garbage",
+		"[" + strings.Repeat("0", 96) + "]:1": "[" + strings.Repeat("0", 96) + "]:1",
+	} {
+		assert.Equal(t, want, peerHost(in), in)
+	}
 }
 
 // TestKeyCacheOnlyForTheDefaultKey: a key function, an IP resolver of
@@ -138,15 +203,20 @@ func TestKeyCacheCopiesReusedParts(t *testing.T) {
 	}
 	for i := 0; i < 3; i++ {
 		for _, r := range []string{r1, r2} {
+			other := r2
+			if r == r2 {
+				other = r1
+			}
 			set(r)
 			want, _ := generalKey(e, v)
-			got, _ := e.cachedKey(context.Background(), &e.checks[0], v)
 			require.Equal(t, "GET "+r+"|192.0.2.10", want)
-			require.Equal(t, want, got, "round %d route %s", i, r)
-			set(r1) // the next request rewrites the buffer
-			set(r2)
-			got, _ = e.cachedKey(context.Background(), &e.checks[0], v)
-			require.Equal(t, "GET "+r2+"|192.0.2.10", got, "round %d after %s", i, r)
+			for j := 0; j < 2; j++ { // the second request makes the entry
+				got, _ := e.cachedKey(context.Background(), &e.checks[0], v)
+				require.Equal(t, want, got, "round %d route %s", i, r)
+			}
+			set(other) // the next request rewrites the buffer: same slot
+			got, _ := e.cachedKey(context.Background(), &e.checks[0], v)
+			require.Equal(t, "GET "+other+"|192.0.2.10", got, "round %d after %s", i, r)
 		}
 	}
 }

@@ -228,7 +228,8 @@ type epochText struct {
 // epochUpdates bounds the cache entries made per second: enough for a
 // hot client whose GCRA reset runs ahead of the clock by several seconds
 // a second (one client sending far above its rate), few enough that the
-// entries cost nothing (at most that many 50-byte allocations a second).
+// entries cost nothing (at most that many pairs of small allocations a
+// second).
 const epochUpdates = 32
 
 // lastEpoch is the epoch value written last: one entry, replaced at most
