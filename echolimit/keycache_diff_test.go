@@ -26,7 +26,13 @@ func (s *rvRec) Take(_ context.Context, key string, p *core.Policy, _ time.Time,
 	s.mu.Unlock()
 	return core.Decision{Allowed: true, Limit: p.Limits[0], Remaining: 1, Policy: p.Name}, nil
 }
-func (s *rvRec) take() []string { s.mu.Lock(); defer s.mu.Unlock(); k := s.keys; s.keys = nil; return k }
+func (s *rvRec) take() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	k := s.keys
+	s.keys = nil
+	return k
+}
 
 func rvScope(r keyfuncs.Request) string {
 	route := r.Route()

@@ -27,7 +27,13 @@ func (s *rvRec) Take(_ context.Context, key string, p *core.Policy, _ time.Time,
 	s.mu.Unlock()
 	return core.Decision{Allowed: true, Limit: p.Limits[0], Remaining: 1, Policy: p.Name}, nil
 }
-func (s *rvRec) take() []string { s.mu.Lock(); defer s.mu.Unlock(); k := s.keys; s.keys = nil; return k }
+func (s *rvRec) take() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	k := s.keys
+	s.keys = nil
+	return k
+}
 
 func rvScope(r keyfuncs.Request) string {
 	route := r.Route()
@@ -84,7 +90,8 @@ func TestCachedKeyEqualsGeneralPath(t *testing.T) {
 						r.Method = m
 						r.RemoteAddr = peer
 						e.ServeHTTP(httptest.NewRecorder(), r)
-						got := st.take(); total += len(got)
+						got := st.take()
+						total += len(got)
 						require.Zero(t, len(got)%2, "%v", got)
 						for i := 0; i < len(got); i += 2 {
 							require.Equal(t, got[i+1], got[i], "cfg %d %s %s %s", cfg, m, p, peer)
