@@ -91,6 +91,7 @@ type Engine struct {
 	onError     func(context.Context, error)
 	clock       core.Clock
 	ownClock    bool // clock is the primary limiter's: one read serves the decision and the headers
+	coarse      bool // clock is core.CoarseClock: called directly, not through the interface
 	policyField string
 	unavailable []byte
 	noKeyBody   []byte
@@ -147,6 +148,7 @@ func New(pkg string, lim *core.Limiter, opts []Option) (*Engine, *Config, error)
 		onError:     cfg.onError,
 		clock:       cfg.clock,
 		ownClock:    ownClock,
+		coarse:      cfg.clock == core.Clock(core.CoarseClock{}),
 		unavailable: respond.UnavailableBody(),
 		noKeyBody:   respond.NoKeyBody(),
 		peer:        peer,
@@ -231,7 +233,11 @@ func (e *Engine) DecideInto(ctx context.Context, req keyfuncs.Request, res *Resu
 		}
 		var err error
 		if e.ownClock {
-			res.now = e.clock.Now()
+			if e.coarse {
+				res.now = core.CoarseClock{}.Now()
+			} else {
+				res.now = e.clock.Now()
+			}
 			res.Decision, err = c.lim.AllowNAt(ctx, key, res.now, cost)
 		} else {
 			res.Decision, err = c.lim.AllowN(ctx, key, cost)
