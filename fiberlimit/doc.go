@@ -88,7 +88,8 @@
 // on net/http, gin and echo (the header values; echo's per-request
 // middleware chain reuses the middleware's closure for a handler seen
 // before) and none on fiber. A returning client's store key comes from a
-// bounded cache keyed by the route, the method and the peer's address:
-// its second request makes the entry, later ones skip building the key.
+// bounded cache keyed by the route (under app.Use, the path), the method
+// and the peer's IPv4 address: its second request makes the entry, later
+// ones skip building the key and the route lookup.
 // See the package benchmarks.
 package fiberlimit

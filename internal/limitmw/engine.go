@@ -369,7 +369,6 @@ func (e *Engine) cachedKey(ctx context.Context, c *check, req keyfuncs.Request) 
 			p.Method, p.Route = req.Method(), req.Route()
 		}
 	}
-	p.Peer = peerHost(p.Peer)
 	key, slot := keys.get(e.cacheID, &p)
 	if key != "" {
 		return key, keyOK

@@ -4,18 +4,15 @@ import (
 	"encoding/binary"
 	"hash/maphash"
 	"math/bits"
-	"strings"
 	"sync/atomic"
 	"unsafe"
-
-	"github.com/limitkit/limitkit/internal/hostport"
 )
 
 // The key cache skips building the store key of the common middleware
 // (one check, the default peer-IP key, the route scope or a fixed one)
 // when the same client asked the same route recently. Such a key is a
 // function of the engine, the request's method, its route and its TCP
-// peer's address (not its port) and of nothing else, so a table from
+// peer and of nothing else, so a table from
 // those parts to the key, filled by the general path, answers for them:
 // a hash of two short strings and three compares instead of formatting
 // the scope, parsing the peer address and interning the result.
@@ -24,8 +21,8 @@ import (
 // (keyCacheSlots pointers and miss marks plus one immutable entry per
 // slot: at most about 400 bytes a slot with the key it holds, 6.5 MB in
 // all, whatever clients send). Parts get an entry on their second miss
-// in a row in their slot, so one-off parts (a client's only request, a
-// scan of paths under fiber's app.Use) cost a hash and an atomic swap
+// in a row in their slot, so one-off parts (a client's only request on
+// a connection, a scan of paths under fiber's app.Use) cost a hash and an atomic swap
 // and allocate nothing; a returning client's entry costs two small
 // allocations once. A new entry replaces whatever shared its slot.
 // Entries hold copies of their parts (never the request's bytes), parts
@@ -66,8 +63,10 @@ type KeyParts struct {
 // scope is fixed and Method, Route and Table are not needed. ok is false
 // when the parts cannot stand for the request (a peer that is not IPv4,
 // say): the general path then decides. Views without it give Method,
-// Route and RemoteAddr, with StableRoute. The engine takes the port off
-// Peer (see peerHost).
+// Route and RemoteAddr, with StableRoute. Peer keeps the port (finding
+// it costs more than it saves): a client's entry serves one connection,
+// and a client that connects anew for every request is never cached (its
+// parts never repeat) and costs the general path plus a hash.
 type KeyParter interface {
 	KeyParts(route bool) (p KeyParts, ok bool)
 }
@@ -192,27 +191,3 @@ func (kc *keyCache) put(r slotRef, engine uint64, p *KeyParts, key string) {
 		method: all[:m], route: all[m:n], peer: all[n:],
 	})
 }
-
-// peerHost is the part of RemoteAddr text s that the default key reads:
-// s without its port where keyfuncs' parser takes the port off
-// ("ip4:port", "[ip6]:port" with a valid port), else s itself. So a client
-// that opens a new connection (a new port) finds its entry. Texts longer
-// than keyfuncs parses keep their port: with it they have no key.
-func peerHost(s string) string {
-	if len(s) > maxPeerText {
-		return s
-	}
-	if len(s) > 0 && s[0] == '[' {
-		if end := strings.IndexByte(s, ']'); end >= 0 && end+1 < len(s) && s[end+1] == ':' && hostport.ValidPort(s[end+2:]) {
-			return s[:end+1]
-		}
-		return s
-	}
-	if i := strings.IndexByte(s, ':'); i >= 0 && strings.IndexByte(s[i+1:], ':') < 0 && hostport.ValidPort(s[i+1:]) {
-		return s[:i]
-	}
-	return s
-}
-
-// maxPeerText is keyfuncs' longest parsed address text (maxHostLen).
-const maxPeerText = 96

@@ -66,21 +66,26 @@ func TestKeyCacheMatchesGeneralPath(t *testing.T) {
 
 // TestKeyCacheHitsReturningClient: a client's first request on a route
 // only marks its slot, the second makes the entry (the key is the very
-// string returned), later ones hit it, also from a new connection (a new
-// port); a client whose peer is not keyable is not cached.
+// string returned), later ones hit it; a new connection (a new port) is
+// new parts; a client whose peer is not keyable is not cached.
 func TestKeyCacheHitsReturningClient(t *testing.T) {
 	e, _, err := New("x", limiter(t, &keyStore{}, "p"), nil)
 	require.NoError(t, err)
 	req := httpReq("GET", "GET /hit", "198.51.100.9:4711")
-	p := KeyParts{Method: "GET", Route: "GET /hit", Peer: "198.51.100.9", StableRoute: true}
+	p := KeyParts{Method: "GET", Route: "GET /hit", Peer: "198.51.100.9:4711", StableRoute: true}
 	k1, _ := e.cachedKey(context.Background(), &e.checks[0], req)
 	got, _ := keys.get(e.cacheID, &p)
 	require.Empty(t, got, "one request: no entry")
 	_, _ = e.cachedKey(context.Background(), &e.checks[0], req)
 	got, _ = keys.get(e.cacheID, &p)
 	require.Equal(t, "GET /hit|198.51.100.9", got)
-	k3, _ := e.cachedKey(context.Background(), &e.checks[0], httpReq("GET", "GET /hit", "198.51.100.9:4712"))
-	assert.Equal(t, unsafe.StringData(k1), unsafe.StringData(k3), "a new connection hits")
+	k3, _ := e.cachedKey(context.Background(), &e.checks[0], req)
+	assert.Equal(t, unsafe.StringData(k1), unsafe.StringData(k3), "a hit returns the interned key")
+	p2 := p
+	p2.Peer = "198.51.100.9:4712"
+	_, _ = e.cachedKey(context.Background(), &e.checks[0], httpReq("GET", "GET /hit", p2.Peer))
+	got, _ = keys.get(e.cacheID, &p2)
+	assert.Empty(t, got, "a new connection's first request: no entry")
 
 	noPeer := httpReq("GET", "GET /hit", "")
 	for i := 0; i < 3; i++ {
@@ -120,29 +125,6 @@ func TestKeyCacheOneOffPartsAllocateNothing(t *testing.T) {
 	assert.Equal(t, 0.0, testing.AllocsPerRun(100, func() {
 		_, _ = e.cachedKey(context.Background(), &e.checks[0], hot)
 	}))
-}
-
-// TestPeerHost: the port comes off exactly where keyfuncs' parser takes
-// it off.
-func TestPeerHost(t *testing.T) {
-	for in, want := range map[string]string{
-		"203.0.113.7:443":                     "203.0.113.7",
-		"203.0.113.7":                         "203.0.113.7",
-		"203.0.113.7:":                        "203.0.113.7:",
-		"203.0.113.7:65536":                   "203.0.113.7:65536",
-		"203.0.113.7:0443x":                   "203.0.113.7:0443x",
-		"[2001:db8::1]:443":                   "[2001:db8::1]",
-		"[2001:db8::1]":                       "[2001:db8::1]",
-		"[2001:db8::1]443":                    "[2001:db8::1]443",
-		"2001:db8::1":                         "2001:db8::1",
-		"2001:db8::1:80":                      "2001:db8::1:80",
-		"[fe80::1%eth0]:80":                   "[fe80::1%eth0]",
-		"":                                    "",
-		"garbage":                             "garbage",
-		"[" + strings.Repeat("0", 96) + "]:1": "[" + strings.Repeat("0", 96) + "]:1",
-	} {
-		assert.Equal(t, want, peerHost(in), in)
-	}
 }
 
 // TestKeyCacheOnlyForTheDefaultKey: a key function, an IP resolver of
