@@ -12,22 +12,22 @@ import (
 // (one check, the default peer-IP key, the route scope or a fixed one)
 // when the same client asked the same route recently. Such a key is a
 // function of the engine, the request's method, its route and its TCP
-// peer and of nothing else, so a table from
-// those parts to the key, filled by the general path, answers for them:
-// a hash of two short strings and three compares instead of formatting
-// the scope, parsing the peer address and interning the result.
+// peer and of nothing else, so a table from those parts to the key,
+// filled by the general path, answers for them: a hash of two short
+// strings and three compares instead of formatting the scope, parsing
+// the peer address and interning the result.
 //
 // Like the intern table it is direct-mapped, lock-free and bounded
 // (keyCacheSlots pointers and miss marks plus one immutable entry per
 // slot: at most about 400 bytes a slot with the key it holds, 6.5 MB in
 // all, whatever clients send). Parts get an entry on their second miss
 // in a row in their slot, so one-off parts (a client's only request on
-// a connection, a scan of paths under fiber's app.Use) cost a hash and an atomic swap
-// and allocate nothing; a returning client's entry costs two small
-// allocations once. A new entry replaces whatever shared its slot.
-// Entries hold copies of their parts (never the request's bytes), parts
-// longer than keyCacheMax are not cached, and entries are compared in
-// full, so a collision or a stale slot costs a miss, never another
+// a connection, a scan of paths under fiber's app.Use) cost a hash and
+// an atomic swap and allocate nothing; a returning client's entry costs
+// two small allocations once. A new entry replaces whatever shared its
+// slot. Entries hold copies of their parts (never the request's bytes),
+// parts longer than keyCacheMax are not cached, and entries are compared
+// in full, so a collision or a stale slot costs a miss, never another
 // client's key.
 const (
 	keyCacheBits  = 14
