@@ -1,10 +1,8 @@
 package echolimit
 
 import (
-	"context"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -12,44 +10,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/limitkit/limitkit/core"
-	"github.com/limitkit/limitkit/keyfuncs"
+	"github.com/limitkit/limitkit/internal/keytest"
+	"github.com/limitkit/limitkit/internal/limitmw"
 )
-
-type rvRec struct {
-	mu   sync.Mutex
-	keys []string
-}
-
-func (s *rvRec) Take(_ context.Context, key string, p *core.Policy, _ time.Time, _ int64) (core.Decision, error) {
-	s.mu.Lock()
-	s.keys = append(s.keys, key)
-	s.mu.Unlock()
-	return core.Decision{Allowed: true, Limit: p.Limits[0], Remaining: 1, Policy: p.Name}, nil
-}
-func (s *rvRec) take() []string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	k := s.keys
-	s.keys = nil
-	return k
-}
-
-func rvScope(r keyfuncs.Request) string {
-	route := r.Route()
-	if route == "" {
-		return ""
-	}
-	if strings.IndexByte(route, ' ') >= 0 || route[0] != '/' {
-		return route
-	}
-	m := r.Method()
-	switch m {
-	case "GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS", "CONNECT", "TRACE":
-	default:
-		m = "OTHER"
-	}
-	return m + " " + route
-}
 
 type myCtx struct{ echo.Context }
 
@@ -59,9 +22,9 @@ type myCtx struct{ echo.Context }
 // on every request, over routes, groups, 404s, 405s, odd methods and
 // peers (written by an outside review of the key cache).
 func TestCachedKeyEqualsGeneralPath(t *testing.T) {
-	st := &rvRec{}
+	st := &keytest.Rec{}
 	lim := core.MustNewLimiter(st, core.Policy{Name: "p", Limits: []core.Limit{core.Per(1<<30, time.Hour)}})
-	cached, general := New(lim), New(lim, WithScopeFunc(rvScope))
+	cached, general := New(lim), New(lim, WithScopeFunc(limitmw.DefaultScope))
 	total := 0
 	for cfg := 0; cfg < 4; cfg++ {
 		e := echo.New()
@@ -100,7 +63,7 @@ func TestCachedKeyEqualsGeneralPath(t *testing.T) {
 						r.Method = m
 						r.RemoteAddr = peer
 						e.ServeHTTP(httptest.NewRecorder(), r)
-						got := st.take()
+						got := st.Keys()
 						total += len(got) / 2
 						require.Zero(t, len(got)%2, "%v", got)
 						for i := 0; i < len(got); i += 2 {

@@ -13,36 +13,18 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/limitkit/limitkit/core"
-	"github.com/limitkit/limitkit/keyfuncs"
+	"github.com/limitkit/limitkit/internal/keytest"
+	"github.com/limitkit/limitkit/internal/limitmw"
 )
-
-// generalScope is limitmw.appendScope's default, as a scope function, so
-// the middleware built with it takes the general (uncached) path.
-func generalScope(r keyfuncs.Request) string {
-	route := r.Route()
-	if route == "" {
-		return ""
-	}
-	if strings.IndexByte(route, ' ') >= 0 || route[0] != '/' {
-		return route
-	}
-	m := r.Method()
-	switch m {
-	case "GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS", "CONNECT", "TRACE":
-	default:
-		m = "OTHER"
-	}
-	return m + " " + route
-}
 
 // TestCachedKeyEqualsGeneralPath: one cached and one uncached
 // middleware side by side, shared by 11 apps (appTables eviction) of
 // several configs, with groups, a mount, a path-rewriting middleware and
 // routes added while serving: their keys agree on every request.
 func TestCachedKeyEqualsGeneralPath(t *testing.T) {
-	st := &keyRec{}
+	st := &keytest.Rec{}
 	lim := core.MustNewLimiter(st, core.Policy{Name: "p", Limits: []core.Limit{core.Per(1<<30, time.Hour*24*365)}})
-	cached, general := New(lim), New(lim, WithScopeFunc(generalScope))
+	cached, general := New(lim), New(lim, WithScopeFunc(limitmw.DefaultScope))
 	configs := []fiber.Config{{}, {CaseSensitive: true}, {StrictRouting: true}, {UnescapePath: true}, {CaseSensitive: true, StrictRouting: true, UnescapePath: true}}
 	var hs []fasthttp.RequestHandler
 	var apps []*fiber.App
@@ -100,7 +82,7 @@ func TestCachedKeyEqualsGeneralPath(t *testing.T) {
 						req.SetRequestURI(path)
 						fctx.Init(&req, &net.TCPAddr{IP: peers[pi], Port: 4000 + pi}, nil)
 						hs[ai](fctx)
-						got := st.take()
+						got := st.Keys()
 						if len(got)%2 != 0 {
 							t.Fatalf("odd keys %v", got)
 						}

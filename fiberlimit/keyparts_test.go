@@ -1,10 +1,8 @@
 package fiberlimit
 
 import (
-	"context"
 	"math/rand"
 	"net"
-	"sync"
 	"testing"
 	"time"
 
@@ -13,6 +11,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/limitkit/limitkit/core"
+	"github.com/limitkit/limitkit/internal/keytest"
 )
 
 // TestKeyPartsKeysAsTheGeneralPath: the store keys of the global and the
@@ -22,7 +21,7 @@ import (
 // three passes (misses, then hits), and still after routes are added
 // while the app serves (a path that was a 404 gets its new route's key).
 func TestKeyPartsKeysAsTheGeneralPath(t *testing.T) {
-	st := &keyRec{}
+	st := &keytest.Rec{}
 	lim := core.MustNewLimiter(st, core.Policy{Name: "p", Limits: []core.Limit{core.Per(1<<30, time.Hour*24*365)}})
 	app := fiber.New(fiber.Config{DisableStartupMessage: true})
 	app.Use(New(lim))
@@ -46,7 +45,7 @@ func TestKeyPartsKeysAsTheGeneralPath(t *testing.T) {
 		req.SetRequestURI(path)
 		fctx.Init(&req, &net.TCPAddr{IP: peers[peer], Port: 40000 + peer}, nil)
 		h(fctx)
-		return st.take()
+		return st.Keys()
 	}
 	check := func(pass int) {
 		for _, path := range paths {
@@ -82,26 +81,4 @@ func TestKeyPartsKeysAsTheGeneralPath(t *testing.T) {
 	for pass := 3; pass < 5; pass++ {
 		check(pass)
 	}
-}
-
-// keyRec is a store that admits everything and records "policy#key".
-type keyRec struct {
-	mu   sync.Mutex
-	keys []string
-}
-
-func (s *keyRec) Take(_ context.Context, key string, p *core.Policy, _ time.Time, _ int64) (core.Decision, error) {
-	s.mu.Lock()
-	s.keys = append(s.keys, p.Name+"#"+key)
-	s.mu.Unlock()
-	return core.Decision{Allowed: true, Limit: p.Limits[0], Remaining: 1, Policy: p.Name}, nil
-}
-
-// take returns and forgets the keys recorded so far.
-func (s *keyRec) take() []string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	k := s.keys
-	s.keys = nil
-	return k
 }

@@ -1,54 +1,16 @@
 package nethttp_test
 
 import (
-	"context"
 	"net/http"
 	"net/http/httptest"
-	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/limitkit/limitkit/core"
-	"github.com/limitkit/limitkit/keyfuncs"
+	"github.com/limitkit/limitkit/internal/keytest"
+	"github.com/limitkit/limitkit/internal/limitmw"
 	"github.com/limitkit/limitkit/nethttp"
 )
-
-type rvRec struct {
-	mu   sync.Mutex
-	keys []string
-}
-
-func (s *rvRec) Take(_ context.Context, key string, p *core.Policy, _ time.Time, _ int64) (core.Decision, error) {
-	s.mu.Lock()
-	s.keys = append(s.keys, key)
-	s.mu.Unlock()
-	return core.Decision{Allowed: true, Limit: p.Limits[0], Remaining: 1, Policy: p.Name}, nil
-}
-func (s *rvRec) take() []string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	k := s.keys
-	s.keys = nil
-	return k
-}
-
-func rvScope(r keyfuncs.Request) string {
-	route := r.Route()
-	if route == "" {
-		return ""
-	}
-	if strings.IndexByte(route, ' ') >= 0 || route[0] != '/' {
-		return route
-	}
-	m := r.Method()
-	switch m {
-	case "GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS", "CONNECT", "TRACE":
-	default:
-		m = "OTHER"
-	}
-	return m + " " + route
-}
 
 // TestCachedKeyEqualsGeneralPath: a middleware with the default key and
 // scope (whose keys come from the key cache) and an uncached copy (the
@@ -56,9 +18,9 @@ func rvScope(r keyfuncs.Request) string {
 // on every request, over routes, groups, 404s, 405s, odd methods and
 // peers (written by an outside review of the key cache).
 func TestCachedKeyEqualsGeneralPath(t *testing.T) {
-	st := &rvRec{}
+	st := &keytest.Rec{}
 	lim := core.MustNewLimiter(st, core.Policy{Name: "p", Limits: []core.Limit{core.Per(1<<30, time.Hour)}})
-	cached, general := nethttp.New(lim), nethttp.New(lim, nethttp.WithScopeFunc(rvScope))
+	cached, general := nethttp.New(lim), nethttp.New(lim, nethttp.WithScopeFunc(limitmw.DefaultScope))
 	nop := http.HandlerFunc(func(http.ResponseWriter, *http.Request) {})
 	both := func(h http.Handler) http.Handler { return cached(general(h)) }
 	mux := http.NewServeMux()
@@ -78,7 +40,7 @@ func TestCachedKeyEqualsGeneralPath(t *testing.T) {
 						r.Method = m
 						r.RemoteAddr = peer
 						h.ServeHTTP(httptest.NewRecorder(), r)
-						got := st.take()
+						got := st.Keys()
 						if h == outerC || h == outerG {
 							continue
 						}
@@ -99,7 +61,7 @@ func TestCachedKeyEqualsGeneralPath(t *testing.T) {
 						r.Method = m
 						r.RemoteAddr = peer
 						h.ServeHTTP(httptest.NewRecorder(), r)
-						ks[i] = st.take()
+						ks[i] = st.Keys()
 					}
 					if len(ks[0]) > 0 && len(ks[1]) > 0 && ks[0][0] != ks[1][0] {
 						t.Fatalf("around mux %q %s %s: %q vs %q", m, p, peer, ks[0][0], ks[1][0])

@@ -224,8 +224,7 @@ func (e *Engine) DecideInto(ctx context.Context, req keyfuncs.Request, res *Resu
 		if e.cacheID != 0 {
 			key, st = e.cachedKey(ctx, c, req)
 		} else {
-			var kbuf [192]byte
-			key, st, _ = e.key(ctx, c, req, e.appendScope(kbuf[:0], req))
+			key, st, _ = e.generalKey(ctx, c, req)
 		}
 		if st != keyOK {
 			e.noKeyResult(res, c, st)
@@ -334,6 +333,16 @@ func (e *Engine) appendScope(b []byte, req keyfuncs.Request) []byte {
 	return append(b, route...)
 }
 
+// DefaultScope is the scope an engine without WithScope or WithScopeFunc
+// gives req, as a scope function: a middleware built with
+// WithScopeFunc(DefaultScope) keys exactly as the default one but never
+// uses the key cache, so tests can compare the two.
+func DefaultScope(req keyfuncs.Request) string {
+	var e Engine
+	var b [128]byte
+	return string(e.appendScope(b[:0], req))
+}
+
 func standardMethod(m string) bool {
 	switch m {
 	case http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch,
@@ -359,8 +368,7 @@ func (e *Engine) cachedKey(ctx context.Context, c *check, req keyfuncs.Request) 
 	case KeyParter:
 		var ok bool
 		if p, ok = r.KeyParts(!e.scopeFixed); !ok {
-			var kbuf [192]byte
-			key, st, _ := e.key(ctx, c, req, e.appendScope(kbuf[:0], req))
+			key, st, _ := e.generalKey(ctx, c, req)
 			return key, st
 		}
 	default:
@@ -373,12 +381,18 @@ func (e *Engine) cachedKey(ctx context.Context, c *check, req keyfuncs.Request) 
 	if key != "" {
 		return key, keyOK
 	}
-	var kbuf [192]byte
-	key, st, own := e.key(ctx, c, req, e.appendScope(kbuf[:0], req))
+	key, st, own := e.generalKey(ctx, c, req)
 	if st == keyOK && own {
 		keys.put(slot, e.cacheID, &p, key)
 	}
 	return key, st
+}
+
+// generalKey is key after the request's scope, built in a stack buffer:
+// the path without the key cache.
+func (e *Engine) generalKey(ctx context.Context, c *check, req keyfuncs.Request) (string, keyStatus, bool) {
+	var kbuf [192]byte
+	return e.key(ctx, c, req, e.appendScope(kbuf[:0], req))
 }
 
 // key derives check c's store key: scope, '|', client key. own reports

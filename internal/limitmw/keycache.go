@@ -111,9 +111,10 @@ func (kc *keyCache) hash(engine uint64, p *KeyParts) uint64 {
 	return h
 }
 
-// slot is p's slot.
-func (kc *keyCache) slot(engine uint64, p *KeyParts) *atomic.Pointer[keyEntry] {
-	return &kc.slots[kc.hash(engine, p)>>(64-keyCacheBits)]
+// ref is where p's entry goes: its slot and its full hash.
+func (kc *keyCache) ref(engine uint64, p *KeyParts) slotRef {
+	h := kc.hash(engine, p)
+	return slotRef{i: h >> (64 - keyCacheBits), h: h}
 }
 
 // slotRef is where get looked: the slot and the parts' full hash.
@@ -158,8 +159,7 @@ func mix(h, x, y uint64) uint64 {
 
 // get returns the cached key of p for engine, or "", and where it looked.
 func (kc *keyCache) get(engine uint64, p *KeyParts) (string, slotRef) {
-	h := kc.hash(engine, p)
-	r := slotRef{i: h >> (64 - keyCacheBits), h: h}
+	r := kc.ref(engine, p)
 	if e := kc.slots[r.i].Load(); e != nil && e.engine == engine && e.table == p.Table && e.peerIP == p.PeerIP &&
 		e.route == p.Route && e.peer == p.Peer && e.method == p.Method {
 		return e.key, r

@@ -20,9 +20,13 @@ import (
 // generalKey is what the engine's general path (no key cache) derives
 // for req: the specification the cache must reproduce.
 func generalKey(e *Engine, req keyfuncs.Request) (string, keyStatus) {
-	var kbuf [192]byte
-	key, st, _ := e.key(context.Background(), &e.checks[0], req, e.appendScope(kbuf[:0], req))
+	key, st, _ := e.generalKey(context.Background(), &e.checks[0], req)
 	return key, st
+}
+
+// slot is p's slot in the key cache.
+func (kc *keyCache) slot(engine uint64, p *KeyParts) *atomic.Pointer[keyEntry] {
+	return &kc.slots[kc.ref(engine, p).i]
 }
 
 var (

@@ -1,0 +1,37 @@
+// Package keytest holds what the adapters' key tests share: a store that
+// admits every request and records the key it was asked for, so that a
+// test can compare the store keys of two middlewares (one using the
+// engine's key cache, one not) request by request.
+package keytest
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/limitkit/limitkit/core"
+)
+
+// Rec is a core.Store that admits everything and records "policy#key"
+// for every Take. The zero value is ready; it is safe for concurrent use.
+type Rec struct {
+	mu   sync.Mutex
+	keys []string
+}
+
+// Take implements core.Store.
+func (s *Rec) Take(_ context.Context, key string, p *core.Policy, _ time.Time, _ int64) (core.Decision, error) {
+	s.mu.Lock()
+	s.keys = append(s.keys, p.Name+"#"+key)
+	s.mu.Unlock()
+	return core.Decision{Allowed: true, Limit: p.Limits[0], Remaining: 1, Policy: p.Name}, nil
+}
+
+// Keys returns and forgets the keys recorded so far.
+func (s *Rec) Keys() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	k := s.keys
+	s.keys = nil
+	return k
+}
