@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/limitkit/limitkit/core"
+	"github.com/limitkit/limitkit/core/memstore"
 )
 
 // localMapStore is mapStore declaring itself local: Limiters take their
@@ -80,4 +81,31 @@ func TestFastPathStoreFailure(t *testing.T) {
 		assert.True(t, d.Degraded)
 		assert.Equal(t, mode == core.FailOpen, d.Allowed, "%v", mode)
 	}
+}
+
+// DirectStore is the store exactly when the Limiter's answer is the
+// store's own decision: a local store, no observer, no elastic policy.
+func TestDirectStore(t *testing.T) {
+	p := core.Policy{Name: "p", Limits: []core.Limit{core.PerMinute(2)}}
+	local := localMapStore{newMapStore()}
+	l, err := core.NewLimiter(local, p)
+	require.NoError(t, err)
+	assert.Equal(t, core.Store(local), l.DirectStore())
+
+	l, err = core.NewLimiter(local, p, core.WithObserver(core.ObserverFunc(func(core.Event) {})))
+	require.NoError(t, err)
+	assert.Nil(t, l.DirectStore(), "an observer must see every decision")
+
+	l, err = core.NewLimiter(newMapStore(), p)
+	require.NoError(t, err)
+	assert.Nil(t, l.DirectStore(), "a store that does I/O gets a deadline per call")
+
+	ms := memstore.MustNew()
+	defer ms.Close()
+	l, err = core.NewLimiter(ms, p)
+	require.NoError(t, err)
+	assert.Same(t, ms, l.DirectStore())
+	l, err = core.NewLimiter(ms, elasticFixed(signalFunc(func(context.Context, int64) (bool, error) { return true, nil })))
+	require.NoError(t, err)
+	assert.Nil(t, l.DirectStore(), "an elastic policy asks the capacity signal after a denial")
 }

@@ -188,6 +188,22 @@ func (l *Limiter) AllowN(ctx context.Context, key string, cost int64) (Decision,
 	return l.allowNAt(ctx, key, now, cost)
 }
 
+// DirectStore returns the Limiter's store when a successful Take of it
+// is exactly the Limiter's answer, so that a caller that needs the
+// decision somewhere of its own (the middleware adapters) may call the
+// store directly, with [Limiter.Policy] and a cost >= 0: a store that
+// does no I/O (see [LocalStore]), no [Observer], no elastic policy. It
+// returns nil otherwise. When the store returns an error, the caller must
+// decide through the Limiter instead (which applies the policy's
+// FailMode and logs); that is only exact for a store whose failed Take
+// consumed nothing, as memstore's.
+func (l *Limiter) DirectStore() Store {
+	if l.fast {
+		return l.store
+	}
+	return nil
+}
+
 // Clock returns the limiter's clock ([CoarseClock] unless WithClock).
 func (l *Limiter) Clock() Clock { return l.clock }
 

@@ -102,7 +102,8 @@ func (m *middleware) handle(c *fiber.Ctx) error {
 	if res.Action == limitmw.Skip {
 		return c.Next()
 	}
-	if t, ok := m.e.Triple(&res); ok {
+	var t limitmw.Triple
+	if m.e.Triple(&res, &t) {
 		setTriple(&c.Response().Header, &t)
 	} else {
 		var f respond.Fields

@@ -38,7 +38,8 @@ func TestSetTripleMatchesSetFields(t *testing.T) {
 				if rng.Intn(2) == 0 {
 					res.Decision.Remaining = []int64{0, 5, 1023, 1024, 1 << 40, -1}[rng.Intn(6)]
 				}
-				tr, ok := e.Triple(&res)
+				var tr limitmw.Triple
+				ok := e.Triple(&res, &tr)
 				if res.Action != limitmw.Pass {
 					assert.False(t, ok)
 					continue
