@@ -2,6 +2,7 @@ package limitmw
 
 import (
 	"context"
+	"math"
 	"math/rand"
 	"net/http"
 	"testing"
@@ -25,7 +26,7 @@ func TestSetHTTPMatchesFields(t *testing.T) {
 	clk := core.NewManualClock(time.Unix(1_700_000_000, 300_000_000))
 	lim := core.MustNewLimiter(st, core.Policy{Name: "p", Limits: []core.Limit{core.PerMinute(100), core.PerHour(5000)}})
 	rng := rand.New(rand.NewSource(7))
-	counts := []int64{0, 1, 99, 1023, 1024, 5000, 999_999, 1 << 40, -1}
+	counts := []int64{0, 1, 99, 1023, 1024, 5000, 999_999, 1 << 40, 1e16 - 1, 1e16, math.MaxInt64, -1}
 	durs := []time.Duration{0, time.Millisecond, 1500 * time.Millisecond, time.Minute, 90 * time.Minute, core.Never}
 	for _, hs := range []HeaderSet{HeaderDefault, HeaderXRateLimit, HeaderXRateLimit | HeaderIETF, HeaderIETF, HeaderNone, HeaderRetryAfter} {
 		for _, rf := range []ResetFormat{ResetEpoch, ResetDelta} {

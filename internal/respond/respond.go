@@ -411,6 +411,17 @@ func SetHTTP(h http.Header, f *Fields) {
 // allocation and without the Fields: the common response's headers.
 // limit must not be empty.
 func SetHTTPTriple(h http.Header, limit string, remaining int64, reset string, resetN int64) {
+	if reset != "" && remaining >= SmallInts && remaining < 1e16 {
+		// the common response: a ready-made reset, a remaining count
+		// formatted straight into the block
+		blk := new(httpBlock3s)
+		n := putInt(blk.data[:], remaining)
+		blk.vals[0], blk.vals[1], blk.vals[2] = limit, unsafe.String(&blk.data[0], n), reset
+		h[HeaderLimit] = blk.vals[0:1:1]
+		h[HeaderRemaining] = blk.vals[1:2:2]
+		h[HeaderReset] = blk.vals[2:3:3]
+		return
+	}
 	var tmp [40]byte
 	used := 0
 	rem := ""
