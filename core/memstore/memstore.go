@@ -233,7 +233,7 @@ func (s *Store) Take(_ context.Context, key string, p *core.Policy, now time.Tim
 // decision in a larger result and calls the Store directly (the
 // middleware adapters, when [core.Limiter.DirectStore] is this Store),
 // so that no Decision is copied on the way. d must not be nil; TakeTo
-// does not keep it. An error leaves the store unchanged.
+// does not keep it. A call that returns an error consumes no quota.
 func (s *Store) TakeTo(_ context.Context, key string, p *core.Policy, now time.Time, cost int64, d *core.Decision) error {
 	t := s.last.Load()
 	if t == nil || t.key != p || s.closed.Load() {

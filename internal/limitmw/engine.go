@@ -609,7 +609,7 @@ func (e *Engine) Triple(res *Result, t *Triple) bool {
 	}
 	t.Remaining = d.Remaining
 	if e.reset == ResetDelta {
-		t.ResetN = respond.CeilSeconds(d.ResetAfter)
+		t.Reset, t.ResetN = "", respond.CeilSeconds(d.ResetAfter)
 	} else {
 		now := res.now
 		if now.IsZero() {
