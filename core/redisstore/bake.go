@@ -27,6 +27,13 @@ import (
 // literal instead.
 const argTable = "local A = {} for k = 3, #ARGV do A[k] = tonumber(ARGV[k]) end"
 
+// modText is the line of the multi-limit fixed-window template that
+// reads each limit's modulus M (ARGV[4i+3], the last of limit i's four
+// constants) as text into MT; a baked copy has the list of literals. The
+// script adds M's text for a cost of 1: a Lua number argument is turned
+// into text on every Redis command call.
+const modText = "local MT = {} for i = 1, #KEYS do MT[i] = ARGV[4 * i + 3] end"
+
 // maxBaked bounds the baked scripts of one process.
 const maxBaked = 1024
 
@@ -48,7 +55,11 @@ func bake(name string, tmpl string, consts []any) *script {
 // bake returns tmpl (a padded single-limit script) with its arguments
 // ARGV[3], ARGV[4], ... replaced by consts (ints, or strings "0"/"1" for
 // a flag compared with '1'), or nil when the cache is full or tmpl uses
-// an argument in a form bake does not replace.
+// an argument in a form bake does not replace. The forms are
+// tonumber(ARGV[k]) (a number literal), ARGV[k] == '1' (true or false)
+// and tostring(ARGV[k]) (the argument's text as a string literal: for a
+// script that hands a constant to a Redis command, which converts a Lua
+// number to text on every call).
 func (o *oven) bake(name string, tmpl string, consts []any) *script {
 	var key strings.Builder
 	key.WriteString(name)
@@ -72,7 +83,7 @@ func (o *oven) bake(name string, tmpl string, consts []any) *script {
 		if v == "1" {
 			flag = "true"
 		}
-		pairs = append(pairs, "tonumber("+arg+")", v, arg+" == '1'", flag)
+		pairs = append(pairs, "tonumber("+arg+")", v, arg+" == '1'", flag, "tostring("+arg+")", "'"+v+"'")
 	}
 	src := strings.NewReplacer(pairs...).Replace(tmpl)
 	if strings.Contains(tmpl, argTable) {
@@ -87,6 +98,18 @@ func (o *oven) bake(name string, tmpl string, consts []any) *script {
 		}
 		b.WriteString("}")
 		src = strings.Replace(tmpl, argTable, b.String(), 1)
+	}
+	if strings.Contains(src, modText) {
+		var b strings.Builder
+		b.WriteString("local MT = {")
+		for i := 4; i < len(consts); i += 4 { // ARGV[4i+3] is consts[4i]
+			if i > 4 {
+				b.WriteString(", ")
+			}
+			b.WriteString("'" + lit(consts[i]) + "'")
+		}
+		b.WriteString("}")
+		src = strings.Replace(src, modText, b.String(), 1)
 	}
 	for i := range consts {
 		if strings.Contains(src, "ARGV["+strconv.Itoa(i+3)+"]") {

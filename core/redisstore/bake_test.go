@@ -37,6 +37,16 @@ func TestBake(t *testing.T) {
 	o := &oven{max: 10}
 	assert.Nil(t, o.bake("y", "return ARGV[3] + 1", []any{int64(1)}))
 	assert.True(t, strings.Contains(padded(luaFixedWindow1), "tonumber(ARGV[6])"))
+	// tostring(ARGV[k]) becomes the constant's text: the fixed window
+	// adds M's text for a cost of 1
+	fw := o.bake("z", padded(luaFixedWindow1), []any{int64(1000), int64(5), "0", int64(1 << 33)})
+	require.NotNil(t, fw)
+	assert.Contains(t, fw.srcArg, "inc = '8589934592'")
+	// and the multi-limit fixed window's list of each limit's M as text
+	fw2 := o.bake("z2", padded(bakeableMulti[core.FixedWindow]), []any{"0", int64(1000), int64(5), int64(0), int64(1 << 33), int64(3000), int64(8), int64(0), int64(1 << 32)})
+	require.NotNil(t, fw2)
+	assert.Contains(t, fw2.srcArg, "local MT = {'8589934592', '4294967296'}")
+	assert.NotContains(t, fw2.srcArg, "ARGV[4 * i + 3]")
 
 	// baked and unbaked decide alike, step by step
 	s, _, _ := nodeStore(t)

@@ -48,6 +48,11 @@ func diffPolicies() []core.Policy {
 		p = base("soft1-denied", core.Per(5, time.Second))
 		p.SoftPercent, p.CountDenied = 40, true
 		ps = append(ps, p)
+		if a == core.FixedWindow || a == core.GCRA {
+			// limits whose fixed-window moduli differ (2^20 needs a
+			// smaller M than 2^33): each count is added with its own M
+			ps = append(ps, base("moduli", core.Per(1<<20, time.Hour), core.Per(5, time.Second)))
+		}
 		if a == core.GCRA || a == core.TokenBucket {
 			ps = append(ps, base("burst", core.Per(3, time.Second).WithBurst(9), core.Per(100, time.Minute).WithBurst(20)))
 			ps = append(ps, base("burst1", core.Per(3, time.Second).WithBurst(9)))

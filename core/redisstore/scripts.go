@@ -1015,7 +1015,11 @@ if now ~= '' then
 end
 local v, added = false, false
 if cost > 0 then
-  local x = redis.pcall('INCRBY', key, cost * m)
+  -- a cost of 1 adds M's text: a number argument is turned into text on
+  -- every call, a tenth of the script's time
+  local inc = cost * m
+  if cost == 1 then inc = tostring(ARGV[6]) end
+  local x = redis.pcall('INCRBY', key, inc)
   if type(x) == 'number' then
     local ix = x % m
     local count = (x - ix) / m - cost
@@ -1341,10 +1345,15 @@ if cost > 0 then
   -- the common case: add to every count in place (luaFixedWindow1); when
   -- every value before the add held a count of the window in force and
   -- every sum is within its capacity, that is the decision; otherwise
-  -- the adds are taken back and the general path below decides
+  -- the adds are taken back and the general path below decides. A cost
+  -- of 1 adds M's text (MT): a number argument is turned into text on
+  -- every call
   local xs, done, fast = {}, 0, true
+  local MT = {} for i = 1, #KEYS do MT[i] = ARGV[4 * i + 3] end
   for i = 1, nl do
-    local x = redis.pcall('INCRBY', KEYS[i], cost * A[4 * i + 3])
+    local inc = cost * A[4 * i + 3]
+    if cost == 1 then inc = MT[i] end
+    local x = redis.pcall('INCRBY', KEYS[i], inc)
     if type(x) ~= 'number' then fast = false break end
     xs[i], done = x, i
   end
