@@ -183,13 +183,44 @@ const (
 	// ErrorCanceled: the caller's context was cancelled (the client went
 	// away) before the store answered; not a fault of the store.
 	ErrorCanceled
-	// ErrorOther: anything else (a script error, a bad reply, a closed
-	// store).
+	// ErrorTryAgain: the store asked to retry later (Redis TRYAGAIN: a
+	// multi-key call during a slot migration).
+	ErrorTryAgain
+	// ErrorClusterDown: the store cannot serve the key's part of the data
+	// now (Redis CLUSTERDOWN, MASTERDOWN: a failover in progress).
+	ErrorClusterDown
+	// ErrorRedirect: the key lives elsewhere and the client did not follow
+	// (Redis MOVED or ASK beyond the client's redirect limit).
+	ErrorRedirect
+	// ErrorReadOnly: the store refused a write (Redis READONLY: a replica,
+	// e.g. a demoted master the client still sends to).
+	ErrorReadOnly
+	// ErrorLoading: the store is loading its data after a start (Redis
+	// LOADING).
+	ErrorLoading
+	// ErrorOOM: the store is out of memory and refuses writes (Redis OOM
+	// under maxmemory with noeviction). The store answers: not an outage.
+	ErrorOOM
+	// ErrorScript: the store's script failed (a Redis script error); a
+	// bug or an incompatible server, not an outage.
+	ErrorScript
+	// ErrorOther: anything else (a bad reply, a closed store, an error
+	// reply of no other kind).
 	ErrorOther
 )
 
-// String returns "", "timeout", "connection", "circuit_open", "canceled"
-// or "other".
+// KindError is implemented by a store error that knows its [ErrorKind],
+// such as a Redis store's error for a Redis error reply (TRYAGAIN, OOM,
+// ...). [ClassifyError] asks it, so stores classify what only they can
+// parse without core importing their client.
+type KindError interface {
+	error
+	ErrorKind() ErrorKind
+}
+
+// String returns "", "timeout", "connection", "circuit_open", "canceled",
+// "tryagain", "clusterdown", "redirect", "readonly", "loading", "oom",
+// "script" or "other".
 func (k ErrorKind) String() string {
 	switch k {
 	case ErrorNone:
@@ -202,6 +233,20 @@ func (k ErrorKind) String() string {
 		return "circuit_open"
 	case ErrorCanceled:
 		return "canceled"
+	case ErrorTryAgain:
+		return "tryagain"
+	case ErrorClusterDown:
+		return "clusterdown"
+	case ErrorRedirect:
+		return "redirect"
+	case ErrorReadOnly:
+		return "readonly"
+	case ErrorLoading:
+		return "loading"
+	case ErrorOOM:
+		return "oom"
+	case ErrorScript:
+		return "script"
 	}
 	return "other"
 }
@@ -213,7 +258,8 @@ var ErrCircuitOpen = errors.New("limitkit: circuit breaker open; remote store no
 // ClassifyError returns the kind of a store error: a timeout (context
 // deadline, a net.Error timeout), a connection failure (refused, reset,
 // broken pipe, EOF, a *net.OpError, DNS), an open circuit breaker, a
-// request its caller cancelled, or other.
+// request its caller cancelled, the kind a [KindError] in err's chain
+// reports (a store's error reply), or other.
 func ClassifyError(err error) ErrorKind {
 	if err == nil {
 		return ErrorNone
@@ -226,6 +272,10 @@ func ClassifyError(err error) ErrorKind {
 	}
 	if errors.Is(err, context.Canceled) {
 		return ErrorCanceled
+	}
+	var ke KindError
+	if errors.As(err, &ke) {
+		return ke.ErrorKind()
 	}
 	var ne net.Error
 	if errors.As(err, &ne) && ne.Timeout() {

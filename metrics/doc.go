@@ -14,7 +14,8 @@
 // With the default namespace "limitkit":
 //
 //	limitkit_decisions_total{policy,outcome}      counter   outcome: allowed, denied, shadowed, degraded
-//	limitkit_store_errors_total{policy,kind}      counter   kind: timeout, connection, circuit_open, canceled, other
+//	limitkit_store_errors_total{policy,kind}      counter   kind: timeout, connection, circuit_open, canceled, other;
+//	                                                          reply kinds as they occur: tryagain, clusterdown, redirect, readonly, loading, oom, script
 //	limitkit_store_latency_seconds{policy}        histogram the store call of a decision (stores that do I/O)
 //	limitkit_deny_cache_hits_total{policy}        counter   fleet tier: denied locally from the deny cache
 //	limitkit_fallbacks_total{policy}              counter   fleet tier: decided locally, remote store failed

@@ -83,7 +83,10 @@ type StatsSource interface {
 type policy struct {
 	name      string
 	decisions [core.OutcomeDegraded + 1]prometheus.Counter
-	errors    [core.ErrorOther + 1]prometheus.Counter
+	errors    [core.ErrorOther + 1]prometheus.Counter // the kinds every store can fail with
+	// The kinds of a store's error replies (tryagain, oom, ...), created
+	// on first use: a policy on the embedded store shows none of them.
+	replies [core.ErrorOther + 1]lazy[prometheus.Counter]
 	// Created on first use, so that a policy on the embedded store shows no
 	// empty latency histogram and one without a fleet tier no tier series.
 	latency     lazy[prometheus.Observer]
@@ -186,7 +189,7 @@ func New(opts ...Option) (*Metrics, error) {
 			"Decisions by policy and outcome: allowed, denied, shadowed (a shadow policy would have denied), degraded (the store failed; the fail mode decided).",
 			"policy", "outcome"),
 		errors: counter("store_errors_total",
-			"Store failures by policy and kind: timeout, connection, circuit_open, canceled, other. Each one is a degraded decision.",
+			"Store failures by policy and kind: timeout, connection, circuit_open, canceled, other, and the kinds of a store's error replies as they occur (tryagain, clusterdown, redirect, readonly, loading, oom, script). Each one is a degraded decision.",
 			"policy", "kind"),
 		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: ns, Name: "store_latency_seconds", ConstLabels: cl, Buckets: c.buckets,
 			Help: "Duration of the store call of each decision, for stores that do I/O (Redis), failures included."}, []string{"policy"}),
@@ -243,7 +246,7 @@ func (m *Metrics) newPolicy(name string) *policy {
 	for o := core.OutcomeAllowed; o <= core.OutcomeDegraded; o++ {
 		p.decisions[o] = m.decisions.WithLabelValues(name, o.String())
 	}
-	for k := core.ErrorTimeout; k <= core.ErrorOther; k++ {
+	for _, k := range []core.ErrorKind{core.ErrorTimeout, core.ErrorConnection, core.ErrorCircuitOpen, core.ErrorCanceled, core.ErrorOther} {
 		p.errors[k] = m.errors.WithLabelValues(name, k.String())
 	}
 	return p
@@ -315,7 +318,12 @@ func (m *Metrics) Observe(e core.Event) {
 			p.latency.get(func() prometheus.Observer { return m.latency.WithLabelValues(p.name) }).Observe(e.Latency.Seconds())
 		}
 		if e.Err != nil {
-			p.errors[core.ClassifyError(e.Err)].Inc()
+			k := core.ClassifyError(e.Err)
+			if c := p.errors[k]; c != nil {
+				c.Inc()
+			} else {
+				p.replies[k].get(func() prometheus.Counter { return m.errors.WithLabelValues(p.name, k.String()) }).Inc()
+			}
 		}
 	case core.EventDenyCacheHit:
 		p := m.policy(e.Policy)

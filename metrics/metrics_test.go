@@ -88,7 +88,7 @@ limitkit_decisions_total{outcome="denied",policy="beta"} 0
 limitkit_decisions_total{outcome="denied",policy="login"} 1
 limitkit_decisions_total{outcome="shadowed",policy="beta"} 1
 limitkit_decisions_total{outcome="shadowed",policy="login"} 0
-# HELP limitkit_store_errors_total Store failures by policy and kind: timeout, connection, circuit_open, canceled, other. Each one is a degraded decision.
+# HELP limitkit_store_errors_total Store failures by policy and kind: timeout, connection, circuit_open, canceled, other, and the kinds of a store's error replies as they occur (tryagain, clusterdown, redirect, readonly, loading, oom, script). Each one is a degraded decision.
 # TYPE limitkit_store_errors_total counter
 limitkit_store_errors_total{kind="canceled",policy="beta"} 0
 limitkit_store_errors_total{kind="canceled",policy="login"} 0
@@ -346,4 +346,36 @@ func TestConcurrentObserveAndCollect(t *testing.T) {
 		}
 	}
 	assert.Equal(t, 2000.0, total)
+}
+
+// replyKindErr is a store's error reply of a kind (as redisstore's
+// ReplyError is).
+type replyKindErr core.ErrorKind
+
+func (k replyKindErr) Error() string             { return "OOM command not allowed" }
+func (k replyKindErr) ErrorKind() core.ErrorKind { return core.ErrorKind(k) }
+
+// TestReplyKindSeries: a store's error reply is counted under its own
+// kind, a series created when it first occurs.
+func TestReplyKindSeries(t *testing.T) {
+	m, reg := newRegistry(t)
+	m.Observe(core.Event{Kind: core.EventDecision, Policy: "p", Outcome: core.OutcomeDegraded, Err: fmt.Errorf("redisstore: %w", replyKindErr(core.ErrorOOM))})
+	m.Observe(core.Event{Kind: core.EventDecision, Policy: "p", Outcome: core.OutcomeDegraded, Err: replyKindErr(core.ErrorOOM)})
+	m.Observe(core.Event{Kind: core.EventDecision, Policy: "p", Outcome: core.OutcomeDegraded, Err: replyKindErr(core.ErrorTryAgain)})
+	got := map[string]float64{}
+	mfs, err := reg.Gather()
+	require.NoError(t, err)
+	for _, mf := range mfs {
+		if mf.GetName() != "limitkit_store_errors_total" {
+			continue
+		}
+		for _, s := range mf.GetMetric() {
+			for _, l := range s.GetLabel() {
+				if l.GetName() == "kind" {
+					got[l.GetValue()] = s.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	assert.Equal(t, map[string]float64{"timeout": 0, "connection": 0, "circuit_open": 0, "canceled": 0, "other": 0, "oom": 2, "tryagain": 1}, got)
 }

@@ -32,7 +32,7 @@ func (s *Store) TakeBatch(ctx context.Context, batch []core.BatchTake) error {
 		i    int
 		c    *compiled
 		args []any
-		cmd  *redis.IntSliceCmd
+		cmd  onceCmd
 	}
 	todo := make([]sent, 0, len(batch))
 	for i := range batch {
@@ -55,10 +55,8 @@ func (s *Store) TakeBatch(ctx context.Context, batch []core.BatchTake) error {
 	run := func(list []sent) error {
 		pipe := s.client.Pipeline()
 		for j := range list {
-			cmd := redis.NewIntSliceCmd(ctx, list[j].args...)
-			cmd.SetFirstKeyPos(3)
-			list[j].cmd = cmd
-			_ = pipe.Process(ctx, cmd)
+			list[j].cmd = newOnceCmd(ctx, list[j].args)
+			_ = pipe.Process(ctx, list[j].cmd)
 		}
 		_, err := pipe.Exec(ctx)
 		return err
@@ -69,12 +67,12 @@ func (s *Store) TakeBatch(ctx context.Context, batch []core.BatchTake) error {
 	for _, t := range todo {
 		b := &batch[t.i]
 		if cerr := t.cmd.Err(); cerr != nil {
-			if errors.Is(cerr, redis.ErrNoScript) || redis.HasErrorPrefix(cerr, "NOSCRIPT") {
+			if isNoScript(cerr) {
 				t.args[0], t.args[1] = "eval", t.c.script.srcArg
 				retry = append(retry, t)
 				continue
 			}
-			b.Err = fmt.Errorf("redisstore: policy %q: %w", b.Policy.Name, cerr)
+			b.Err = s.failed(t.c, cerr)
 			failed++
 			continue
 		}
@@ -85,7 +83,7 @@ func (s *Store) TakeBatch(ctx context.Context, batch []core.BatchTake) error {
 		for _, t := range retry {
 			b := &batch[t.i]
 			if cerr := t.cmd.Err(); cerr != nil {
-				b.Err = fmt.Errorf("redisstore: policy %q: %w", b.Policy.Name, cerr)
+				b.Err = s.failed(t.c, cerr)
 				failed++
 				continue
 			}

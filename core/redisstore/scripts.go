@@ -1494,23 +1494,50 @@ func (sc *script) load(ctx context.Context, c redis.UniversalClient) error {
 // of keys, as one command whose reply is read straight into []int64 (no
 // per-element boxing, unlike redis.Script.Run's *redis.Cmd); on NOSCRIPT
 // it sends the same arguments as EVAL with the source. It reuses args.
+//
+// The command is never retried by go-redis (see onceCmd): NOSCRIPT is the
+// one failure after which the script provably did not run, and the one
+// run retries.
 func (sc *script) run(ctx context.Context, c redis.UniversalClient, args []any) ([]int64, error) {
-	cmd := redis.NewIntSliceCmd(ctx, args...)
-	cmd.SetFirstKeyPos(3)
+	cmd := newOnceCmd(ctx, args)
 	err := c.Process(ctx, cmd)
 	if err == nil {
 		return cmd.Val(), nil
 	}
-	if !errors.Is(err, redis.ErrNoScript) && !redis.HasErrorPrefix(err, "NOSCRIPT") {
+	if !isNoScript(err) {
 		return nil, err
 	}
 	args[0], args[1] = "eval", sc.srcArg
-	cmd = redis.NewIntSliceCmd(ctx, args...)
-	cmd.SetFirstKeyPos(3)
+	cmd = newOnceCmd(ctx, args)
 	if err := c.Process(ctx, cmd); err != nil {
 		return nil, err
 	}
 	return cmd.Val(), nil
+}
+
+// isNoScript reports whether err is Redis's NOSCRIPT reply: the script
+// did not run.
+func isNoScript(err error) bool {
+	return errors.Is(err, redis.ErrNoScript) || redis.HasErrorPrefix(err, "NOSCRIPT")
+}
+
+// onceCmd is a script call go-redis must not retry. go-redis retries a
+// command after an error it deems transient (EOF, a reset, a read
+// timeout, TRYAGAIN, CLUSTERDOWN, ...), by the client's MaxRetries and,
+// on a Cluster, again on another attempt; but a connection that broke
+// after the request was written may have run the script, and running it
+// again would charge the decision twice. NoRetry stops every such retry,
+// whatever the client's options (go-redis still replays a command it
+// provably never wrote).
+type onceCmd struct{ *redis.IntSliceCmd }
+
+// NoRetry returns true: never retry a decision.
+func (onceCmd) NoRetry() bool { return true }
+
+func newOnceCmd(ctx context.Context, args []any) onceCmd {
+	cmd := redis.NewIntSliceCmd(ctx, args...)
+	cmd.SetFirstKeyPos(3)
+	return onceCmd{cmd}
 }
 
 // generic are the scripts for any policy, indexed by core.Algorithm.

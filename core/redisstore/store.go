@@ -66,6 +66,7 @@ type Store struct {
 	prefix     string
 	clientTime bool
 	ttlPad     int64 // ms
+	reload     reloader
 
 	mu       sync.RWMutex
 	compiled map[*core.Policy]*compiled
@@ -143,6 +144,7 @@ func New(client redis.UniversalClient, opts ...Option) (*Store, error) {
 			return nil, err
 		}
 	}
+	s.reload.cc, _ = client.(*redis.ClusterClient)
 	s.ttlPad = ttlRoundPad.Milliseconds()
 	if s.clientTime {
 		s.ttlPad += clientTimeSlack.Milliseconds()
@@ -463,10 +465,9 @@ func (s *Store) Take(ctx context.Context, key string, p *core.Policy, now time.T
 	if err != nil {
 		return core.Decision{}, err
 	}
-	args := s.args(c, c.tail, key, now, cost)
-	vals, err := c.script.run(ctx, s.client, args)
+	vals, err := s.run(ctx, c, s.args(c, c.tail, key, now, cost))
 	if err != nil {
-		return core.Decision{}, fmt.Errorf("redisstore: policy %q: %w", p.Name, err)
+		return core.Decision{}, err
 	}
 	return decision(c, vals, false)
 }
@@ -492,11 +493,29 @@ func (s *Store) TakeElastic(ctx context.Context, key string, p *core.Policy, now
 	if c.etail == nil {
 		return s.Take(ctx, key, p, now, cost)
 	}
-	vals, err := c.script.run(ctx, s.client, s.args(c, c.etail, key, now, cost))
+	vals, err := s.run(ctx, c, s.args(c, c.etail, key, now, cost))
 	if err != nil {
-		return core.Decision{}, fmt.Errorf("redisstore: policy %q: %w", p.Name, err)
+		return core.Decision{}, err
 	}
 	return decision(c, vals, true)
+}
+
+// run runs c's script with args once (see script.run). An error asks a
+// Cluster client to reload its slot map when it says the map may be
+// stale, and comes back as "redisstore: policy ...: " wrapping the cause,
+// a *ReplyError for an error reply.
+func (s *Store) run(ctx context.Context, c *compiled, args []any) ([]int64, error) {
+	vals, err := c.script.run(ctx, s.client, args)
+	if err != nil {
+		return nil, s.failed(c, err)
+	}
+	return vals, nil
+}
+
+// failed is what run and TakeBatch do with a call's error.
+func (s *Store) failed(c *compiled, err error) error {
+	s.reload.after(err)
+	return fmt.Errorf("redisstore: policy %q: %w", c.p.Name, replyErr(err))
 }
 
 // decision builds the core.Decision from the script's reply, as core's

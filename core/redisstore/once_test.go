@@ -1,0 +1,146 @@
+package redisstore
+
+import (
+	"context"
+	"io"
+	"net"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/limitkit/limitkit/core"
+	"github.com/limitkit/limitkit/internal/redistest"
+)
+
+// cutProxy forwards TCP between go-redis and a real redis-server; armed
+// with cut, it swallows the next reply the server sends and closes the
+// client's connection instead: the server ran the command, the client
+// sees EOF.
+type cutProxy struct {
+	ln     net.Listener
+	target string
+	cut    atomic.Int32
+	mu     sync.Mutex
+	conns  []net.Conn
+}
+
+func startCutProxy(t *testing.T, target string) *cutProxy {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	p := &cutProxy{ln: ln, target: target}
+	go p.serve()
+	t.Cleanup(func() {
+		_ = ln.Close()
+		p.mu.Lock()
+		for _, c := range p.conns {
+			_ = c.Close()
+		}
+		p.mu.Unlock()
+	})
+	return p
+}
+
+func (p *cutProxy) addr() string { return p.ln.Addr().String() }
+
+func (p *cutProxy) serve() {
+	for {
+		c, err := p.ln.Accept()
+		if err != nil {
+			return
+		}
+		s, err := net.Dial("tcp", p.target)
+		if err != nil {
+			_ = c.Close()
+			continue
+		}
+		p.mu.Lock()
+		p.conns = append(p.conns, c, s)
+		p.mu.Unlock()
+		go func() { _, _ = io.Copy(s, c); _ = s.Close() }()
+		go func() {
+			buf := make([]byte, 64<<10)
+			for {
+				n, err := s.Read(buf)
+				if n > 0 {
+					if p.cut.Load() > 0 && p.cut.Add(-1) >= 0 {
+						_ = c.Close()
+						_ = s.Close()
+						return
+					}
+					if _, werr := c.Write(buf[:n]); werr != nil {
+						return
+					}
+				}
+				if err != nil {
+					_ = c.Close()
+					return
+				}
+			}
+		}()
+	}
+}
+
+// TestNoDoubleChargeAfterBrokenReply: the connection breaks after Redis
+// ran the decision's script (the reply is lost), on a client whose
+// options retry (MaxRetries 3, as a go-redis default client does): the
+// store reports the failure and the key is charged exactly once, for
+// Take and for TakeBatch's pipeline. A retry would run the script again.
+func TestNoDoubleChargeAfterBrokenReply(t *testing.T) {
+	srv := redistest.StartNode(t)
+	proxy := startCutProxy(t, srv.Addr)
+	opts := srv.ClientOptions()
+	opts.Addr = proxy.addr()
+	opts.MaxRetries = 3
+	opts.PoolSize = 1
+	client := redis.NewClient(opts)
+	t.Cleanup(func() { _ = client.Close() })
+	s := newStore(t, client, WithClientTime())
+	p := mustPolicy(t, core.Policy{Name: "once", Algorithm: core.FixedWindow, Limits: []core.Limit{core.PerMinute(10)}})
+	ctx := context.Background()
+	remaining := func(key string) int64 {
+		t.Helper()
+		d, err := s.Take(ctx, key, p, epoch, 0)
+		require.NoError(t, err)
+		return d.Remaining
+	}
+
+	t.Run("Take", func(t *testing.T) {
+		_, err := s.Take(ctx, "k", p, epoch, 1) // loads the script, opens the connection
+		require.NoError(t, err)
+		proxy.cut.Store(1)
+		_, err = s.Take(ctx, "k", p, epoch, 1)
+		assert.Error(t, err, "the reply was lost")
+		assert.Equal(t, core.ErrorConnection, core.ClassifyError(err), "%v", err)
+		assert.Equal(t, int64(8), remaining("k"), "charged once by the first take and once by the broken one, never again")
+	})
+
+	t.Run("TakeBatch", func(t *testing.T) {
+		batch := []core.BatchTake{{Key: "b", Policy: p, Now: epoch, Cost: 1}, {Key: "b", Policy: p, Now: epoch, Cost: 1}}
+		require.NoError(t, s.TakeBatch(ctx, batch[:1]))
+		proxy.cut.Store(1)
+		err := s.TakeBatch(ctx, batch)
+		assert.Error(t, err, "the replies were lost")
+		assert.Equal(t, int64(7), remaining("b"), "the batch ran once")
+	})
+}
+
+// TestNoScriptStillFallsBack: the one failure a decision retries itself,
+// NOSCRIPT (the script provably did not run), still falls back to EVAL.
+func TestNoScriptStillFallsBack(t *testing.T) {
+	s, c, _ := nodeStore(t)
+	p := mustPolicy(t, core.Policy{Name: "noscript", Algorithm: core.FixedWindow, Limits: []core.Limit{core.PerMinute(10)}})
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	for i := int64(1); i <= 3; i++ {
+		require.NoError(t, c.ScriptFlush(ctx).Err())
+		d, err := s.Take(ctx, "k", p, epoch, 1)
+		require.NoError(t, err)
+		assert.Equal(t, 10-i, d.Remaining)
+	}
+}
