@@ -413,10 +413,15 @@ func (s *Server) NewClient(t testing.TB) *redis.Client {
 	return c
 }
 
-// Cluster is a three-master Redis Cluster without replicas.
+// Cluster is a three-master Redis Cluster, without replicas
+// ([StartCluster]) or with one replica per master
+// ([StartClusterWithReplicas]).
 type Cluster struct {
-	// Nodes are the masters, in the order they were created.
+	// Nodes are the masters as created, in the order they were created
+	// (a failover makes a replica a master; see [Cluster.Masters]).
 	Nodes []*Server
+	// Replicas are the replicas as created, or none.
+	Replicas []*Server
 }
 
 // Addrs returns the nodes' addresses.
@@ -434,6 +439,22 @@ func (c *Cluster) Addrs() []string {
 // cluster_state:ok and knows all three nodes.
 func StartCluster(t testing.TB) *Cluster {
 	t.Helper()
+	return startCluster(t, 0)
+}
+
+// StartClusterWithReplicas starts six cluster-enabled redis-server
+// processes and joins them as three masters (Nodes, 16384 slots split
+// over them) each with one replica (Replicas[i] replicates Nodes[i]), and
+// returns once every node reports cluster_state:ok, knows all six nodes,
+// and every replica's link to its master is up. For failover tests: kill
+// or pause a master, then [Server.Failover] its replica with "TAKEOVER".
+func StartClusterWithReplicas(t testing.TB) *Cluster {
+	t.Helper()
+	return startCluster(t, 1)
+}
+
+func startCluster(t testing.TB, replicas int) *Cluster {
+	t.Helper()
 	bin := lookup(t, "redis-server")
 	cli := lookup(t, "redis-cli")
 	c := &Cluster{}
@@ -447,24 +468,71 @@ func StartCluster(t testing.TB) *Cluster {
 		t.Fatalf("redistest: redis-cli --cluster create: %v\n%s", err, out)
 	}
 	c.WaitReady(t)
+	for i := 0; i < replicas*3; i++ {
+		r := newServer(t, bin, true, nil)
+		m := c.Nodes[i%3]
+		id, err := m.Do("CLUSTER", "MYID")
+		if err != nil {
+			t.Fatalf("redistest: CLUSTER MYID on %s: %v", m.Addr, err)
+		}
+		out, err := exec.Command(cli, "--cluster", "add-node", r.Addr, m.Addr, "--cluster-slave", "--cluster-master-id", id).CombinedOutput()
+		if err != nil {
+			t.Fatalf("redistest: redis-cli --cluster add-node %s as replica of %s: %v\n%s", r.Addr, m.Addr, err, out)
+		}
+		c.Replicas = append(c.Replicas, r)
+	}
+	c.WaitReady(t)
 	return c
 }
 
+// Failover runs CLUSTER FAILOVER [mode] on s, a replica ("FORCE" when its
+// master is unreachable, "TAKEOVER" without the other masters' vote: the
+// fastest and deterministic), and returns once s reports itself a master.
+func (s *Server) Failover(t testing.TB, mode ...string) {
+	t.Helper()
+	if _, err := s.Do(append([]string{"CLUSTER", "FAILOVER"}, mode...)...); err != nil {
+		t.Fatalf("redistest: CLUSTER FAILOVER on %s: %v", s.Addr, err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		info, err := s.Do("INFO", "replication")
+		if err == nil && strings.Contains(info, "role:master") {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("redistest: %s not a master 30s after CLUSTER FAILOVER: %v %s", s.Addr, err, info)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
 // WaitReady waits until every node reports cluster_state:ok and knows all
-// the nodes (e.g. after a Restart).
+// the nodes, and every replica's link to its master is up (e.g. after a
+// Restart).
 func (c *Cluster) WaitReady(t testing.TB) {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
+	all := append(append([]*Server(nil), c.Nodes...), c.Replicas...)
 	for {
 		ok := true
 		var last string
-		for _, n := range c.Nodes {
+		for _, n := range all {
 			info, err := n.Do("CLUSTER", "INFO")
 			if err != nil || !strings.Contains(info, "cluster_state:ok") ||
-				!strings.Contains(info, "cluster_known_nodes:"+strconv.Itoa(len(c.Nodes))) {
+				!strings.Contains(info, "cluster_known_nodes:"+strconv.Itoa(len(all))) {
 				ok = false
 				last = fmt.Sprintf("%s: %v %s", n.Addr, err, info)
 				break
+			}
+		}
+		for _, r := range c.Replicas {
+			if !ok {
+				break
+			}
+			info, err := r.Do("INFO", "replication")
+			if err != nil || !strings.Contains(info, "master_link_status:up") {
+				ok = false
+				last = fmt.Sprintf("%s: %v %s", r.Addr, err, info)
 			}
 		}
 		if ok {

@@ -1,0 +1,254 @@
+package redisstore
+
+import (
+	"errors"
+	"fmt"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// The settings [NewClient] gives a client, for what the URL leaves unset.
+const (
+	// ClientDialTimeout bounds a dial that no context bounds sooner: the
+	// pool's, a slot-map reload's, [Store.Check]'s. A decision's dial is
+	// bounded by its own deadline (50 ms by default).
+	ClientDialTimeout = 500 * time.Millisecond
+	// ClientReadTimeout bounds a socket read or write that no context
+	// bounds sooner (a slot-map reload, which go-redis runs without a
+	// deadline): a frozen node holds a reload that long.
+	ClientReadTimeout = 500 * time.Millisecond
+	// ClientClusterReloadInterval is how often a Cluster client reloads
+	// its slot map unprompted (go-redis's default is 60 s). The store
+	// also asks for a reload after an error that says the map may be
+	// stale (see the package doc), so this only bounds how long a
+	// change that no decision noticed goes unseen.
+	ClientClusterReloadInterval = 10 * time.Second
+)
+
+// ClientConfig is the go-redis options [NewClient] built from a URL,
+// which a [ClientOption] may change before the client is made: exactly
+// one of its fields is set, by the URL's kind.
+type ClientConfig struct {
+	// Node is set for a single node.
+	Node *redis.Options
+	// Cluster is set for a Redis Cluster.
+	Cluster *redis.ClusterOptions
+	// Failover is set for a master found through Sentinel.
+	Failover *redis.FailoverOptions
+}
+
+// ClientOption changes the options [NewClient] built (pool size, TLS,
+// credentials, ...) before it makes the client. Changing the settings
+// NewClient forces (ContextTimeoutEnabled, MaxRetries, DialerRetries)
+// undoes what they are for.
+type ClientOption func(*ClientConfig)
+
+// NewClient returns a go-redis client tuned for limitkit, from a URL:
+//
+//	redis://[user:password@]host:port[/db][?options]      one node
+//	rediss://...                                           the same over TLS
+//	redis://[user:password@]host1:port1,host2:port2[?options]
+//	                                                       a Redis Cluster from its seeds
+//	redis+cluster://[user:password@]host:port[?options]    a Redis Cluster from one seed
+//	redis://[user:password@]s1:26379,s2:26379/[db]?master_name=mymaster[&options]
+//	                                                       Sentinel: the master mymaster
+//
+// (rediss+cluster:// is a Cluster over TLS; for Sentinel the URL's user
+// and password are Sentinel's, and the master's go in the username and
+// password options.) The options are go-redis's URL options
+// (redis.ParseURL, ParseClusterURL, ParseFailoverURL: dial_timeout,
+// pool_size, ...); the timeouts they set win over NewClient's, the
+// retry settings below do not.
+//
+// What NewClient sets, and why:
+//
+//   - ContextTimeoutEnabled: the limiter's per-decision deadline (50 ms by
+//     default) bounds every socket read, write and dial ([New] requires it).
+//   - MaxRetries -1, MinRetryBackoff -1, MaxRetryBackoff -1: go-redis
+//     retries nothing (the store never retries a decision, see the package
+//     doc; a retry of anything else would only spend the deadline), and on
+//     a Cluster these reach every node's client, which go-redis's own
+//     copying of ClusterOptions does not do.
+//   - DialerRetries 1: a refused dial fails at once and is classified
+//     connection (go-redis's default, 5 attempts 100 ms apart, spends the
+//     whole deadline and reports a timeout).
+//   - DialTimeout [ClientDialTimeout], ReadTimeout and WriteTimeout
+//     [ClientReadTimeout]: the bounds of calls no deadline bounds.
+//   - On a Cluster, ClusterStateReloadInterval
+//     [ClientClusterReloadInterval].
+//
+// The pool keeps go-redis's defaults (10 connections per GOMAXPROCS on a
+// node, 5 per node of a Cluster). The caller owns the client and closes
+// it. NewClient does no I/O; [Store.Check] tells whether the servers
+// answer.
+func NewClient(rawURL string, opts ...ClientOption) (redis.UniversalClient, error) {
+	cfg, err := parseClientURL(rawURL)
+	if err != nil {
+		return nil, err
+	}
+	for _, o := range opts {
+		if o == nil {
+			return nil, errors.New("redisstore: NewClient: nil ClientOption")
+		}
+		o(&cfg)
+	}
+	switch {
+	case cfg.Node != nil && cfg.Cluster == nil && cfg.Failover == nil:
+		return redis.NewClient(cfg.Node), nil
+	case cfg.Cluster != nil && cfg.Node == nil && cfg.Failover == nil:
+		return redis.NewClusterClient(cfg.Cluster), nil
+	case cfg.Failover != nil && cfg.Node == nil && cfg.Cluster == nil:
+		return redis.NewFailoverClient(cfg.Failover), nil
+	}
+	return nil, errors.New("redisstore: NewClient: a ClientOption left the ClientConfig with not exactly one of Node, Cluster, Failover set")
+}
+
+// parseClientURL builds the tuned options of rawURL (see NewClient).
+func parseClientURL(rawURL string) (ClientConfig, error) {
+	fail := func(err error) (ClientConfig, error) {
+		return ClientConfig{}, fmt.Errorf("redisstore: NewClient: %w (want redis://host:port, rediss://..., redis://host1:port1,host2:port2 for a Cluster, or ...?master_name=name for Sentinel)", err)
+	}
+	// url.Parse refuses "host1:port1,host2:port2" as a port: take the
+	// host list out first
+	scheme, rest, ok := strings.Cut(rawURL, "://")
+	if !ok {
+		return fail(errors.New("no scheme"))
+	}
+	cluster := false
+	switch scheme {
+	case "redis+cluster", "rediss+cluster":
+		cluster, scheme = true, strings.TrimSuffix(scheme, "+cluster")
+	case "redis", "rediss":
+	default:
+		return fail(fmt.Errorf("scheme %q", scheme))
+	}
+	// split [userinfo@]hosts[/path][?query]
+	auth, hostsEtc := "", rest
+	if i := strings.LastIndex(rest[:indexAny(rest, "/?")], "@"); i >= 0 {
+		auth, hostsEtc = rest[:i+1], rest[i+1:]
+	}
+	end := indexAny(hostsEtc, "/?")
+	hosts, tail := strings.Split(hostsEtc[:end], ","), hostsEtc[end:]
+	for _, h := range hosts {
+		if h == "" {
+			return fail(errors.New("an empty host"))
+		}
+	}
+	first := scheme + "://" + auth + hosts[0] + tail
+	u, err := url.Parse(first)
+	if err != nil {
+		return fail(err)
+	}
+	q := u.Query()
+	extra := func() string { // the other seeds as go-redis's addr parameters
+		var b strings.Builder
+		for _, h := range hosts[1:] {
+			b.WriteString("&addr=" + url.QueryEscape(h))
+		}
+		s := b.String()
+		if s != "" && u.RawQuery == "" {
+			if strings.HasSuffix(first, "?") {
+				return s[1:]
+			}
+			return "?" + s[1:]
+		}
+		return s
+	}
+	switch {
+	case q.Has("master_name"):
+		o, err := redis.ParseFailoverURL(first + extra())
+		if err != nil {
+			return fail(err)
+		}
+		tuneFailover(o)
+		return ClientConfig{Failover: o}, nil
+	case cluster || len(hosts) > 1 || q.Has("addr"):
+		if p := strings.Trim(u.Path, "/"); p != "" && p != "0" {
+			return fail(fmt.Errorf("database %q: a Cluster has only database 0", p))
+		}
+		u.Path = ""
+		o, err := redis.ParseClusterURL(u.String() + extra())
+		if err != nil {
+			return fail(err)
+		}
+		tuneCluster(o)
+		return ClientConfig{Cluster: o}, nil
+	}
+	o, err := redis.ParseURL(first)
+	if err != nil {
+		return fail(err)
+	}
+	tuneNode(o)
+	return ClientConfig{Node: o}, nil
+}
+
+// indexAny is strings.IndexAny, or len(s) when none is found.
+func indexAny(s, chars string) int {
+	if i := strings.IndexAny(s, chars); i >= 0 {
+		return i
+	}
+	return len(s)
+}
+
+// tuned are NewClient's settings, applied to each kind of options.
+type tuned struct {
+	ctxTimeout                *bool
+	maxRetries, dialerRetries *int
+	minBackoff, maxBackoff    *time.Duration
+	dial, read, write         *time.Duration
+	reloadInterval            *time.Duration
+}
+
+func (t tuned) apply() {
+	*t.ctxTimeout = true
+	*t.maxRetries, *t.dialerRetries = -1, 1
+	*t.minBackoff, *t.maxBackoff = -1, -1
+	setUnset(t.dial, ClientDialTimeout)
+	setUnset(t.read, ClientReadTimeout)
+	setUnset(t.write, ClientReadTimeout)
+	if t.reloadInterval != nil {
+		setUnset(t.reloadInterval, ClientClusterReloadInterval)
+	}
+}
+
+func setUnset(d *time.Duration, v time.Duration) {
+	if *d == 0 {
+		*d = v
+	}
+}
+
+func tuneNode(o *redis.Options) {
+	tuned{ctxTimeout: &o.ContextTimeoutEnabled, maxRetries: &o.MaxRetries, dialerRetries: &o.DialerRetries,
+		minBackoff: &o.MinRetryBackoff, maxBackoff: &o.MaxRetryBackoff,
+		dial: &o.DialTimeout, read: &o.ReadTimeout, write: &o.WriteTimeout}.apply()
+}
+
+func tuneCluster(o *redis.ClusterOptions) {
+	tuned{ctxTimeout: &o.ContextTimeoutEnabled, maxRetries: &o.MaxRetries, dialerRetries: &o.DialerRetries,
+		minBackoff: &o.MinRetryBackoff, maxBackoff: &o.MaxRetryBackoff,
+		dial: &o.DialTimeout, read: &o.ReadTimeout, write: &o.WriteTimeout,
+		reloadInterval: &o.ClusterStateReloadInterval}.apply()
+	// go-redis normalizes ClusterOptions (MinRetryBackoff -1 becomes 0)
+	// before copying them into each node's Options, whose own
+	// normalization then turns 0 into its 10 ms default: set the node's
+	// settings again where the node client is made.
+	newClient := o.NewClient
+	if newClient == nil {
+		newClient = redis.NewClient
+	}
+	o.NewClient = func(no *redis.Options) *redis.Client {
+		no.ContextTimeoutEnabled = true
+		no.MaxRetries, no.DialerRetries = -1, 1
+		no.MinRetryBackoff, no.MaxRetryBackoff = -1, -1
+		return newClient(no)
+	}
+}
+
+func tuneFailover(o *redis.FailoverOptions) {
+	tuned{ctxTimeout: &o.ContextTimeoutEnabled, maxRetries: &o.MaxRetries, dialerRetries: &o.DialerRetries,
+		minBackoff: &o.MinRetryBackoff, maxBackoff: &o.MaxRetryBackoff,
+		dial: &o.DialTimeout, read: &o.ReadTimeout, write: &o.WriteTimeout}.apply()
+}
