@@ -1,6 +1,7 @@
 // Package redistest starts and stops real redis-server processes for tests:
 // a single node ([StartNode]) and a three-master Redis Cluster
-// ([StartCluster]), on free loopback ports, never 6379.
+// ([StartCluster], or [StartClusterWithReplicas] with one replica per
+// master, for failovers), on free loopback ports, never 6379.
 //
 // Every server runs with persistence off (--save "" --appendonly no), in a
 // temporary directory, bound to 127.0.0.1, and is killed by t.Cleanup

@@ -1,0 +1,87 @@
+package redisstore
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/limitkit/limitkit/core"
+	"github.com/limitkit/limitkit/internal/redistest"
+)
+
+// recoveryBound is how soon after a replica's promotion the dead
+// master's keys must decide again (the bound; the store asks for
+// a slot-map reload at most every reloadEvery, go-redis reloads at most
+// every 200 ms).
+const recoveryBound = 3 * time.Second
+
+// TestRecoveryFollowsFailover: a Cluster master is killed (kill -9) or
+// frozen (SIGSTOP) and its replica promoted (CLUSTER FAILOVER TAKEOVER);
+// the store must send the victim's keys to the new master within
+// recoveryBound of the promotion, although go-redis reloads the slot map
+// unprompted only every ClusterStateReloadInterval (60 s here, its
+// default). A dead address never answers MOVED: without the store's
+// reload after a connection error or timeout, the keys fail for a minute.
+func TestRecoveryFollowsFailover(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a six-node cluster")
+	}
+	for _, tc := range []struct {
+		name string
+		kill func(*redistest.Server)
+	}{
+		{"kill", func(s *redistest.Server) { s.Kill() }},
+		{"pause", func(s *redistest.Server) { s.Pause() }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cl := redistest.StartClusterWithReplicas(t)
+			c, err := NewClient("redis://"+cl.Nodes[0].Addr+","+cl.Nodes[1].Addr+","+cl.Nodes[2].Addr,
+				func(cfg *ClientConfig) { cfg.Cluster.ClusterStateReloadInterval = time.Minute })
+			require.NoError(t, err)
+			t.Cleanup(func() { _ = c.Close() })
+			cc := c.(*redis.ClusterClient)
+			s := newStore(t, c)
+			p := mustPolicy(t, core.Policy{Name: "failover", Limits: []core.Limit{core.PerMinute(1000)}})
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			require.NoError(t, s.Check(ctx))
+			victim, replica := cl.Nodes[1], cl.Replicas[1]
+			keys := keysOn(t, s, cc, p, victim, 5)
+			others := keysOn(t, s, cc, p, cl.Nodes[0], 5)
+			// decide returns how many of keys decided within 50 ms each
+			decide := func(keys []string) int {
+				ok := 0
+				for _, k := range keys {
+					dctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+					if _, err := s.Take(dctx, k, p, time.Time{}, 1); err == nil {
+						ok++
+					}
+					cancel()
+				}
+				return ok
+			}
+			require.Equal(t, len(keys), decide(keys))
+
+			tc.kill(victim)
+			assert.Equal(t, 0, decide(keys), "the victim's keys fail while it is down")
+			replica.Failover(t, "TAKEOVER")
+			promoted := time.Now()
+			var recovered time.Duration
+			for time.Since(promoted) < recoveryBound+2*time.Second {
+				if decide(keys) == len(keys) {
+					recovered = time.Since(promoted)
+					break
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+			require.NotZero(t, recovered, "the victim's keys did not decide within %v of the promotion", recoveryBound+2*time.Second)
+			t.Logf("%s: the victim's keys decide again %v after the promotion", tc.name, recovered.Round(time.Millisecond))
+			assert.LessOrEqual(t, recovered, recoveryBound)
+			assert.Equal(t, len(others), decide(others), "the other masters' keys decide throughout")
+		})
+	}
+}
