@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strconv"
 	"strings"
@@ -54,6 +55,16 @@ func (e *CheckError) Unwrap() error { return e.Err }
 // the store (Check loads them, as [Store.Preload] does, and confirms with
 // SCRIPT EXISTS). A client of another type is checked as one server.
 //
+// Check also reads each server's persistence settings (CONFIG GET; a
+// server that refuses CONFIG is not judged) and warns, without failing,
+// through the store's logger ([WithLogger]), when they let a restart
+// forget the limits: appendonly no with save "" (a restart forgets every
+// key's state and each key gets its full quota again), appendonly no with
+// RDB snapshots (a crash forgets what was consumed since the last
+// snapshot, up to the save interval), appendfsync no (a crash may lose
+// the last ~30 s of writes). The README's "Durability" section says what
+// to set.
+//
 // The first failure is returned as a *[CheckError] naming the server's
 // address, the step, the cause (a refused connection, a timeout, an
 // authentication error, ...) and what to do. ctx bounds the whole check;
@@ -62,12 +73,12 @@ func (e *CheckError) Unwrap() error { return e.Err }
 func (s *Store) Check(ctx context.Context) error {
 	switch c := s.client.(type) {
 	case *redis.Client:
-		return checkServer(ctx, c.Options().Addr, c, false)
+		return s.checkServer(ctx, c.Options().Addr, c, false)
 	case *redis.ClusterClient:
 		var n atomic.Int64 // fn runs concurrently, once per master
 		err := c.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error {
 			n.Add(1)
-			return checkServer(ctx, m.Options().Addr, m, true)
+			return s.checkServer(ctx, m.Options().Addr, m, true)
 		})
 		if err == nil && n.Load() == 0 {
 			err = errors.New("the cluster lists no master")
@@ -75,11 +86,11 @@ func (s *Store) Check(ctx context.Context) error {
 		return listErr(strings.Join(c.Options().Addrs, ","), err)
 	case *redis.Ring:
 		err := c.ForEachShard(ctx, func(ctx context.Context, sh *redis.Client) error {
-			return checkServer(ctx, sh.Options().Addr, sh, false)
+			return s.checkServer(ctx, sh.Options().Addr, sh, false)
 		})
 		return listErr(ringAddrs(c), err)
 	}
-	return checkServer(ctx, "redis", s.client, false)
+	return s.checkServer(ctx, "redis", s.client, false)
 }
 
 // listErr keeps a server's *CheckError and names the seeds for an error
@@ -109,10 +120,11 @@ type scripter interface {
 	Ping(ctx context.Context) *redis.StatusCmd
 	Info(ctx context.Context, sections ...string) *redis.StringCmd
 	ClusterInfo(ctx context.Context) *redis.StringCmd
+	ConfigGet(ctx context.Context, parameter string) *redis.MapStringStringCmd
 	redis.Scripter
 }
 
-func checkServer(ctx context.Context, addr string, c scripter, cluster bool) error {
+func (s *Store) checkServer(ctx context.Context, addr string, c scripter, cluster bool) error {
 	fail := func(step string, err error, hint string) error {
 		return &CheckError{Addr: addr, Step: step, Err: err, Hint: hint}
 	}
@@ -155,7 +167,39 @@ func checkServer(ctx context.Context, addr string, c scripter, cluster bool) err
 			return fail("load scripts", fmt.Errorf("script %s missing after SCRIPT LOAD", hashes[i]), "is a proxy in front of Redis routing commands to several servers?")
 		}
 	}
+	if s.logger != nil {
+		if w := persistenceWarning(ctx, c); w != "" {
+			s.logger.LogAttrs(ctx, slog.LevelWarn, "redisstore: Check: "+w, slog.String("addr", addr))
+		}
+	}
 	return nil
+}
+
+// persistenceWarning says what a restart of the server can forget under
+// its persistence settings, or "" when AOF is on and fsynced (or CONFIG
+// is refused: nothing to judge).
+func persistenceWarning(ctx context.Context, c scripter) string {
+	cfg := map[string]string{}
+	for _, name := range []string{"appendonly", "appendfsync", "save"} {
+		m, err := c.ConfigGet(ctx, name).Result()
+		if err != nil {
+			return ""
+		}
+		v, ok := m[name]
+		if !ok {
+			return ""
+		}
+		cfg[name] = v
+	}
+	switch {
+	case cfg["appendonly"] == "yes" && cfg["appendfsync"] == "no":
+		return "appendfsync no: a crash of this server may lose the last ~30 s of writes, and their quota is admitted again; set appendfsync everysec"
+	case cfg["appendonly"] == "yes":
+		return ""
+	case strings.TrimSpace(cfg["save"]) == "":
+		return `persistence is off (appendonly no, save ""): a restart of this server forgets every limit's state, and every key gets its full quota again; set appendonly yes and appendfsync everysec`
+	}
+	return "only RDB snapshots (appendonly no, save \"" + cfg["save"] + "\"): a crash of this server forgets what was consumed since the last snapshot (up to the save interval), and that quota is admitted again; set appendonly yes and appendfsync everysec"
 }
 
 // connHint says what to do about a failure to talk to a server.

@@ -7,6 +7,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strconv"
 	"strings"
 	"sync"
@@ -67,6 +68,7 @@ type Store struct {
 	clientTime bool
 	ttlPad     int64 // ms
 	reload     reloader
+	logger     *slog.Logger // Check's warnings; nil: silent
 
 	mu       sync.RWMutex
 	compiled map[*core.Policy]*compiled
@@ -107,6 +109,17 @@ func WithClientTime() Option {
 	}
 }
 
+// WithLogger sets where [Store.Check] writes its warnings: settings of
+// the servers that let Redis forget the limits' state (persistence off,
+// snapshots only), at level WARN. The default is slog.Default(); nil
+// silences them.
+func WithLogger(l *slog.Logger) Option {
+	return func(s *Store) error {
+		s.logger = l
+		return nil
+	}
+}
+
 // New returns a Store over client: a *redis.Client (single node or
 // Sentinel failover), *redis.ClusterClient or *redis.Ring, or any other
 // UniversalClient.
@@ -135,7 +148,7 @@ func New(client redis.UniversalClient, opts ...Option) (*Store, error) {
 	if known && !ctxTimeout {
 		return nil, errors.New("redisstore: New: the client has ContextTimeoutEnabled false, so go-redis would ignore the limiter's per-call deadline and a hung Redis would block requests for ReadTimeout; set ContextTimeoutEnabled: true in the client options")
 	}
-	s := &Store{client: client, prefix: DefaultPrefix, compiled: make(map[*core.Policy]*compiled)}
+	s := &Store{client: client, prefix: DefaultPrefix, compiled: make(map[*core.Policy]*compiled), logger: slog.Default()}
 	for _, o := range opts {
 		if o == nil {
 			return nil, errors.New("redisstore: New: nil Option")
