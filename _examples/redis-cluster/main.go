@@ -26,9 +26,10 @@
 // is a single-slot script on one master. Flags: the examples' flags
 // (-addr, -rules, -trusted-proxies, -jwt-secret, -allow-degraded, -sync,
 // -fleet-size, -watch; -redis is ignored; SIGHUP reloads -rules) plus -cluster, the seed nodes: comma-separated host:port
-// (default the three above) or a URL, redis://[user:password@]host:port
-// (rediss:// for TLS) with further seeds as ?addr=host:port. Every master
-// is checked at start-up; metrics are at /metrics.
+// (default the three above) or a URL, redis://[user:password@]host:port[,host:port...]
+// (rediss:// for TLS), read by redisstore.NewClient, which tunes the client
+// for a limiter. Every master is checked at start-up; metrics are at
+// /metrics.
 package main
 
 import (
@@ -39,8 +40,6 @@ import (
 	"os"
 	"strings"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 
 	"github.com/limitkit/limitkit/internal/exampleapp"
 )
@@ -63,11 +62,10 @@ func main() {
 			rest = append(rest, a)
 		}
 	}
-	copts, err := exampleapp.ClusterOptions(seeds)
+	client, err := exampleapp.ClusterClient(seeds) // redisstore.NewClient, tuned for a limiter
 	if err != nil {
 		log.Fatal(err)
 	}
-	client := redis.NewClusterClient(copts)
 	defer client.Close()
 	// Start checks every master (reachable, Redis >= 5, cluster state ok,
 	// scripts loaded) before binding -addr.

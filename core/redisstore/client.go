@@ -3,6 +3,7 @@ package redisstore
 import (
 	"errors"
 	"fmt"
+	"net"
 	"net/url"
 	"strings"
 	"time"
@@ -41,9 +42,9 @@ type ClientConfig struct {
 }
 
 // ClientOption changes the options [NewClient] built (pool size, TLS,
-// credentials, ...) before it makes the client. Changing the settings
-// NewClient forces (ContextTimeoutEnabled, MaxRetries, DialerRetries)
-// undoes what they are for.
+// credentials, ...) before it makes the client. On a Cluster, the node
+// clients get the retry settings NewClient chose, whatever an option
+// sets (replace Cluster.NewClient to change them).
 type ClientOption func(*ClientConfig)
 
 // NewClient returns a go-redis client tuned for limitkit, from a URL:
@@ -60,8 +61,8 @@ type ClientOption func(*ClientConfig)
 // and password are Sentinel's, and the master's go in the username and
 // password options.) The options are go-redis's URL options
 // (redis.ParseURL, ParseClusterURL, ParseFailoverURL: dial_timeout,
-// pool_size, ...); the timeouts they set win over NewClient's, the
-// retry settings below do not.
+// pool_size, max_retries, ...), which win over NewClient's settings
+// (except ContextTimeoutEnabled, which the store requires).
 //
 // What NewClient sets, and why:
 //
@@ -109,6 +110,10 @@ func NewClient(rawURL string, opts ...ClientOption) (redis.UniversalClient, erro
 // parseClientURL builds the tuned options of rawURL (see NewClient).
 func parseClientURL(rawURL string) (ClientConfig, error) {
 	fail := func(err error) (ClientConfig, error) {
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err // url.Error's text holds the URL, password included
+		}
 		return ClientConfig{}, fmt.Errorf("redisstore: NewClient: %w (want redis://host:port, rediss://..., redis://host1:port1,host2:port2 for a Cluster, or ...?master_name=name for Sentinel)", err)
 	}
 	// url.Parse refuses "host1:port1,host2:port2" as a port: take the
@@ -135,6 +140,9 @@ func parseClientURL(rawURL string) (ClientConfig, error) {
 	for _, h := range hosts {
 		if h == "" {
 			return fail(errors.New("an empty host"))
+		}
+		if _, _, err := net.SplitHostPort(h); err != nil && len(hosts) > 1 {
+			return fail(fmt.Errorf("seed %q: %w", h, err))
 		}
 	}
 	first := scheme + "://" + auth + hosts[0] + tail
@@ -193,62 +201,52 @@ func indexAny(s, chars string) int {
 	return len(s)
 }
 
-// tuned are NewClient's settings, applied to each kind of options.
-type tuned struct {
-	ctxTimeout                *bool
-	maxRetries, dialerRetries *int
-	minBackoff, maxBackoff    *time.Duration
-	dial, read, write         *time.Duration
-	reloadInterval            *time.Duration
-}
-
-func (t tuned) apply() {
-	*t.ctxTimeout = true
-	*t.maxRetries, *t.dialerRetries = -1, 1
-	*t.minBackoff, *t.maxBackoff = -1, -1
-	setUnset(t.dial, ClientDialTimeout)
-	setUnset(t.read, ClientReadTimeout)
-	setUnset(t.write, ClientReadTimeout)
-	if t.reloadInterval != nil {
-		setUnset(t.reloadInterval, ClientClusterReloadInterval)
+// tune fills what the URL left unset with NewClient's settings, and sets
+// ContextTimeoutEnabled.
+func tune(ctxTimeout *bool, maxRetries, dialerRetries *int, minBackoff, maxBackoff, dial, read, write *time.Duration) {
+	*ctxTimeout = true
+	if *maxRetries == 0 {
+		*maxRetries = -1
 	}
-}
-
-func setUnset(d *time.Duration, v time.Duration) {
-	if *d == 0 {
-		*d = v
+	if *dialerRetries == 0 {
+		*dialerRetries = 1
+	}
+	for _, d := range []struct {
+		p *time.Duration
+		v time.Duration
+	}{{minBackoff, -1}, {maxBackoff, -1}, {dial, ClientDialTimeout}, {read, ClientReadTimeout}, {write, ClientReadTimeout}} {
+		if *d.p == 0 {
+			*d.p = d.v
+		}
 	}
 }
 
 func tuneNode(o *redis.Options) {
-	tuned{ctxTimeout: &o.ContextTimeoutEnabled, maxRetries: &o.MaxRetries, dialerRetries: &o.DialerRetries,
-		minBackoff: &o.MinRetryBackoff, maxBackoff: &o.MaxRetryBackoff,
-		dial: &o.DialTimeout, read: &o.ReadTimeout, write: &o.WriteTimeout}.apply()
+	tune(&o.ContextTimeoutEnabled, &o.MaxRetries, &o.DialerRetries, &o.MinRetryBackoff, &o.MaxRetryBackoff, &o.DialTimeout, &o.ReadTimeout, &o.WriteTimeout)
 }
 
 func tuneCluster(o *redis.ClusterOptions) {
-	tuned{ctxTimeout: &o.ContextTimeoutEnabled, maxRetries: &o.MaxRetries, dialerRetries: &o.DialerRetries,
-		minBackoff: &o.MinRetryBackoff, maxBackoff: &o.MaxRetryBackoff,
-		dial: &o.DialTimeout, read: &o.ReadTimeout, write: &o.WriteTimeout,
-		reloadInterval: &o.ClusterStateReloadInterval}.apply()
+	tune(&o.ContextTimeoutEnabled, &o.MaxRetries, &o.DialerRetries, &o.MinRetryBackoff, &o.MaxRetryBackoff, &o.DialTimeout, &o.ReadTimeout, &o.WriteTimeout)
+	if o.ClusterStateReloadInterval == 0 {
+		o.ClusterStateReloadInterval = ClientClusterReloadInterval
+	}
 	// go-redis normalizes ClusterOptions (MinRetryBackoff -1 becomes 0)
 	// before copying them into each node's Options, whose own
-	// normalization then turns 0 into its 10 ms default: set the node's
-	// settings again where the node client is made.
+	// normalization then turns 0 into its 10 ms default: give the node
+	// clients the settings as they are now, where they are made.
+	maxRetries, dialerRetries, minBackoff, maxBackoff := o.MaxRetries, o.DialerRetries, o.MinRetryBackoff, o.MaxRetryBackoff
 	newClient := o.NewClient
 	if newClient == nil {
 		newClient = redis.NewClient
 	}
 	o.NewClient = func(no *redis.Options) *redis.Client {
 		no.ContextTimeoutEnabled = true
-		no.MaxRetries, no.DialerRetries = -1, 1
-		no.MinRetryBackoff, no.MaxRetryBackoff = -1, -1
+		no.MaxRetries, no.DialerRetries = maxRetries, dialerRetries
+		no.MinRetryBackoff, no.MaxRetryBackoff = minBackoff, maxBackoff
 		return newClient(no)
 	}
 }
 
 func tuneFailover(o *redis.FailoverOptions) {
-	tuned{ctxTimeout: &o.ContextTimeoutEnabled, maxRetries: &o.MaxRetries, dialerRetries: &o.DialerRetries,
-		minBackoff: &o.MinRetryBackoff, maxBackoff: &o.MaxRetryBackoff,
-		dial: &o.DialTimeout, read: &o.ReadTimeout, write: &o.WriteTimeout}.apply()
+	tune(&o.ContextTimeoutEnabled, &o.MaxRetries, &o.DialerRetries, &o.MinRetryBackoff, &o.MaxRetryBackoff, &o.DialTimeout, &o.ReadTimeout, &o.WriteTimeout)
 }

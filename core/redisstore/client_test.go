@@ -77,9 +77,20 @@ func TestNewClientURLs(t *testing.T) {
 		_, err = NewClient("redis://a:1", func(cfg *ClientConfig) { cfg.Node = nil })
 		assert.ErrorContains(t, err, "exactly one")
 	})
-	for _, bad := range []string{"a:1", "http://a:1", "redis://a:1,,b:2", "redis://a:1,b:2/3", "redis://a:1/x", "redis://a:1?bogus=1"} {
+	t.Run("url wins", func(t *testing.T) {
+		c, err := NewClient("redis://a:1?max_retries=2&dial_timeout=2s")
+		require.NoError(t, err)
+		closeLater(c)
+		o := c.(*redis.Client).Options()
+		assert.Equal(t, []any{2, 2 * time.Second, true}, []any{o.MaxRetries, o.DialTimeout, o.ContextTimeoutEnabled})
+	})
+	for _, bad := range []string{"a:1", "http://a:1", "redis://a:1,,b:2", "redis://a:1,b", "redis://a:1,b:2/3", "redis://a:1/x",
+		"redis://a:1?bogus=1", "redis://u:hunter2@a:port", "redis://u:hunter2@a:1/x"} {
 		_, err := NewClient(bad)
 		assert.ErrorContains(t, err, "redisstore: NewClient", bad)
+		if err != nil {
+			assert.NotContains(t, err.Error(), "hunter2", "no password in errors")
+		}
 	}
 }
 

@@ -81,7 +81,7 @@ type Config struct {
 	Addr string
 	// Redis is the Redis server (-redis): host:port, or a redis://,
 	// rediss:// (TLS) or unix:// URL with optional user, password and
-	// database (see [RedisOptions]); empty means the embedded store.
+	// database (see [RedisClient]); empty means the embedded store.
 	Redis string
 	// AllowDegraded starts the app even when the Redis server fails its
 	// start-up check (-allow-degraded); each rule's fail mode then decides

@@ -46,11 +46,10 @@ func (a *App) openStore(cfg Config, o *options) error {
 		client = o.client
 		a.StoreInfo = describeClient(o.client)
 	case cfg.Redis != "":
-		ro, err := RedisOptions(cfg.Redis)
+		c, err := RedisClient(cfg.Redis)
 		if err != nil {
 			return err
 		}
-		c := redis.NewClient(ro)
 		a.closers = append(a.closers, c.Close)
 		client = c
 		a.StoreInfo = describeClient(c)
@@ -101,27 +100,14 @@ func (a *App) openStore(cfg Config, o *options) error {
 	return nil
 }
 
-// RedisOptions returns the go-redis options for the -redis value s:
-// host:port, or a URL that redis.ParseURL accepts (redis://, rediss://
-// for TLS, unix://; user, password, database and options such as
-// ?dial_timeout=1s in the URL).
-//
-// It sets what a rate limiter needs: ContextTimeoutEnabled (the limiter's
-// 50ms deadline bounds every call; redisstore requires it), one dial
-// attempt per connection and one immediate retry of a failed command
-// (a dead pooled connection after a Redis restart), no retry backoff.
-// go-redis's defaults (five dial attempts 100ms apart, three retries with
-// backoff) would spend the whole deadline retrying, so that a refused
-// connection would surface as "context deadline exceeded" instead of
-// "connection refused". Options given in the URL are kept.
-func RedisOptions(s string) (*redis.Options, error) {
-	var o *redis.Options
-	if strings.Contains(s, "://") {
-		var err error
-		if o, err = redis.ParseURL(s); err != nil {
-			return nil, fmt.Errorf("-redis %q: %w; want host:port or redis://[user:password@]host:port[/db] (rediss:// for TLS)", redact(s), err)
-		}
-	} else {
+// RedisClient returns the go-redis client for the -redis value s:
+// host:port, or a URL redisstore.NewClient accepts (redis://, rediss://
+// for TLS; user, password, database and options such as
+// ?dial_timeout=1s in the URL; comma-separated hosts for a Cluster,
+// ?master_name= for Sentinel), tuned by redisstore.NewClient for a rate
+// limiter.
+func RedisClient(s string) (redis.UniversalClient, error) {
+	if !strings.Contains(s, "://") {
 		host, port, err := net.SplitHostPort(s)
 		if err != nil {
 			return nil, fmt.Errorf("-redis %q: %w; want host:port (e.g. localhost:6379) or a redis:// URL", s, err)
@@ -129,53 +115,32 @@ func RedisOptions(s string) (*redis.Options, error) {
 		if _, err := strconv.ParseUint(port, 10, 16); err != nil || strings.ContainsAny(host, "/@") {
 			return nil, fmt.Errorf("-redis %q: not host:port; want host:port (e.g. localhost:6379) or a redis:// URL", s)
 		}
-		o = &redis.Options{Addr: s}
+		s = "redis://" + s
 	}
-	tuneForLimiter(&o.ContextTimeoutEnabled, &o.DialerRetries, &o.MaxRetries, &o.MinRetryBackoff, &o.MaxRetryBackoff)
-	return o, nil
+	c, err := redisstore.NewClient(s)
+	if err != nil {
+		return nil, fmt.Errorf("-redis %q: %w", redact(s), err)
+	}
+	return c, nil
 }
 
-// ClusterOptions returns the go-redis cluster options for the -cluster
+// ClusterClient returns the go-redis Cluster client for the -cluster
 // value s: comma-separated host:port seeds, or a redis:// (rediss://)
-// URL whose addr= parameters name further seeds
-// (redis://host1:7000?addr=host2:7001). It tunes retries as RedisOptions.
-func ClusterOptions(s string) (*redis.ClusterOptions, error) {
-	var o *redis.ClusterOptions
-	if strings.Contains(s, "://") {
-		var err error
-		if o, err = redis.ParseClusterURL(s); err != nil {
-			return nil, fmt.Errorf("-cluster %q: %w; want host:port,host:port,... or redis://host:port?addr=host:port", redact(s), err)
-		}
-	} else {
-		o = &redis.ClusterOptions{}
-		for _, a := range splitList(s) {
-			if _, _, err := net.SplitHostPort(a); err != nil {
-				return nil, fmt.Errorf("-cluster %q: seed %q: %w; want host:port,host:port,...", s, a, err)
-			}
-			o.Addrs = append(o.Addrs, a)
-		}
-		if len(o.Addrs) == 0 {
-			return nil, fmt.Errorf("-cluster %q: no seed address; want host:port,host:port,...", s)
-		}
+// URL of one or more seeds (redis://host1:7000,host2:7001), tuned by
+// redisstore.NewClient.
+func ClusterClient(s string) (redis.UniversalClient, error) {
+	scheme, rest, ok := strings.Cut(strings.ReplaceAll(s, " ", ""), "://")
+	if !ok {
+		scheme, rest = "redis", scheme
 	}
-	tuneForLimiter(&o.ContextTimeoutEnabled, &o.DialerRetries, &o.MaxRetries, &o.MinRetryBackoff, &o.MaxRetryBackoff)
-	return o, nil
-}
-
-func tuneForLimiter(ctxTimeout *bool, dialRetries, retries *int, minBackoff, maxBackoff *time.Duration) {
-	*ctxTimeout = true
-	if *dialRetries == 0 {
-		*dialRetries = 1
+	if rest == "" || (scheme != "redis" && scheme != "rediss") {
+		return nil, fmt.Errorf("-cluster %q: want host:port,host:port,... or redis://host:port,host:port", redact(s))
 	}
-	if *retries == 0 {
-		*retries = 1
+	c, err := redisstore.NewClient(scheme + "+cluster://" + rest)
+	if err != nil {
+		return nil, fmt.Errorf("-cluster %q: %w", redact(s), err)
 	}
-	if *minBackoff == 0 {
-		*minBackoff = -1
-	}
-	if *maxBackoff == 0 {
-		*maxBackoff = -1
-	}
+	return c, nil
 }
 
 // redact hides a URL's password.

@@ -25,7 +25,7 @@ import (
 	"github.com/limitkit/limitkit/internal/redistest"
 )
 
-func TestRedisOptions(t *testing.T) {
+func TestRedisClient(t *testing.T) {
 	tests := []struct {
 		in       string
 		addr     string
@@ -44,12 +44,12 @@ func TestRedisOptions(t *testing.T) {
 		{in: "localhost", err: `-redis "localhost": address localhost: missing port in address; want host:port`},
 		{in: "localhost:port", err: "not host:port"},
 		{in: "user@host:6379", err: "not host:port"},
-		{in: "http://localhost:6379", err: "want host:port or redis://"},
+		{in: "http://localhost:6379", err: `scheme "http" (want redis://host:port`},
 		{in: "redis://u:hunter2@cache:6380/notadb", err: "redis://***@cache:6380/notadb"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.in, func(t *testing.T) {
-			o, err := RedisOptions(tt.in)
+			c, err := RedisClient(tt.in)
 			if tt.err != "" {
 				require.Error(t, err)
 				assert.Contains(t, err.Error(), tt.err)
@@ -57,6 +57,8 @@ func TestRedisOptions(t *testing.T) {
 				return
 			}
 			require.NoError(t, err)
+			defer c.Close()
+			o := c.(*redis.Client).Options()
 			assert.Equal(t, tt.addr, o.Addr)
 			assert.Equal(t, tt.db, o.DB)
 			assert.Equal(t, tt.user, o.Username)
@@ -64,28 +66,35 @@ func TestRedisOptions(t *testing.T) {
 			assert.Equal(t, tt.tls, o.TLSConfig != nil)
 			assert.True(t, o.ContextTimeoutEnabled)
 			assert.Equal(t, 1, o.DialerRetries)
-			assert.Equal(t, 1, o.MaxRetries)
-			assert.Equal(t, time.Duration(-1), o.MinRetryBackoff)
+			assert.Equal(t, 0, o.MaxRetries, "no retries (-1 normalized)")
+			assert.Equal(t, time.Duration(0), o.MinRetryBackoff)
 		})
 	}
-	o, err := RedisOptions("redis://cache:6379?max_retries=5&dial_timeout=2s")
+	c, err := RedisClient("redis://cache:6379?max_retries=5&dial_timeout=2s")
 	require.NoError(t, err)
+	defer c.Close()
+	o := c.(*redis.Client).Options()
 	assert.Equal(t, 5, o.MaxRetries, "options in the URL are kept")
 	assert.Equal(t, 2*time.Second, o.DialTimeout)
 }
 
-func TestClusterOptions(t *testing.T) {
-	o, err := ClusterOptions("a:7000, b:7001,c:7002")
+func TestClusterClient(t *testing.T) {
+	for _, in := range []string{"a:7000, b:7001,c:7002", "redis://a:7000,b:7001,c:7002", "redis://a:7000?addr=b:7001&addr=c:7002"} {
+		c, err := ClusterClient(in)
+		require.NoError(t, err, in)
+		o := c.(*redis.ClusterClient).Options()
+		assert.ElementsMatch(t, []string{"a:7000", "b:7001", "c:7002"}, o.Addrs, in)
+		assert.True(t, o.ContextTimeoutEnabled)
+		_ = c.Close()
+	}
+	c, err := ClusterClient("rediss://:pw@a:7000")
 	require.NoError(t, err)
-	assert.Equal(t, []string{"a:7000", "b:7001", "c:7002"}, o.Addrs)
-	assert.True(t, o.ContextTimeoutEnabled)
-	assert.Equal(t, 1, o.MaxRetries)
-	o, err = ClusterOptions("redis://:pw@a:7000?addr=b:7001")
-	require.NoError(t, err)
-	assert.Equal(t, []string{"a:7000", "b:7001"}, o.Addrs)
+	o := c.(*redis.ClusterClient).Options()
+	assert.Equal(t, []string{"a:7000"}, o.Addrs, "one seed is still a Cluster")
 	assert.Equal(t, "pw", o.Password)
-	for _, bad := range []string{"", "a", "a:7000,b", "ftp://a:1"} {
-		_, err := ClusterOptions(bad)
+	_ = c.Close()
+	for _, bad := range []string{"", "a:7000,b", "ftp://a:1", "redis://"} {
+		_, err := ClusterClient(bad)
 		assert.ErrorContains(t, err, "-cluster", bad)
 	}
 }
