@@ -85,3 +85,41 @@ func TestRecoveryFollowsFailover(t *testing.T) {
 		})
 	}
 }
+
+// TestRecoveryAfterRestart measures how long decisions keep failing after
+// a restarted Redis answers again, once the client's pool has seen more
+// failed dials than its size: go-redis then dials only once a second
+// until one succeeds (the README states the bound of about 1 s). Each
+// failure during the outage is a refused dial, reported at once.
+func TestRecoveryAfterRestart(t *testing.T) {
+	srv := redistest.StartNode(t)
+	c, err := NewClient("redis://" + srv.Addr)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = c.Close() })
+	s := newStore(t, c)
+	p := mustPolicy(t, core.Policy{Name: "restart", Limits: []core.Limit{core.PerMinute(1000)}})
+	take := func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+		defer cancel()
+		_, err := s.Take(ctx, "k", p, time.Time{}, 1)
+		return err
+	}
+	require.NoError(t, take())
+	srv.Kill()
+	for i := 0; i < 3*c.(*redis.Client).Options().PoolSize; i++ {
+		start := time.Now()
+		err := take()
+		require.Error(t, err)
+		require.Equal(t, core.ErrorConnection, core.ClassifyError(err), "%v", err)
+		require.Less(t, time.Since(start), 30*time.Millisecond, "a refused dial fails at once")
+	}
+	srv.Restart()
+	back := time.Now()
+	for take() != nil {
+		require.Less(t, time.Since(back), 3*time.Second, "decisions still fail 3 s after Redis answers")
+		time.Sleep(5 * time.Millisecond)
+	}
+	took := time.Since(back)
+	t.Logf("decisions fail for %v after Redis answers again", took.Round(time.Millisecond))
+	assert.LessOrEqual(t, took, 1500*time.Millisecond, "go-redis re-dials once a second")
+}
