@@ -166,3 +166,24 @@ func keysOn(t *testing.T, s *Store, cc *redis.ClusterClient, p *core.Policy, srv
 	require.Len(t, out, n, "keys on %s", srv.Addr)
 	return out
 }
+
+// TestNewClientSentinel: a Sentinel URL gives a client of the master the
+// Sentinel names, which the store checks and decides on.
+func TestNewClientSentinel(t *testing.T) {
+	master := redistest.StartNode(t)
+	sentinel := redistest.StartSentinel(t, master, "mymaster")
+	c, err := NewClient("redis://" + sentinel.Addr + "?master_name=mymaster")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = c.Close() })
+	s := newStore(t, c, WithLogger(nil))
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	require.NoError(t, s.Check(ctx))
+	p := mustPolicy(t, core.Policy{Name: "sentinel", Limits: []core.Limit{core.PerMinute(10)}})
+	d, err := s.Take(ctx, "k", p, epoch, 1)
+	require.NoError(t, err)
+	assert.Equal(t, int64(9), d.Remaining)
+	n, err := master.Do("DBSIZE")
+	require.NoError(t, err)
+	assert.Equal(t, "1", n, "the decision's key is on the master the Sentinel names")
+}

@@ -94,7 +94,41 @@ func StartNode(t testing.TB, extraArgs ...string) *Server {
 	return s
 }
 
+// StartSentinel starts a redis-server in Sentinel mode (quorum 1)
+// monitoring master under name, and returns it once it answers PING and
+// names master's address for name.
+func StartSentinel(t testing.TB, master *Server, name string) *Server {
+	t.Helper()
+	bin := lookup(t, "redis-server")
+	s := newServerConf(t, bin, false, func(dir string) []string {
+		conf := filepath.Join(dir, "sentinel.conf")
+		host, port, _ := net.SplitHostPort(master.Addr)
+		if err := os.WriteFile(conf, []byte("sentinel monitor "+name+" "+host+" "+port+" 1\n"), 0o600); err != nil {
+			t.Fatalf("redistest: write %s: %v", conf, err)
+		}
+		return []string{conf, "--sentinel"}
+	}, nil)
+	deadline := time.Now().Add(readyTimeout)
+	for {
+		addr, err := s.Do("SENTINEL", "GET-MASTER-ADDR-BY-NAME", name)
+		if err == nil && addr != "" && addr != "*-1" {
+			return s
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("redistest: sentinel %s does not know %s: %v", s.Addr, name, err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
 func newServer(t testing.TB, bin string, cluster bool, extraArgs []string) *Server {
+	t.Helper()
+	return newServerConf(t, bin, cluster, nil, extraArgs)
+}
+
+// newServerConf is newServer with the arguments first(dir) put before the
+// flags (a config file, for Sentinel).
+func newServerConf(t testing.TB, bin string, cluster bool, first func(dir string) []string, extraArgs []string) *Server {
 	t.Helper()
 	dir := t.TempDir()
 	var lastErr error
@@ -127,6 +161,9 @@ func newServer(t testing.TB, bin string, cluster bool, extraArgs []string) *Serv
 				"--cluster-node-timeout", "5000")
 		}
 		s.args = append(s.args, extraArgs...)
+		if first != nil {
+			s.args = append(first(dir), s.args...)
+		}
 		s.args = append([]string{bin}, s.args...)
 		if lastErr = s.start(); lastErr == nil {
 			t.Cleanup(s.cleanup)
