@@ -158,8 +158,11 @@
 // A decision is never retried by go-redis, whatever the client's
 // MaxRetries: a connection that broke after the request was written may
 // have run the script, and a retry would charge the decision twice. The
-// only failure the store retries is NOSCRIPT (the script did not run),
-// with EVAL. TakeBatch's pipeline is not retried either.
+// store itself retries only replies that say the script did not run:
+// NOSCRIPT (with EVAL), and TRYAGAIN (a two-key decision whose keys a
+// Cluster slot migration has split; sent again every 5 ms within the
+// deadline, until the keys are on one side). TakeBatch's pipeline is not
+// retried (NOSCRIPT entries excepted).
 //
 // # Failover
 //

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/limitkit/limitkit/core"
 	"github.com/redis/go-redis/v9"
@@ -1495,24 +1496,47 @@ func (sc *script) load(ctx context.Context, c redis.UniversalClient) error {
 // per-element boxing, unlike redis.Script.Run's *redis.Cmd); on NOSCRIPT
 // it sends the same arguments as EVAL with the source. It reuses args.
 //
-// The command is never retried by go-redis (see onceCmd): NOSCRIPT is the
-// one failure after which the script provably did not run, and the one
-// run retries.
+// The command is never retried by go-redis (see onceCmd). run sends it
+// again only after the two replies that say the script did not run:
+// NOSCRIPT (as EVAL), and TRYAGAIN (a Cluster slot being migrated holds
+// some of the keys on each side; the call is sent again every
+// tryAgainWait, at most maxTryAgain times and never past ctx's deadline,
+// until the keys are on one side).
 func (sc *script) run(ctx context.Context, c redis.UniversalClient, args []any) ([]int64, error) {
-	cmd := newOnceCmd(ctx, args)
-	err := c.Process(ctx, cmd)
-	if err == nil {
-		return cmd.Val(), nil
+	for tries := 0; ; tries++ {
+		cmd := newOnceCmd(ctx, args)
+		err := c.Process(ctx, cmd)
+		switch {
+		case err == nil:
+			return cmd.Val(), nil
+		case isNoScript(err) && args[0] == "evalsha":
+			args[0], args[1] = "eval", sc.srcArg
+		case redis.HasErrorPrefix(err, "TRYAGAIN") && tries < maxTryAgain && pause(ctx, tryAgainWait):
+		default:
+			return nil, err
+		}
 	}
-	if !isNoScript(err) {
-		return nil, err
+}
+
+// tryAgainWait and maxTryAgain pace run's calls after TRYAGAIN.
+const (
+	tryAgainWait = 5 * time.Millisecond
+	maxTryAgain  = 20
+)
+
+// pause waits d, or returns false at once if ctx ends first.
+func pause(ctx context.Context, d time.Duration) bool {
+	if dl, ok := ctx.Deadline(); ok && time.Until(dl) < d {
+		return false
 	}
-	args[0], args[1] = "eval", sc.srcArg
-	cmd = newOnceCmd(ctx, args)
-	if err := c.Process(ctx, cmd); err != nil {
-		return nil, err
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
 	}
-	return cmd.Val(), nil
 }
 
 // isNoScript reports whether err is Redis's NOSCRIPT reply: the script
