@@ -1,9 +1,12 @@
 package core_test
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"log/slog"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 
@@ -34,4 +37,23 @@ func TestClassifyKindError(t *testing.T) {
 	assert.Equal(t, []string{"tryagain", "clusterdown", "redirect", "readonly", "loading", "oom", "script"},
 		[]string{core.ErrorTryAgain.String(), core.ErrorClusterDown.String(), core.ErrorRedirect.String(),
 			core.ErrorReadOnly.String(), core.ErrorLoading.String(), core.ErrorOOM.String(), core.ErrorScript.String()})
+}
+
+// TestReplyKindLogHint: a store failure of a reply kind is logged with
+// its kind and a hint of its own.
+func TestReplyKindLogHint(t *testing.T) {
+	var buf bytes.Buffer
+	st := failingStore{err: fmt.Errorf("redisstore: %w", kindErr(core.ErrorOOM))}
+	l := core.MustNewLimiter(st, core.Policy{Name: "p", Limits: []core.Limit{core.PerMinute(1)}},
+		core.WithLogger(slog.New(slog.NewTextHandler(&buf, nil))))
+	_, _ = l.Allow(context.Background(), "k")
+	assert.Contains(t, buf.String(), "kind=oom")
+	assert.Contains(t, buf.String(), "raise maxmemory")
+}
+
+// failingStore fails every call with err.
+type failingStore struct{ err error }
+
+func (s failingStore) Take(context.Context, string, *core.Policy, time.Time, int64) (core.Decision, error) {
+	return core.Decision{}, s.err
 }

@@ -87,5 +87,5 @@ func hint(k ErrorKind) string {
 	case ErrorCanceled:
 		return "the caller cancelled the request (the client went away) before the store answered; not a store fault unless it comes with slow store calls"
 	}
-	return "the store answered with an error (a script error, a bad reply or a closed store): see err"
+	return replyHint(k)
 }

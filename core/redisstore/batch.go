@@ -137,7 +137,8 @@ func (s *Store) Ping(ctx context.Context) error {
 		err = s.client.Ping(ctx).Err()
 	}
 	if err != nil {
-		return fmt.Errorf("redisstore: Ping: %w", err)
+		s.reload.after(err)
+		return fmt.Errorf("redisstore: Ping: %w", replyErr(err))
 	}
 	return nil
 }
