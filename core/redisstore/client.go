@@ -51,6 +51,7 @@ type ClientOption func(*ClientConfig)
 //
 //	redis://[user:password@]host:port[/db][?options]      one node
 //	rediss://...                                           the same over TLS
+//	unix://[user:password@]/path/to/redis.sock[?db=n]      one node, a Unix socket
 //	redis://[user:password@]host1:port1,host2:port2[?options]
 //	                                                       a Redis Cluster from its seeds
 //	redis+cluster://[user:password@]host:port[?options]    a Redis Cluster from one seed
@@ -124,6 +125,13 @@ func parseClientURL(rawURL string) (ClientConfig, error) {
 	}
 	cluster := false
 	switch scheme {
+	case "unix":
+		o, err := redis.ParseURL(rawURL)
+		if err != nil {
+			return fail(err)
+		}
+		tuneNode(o)
+		return ClientConfig{Node: o}, nil
 	case "redis+cluster", "rediss+cluster":
 		cluster, scheme = true, strings.TrimSuffix(scheme, "+cluster")
 	case "redis", "rediss":

@@ -77,6 +77,13 @@ func TestNewClientURLs(t *testing.T) {
 		_, err = NewClient("redis://a:1", func(cfg *ClientConfig) { cfg.Node = nil })
 		assert.ErrorContains(t, err, "exactly one")
 	})
+	t.Run("unix", func(t *testing.T) {
+		c, err := NewClient("unix:///run/redis.sock?db=1")
+		require.NoError(t, err)
+		closeLater(c)
+		o := c.(*redis.Client).Options()
+		assert.Equal(t, []any{"unix", "/run/redis.sock", 1, 1}, []any{o.Network, o.Addr, o.DB, o.DialerRetries})
+	})
 	t.Run("url wins", func(t *testing.T) {
 		c, err := NewClient("redis://a:1?max_retries=2&dial_timeout=2s")
 		require.NoError(t, err)

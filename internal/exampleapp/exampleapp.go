@@ -81,7 +81,8 @@ type Config struct {
 	Addr string
 	// Redis is the Redis server (-redis): host:port, or a redis://,
 	// rediss:// (TLS) or unix:// URL with optional user, password and
-	// database (see [RedisClient]); empty means the embedded store.
+	// database, several hosts for a Cluster, ?master_name= for Sentinel
+	// (see [RedisClient]); empty means the embedded store.
 	Redis string
 	// AllowDegraded starts the app even when the Redis server fails its
 	// start-up check (-allow-degraded); each rule's fail mode then decides
@@ -127,7 +128,7 @@ func ParseFlags(name string, args []string, getenv func(string) string) (Config,
 	var cfg Config
 	var proxies string
 	fs.StringVar(&cfg.Addr, "addr", ":8080", "listen address")
-	fs.StringVar(&cfg.Redis, "redis", "", "Redis server: host:port, redis://[user:password@]host:port[/db] or rediss:// (TLS); empty means the embedded in-memory store")
+	fs.StringVar(&cfg.Redis, "redis", "", "Redis server: host:port, redis://[user:password@]host:port[/db], rediss:// (TLS), redis://host1:port1,host2:port2 (a Cluster) or redis://sentinel:26379?master_name=name (Sentinel); empty means the embedded in-memory store")
 	fs.StringVar(&cfg.RulesFile, "rules", "", "rules file (YAML or .json); empty means the embedded endpoint table")
 	fs.StringVar(&proxies, "trusted-proxies", "", "comma-separated CIDRs of proxies whose X-Forwarded-For is trusted")
 	fs.StringVar(&cfg.JWTSecret, "jwt-secret", "", "HS256 secret for Bearer tokens (default $"+EnvJWTSecret+")")
