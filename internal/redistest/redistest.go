@@ -456,7 +456,7 @@ func (s *Server) NewClient(t testing.TB) *redis.Client {
 // ([StartClusterWithReplicas]).
 type Cluster struct {
 	// Nodes are the masters as created, in the order they were created
-	// (a failover makes a replica a master; see [Cluster.Masters]).
+	// (after a failover, a replica is the master of its slots).
 	Nodes []*Server
 	// Replicas are the replicas as created, or none.
 	Replicas []*Server
