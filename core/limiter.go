@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"sync/atomic"
 	"time"
 )
 
@@ -35,9 +36,12 @@ type Limiter struct {
 	local    bool
 	observer Observer
 	log      storeLog
-	fast     bool // local store, no observer, not elastic: Take's decision is the answer unless it fails
-	fastEl   bool // the same for an elastic policy: the answer unless it fails or hints at room
-	coarse   bool // clock is CoarseClock
+	fast     bool        // local store, no observer, not elastic: Take's decision is the answer unless it fails
+	fastEl   bool        // the same for an elastic policy: the answer unless it fails or hints at room
+	coarse   bool        // clock is CoarseClock
+	replaces []*Policy   // Replacing: the policies this Limiter takes over from
+	release  func()      // ends the store registration (PolicyRegistrar), or nil
+	released atomic.Bool // Release was called
 }
 
 // Option configures a Limiter.
@@ -77,6 +81,25 @@ func WithLogger(logger *slog.Logger) Option {
 // > 0.
 func WithLogInterval(d time.Duration) Option { return func(l *Limiter) { l.log.interval = d } }
 
+// Replacing makes the new Limiter take its policy name over from old
+// Limiters of other limits on a store that registers policy names (see
+// [PolicyRegistrar]; memstore, redisstore and the fleet tier do): what a
+// rules reload that changes a rule's limits needs, while requests under
+// the old rule finish through the old Limiters. Without it, NewLimiter
+// refuses a policy whose name another live Limiter uses with other
+// limits. The old Limiters keep deciding until they are released; call
+// their Release once no request uses them. Old Limiters of another name
+// are ignored.
+func Replacing(old ...*Limiter) Option {
+	return func(l *Limiter) {
+		for _, o := range old {
+			if o != nil {
+				l.replaces = append(l.replaces, o.policy)
+			}
+		}
+	}
+}
+
 // NewLimiter validates policy and returns a Limiter applying it through
 // store. The policy is copied: changing it afterwards has no effect.
 //
@@ -84,6 +107,14 @@ func WithLogInterval(d time.Duration) Option { return func(l *Limiter) { l.log.i
 // for concurrent use, and building one validates and copies the policy.
 // Limiters built from equal policies (same name, same limits) on one store
 // share its per-key state, so a Limiter built per request still limits.
+//
+// On a store that registers policy names ([PolicyRegistrar]: memstore,
+// redisstore, the fleet tier) NewLimiter registers the policy and fails
+// when the store cannot decide it: another live Limiter on the store uses
+// the name with other limits (algorithm, limits, buckets, soft percentage,
+// CountDenied, Shadow or elastic ceiling; see [SameState]), the store's
+// policy cap is reached, or the store cannot hold its state. Each error
+// says what to change. [Limiter.Release] ends the registration.
 func NewLimiter(store Store, policy Policy, opts ...Option) (*Limiter, error) {
 	if store == nil {
 		return nil, fmt.Errorf("core: NewLimiter: nil store; use memstore.New() for the embedded store")
@@ -122,7 +153,30 @@ func NewLimiter(store Store, policy Policy, opts ...Option) (*Limiter, error) {
 			return nil, fmt.Errorf("core: policy %q: fail mode local needs a store that falls back to a local store (put the fleet tier in front of the remote store) ; use open or closed with this store", policy.Name)
 		}
 	}
+	if r, ok := store.(PolicyRegistrar); ok {
+		release, err := r.RegisterPolicy(l.policy, l.replaces...)
+		if err != nil {
+			return nil, err
+		}
+		l.release = release
+	}
+	l.replaces = nil
 	return l, nil
+}
+
+// Release ends the Limiter's registration of its policy on the store (see
+// [PolicyRegistrar]): when it was the last live Limiter of its policy's
+// name, the store may drop the name's per-key state, and the name is free
+// for a policy of other limits. Call it when a Limiter is retired (a rules
+// reload does, once the requests under the old rules are done); a Limiter
+// that lives as long as its store need not call it. Do not use the
+// Limiter afterwards: its keys may be decided afresh. Release is
+// idempotent and safe for concurrent use; on a store that does not
+// register policies it does nothing.
+func (l *Limiter) Release() {
+	if l.release != nil && l.released.CompareAndSwap(false, true) {
+		l.release()
+	}
 }
 
 // MustNewLimiter is NewLimiter that panics on a configuration error; for
