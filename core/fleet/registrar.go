@@ -45,10 +45,16 @@ func (s *Store) RegisterPolicy(p *core.Policy, replaces ...*core.Policy) (func()
 		undo()
 		return nil, err
 	}
-	if p.FailMode == core.FailLocal && pi.local != nil {
+	if p.FailMode == core.FailLocal && pi.local == nil {
+		undo()
+		s.forget(p)
+		return nil, fmt.Errorf("fleet: policy %q: fail mode local decides with the limits divided by the fleet size, and they do not make a valid policy; lower the fleet size (FleetSize, WithFleetSize) or use fail mode open or closed", p.Name)
+	}
+	if p.FailMode == core.FailLocal {
 		rel, err := s.local.RegisterPolicy(pi.local)
 		if err != nil {
 			undo()
+			s.forget(p)
 			return nil, fmt.Errorf("fleet: policy %q: the local fallback store: %w", p.Name, err)
 		}
 		rels = append(rels, rel)
