@@ -56,9 +56,11 @@ func elasticCeiling(p *Policy) int {
 	return p.Elastic.CeilingPercent
 }
 
-// stateText describes what SameState compares, for error messages:
-// "gcra 5 per 1m, 100 per 1h soft 10%".
-func stateText(p *Policy) string {
+// StateString describes what [SameState] compares: the algorithm, the
+// limits and the switches that change what the state means, as in
+// "gcra 5 per 1m, 100 per 1h soft 10%" or "fixed_window 10 per 1m elastic
+// 200%". Error messages and rules.Change use it.
+func (p *Policy) StateString() string {
 	parts := make([]string, len(p.Limits))
 	for i, l := range p.Limits {
 		parts[i] = l.String()
@@ -131,7 +133,7 @@ func (r *PolicyRegistry) Claim(p *Policy, replaces ...*Policy) (release func() (
 		return nil, false, fmt.Errorf("core: policy name %q is already used on this store by a policy of other limits (%s; this one: %s): "+
 			"two limits under one name would share or split one quota; give this policy its own name, build it with the same limits, "+
 			"or release the other Limiter first (Limiter.Release; a reload passes core.Replacing)",
-			p.Name, stateText(c.p), stateText(p))
+			p.Name, c.p.StateString(), p.StateString())
 	}
 	c.refs++
 	gen := c.gen

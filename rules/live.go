@@ -374,47 +374,16 @@ func (l *Live[H]) compile(set *Set, prev *Snapshot[H]) (*Snapshot[H], Change, []
 }
 
 // sameLimits reports whether a and b decide alike on one state: what the
-// stores key a policy's state by besides its name.
-func sameLimits(a, b *core.Policy) bool {
-	return a.Algorithm == b.Algorithm && slices.Equal(a.Limits, b.Limits) && a.Buckets == b.Buckets &&
-		a.SoftPercent == b.SoftPercent && a.CountDenied == b.CountDenied && a.Shadow == b.Shadow &&
-		ceiling(a) == ceiling(b)
-}
+// stores key a policy's state by besides its name (core.SameState).
+func sameLimits(a, b *core.Policy) bool { return core.SameState(a, b) }
 
-// ceiling is p's elastic ceiling (0 for a hard policy): it sizes the state
-// and lets it go above the limits, so it is part of what the state means.
-func ceiling(p *core.Policy) int {
-	if p.Elastic == nil {
-		return 0
-	}
-	return p.Elastic.CeilingPercent
-}
+// limitsText describes p's limits for a Change: "gcra 10 per 1m".
+func limitsText(p *core.Policy) string { return p.StateString() }
 
 // sameMatch reports whether two rules of one name match and key requests
 // alike.
 func sameMatch(a, b *Rule) bool {
 	return a.Route == b.Route && slices.Equal(a.Methods, b.Methods) && a.Identity == b.Identity && a.Key == b.Key
-}
-
-func limitsText(p *core.Policy) string {
-	parts := make([]string, len(p.Limits))
-	for i, l := range p.Limits {
-		parts[i] = l.String()
-	}
-	s := p.Algorithm.String() + " " + strings.Join(parts, ", ")
-	if p.Buckets != 0 {
-		s += fmt.Sprintf(" buckets %d", p.Buckets)
-	}
-	if p.SoftPercent != 0 {
-		s += fmt.Sprintf(" soft %d%%", p.SoftPercent)
-	}
-	if p.CountDenied {
-		s += " count_denied"
-	}
-	if p.Shadow {
-		s += " shadow"
-	}
-	return s
 }
 
 // Set returns the snapshot's rule set.
