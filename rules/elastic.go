@@ -74,12 +74,15 @@ type Signals struct {
 	env  SignalEnv
 	mu   sync.Mutex
 	caps map[string]capEntry // by capacity policy name
+	gen  uint64              // publications of a Live (see retain)
 }
 
-// capEntry is a capacity signal and its Limiter.
+// capEntry is a capacity signal and its Limiter, and the Signals' gen
+// when a set last got it.
 type capEntry struct {
 	c   *core.CapacityLimit
 	lim *core.Limiter
+	gen uint64
 }
 
 // NewSignals returns the signals builder over env.
@@ -170,6 +173,8 @@ func (sig *Signals) capacity(name string, l core.Limit) (*core.CapacityLimit, er
 	sig.mu.Lock()
 	defer sig.mu.Unlock()
 	if e, ok := sig.caps[pname]; ok {
+		e.gen = sig.gen
+		sig.caps[pname] = e
 		return e.c, nil
 	}
 	lim, err := core.NewLimiter(sig.env.Store, core.Policy{Name: pname, Limits: []core.Limit{l}, FailMode: core.FailClosed}, sig.env.Options...)
@@ -181,7 +186,7 @@ func (sig *Signals) capacity(name string, l core.Limit) (*core.CapacityLimit, er
 		lim.Release()
 		return nil, fmt.Errorf("rules: %s: %w", name, err)
 	}
-	sig.caps[pname] = capEntry{c, lim}
+	sig.caps[pname] = capEntry{c, lim, sig.gen}
 	return c, nil
 }
 

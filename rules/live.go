@@ -226,6 +226,9 @@ func (l *Live[H]) swapLocked(set *Set) (Change, error) {
 	next.refs.Store(1)
 	l.old[cur] = true
 	l.cur.Store(next)
+	if sig := set.sig; sig != nil {
+		sig.published()
+	}
 	l.mu.Unlock()
 	cur.Release() // the reference it held as current
 	return ch, nil

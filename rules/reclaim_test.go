@@ -105,3 +105,47 @@ func TestReloadsReclaimState(t *testing.T) {
 		})
 	}
 }
+
+// TestSwapKeepsCapacityBuiltBeforeADrain: a set built with WithSignals
+// and swapped in after an older snapshot drained keeps its capacity
+// limit (the drain must not release what is on its way to Swap), and the
+// capacity limits no set uses go.
+func TestSwapKeepsCapacityBuiltBeforeADrain(t *testing.T) {
+	store := memstore.MustNew()
+	defer store.Close()
+	sig := NewSignals(SignalEnv{Store: store})
+	withCap := func(n int) *Set {
+		set := mustParse(t, fmt.Sprintf("rules:\n  - name: api\n    route: /api\n    limits: [\"2 per 1m\"]\n    algorithm: fixed_window\n    elastic: {ceiling: 200%%, capacity: \"%d per 1m\"}\n", n))
+		set, err := set.WithSignals(sig)
+		require.NoError(t, err)
+		return set
+	}
+	live, err := NewLive[struct{}](store, withCap(100), nil)
+	require.NoError(t, err)
+	held := live.Acquire()
+	_, err = live.Swap(withCap(101))
+	require.NoError(t, err)
+	next := withCap(102) // as a reload does: signals first, then Swap
+	held.Release()       // the old snapshot drains in between
+	_, err = live.Swap(next)
+	require.NoError(t, err)
+	assert.Equal(t, []string{capacityName("api", core.PerMinute(102))}, keys(sig.caps))
+	assert.Equal(t, 2, store.Registered(), "the rule and its capacity limit")
+
+	snap := live.Acquire()
+	defer snap.Release()
+	var d core.Decision
+	for range 3 {
+		d, err = snap.Limiter(snap.Match("GET", "/api", false)).Allow(context.Background(), "k")
+		require.NoError(t, err)
+	}
+	assert.True(t, d.Elastic, "still elastic")
+}
+
+func keys[V any](m map[string]V) []string {
+	var out []string
+	for k := range m {
+		out = append(out, k)
+	}
+	return out
+}

@@ -96,9 +96,10 @@ func (l *Live[H]) releaseUnused(s *Snapshot[H]) {
 
 // retain releases the capacity limits that no rule or descriptor of sets
 // uses (a reload changed the capacity, or removed the rule): a [Live]
-// calls it when a superseded snapshot drains. A set built with
-// WithSignals but never swapped in loses its capacity limits then; its
-// elastic rules keep deciding, on fresh capacity state.
+// calls it when a superseded snapshot drains. A capacity limit handed to
+// a set since the Live last published one is kept: that set may be on
+// its way to Swap. One handed to a set that was never swapped in goes at
+// a drain after the next publication.
 func (sig *Signals) retain(sets []*Set) {
 	keep := map[string]bool{}
 	for _, set := range sets {
@@ -116,9 +117,17 @@ func (sig *Signals) retain(sets []*Set) {
 	sig.mu.Lock()
 	defer sig.mu.Unlock()
 	for name, e := range sig.caps {
-		if !keep[name] {
+		if !keep[name] && e.gen < sig.gen {
 			e.lim.Release()
 			delete(sig.caps, name)
 		}
 	}
+}
+
+// published records that a Live published a set: the capacity limits
+// handed out before are no longer protected from retain.
+func (sig *Signals) published() {
+	sig.mu.Lock()
+	sig.gen++
+	sig.mu.Unlock()
 }
