@@ -14,14 +14,22 @@ import (
 
 	"github.com/limitkit/limitkit/core"
 	"github.com/limitkit/limitkit/core/memstore"
+	"github.com/limitkit/limitkit/core/redisstore"
+	"github.com/limitkit/limitkit/internal/redistest"
 )
 
 // reloads is the count of TestReloadsReclaimState: the 10,000
-// without the race detector, fewer with it or with -short (a reload,
+// on the embedded store without the race detector, 1,500 (the review's
+// probe) on Redis; fewer with -race or -short (a reload,
 // with its file write and read, takes about a millisecond; several under
 // -race).
-func reloads() int {
-	if raceEnabled || testing.Short() {
+func reloads(redis bool) int {
+	switch {
+	case redis && (raceEnabled || testing.Short()):
+		return 300
+	case redis:
+		return 1_500
+	case raceEnabled || testing.Short():
 		return 1_500
 	}
 	return 10_000
@@ -44,66 +52,84 @@ func TestReloadsReclaimState(t *testing.T) {
 			return fmt.Sprintf("rules:\n  - name: api%d\n    route: /api\n    limits: [\"2 per 1m\"]\n    algorithm: fixed_window\n    elastic: {ceiling: 200%%, capacity: \"100 per 1m\"}\n", i)
 		}},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			store := memstore.MustNew()
-			defer store.Close()
-			clock := core.NewManualClock(time.Unix(1_700_000_000, 0))
-			sig := NewSignals(SignalEnv{Store: store, Options: []core.Option{core.WithClock(clock)}})
-			path := filepath.Join(t.TempDir(), "rules.yaml")
-			write := func(i int) {
-				require.NoError(t, os.WriteFile(path+".tmp", []byte(tc.rule(i)), 0o600))
-				require.NoError(t, os.Rename(path+".tmp", path))
+		for _, onRedis := range []bool{false, true} {
+			name := tc.name
+			if onRedis {
+				name += "/redis"
 			}
-			write(0)
-			set, err := LoadFile(path)
-			require.NoError(t, err)
-			set, err = set.WithSignals(sig)
-			require.NoError(t, err)
-			live, err := NewLive[struct{}](store, set, nil, core.WithClock(clock))
-			require.NoError(t, err)
-			ctx := context.Background()
-			// decide one request per reload through the current rule, and
-			// at the end exhaust it for a new key: its third request is
-			// elastic
-			decide := func(key string, n int) core.Decision {
-				snap := live.Acquire()
-				defer snap.Release()
-				r := snap.Match("GET", "/api", false)
-				require.NotNil(t, r)
-				var d core.Decision
-				for k := 0; k < n; k++ {
-					d, err = snap.Limiter(r).Allow(ctx, key)
-					require.NoError(t, err)
-				}
-				return d
-			}
-			n := reloads()
-			var base runtime.MemStats
-			for i := 1; i <= n; i++ {
-				write(i)
-				_, err := live.ReloadFile(path)
-				require.NoError(t, err, "reload %d", i)
-				decide(fmt.Sprint("client", i%100), 1)
-				if i == n/10 {
-					runtime.GC()
-					runtime.ReadMemStats(&base)
-				}
-			}
-			d := decide("last", 3)
-			assert.True(t, d.Allowed && d.Elastic, "the rule is still elastic after %d reloads: %+v", n, d)
-			st := store.Stats()
-			// the rule and its capacity limit
-			assert.LessOrEqual(t, st.Policies, 2, "tables")
-			assert.LessOrEqual(t, store.Registered(), 2, "registered names")
-			assert.LessOrEqual(t, len(sig.caps), 1, "capacity limits")
-			var end runtime.MemStats
-			runtime.GC()
-			runtime.ReadMemStats(&end)
-			grow := int64(end.HeapAlloc) - int64(base.HeapAlloc)
-			t.Logf("%d reloads: heap %.1f MB at reload %d, %.1f MB at the end; %d tables", n, float64(base.HeapAlloc)/1e6, n/10, float64(end.HeapAlloc)/1e6, st.Policies)
-			assert.Less(t, grow, int64(4<<20), "the heap grows with reloads")
-		})
+			t.Run(name, func(t *testing.T) { reloadMany(t, tc.rule, onRedis) })
+		}
 	}
+}
+
+// reloadMany is TestReloadsReclaimState on one store.
+func reloadMany(t *testing.T, rule func(i int) string, onRedis bool) {
+	mem := memstore.MustNew()
+	defer mem.Close()
+	var store interface {
+		core.Store
+		Registered() int
+	} = mem
+	if onRedis {
+		rs, err := redisstore.New(redistest.StartNode(t).NewClient(t), redisstore.WithClientTime())
+		require.NoError(t, err)
+		store = rs
+	}
+	clock := core.NewManualClock(time.Unix(1_700_000_000, 0))
+	sig := NewSignals(SignalEnv{Store: store, Options: []core.Option{core.WithClock(clock)}})
+	path := filepath.Join(t.TempDir(), "rules.yaml")
+	write := func(i int) {
+		require.NoError(t, os.WriteFile(path+".tmp", []byte(rule(i)), 0o600))
+		require.NoError(t, os.Rename(path+".tmp", path))
+	}
+	write(0)
+	set, err := LoadFile(path)
+	require.NoError(t, err)
+	set, err = set.WithSignals(sig)
+	require.NoError(t, err)
+	live, err := NewLive[struct{}](store, set, nil, core.WithClock(clock))
+	require.NoError(t, err)
+	ctx := context.Background()
+	// decide one request per reload through the current rule, and
+	// at the end exhaust it for a new key: its third request is
+	// elastic
+	decide := func(key string, n int) core.Decision {
+		snap := live.Acquire()
+		defer snap.Release()
+		r := snap.Match("GET", "/api", false)
+		require.NotNil(t, r)
+		var d core.Decision
+		for k := 0; k < n; k++ {
+			d, err = snap.Limiter(r).Allow(ctx, key)
+			require.NoError(t, err)
+		}
+		return d
+	}
+	n := reloads(onRedis)
+	var base runtime.MemStats
+	for i := 1; i <= n; i++ {
+		write(i)
+		_, err := live.ReloadFile(path)
+		require.NoError(t, err, "reload %d", i)
+		decide(fmt.Sprint("client", i%100), 1)
+		if i == n/10 {
+			runtime.GC()
+			runtime.ReadMemStats(&base)
+		}
+	}
+	d := decide("last", 3)
+	assert.True(t, d.Allowed && d.Elastic, "the rule is still elastic after %d reloads: %+v", n, d)
+	st := mem.Stats()
+	// the rule and its capacity limit
+	assert.LessOrEqual(t, st.Policies, 2, "tables")
+	assert.Equal(t, 2, store.Registered(), "registered names")
+	assert.LessOrEqual(t, len(sig.caps), 1, "capacity limits")
+	var end runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&end)
+	grow := int64(end.HeapAlloc) - int64(base.HeapAlloc)
+	t.Logf("%d reloads: heap %.1f MB at reload %d, %.1f MB at the end; %d tables", n, float64(base.HeapAlloc)/1e6, n/10, float64(end.HeapAlloc)/1e6, st.Policies)
+	assert.Less(t, grow, int64(4<<20), "the heap grows with reloads")
 }
 
 // TestSwapKeepsCapacityBuiltBeforeADrain: a set built with WithSignals

@@ -46,3 +46,7 @@ func (s *Store) forget(p *core.Policy) {
 	delete(s.compiled, p)
 	s.mu.Unlock()
 }
+
+// Registered is the number of policy names that live Limiters have
+// registered with this Store.
+func (s *Store) Registered() int { return s.reg.Len() }
