@@ -59,7 +59,7 @@ func WithTimeout(d time.Duration) Option { return func(l *Limiter) { l.timeout =
 
 // WithObserver sends every decision of the Limiter to o as an
 // [EventDecision] (with the store call's latency and error for stores that
-// do I/O). nil, the default, observes nothing and costs nothing.
+// do I/O), and every peek (cost 0) as an [EventPeek]. nil, the default, observes nothing and costs nothing.
 func WithObserver(o Observer) Option { return func(l *Limiter) { l.observer = o } }
 
 // WithLogger sends the Limiter's store-failure lines to logger instead of

@@ -31,7 +31,10 @@ import (
 // state. A Limiter must not be used after Release; a store may then
 // decide its keys afresh.
 //
-// [PolicyRegistry] implements the bookkeeping.
+// A store that wraps such a store must implement PolicyRegistrar too and
+// forward to it (the fleet tier does), or the wrapped store's Take meets
+// the mistakes registration would have refused. [PolicyRegistry]
+// implements the bookkeeping.
 type PolicyRegistrar interface {
 	Store
 	RegisterPolicy(p *Policy, replaces ...*Policy) (release func(), err error)
