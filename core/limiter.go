@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
-	"sync/atomic"
 	"time"
 )
 
@@ -40,9 +39,8 @@ type Limiter struct {
 	fast     bool        // local store, no observer, not elastic: Take's decision is the answer unless it fails
 	fastEl   bool        // the same for an elastic policy: the answer unless it fails or hints at room
 	coarse   bool        // clock is CoarseClock
-	replaces []*Policy   // Replacing: the policies this Limiter takes over from
-	release  func()      // ends the store registration (PolicyRegistrar), or nil
-	released atomic.Bool // Release was called
+	replaces []Registration // Replacing: the registrations this Limiter takes over from
+	reg      Registration   // the store registration (PolicyRegistrar), or nil
 }
 
 // Option configures a Limiter.
@@ -91,14 +89,16 @@ func WithLogInterval(d time.Duration) Option { return func(l *Limiter) { l.log.i
 // rules reload that changes a rule's limits needs, while requests under
 // the old rule finish through the old Limiters. Without it, NewLimiter
 // refuses a policy whose name another live Limiter uses with other
-// limits. The old Limiters keep deciding until they are released; call
-// their Release once no request uses them. Old Limiters of another name
-// are ignored.
+// limits. The name is taken over only when old lists every live Limiter
+// of the name's current limits on the store; otherwise NewLimiter fails,
+// saying how many are not listed. The old Limiters keep deciding until
+// they are released; call their Release once no request uses them. Old
+// Limiters of another name, or already replaced, are ignored.
 func Replacing(old ...*Limiter) Option {
 	return func(l *Limiter) {
 		for _, o := range old {
-			if o != nil {
-				l.replaces = append(l.replaces, o.policy)
+			if o != nil && o.reg != nil {
+				l.replaces = append(l.replaces, o.reg)
 			}
 		}
 	}
@@ -158,11 +158,11 @@ func NewLimiter(store Store, policy Policy, opts ...Option) (*Limiter, error) {
 		}
 	}
 	if r, ok := store.(PolicyRegistrar); ok {
-		release, err := r.RegisterPolicy(l.policy, l.replaces...)
+		reg, err := r.RegisterPolicy(l.policy, l.replaces...)
 		if err != nil {
 			return nil, err
 		}
-		l.release = release
+		l.reg = reg
 	}
 	l.replaces = nil
 	return l, nil
@@ -178,8 +178,8 @@ func NewLimiter(store Store, policy Policy, opts ...Option) (*Limiter, error) {
 // idempotent and safe for concurrent use; on a store that does not
 // register policies it does nothing.
 func (l *Limiter) Release() {
-	if l.release != nil && l.released.CompareAndSwap(false, true) {
-		l.release()
+	if l.reg != nil {
+		l.reg.Release()
 	}
 }
 

@@ -3,6 +3,7 @@ package fleet
 import (
 	"errors"
 	"fmt"
+	"sync"
 
 	"github.com/limitkit/limitkit/core"
 )
@@ -18,7 +19,7 @@ var _ core.PolicyRegistrar = (*Store)(nil)
 // remote store without core.ElasticStore, a conflicting name, a policy the
 // fallback store cannot hold. The release function releases both and
 // forgets the tier's per-policy data.
-func (s *Store) RegisterPolicy(p *core.Policy, replaces ...*core.Policy) (func(), error) {
+func (s *Store) RegisterPolicy(p *core.Policy, replaces ...core.Registration) (core.Registration, error) {
 	if p == nil {
 		return nil, errors.New("fleet: RegisterPolicy: nil policy")
 	}
@@ -27,42 +28,57 @@ func (s *Store) RegisterPolicy(p *core.Policy, replaces ...*core.Policy) (func()
 			return nil, fmt.Errorf("fleet: policy %q is elastic, and the remote store %T does not implement core.ElasticStore; use a hard policy or the Redis store", p.Name, s.remote)
 		}
 	}
-	var rels []func()
-	undo := func() {
-		for _, r := range rels {
-			r()
-		}
-	}
+	reg := &registration{s: s, p: p}
 	if r, ok := s.remote.(core.PolicyRegistrar); ok {
-		rel, err := r.RegisterPolicy(p, replaces...)
-		if err != nil {
+		var remote []core.Registration
+		for _, x := range replaces {
+			if f, ok := x.(*registration); ok && f.s == s && f.remote != nil {
+				remote = append(remote, f.remote)
+			}
+		}
+		var err error
+		if reg.remote, err = r.RegisterPolicy(p, remote...); err != nil {
 			return nil, err
 		}
-		rels = append(rels, rel)
 	}
 	pi, err := s.info(p)
 	if err != nil {
-		undo()
+		reg.Release()
 		return nil, err
 	}
 	if p.FailMode == core.FailLocal && pi.local == nil {
-		undo()
-		s.forget(p)
+		reg.Release()
 		return nil, fmt.Errorf("fleet: policy %q: fail mode local decides with the limits divided by the fleet size, and they do not make a valid policy; lower the fleet size (FleetSize, WithFleetSize) or use fail mode open or closed", p.Name)
 	}
 	if p.FailMode == core.FailLocal {
-		rel, err := s.local.RegisterPolicy(pi.local)
-		if err != nil {
-			undo()
-			s.forget(p)
+		if reg.local, err = s.local.RegisterPolicy(pi.local); err != nil {
+			reg.Release()
 			return nil, fmt.Errorf("fleet: policy %q: the local fallback store: %w", p.Name, err)
 		}
-		rels = append(rels, rel)
 	}
-	return func() {
-		undo()
-		s.forget(p)
-	}, nil
+	return reg, nil
+}
+
+// registration is a Limiter's claim on the tier: its remote store's and
+// its local store's.
+type registration struct {
+	s             *Store
+	p             *core.Policy
+	remote, local core.Registration
+	once          sync.Once
+}
+
+// Release releases both claims and forgets the tier's per-policy data.
+func (r *registration) Release() {
+	r.once.Do(func() {
+		if r.remote != nil {
+			r.remote.Release()
+		}
+		if r.local != nil {
+			r.local.Release()
+		}
+		r.s.forget(r.p)
+	})
 }
 
 // forget drops the tier's per-policy data of p.

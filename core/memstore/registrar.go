@@ -32,34 +32,54 @@ var _ core.PolicyRegistrar = (*Store)(nil)
 // released (rules reloads) does not grow. A table that Take created for a
 // policy no Limiter registered is not registered, and is replaced by the
 // first registration of another configuration.
-func (s *Store) RegisterPolicy(p *core.Policy, replaces ...*core.Policy) (func(), error) {
+func (s *Store) RegisterPolicy(p *core.Policy, replaces ...core.Registration) (core.Registration, error) {
 	if p == nil {
 		return nil, errors.New("memstore: RegisterPolicy: nil policy")
 	}
 	if s.closed.Load() {
 		return nil, core.ErrClosed
 	}
+	var claims []*core.PolicyClaim
+	var inflight []*core.Policy
+	for _, r := range replaces {
+		if m, ok := r.(*registration); ok && m.s == s {
+			claims = append(claims, m.claim)
+			inflight = append(inflight, m.claim.Policy())
+		}
+	}
 	s.regMu.Lock()
 	defer s.regMu.Unlock()
-	rel, _, err := s.reg.Claim(p, replaces...)
+	claim, _, err := s.reg.Claim(p, claims...)
 	if err != nil {
 		return nil, err
 	}
 	if t := (*s.tables.Load())[p.Name]; t == nil || !sameConfig(t.policy.Policy(), p) {
-		if _, err := s.Replace(p, replaces...); err != nil {
-			rel()
+		if _, err := s.Replace(p, inflight...); err != nil {
+			claim.End()
 			return nil, err
 		}
 	}
-	return func() {
-		s.regMu.Lock()
-		defer s.regMu.Unlock()
-		last := rel()
-		s.Forget(p)
-		if last {
-			s.drop(p)
-		}
-	}, nil
+	return &registration{s: s, claim: claim}, nil
+}
+
+// registration is a Limiter's claim on a Store.
+type registration struct {
+	s     *Store
+	claim *core.PolicyClaim
+}
+
+// Release ends the claim; the name's last drops its table, and the table
+// set aside for the policy (Replace) goes with it.
+func (r *registration) Release() {
+	s := r.s
+	s.regMu.Lock()
+	defer s.regMu.Unlock()
+	p := r.claim.Policy()
+	last := r.claim.End()
+	s.Forget(p)
+	if last {
+		s.drop(p)
+	}
 }
 
 // Registered is the number of policy names that live Limiters have

@@ -2,6 +2,8 @@ package memstore_test
 
 import (
 	"context"
+	"strconv"
+	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -61,3 +63,65 @@ func TestReleaseDropsTheTable(t *testing.T) {
 }
 
 func trim(st memstore.Stats) memstore.Stats { st.Bytes = 0; return st }
+
+// TestRegisterReleaseConcurrent: Limiters built, used and released per
+// request on many goroutines, two configurations taking one name over in
+// turn (a reload storm): no decision fails, and nothing is left at the
+// end.
+func TestRegisterReleaseConcurrent(t *testing.T) {
+	s := memstore.MustNew()
+	defer s.Close()
+	ctx := context.Background()
+	a := core.Policy{Name: "p", Limits: []core.Limit{core.PerMinute(1000)}}
+	b := core.Policy{Name: "p", Limits: []core.Limit{core.PerMinute(2000)}}
+	var wg sync.WaitGroup
+	errs := make(chan error, 1)
+	for g := 0; g < 8; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < 300; i++ {
+				l, err := core.NewLimiter(s, a)
+				if err != nil {
+					continue // b holds the name: refused at construction, never in Take
+				}
+				if _, err := l.Allow(ctx, "k"+strconv.Itoa(i%7)); err != nil {
+					select {
+					case errs <- err:
+					default:
+					}
+				}
+				l.Release()
+			}
+		}()
+	}
+	var cur *core.Limiter
+	for i := 0; i < 300; i++ {
+		p := a
+		if i%2 == 1 {
+			p = b
+		}
+		next, err := core.NewLimiter(s, p, core.Replacing(cur))
+		if err == nil {
+			if cur != nil {
+				cur.Release()
+			}
+			cur = next
+		}
+		if cur != nil {
+			_, err = cur.Allow(ctx, "k")
+			require.NoError(t, err)
+		}
+	}
+	wg.Wait()
+	if cur != nil {
+		cur.Release()
+	}
+	select {
+	case err := <-errs:
+		t.Fatalf("a decision failed: %v", err)
+	default:
+	}
+	assert.Equal(t, 0, s.Registered())
+	assert.Equal(t, 0, s.Stats().Policies)
+}

@@ -22,22 +22,37 @@ var _ core.PolicyRegistrar = (*Store)(nil)
 // under one name are not detected (give each configuration its own name).
 // The release function ends the claim and forgets p's compiled form; it
 // does no I/O (the keys expire by their TTL).
-func (s *Store) RegisterPolicy(p *core.Policy, replaces ...*core.Policy) (func(), error) {
+func (s *Store) RegisterPolicy(p *core.Policy, replaces ...core.Registration) (core.Registration, error) {
 	if p == nil {
 		return nil, errors.New("redisstore: RegisterPolicy: nil policy")
 	}
 	if _, err := s.policy(p); err != nil {
 		return nil, err
 	}
-	rel, _, err := s.reg.Claim(p, replaces...)
+	var claims []*core.PolicyClaim
+	for _, r := range replaces {
+		if c, ok := r.(*registration); ok && c.s == s {
+			claims = append(claims, c.claim)
+		}
+	}
+	claim, _, err := s.reg.Claim(p, claims...)
 	if err != nil {
 		s.forget(p)
 		return nil, err
 	}
-	return func() {
-		rel()
-		s.forget(p)
-	}, nil
+	return &registration{s: s, claim: claim}, nil
+}
+
+// registration is a Limiter's claim on a Store.
+type registration struct {
+	s     *Store
+	claim *core.PolicyClaim
+}
+
+// Release ends the claim and forgets the policy's compiled form.
+func (r *registration) Release() {
+	r.claim.End()
+	r.s.forget(r.claim.Policy())
 }
 
 // forget drops p's compiled form from the cache.

@@ -92,6 +92,24 @@ func RunRegistry(t *testing.T, f Factory) {
 		}
 		assert.Equal(t, 5, allowed)
 	})
+	t.Run("ReplacingListsEveryLiveLimiter", func(t *testing.T) {
+		s := f(t)
+		ctx := context.Background()
+		a1 := core.MustNewLimiter(s, base)
+		a2 := core.MustNewLimiter(s, base)
+		other := base
+		other.Limits = []core.Limit{core.PerMinute(5)}
+		_, err := core.NewLimiter(s, other, core.Replacing(a1))
+		require.ErrorContains(t, err, "2 live Limiters use it with other limits")
+		_, err = a2.Allow(ctx, "k")
+		require.NoError(t, err, "a refused takeover changes nothing")
+		_, err = core.NewLimiter(s, other, core.Replacing(a1, a2))
+		require.NoError(t, err)
+		for _, a := range []*core.Limiter{a1, a2} {
+			_, err = a.Allow(ctx, "k")
+			require.NoError(t, err, "the replaced still decide until released")
+		}
+	})
 	t.Run("ReplacingTakesTheNameOver", func(t *testing.T) {
 		s := f(t)
 		ctx := context.Background()
