@@ -36,9 +36,9 @@ type Limiter struct {
 	local    bool
 	observer Observer
 	log      storeLog
-	fast     bool        // local store, no observer, not elastic: Take's decision is the answer unless it fails
-	fastEl   bool        // the same for an elastic policy: the answer unless it fails or hints at room
-	coarse   bool        // clock is CoarseClock
+	fast     bool           // local store, no observer, not elastic: Take's decision is the answer unless it fails
+	fastEl   bool           // the same for an elastic policy: the answer unless it fails or hints at room
+	coarse   bool           // clock is CoarseClock
 	replaces []Registration // Replacing: the registrations this Limiter takes over from
 	reg      Registration   // the store registration (PolicyRegistrar), or nil
 }
@@ -57,7 +57,8 @@ func WithTimeout(d time.Duration) Option { return func(l *Limiter) { l.timeout =
 
 // WithObserver sends every decision of the Limiter to o as an
 // [EventDecision] (with the store call's latency and error for stores that
-// do I/O), and every peek (cost 0) as an [EventPeek]. nil, the default, observes nothing and costs nothing.
+// do I/O), and every peek (cost 0) as an [EventPeek]. nil, the default,
+// observes nothing and costs nothing.
 func WithObserver(o Observer) Option { return func(l *Limiter) { l.observer = o } }
 
 // WithLogger sends the Limiter's store-failure lines to logger instead of
@@ -356,13 +357,15 @@ func (l *Limiter) peeked(d *Decision) {
 }
 
 // settle is the decision and error of a store failure: the policy's fail
-// mode, and a *StoreError, logged (see WithLogger). When the caller's ctx
-// is done (it cancelled, or its own deadline passed; not the store
-// deadline of the Limiter or of AllowAll), the error is marked
-// [ErrCallerDone].
+// mode, and a *StoreError, logged (see WithLogger). A timeout or
+// cancellation while the caller's ctx is done (it cancelled, or its own
+// deadline passed; not the store deadline of the Limiter or of AllowAll)
+// is marked [ErrCallerDone].
 func (l *Limiter) settle(ctx context.Context, d Decision, err error) (Decision, error) {
 	if ctx.Err() != nil && context.Cause(ctx) != errStoreBudget {
-		err = fmt.Errorf("%w: %w", ErrCallerDone, err)
+		if k := ClassifyError(err); k == ErrorTimeout || k == ErrorCanceled {
+			err = fmt.Errorf("%w: %w", ErrCallerDone, err)
+		}
 	}
 	if !d.Degraded {
 		// A store that applied a fallback itself (FailLocal in the

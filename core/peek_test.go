@@ -130,6 +130,16 @@ func TestCallerDoneIsNotAStoreFailure(t *testing.T) {
 			assert.NotContains(t, dbg.String(), "hint=")
 		})
 	}
+	t.Run("store error while cancelled", func(t *testing.T) {
+		s := memstore.MustNew()
+		l := core.MustNewLimiter(s, policy, core.WithLogger(nil))
+		s.Close()
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		_, err := l.Allow(ctx, "k")
+		assert.ErrorIs(t, err, core.ErrClosed)
+		assert.NotErrorIs(t, err, core.ErrCallerDone, "the store's own failure")
+	})
 	t.Run("store deadline", func(t *testing.T) {
 		var buf syncBuffer
 		l := core.MustNewLimiter(&mapStore{block: true}, policy, core.WithTimeout(time.Millisecond), core.WithLogger(textLogger(&buf)))
