@@ -39,3 +39,12 @@ func TestRegistryLocalFallback(t *testing.T) {
 	assert.Equal(t, 0, s.local.Stats().Policies)
 	assert.Empty(t, *s.policies.Load())
 }
+
+// TestElasticNeedsAnElasticRemote: an elastic policy over a remote store
+// that cannot decide it fails at NewLimiter, not in TakeElastic.
+func TestElasticNeedsAnElasticRemote(t *testing.T) {
+	s := newTier(t, newFake())
+	_, err := core.NewLimiter(s, core.Policy{Name: "el", Limits: []core.Limit{core.PerMinute(10)},
+		Elastic: &core.Elastic{CeilingPercent: 200, Signal: core.LoadBelow{InFlight: &core.InFlight{}, Max: 10}}})
+	require.ErrorContains(t, err, "does not implement core.ElasticStore")
+}
