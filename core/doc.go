@@ -36,6 +36,11 @@
 //     the [Limiter] reads a [Clock].
 //   - A store failure is not a denial: the Limiter applies the policy's
 //     [FailMode] within a per-call deadline and returns a [*StoreError].
+//   - A configuration mistake fails at [NewLimiter], never as a store
+//     error on the request path: on one store, policies of one name must
+//     have the same limits ([SameState]) while their Limiters are live.
+//   - Cost 0 is a peek: it consumes nothing and reports whether a request
+//     of cost 1 would be allowed.
 //   - Throttling is hard by default; SoftPercent tolerates a fixed
 //     percentage over every limit; [Elastic] admits requests above the
 //     limits, up to a ceiling, while a [CapacitySignal] says the service
@@ -59,8 +64,11 @@
 // state of [Compiled.StateWords] int64 words and whose [Compiled.ExpiresAt]
 // says when that state is back to a fresh key's; [EmissionInterval] and
 // [MaxNow] are the constants a port to another runtime (the Redis store's
-// Lua) must share. [LocalStore], [BatchStore] (with [BatchTake]) and
-// [FallbackStore] are optional interfaces a store may add. Each of these
+// Lua) must share. [LocalStore], [BatchStore] (with [BatchTake]),
+// [FallbackStore] and [PolicyRegistrar] (with [PolicyRegistry]: a store
+// that keys state by policy name refuses, at [NewLimiter], a name that a
+// live policy of other limits holds) are optional interfaces a store may
+// add. Each of these
 // names' documentation starts with "For store implementers"; applications
 // do not need them.
 package core

@@ -2,6 +2,7 @@ package core
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -35,9 +36,11 @@ type Limiter struct {
 	local    bool
 	observer Observer
 	log      storeLog
-	fast     bool // local store, no observer, not elastic: Take's decision is the answer unless it fails
-	fastEl   bool // the same for an elastic policy: the answer unless it fails or hints at room
-	coarse   bool // clock is CoarseClock
+	fast     bool           // local store, no observer, not elastic: Take's decision is the answer unless it fails
+	fastEl   bool           // the same for an elastic policy: the answer unless it fails or hints at room
+	coarse   bool           // clock is CoarseClock
+	replaces []Registration // Replacing: the registrations this Limiter takes over from
+	reg      Registration   // the store registration (PolicyRegistrar), or nil
 }
 
 // Option configures a Limiter.
@@ -54,7 +57,8 @@ func WithTimeout(d time.Duration) Option { return func(l *Limiter) { l.timeout =
 
 // WithObserver sends every decision of the Limiter to o as an
 // [EventDecision] (with the store call's latency and error for stores that
-// do I/O). nil, the default, observes nothing and costs nothing.
+// do I/O), and every peek (cost 0) as an [EventPeek]. nil, the default,
+// observes nothing and costs nothing.
 func WithObserver(o Observer) Option { return func(l *Limiter) { l.observer = o } }
 
 // WithLogger sends the Limiter's store-failure lines to logger instead of
@@ -62,6 +66,9 @@ func WithObserver(o Observer) Option { return func(l *Limiter) { l.observer = o 
 // WithLogger(nil) silences them; a caller that does so should watch the
 // errors AllowN returns or the metrics instead.
 //
+// A failure that came after the caller's own context was done (it
+// cancelled, or its deadline passed: [ErrCallerDone]) is the caller's, not
+// the store's: it is logged at DEBUG with kind canceled, and not counted.
 // A line is logged at level ERROR when the store fails, at most once per
 // log interval ([WithLogInterval]); it carries the policy, the fail mode and
 // what it did to requests, the error's kind ([ClassifyError]: timeout,
@@ -77,6 +84,27 @@ func WithLogger(logger *slog.Logger) Option {
 // > 0.
 func WithLogInterval(d time.Duration) Option { return func(l *Limiter) { l.log.interval = d } }
 
+// Replacing makes the new Limiter take its policy name over from old
+// Limiters of other limits on a store that registers policy names (see
+// [PolicyRegistrar]; memstore, redisstore and the fleet tier do): what a
+// rules reload that changes a rule's limits needs, while requests under
+// the old rule finish through the old Limiters. Without it, NewLimiter
+// refuses a policy whose name another live Limiter uses with other
+// limits. The name is taken over only when old lists every live Limiter
+// of the name's current limits on the store; otherwise NewLimiter fails,
+// saying how many are not listed. The old Limiters keep deciding until
+// they are released; call their Release once no request uses them. Old
+// Limiters of another name, or already replaced, are ignored.
+func Replacing(old ...*Limiter) Option {
+	return func(l *Limiter) {
+		for _, o := range old {
+			if o != nil && o.reg != nil {
+				l.replaces = append(l.replaces, o.reg)
+			}
+		}
+	}
+}
+
 // NewLimiter validates policy and returns a Limiter applying it through
 // store. The policy is copied: changing it afterwards has no effect.
 //
@@ -84,6 +112,14 @@ func WithLogInterval(d time.Duration) Option { return func(l *Limiter) { l.log.i
 // for concurrent use, and building one validates and copies the policy.
 // Limiters built from equal policies (same name, same limits) on one store
 // share its per-key state, so a Limiter built per request still limits.
+//
+// On a store that registers policy names ([PolicyRegistrar]: memstore,
+// redisstore, the fleet tier) NewLimiter registers the policy and fails
+// when the store cannot decide it: another live Limiter on the store uses
+// the name with other limits (algorithm, limits, buckets, soft percentage,
+// CountDenied, Shadow or elastic ceiling; see [SameState]), the store's
+// policy cap is reached, or the store cannot hold its state. Each error
+// says what to change. [Limiter.Release] ends the registration.
 func NewLimiter(store Store, policy Policy, opts ...Option) (*Limiter, error) {
 	if store == nil {
 		return nil, fmt.Errorf("core: NewLimiter: nil store; use memstore.New() for the embedded store")
@@ -122,7 +158,30 @@ func NewLimiter(store Store, policy Policy, opts ...Option) (*Limiter, error) {
 			return nil, fmt.Errorf("core: policy %q: fail mode local needs a store that falls back to a local store (put the fleet tier in front of the remote store) ; use open or closed with this store", policy.Name)
 		}
 	}
+	if r, ok := store.(PolicyRegistrar); ok {
+		reg, err := r.RegisterPolicy(l.policy, l.replaces...)
+		if err != nil {
+			return nil, err
+		}
+		l.reg = reg
+	}
+	l.replaces = nil
 	return l, nil
+}
+
+// Release ends the Limiter's registration of its policy on the store (see
+// [PolicyRegistrar]): when it was the last live Limiter of its policy's
+// name, the store may drop the name's per-key state, and the name is free
+// for a policy of other limits. Call it when a Limiter is retired (a rules
+// reload does, once the requests under the old rules are done); a Limiter
+// that lives as long as its store need not call it. Do not use the
+// Limiter afterwards: its keys may be decided afresh. Release is
+// idempotent and safe for concurrent use; on a store that does not
+// register policies it does nothing.
+func (l *Limiter) Release() {
+	if l.reg != nil {
+		l.reg.Release()
+	}
 }
 
 // MustNewLimiter is NewLimiter that panics on a configuration error; for
@@ -144,8 +203,16 @@ func (l *Limiter) Allow(ctx context.Context, key string) (Decision, error) {
 }
 
 // AllowN charges cost to key and reports whether the request may proceed.
-// cost 0 consumes nothing and reports the current state. A negative cost
-// returns ErrInvalidCost with a denying decision.
+// A negative cost returns ErrInvalidCost with a denying decision.
+//
+// Cost 0 is a peek, here and in [Check]: it consumes nothing and reports
+// whether a request of cost 1 would be allowed now. An exhausted key
+// (Remaining 0) is reported denied (Shadowed under a Shadow policy), with
+// RetryAfter set to ResetAfter, an upper bound of the wait (exact for the
+// fixed window); under soft throttling a peek reports denied once the
+// nominal limit is spent, although the soft margin would still admit. A
+// peek never draws elastic capacity, and goes to the observer as an
+// [EventPeek], not as a decision.
 //
 // On a store failure or timeout, AllowN returns the policy's FailMode
 // decision (Degraded set) and a *StoreError. A remote store is not called
@@ -166,14 +233,14 @@ func (l *Limiter) AllowN(ctx context.Context, key string, cost int64) (Decision,
 	// AllowNAt's fast paths, written out: calling AllowNAt instead costs
 	// 6 of the 32 ns of a hot-key decision (measured: 0.50x -> 0.60x
 	// go-limiter in BenchmarkHotKeyCPU); keep the two in step
-	if l.fast && cost >= 0 {
+	if l.fast && cost > 0 {
 		d, err := l.store.Take(ctx, key, l.policy, now, cost)
 		if err != nil {
 			return l.settle(ctx, d, err)
 		}
 		return d, nil
 	}
-	if l.fastEl && cost >= 0 {
+	if l.fastEl && cost > 0 {
 		// an elastic policy: the elastic half only on a denial the
 		// ceiling would admit
 		d, err := l.store.Take(ctx, key, l.policy, now, cost)
@@ -212,14 +279,14 @@ func (l *Limiter) Clock() Clock { return l.clock }
 // epoch reset header) and for replaying traffic. Stores with their own
 // clock (Redis by default) ignore now.
 func (l *Limiter) AllowNAt(ctx context.Context, key string, now time.Time, cost int64) (Decision, error) {
-	if l.fast && cost >= 0 {
+	if l.fast && cost > 0 {
 		d, err := l.store.Take(ctx, key, l.policy, now, cost)
 		if err != nil {
 			return l.settle(ctx, d, err)
 		}
 		return d, nil
 	}
-	if l.fastEl && cost >= 0 {
+	if l.fastEl && cost > 0 {
 		// an elastic policy: the elastic half only on a denial the
 		// ceiling would admit
 		d, err := l.store.Take(ctx, key, l.policy, now, cost)
@@ -253,13 +320,19 @@ func (l *Limiter) allowNAt(ctx context.Context, key string, now time.Time, cost 
 			cancel()
 		}
 	}
+	kind := EventDecision
+	if cost == 0 {
+		kind = EventPeek
+	}
 	if err != nil {
 		d, err = l.settle(ctx, d, err)
+	} else if cost == 0 {
+		l.peeked(&d)
 	} else if d.ElasticRoom {
 		d = l.elasticTake(ctx, key, now, cost, d)
 	}
 	if l.observer != nil {
-		e := Event{Kind: EventDecision, Policy: l.policy.Name, Outcome: OutcomeOf(d), Decision: d, Err: err}
+		e := Event{Kind: kind, Policy: l.policy.Name, Outcome: OutcomeOf(d), Decision: d, Err: err}
 		if !start.IsZero() {
 			e.Latency = time.Since(start)
 		}
@@ -268,9 +341,32 @@ func (l *Limiter) allowNAt(ctx context.Context, key string, now time.Time, cost 
 	return d, err
 }
 
+// peeked turns the store's decision of a cost of 0 into a peek's: denied
+// when no request of cost 1 would be (see AllowN).
+func (l *Limiter) peeked(d *Decision) {
+	d.ElasticRoom = false
+	if !d.Allowed || d.Shadowed || d.Remaining > 0 {
+		return
+	}
+	d.RetryAfter = max(d.ResetAfter, time.Microsecond)
+	if l.policy.Shadow {
+		d.Shadowed = true
+	} else {
+		d.Allowed = false
+	}
+}
+
 // settle is the decision and error of a store failure: the policy's fail
-// mode, and a *StoreError, logged (see WithLogger).
+// mode, and a *StoreError, logged (see WithLogger). A timeout or
+// cancellation while the caller's ctx is done (it cancelled, or its own
+// deadline passed; not the store deadline of the Limiter or of AllowAll)
+// is marked [ErrCallerDone].
 func (l *Limiter) settle(ctx context.Context, d Decision, err error) (Decision, error) {
+	if ctx.Err() != nil && context.Cause(ctx) != errStoreBudget {
+		if k := ClassifyError(err); k == ErrorTimeout || k == ErrorCanceled {
+			err = fmt.Errorf("%w: %w", ErrCallerDone, err)
+		}
+	}
 	if !d.Degraded {
 		// A store that applied a fallback itself (FailLocal in the
 		// fleet tier) returns a Degraded decision: keep it.
@@ -292,12 +388,24 @@ func (l *Limiter) failed(error) Decision {
 	return d
 }
 
+// errStoreBudget is the cause of AllowAll's shared store deadline: its
+// expiry is the store's slowness, not the caller's.
+var errStoreBudget = errors.New("limitkit: the checks' shared store deadline passed")
+
+// ErrCallerDone marks (wrapped, with the store's error) a store failure
+// that came after the caller's own context was done: the caller cancelled
+// the request or its own deadline passed before the store answered.
+// [ClassifyError] reports it as [ErrorCanceled], and the Limiter logs it
+// at DEBUG, not as a store failure.
+var ErrCallerDone = errors.New("limitkit: the caller's context is done")
+
 // Check is one (limiter, key, cost) of a hybrid decision: the user's policy
 // on the user's key and the IP's policy on the IP, say.
 type Check struct {
 	Limiter *Limiter
 	Key     string
-	// Cost is the cost to charge; 0 means 1.
+	// Cost is the cost to charge, as AllowN's: 0 is a peek, which
+	// consumes nothing (write 1 for a request).
 	Cost int64
 }
 
@@ -327,16 +435,12 @@ func AllowAll(ctx context.Context, checks ...Check) (Decision, error) {
 	}
 	if budget > 0 && len(checks) > 1 {
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, budget)
+		ctx, cancel = context.WithTimeoutCause(ctx, budget, errStoreBudget)
 		defer cancel()
 	}
 	for i := range checks {
 		c := &checks[i]
-		cost := c.Cost
-		if cost == 0 {
-			cost = 1
-		}
-		d, err := c.Limiter.AllowN(ctx, c.Key, cost)
+		d, err := c.Limiter.AllowN(ctx, c.Key, c.Cost)
 		if err != nil && firstErr == nil {
 			firstErr = err
 		}

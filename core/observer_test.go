@@ -37,7 +37,7 @@ func TestAllowAllSharesOneDeadline(t *testing.T) {
 		l, err := core.NewLimiter(st, core.Policy{Name: fmt.Sprintf("p%d", i), Limits: []core.Limit{core.PerMinute(10)}},
 			core.WithTimeout(5*time.Millisecond))
 		require.NoError(t, err)
-		checks = append(checks, core.Check{Limiter: l, Key: "k"})
+		checks = append(checks, core.Check{Limiter: l, Key: "k", Cost: 1})
 	}
 	d, err := core.AllowAll(context.Background(), checks...)
 	require.Error(t, err)

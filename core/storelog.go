@@ -2,6 +2,7 @@ package core
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"math"
 	"sync/atomic"
@@ -35,6 +36,18 @@ func (l *Limiter) logFailure(ctx context.Context, se *StoreError, d Decision) {
 		logger = slog.Default()
 	}
 	if logger == nil {
+		return
+	}
+	if errors.Is(se.Err, ErrCallerDone) {
+		// the caller's own cancellation or deadline: not a store failure
+		if logger.Enabled(ctx, slog.LevelDebug) {
+			logger.LogAttrs(ctx, slog.LevelDebug, "limitkit: the caller gave up before the store answered; "+effect(se.Mode, d),
+				slog.String("policy", se.Policy),
+				slog.String("fail_mode", se.Mode.String()),
+				slog.String("kind", ErrorCanceled.String()),
+				slog.String("err", se.Err.Error()),
+			)
+		}
 		return
 	}
 	sl.failures.Add(1)

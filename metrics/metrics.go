@@ -325,6 +325,9 @@ func (m *Metrics) Observe(e core.Event) {
 				p.replies[k].get(func() prometheus.Counter { return m.errors.WithLabelValues(p.name, k.String()) }).Inc()
 			}
 		}
+	case core.EventPeek:
+		// a peek (cost 0) is not a decision: neither allowed, nor denied,
+		// nor degraded (its store error surfaces at the next decision)
 	case core.EventDenyCacheHit:
 		p := m.policy(e.Policy)
 		p.denyCache.get(func() prometheus.Counter { return m.denyCache.WithLabelValues(p.name) }).Inc()

@@ -73,13 +73,22 @@ type SignalEnv struct {
 type Signals struct {
 	env  SignalEnv
 	mu   sync.Mutex
-	caps map[string]*core.CapacityLimit // by capacity policy name
+	caps map[string]capEntry // by capacity policy name
+	gen  uint64              // publications of a Live (see retain)
+}
+
+// capEntry is a capacity signal and its Limiter, and the Signals' gen
+// when a set last got it.
+type capEntry struct {
+	c   *core.CapacityLimit
+	lim *core.Limiter
+	gen uint64
 }
 
 // NewSignals returns the signals builder over env.
 func NewSignals(env SignalEnv) *Signals {
 	env.Options = slices.Clone(env.Options)
-	return &Signals{env: env, caps: map[string]*core.CapacityLimit{}}
+	return &Signals{env: env, caps: map[string]capEntry{}}
 }
 
 // WithSignals returns a copy of s whose elastic rules and descriptors
@@ -163,8 +172,10 @@ func (sig *Signals) capacity(name string, l core.Limit) (*core.CapacityLimit, er
 	pname := capacityName(name, l)
 	sig.mu.Lock()
 	defer sig.mu.Unlock()
-	if c := sig.caps[pname]; c != nil {
-		return c, nil
+	if e, ok := sig.caps[pname]; ok {
+		e.gen = sig.gen
+		sig.caps[pname] = e
+		return e.c, nil
 	}
 	lim, err := core.NewLimiter(sig.env.Store, core.Policy{Name: pname, Limits: []core.Limit{l}, FailMode: core.FailClosed}, sig.env.Options...)
 	if err != nil {
@@ -172,9 +183,10 @@ func (sig *Signals) capacity(name string, l core.Limit) (*core.CapacityLimit, er
 	}
 	c, err := core.NewCapacityLimit(lim, "fleet")
 	if err != nil {
+		lim.Release()
 		return nil, fmt.Errorf("rules: %s: %w", name, err)
 	}
-	sig.caps[pname] = c
+	sig.caps[pname] = capEntry{c, lim, sig.gen}
 	return c, nil
 }
 

@@ -49,20 +49,29 @@ import (
 //     the old keys expire by their TTL (at most their window). The fleet
 //     tier follows its remote store; write-back quota leased under the
 //     old limits is synced as usual.
-//   - A removed rule's state stays in the store until it expires; a rule
-//     added back later under the same name and limits finds what is left.
+//   - A removed rule's Limiter is released (core.Limiter.Release) once the
+//     last request of the snapshots that use it is done: memstore then
+//     drops the rule's table; on Redis its keys expire by their TTL. A
+//     rule added back later starts afresh on memstore, and on Redis finds
+//     what is left.
 //
-// A store that keeps one table per policy name and refuses a same-named
-// policy of other limits (memstore) implements [TableReplacer]; Swap uses
-// it to give a changed rule its new table while requests under the old
-// rule finish on the old one. A wrapper around such a store must forward
-// TableReplacer, or its changed rules fail (by their fail mode) with the
-// store's configuration error.
+// On a store that registers policy names ([core.PolicyRegistrar]:
+// memstore, redisstore, the fleet tier) every Limiter of a snapshot is
+// registered, and a rebuilt rule takes its name over from the older
+// snapshots' Limiters of that name ([core.Replacing]); so a rules set
+// whose name another live Limiter on the store uses with other limits is
+// refused by NewLive and Swap, and reloads that change limits, elastic
+// capacities or names leave the store's policy count and the heap flat
+// (the capacity limits no set uses any more are released too). A store
+// that does not register policies but keeps one table per policy name and
+// refuses a same-named policy of other limits implements [TableReplacer];
+// Swap then uses it to give a changed rule its new table while requests
+// under the old rule finish on the old one.
 //
-// A superseded Snapshot, and on memstore the tables set aside for it,
-// lives until its last request releases it: a request that holds its
-// snapshot for long (a stream) keeps them, and one that never releases it
-// keeps them for good.
+// A superseded Snapshot, its Limiters and on memstore the tables set
+// aside for it live until its last request releases it: a request that
+// holds its snapshot for long (a stream) keeps them, and one that never
+// releases it keeps them for good.
 //
 // The zero Live is not usable; build one with [NewLive]. A Live is safe
 // for concurrent use; Swaps are serialized. Acquire and Release cost two
@@ -80,7 +89,9 @@ type Live[H any] struct {
 
 // TableReplacer is implemented by stores that hold one table of state per
 // policy name and refuse a policy whose name is taken by other limits
-// (memstore.Store). [Live.Swap] calls Replace for every policy it rebuilt,
+// (memstore.Store). A store that is also a [core.PolicyRegistrar] (as
+// memstore is) is not called through it: registration does the same. For
+// other stores, [Live.Swap] calls Replace for every policy it rebuilt,
 // listing as in flight the same-named policies that older snapshots still
 // use, before it publishes the new set; and Forget with a superseded
 // snapshot's policies once its last request has released it. See
@@ -121,7 +132,7 @@ func NewLive[H any](store core.Store, set *Set, build func(*Rule, *core.Limiter)
 	if err != nil {
 		return nil, err
 	}
-	if r, ok := store.(TableReplacer); ok {
+	if r, ok := tableReplacer(store); ok {
 		// Register every table now, so that each name a snapshot uses
 		// has one when a later Swap replaces it.
 		for _, p := range built {
@@ -171,12 +182,16 @@ func (l *Live[H]) ReloadFile(path string) (Change, error) {
 	if err != nil {
 		return Change{}, err
 	}
+	// WithSignals under l.mu: a snapshot draining meanwhile must see the
+	// capacity limits it builds as used (see Signals.retain)
+	l.mu.Lock()
 	if sig := l.cur.Load().set.sig; sig != nil {
 		if set, err = set.WithSignals(sig); err != nil {
+			l.mu.Unlock()
 			return Change{}, fmt.Errorf("rules: %s: %w", path, err)
 		}
 	}
-	return l.Swap(set)
+	return l.swapLocked(set)
 }
 
 // Swap makes set the one new requests get, keeping state as described in
@@ -192,6 +207,11 @@ func (l *Live[H]) Swap(set *Set) (Change, error) {
 		return Change{}, fmt.Errorf("rules: Swap: nil set")
 	}
 	l.mu.Lock()
+	return l.swapLocked(set)
+}
+
+// swapLocked is Swap with l.mu held; it unlocks it.
+func (l *Live[H]) swapLocked(set *Set) (Change, error) {
 	cur := l.cur.Load()
 	next, ch, rebuilt, err := l.compile(set, cur)
 	if err == nil {
@@ -206,6 +226,9 @@ func (l *Live[H]) Swap(set *Set) (Change, error) {
 	next.refs.Store(1)
 	l.old[cur] = true
 	l.cur.Store(next)
+	if sig := set.sig; sig != nil {
+		sig.published()
+	}
 	l.mu.Unlock()
 	cur.Release() // the reference it held as current
 	return ch, nil
@@ -215,7 +238,7 @@ func (l *Live[H]) Swap(set *Set) (Change, error) {
 // listing as in flight the same-named policies of cur and of the
 // superseded snapshots still under way. Called with l.mu held.
 func (l *Live[H]) replaceTables(cur *Snapshot[H], rebuilt []*core.Policy) error {
-	r, ok := l.store.(TableReplacer)
+	r, ok := tableReplacer(l.store)
 	if !ok || len(rebuilt) == 0 {
 		return nil
 	}
@@ -246,7 +269,8 @@ func (l *Live[H]) drained(s *Snapshot[H]) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	delete(l.old, s)
-	r, ok := l.store.(TableReplacer)
+	l.releaseUnused(s)
+	r, ok := tableReplacer(l.store)
 	if !ok {
 		return
 	}
@@ -292,8 +316,9 @@ func (l *Live[H]) compile(set *Set, prev *Snapshot[H]) (*Snapshot[H], Change, []
 			s.limiters = append(s.limiters, old)
 			continue
 		}
-		lim, err := core.NewLimiter(l.store, *p, l.opts...)
+		lim, err := core.NewLimiter(l.store, *p, l.limiterOpts(p.Name, prev)...)
 		if err != nil {
+			s.releaseNew(prev)
 			return nil, Change{}, nil, fmt.Errorf("rules: policy %q: %w", p.Name, err)
 		}
 		s.limiters = append(s.limiters, lim)
@@ -342,6 +367,7 @@ func (l *Live[H]) compile(set *Set, prev *Snapshot[H]) (*Snapshot[H], Change, []
 		for i := range set.rules {
 			h, err := l.build(&set.rules[i], s.limiters[i])
 			if err != nil {
+				s.releaseNew(prev)
 				return nil, Change{}, nil, fmt.Errorf("rules: rule %q: %w", set.rules[i].Name, err)
 			}
 			s.handlers[i] = h
@@ -351,47 +377,16 @@ func (l *Live[H]) compile(set *Set, prev *Snapshot[H]) (*Snapshot[H], Change, []
 }
 
 // sameLimits reports whether a and b decide alike on one state: what the
-// stores key a policy's state by besides its name.
-func sameLimits(a, b *core.Policy) bool {
-	return a.Algorithm == b.Algorithm && slices.Equal(a.Limits, b.Limits) && a.Buckets == b.Buckets &&
-		a.SoftPercent == b.SoftPercent && a.CountDenied == b.CountDenied && a.Shadow == b.Shadow &&
-		ceiling(a) == ceiling(b)
-}
+// stores key a policy's state by besides its name (core.SameState).
+func sameLimits(a, b *core.Policy) bool { return core.SameState(a, b) }
 
-// ceiling is p's elastic ceiling (0 for a hard policy): it sizes the state
-// and lets it go above the limits, so it is part of what the state means.
-func ceiling(p *core.Policy) int {
-	if p.Elastic == nil {
-		return 0
-	}
-	return p.Elastic.CeilingPercent
-}
+// limitsText describes p's limits for a Change: "gcra 10 per 1m".
+func limitsText(p *core.Policy) string { return p.StateString() }
 
 // sameMatch reports whether two rules of one name match and key requests
 // alike.
 func sameMatch(a, b *Rule) bool {
 	return a.Route == b.Route && slices.Equal(a.Methods, b.Methods) && a.Identity == b.Identity && a.Key == b.Key
-}
-
-func limitsText(p *core.Policy) string {
-	parts := make([]string, len(p.Limits))
-	for i, l := range p.Limits {
-		parts[i] = l.String()
-	}
-	s := p.Algorithm.String() + " " + strings.Join(parts, ", ")
-	if p.Buckets != 0 {
-		s += fmt.Sprintf(" buckets %d", p.Buckets)
-	}
-	if p.SoftPercent != 0 {
-		s += fmt.Sprintf(" soft %d%%", p.SoftPercent)
-	}
-	if p.CountDenied {
-		s += " count_denied"
-	}
-	if p.Shadow {
-		s += " shadow"
-	}
-	return s
 }
 
 // Set returns the snapshot's rule set.

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -198,18 +197,18 @@ func lineOf(m []map[string]int, i int, field string) int {
 }
 
 // LoadFile reads and validates a rules file: JSON when its name ends in
-// ".json", YAML otherwise.
+// ".json", YAML otherwise. It reads with [ReadFile]: only a regular file,
+// of at most [MaxFileSize] bytes, within [MaxReadTime].
 func LoadFile(path string) (*Set, error) {
-	f, err := os.Open(path)
+	data, err := ReadFile(path)
 	if err != nil {
-		return nil, fmt.Errorf("rules: %w", err)
+		return nil, err
 	}
-	defer f.Close()
 	format := YAML
 	if strings.EqualFold(filepath.Ext(path), ".json") {
 		format = JSON
 	}
-	s, err := Load(f, format)
+	s, err := Parse(data, format)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}

@@ -33,20 +33,23 @@ import (
 )
 
 func main() {
-	app, ln, err := exampleapp.Start("nethttp", os.Args[1:])
-	if errors.Is(err, flag.ErrHelp) {
-		return
+	if err := run(); err != nil && !errors.Is(err, flag.ErrHelp) {
+		log.Fatal(err) // after run's deferred calls: the store is closed
 	}
+}
+
+func run() error {
+	app, ln, err := exampleapp.Start("nethttp", os.Args[1:])
 	if err != nil {
-		log.Fatal(err)
+		return err
 	}
 	defer app.Close()
 	h, err := app.HTTPHandler()
 	if err != nil {
-		log.Fatal(err)
+		return err
 	}
 	defer app.StartReloads()() // SIGHUP reloads -rules; -watch also on change
 	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
-	app.LogStartup("nethttp", ln)
-	log.Fatal(srv.Serve(ln))
+	app.LogStartup("nethttp", ln) // one line: the address, the store, the rules
+	return srv.Serve(ln)
 }

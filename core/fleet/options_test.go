@@ -112,7 +112,7 @@ func TestHybridChecksThroughTheTier(t *testing.T) {
 	ctx := context.Background()
 	var allowed int
 	for i := 0; i < 6; i++ {
-		d, err := core.AllowAll(ctx, core.Check{Limiter: user, Key: "u"}, core.Check{Limiter: ip, Key: "1.2.3.4"})
+		d, err := core.AllowAll(ctx, core.Check{Limiter: user, Key: "u", Cost: 1}, core.Check{Limiter: ip, Key: "1.2.3.4", Cost: 1})
 		require.NoError(t, err)
 		if d.Allowed {
 			allowed++

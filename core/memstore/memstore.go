@@ -106,10 +106,14 @@ const (
 // share one quota per key (lookup by name costs a map read and a field
 // comparison; reusing one Limiter is cheaper). Policies with the same name
 // must agree on the algorithm, limits, buckets, soft percentage,
-// CountDenied and Shadow; Take returns an error for one that does not. A
-// Store holds at most DefaultMaxPolicies names (WithMaxPolicies); a new
-// name beyond that is an error: put per-client variation in the key, not
-// in the policy name.
+// CountDenied, Shadow and elastic ceiling: core.NewLimiter refuses one
+// that does not while a Limiter of the other is live (the Store is a
+// core.PolicyRegistrar, see [Store.RegisterPolicy]), and Take returns an
+// error for one used without a Limiter. A Store holds at most
+// DefaultMaxPolicies names (WithMaxPolicies); a new name beyond that is an
+// error of NewLimiter: put per-client variation in the key, not in the
+// policy name. Releasing a name's last Limiter (core.Limiter.Release)
+// drops its table.
 //
 // A Store is safe for concurrent use. Close stops the sweeper. The zero
 // Store is not usable; call New.
@@ -133,6 +137,7 @@ type Store struct {
 	limitedEvictions atomic.Uint64
 
 	replaced // tables Replace set aside (replace.go)
+	registry // policy registrations (registrar.go)
 }
 
 var _ core.LocalStore = (*Store)(nil)
@@ -326,21 +331,8 @@ func (s *Store) lookup(p *core.Policy) (*table, error) {
 }
 
 // sameConfig reports whether a and b decide alike on one state (FailMode
-// is the Limiter's business, not the store's).
-func sameConfig(a, b *core.Policy) bool {
-	return a.Algorithm == b.Algorithm && a.Buckets == b.Buckets && a.SoftPercent == b.SoftPercent &&
-		a.CountDenied == b.CountDenied && a.Shadow == b.Shadow && slices.Equal(a.Limits, b.Limits) &&
-		ceiling(a) == ceiling(b)
-}
-
-// ceiling is p's elastic ceiling percentage, 0 without Elastic (the
-// signal is the Limiter's business: it does not change the state).
-func ceiling(p *core.Policy) int {
-	if p.Elastic == nil {
-		return 0
-	}
-	return p.Elastic.CeilingPercent
-}
+// is the Limiter's business, not the store's): core.SameState.
+func sameConfig(a, b *core.Policy) bool { return core.SameState(a, b) }
 
 func conflict(name string) error {
 	return fmt.Errorf("memstore: policy name %q is used by two policies with different limits or switches "+

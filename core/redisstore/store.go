@@ -72,6 +72,8 @@ type Store struct {
 
 	mu       sync.RWMutex
 	compiled map[*core.Policy]*compiled
+
+	reg core.PolicyRegistry // policy names of live Limiters (registrar.go)
 }
 
 var _ core.Store = (*Store)(nil)

@@ -5,7 +5,6 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"os"
 	"os/signal"
@@ -71,18 +70,9 @@ func readRules(path string) (*rules.Set, [sha256.Size]byte, error) {
 	return s, sum, err
 }
 
-func readFile(path string) ([]byte, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, fmt.Errorf("rules: %w", err)
-	}
-	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, rules.MaxFileSize+1))
-	if err != nil {
-		return nil, fmt.Errorf("rules: read %s: %w", path, err)
-	}
-	return data, nil
-}
+// readFile reads the rules file as rules.LoadFile does: a regular file
+// only, bounded in size and time; what it refuses is logged by the caller.
+func readFile(path string) ([]byte, error) { return rules.ReadFile(path) }
 
 func parseRules(path string, data []byte) (*rules.Set, error) {
 	format := rules.YAML
