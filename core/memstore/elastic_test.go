@@ -121,7 +121,10 @@ func TestElasticCapacityLimitExact(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			d, _ := l.Allow(context.Background(), "user"+strconv.Itoa(i%10))
+			d, err := l.Allow(context.Background(), "user"+strconv.Itoa(i%10))
+			if !assert.NoError(t, err) {
+				return
+			}
 			if d.Elastic {
 				elastic.Add(1)
 			} else if d.Allowed {
@@ -240,7 +243,11 @@ func TestElasticSignals(t *testing.T) {
 		Elastic: &core.Elastic{CeilingPercent: 1000, Signal: sig}}, clock)
 	require.NoError(t, err)
 	ctx := context.Background()
-	allow := func() core.Decision { d, _ := l.Allow(ctx, "k"); return d }
+	allow := func() core.Decision {
+		d, err := l.Allow(ctx, "k")
+		require.NoError(t, err)
+		return d
+	}
 	require.True(t, allow().Allowed)
 	inflight.Enter()
 	inflight.Enter()
@@ -314,7 +321,10 @@ func TestElasticSignalFlipsUnderConcurrency(t *testing.T) {
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
-					d, _ := l.Allow(context.Background(), "k")
+					d, err := l.Allow(context.Background(), "k")
+					if !assert.NoError(t, err) {
+						return
+					}
 					if d.Elastic {
 						elastic.Add(1)
 					} else if d.Allowed {
@@ -352,8 +362,8 @@ func BenchmarkElasticWithinLimit(b *testing.B) {
 			b.ReportAllocs()
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
-				if d, _ := l.Allow(ctx, "user:42"); !d.Allowed {
-					b.Fatal("denied")
+				if d, err := l.Allow(ctx, "user:42"); err != nil || !d.Allowed {
+					b.Fatal("denied", err)
 				}
 			}
 		})
