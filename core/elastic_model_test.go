@@ -138,11 +138,23 @@ func (m *elCounter) admit(now, cost int64, room bool) (bool, bool) {
 	return true, el
 }
 
+// modelCeiling is the documented ceiling (Elastic: "each limit's
+// capacity rounded down: 10 × 150% = 15"), computed apart from
+// production's arithmetic: the most units c with c ≤ capa × percent/100,
+// found by counting up from capa.
+func modelCeiling(capa int64, percent int) int64 {
+	c := capa
+	for (c+1)*100 <= capa*int64(percent) {
+		c++
+	}
+	return c
+}
+
 func newElasticModel(p Policy) elasticModel {
 	l := p.Limits[0]
 	w := l.Window.Microseconds()
 	capa := l.capacity()
-	ceil := p.Elastic.ceiling(capa)
+	ceil := modelCeiling(capa, p.Elastic.CeilingPercent)
 	switch p.Algorithm {
 	case SlidingWindowLog:
 		return &elLog{w: w, capa: capa, ceil: ceil}
@@ -232,7 +244,7 @@ func TestElasticCeilingInvariants(t *testing.T) {
 	for _, p := range elasticPolicies() {
 		t.Run(p.Name, func(t *testing.T) {
 			c, _ := p.Compile()
-			ceil := p.Elastic.ceiling(p.Limits[0].capacity())
+			ceil := modelCeiling(p.Limits[0].capacity(), p.Elastic.CeilingPercent)
 			raised := p
 			raised.Elastic = nil
 			raised.Limits = []Limit{p.Limits[0]}
