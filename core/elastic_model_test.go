@@ -163,7 +163,7 @@ func newElasticModel(p Policy) elasticModel {
 	case SlidingWindowCounter:
 		return &elCounter{n: int64(p.buckets()), bl: w / int64(p.buckets()), capa: capa, ceil: ceil, counts: map[int64]int64{}}
 	}
-	return &elBucket{t: EmissionInterval(l), capa: capa, ceil: ceil}
+	return &elBucket{t: modelInterval(l), capa: capa, ceil: ceil}
 }
 
 type fixedSignal bool
@@ -268,7 +268,7 @@ func TestElasticCeilingInvariants(t *testing.T) {
 				}
 				if p.Algorithm == GCRA || p.Algorithm == TokenBucket {
 					// the refill rate stays the nominal one
-					tt := EmissionInterval(p.Limits[0])
+					tt := modelInterval(p.Limits[0])
 					for i := range adm {
 						var sum int64
 						for j := i; j < len(adm); j++ {
