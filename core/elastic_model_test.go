@@ -138,11 +138,23 @@ func (m *elCounter) admit(now, cost int64, room bool) (bool, bool) {
 	return true, el
 }
 
+// modelCeiling is the documented ceiling (Elastic: "each limit's
+// capacity rounded down: 10 × 150% = 15"), computed apart from
+// production's arithmetic: the most units c with c ≤ capa × percent/100,
+// found by counting up from capa.
+func modelCeiling(capa int64, percent int) int64 {
+	c := capa
+	for (c+1)*100 <= capa*int64(percent) {
+		c++
+	}
+	return c
+}
+
 func newElasticModel(p Policy) elasticModel {
 	l := p.Limits[0]
 	w := l.Window.Microseconds()
 	capa := l.capacity()
-	ceil := p.Elastic.ceiling(capa)
+	ceil := modelCeiling(capa, p.Elastic.CeilingPercent)
 	switch p.Algorithm {
 	case SlidingWindowLog:
 		return &elLog{w: w, capa: capa, ceil: ceil}
@@ -151,7 +163,7 @@ func newElasticModel(p Policy) elasticModel {
 	case SlidingWindowCounter:
 		return &elCounter{n: int64(p.buckets()), bl: w / int64(p.buckets()), capa: capa, ceil: ceil, counts: map[int64]int64{}}
 	}
-	return &elBucket{t: EmissionInterval(l), capa: capa, ceil: ceil}
+	return &elBucket{t: modelInterval(l), capa: capa, ceil: ceil}
 }
 
 type fixedSignal bool
@@ -232,7 +244,7 @@ func TestElasticCeilingInvariants(t *testing.T) {
 	for _, p := range elasticPolicies() {
 		t.Run(p.Name, func(t *testing.T) {
 			c, _ := p.Compile()
-			ceil := p.Elastic.ceiling(p.Limits[0].capacity())
+			ceil := modelCeiling(p.Limits[0].capacity(), p.Elastic.CeilingPercent)
 			raised := p
 			raised.Elastic = nil
 			raised.Limits = []Limit{p.Limits[0]}
@@ -256,7 +268,7 @@ func TestElasticCeilingInvariants(t *testing.T) {
 				}
 				if p.Algorithm == GCRA || p.Algorithm == TokenBucket {
 					// the refill rate stays the nominal one
-					tt := EmissionInterval(p.Limits[0])
+					tt := modelInterval(p.Limits[0])
 					for i := range adm {
 						var sum int64
 						for j := i; j < len(adm); j++ {

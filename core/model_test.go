@@ -106,7 +106,38 @@ func newModel(p Policy) model {
 	case SlidingWindowCounter:
 		return &counterModel{n: int64(p.buckets()), bl: w / int64(p.buckets()), capa: l.Requests, counts: map[int64]int64{}}
 	}
-	return &bucketModel{t: EmissionInterval(l), capa: l.capacity()}
+	return &bucketModel{t: modelInterval(l), capa: l.capacity()}
+}
+
+// modelInterval is the time one unit takes to refill, as documented (the
+// window over the requests, in whole µs, rounded up so the rate is never
+// exceeded), computed apart from EmissionInterval: the fewest whole µs t
+// with t × Requests ≥ Window.
+func modelInterval(l Limit) int64 {
+	w := l.Window.Microseconds()
+	t := w / l.Requests
+	for t*l.Requests < w {
+		t++
+	}
+	return t
+}
+
+// TestEmissionIntervalRoundsUp pins EmissionInterval against the
+// documented rounding on windows that do and do not divide evenly.
+func TestEmissionIntervalRoundsUp(t *testing.T) {
+	for _, tc := range []struct {
+		l    Limit
+		want int64
+	}{
+		{Per(5, time.Second), 200_000},
+		{Per(3, time.Second), 333_334},
+		{Per(7, 3*time.Second), 428_572},
+		{Per(1_000_000, time.Second), 1},
+		{Per(3_000_000, time.Second), 1},
+	} {
+		require.Equal(t, tc.want, EmissionInterval(tc.l), "%v", tc.l)
+		require.Equal(t, tc.want, modelInterval(tc.l), "%v", tc.l)
+	}
 }
 
 var modelPolicies = []Policy{
@@ -235,7 +266,7 @@ func checkInvariant(t *testing.T, p Policy, adm []event) {
 			require.LessOrEqual(t, per[e.at/w], l.Requests)
 		}
 	case GCRA, TokenBucket:
-		tt := EmissionInterval(l)
+		tt := modelInterval(l)
 		for i := range adm {
 			var sum int64
 			for j := i; j < len(adm); j++ {

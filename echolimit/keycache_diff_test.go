@@ -65,6 +65,9 @@ func TestCachedKeyEqualsGeneralPath(t *testing.T) {
 						e.ServeHTTP(httptest.NewRecorder(), r)
 						got := st.Keys()
 						total += len(got) / 2
+						if peer != "" && peer != "bad" {
+							require.NotEmpty(t, got, "cfg %d %s %s %s reached no store", cfg, m, p, peer)
+						}
 						require.Zero(t, len(got)%2, "%v", got)
 						for i := 0; i < len(got); i += 2 {
 							require.Equal(t, got[i+1], got[i], "cfg %d %s %s %s", cfg, m, p, peer)
@@ -75,4 +78,7 @@ func TestCachedKeyEqualsGeneralPath(t *testing.T) {
 		}
 	}
 	t.Logf("keys compared: %d", total)
+	// at least one pair per request from a keyable peer: 4 configs × 3
+	// rounds × 7 methods × 9 paths × 3 peers
+	require.GreaterOrEqual(t, total, 4*3*7*9*3, "keys compared")
 }

@@ -89,9 +89,8 @@ func TestCustomContextUsesThePool(t *testing.T) {
 }
 
 // TestWrapCache: the handler built for a next handler is returned again
-// for the same next (no allocation), each next gets a handler that calls
-// it, and a next that is new every time costs one allocation per wrap,
-// as without the cache.
+// for the same next, and each next gets a handler that calls it
+// (TestWrapCacheAllocs counts what a wrap costs).
 func TestWrapCache(t *testing.T) {
 	wc := new(wrapCache)
 	builds := 0
@@ -112,21 +111,39 @@ func TestWrapCache(t *testing.T) {
 	require.NoError(t, wc.wrap(a, build)(nil))
 	assert.Equal(t, []string{"a", "b", "a"}, calls)
 	assert.Equal(t, 2, builds)
-	if !raceEnabled {
-		assert.Zero(t, testing.AllocsPerRun(100, func() { _ = wc.wrap(a, build) }))
-		fresh := new(wrapCache)
-		without := testing.AllocsPerRun(100, func() {
-			n := 0
-			next := func(echo.Context) error { n++; return nil } // a new closure each run
-			_ = build(next)
-		})
-		assert.Equal(t, without, testing.AllocsPerRun(100, func() {
-			n := 0
-			next := func(echo.Context) error { n++; return nil }
-			_ = fresh.wrap(next, build)
-		}), "a new next each time costs what it did without the cache")
-	}
 	assert.Nil(t, wc.wrap(nil, func(echo.HandlerFunc) echo.HandlerFunc { return nil }))
+}
+
+// TestWrapCacheAllocs: a wrap for the same next allocates nothing, and a
+// next that is new every time costs what a build costs without the
+// cache. (Named for CI's non-race allocation step.)
+func TestWrapCacheAllocs(t *testing.T) {
+	if raceEnabled {
+		t.Skip("allocation counts differ under -race")
+	}
+	wc := new(wrapCache)
+	builds := 0
+	build := func(next echo.HandlerFunc) echo.HandlerFunc {
+		builds++
+		return func(c echo.Context) error { return next(c) }
+	}
+	calls := 0
+	a := func(echo.Context) error { calls++; return nil }
+	_ = wc.wrap(a, build)
+	assert.Zero(t, testing.AllocsPerRun(100, func() { _ = wc.wrap(a, build) }))
+	fresh := new(wrapCache)
+	without := testing.AllocsPerRun(100, func() {
+		n := 0
+		next := func(echo.Context) error { n++; return nil } // a new closure each run
+		_ = build(next)
+	})
+	assert.Equal(t, without, testing.AllocsPerRun(100, func() {
+		n := 0
+		next := func(echo.Context) error { n++; return nil }
+		_ = fresh.wrap(next, build)
+	}), "a new next each time costs what it did without the cache")
+	assert.Positive(t, without, "a build allocates: the comparison means something")
+	assert.Equal(t, 1+101+101, builds, "a is built once; every new next is built (AllocsPerRun runs 1 + 100 times)")
 }
 
 // TestMiddlewareAfterLimiter: with a middleware registered after the

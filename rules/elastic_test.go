@@ -138,7 +138,9 @@ func TestElasticRuleSignals(t *testing.T) {
 	require.NoError(t, err)
 	admitted := 0
 	for i := 0; i < 30; i++ {
-		if d, _ := hard.Allow(ctx, "placeholder"); d.Allowed {
+		d, err := hard.Allow(ctx, "placeholder")
+		require.NoError(t, err)
+		if d.Allowed {
 			admitted++
 		}
 	}
@@ -153,7 +155,8 @@ func TestElasticRuleSignals(t *testing.T) {
 	require.NoError(t, err)
 	var nominal, elastic int
 	for i := 0; i < 30; i++ {
-		d, _ := l.Allow(ctx, "u1")
+		d, err := l.Allow(ctx, "u1")
+		require.NoError(t, err)
 		switch {
 		case d.Elastic:
 			elastic++
@@ -216,7 +219,8 @@ func TestElasticLive(t *testing.T) {
 		r := snap.Match("GET", "/api", false)
 		require.NotNil(t, r)
 		for i := 0; i < n; i++ {
-			d, _ := snap.Limiter(r).Allow(ctx, "u1")
+			d, err := snap.Limiter(r).Allow(ctx, "u1")
+			require.NoError(t, err)
 			switch {
 			case d.Elastic:
 				elastic++

@@ -438,3 +438,59 @@ func BenchmarkLiveSwap(b *testing.B) {
 		}
 	}
 }
+
+// TestLiveSwapReportsEveryLimitField: a swap that changes only one of the
+// fields that decide on a state (algorithm, limits, buckets,
+// soft_percent, count_denied, shadow) reports the rule's limits changed
+// and gives it a Limiter of the new policy; the same file again is
+// unchanged.
+func TestLiveSwapReportsEveryLimitField(t *testing.T) {
+	const counter = `algorithm: sliding_counter, buckets: 6, `
+	for _, tc := range []struct{ name, old, new string }{
+		{"count_denied", ``, `count_denied: true, `},
+		{"count_denied off", `count_denied: true, `, `count_denied: false, `},
+		{"soft_percent", ``, `soft_percent: 20, `},
+		{"shadow", ``, `shadow: true, `},
+		{"algorithm", ``, `algorithm: token_bucket, `},
+		{"buckets", counter, `algorithm: sliding_counter, buckets: 12, `},
+		{"limits", ``, `limits: ["11 per 1m"], `},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			set := func(extra string) *Set {
+				limits := `limits: ["10 per 1m"]`
+				if strings.Contains(extra, "limits:") {
+					limits = ""
+				}
+				return mustParse(t, "rules:\n  - {name: r, route: /r, "+extra+limits+"}\n  - {name: same, route: /s, limits: [\"5 per 1m\"]}\n")
+			}
+			store := memstore.MustNew()
+			defer store.Close()
+			live, err := NewLive[struct{}](store, set(tc.old), nil, core.WithClock(core.NewManualClock(liveT0)))
+			require.NoError(t, err)
+			ch, err := live.Swap(set(tc.old))
+			require.NoError(t, err)
+			assert.True(t, ch.Empty(), "the same file again: %s", ch)
+			assert.Equal(t, 2, ch.Unchanged)
+
+			want := set(tc.new)
+			ch, err = live.Swap(want)
+			require.NoError(t, err)
+			require.Len(t, ch.LimitsChanged, 1, "%s", ch)
+			assert.Equal(t, "r", ch.LimitsChanged[0].Name)
+			assert.NotEqual(t, ch.LimitsChanged[0].Old, ch.LimitsChanged[0].New)
+			assert.Equal(t, 1, ch.Unchanged, "%s", ch)
+			snap := live.Acquire()
+			defer snap.Release()
+			r, ok := snap.Set().Rule("r")
+			require.True(t, ok)
+			wr, _ := want.Rule("r")
+			got, exp := snap.Limiter(r).Policy(), wr.Policy()
+			assert.Equal(t, exp.CountDenied, got.CountDenied)
+			assert.Equal(t, exp.SoftPercent, got.SoftPercent)
+			assert.Equal(t, exp.Shadow, got.Shadow)
+			assert.Equal(t, exp.Algorithm, got.Algorithm)
+			assert.Equal(t, exp.Buckets, got.Buckets)
+			assert.Equal(t, exp.Limits, got.Limits)
+		})
+	}
+}

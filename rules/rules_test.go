@@ -148,6 +148,9 @@ rules:
   - {name: login-post-anon, route: "/login", methods: [POST], identity: anonymous, limits: ["1 per 1s"]}
   - {name: tie-first,       route: "/tie/{a}",          limits: ["1 per 1s"]}
   - {name: tie-second,      route: "/tie/*",  methods: [PUT], limits: ["1 per 1s"]}
+  - {name: tenant-star,     route: "/{tenant}/*",       limits: ["1 per 1s"]}
+  - {name: v1-star,         route: "/v1/*",             limits: ["1 per 1s"]}
+  - {name: v1-id-star,      route: "/v1/{id}/*",        limits: ["1 per 1s"]}
   - {name: order-first,     route: "/o/*",   methods: [GET], limits: ["1 per 1s"]}
   - {name: order-second,    route: "/o/*",   methods: [GET, POST], identity: any, key: ip, limits: ["1 per 1s"], algorithm: token_bucket}
 `
@@ -155,7 +158,7 @@ rules:
 	// GET from it to leave a pure file-order tie only where allowed.
 	s, err := Parse([]byte(src), YAML)
 	require.Error(t, err)
-	assert.Contains(t, err.Error(), `rules[17] "order-second": matches the same requests as rules[16] "order-first"`)
+	assert.Contains(t, err.Error(), `rules[20] "order-second": matches the same requests as rules[19] "order-first"`)
 	s = mustParse(t, strings.Replace(src, "methods: [GET, POST], identity: any", "methods: [POST], identity: any", 1)+
 		`  - {name: file-a, route: "/f/{a}", methods: [GET], limits: ["1 per 1s"]}
   - {name: file-b, route: "/f/:b",  methods: [PUT], limits: ["1 per 1s"]}
@@ -182,6 +185,9 @@ rules:
 		{"POST", "/login", true, "login-post", "explicit method beats any method"},
 		{"POST", "/login", false, "login-post-anon", "method and identity both explicit"},
 		{"PUT", "/tie/a", false, "tie-first", "route specificity before method"},
+		{"PUT", "/acme/x", false, "tenant-star", "more parameter segments beat /*"},
+		{"PUT", "/v1/7/x", false, "v1-id-star", "same literals and wildcard: more parameter segments win"},
+		{"PUT", "/v1/x", false, "v1-star", "only the shorter wildcard matches"},
 		{"GET", "/o/x", false, "order-first", ""},
 		{"POST", "/o/x", false, "order-second", ""},
 		{"GET", "/f/x", true, "file-c", "explicit identity breaks the method tie"},

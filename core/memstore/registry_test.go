@@ -120,8 +120,8 @@ func BenchmarkLimiterPerRequest(b *testing.B) {
 	b.ReportAllocs()
 	for i := 0; i < b.N; i++ {
 		l := core.MustNewLimiter(s, policy, core.WithClock(clock))
-		if d, _ := l.Allow(ctx, "user:42"); !d.Allowed {
-			b.Fatal("denied")
+		if d, err := l.Allow(ctx, "user:42"); err != nil || !d.Allowed {
+			b.Fatal("denied", err)
 		}
 	}
 }

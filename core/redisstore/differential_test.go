@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"testing"
 	"time"
 
@@ -67,7 +68,7 @@ func diffPolicies() []core.Policy {
 			ps = append(ps, p)
 		}
 	}
-	return ps
+	return slices.DeleteFunc(ps, func(p core.Policy) bool { return alreadyGeneric[p.Name] })
 }
 
 // TestDifferential runs random (time, cost) sequences through the store

@@ -168,7 +168,7 @@ func TestCostAtLeastOne(t *testing.T) {
 	require.NoError(t, err)
 	for _, tc := range []struct {
 		cost, remaining int64
-	}{{-5, 9}, {0, 8}, {1, 7}, {3, 4}} {
+	}{{-5, 9}, {0, 8}, {1, 7}, {3, 4}, {2, 2}} { // 2: the boundary of "at least one"
 		e, _, err := New("x", l, []Option{WithCost(func(keyfuncs.Request) int64 { return tc.cost })})
 		require.NoError(t, err)
 		res := e.Decide(context.Background(), httpReq("GET", "/a", "203.0.113.7:1"))

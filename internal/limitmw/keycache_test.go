@@ -314,3 +314,31 @@ func TestKeyCacheHashResistsChosenParts(t *testing.T) {
 	}
 	assert.Greater(t, len(slots), 900, "distinct slots of 1,000 chosen paths")
 }
+
+// TestKeyCacheComparesMethod: methods of one length with the same first
+// and last byte (GET and GXT, POST and PUST) hash alike, so on one
+// connection to a method-less net/http pattern they share a slot; the
+// entry's method compare is all that keeps the unknown method (scoped
+// OTHER) from being keyed under the known one's scope.
+func TestKeyCacheComparesMethod(t *testing.T) {
+	e, _, err := New("x", limiter(t, &keyStore{}, "p"), nil)
+	require.NoError(t, err)
+	const peer, route = "192.0.2.77:5150", "/m"
+	for _, pair := range [][2]string{{"GET", "GXT"}, {"POST", "PUST"}} {
+		a, b := pair[0], pair[1]
+		pa := KeyParts{Method: a, Route: route, Peer: peer, StableRoute: true}
+		pb := KeyParts{Method: b, Route: route, Peer: peer, StableRoute: true}
+		require.Equal(t, keys.ref(e.cacheID, &pa), keys.ref(e.cacheID, &pb), "%s and %s share a slot", a, b)
+		for i := 0; i < 3; i++ { // a's entry is made at its second request
+			_, _ = e.cachedKey(context.Background(), &e.checks[0], httpReq(a, route, peer))
+		}
+		got, _ := keys.get(e.cacheID, &pa)
+		require.Equal(t, a+" /m|192.0.2.77", got, "%s has its entry", a)
+		reqB := httpReq(b, route, peer)
+		want, _ := generalKey(e, reqB)
+		require.Equal(t, "OTHER /m|192.0.2.77", want, "an unknown method has its own scope")
+		key, st := e.cachedKey(context.Background(), &e.checks[0], reqB)
+		require.Equal(t, keyOK, st)
+		assert.Equal(t, want, key, "%s was keyed under %s's entry", b, a)
+	}
+}

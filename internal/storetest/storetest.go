@@ -253,21 +253,25 @@ func testIsolation(t *testing.T, f Factory) {
 	s := f(t)
 	p := core.Policy{Name: "iso", Algorithm: core.FixedWindow, Limits: []core.Limit{core.Per(2, time.Minute)}}
 	q := core.Policy{Name: "iso-other", Algorithm: core.FixedWindow, Limits: []core.Limit{core.Per(2, time.Minute)}}
-	ctx := context.Background()
 	for i := 0; i < 2; i++ {
-		d, _ := s.Take(ctx, "a", &p, Epoch, 1)
-		require.True(t, d.Allowed)
+		require.True(t, take(t, s, "a", &p).Allowed)
 	}
-	d, _ := s.Take(ctx, "a", &p, Epoch, 1)
-	assert.False(t, d.Allowed)
-	d, _ = s.Take(ctx, "b", &p, Epoch, 1)
-	assert.True(t, d.Allowed, "another key has its own quota")
-	d, _ = s.Take(ctx, "a", &q, Epoch, 1)
-	assert.True(t, d.Allowed, "another policy has its own quota")
+	assert.False(t, take(t, s, "a", &p).Allowed)
+	assert.True(t, take(t, s, "b", &p).Allowed, "another key has its own quota")
+	assert.True(t, take(t, s, "a", &q).Allowed, "another policy has its own quota")
 	// Policies with the same name share state (a fleet shares quota by name).
 	same := p
-	d, _ = s.Take(ctx, "a", &same, Epoch, 1)
-	assert.False(t, d.Allowed, "a policy copy with the same name shares the key's state")
+	assert.False(t, take(t, s, "a", &same).Allowed, "a policy copy with the same name shares the key's state")
+}
+
+// take is one request of cost 1 at Epoch that fails the test on a store
+// error: a failing store returns a zero Decision, which must never pass
+// for a denial.
+func take(t *testing.T, s core.Store, key string, p *core.Policy) core.Decision {
+	t.Helper()
+	d, err := s.Take(context.Background(), key, p, Epoch, 1)
+	require.NoError(t, err, "key %q", key)
+	return d
 }
 
 func testHostileKeys(t *testing.T, f Factory) {
