@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/limitkit/limitkit/core"
+	"github.com/limitkit/limitkit/internal/storetest"
 )
 
 // switchSignal is a controlled capacity signal: room while on; it counts
@@ -358,4 +359,13 @@ func BenchmarkElasticWithinLimit(b *testing.B) {
 			}
 		})
 	}
+}
+
+// TestElasticDrain (issue 22): one key's burst of 200 concurrent requests
+// keeps only the capacity of its elastic admissions; the rest goes to
+// other clients.
+func TestElasticDrain(t *testing.T) {
+	s := MustNew()
+	defer s.Close()
+	storetest.ElasticDrain(t, []core.Store{s}, core.WithClock(core.NewManualClock(hourStart)))
 }
