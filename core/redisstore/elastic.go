@@ -1,5 +1,14 @@
 package redisstore
 
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/limitkit/limitkit/core"
+)
+
 // luaGCRA1E: GCRA, one limit, elastic (core.Policy.Elastic), written out
 // as the hard luaGCRA1 is: one GET, at most one write. It reads and writes
 // the tat as the other GCRA scripts do and replies in the generic scripts'
@@ -124,3 +133,63 @@ var (
 )
 
 func init() { allScripts = append(allScripts, gcra1E, fixedWindow1E) }
+
+// luaRefundGCRA gives cost back to a GCRA policy's keys, one per limit
+// (core.Refunder, what a core.CapacityLimit releases): each tat moves
+// back by cost × its emission interval, never below now (a tat at or
+// before now is a full bucket: the key is deleted).
+//
+//	ARGV[2]      cost
+//	ARGV[2 + i]  the emission interval of limit i
+const luaRefundGCRA = luaNow + `
+local cost = tonumber(ARGV[2])
+for i, key in ipairs(KEYS) do
+  local v = redis.call('GET', key)
+  local tat = v and tonumber(v)
+  if tat and tat > now then
+    local nt = tat - cost * tonumber(ARGV[2 + i])
+    if nt > now then
+      redis.call('SET', key, nt, 'PX', math.ceil((nt - now) / 1000) + pad)
+    else
+      redis.call('DEL', key)
+    end
+  end
+end
+return {1}
+`
+
+var refundGCRA = newScript(padded(luaRefundGCRA))
+
+func init() { allScripts = append(allScripts, refundGCRA) }
+
+var _ core.Refunder = (*Store)(nil)
+
+// Refund gives cost back to key under p (see core.Refunder), in one
+// script call on the keys Take uses: what a core.CapacityLimit releases
+// when an elastic take it found capacity for did not admit. It decides
+// at the Redis server's time, or at now under [WithClientTime]. Only a
+// Refundable (hard GCRA) policy can be refunded; errors as Take.
+func (s *Store) Refund(ctx context.Context, key string, p *core.Policy, now time.Time, cost int64) error {
+	if p == nil {
+		return errors.New("redisstore: Refund: nil policy")
+	}
+	if !p.Refundable() {
+		return fmt.Errorf("redisstore: policy %q cannot be refunded (only a hard GCRA policy can)", p.Name)
+	}
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	c, err := s.policy(p)
+	if err != nil {
+		return err
+	}
+	args := s.args(c, nil, key, now, cost)
+	args[1] = refundGCRA.shaArg
+	for _, l := range p.Limits {
+		args = append(args, core.EmissionInterval(l))
+	}
+	if _, err := refundGCRA.run(ctx, s.client, args); err != nil {
+		return fmt.Errorf("redisstore: policy %q: refund: %w", p.Name, err)
+	}
+	return nil
+}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/limitkit/limitkit/core"
 	"github.com/limitkit/limitkit/internal/redistest"
+	"github.com/limitkit/limitkit/internal/storetest"
 )
 
 type roomSignal struct{ on atomic.Bool }
@@ -374,4 +375,45 @@ func TestElasticClockBack(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestElasticDrain (issue 22): on Redis, two app servers sharing one
+// capacity limit: one key's burst of 200 concurrent requests keeps only
+// the capacity of its elastic admissions (the losers' is refunded by
+// Refund); 20 other clients get the rest.
+func TestElasticDrain(t *testing.T) {
+	srv := redistest.StartNode(t)
+	stores := []core.Store{newStore(t, redisClient(t, srv, 64), WithClientTime()), newStore(t, redisClient(t, srv, 64), WithClientTime())}
+	storetest.ElasticDrain(t, stores, core.WithClock(core.NewManualClock(epoch.Truncate(time.Hour))), core.WithTimeout(time.Minute))
+}
+
+// TestRefund: Refund moves each GCRA tat back by cost × its interval,
+// never below now, and refuses what it cannot refund.
+func TestRefund(t *testing.T) {
+	srv := redistest.StartNode(t)
+	s := newStore(t, srv.NewClient(t), WithClientTime())
+	ctx := context.Background()
+	p := core.Policy{Name: "r", Limits: []core.Limit{core.PerMinute(10), core.PerHour(20)}}
+	for i := 0; i < 10; i++ {
+		d, err := s.Take(ctx, "k", &p, epoch, 1)
+		require.NoError(t, err)
+		require.True(t, d.Allowed)
+	}
+	d, _ := s.Take(ctx, "k", &p, epoch, 1)
+	require.False(t, d.Allowed)
+	require.NoError(t, s.Refund(ctx, "k", &p, epoch, 3))
+	for i := 0; i < 3; i++ {
+		d, _ := s.Take(ctx, "k", &p, epoch, 1)
+		require.True(t, d.Allowed, "refunded unit %d", i)
+	}
+	d, _ = s.Take(ctx, "k", &p, epoch, 1)
+	require.False(t, d.Allowed)
+	require.NoError(t, s.Refund(ctx, "k", &p, epoch, 1000))
+	ks, _ := s.Keys(&p, "k")
+	n, err := srv.NewClient(t).Exists(ctx, ks...).Result()
+	require.NoError(t, err)
+	assert.Zero(t, n, "a refund to a full bucket deletes the keys")
+	require.NoError(t, s.Refund(ctx, "absent", &p, epoch, 1))
+	fw := core.Policy{Name: "fw", Algorithm: core.FixedWindow, Limits: []core.Limit{core.PerMinute(10)}}
+	assert.ErrorContains(t, s.Refund(ctx, "k", &fw, epoch, 1), "cannot be refunded")
 }
