@@ -273,10 +273,11 @@ func (l *Limiter) elasticTake(ctx context.Context, key string, now time.Time, co
 // between: hundreds of concurrent requests of one client all find room)
 // gives it back through Release, so one key never holds more capacity
 // than the elastic admissions it received, when the capacity Limiter's
-// store is a [Refunder] and its policy [Policy.Refundable] (a GCRA policy:
-// the default, and what the rules package builds). Otherwise the capacity
-// is kept until it refills: conservative for the fleet, but one client
-// can then spend the capacity on requests it was never admitted for.
+// store is a [Refunder] and its policy [Policy.Refundable] (GCRA, the
+// default and what the rules package builds, or fixed window). Otherwise
+// the capacity is kept until it refills: conservative for the fleet, but
+// one client can then spend the capacity on requests it was never
+// admitted for.
 //
 // It reports no room when the Limiter denies, fails (the Limiter logs its
 // store's failures) or decides Degraded or Shadowed. Build it with
@@ -359,9 +360,13 @@ type Refunder interface {
 // admitted: a hard GCRA policy, whose state (one theoretical arrival time
 // per limit) moves back by cost × the emission interval, exactly undoing
 // the take unless the key's bucket refilled completely in between (then
-// the refund cannot credit more than cost).
+// the refund cannot credit more than cost); or a hard fixed-window
+// policy, whose count in force goes down by cost (not below 0), exactly
+// undoing the take unless its window ended in between (a refund after
+// the take's window ended returns nothing, or credits the new window
+// when a take already opened it).
 func (p *Policy) Refundable() bool {
-	return p != nil && p.Algorithm == GCRA && p.Elastic == nil
+	return p != nil && (p.Algorithm == GCRA || p.Algorithm == FixedWindow) && p.Elastic == nil
 }
 
 // For store implementers: Refund gives cost back to a key's state at now
@@ -371,10 +376,22 @@ func (c *Compiled) Refund(state []int64, now, cost int64) bool {
 	if !c.p.Refundable() {
 		return false
 	}
+	cost = max(cost, 0)
 	for i := range c.limits {
 		k := &c.limits[i]
-		if st := state[k.off : k.off+k.sz]; st[0] > now {
-			st[0] = max(st[0]-max(cost, 0)*k.t, now)
+		st := state[k.off : k.off+k.sz]
+		if c.p.Algorithm == GCRA {
+			if st[0] > now {
+				st[0] = max(st[0]-cost*k.t, now)
+			}
+			continue
+		}
+		// fixed window: the count in force (now's window, or a later one
+		// as fixedWindow keeps it)
+		count := st[0] & fwCountMask
+		stored := uint64(st[0]) >> fwCountBits
+		if diff := int64((uint64(now/k.w)-stored)<<fwCountBits) >> fwCountBits; count > 0 && diff <= 0 {
+			st[0] = int64(stored<<fwCountBits) | (count - min(cost, count))
 		}
 	}
 	return true

@@ -2,6 +2,7 @@ package fleet
 
 import (
 	"context"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -11,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/limitkit/limitkit/core"
+	"github.com/limitkit/limitkit/core/redisstore"
 	"github.com/limitkit/limitkit/internal/redistest"
 	"github.com/limitkit/limitkit/internal/storetest"
 )
@@ -100,11 +102,12 @@ func TestElasticTierRemoteWithoutElastic(t *testing.T) {
 func TestElasticDrain(t *testing.T) {
 	srv := redistest.StartNode(t)
 	clock := core.NewManualClock(time.Date(2030, 1, 2, 3, 0, 0, 0, time.UTC))
-	var stores []core.Store
-	for i := 0; i < 2; i++ {
-		stores = append(stores, newTier(t, redisStore(t, srv.NewClient(t)), WithClock(clock)))
-	}
-	storetest.ElasticDrain(t, stores, core.WithClock(clock), core.WithTimeout(time.Minute))
+	n := 0
+	storetest.ElasticDrain(t, func(t *testing.T) []core.Store {
+		n++
+		pre := redisstore.WithPrefix("drain" + strconv.Itoa(n) + ":")
+		return []core.Store{newTier(t, redisStore(t, srv.NewClient(t), pre), WithClock(clock)), newTier(t, redisStore(t, srv.NewClient(t), pre), WithClock(clock))}
+	}, core.WithClock(clock), core.WithTimeout(time.Minute))
 }
 
 // TestRefundWriteBackRefused: a write-back policy cannot be refunded.

@@ -365,7 +365,9 @@ func BenchmarkElasticWithinLimit(b *testing.B) {
 // keeps only the capacity of its elastic admissions; the rest goes to
 // other clients.
 func TestElasticDrain(t *testing.T) {
-	s := MustNew()
-	defer s.Close()
-	storetest.ElasticDrain(t, []core.Store{s}, core.WithClock(core.NewManualClock(hourStart)))
+	storetest.ElasticDrain(t, func(t *testing.T) []core.Store {
+		s := MustNew()
+		t.Cleanup(func() { _ = s.Close() })
+		return []core.Store{s}
+	}, core.WithClock(core.NewManualClock(hourStart)))
 }

@@ -314,7 +314,7 @@ func (s *Store) Refund(_ context.Context, key string, p *core.Policy, now time.T
 		return err
 	}
 	if !p.Refundable() {
-		return fmt.Errorf("memstore: policy %q cannot be refunded (only a hard GCRA policy can)", p.Name)
+		return fmt.Errorf("memstore: policy %q cannot be refunded (only a hard GCRA or fixed-window policy can)", p.Name)
 	}
 	if s.closed.Load() {
 		return core.ErrClosed

@@ -383,8 +383,12 @@ func TestElasticClockBack(t *testing.T) {
 // Refund); 20 other clients get the rest.
 func TestElasticDrain(t *testing.T) {
 	srv := redistest.StartNode(t)
-	stores := []core.Store{newStore(t, redisClient(t, srv, 64), WithClientTime()), newStore(t, redisClient(t, srv, 64), WithClientTime())}
-	storetest.ElasticDrain(t, stores, core.WithClock(core.NewManualClock(epoch.Truncate(time.Hour))), core.WithTimeout(time.Minute))
+	n := 0
+	storetest.ElasticDrain(t, func(t *testing.T) []core.Store {
+		n++
+		pre := WithPrefix("drain" + strconv.Itoa(n) + ":")
+		return []core.Store{newStore(t, redisClient(t, srv, 64), WithClientTime(), pre), newStore(t, redisClient(t, srv, 64), WithClientTime(), pre)}
+	}, core.WithClock(core.NewManualClock(epoch.Truncate(time.Hour))), core.WithTimeout(time.Minute))
 }
 
 // TestRefund: Refund moves each GCRA tat back by cost × its interval,
@@ -414,6 +418,28 @@ func TestRefund(t *testing.T) {
 	require.NoError(t, err)
 	assert.Zero(t, n, "a refund to a full bucket deletes the keys")
 	require.NoError(t, s.Refund(ctx, "absent", &p, epoch, 1))
-	fw := core.Policy{Name: "fw", Algorithm: core.FixedWindow, Limits: []core.Limit{core.PerMinute(10)}}
-	assert.ErrorContains(t, s.Refund(ctx, "k", &fw, epoch, 1), "cannot be refunded")
+	log := core.Policy{Name: "log", Algorithm: core.SlidingWindowLog, Limits: []core.Limit{core.PerMinute(10)}}
+	assert.ErrorContains(t, s.Refund(ctx, "k", &log, epoch, 1), "cannot be refunded")
+
+	// fixed window: the count in force goes down, not below 0; an older
+	// window's is left alone
+	at := epoch.Truncate(time.Hour)
+	fw := core.Policy{Name: "fw", Algorithm: core.FixedWindow, Limits: []core.Limit{core.PerMinute(10), core.PerHour(20)}}
+	for i := 0; i < 10; i++ {
+		d, _ := s.Take(ctx, "k", &fw, at, 1)
+		require.True(t, d.Allowed)
+	}
+	require.NoError(t, s.Refund(ctx, "k", &fw, at, 3))
+	for i := 0; i < 3; i++ {
+		d, _ := s.Take(ctx, "k", &fw, at, 1)
+		require.True(t, d.Allowed, "refunded unit %d", i)
+	}
+	d, _ = s.Take(ctx, "k", &fw, at, 1)
+	require.False(t, d.Allowed)
+	d, _ = s.Take(ctx, "k", &fw, at.Add(time.Minute), 1)
+	require.True(t, d.Allowed, "the next minute")
+	require.Equal(t, int64(9), d.Remaining, "min(10 - 1, 20 - 11)")
+	require.NoError(t, s.Refund(ctx, "k", &fw, at.Add(time.Minute), 100))
+	d, _ = s.Take(ctx, "k", &fw, at.Add(time.Minute), 0)
+	require.Equal(t, int64(10), d.Remaining, "both counts back to 0")
 }

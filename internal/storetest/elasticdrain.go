@@ -52,13 +52,21 @@ func (b *barrierSignal) Release(ctx context.Context, cost int64) {
 // any elastic take: it gets 10 nominal and 10 elastic admissions, and the
 // capacity its 90 losing requests took comes back, so 18 other clients
 // (at most 10 elastic admissions each) then get the other 90. Time stands still (opts must
-// hold a manual clock the stores honour), so nothing refills.
-func ElasticDrain(t *testing.T, stores []core.Store, opts ...core.Option) {
+// hold a manual clock the stores honour, inside one hour), so nothing
+// refills. It runs with a capacity limit of each algorithm a store can
+// refund (GCRA and fixed window).
+func ElasticDrain(t *testing.T, stores func(t *testing.T) []core.Store, opts ...core.Option) {
+	for _, alg := range []core.Algorithm{core.GCRA, core.FixedWindow} {
+		t.Run(alg.String(), func(t *testing.T) { elasticDrain(t, stores(t), alg, opts...) })
+	}
+}
+
+func elasticDrain(t *testing.T, stores []core.Store, alg core.Algorithm, opts ...core.Option) {
 	t.Helper()
 	const burst, capacity = 200, 100
 	var servers []*core.Limiter
 	for i, s := range stores {
-		capL, err := core.NewLimiter(s, core.Policy{Name: "drain-capacity", Limits: []core.Limit{core.PerMinute(capacity)}}, opts...)
+		capL, err := core.NewLimiter(s, core.Policy{Name: "drain-capacity", Algorithm: alg, Limits: []core.Limit{core.PerMinute(capacity)}}, opts...)
 		require.NoError(t, err)
 		capSig, err := core.NewCapacityLimit(capL, "fleet")
 		require.NoError(t, err)
