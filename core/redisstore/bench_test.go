@@ -11,6 +11,7 @@ import (
 
 	"github.com/limitkit/limitkit/core"
 	"github.com/limitkit/limitkit/internal/redistest"
+	"github.com/limitkit/limitkit/internal/storetest"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -301,7 +302,7 @@ func worstCases() []worstCase {
 		// reads and writes every bucket of every limit (8 × 600 buckets,
 		// 1,397 µs of Redis CPU, is refused since issue 22)
 		{"sliding_counter_8_limits_max_buckets_allowed", core.Policy{Name: "w-sc8", Algorithm: core.SlidingWindowCounter, Buckets: maxBuckets / 8,
-			Limits: eightLimits()},
+			Limits: storetest.WorstMultiLimits()},
 			func(take func(time.Duration, int64) core.Decision) {
 				for j := 0; j < maxBuckets; j++ {
 					take(time.Duration(j)*time.Second, 100)
@@ -311,16 +312,6 @@ func worstCases() []worstCase {
 				return maxBuckets*time.Second + time.Duration(i)*time.Millisecond, 1, true
 			}},
 	}
-}
-
-// eightLimits is 8 limits that never deny, over windows of 75 s to
-// 600 s: 75 buckets each divide them.
-func eightLimits() []core.Limit {
-	ls := make([]core.Limit, 8)
-	for i := range ls {
-		ls[i] = core.Per(1<<30, time.Duration(i+1)*75*time.Second)
-	}
-	return ls
 }
 
 // BenchmarkWorstCase runs each worstCases pattern on one key, serially,

@@ -397,21 +397,25 @@ func TestRefund(t *testing.T) {
 	srv := redistest.StartNode(t)
 	s := newStore(t, srv.NewClient(t), WithClientTime())
 	ctx := context.Background()
+	// take 10, refund 3, take 3 more: each limit got the 3 back
+	fill := func(p *core.Policy, at time.Time) {
+		t.Helper()
+		for i := 0; i < 13; i++ {
+			if i == 10 {
+				d, err := s.Take(ctx, "k", p, at, 1)
+				require.NoError(t, err)
+				require.False(t, d.Allowed, "%s: full", p.Name)
+				require.NoError(t, s.Refund(ctx, "k", p, at, 3))
+			}
+			d, err := s.Take(ctx, "k", p, at, 1)
+			require.NoError(t, err)
+			require.True(t, d.Allowed, "%s: unit %d", p.Name, i)
+		}
+		d, _ := s.Take(ctx, "k", p, at, 1)
+		require.False(t, d.Allowed, "%s: full again", p.Name)
+	}
 	p := core.Policy{Name: "r", Limits: []core.Limit{core.PerMinute(10), core.PerHour(20)}}
-	for i := 0; i < 10; i++ {
-		d, err := s.Take(ctx, "k", &p, epoch, 1)
-		require.NoError(t, err)
-		require.True(t, d.Allowed)
-	}
-	d, _ := s.Take(ctx, "k", &p, epoch, 1)
-	require.False(t, d.Allowed)
-	require.NoError(t, s.Refund(ctx, "k", &p, epoch, 3))
-	for i := 0; i < 3; i++ {
-		d, _ := s.Take(ctx, "k", &p, epoch, 1)
-		require.True(t, d.Allowed, "refunded unit %d", i)
-	}
-	d, _ = s.Take(ctx, "k", &p, epoch, 1)
-	require.False(t, d.Allowed)
+	fill(&p, epoch)
 	require.NoError(t, s.Refund(ctx, "k", &p, epoch, 1000))
 	ks, _ := s.Keys(&p, "k")
 	n, err := srv.NewClient(t).Exists(ctx, ks...).Result()
@@ -421,22 +425,11 @@ func TestRefund(t *testing.T) {
 	log := core.Policy{Name: "log", Algorithm: core.SlidingWindowLog, Limits: []core.Limit{core.PerMinute(10)}}
 	assert.ErrorContains(t, s.Refund(ctx, "k", &log, epoch, 1), "cannot be refunded")
 
-	// fixed window: the count in force goes down, not below 0; an older
-	// window's is left alone
+	// fixed window: the count in force goes down, not below 0
 	at := epoch.Truncate(time.Hour)
 	fw := core.Policy{Name: "fw", Algorithm: core.FixedWindow, Limits: []core.Limit{core.PerMinute(10), core.PerHour(20)}}
-	for i := 0; i < 10; i++ {
-		d, _ := s.Take(ctx, "k", &fw, at, 1)
-		require.True(t, d.Allowed)
-	}
-	require.NoError(t, s.Refund(ctx, "k", &fw, at, 3))
-	for i := 0; i < 3; i++ {
-		d, _ := s.Take(ctx, "k", &fw, at, 1)
-		require.True(t, d.Allowed, "refunded unit %d", i)
-	}
-	d, _ = s.Take(ctx, "k", &fw, at, 1)
-	require.False(t, d.Allowed)
-	d, _ = s.Take(ctx, "k", &fw, at.Add(time.Minute), 1)
+	fill(&fw, at)
+	d, _ := s.Take(ctx, "k", &fw, at.Add(time.Minute), 1)
 	require.True(t, d.Allowed, "the next minute")
 	require.Equal(t, int64(9), d.Remaining, "min(10 - 1, 20 - 11)")
 	require.NoError(t, s.Refund(ctx, "k", &fw, at.Add(time.Minute), 100))

@@ -161,6 +161,20 @@ func build(t *testing.T, h Harness, app App) Client {
 
 func mw(l *core.Limiter, opts ...httplimit.Option) *Mw { return &Mw{Limiter: l, Opts: opts} }
 
+// oneRoute builds an app of the one route rt limited by p on the env's
+// clock, by a global middleware or by the route's own.
+func oneRoute(t *testing.T, h Harness, env *Env, global bool, p core.Policy, rt Route) Client {
+	t.Helper()
+	m := mw(env.Limiter(t, p), httplimit.WithClock(env.Clock))
+	app := App{Routes: []Route{rt}}
+	if global {
+		app.Global = m
+	} else {
+		app.Routes[0].Mw = m
+	}
+	return build(t, h, app)
+}
+
 var scenarios = []scenario{
 	{"GlobalLimit", func(t *testing.T, h Harness, env *Env) {
 		l := env.Limiter(t, policy("global", core.PerMinute(2)))
@@ -518,14 +532,7 @@ var scenarios = []scenario{
 		methods := []string{"GET", "POST", "PUT", "PATCH", "DELETE", "OPTIONS", "HEAD", "TRACE", "CONNECT"}
 		for _, global := range []bool{true, false} {
 			name := map[bool]string{true: "anyg", false: "anyr"}[global]
-			l := env.Limiter(t, policy(name, core.PerMinute(5)))
-			app := App{Routes: []Route{{Method: AnyMethod, Path: "/api2/:id"}}}
-			if global {
-				app.Global = mw(l, httplimit.WithClock(env.Clock))
-			} else {
-				app.Routes[0].Mw = mw(l, httplimit.WithClock(env.Clock))
-			}
-			c := build(t, h, app)
+			c := oneRoute(t, h, env, global, policy(name, core.PerMinute(5)), Route{Method: AnyMethod, Path: "/api2/:id"})
 			k := name + "#" + h.Scope("", "/api2/:id") + "|" + IP1
 			var steps []Step
 			for i, m := range methods {
@@ -544,14 +551,7 @@ var scenarios = []scenario{
 		// and echo register it explicitly)
 		for _, global := range []bool{true, false} {
 			name := map[bool]string{true: "headg", false: "headr"}[global]
-			l := env.Limiter(t, policy(name, core.PerMinute(2)))
-			app := App{Routes: []Route{{Method: GetHead, Path: "/page/:id"}}}
-			if global {
-				app.Global = mw(l, httplimit.WithClock(env.Clock))
-			} else {
-				app.Routes[0].Mw = mw(l, httplimit.WithClock(env.Clock))
-			}
-			c := build(t, h, app)
+			c := oneRoute(t, h, env, global, policy(name, core.PerMinute(2)), Route{Method: GetHead, Path: "/page/:id"})
 			k := name + "#" + h.Scope("GET", "/page/:id") + "|" + IP1
 			denied := XRL(2, 0, 60*time.Second).With("Retry-After", "30")
 			Play(t, env, c, []Step{
