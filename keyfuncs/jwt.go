@@ -75,7 +75,7 @@ type JWTConfig struct {
 //
 // An invalid token never yields its claimed identity: a forged token naming a
 // victim cannot spend the victim's quota. The signature over header.payload
-// is checked before the claims are decoded, and the header (at most 4 KiB)
+// is checked before the claims are decoded, and the header (at most 1 KiB)
 // and claims may nest at most 16 levels, so a forged or hostile token
 // costs one signature check, as a valid one does (BenchmarkJWTHostile). Safe for: any deployment, before
 // or after authentication; it costs one signature verification per request
@@ -124,11 +124,6 @@ func JWTClaim(cfg JWTConfig) (Func, error) {
 	if maxLen == 0 {
 		maxLen = DefaultMaxTokenBytes
 	}
-	keyfunc := cfg.Keyfunc
-	if keyfunc == nil {
-		key := cfg.Key
-		keyfunc = func(*jwt.Token) (any, error) { return key, nil }
-	}
 	opts := []jwt.ParserOption{
 		jwt.WithLeeway(cfg.Leeway),
 	}
@@ -145,7 +140,7 @@ func JWTClaim(cfg JWTConfig) (Func, error) {
 		opts = append(opts, jwt.WithTimeFunc(cfg.Now))
 	}
 	// read-only after construction: safe for concurrent use
-	v := &jwtVerifier{validator: jwt.NewValidator(opts...), keyfunc: keyfunc, methods: make(map[string]jwt.SigningMethod, len(cfg.Methods))}
+	v := &jwtVerifier{validator: jwt.NewValidator(opts...), key: cfg.Key, keyfunc: cfg.Keyfunc, methods: make(map[string]jwt.SigningMethod, len(cfg.Methods))}
 	for _, m := range cfg.Methods {
 		v.methods[m] = jwt.GetSigningMethod(m)
 	}

@@ -117,5 +117,21 @@ func BenchmarkJWTHostile(b *testing.B) {
 		run("no-token", newReq(b, lbPeer), true)
 		run("flat", bearer(b, sign(b, f.good, claimsFor("alice"))), false)
 		run("hostile-8k-nested-badsig", bearer(b, hostileToken(b, f.wrong)), true)
+		run("hostile-1k-header-badsig", bearer(b, bigHeaderToken(b)), true)
 	}
+}
+
+// bigHeaderToken is a token whose header is as large as the bound
+// admits and full of nested members (the header is decoded before the
+// signature is checked), with nested claims and a bad signature.
+func bigHeaderToken(tb testing.TB) string {
+	var sb strings.Builder
+	sb.WriteString(`{"alg":"RS256"`)
+	for i := 0; sb.Len() < maxJWTHeaderBytes*3/4-20; i++ {
+		sb.WriteString(`,"k` + strconv.Itoa(i) + `":[1,{"a":"b"}]`)
+	}
+	sb.WriteString(`}`)
+	h := base64.RawURLEncoding.EncodeToString([]byte(sb.String()))
+	require.LessOrEqual(tb, len(h), maxJWTHeaderBytes)
+	return h + "." + base64.RawURLEncoding.EncodeToString([]byte(nestedClaims(2000))) + ".c2lnbmF0dXJl"
 }

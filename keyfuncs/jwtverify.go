@@ -17,8 +17,9 @@ import (
 const (
 	// maxJWTHeaderBytes bounds the encoded header, which is decoded
 	// before the signature is checked (the key lookup needs its alg and
-	// kid). 4 KiB holds a kid, an x5t and a short x5c.
-	maxJWTHeaderBytes = 4 << 10
+	// kid). 1 KiB holds alg, typ, kid, x5t and jku many times over; a
+	// header carrying a certificate chain (x5c) or a key (jwk) is refused.
+	maxJWTHeaderBytes = 1 << 10
 	// maxJWTDepth bounds the nesting of objects and arrays in the header
 	// and in the claims. Issuers nest a few levels (realm_access.roles);
 	// deeper is refused without being decoded.
@@ -34,7 +35,8 @@ const (
 // times a request; here a forged token costs one signature check.
 type jwtVerifier struct {
 	methods   map[string]jwt.SigningMethod // the pinned algorithms
-	keyfunc   jwt.Keyfunc
+	key       any                          // the static key, or nil
+	keyfunc   jwt.Keyfunc                  // when key is nil
 	validator *jwt.Validator
 }
 
@@ -63,13 +65,29 @@ func (v *jwtVerifier) verify(tok string) (jwt.MapClaims, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: header: %w", jwt.ErrTokenMalformed, err)
 	}
+	// With a static key only alg is read: decoding into a struct skips the
+	// other members without building them. A Keyfunc gets the whole
+	// header (kid, x5t, ...), as a map.
 	var header map[string]any
-	if err := decodeBounded(hb, &header); err != nil {
-		return nil, fmt.Errorf("header: %w", err)
-	}
-	alg, ok := header["alg"].(string)
-	if !ok {
-		return nil, errJWTNoAlg
+	var alg string
+	if v.key != nil {
+		var h struct {
+			Alg *string `json:"alg"`
+		}
+		if err := decodeBounded(hb, &h); err != nil {
+			return nil, fmt.Errorf("header: %w", err)
+		}
+		if h.Alg == nil {
+			return nil, errJWTNoAlg
+		}
+		alg = *h.Alg
+	} else {
+		if err := decodeBounded(hb, &header); err != nil {
+			return nil, fmt.Errorf("header: %w", err)
+		}
+		if alg, ok = header["alg"].(string); !ok {
+			return nil, errJWTNoAlg
+		}
 	}
 	method := v.methods[alg]
 	if method == nil {
@@ -79,10 +97,12 @@ func (v *jwtVerifier) verify(tok string) (jwt.MapClaims, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: signature: %w", jwt.ErrTokenMalformed, err)
 	}
-	// The Keyfunc sees the header; the claims are not decoded yet.
-	key, err := v.keyfunc(&jwt.Token{Raw: tok, Method: method, Header: header, Claims: jwt.MapClaims{}, Signature: sb})
-	if err != nil {
-		return nil, fmt.Errorf("%w: keyfunc: %w", jwt.ErrTokenUnverifiable, err)
+	key := v.key
+	if key == nil {
+		// The Keyfunc sees the header; the claims are not decoded yet.
+		if key, err = v.keyfunc(&jwt.Token{Raw: tok, Method: method, Header: header, Claims: jwt.MapClaims{}, Signature: sb}); err != nil {
+			return nil, fmt.Errorf("%w: keyfunc: %w", jwt.ErrTokenUnverifiable, err)
+		}
 	}
 	signed := tok[:len(h)+1+len(payload)]
 	if set, ok := key.(jwt.VerificationKeySet); ok {
