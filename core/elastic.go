@@ -268,8 +268,16 @@ func (l *Limiter) elasticTake(ctx context.Context, key string, now time.Time, co
 // cost from it; nominal admissions do not. On a shared store (Redis) every
 // server of the fleet draws from the one quota, so the fleet as a whole
 // admits at most that limit elastically, exactly, whatever the number of
-// servers. A request that found room but was then not admitted elastically
-// does not give it back (a Limiter cannot): the loss is conservative.
+// servers. A request that found room but was then not admitted
+// elastically (another request of the same key reached its ceiling in
+// between: hundreds of concurrent requests of one client all find room)
+// gives it back through Release, so one key never holds more capacity
+// than the elastic admissions it received, when the capacity Limiter's
+// store is a [Refunder] and its policy [Policy.Refundable] (GCRA, the
+// default and what the rules package builds, or fixed window). Otherwise
+// the capacity is kept until it refills: conservative for the fleet, but
+// one client can then spend the capacity on requests it was never
+// admitted for.
 //
 // It reports no room when the Limiter denies, fails (the Limiter logs its
 // store's failures) or decides Degraded or Shadowed. Build it with
@@ -306,6 +314,87 @@ func (c *CapacityLimit) Acquire(ctx context.Context, cost int64) (bool, error) {
 		return false, err
 	}
 	return d.Allowed && !d.Shadowed && !d.Degraded, nil
+}
+
+var _ CapacityReleaser = (*CapacityLimit)(nil)
+
+// Release gives back cost that an Acquire reporting room took, when the
+// capacity Limiter's store can (see [CapacityLimit]); otherwise it does
+// nothing. A failed refund is not logged: the capacity is then kept,
+// which is conservative.
+func (c *CapacityLimit) Release(ctx context.Context, cost int64) {
+	if c == nil || c.limiter == nil || cost <= 0 || !c.limiter.policy.Refundable() {
+		return
+	}
+	l := c.limiter
+	r, ok := l.store.(Refunder)
+	if !ok {
+		return
+	}
+	if l.local {
+		_ = r.Refund(ctx, c.key, l.policy, l.clock.Now(), cost)
+		return
+	}
+	if ctx.Err() != nil {
+		// the request is gone, the capacity must still come back
+		ctx = context.WithoutCancel(ctx)
+	}
+	cctx, cancel := context.WithTimeout(ctx, l.timeout)
+	_ = r.Refund(cctx, c.key, l.policy, l.clock.Now(), cost)
+	cancel()
+}
+
+// For store implementers: Refunder is a [Store] that can give back what a
+// Take admitted: Refund returns cost to key under p at now, as if the
+// Take of cost that admitted it had not happened, for a policy that
+// [Policy.Refundable] says can be refunded (an error otherwise). Nothing
+// is returned to a key with no state. It is what lets a [CapacityLimit]
+// release capacity; the embedded, Redis and fleet (exact mode) stores
+// implement it.
+type Refunder interface {
+	Store
+	Refund(ctx context.Context, key string, p *Policy, now time.Time, cost int64) error
+}
+
+// Refundable reports whether a [Refunder] can give back what a Take of p
+// admitted: a hard GCRA policy, whose state (one theoretical arrival time
+// per limit) moves back by cost × the emission interval, exactly undoing
+// the take unless the key's bucket refilled completely in between (then
+// the refund cannot credit more than cost); or a hard fixed-window
+// policy, whose count in force goes down by cost (not below 0), exactly
+// undoing the take unless its window ended in between (a refund after
+// the take's window ended returns nothing, or credits the new window
+// when a take already opened it).
+func (p *Policy) Refundable() bool {
+	return p != nil && (p.Algorithm == GCRA || p.Algorithm == FixedWindow) && p.Elastic == nil
+}
+
+// For store implementers: Refund gives cost back to a key's state at now
+// (see [Refunder]); it reports false, changing nothing, for a policy that
+// is not [Policy.Refundable].
+func (c *Compiled) Refund(state []int64, now, cost int64) bool {
+	if !c.p.Refundable() {
+		return false
+	}
+	cost = max(cost, 0)
+	for i := range c.limits {
+		k := &c.limits[i]
+		st := state[k.off : k.off+k.sz]
+		if c.p.Algorithm == GCRA {
+			if st[0] > now {
+				st[0] = max(st[0]-cost*k.t, now)
+			}
+			continue
+		}
+		// fixed window: the count in force (now's window, or a later one
+		// as fixedWindow keeps it)
+		count := st[0] & fwCountMask
+		stored := uint64(st[0]) >> fwCountBits
+		if diff := int64((uint64(now/k.w)-stored)<<fwCountBits) >> fwCountBits; count > 0 && diff <= 0 {
+			st[0] = int64(stored<<fwCountBits) | (count - min(cost, count))
+		}
+	}
+	return true
 }
 
 // Limiter returns the Limiter the capacity is drawn from.

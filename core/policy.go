@@ -156,7 +156,8 @@ func (m *FailMode) UnmarshalText(b []byte) error {
 const maxBuckets = 600
 
 // maxLogRequests bounds Requests for the sliding log, whose state holds one
-// timestamp per unit of the limit.
+// timestamp per unit of the limit; it bounds the sum over a policy's
+// limits too (soft and elastic overage included), as maxBuckets does.
 const maxLogRequests = 100_000
 
 // Policy is a named set of limits that must all hold, with the algorithm
@@ -175,13 +176,14 @@ type Policy struct {
 	Name string `json:"name" yaml:"name"`
 	// Algorithm counts the limits. Default GCRA.
 	Algorithm Algorithm `json:"algorithm" yaml:"algorithm"`
-	// Limits must all hold. At least one, at most 8.
+	// Limits must all hold. At least one, at most [MaxLimits].
 	Limits []Limit `json:"limits" yaml:"limits"`
 	// Buckets is the number of sub-windows of the sliding window counter
 	// (1 = the two-window weighted estimate; 60 for an hourly limit = one
-	// counter a minute). 0 means 1; at most 600 (every decision reads
-	// every bucket). Must divide every limit's window into whole
-	// microseconds. Other algorithms require 0.
+	// counter a minute). 0 means 1; at most 600 across the limits
+	// (limits × buckets ≤ 600: every decision reads every bucket of every
+	// limit). Must divide every limit's window into whole microseconds.
+	// Other algorithms require 0.
 	Buckets int `json:"buckets,omitempty" yaml:"buckets,omitempty"`
 	// CountDenied makes denied requests consume quota too (capped at an
 	// empty bucket / a full window), so a client that keeps hammering
@@ -312,8 +314,8 @@ func (p *Policy) Validate() error {
 	if len(p.Limits) == 0 {
 		return fmt.Errorf("core: policy %q: no limits; add at least one (e.g. core.PerMinute(100))", p.Name)
 	}
-	if len(p.Limits) > 8 {
-		return fmt.Errorf("core: policy %q: %d limits, at most 8", p.Name, len(p.Limits))
+	if len(p.Limits) > MaxLimits {
+		return fmt.Errorf("core: policy %q: %d limits, at most %d (a decision checks every limit); drop the limits that never bind or split the policy", p.Name, len(p.Limits), MaxLimits)
 	}
 	for i, l := range p.Limits {
 		if err := l.validate(p.Algorithm); err != nil {
@@ -357,6 +359,37 @@ func (p *Policy) Validate() error {
 	for i, l := range p.Limits {
 		if effective(l.capacity(), p.SoftPercent) > maxRequests {
 			return fmt.Errorf("core: policy %q: limits[%d]: limit with soft overage exceeds %d", p.Name, i, maxRequests)
+		}
+	}
+	return p.validateWork()
+}
+
+// MaxLimits is the most limits a [Policy] may have.
+const MaxLimits = 8
+
+// validateWork bounds the state one decision reads and writes, whatever
+// the number of limits: the sliding counter's buckets and the sliding
+// log's slots, summed over the limits, are bounded as one limit's are
+// (maxBuckets, maxLogRequests), so the worst accepted policy costs what
+// the worst single limit does.
+func (p *Policy) validateWork() error {
+	n := int64(len(p.Limits))
+	switch p.Algorithm {
+	case SlidingWindowCounter:
+		if b := n * int64(p.buckets()); b > maxBuckets {
+			return fmt.Errorf("core: policy %q: %d limits × %d buckets = %d buckets, and every decision reads them all; at most %d in all: use at most %d buckets or fewer limits", p.Name, n, p.buckets(), b, maxBuckets, maxBuckets/n)
+		}
+	case SlidingWindowLog:
+		var slots int64
+		for _, l := range p.Limits {
+			c := effective(l.capacity(), p.SoftPercent)
+			if p.Elastic != nil {
+				c = p.Elastic.ceiling(c)
+			}
+			slots += c
+		}
+		if slots > maxLogRequests {
+			return fmt.Errorf("core: policy %q: the sliding log keeps one timestamp per request of every limit (soft and elastic overage included): %d in all, at most %d; lower the limits or use the sliding counter", p.Name, slots, maxLogRequests)
 		}
 	}
 	return nil

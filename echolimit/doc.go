@@ -36,7 +36,10 @@
 //
 // The scope is, by default, the request method and the route pattern the
 // framework matched (c.Path(); e.Use middleware runs after routing): "GET /users/:id", so every endpoint has
-// its own quota per client and "/users/1" and "/users/2" share one. An
+// its own quota per client and "/users/1" and "/users/2" share one. A
+// path registered under every method (e.Any) has one quota per client
+// whatever the method (the scope is the route alone, found among
+// c.Echo()'s routes); HEAD is scoped as GET. An
 // unknown route (e.Pre middleware, or a request echo routes to its
 // NotFoundHandler or MethodNotAllowedHandler: 404, 405) gives the empty scope: one quota per client
 // across the routes the middleware covers. [WithScope] and [WithScopeFunc]

@@ -1,6 +1,7 @@
 package echolimit
 
 import (
+	"net/http"
 	"sync"
 	"sync/atomic"
 	"unsafe"
@@ -222,12 +223,52 @@ func (v *echoView) KeyParts(route bool) (p limitmw.KeyParts, ok bool) {
 	hr := c.Request()
 	p.Peer, p.StableRoute = hr.RemoteAddr, true
 	if route {
-		p.Method = hr.Method
 		if !unrouted(c.Handler()) {
 			p.Route = c.Path()
 		}
+		if !anyMethod(c, p.Route) {
+			p.Method = limitmw.NormalMethod(hr.Method)
+		}
 	}
 	return p, true
+}
+
+// AnyMethod implements limitmw.AnyMethodRouter.
+func (v *echoView) AnyMethod() bool { return (*request).AnyMethod(&request{v.c()}) }
+
+// AnyMethod implements limitmw.AnyMethodRouter: whether the matched route
+// is registered under every method e.Any registers (its scope is then the
+// route alone).
+func (r *request) AnyMethod() bool { return anyMethod(r.c, r.Route()) }
+
+func anyMethod(c echo.Context, route string) bool {
+	e := c.Echo()
+	return route != "" && e != nil && anyRoutes.AnyMethod(e, route, buildAnyRoutes)
+}
+
+// anyMethods is what echo's Any registers.
+var anyMethods = []string{
+	http.MethodConnect, http.MethodDelete, http.MethodGet, http.MethodHead,
+	http.MethodOptions, http.MethodPatch, http.MethodPost, echo.PROPFIND,
+	http.MethodPut, http.MethodTrace, echo.REPORT,
+}
+
+var anyRoutes limitmw.AnyRouteIndex
+
+// buildAnyRoutes indexes the routes of every router of the Echo (the
+// default one and each host's).
+func buildAnyRoutes(owner any) *limitmw.AnyRoutes {
+	e := owner.(*echo.Echo)
+	return limitmw.BuildAnyRoutes(e, anyMethods, func(yield func(method, pattern string)) {
+		for _, rt := range e.Routes() {
+			yield(rt.Method, rt.Path)
+		}
+		for _, router := range e.Routers() {
+			for _, rt := range router.Routes() {
+				yield(rt.Method, rt.Path)
+			}
+		}
+	})
 }
 
 func (r *request) Method() string { return r.c.Request().Method }

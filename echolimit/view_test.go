@@ -13,6 +13,7 @@ import (
 
 	"github.com/limitkit/limitkit/core"
 	"github.com/limitkit/limitkit/core/memstore"
+	"github.com/limitkit/limitkit/internal/limitmw"
 	"github.com/limitkit/limitkit/keyfuncs"
 )
 
@@ -183,9 +184,10 @@ func TestCodePtrMatchesReflect(t *testing.T) {
 	assert.False(t, unrouted(mk(3)))
 }
 
-// TestEchoViewKeyPartsAgree: the view's KeyParts are its Method, Route
-// and RemoteAddr, for a routed request, a 404, a 405 and an odd method
-// (the key cache keys by them instead of the three calls).
+// TestEchoViewKeyPartsAgree: the view's KeyParts are its scope's method,
+// Route and RemoteAddr, for a routed request, HEAD, a route of e.Any, a
+// 404, a 405 and an odd method (the key cache keys by them instead of the
+// three calls).
 func TestEchoViewKeyPartsAgree(t *testing.T) {
 	e := echo.New()
 	var n int
@@ -195,7 +197,7 @@ func TestEchoViewKeyPartsAgree(t *testing.T) {
 			require.NotNil(t, v)
 			p, ok := v.KeyParts(true)
 			require.True(t, ok)
-			assert.Equal(t, [3]string{v.Method(), v.Route(), v.RemoteAddr()}, [3]string{p.Method, p.Route, p.Peer})
+			assert.Equal(t, [3]string{limitmw.ScopeMethod(v), v.Route(), v.RemoteAddr()}, [3]string{p.Method, p.Route, p.Peer})
 			assert.True(t, p.StableRoute)
 			p, ok = v.KeyParts(false)
 			require.True(t, ok)
@@ -205,10 +207,11 @@ func TestEchoViewKeyPartsAgree(t *testing.T) {
 		}
 	})
 	e.GET("/items/:id", func(c echo.Context) error { return nil })
-	for _, rq := range [][2]string{{"GET", "/items/1"}, {"POST", "/items/1"}, {"GET", "/nope"}, {"FOO", "/items/1"}} {
+	e.Any("/any", func(c echo.Context) error { return nil })
+	for _, rq := range [][2]string{{"GET", "/items/1"}, {"HEAD", "/items/1"}, {"POST", "/items/1"}, {"GET", "/nope"}, {"FOO", "/items/1"}, {"PUT", "/any"}} {
 		r := httptest.NewRequest(rq[0], rq[1], nil)
 		r.RemoteAddr = "192.0.2.1:5"
 		e.ServeHTTP(httptest.NewRecorder(), r)
 	}
-	assert.Equal(t, 4, n)
+	assert.Equal(t, 6, n)
 }

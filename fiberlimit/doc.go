@@ -39,6 +39,10 @@
 // its own quota per client and "/users/1" and "/users/2" share one. Under
 // app.Use, which runs before fiber chooses the final route, the middleware
 // finds that route itself among the app's routes (see [NewMiddleware]).
+// A path registered under every method of the app's RequestMethods
+// (app.All) has one quota per client whatever the method (the scope is
+// the route alone); HEAD, which app.Get also registers, is scoped as GET
+// and shares its quota.
 // A request no route serves (404, 405) gets the empty scope: all such
 // requests share one quota per client, whatever their paths. [WithScope] and [WithScopeFunc]
 // override it. Stores keep separate state per policy, so two middlewares

@@ -202,12 +202,31 @@ func (r *request) KeyParts(route bool) (p limitmw.KeyParts, ok bool) {
 	p.Method = c.Method()
 	if rt := c.Route(); rt != nil {
 		if isUse(rt) {
+			// the table, the method and the path determine the route
+			// and whether it accepts every method
 			p.Table, p.Route = appTable(c.App()).id, c.Path()
 		} else {
 			p.Route = rt.Path
+			p.Method = r.scopeMethod(rt.Path)
 		}
 	}
 	return p, true
+}
+
+// AnyMethod implements limitmw.AnyMethodRouter: whether the route is
+// registered under every method of the app's RequestMethods (app.All),
+// whose scope is then the route alone.
+func (r *request) AnyMethod() bool {
+	route := r.Route()
+	return route != "" && appTable(r.ctx().App()).any[route]
+}
+
+// scopeMethod is limitmw.ScopeMethod for the route pattern route.
+func (r *request) scopeMethod(route string) string {
+	if appTable(r.ctx().App()).any[route] {
+		return ""
+	}
+	return limitmw.NormalMethod(r.ctx().Method())
 }
 
 func (r *request) Path() string { return r.ctx().Path() }

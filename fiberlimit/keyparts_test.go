@@ -12,6 +12,7 @@ import (
 
 	"github.com/limitkit/limitkit/core"
 	"github.com/limitkit/limitkit/internal/keytest"
+	"github.com/limitkit/limitkit/internal/limitmw"
 )
 
 // TestKeyPartsKeysAsTheGeneralPath: the store keys of the global and the
@@ -27,6 +28,8 @@ func TestKeyPartsKeysAsTheGeneralPath(t *testing.T) {
 	app.Use(New(lim))
 	app.Get("/users/:id", func(c *fiber.Ctx) error { return nil })
 	app.Post("/items", func(c *fiber.Ctx) error { return nil })
+	app.All("/all/:id", func(c *fiber.Ctx) error { return nil })
+	app.All("/allrouted", New(lim), func(c *fiber.Ctx) error { return nil })
 	app.Get("/direct", New(lim, WithScope("d")), func(c *fiber.Ctx) error { return nil })
 	app.Get("/routed/:x", New(lim), func(c *fiber.Ctx) error { return nil })
 	h := app.Handler()
@@ -35,7 +38,7 @@ func TestKeyPartsKeysAsTheGeneralPath(t *testing.T) {
 	peers := []net.IP{net.IPv4(203, 0, 113, 7).To4(), net.IPv4(203, 0, 113, 8), net.ParseIP("2001:db8::1"), net.ParseIP("2001:db8::2")}
 	peerKey := []string{"203.0.113.7", "203.0.113.8", "2001:db8::/64", "2001:db8::/64"}
 	rng := rand.New(rand.NewSource(5))
-	paths := append(diffPaths(rng, 200), "/new", "/new/", "/users/9", "/direct", "/routed/1", "/items")
+	paths := append(diffPaths(rng, 200), "/new", "/new/", "/users/9", "/direct", "/routed/1", "/items", "/all/1", "/allrouted")
 	methods := []string{"GET", "POST", "HEAD", "PUT"}
 	var req fasthttp.Request
 	fctx := new(fasthttp.RequestCtx)
@@ -56,15 +59,15 @@ func TestKeyPartsKeysAsTheGeneralPath(t *testing.T) {
 						continue // fasthttp rejected the URI before fiber
 					}
 					route := rc.table(app).match(m, string(fctx.URI().PathOriginal())) // c.Path()
-					scope := ""
-					if route != "" {
-						scope = m + " " + route
+					scope := route
+					if route != "" && !rc.table(app).any[route] {
+						scope = limitmw.NormalMethod(m) + " " + route
 					}
 					want := []string{"p#" + scope + "|" + peerKey[pi]}
 					switch route {
 					case "/direct":
 						want = append(want, "p#d|"+peerKey[pi])
-					case "/routed/:x":
+					case "/routed/:x", "/allrouted":
 						want = append(want, want[0])
 					}
 					require.Equal(t, want, got, "pass %d: %s %s from %s", pass, m, path, peers[pi])

@@ -41,6 +41,9 @@ type routeTable struct {
 	strict        bool
 	cfg           fiber.Config // for fiber.RoutePatternMatch
 	methods       []methodRoutes
+	// any holds the patterns registered under every method of the app's
+	// RequestMethods (app.All): their scope is the route alone.
+	any map[string]bool
 }
 
 type methodRoutes struct {
@@ -167,10 +170,18 @@ func buildTable(app *fiber.App, count int) *routeTable {
 		strict:        cfg.StrictRouting,
 		cfg:           fiber.Config{CaseSensitive: cfg.CaseSensitive, StrictRouting: cfg.StrictRouting},
 	}
-	for _, rs := range app.Stack() {
+	methods := cfg.RequestMethods
+	if len(methods) == 0 {
+		methods = fiber.DefaultMethods
+	}
+	perPath := map[string]int{}
+	for i, rs := range app.Stack() {
 		for _, r := range rs {
 			if isUse(r) {
 				continue
+			}
+			if perPath[r.Path] == i { // counted once per method list
+				perPath[r.Path] = i + 1
 			}
 			mr := t.methodFor(r.Method)
 			if mr == nil {
@@ -186,6 +197,14 @@ func buildTable(app *fiber.App, count int) *routeTable {
 				continue
 			}
 			mr.params = append(mr.params, tr)
+		}
+	}
+	for path, n := range perPath {
+		if n == len(methods) && n == len(app.Stack()) {
+			if t.any == nil {
+				t.any = map[string]bool{}
+			}
+			t.any[path] = true
 		}
 	}
 	for i := range t.methods {

@@ -36,7 +36,12 @@
 //
 // The scope is, by default, the request method and the route pattern the
 // framework matched (c.FullPath()): "GET /users/:id", so every endpoint has
-// its own quota per client and "/users/1" and "/users/2" share one. An
+// its own quota per client and "/users/1" and "/users/2" share one. A
+// path registered under every method (r.Any) has one quota per client
+// whatever the method (the scope is the route alone); HEAD is scoped as
+// GET. The middleware learns which routes are registered under every
+// method from the engine's Routes (read from the context once per route
+// pattern). An
 // unknown route (no route matched) gives the empty scope: one quota per client
 // across the routes the middleware covers. [WithScope] and [WithScopeFunc]
 // override it. Stores keep separate state per policy, so two middlewares

@@ -1,6 +1,10 @@
 package ginlimit
 
 import (
+	"net/http"
+	"reflect"
+	"unsafe"
+
 	"github.com/gin-gonic/gin"
 
 	"github.com/limitkit/limitkit/core"
@@ -130,14 +134,66 @@ func (r *request) Query(name string) string { return keyfuncs.FromHTTP(r.Request
 // RemoteAddr is the TCP peer, not c.ClientIP().
 func (r *request) RemoteAddr() string { return r.Request.RemoteAddr }
 
-// KeyParts implements limitmw.KeyParter: Method, Route and RemoteAddr
-// without three interface calls. FullPath is the route's own string.
+// KeyParts implements limitmw.KeyParter: the scope's method, Route and
+// RemoteAddr without three interface calls. FullPath is the route's own
+// string.
 func (r *request) KeyParts(route bool) (p limitmw.KeyParts, ok bool) {
 	p.Peer, p.StableRoute = r.Request.RemoteAddr, true
 	if route {
-		p.Method, p.Route = r.Request.Method, r.ctx().FullPath()
+		p.Route = r.ctx().FullPath()
+		if !r.anyMethod(p.Route) {
+			p.Method = limitmw.NormalMethod(r.Request.Method)
+		}
 	}
 	return p, true
+}
+
+// AnyMethod implements limitmw.AnyMethodRouter: whether the matched route
+// is registered under every method r.Any registers (its scope is then the
+// route alone).
+func (r *request) AnyMethod() bool { return r.anyMethod(r.ctx().FullPath()) }
+
+func (r *request) anyMethod(route string) bool {
+	e := engineOf(r.ctx())
+	return route != "" && e != nil && anyRoutes.AnyMethod(e, route, buildAnyRoutes)
+}
+
+// anyMethods is what gin's RouterGroup.Any registers.
+var anyMethods = []string{
+	http.MethodGet, http.MethodPost, http.MethodPut, http.MethodPatch,
+	http.MethodHead, http.MethodOptions, http.MethodDelete, http.MethodConnect,
+	http.MethodTrace,
+}
+
+var anyRoutes limitmw.AnyRouteIndex
+
+func buildAnyRoutes(owner any) *limitmw.AnyRoutes {
+	e := owner.(*gin.Engine)
+	return limitmw.BuildAnyRoutes(e, anyMethods, func(yield func(method, pattern string)) {
+		for _, ri := range e.Routes() {
+			yield(ri.Method, ri.Path)
+		}
+	})
+}
+
+// engineOffset is the offset in gin.Context of its unexported engine
+// field, the only way from a request to the routes it was matched among
+// (gin.Context exports no Engine); found by reflect once and checked to
+// be a *gin.Engine, ^0 if a gin version lacks it: every route is then
+// method-specific, as before r.Any had one scope.
+var engineOffset = func() uintptr {
+	f, ok := reflect.TypeOf(gin.Context{}).FieldByName("engine")
+	if !ok || f.Type != reflect.TypeOf((*gin.Engine)(nil)) || len(f.Index) != 1 {
+		return ^uintptr(0)
+	}
+	return f.Offset
+}()
+
+func engineOf(c *gin.Context) *gin.Engine {
+	if engineOffset == ^uintptr(0) {
+		return nil
+	}
+	return *(**gin.Engine)(unsafe.Add(unsafe.Pointer(c), engineOffset))
 }
 
 // Value looks in the gin context's keys (c.Set, where gin authentication

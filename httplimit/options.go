@@ -84,7 +84,10 @@ func WithCheck(l *core.Limiter, key keyfuncs.Func) Option {
 // WithScope replaces the default key namespace with a fixed one. By
 // default every store key is "<METHOD> <route pattern>|<client key>" (e.g.
 // "GET /users/:id|203.0.113.7"; net/http patterns that name their method
-// are used as is), so that each endpoint has its own quota per client
+// are used as is; a route that serves every method — a net/http pattern
+// without one, gin's r.Any, echo's e.Any, fiber's app.All — is the route
+// alone, one quota whatever the method; HEAD counts as GET), so that each
+// endpoint has its own quota per client
 // even under one global middleware, and "/users/1" and "/users/2" share
 // one; requests that reach no route share the empty scope.
 // WithScope("") makes every route the middleware covers share one quota

@@ -36,7 +36,11 @@
 //
 // The scope is, by default, the request method and the route pattern the
 // framework matched (Request.Pattern, resolved from the ServeMux when the middleware wraps one): "GET /users/:id", so every endpoint has
-// its own quota per client and "/users/1" and "/users/2" share one. An
+// its own quota per client and "/users/1" and "/users/2" share one. A
+// pattern that names no method ("/api2", registered with
+// mux.HandleFunc("/api2", …)) serves every method, and its scope is the
+// pattern alone: one quota per client whatever the method; a GET pattern
+// serves HEAD under the same quota. An
 // unknown route (chi or gorilla with a global middleware) gives the empty scope: one quota per client
 // across the routes the middleware covers. [WithScope] and [WithScopeFunc]
 // override it. Stores keep separate state per policy, so two middlewares

@@ -2,6 +2,7 @@ package fleet
 
 import (
 	"context"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -11,7 +12,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/limitkit/limitkit/core"
+	"github.com/limitkit/limitkit/core/redisstore"
 	"github.com/limitkit/limitkit/internal/redistest"
+	"github.com/limitkit/limitkit/internal/storetest"
 )
 
 type roomSignal struct{ on atomic.Bool }
@@ -91,4 +94,28 @@ func TestElasticTierRemoteWithoutElastic(t *testing.T) {
 	tier := newTier(t, pingFake{batchFake{newFake()}})
 	_, err := tier.TakeElastic(context.Background(), "k", &p, time.Now(), 1)
 	require.ErrorContains(t, err, "does not implement core.ElasticStore")
+}
+
+// TestElasticDrain (issue 22): two tiers (exact mode, the default) over
+// one Redis share a capacity limit: one key's burst of 200 concurrent
+// requests keeps only the capacity of its elastic admissions (the
+// losers' is refunded, and the deny cache the exhausted capacity left is
+// cleared); 20 other clients get the rest.
+func TestElasticDrain(t *testing.T) {
+	srv := redistest.StartNode(t)
+	clock := core.NewManualClock(time.Date(2030, 1, 2, 3, 0, 0, 0, time.UTC))
+	n := 0
+	storetest.ElasticDrain(t, func(t *testing.T) []core.Store {
+		n++
+		pre := redisstore.WithPrefix("drain" + strconv.Itoa(n) + ":")
+		return []core.Store{newTier(t, redisStore(t, srv.NewClient(t), pre), WithClock(clock)), newTier(t, redisStore(t, srv.NewClient(t), pre), WithClock(clock))}
+	}, core.WithClock(clock), core.WithTimeout(time.Minute))
+}
+
+// TestRefundWriteBackRefused: a write-back policy cannot be refunded.
+func TestRefundWriteBackRefused(t *testing.T) {
+	srv := redistest.StartNode(t)
+	tier := newTier(t, redisStore(t, srv.NewClient(t)), WithDefaultMode(core.ModeWriteBack))
+	p := core.Policy{Name: "wb", Limits: []core.Limit{core.PerMinute(10)}}
+	require.ErrorContains(t, tier.Refund(context.Background(), "k", &p, time.Now(), 1), "write-back")
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/limitkit/limitkit/core"
+	"github.com/limitkit/limitkit/internal/storetest"
 )
 
 // switchSignal is a controlled capacity signal: room while on; it counts
@@ -366,4 +367,15 @@ func BenchmarkElasticWithinLimit(b *testing.B) {
 			}
 		})
 	}
+}
+
+// TestElasticDrain (issue 22): one key's burst of 200 concurrent requests
+// keeps only the capacity of its elastic admissions; the rest goes to
+// other clients.
+func TestElasticDrain(t *testing.T) {
+	storetest.ElasticDrain(t, func(t *testing.T) []core.Store {
+		s := MustNew()
+		t.Cleanup(func() { _ = s.Close() })
+		return []core.Store{s}
+	}, core.WithClock(core.NewManualClock(hourStart)))
 }

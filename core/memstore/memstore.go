@@ -308,6 +308,31 @@ func (s *Store) TakeElastic(_ context.Context, key string, p *core.Policy, now t
 	return d, nil
 }
 
+var _ core.Refunder = (*Store)(nil)
+
+// Refund gives cost back to key under p at now, under the key's lock (see
+// core.Refunder): what a CapacityLimit releases. It returns an error for
+// a policy that is not Refundable, and core.ErrClosed after Close.
+func (s *Store) Refund(_ context.Context, key string, p *core.Policy, now time.Time, cost int64) error {
+	t, err := s.lookup(p)
+	if err != nil {
+		return err
+	}
+	if !p.Refundable() {
+		return fmt.Errorf("memstore: policy %q cannot be refunded (only a hard GCRA or fixed-window policy can)", p.Name)
+	}
+	if s.closed.Load() {
+		return core.ErrClosed
+	}
+	h, sh := t.shardOf(s.seed, key)
+	sh.mu.Lock()
+	if i := sh.find(h); i >= 0 {
+		t.policy.Refund(sh.state(t, i), now.UnixMicro(), cost)
+	}
+	sh.mu.Unlock()
+	return nil
+}
+
 // lookup finds the table of p by name, creating it on first use.
 func (s *Store) lookup(p *core.Policy) (*table, error) {
 	if p == nil {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/limitkit/limitkit/core"
 	"github.com/limitkit/limitkit/internal/redistest"
+	"github.com/limitkit/limitkit/internal/storetest"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -288,6 +289,20 @@ func worstCases() []worstCase {
 		// whole window
 		{"sliding_counter_max_buckets_allowed", core.Policy{Name: "w-sca", Algorithm: core.SlidingWindowCounter, Buckets: maxBuckets,
 			Limits: []core.Limit{core.Per(1<<30, maxBuckets*time.Second)}},
+			func(take func(time.Duration, int64) core.Decision) {
+				for j := 0; j < maxBuckets; j++ {
+					take(time.Duration(j)*time.Second, 100)
+				}
+			},
+			func(i int) (time.Duration, int64, bool) {
+				return maxBuckets*time.Second + time.Duration(i)*time.Millisecond, 1, true
+			}},
+		// the most limits (8), each with the buckets the bound on their
+		// sum leaves (75 × 8 = maxBuckets), full, allowed: every decision
+		// reads and writes every bucket of every limit (8 × 600 buckets,
+		// 1,397 µs of Redis CPU, is refused since issue 22)
+		{"sliding_counter_8_limits_max_buckets_allowed", core.Policy{Name: "w-sc8", Algorithm: core.SlidingWindowCounter, Buckets: maxBuckets / 8,
+			Limits: storetest.WorstMultiLimits()},
 			func(take func(time.Duration, int64) core.Decision) {
 				for j := 0; j < maxBuckets; j++ {
 					take(time.Duration(j)*time.Second, 100)

@@ -100,8 +100,10 @@
 // of it, about 2 ms the first time a fresh key's ring grows to 100,000
 // slots, as Redis allocates its 800 KB and then rewrites it at its exact
 // size), and O(buckets) for the sliding counter (at most 600 buckets, core's
-// bound: about 0.06–0.1 ms). See BenchmarkWorstCase, which runs a
-// single-limit GCRA (6–7 µs) alongside.
+// bound: about 0.06–0.1 ms). Both bounds hold for the sum over a policy's
+// limits (8 limits × 75 buckets at most; the generic multi-limit script
+// costs about twice the single-limit one per bucket). See
+// BenchmarkWorstCase, which runs a single-limit GCRA (6–7 µs) alongside.
 //
 // # Time
 //

@@ -1,5 +1,14 @@
 package redisstore
 
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/limitkit/limitkit/core"
+)
+
 // luaGCRA1E: GCRA, one limit, elastic (core.Policy.Elastic), written out
 // as the hard luaGCRA1 is: one GET, at most one write. It reads and writes
 // the tat as the other GCRA scripts do and replies in the generic scripts'
@@ -124,3 +133,103 @@ var (
 )
 
 func init() { allScripts = append(allScripts, gcra1E, fixedWindow1E) }
+
+// luaRefundGCRA gives cost back to a GCRA policy's keys, one per limit
+// (core.Refunder, what a core.CapacityLimit releases): each tat moves
+// back by cost × its emission interval, never below now (a tat at or
+// before now is a full bucket: the key is deleted).
+//
+//	ARGV[2]      cost
+//	ARGV[2 + i]  the emission interval of limit i
+const luaRefundGCRA = luaNow + `
+local cost = tonumber(ARGV[2])
+for i, key in ipairs(KEYS) do
+  local v = redis.call('GET', key)
+  local tat = v and tonumber(v)
+  if tat and tat > now then
+    local nt = tat - cost * tonumber(ARGV[2 + i])
+    if nt > now then
+      redis.call('SET', key, nt, 'PX', math.ceil((nt - now) / 1000) + pad)
+    else
+      redis.call('DEL', key)
+    end
+  end
+end
+return {1}
+`
+
+// luaRefundFixedWindow gives cost back to a fixed-window policy's keys,
+// one per limit, in the fixed-window encoding (count × M + window index
+// mod M): the count in force (now's window, or a later one, as the take
+// scripts keep it) goes down by cost, not below 0; an older window's is
+// left alone. INCRBY keeps the key's TTL.
+//
+//	ARGV[2]           cost
+//	ARGV[1 + 2i]      the window of limit i
+//	ARGV[2 + 2i]      its M
+const luaRefundFixedWindow = luaNow + `
+local cost = tonumber(ARGV[2])
+for i, key in ipairs(KEYS) do
+  local w, m = tonumber(ARGV[1 + 2 * i]), tonumber(ARGV[2 + 2 * i])
+  local v = redis.call('GET', key)
+  local x = v and tonumber(v)
+  if x and x >= 0 then
+    local ix = x % m
+    local count = (x - ix) / m
+    local diff = (math.floor(now / w) - ix) % m
+    if diff >= m / 2 then diff = diff - m end
+    if count > 0 and diff <= 0 then
+      redis.call('INCRBY', key, -math.min(cost, count) * m)
+    end
+  end
+end
+return {1}
+`
+
+var (
+	refundGCRA        = newScript(padded(luaRefundGCRA))
+	refundFixedWindow = newScript(padded(luaRefundFixedWindow))
+)
+
+func init() { allScripts = append(allScripts, refundGCRA, refundFixedWindow) }
+
+var _ core.Refunder = (*Store)(nil)
+
+// Refund gives cost back to key under p (see core.Refunder), in one
+// script call on the keys Take uses: what a core.CapacityLimit releases
+// when an elastic take it found capacity for did not admit. It decides
+// at the Redis server's time, or at now under [WithClientTime]. Only a
+// Refundable (hard GCRA or fixed-window) policy can be refunded; errors
+// as Take.
+func (s *Store) Refund(ctx context.Context, key string, p *core.Policy, now time.Time, cost int64) error {
+	if p == nil {
+		return errors.New("redisstore: Refund: nil policy")
+	}
+	if !p.Refundable() {
+		return fmt.Errorf("redisstore: policy %q cannot be refunded (only a hard GCRA or fixed-window policy can)", p.Name)
+	}
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	c, err := s.policy(p)
+	if err != nil {
+		return err
+	}
+	args := s.args(c, nil, key, now, cost)
+	sc := refundGCRA
+	if p.Algorithm == core.FixedWindow {
+		sc = refundFixedWindow
+	}
+	args[1] = sc.shaArg
+	for i, l := range p.Limits {
+		if sc == refundGCRA {
+			args = append(args, core.EmissionInterval(l))
+		} else {
+			args = append(args, l.Window.Microseconds(), fwModulus(capacity(l)+c.soft[i]))
+		}
+	}
+	if _, err := sc.run(ctx, s.client, args); err != nil {
+		return fmt.Errorf("redisstore: policy %q: refund: %w", p.Name, err)
+	}
+	return nil
+}

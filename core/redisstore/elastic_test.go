@@ -16,6 +16,7 @@ import (
 
 	"github.com/limitkit/limitkit/core"
 	"github.com/limitkit/limitkit/internal/redistest"
+	"github.com/limitkit/limitkit/internal/storetest"
 )
 
 type roomSignal struct{ on atomic.Bool }
@@ -374,4 +375,64 @@ func TestElasticClockBack(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestElasticDrain (issue 22): on Redis, two app servers sharing one
+// capacity limit: one key's burst of 200 concurrent requests keeps only
+// the capacity of its elastic admissions (the losers' is refunded by
+// Refund); 20 other clients get the rest.
+func TestElasticDrain(t *testing.T) {
+	srv := redistest.StartNode(t)
+	n := 0
+	storetest.ElasticDrain(t, func(t *testing.T) []core.Store {
+		n++
+		pre := WithPrefix("drain" + strconv.Itoa(n) + ":")
+		return []core.Store{newStore(t, redisClient(t, srv, 64), WithClientTime(), pre), newStore(t, redisClient(t, srv, 64), WithClientTime(), pre)}
+	}, core.WithClock(core.NewManualClock(epoch.Truncate(time.Hour))), core.WithTimeout(time.Minute))
+}
+
+// TestRefund: Refund moves each GCRA tat back by cost × its interval,
+// never below now, and refuses what it cannot refund.
+func TestRefund(t *testing.T) {
+	srv := redistest.StartNode(t)
+	s := newStore(t, srv.NewClient(t), WithClientTime())
+	ctx := context.Background()
+	// take 10, refund 3, take 3 more: each limit got the 3 back
+	fill := func(p *core.Policy, at time.Time) {
+		t.Helper()
+		for i := 0; i < 13; i++ {
+			if i == 10 {
+				d, err := s.Take(ctx, "k", p, at, 1)
+				require.NoError(t, err)
+				require.False(t, d.Allowed, "%s: full", p.Name)
+				require.NoError(t, s.Refund(ctx, "k", p, at, 3))
+			}
+			d, err := s.Take(ctx, "k", p, at, 1)
+			require.NoError(t, err)
+			require.True(t, d.Allowed, "%s: unit %d", p.Name, i)
+		}
+		d, _ := s.Take(ctx, "k", p, at, 1)
+		require.False(t, d.Allowed, "%s: full again", p.Name)
+	}
+	p := core.Policy{Name: "r", Limits: []core.Limit{core.PerMinute(10), core.PerHour(20)}}
+	fill(&p, epoch)
+	require.NoError(t, s.Refund(ctx, "k", &p, epoch, 1000))
+	ks, _ := s.Keys(&p, "k")
+	n, err := srv.NewClient(t).Exists(ctx, ks...).Result()
+	require.NoError(t, err)
+	assert.Zero(t, n, "a refund to a full bucket deletes the keys")
+	require.NoError(t, s.Refund(ctx, "absent", &p, epoch, 1))
+	log := core.Policy{Name: "log", Algorithm: core.SlidingWindowLog, Limits: []core.Limit{core.PerMinute(10)}}
+	assert.ErrorContains(t, s.Refund(ctx, "k", &log, epoch, 1), "cannot be refunded")
+
+	// fixed window: the count in force goes down, not below 0
+	at := epoch.Truncate(time.Hour)
+	fw := core.Policy{Name: "fw", Algorithm: core.FixedWindow, Limits: []core.Limit{core.PerMinute(10), core.PerHour(20)}}
+	fill(&fw, at)
+	d, _ := s.Take(ctx, "k", &fw, at.Add(time.Minute), 1)
+	require.True(t, d.Allowed, "the next minute")
+	require.Equal(t, int64(9), d.Remaining, "min(10 - 1, 20 - 11)")
+	require.NoError(t, s.Refund(ctx, "k", &fw, at.Add(time.Minute), 100))
+	d, _ = s.Take(ctx, "k", &fw, at.Add(time.Minute), 0)
+	require.Equal(t, int64(10), d.Remaining, "both counts back to 0")
 }

@@ -31,7 +31,12 @@ func All() []Harness { return []Harness{NetHTTP(), Gin(), Echo(), Fiber()} }
 
 var param = regexp.MustCompile(`:([A-Za-z0-9_]+)`)
 
-func colonScope(method, path string) string { return method + " " + path }
+func colonScope(method, path string) string {
+	if method == "" {
+		return path
+	}
+	return method + " " + path
+}
 
 // serveHTTP serves req with h through an httptest recorder.
 func serveHTTP(h http.Handler, req Request) Response {
@@ -61,7 +66,15 @@ func NetHTTP() Harness {
 					}
 					h = mw(h)
 				}
-				mux.Handle(rt.Method+" "+param.ReplaceAllString(rt.Path, "{$1}"), h)
+				pattern := param.ReplaceAllString(rt.Path, "{$1}")
+				switch rt.Method {
+				case AnyMethod:
+				case GetHead:
+					pattern = "GET " + pattern
+				default:
+					pattern = rt.Method + " " + pattern
+				}
+				mux.Handle(pattern, h)
 			}
 			var root http.Handler = mux
 			if app.Global != nil {
@@ -73,7 +86,7 @@ func NetHTTP() Harness {
 			}
 			return func(req Request) Response { return serveHTTP(root, req) }, nil
 		},
-		Scope: func(m, p string) string { return m + " " + param.ReplaceAllString(p, "{$1}") },
+		Scope: func(m, p string) string { return colonScope(m, param.ReplaceAllString(p, "{$1}")) },
 		CustomDeny: func() httplimit.Option {
 			return nethttp.WithDenyHandler(func(w http.ResponseWriter, _ *http.Request, rej nethttp.Rejection) {
 				w.Header().Set("X-Denied", rej.Reason.String())
@@ -108,7 +121,15 @@ func Gin() Harness {
 					hs = append(hs, mw)
 				}
 				hs = append(hs, func(c *gin.Context) { c.String(http.StatusOK, "ok") })
-				r.Handle(rt.Method, rt.Path, hs...)
+				switch rt.Method {
+				case AnyMethod:
+					r.Any(rt.Path, hs...)
+				case GetHead:
+					r.GET(rt.Path, hs...)
+					r.HEAD(rt.Path, hs...)
+				default:
+					r.Handle(rt.Method, rt.Path, hs...)
+				}
 			}
 			return func(req Request) Response { return serveHTTP(r, req) }, nil
 		},
@@ -144,7 +165,16 @@ func Echo() Harness {
 					}
 					mws = append(mws, mw)
 				}
-				e.Add(rt.Method, rt.Path, func(c echo.Context) error { return c.String(http.StatusOK, "ok") }, mws...)
+				ok := func(c echo.Context) error { return c.String(http.StatusOK, "ok") }
+				switch rt.Method {
+				case AnyMethod:
+					e.Any(rt.Path, ok, mws...)
+				case GetHead:
+					e.GET(rt.Path, ok, mws...)
+					e.HEAD(rt.Path, ok, mws...)
+				default:
+					e.Add(rt.Method, rt.Path, ok, mws...)
+				}
 			}
 			return func(req Request) Response { return serveHTTP(e, req) }, nil
 		},
@@ -182,7 +212,14 @@ func Fiber() Harness {
 					hs = append(hs, mw)
 				}
 				hs = append(hs, func(c *fiber.Ctx) error { return c.SendString("ok") })
-				a.Add(rt.Method, rt.Path, hs...)
+				switch rt.Method {
+				case AnyMethod:
+					a.All(rt.Path, hs...)
+				case GetHead:
+					a.Get(rt.Path, hs...)
+				default:
+					a.Add(rt.Method, rt.Path, hs...)
+				}
 			}
 			h := a.Handler()
 			return func(req Request) Response { return serveFast(h, req) }, nil

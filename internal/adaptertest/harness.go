@@ -23,10 +23,22 @@ type Mw struct {
 }
 
 // Route is one endpoint. Path uses the ":param" syntax; harnesses convert.
+// Method is one method, or [AnyMethod] or [GetHead].
 type Route struct {
 	Method, Path string
 	Mw           *Mw // per-route middleware, or nil
 }
+
+// Route methods that harnesses register the framework's own way.
+const (
+	// AnyMethod is a route for every method: a net/http pattern without a
+	// method, gin's r.Any, echo's e.Any, fiber's app.All.
+	AnyMethod = "*"
+	// GetHead is a GET route that serves HEAD too: a net/http "GET /x"
+	// pattern (which serves HEAD), gin's r.GET and r.HEAD, echo's e.GET
+	// and e.HEAD, fiber's app.Get (which registers HEAD).
+	GetHead = "GET+HEAD"
+)
 
 // App is what a harness builds. Every route answers 200 "ok".
 type App struct {
@@ -59,7 +71,8 @@ type Harness struct {
 	Build func(App) (Client, error)
 	// Scope is the default key scope the adapter derives for a route
 	// (method, ":param" path): "GET /users/:id", or for net/http
-	// "GET /users/{id}".
+	// "GET /users/{id}"; for a route of every method (method "") the
+	// path alone.
 	Scope func(method, path string) string
 	// CustomDeny is the adapter's WithDenyHandler with the suite's handler:
 	// status 418, header X-Denied: <reason>, body

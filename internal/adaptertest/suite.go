@@ -161,6 +161,20 @@ func build(t *testing.T, h Harness, app App) Client {
 
 func mw(l *core.Limiter, opts ...httplimit.Option) *Mw { return &Mw{Limiter: l, Opts: opts} }
 
+// oneRoute builds an app of the one route rt limited by p on the env's
+// clock, by a global middleware or by the route's own.
+func oneRoute(t *testing.T, h Harness, env *Env, global bool, p core.Policy, rt Route) Client {
+	t.Helper()
+	m := mw(env.Limiter(t, p), httplimit.WithClock(env.Clock))
+	app := App{Routes: []Route{rt}}
+	if global {
+		app.Global = m
+	} else {
+		app.Routes[0].Mw = m
+	}
+	return build(t, h, app)
+}
+
 var scenarios = []scenario{
 	{"GlobalLimit", func(t *testing.T, h Harness, env *Env) {
 		l := env.Limiter(t, policy("global", core.PerMinute(2)))
@@ -509,5 +523,43 @@ var scenarios = []scenario{
 			{Req: method("POST", "/bulk", Peer1), Status: 429, Problem: "big",
 				Header: XRL(2, 0, 0).With("Ratelimit-Policy", `"big";q=2;w=60`, "Ratelimit", `"big";r=0`), Keys: []string{k}},
 		})
+	}},
+	{"AnyMethodRouteHasOneQuota", func(t *testing.T, h Harness, env *Env) {
+		// issue 22: a route registered for every method (a net/http
+		// pattern without one, r.Any, e.Any, app.All) has one quota per
+		// client whatever the method, as a global and as a per-route
+		// middleware
+		methods := []string{"GET", "POST", "PUT", "PATCH", "DELETE", "OPTIONS", "HEAD", "TRACE", "CONNECT"}
+		for _, global := range []bool{true, false} {
+			name := map[bool]string{true: "anyg", false: "anyr"}[global]
+			c := oneRoute(t, h, env, global, policy(name, core.PerMinute(5)), Route{Method: AnyMethod, Path: "/api2/:id"})
+			k := name + "#" + h.Scope("", "/api2/:id") + "|" + IP1
+			var steps []Step
+			for i, m := range methods {
+				st := Step{Req: method(m, "/api2/7", Peer1), Status: 200, Header: XRL(5, int64(4-i), time.Duration(i+1)*12*time.Second), Keys: []string{k}}
+				if i >= 5 {
+					st.Status, st.Header = 429, XRL(5, 0, 60*time.Second).With("Retry-After", "12")
+				}
+				steps = append(steps, st)
+			}
+			Play(t, env, c, steps)
+		}
+	}},
+	{"HeadSharesGetQuota", func(t *testing.T, h Harness, env *Env) {
+		// issue 22: HEAD on a GET route spends the GET quota (fiber's
+		// app.Get registers HEAD, net/http's GET pattern serves it; gin
+		// and echo register it explicitly)
+		for _, global := range []bool{true, false} {
+			name := map[bool]string{true: "headg", false: "headr"}[global]
+			c := oneRoute(t, h, env, global, policy(name, core.PerMinute(2)), Route{Method: GetHead, Path: "/page/:id"})
+			k := name + "#" + h.Scope("GET", "/page/:id") + "|" + IP1
+			denied := XRL(2, 0, 60*time.Second).With("Retry-After", "30")
+			Play(t, env, c, []Step{
+				{Req: method("HEAD", "/page/1", Peer1), Status: 200, Header: XRL(2, 1, 30*time.Second), Keys: []string{k}},
+				{Req: get("/page/1", Peer1), Status: 200, Header: XRL(2, 0, 60*time.Second), Keys: []string{k}},
+				{Req: method("HEAD", "/page/1", Peer1), Status: 429, Header: denied, Keys: []string{k}},
+				{Req: get("/page/1", Peer1), Status: 429, Problem: name, Header: denied, Keys: []string{k}},
+			})
+		}
 	}},
 }

@@ -55,6 +55,15 @@ func httpReq(method, pattern, peer string) keyfuncs.Request {
 	return keyfuncs.FromHTTP(r)
 }
 
+// routerReq is a framework's view: its route never names the method,
+// and it knows whether the route accepts every method.
+type routerReq struct {
+	keyfuncs.Request
+	any bool
+}
+
+func (r routerReq) AnyMethod() bool { return r.any }
+
 func TestNewErrors(t *testing.T) {
 	l := limiter(t, &keyStore{}, "p")
 	for _, tc := range []struct {
@@ -108,8 +117,8 @@ func TestDefaults(t *testing.T) {
 	assert.Equal(t, http.StatusTooManyRequests, e.status)
 	assert.Equal(t, core.Clock(clk), e.Clock())
 
-	res := e.Decide(context.Background(), httpReq("GET", "/users/:id", "[2001:db8::1]:9"))
-	assert.Equal(t, "GET /users/:id|2001:db8::/64", st.last())
+	res := e.Decide(context.Background(), httpReq("GET", "GET /users/{id}", "[2001:db8::1]:9"))
+	assert.Equal(t, "GET /users/{id}|2001:db8::/64", st.last())
 	res.Decision.ResetAfter = 1500 * time.Millisecond
 	var f respond.Fields
 	e.Fields(&res, &f)
@@ -130,15 +139,35 @@ func TestScope(t *testing.T) {
 	for _, tc := range []struct {
 		method, route, want string
 	}{
-		{"GET", "/users/:id", "GET /users/:id|203.0.113.7"},
+		// net/http: a pattern names its method, or its handler serves
+		// every method under one scope (issue 22)
 		{"GET", "GET /users/{id}", "GET /users/{id}|203.0.113.7"},
-		{"DELETE", "/users/{id}", "DELETE /users/{id}|203.0.113.7"},
+		{"HEAD", "GET /users/{id}", "GET /users/{id}|203.0.113.7"},
+		{"DELETE", "/users/{id}", "/users/{id}|203.0.113.7"},
+		{"GET", "/users/{id}", "/users/{id}|203.0.113.7"},
+		{"FROBNICATE", "/x", "/x|203.0.113.7"},
 		{"GET", "example.com/x", "example.com/x|203.0.113.7"},
 		{"GET", "", "|203.0.113.7"},
-		{"FROBNICATE", "/x", "OTHER /x|203.0.113.7"},
-		{"get", "/x", "OTHER /x|203.0.113.7"},
 	} {
 		e.Decide(context.Background(), httpReq(tc.method, tc.route, "203.0.113.7:1"))
+		assert.Equal(t, tc.want, st.last(), "%s %s", tc.method, tc.route)
+	}
+	// a framework's route pattern, which never names the method
+	for _, tc := range []struct {
+		method, route string
+		any           bool
+		want          string
+	}{
+		{"GET", "/users/:id", false, "GET /users/:id|203.0.113.7"},
+		{"HEAD", "/users/:id", false, "GET /users/:id|203.0.113.7"},
+		{"DELETE", "/users/:id", false, "DELETE /users/:id|203.0.113.7"},
+		{"FROBNICATE", "/x", false, "OTHER /x|203.0.113.7"},
+		{"get", "/x", false, "OTHER /x|203.0.113.7"},
+		{"POST", "/api2", true, "/api2|203.0.113.7"},
+		{"FROBNICATE", "/api2", true, "/api2|203.0.113.7"},
+		{"GET", "", true, "|203.0.113.7"},
+	} {
+		e.Decide(context.Background(), routerReq{httpReq(tc.method, tc.route, "203.0.113.7:1"), tc.any})
 		assert.Equal(t, tc.want, st.last(), "%s %s", tc.method, tc.route)
 	}
 	fixed, _, err := New("x", limiter(t, st, "p"), []Option{WithScope("shared")})
@@ -156,7 +185,7 @@ func TestLongKeyIsBounded(t *testing.T) {
 	long := strings.Repeat("k", 10_000)
 	e, _, err := New("x", limiter(t, st, "p"), []Option{WithKey(func(keyfuncs.Request) (string, error) { return long, nil })})
 	require.NoError(t, err)
-	e.Decide(context.Background(), httpReq("GET", "/a", "203.0.113.7:1"))
+	e.Decide(context.Background(), httpReq("GET", "GET /a", "203.0.113.7:1"))
 	assert.Equal(t, "GET /a|"+keyfuncs.Bound(long), st.last())
 }
 

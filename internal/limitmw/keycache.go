@@ -36,7 +36,10 @@ const (
 )
 
 // KeyParts is what a request's default store key is a function of, given
-// the engine: the method and the route (or, when Table is not zero, a
+// the engine: the scope's method ([ScopeMethod]: "" for a route that
+// accepts every method, HEAD as GET; a view may give the request's own
+// method instead, at the cost of one entry per method) and the route (or,
+// when Table is not zero, a
 // path that the route table Table names resolves to a route), and the
 // TCP peer as RemoteAddr's text or, when Peer is "", as PeerIP (an IPv4
 // address in the low 32 bits, with bit 32 set).

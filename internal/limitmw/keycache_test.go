@@ -76,7 +76,7 @@ func TestKeyCacheHitsReturningClient(t *testing.T) {
 	e, _, err := New("x", limiter(t, &keyStore{}, "p"), nil)
 	require.NoError(t, err)
 	req := httpReq("GET", "GET /hit", "198.51.100.9:4711")
-	p := KeyParts{Method: "GET", Route: "GET /hit", Peer: "198.51.100.9:4711", StableRoute: true}
+	p := KeyParts{Route: "GET /hit", Peer: "198.51.100.9:4711", StableRoute: true}
 	k1, _ := e.cachedKey(context.Background(), &e.checks[0], req)
 	got, _ := keys.get(e.cacheID, &p)
 	require.Empty(t, got, "one request: no entry")

@@ -1,0 +1,44 @@
+package limitmw
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+)
+
+// TestAnyRouteIndex: a pattern is method-agnostic when registered under
+// every method of the set; a pattern registered after the index was
+// built rebuilds it once; one the router never lists costs one rebuild,
+// then is method-specific; routers beyond the slots take turns.
+func TestAnyRouteIndex(t *testing.T) {
+	type router struct{ regs [][2]string }
+	methods := []string{"GET", "POST", "PUT"}
+	builds := 0
+	build := func(owner any) *AnyRoutes {
+		builds++
+		r := owner.(*router)
+		return BuildAnyRoutes(r, methods, func(yield func(m, p string)) {
+			for _, reg := range r.regs {
+				yield(reg[0], reg[1])
+			}
+		})
+	}
+	var x AnyRouteIndex
+	r := &router{regs: [][2]string{{"GET", "/any"}, {"POST", "/any"}, {"PUT", "/any"}, {"GET", "/get"}, {"POST", "/get"}, {"PATCH", "/get"}}}
+	assert.True(t, x.AnyMethod(r, "/any", build))
+	assert.False(t, x.AnyMethod(r, "/get", build), "PATCH is not one of the set, PUT is missing")
+	assert.Equal(t, 1, builds)
+	r.regs = append(r.regs, [2]string{"PUT", "/get"})
+	assert.False(t, x.AnyMethod(r, "/get", build), "known: no rebuild")
+	r.regs = append(r.regs, [2]string{"GET", "/late"}, [2]string{"POST", "/late"}, [2]string{"PUT", "/late"})
+	assert.True(t, x.AnyMethod(r, "/late", build), "registered later: rebuilt")
+	assert.Equal(t, 2, builds)
+	assert.False(t, x.AnyMethod(r, "/ghost", build))
+	assert.False(t, x.AnyMethod(r, "/ghost", build))
+	assert.Equal(t, 3, builds, "an unlisted pattern costs one rebuild")
+	for i := 0; i < 20; i++ {
+		o := &router{regs: [][2]string{{"GET", "/o"}, {"POST", "/o"}, {"PUT", "/o"}}}
+		assert.True(t, x.AnyMethod(o, "/o", build))
+	}
+	assert.True(t, x.AnyMethod(r, "/any", build), "an evicted router is rebuilt")
+}
