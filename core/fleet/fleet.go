@@ -459,6 +459,7 @@ func (s *Store) remoteTake(ctx context.Context, sh *shard, e *entry, k ekey, pi 
 		if err = s.takeBatch(ctx, b[:]); err == nil {
 			if b[0].Err == nil {
 				pending = 0 // forwarded
+				s.chargeRest(ctx, k.key, pi, now, b[0].Decision, b[1])
 			}
 			d, err = b[1].Decision, b[1].Err
 		}
@@ -530,6 +531,24 @@ func (s *Store) undo(sh *shard, e *entry, pending int64, grabbing bool) {
 		e.endGrab()
 	}
 	sh.mu.Unlock()
+}
+
+// chargeRest completes a forward of fallback admissions that the remote
+// store denied for want of room: it takes what the remote store has left
+// (after the entry decided next, when there is one), so that the window's
+// remote admissions and the tier's local ones add up to the limit at
+// most. CountDenied policies counted the denied forward already.
+func (s *Store) chargeRest(ctx context.Context, key string, pi *pinfo, now time.Time, fw core.Decision, next core.BatchTake) {
+	if pi.countDenied || fw.Allowed || fw.Shadowed {
+		return
+	}
+	rest := fw.Remaining
+	if next.Err == nil && next.Cost > 0 {
+		rest = next.Decision.Remaining
+	}
+	if rest > 0 {
+		_, _ = s.remote.Take(ctx, key, pi.p, now, rest)
+	}
 }
 
 // cancelled reports whether ctx's caller cancelled it (not a deadline):

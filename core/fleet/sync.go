@@ -204,6 +204,9 @@ func (s *Store) syncBatch(ctx context.Context, now time.Time, ops []op) error {
 			}
 		}
 		sh.mu.Unlock()
+		if fw != nil && err == nil && fw.Err == nil {
+			s.chargeRest(ctx, e.k.key, e.pi, now, fw.Decision, core.BatchTake{})
+		}
 		if granted {
 			s.chargeLocal(ctx, e.k.key, e.pi, now, o.renew)
 		}

@@ -1,0 +1,92 @@
+package fleet
+
+import (
+	"context"
+	"sort"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/limitkit/limitkit/core"
+	"github.com/limitkit/limitkit/internal/redistest"
+	"github.com/stretchr/testify/assert"
+)
+
+// windowCounts counts admissions per fixed window of length w.
+type windowCounts struct {
+	mu sync.Mutex
+	w  time.Duration
+	n  map[int64]int64
+}
+
+func (c *windowCounts) add(t time.Time) {
+	c.mu.Lock()
+	c.n[t.UnixNano()/int64(c.w)]++
+	c.mu.Unlock()
+}
+
+// full returns the counts of the windows that lie wholly in [from, to).
+func (c *windowCounts) full(from, to time.Time) []int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var ws []int64
+	for w := range c.n {
+		if w*int64(c.w) >= from.UnixNano() && (w+1)*int64(c.w) <= to.UnixNano() {
+			ws = append(ws, w)
+		}
+	}
+	sort.Slice(ws, func(i, j int) bool { return ws[i] < ws[j] })
+	out := make([]int64, len(ws))
+	for i, w := range ws {
+		out[i] = c.n[w]
+	}
+	return out
+}
+
+// TestFlappingRedisFailLocalBound: CLIENT PAUSE ALL 100 ms every 200 ms,
+// 4 tiers × 4 goroutines on one key, a fixed window of 100 per second,
+// fail mode local (the tier's default): every window admits at most the
+// FailLocal bound of the package documentation, 2L − L/N = 175 (a tier's
+// remote admissions are charged to its local share, and its local
+// admissions to the remote store when it answers again) — where before
+// both were added in most windows: 100 + 4 × 25 = 200.
+func TestFlappingRedisFailLocalBound(t *testing.T) {
+	const tiers, perTier, limit = 4, 4, 100
+	srv := redistest.StartNode(t)
+	pol := core.Policy{Name: "flap", Algorithm: core.FixedWindow, FleetSize: tiers, Limits: []core.Limit{core.PerSecond(limit)}}
+	var lims []*core.Limiter
+	for i := 0; i < tiers; i++ {
+		lims = append(lims, core.MustNewLimiter(newTier(t, redisStore(t, srv.NewClient(t))), pol))
+	}
+	counts := &windowCounts{w: time.Second, n: map[int64]int64{}}
+	start := time.Now()
+	stop := start.Add(4500 * time.Millisecond)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { // the flapping
+		defer wg.Done()
+		for time.Now().Before(stop) {
+			_, _ = srv.Do("CLIENT", "PAUSE", "100", "ALL")
+			time.Sleep(200 * time.Millisecond)
+		}
+	}()
+	ctx := context.Background()
+	for g := 0; g < tiers*perTier; g++ {
+		wg.Add(1)
+		go func(g int) {
+			defer wg.Done()
+			for time.Now().Before(stop) {
+				now := time.Now()
+				if d, _ := lims[g%tiers].Allow(ctx, "hot"); d.Allowed {
+					counts.add(now)
+				}
+			}
+		}(g)
+	}
+	wg.Wait()
+	ws := counts.full(start, stop)
+	t.Logf("admitted per 1 s window (limit %d, %d tiers): %v", limit, tiers, ws)
+	for _, n := range ws {
+		assert.LessOrEqual(t, n, int64(2*limit-limit/tiers), "the FailLocal bound under a flapping Redis")
+	}
+}
