@@ -2,8 +2,10 @@ package fleet
 
 import (
 	"context"
+	"runtime"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -88,5 +90,73 @@ func TestFlappingRedisFailLocalBound(t *testing.T) {
 	t.Logf("admitted per 1 s window (limit %d, %d tiers): %v", limit, tiers, ws)
 	for _, n := range ws {
 		assert.LessOrEqual(t, n, int64(2*limit-limit/tiers), "the FailLocal bound under a flapping Redis")
+	}
+}
+
+// TestSaturatedHostKeepsTheBound: 4 tiers × 16 goroutines on one hot key
+// with a binding quota, on a healthy Redis, in a process starved on
+// purpose (GOMAXPROCS=1 and a busy loop): deadline misses caused by the
+// process itself do not open the breakers, and whatever fails, the fleet
+// admits at most the quota × 1.05 in exact mode and the write-back bound
+// (quota + N × lease cap) in write-back mode. Before, three missed
+// deadlines opened a breaker and FailOpen admitted everything for the
+// cool-down (1.2–4.4× the quota in exact mode, 13–25× in write-back).
+func TestSaturatedHostKeepsTheBound(t *testing.T) {
+	if testing.Short() {
+		t.Skip("saturates the process")
+	}
+	const tiers, perTier, quota = 4, 16, 3000
+	srv := redistest.StartNode(t)
+	for _, mode := range []core.Mode{core.ModeExact, core.ModeWriteBack} {
+		t.Run(mode.String(), func(t *testing.T) {
+			pol := core.Policy{Name: "hot-" + mode.String(), Mode: mode, FleetSize: tiers, Limits: []core.Limit{core.Per(quota, time.Hour)}}
+			var lims []*core.Limiter
+			var stores []*Store
+			for i := 0; i < tiers; i++ {
+				s := newTier(t, redisStore(t, srv.NewClient(t)), WithSync(100*time.Millisecond))
+				stores = append(stores, s)
+				lims = append(lims, core.MustNewLimiter(s, pol))
+			}
+			prev := runtime.GOMAXPROCS(1)
+			defer runtime.GOMAXPROCS(prev)
+			var admitted, degraded atomic.Int64
+			stop := time.Now().Add(2 * time.Second)
+			var wg sync.WaitGroup
+			wg.Add(1)
+			go func() { // the busy loop
+				defer wg.Done()
+				for x := 0; time.Now().Before(stop); x++ {
+				}
+			}()
+			ctx := context.Background()
+			for g := 0; g < tiers*perTier; g++ {
+				wg.Add(1)
+				go func(g int) {
+					defer wg.Done()
+					for time.Now().Before(stop) {
+						d, _ := lims[g%tiers].Allow(ctx, "hot")
+						if d.Allowed {
+							admitted.Add(1)
+						}
+						if d.Degraded {
+							degraded.Add(1)
+						}
+					}
+				}(g)
+			}
+			wg.Wait()
+			runtime.GOMAXPROCS(prev)
+			var openings int64
+			for _, s := range stores {
+				openings += s.BreakerOpenings()
+			}
+			bound := int64(quota * 105 / 100)
+			if mode == core.ModeWriteBack {
+				bound = quota + tiers*min(DefaultMaxLease, quota/(4*tiers))
+			}
+			t.Logf("%v: admitted %d of a quota of %d (bound %d), %d degraded decisions, %d breaker openings", mode, admitted.Load(), quota, bound, degraded.Load(), openings)
+			assert.LessOrEqual(t, admitted.Load(), bound)
+			assert.Zero(t, openings, "a starved process does not open the breaker of a healthy Redis")
+		})
 	}
 }

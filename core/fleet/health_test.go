@@ -111,5 +111,5 @@ func TestClientPauseWrite(t *testing.T) {
 			}
 		}
 		return true
-	}, 3*time.Second, 10*time.Millisecond, "the breakers close once decisions succeed")
+	}, 5*time.Second, 10*time.Millisecond, "the breakers close once decisions succeed")
 }
