@@ -140,7 +140,7 @@ func WithFleetSize(n int) Option {
 // WithClock sets the clock of the tier's own work: the breaker's cool-down
 // and the sync round's now. Decisions use the now passed to Take. Default
 // the system clock; tests pass a *core.ManualClock and call [Store.Sync]
-// and [Store.Probe] by hand.
+// by hand.
 func WithClock(clk core.Clock) Option {
 	return func(c *config) {
 		if clk == nil {
