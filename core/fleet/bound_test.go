@@ -45,6 +45,20 @@ func (c *windowCounts) full(from, to time.Time) []int64 {
 	return out
 }
 
+// hammer starts n goroutines, each calling f(g) until stop; wg counts
+// them.
+func hammer(wg *sync.WaitGroup, n int, stop time.Time, f func(g int)) {
+	for g := 0; g < n; g++ {
+		wg.Add(1)
+		go func(g int) {
+			defer wg.Done()
+			for time.Now().Before(stop) {
+				f(g)
+			}
+		}(g)
+	}
+}
+
 // TestFlappingRedisFailLocalBound: CLIENT PAUSE ALL 100 ms every 200 ms,
 // 4 tiers × 4 goroutines on one key, a fixed window of 100 per second,
 // fail mode local (the tier's default): every window admits at most the
@@ -73,18 +87,12 @@ func TestFlappingRedisFailLocalBound(t *testing.T) {
 		}
 	}()
 	ctx := context.Background()
-	for g := 0; g < tiers*perTier; g++ {
-		wg.Add(1)
-		go func(g int) {
-			defer wg.Done()
-			for time.Now().Before(stop) {
-				now := time.Now()
-				if d, _ := lims[g%tiers].Allow(ctx, "hot"); d.Allowed {
-					counts.add(now)
-				}
-			}
-		}(g)
-	}
+	hammer(&wg, tiers*perTier, stop, func(g int) {
+		now := time.Now()
+		if d, _ := lims[g%tiers].Allow(ctx, "hot"); d.Allowed {
+			counts.add(now)
+		}
+	})
 	wg.Wait()
 	ws := counts.full(start, stop)
 	t.Logf("admitted per 1 s window (limit %d, %d tiers): %v", limit, tiers, ws)
@@ -129,21 +137,15 @@ func TestSaturatedHostKeepsTheBound(t *testing.T) {
 				}
 			}()
 			ctx := context.Background()
-			for g := 0; g < tiers*perTier; g++ {
-				wg.Add(1)
-				go func(g int) {
-					defer wg.Done()
-					for time.Now().Before(stop) {
-						d, _ := lims[g%tiers].Allow(ctx, "hot")
-						if d.Allowed {
-							admitted.Add(1)
-						}
-						if d.Degraded {
-							degraded.Add(1)
-						}
-					}
-				}(g)
-			}
+			hammer(&wg, tiers*perTier, stop, func(g int) {
+				d, _ := lims[g%tiers].Allow(ctx, "hot")
+				if d.Allowed {
+					admitted.Add(1)
+				}
+				if d.Degraded {
+					degraded.Add(1)
+				}
+			})
 			wg.Wait()
 			runtime.GOMAXPROCS(prev)
 			var openings int64

@@ -40,21 +40,17 @@ func TestOOMIsNotAnOutage(t *testing.T) {
 	var spentAdmitted, oomReplies atomic.Int64
 	var wg sync.WaitGroup
 	stop := time.Now().Add(time.Second)
-	for g := 0; g < 8; g++ {
-		wg.Add(1)
-		go func(g int) {
-			defer wg.Done()
-			for i := 0; time.Now().Before(stop); i++ {
-				d, _ := lim.Allow(ctx, fmt.Sprint("spent-", i%10))
-				if d.Allowed {
-					spentAdmitted.Add(1)
-				}
-				if _, err := lim.Allow(ctx, fmt.Sprint("fresh-", g, "-", i)); err != nil {
-					oomReplies.Add(1)
-				}
-			}
-		}(g)
-	}
+	var seq atomic.Int64
+	hammer(&wg, 8, stop, func(int) {
+		i := seq.Add(1)
+		d, _ := lim.Allow(ctx, fmt.Sprint("spent-", i%10))
+		if d.Allowed {
+			spentAdmitted.Add(1)
+		}
+		if _, err := lim.Allow(ctx, fmt.Sprint("fresh-", i)); err != nil {
+			oomReplies.Add(1)
+		}
+	})
 	wg.Wait()
 	t.Logf("OOM: %d failed admissions of fresh keys, %d breaker openings, %d exhausted clients admitted", oomReplies.Load(), tier.BreakerOpenings(), spentAdmitted.Load())
 	require.NotZero(t, oomReplies.Load(), "Redis was out of memory")
@@ -84,17 +80,11 @@ func TestClientPauseWrite(t *testing.T) {
 	_, err := srv.Do("CLIENT", "PAUSE", "1500", "WRITE")
 	require.NoError(t, err)
 	stop := time.Now().Add(1400 * time.Millisecond)
-	for g := 0; g < tiers*perTier; g++ {
-		wg.Add(1)
-		go func(g int) {
-			defer wg.Done()
-			for time.Now().Before(stop) {
-				if _, err := lims[g%tiers].Allow(ctx, "k"); core.ClassifyError(err) == core.ErrorTimeout {
-					timeouts.Add(1)
-				}
-			}
-		}(g)
-	}
+	hammer(&wg, tiers*perTier, stop, func(g int) {
+		if _, err := lims[g%tiers].Allow(ctx, "k"); core.ClassifyError(err) == core.ErrorTimeout {
+			timeouts.Add(1)
+		}
+	})
 	wg.Wait()
 	var openings int64
 	for _, s := range stores {
