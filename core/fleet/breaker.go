@@ -36,27 +36,30 @@ func (b *breaker) state() core.BreakerState { return core.BreakerState(b.st.Load
 
 func (b *breaker) isOpen() bool { return b.state() != core.BreakerClosed }
 
-// due reports whether the breaker is open and its retry time has passed.
-func (b *breaker) due(now time.Time) bool {
-	if b.state() != core.BreakerOpen {
-		return false
-	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return !now.Before(b.retryAt)
-}
-
 // allow reports whether a request may call the remote store. Closed: yes.
 // Open: no, until the retry time has passed; then the request becomes the
 // half-open probe: a real decision, whose outcome closes or reopens the
-// breaker. Half-open: no (the probe is out).
+// breaker. When the background probe has a key to replay, a request
+// probes only one probe interval after the retry time (the background
+// probe, with its longer deadline, goes first). Half-open: no (the probe
+// is out).
 func (b *breaker) allow() bool {
 	if b.st.Load() == uint32(core.BreakerClosed) {
 		return true
 	}
+	var wait time.Duration
+	if b.probe.Load() != nil {
+		wait = b.cfg.probe
+	}
+	return b.halfOpen(wait)
+}
+
+// halfOpen moves an open breaker to half-open, and reports it, when its
+// retry time plus wait has passed.
+func (b *breaker) halfOpen(wait time.Duration) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.state() == core.BreakerOpen && !b.cfg.clock.Now().Before(b.retryAt) {
+	if b.state() == core.BreakerOpen && !b.cfg.clock.Now().Before(b.retryAt.Add(wait)) {
 		b.transition(core.BreakerHalfOpen)
 		return true
 	}

@@ -68,16 +68,17 @@ func TestBreakerOpensFailsFastAndProbes(t *testing.T) {
 	}
 	assert.Equal(t, calls, f.calls.Load(), "an open breaker never calls the remote store")
 
-	// After the cool-down one request is the probe: a failing one keeps
-	// the breaker open for a probe interval, a good one closes it.
-	clk.Advance(time.Second)
+	// After the cool-down (and one probe interval, left to the background
+	// probe) one request is the probe: a failing one keeps the breaker
+	// open for a probe interval, a good one closes it.
+	clk.Advance(time.Second + 100*time.Millisecond)
 	_, err = lim.Allow(ctx, "k")
 	require.ErrorIs(t, err, errDown, "the probe is a real decision")
 	require.Equal(t, core.BreakerOpen, tier.BreakerState())
 	f.setFail(nil)
 	_, err = lim.Allow(ctx, "k")
 	require.ErrorIs(t, err, core.ErrCircuitOpen, "no probe before the probe interval")
-	clk.Advance(100 * time.Millisecond)
+	clk.Advance(200 * time.Millisecond)
 	d, err = lim.Allow(ctx, "k")
 	require.NoError(t, err)
 	assert.False(t, d.Degraded)
@@ -118,12 +119,12 @@ func TestBreakerHalfOpenWithoutPing(t *testing.T) {
 	require.ErrorIs(t, err, errDown)
 	_, err = tier.Take(ctx, "k", p, t0, 1)
 	require.ErrorIs(t, err, core.ErrCircuitOpen)
-	clk.Advance(time.Second)
+	clk.Advance(2 * time.Second) // the cool-down, then a probe interval left to the background probe
 	_, err = tier.Take(ctx, "k", p, t0, 1)
 	require.ErrorIs(t, err, errDown, "the probe request reached the remote store")
 	_, err = tier.Take(ctx, "k", p, t0, 1)
 	require.ErrorIs(t, err, core.ErrCircuitOpen, "a failed probe reopens")
-	clk.Advance(time.Second)
+	clk.Advance(2 * time.Second) // the cool-down, then a probe interval left to the background probe
 	f.setFail(nil)
 	d, err := tier.Take(ctx, "k", p, t0, 1)
 	require.NoError(t, err)
@@ -177,7 +178,7 @@ func TestFailLocalDividesByFleetSize(t *testing.T) {
 	}
 	assert.Equal(t, 2, admitted)
 	f.setFail(nil)
-	clk.Advance(time.Second)
+	clk.Advance(2 * time.Second) // the cool-down, then a probe interval left to the background probe
 	require.NoError(t, tier.Sync(ctx), "the breaker is open: the round skips the key")
 	assert.Equal(t, int64(10), f.peek("fresh", lim.Policy(), clk.Now(), 0).Remaining)
 	d, err := lim.Allow(ctx, "fresh") // the probe, with the owed units
@@ -265,7 +266,7 @@ func TestSyncFailuresOpenTheBreaker(t *testing.T) {
 	assert.Equal(t, 1, syncs[1].Keys)
 	require.NoError(t, tier.Sync(ctx), "an open breaker skips the round")
 	f.setFail(nil)
-	clk.Advance(time.Second)
+	clk.Advance(2 * time.Second) // the cool-down, then a probe interval left to the background probe
 	_, err := tier.Take(ctx, "other", p, t0, 1) // the probe
 	require.NoError(t, err)
 	calls := f.calls.Load()

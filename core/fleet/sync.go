@@ -41,12 +41,16 @@ func (s *Store) syncLoop() {
 	}
 }
 
+// probeDeadline is the least deadline of a background probe: longer than
+// a request's, so that a loaded process can still see its store answer.
+const probeDeadline = 4 * core.DefaultTimeout
+
 // probeLoop probes, every probe interval, each open breaker whose retry
 // time has passed, on a goroutine of its own (a sync round stuck on a hung
 // domain never delays a probe): the probe is a real decision — the key of
 // the domain's last failed request, taken at cost 0 (a peek: it runs the
 // same script as a decision and consumes nothing) under a deadline of one
-// probe interval. An answer closes the breaker, an outage reopens it for a
+// probe interval, at least probeDeadline. An answer closes the breaker, an outage reopens it for a
 // probe interval. Health is thus judged by the operation that failed, not
 // by PING (which a Redis under CLIENT PAUSE WRITE answers while its
 // scripts hang). Requests past the retry time may probe too. It stops at
@@ -60,14 +64,13 @@ func (s *Store) probeLoop() {
 		case <-s.stop:
 			return
 		case <-tk.C:
-			now := s.cfg.clock.Now()
 			for _, b := range s.dom.open() {
 				k := b.probe.Load()
-				if k == nil || !b.due(now) || !b.allow() {
+				if k == nil || !b.halfOpen(0) {
 					continue
 				}
-				ctx, cancel := context.WithTimeout(context.Background(), s.cfg.probe)
-				_, err := s.remote.Take(ctx, k.key, k.p, now, 0)
+				ctx, cancel := context.WithTimeout(context.Background(), max(s.cfg.probe, probeDeadline))
+				_, err := s.remote.Take(ctx, k.key, k.p, s.cfg.clock.Now(), 0)
 				cancel()
 				s.report(context.Background(), b, err)
 			}
@@ -251,6 +254,7 @@ func (s *Store) reportBatch(ctx context.Context, ops []op, b []core.BatchTake, e
 				v.ok = true
 			} else if v.err == nil {
 				v.err = e
+				o.brk.probe.Store(&o.e.k)
 			}
 		}
 	}
