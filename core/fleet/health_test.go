@@ -89,7 +89,7 @@ func TestClientPauseWrite(t *testing.T) {
 	var openings int64
 	for _, s := range stores {
 		openings += s.BreakerOpenings()
-		assert.Equal(t, core.BreakerOpen, s.BreakerState(), "the probes hang as the scripts do")
+		assert.NotEqual(t, core.BreakerClosed, s.BreakerState(), "the probes hang as the scripts do: open, or half-open with a probe out")
 	}
 	t.Logf("CLIENT PAUSE WRITE 1.5 s: %d breaker openings, %d requests paid the deadline", openings, timeouts.Load())
 	assert.LessOrEqual(t, openings, int64(tiers), "one opening per tier: PING does not close it")
