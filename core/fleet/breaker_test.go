@@ -266,7 +266,7 @@ func TestSyncFailuresOpenTheBreaker(t *testing.T) {
 	assert.Equal(t, 1, syncs[1].Keys)
 	require.NoError(t, tier.Sync(ctx), "an open breaker skips the round")
 	f.setFail(nil)
-	clk.Advance(2 * time.Second) // the cool-down, then a probe interval left to the background probe
+	clk.Advance(2 * time.Second)                // the cool-down, then a probe interval left to the background probe
 	_, err := tier.Take(ctx, "other", p, t0, 1) // the probe
 	require.NoError(t, err)
 	calls := f.calls.Load()
