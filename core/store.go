@@ -46,6 +46,20 @@ type FallbackStore interface {
 	FallsBackLocally() bool
 }
 
+// For store implementers: DomainStore is a [Store] whose keys live in
+// separate failure domains, each of which can fail alone (the masters of a
+// Redis Cluster). The fleet tier keeps a circuit breaker per domain, so
+// that one dead master affects only its own keys.
+type DomainStore interface {
+	Store
+	// Domain names the failure domain holding key's state under p (for a
+	// Cluster, the address of the master serving the key's slot), from
+	// state the store holds already: it does no I/O. "" means the store
+	// is one domain, or the domain is not known yet. Safe for concurrent
+	// use.
+	Domain(key string, p *Policy) string
+}
+
 // ErrClosed is returned by a store used after Close.
 var ErrClosed = errors.New("limitkit: store closed")
 

@@ -56,8 +56,11 @@ func (r *simRemote) Take(ctx context.Context, key string, p *core.Policy, now ti
 type fleetRun struct {
 	name                 string
 	decisions, admitted  int64
+	degraded             int64 // decided by a fail mode, not by the shared store
 	calls                int64
 	limit                int64
+	bound                int64 // what the mode promises to admit at most in the run
+	elapsed              time.Duration
 	maxLatency, p99      time.Duration
 	deadlinePaid, opened int64
 }
@@ -78,9 +81,10 @@ func runFleet(name string, mk func(remote core.Store) (core.Store, func()), poli
 		}
 		lims = append(lims, l)
 	}
-	var decisions, admitted atomic.Int64
+	var decisions, admitted, degraded atomic.Int64
 	var wg sync.WaitGroup
-	stop := time.Now().Add(fleetFor)
+	start := time.Now()
+	stop := start.Add(fleetFor)
 	for _, l := range lims {
 		for g := 0; g < perServer; g++ {
 			wg.Add(1)
@@ -92,12 +96,16 @@ func runFleet(name string, mk func(remote core.Store) (core.Store, func()), poli
 					if d.Allowed {
 						admitted.Add(1)
 					}
+					if d.Degraded {
+						degraded.Add(1)
+					}
 				}
 			}(l)
 		}
 	}
 	wg.Wait()
-	run.decisions, run.admitted, run.calls = decisions.Load(), admitted.Load(), remote.calls.Load()
+	run.elapsed = time.Since(start)
+	run.decisions, run.admitted, run.degraded, run.calls = decisions.Load(), admitted.Load(), degraded.Load(), remote.calls.Load()
 	return run, nil
 }
 
@@ -171,11 +179,23 @@ func runOutage() (fleetRun, error) {
 	return run, nil
 }
 
-// demoFleet prints the comparison of the fleet tier's modes.
-func demoFleet(out io.Writer) error {
-	fmt.Fprintf(out, "\nfleet mode: %d app servers × %d goroutines hammer one client for %v; the shared store\n", fleetSize, perServer, fleetFor)
-	fmt.Fprintf(out, "is simulated (the embedded store behind a %v round trip) so the demo needs no Redis:\n", remoteRTT)
-	policy := core.Policy{Name: "demo-fleet", Limits: []core.Limit{core.Per(2000, fleetWindow)}}
+// Bounds of the comparison's policy (2,000 per minute, fleet size 4), as
+// README "Fleet mode" states them: the limit plus what GCRA refills during
+// the run; write-back adds the servers' lease cap, min(1024, 2000/(4×4))
+// each; when some decisions were degraded (FailLocal, the tier's default,
+// decided them: a loaded machine missed the deadline), the FailLocal bound
+// 2L − L/N replaces L.
+const (
+	fleetLimit = 2000
+	leaseCap   = fleetLimit / (4 * fleetSize)
+)
+
+// refill is what the policy refills in d.
+func refill(d time.Duration) int64 { return fleetLimit * int64(d) / int64(fleetWindow) }
+
+// fleetRows runs the three rows of the comparison.
+func fleetRows() ([]fleetRun, error) {
+	policy := core.Policy{Name: "demo-fleet", FleetSize: fleetSize, Limits: []core.Limit{core.Per(fleetLimit, fleetWindow)}}
 	plain := func(r core.Store) (core.Store, func()) { return r, func() {} }
 	tier := func(opts ...fleet.Option) func(core.Store) (core.Store, func()) {
 		return func(r core.Store) (core.Store, func()) {
@@ -188,23 +208,50 @@ func demoFleet(out io.Writer) error {
 	}
 	var rows []fleetRun
 	for _, c := range []struct {
-		name string
-		mk   func(core.Store) (core.Store, func())
+		name  string
+		mk    func(core.Store) (core.Store, func())
+		lease int64
 	}{
-		{"no tier: every decision is a round trip", plain},
-		{"fleet tier, exact (deny cache)", tier()},
-		{"fleet tier, write-back, sync 100ms", tier(fleet.WithSync(100 * time.Millisecond))},
+		{"no tier: every decision is a round trip", plain, 0},
+		{"fleet tier, exact (deny cache)", tier(), 0},
+		{"fleet tier, write-back, sync 100ms", tier(fleet.WithSync(100 * time.Millisecond)), fleetSize * leaseCap},
 	} {
 		r, err := runFleet(c.name, c.mk, policy)
 		if err != nil {
-			return err
+			return nil, err
 		}
+		l := int64(fleetLimit)
+		if r.degraded > 0 {
+			l = 2*fleetLimit - fleetLimit/fleetSize
+		}
+		r.bound = l + refill(r.elapsed) + 1 + c.lease
 		rows = append(rows, r)
 	}
+	return rows, nil
+}
+
+// verdict says, from the row's own numbers, whether it kept its bound.
+func (r fleetRun) verdict() string {
+	if r.admitted <= r.bound {
+		return fmt.Sprintf("yes (≤ %d)", r.bound)
+	}
+	return fmt.Sprintf("NO: %d over %d", r.admitted-r.bound, r.bound)
+}
+
+// demoFleet prints the comparison of the fleet tier's modes.
+func demoFleet(out io.Writer) error {
+	fmt.Fprintf(out, "\nfleet mode: %d app servers × %d goroutines hammer one client for %v; the shared store\n", fleetSize, perServer, fleetFor)
+	fmt.Fprintf(out, "is simulated (the embedded store behind a %v round trip) so the demo needs no Redis:\n", remoteRTT)
+	rows, err := fleetRows()
+	if err != nil {
+		return err
+	}
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "MODE\tDECISIONS\tADMITTED (limit 2000)\tREMOTE CALLS\tCALLS PER DECISION\t")
+	fmt.Fprintf(tw, "MODE\tDECISIONS\tADMITTED (limit %d)\tDEGRADED\tWITHIN BOUND\tREMOTE CALLS\tCALLS PER DECISION\t\n", fleetLimit)
+	kept := true
 	for _, r := range rows {
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%.4f\t\n", r.name, r.decisions, r.admitted, r.calls, float64(r.calls)/float64(max(1, r.decisions)))
+		kept = kept && r.admitted <= r.bound
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%s\t%d\t%.4f\t\n", r.name, r.decisions, r.admitted, r.degraded, r.verdict(), r.calls, float64(r.calls)/float64(max(1, r.decisions)))
 	}
 	tw.Flush()
 	o, err := runOutage()
@@ -214,7 +261,14 @@ func demoFleet(out io.Writer) error {
 	fmt.Fprintf(out, "\nthen the shared store hangs (as a SIGSTOPped Redis does; 50ms deadline): the breakers opened %d times,\n", o.opened)
 	fmt.Fprintf(out, "%d of %d requests paid the deadline (those in flight before a breaker opened), the rest were decided\n", o.deadlinePaid, o.decisions)
 	fmt.Fprintf(out, "locally in p99 %v; fail_mode local admitted %d (each server 400/%d of the 400/min limit).\n", o.p99.Round(time.Microsecond), o.admitted, fleetSize)
-	fmt.Fprintln(out, "Exact mode admits exactly the limit; write-back trades a bounded error (README \"Fleet mode\") for")
-	fmt.Fprintln(out, "far fewer round trips. With -redis the examples run the same tier: -sync 100ms for write-back.")
+	if kept {
+		fmt.Fprintf(out, "Every mode kept its bound: the limit plus what it refills in the run (write-back: plus %d × %d leased;\n", fleetSize, leaseCap)
+		fmt.Fprintln(out, "with DEGRADED decisions, the fail_mode local bound 2L - L/N replaces the limit L).")
+	} else {
+		fmt.Fprintln(out, "A mode went over its bound in this run (see WITHIN BOUND): this machine is too loaded for the shared")
+		fmt.Fprintln(out, "store's simulated round trips, and the fail mode decided the DEGRADED requests.")
+	}
+	fmt.Fprintln(out, "Write-back trades a bounded error (README \"Fleet mode\") for far fewer round trips. With -redis the")
+	fmt.Fprintln(out, "examples run the same tier: -sync 100ms for write-back.")
 	return nil
 }

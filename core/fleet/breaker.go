@@ -8,66 +8,83 @@ import (
 	"github.com/limitkit/limitkit/core"
 )
 
-// breaker is a consecutive-failure circuit breaker. The request path reads
-// one atomic word when closed.
+// maxDomains bounds the per-domain breakers of one tier: a Cluster has at
+// most a few hundred masters; past the bound, further domains share the
+// tier's default breaker.
+const maxDomains = 256
+
+// domainIdle is how long a closed breaker goes unused before it is
+// reclaimed (a master address that vanished after a failover).
+const domainIdle = time.Minute
+
+// breaker is a consecutive-failure circuit breaker for one failure domain.
+// The request path reads one atomic word when closed.
 type breaker struct {
 	cfg   *config
 	st    atomic.Uint32 // core.BreakerState
 	fails atomic.Int64  // consecutive failures while closed
+	used  atomic.Bool   // called since the last sweep
+	okAt  atomic.Int64  // the last answered call (starvation clock)
 
-	mu       sync.Mutex
-	openedAt time.Time
-	probing  bool // half-open: the one probe call is out
+	mu      sync.Mutex
+	retryAt time.Time // open: when the next half-open probe may go
+
+	probe atomic.Pointer[ekey] // the last failed call's key: the background probe replays it
 }
-
-func (b *breaker) init(cfg *config) { b.cfg = cfg }
 
 func (b *breaker) state() core.BreakerState { return core.BreakerState(b.st.Load()) }
 
 func (b *breaker) isOpen() bool { return b.state() != core.BreakerClosed }
 
 // allow reports whether a request may call the remote store. Closed: yes.
-// Open: no, until the cool-down has passed; then, when the remote has no
-// Ping of its own (pingless), one request becomes the half-open probe.
-// Half-open: no (the probe is out).
+// Open: no, until the retry time has passed; then the request becomes the
+// half-open probe: a real decision, whose outcome closes or reopens the
+// breaker. When the background probe has a key to replay, a request
+// probes only one probe interval after the retry time (the background
+// probe, with its longer deadline, goes first). Half-open: no (the probe
+// is out).
 func (b *breaker) allow() bool {
 	if b.st.Load() == uint32(core.BreakerClosed) {
 		return true
 	}
-	if !b.cfg.pingless {
-		return false
+	var wait time.Duration
+	if b.probe.Load() != nil {
+		wait = b.cfg.probe
 	}
+	return b.halfOpen(wait)
+}
+
+// halfOpen moves an open breaker to half-open, and reports it, when its
+// retry time plus wait has passed.
+func (b *breaker) halfOpen(wait time.Duration) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.state() == core.BreakerOpen && !b.cfg.clock.Now().Before(b.openedAt.Add(b.cfg.coolDown)) {
+	if b.state() == core.BreakerOpen && !b.cfg.clock.Now().Before(b.retryAt.Add(wait)) {
 		b.transition(core.BreakerHalfOpen)
-		b.probing = true
 		return true
 	}
 	return false
 }
 
-// success records a successful remote call: the breaker closes.
+// success records a call the remote store answered (a decision, or an
+// error reply: the domain is up): the breaker closes.
 func (b *breaker) success() {
 	if b.fails.Load() != 0 {
 		b.fails.Store(0)
 	}
 	if b.st.Load() != uint32(core.BreakerClosed) {
 		b.mu.Lock()
-		if b.state() != core.BreakerClosed {
-			b.probing = false
-			b.transition(core.BreakerClosed)
-		}
+		b.transition(core.BreakerClosed)
 		b.mu.Unlock()
 	}
 }
 
-// failure records a failed remote call: threshold consecutive ones open
-// the breaker; a failed half-open probe opens it again.
+// failure records an outage (see isOutage): threshold consecutive ones
+// open the breaker for the cool-down; a failed half-open probe opens it
+// again until the next probe, one probe interval later.
 func (b *breaker) failure() {
 	n := b.fails.Add(1)
-	st := b.state()
-	if st == core.BreakerClosed && n < int64(b.cfg.threshold) {
+	if b.state() == core.BreakerClosed && n < int64(b.cfg.threshold) {
 		return
 	}
 	b.mu.Lock()
@@ -75,22 +92,29 @@ func (b *breaker) failure() {
 	switch b.state() {
 	case core.BreakerClosed:
 		if b.fails.Load() >= int64(b.cfg.threshold) {
-			b.openedAt = b.cfg.clock.Now()
+			b.retryAt = b.cfg.clock.Now().Add(b.cfg.coolDown)
 			b.transition(core.BreakerOpen)
 		}
 	case core.BreakerHalfOpen:
-		b.probing = false
-		b.openedAt = b.cfg.clock.Now()
+		b.retryAt = b.cfg.clock.Now().Add(b.cfg.probe)
 		b.transition(core.BreakerOpen)
 	}
 }
 
-// coolingDown reports whether the breaker is open and its cool-down has
-// not passed at now.
-func (b *breaker) coolingDown(now time.Time) bool {
+// neutral records a call that says nothing about the domain (its caller
+// cancelled it, or it timed out while the process itself was starved): a
+// half-open probe is given back, and the next request after one probe
+// interval probes again.
+func (b *breaker) neutral() {
+	if b.state() != core.BreakerHalfOpen {
+		return
+	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return b.state() == core.BreakerOpen && now.Before(b.openedAt.Add(b.cfg.coolDown))
+	if b.state() == core.BreakerHalfOpen {
+		b.retryAt = b.cfg.clock.Now().Add(b.cfg.probe)
+		b.transition(core.BreakerOpen)
+	}
 }
 
 // transition sets the state and reports it; b.mu is held.
@@ -103,7 +127,118 @@ func (b *breaker) transition(to core.BreakerState) {
 	if to == core.BreakerClosed {
 		b.fails.Store(0)
 	}
+	if to == core.BreakerOpen && from == core.BreakerClosed {
+		b.cfg.openings.Add(1)
+	}
 	if o := b.cfg.observer; o != nil {
 		o.Observe(core.Event{Kind: core.EventBreaker, From: from, To: to})
 	}
 }
+
+// domains holds one breaker per failure domain of the remote store (a
+// Cluster master; see core.DomainStore), created on first use, at most
+// maxDomains of them; the domain "" (a single node, an unknown domain, and
+// the overflow) has the default breaker.
+type domains struct {
+	cfg   *config
+	def   breaker
+	mu    sync.RWMutex
+	m     map[string]*breaker
+	swept time.Time
+}
+
+func (d *domains) init(cfg *config) {
+	d.cfg = cfg
+	d.def.cfg = cfg
+	d.m = make(map[string]*breaker)
+}
+
+// get returns the breaker of domain name.
+func (d *domains) get(name string) *breaker {
+	if name == "" {
+		return &d.def
+	}
+	d.mu.RLock()
+	b := d.m[name]
+	d.mu.RUnlock()
+	if b == nil {
+		d.mu.Lock()
+		if b = d.m[name]; b == nil {
+			if len(d.m) >= maxDomains {
+				d.mu.Unlock()
+				return &d.def
+			}
+			b = &breaker{cfg: d.cfg}
+			d.m[name] = b
+		}
+		d.mu.Unlock()
+	}
+	if !b.used.Load() {
+		b.used.Store(true)
+	}
+	return b
+}
+
+// sweep reclaims, at most once per domainIdle, the closed breakers not
+// used since the previous sweep: the domains of masters that went away.
+func (d *domains) sweep(now time.Time) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if now.Sub(d.swept) < domainIdle {
+		return
+	}
+	d.swept = now
+	for name, b := range d.m {
+		if !b.used.Swap(false) && !b.isOpen() {
+			delete(d.m, name)
+		}
+	}
+}
+
+// worst returns the most open state over every domain: open if one is
+// open, else half-open if one is, else closed.
+func (d *domains) worst() core.BreakerState {
+	st := d.def.state()
+	d.mu.RLock()
+	defer d.mu.RUnlock()
+	for _, b := range d.m {
+		switch s := b.state(); {
+		case s == core.BreakerOpen:
+			return s
+		case s == core.BreakerHalfOpen:
+			st = s
+		}
+	}
+	return st
+}
+
+// open returns the breakers that are open.
+func (d *domains) open() []*breaker {
+	var out []*breaker
+	if d.def.isOpen() {
+		out = append(out, &d.def)
+	}
+	d.mu.RLock()
+	defer d.mu.RUnlock()
+	for _, b := range d.m {
+		if b.isOpen() {
+			out = append(out, b)
+		}
+	}
+	return out
+}
+
+// states returns each known domain's state ("" for the default breaker).
+func (d *domains) states() map[string]core.BreakerState {
+	d.mu.RLock()
+	defer d.mu.RUnlock()
+	m := make(map[string]core.BreakerState, len(d.m)+1)
+	m[""] = d.def.state()
+	for name, b := range d.m {
+		m[name] = b.state()
+	}
+	return m
+}
+
+// anyOpen reports whether some domain's breaker is not closed.
+func (d *domains) anyOpen() bool { return d.worst() != core.BreakerClosed }

@@ -101,33 +101,79 @@
 // was taken plus the units still leased here) and of ResetAfter (the last
 // remote one less the time elapsed).
 //
-// # Circuit breaker with local fallback
+// # Circuit breakers per failure domain
 //
-// After WithBreaker's threshold of consecutive remote failures (errors or
-// timeouts of takes and of sync rounds; a request its caller cancelled
-// does not count) the breaker opens: for the cool-down no request calls
-// the remote store, so none waits for the store deadline. Then, if the
-// remote store has a Ping method (the Redis store does: PING to every
-// shard), a background goroutine pings it every probe interval and
-// closes the breaker on the first success; otherwise the first request
-// after the cool-down is let through as the half-open probe, and its
-// outcome closes or reopens the breaker. Only the requests in flight when
-// the remote store hung, or sent before the threshold was reached, pay the
-// deadline.
+// The tier keeps one breaker per failure domain of the remote store: a
+// remote store implementing core.DomainStore names each key's domain (the
+// Redis store on a Cluster client: the master serving the key's slot,
+// from go-redis's cached slot map, no I/O); on a node, Sentinel or Ring
+// the whole store is one domain. Breakers are created on first use (at
+// most 256; further domains share one) and a closed breaker unused for a
+// minute is reclaimed, so the addresses of masters that went away after a
+// failover do not accumulate. One dead master opens only its own
+// breaker: the keys of the masters that answer keep being decided by
+// Redis, never by a fail mode. Sync rounds skip the keys of open domains
+// and report each entry's outcome to its own domain.
 //
-// While the breaker is open, and for a request whose remote call failed:
-// a policy with core.FailLocal is decided by an embedded store
-// (core/memstore, one per tier) with each limit's Requests and Burst
-// divided by the fleet size (the policy's FleetSize, else WithFleetSize;
-// rounded down, at least 1), returned Degraded with an error wrapping the
-// cause (core.ErrCircuitOpen while open); a FailOpen or FailClosed policy
-// gets a zero decision and that error at once, and the Limiter applies
-// the fail mode. Counts made during the outage stay in the embedded store
-// for their window and are never merged into the remote store (which
-// therefore holds, after recovery, exactly what it held before the
-// outage). Leased units keep being spent while the remote store is down
-// (they were charged already); cached denials keep being served; pending
-// CountDenied counts wait for the breaker to close.
+// Only an outage counts towards a breaker: a connection failure, or a
+// timeout. An error reply (out of memory, a script error, CLUSTERDOWN,
+// MOVED, TRYAGAIN — whatever core.ClassifyError does not classify as
+// timeout or connection) means the domain answered: the request gets its
+// fail mode, the breaker is not touched. Under maxmemory with noeviction,
+// Redis still denies exhausted clients (a denial writes nothing), and so
+// does the tier. A timeout while the process itself is starved (a
+// scheduler-latency monitor saw its goroutines wait more than 10 ms to
+// run within the last 500 ms) is forgiven for as long as the domain
+// answered some call within the last second: a process too busy to read
+// its replies is not a store that is down; a store that is down in a
+// starved process opens its breaker up to a second later. A request its
+// caller cancelled says nothing either.
+//
+// After WithBreaker's threshold of consecutive outages the breaker opens:
+// for the cool-down no request calls that domain, so none waits for the
+// store deadline. Then it is probed with a real decision, never PING (a
+// Redis under CLIENT PAUSE WRITE, as during FAILOVER, answers PING while
+// its scripts hang): every probe interval a background goroutine replays
+// the key of the domain's last failed request at cost 0 (the decision
+// script, consuming nothing), and a request arriving when a probe is due
+// is let through as the probe. An answer closes the breaker; an outage
+// reopens it for one probe interval.
+//
+// While a domain's breaker is open, and for a request whose remote call
+// failed, a request is decided by its fail mode. Cached denials keep being
+// served under every fail mode, FailOpen included; leased units keep
+// being spent (they were charged already). FailOpen is core.Policy's zero
+// value, which the tier cannot tell from an unset fail mode: under the
+// tier such policies fail local unless WithDefaultFailMode says otherwise.
+// FailLocal decides by an embedded store (core/memstore, one per tier)
+// with each limit's Requests and Burst divided by the fleet size N (the
+// policy's FleetSize, else WithFleetSize; rounded down, at least 1),
+// returned Degraded with an error wrapping the cause (core.ErrCircuitOpen
+// while open). That local share is one budget with what the tier admits
+// remotely: every remote admission (and lease) of the tier is charged to
+// its local share too, and every local admission is forwarded to the
+// remote store (with the key's next remote decision or the next sync
+// round, like the CountDenied counts; when the remote store denies the
+// forward for want of room, what it has left is charged instead). A
+// FailClosed policy gets a zero decision and the error, and the Limiter
+// denies.
+//
+// Bounds. Over the fleet, in every window of a limit of L per window, with
+// N tiers (N = the fleet size) and C the write-back lease cap:
+//
+//	fail mode                     admitted per window, whatever fails
+//	FailClosed                    L in exact mode; L + N×C in write-back (L for the fixed window)
+//	FailLocal (default)           2L − L/N in the worst case (one tier decides at Redis while
+//	                              N−1 tiers spend their whole local share), + N×C in write-back;
+//	                              L (+ N×C) when every tier's local admissions reach Redis in
+//	                              the window while it has room
+//	FailOpen (WithDefaultFailMode) unbounded while a domain is down or its calls fail;
+//	                              cached denials still deny
+//
+// TestFlappingRedisFailLocalBound, TestSaturatedHostKeepsTheBound and
+// TestClusterMasterDownAffectsOnlyItsKeys check them against real Redis
+// servers (a flapping Redis, a starved process, a SIGSTOPped Cluster
+// master).
 //
 // # Elastic policies
 //
@@ -147,11 +193,13 @@
 // the decision), core.EventSync (per sync round trip: Keys entries,
 // Latency, Err), core.EventBreaker (every transition, From → To) and
 // core.EventFallback (per FailLocal decision). No event carries a key.
+// BreakerState, BreakerStates and BreakerOpenings report the breakers.
 //
 // # Time
 //
 // Decisions, deny-cache and lease expiry use the now passed to Take (the
 // Limiter's clock). The tier's own work — the breaker's cool-down and the
 // sync rounds' now — uses WithClock. Tests drive both with a
-// core.ManualClock and call [Store.Sync] and [Store.Probe] by hand.
+// core.ManualClock and call [Store.Sync] by hand. The starvation monitor
+// reads the system's monotonic clock.
 package fleet

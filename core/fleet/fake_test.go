@@ -3,8 +3,10 @@ package fleet
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/limitkit/limitkit/core"
@@ -37,7 +39,13 @@ func newFake() *fake {
 	return &fake{compiled: map[*core.Policy]*core.Compiled{}, state: map[string][]int64{}}
 }
 
-var errDown = errors.New("fake: remote down")
+// errDown is a connection failure: an outage, which counts towards the
+// breaker.
+var errDown = fmt.Errorf("fake: remote down: %w", syscall.ECONNREFUSED)
+
+// errReply is an error reply of a store that answered (as Redis's OOM):
+// not an outage.
+var errReply = errors.New("OOM command not allowed when used memory > 'maxmemory'")
 
 func (f *fake) setFail(err error) {
 	if err == nil {

@@ -31,12 +31,6 @@ const maxWaits = 4
 // building a *Policy per call cannot grow it without bound.
 const maxPolicies = 4096
 
-// pinger is implemented by remote stores with a cheap health check (the
-// Redis store's Ping); the breaker probes with it.
-type pinger interface {
-	Ping(ctx context.Context) error
-}
-
 // Store is the fleet tier: a [core.Store] in front of a remote store
 // (Redis, Redis Cluster) shared by many app servers. See the package
 // documentation for the three layers and their guarantees.
@@ -45,12 +39,15 @@ type pinger interface {
 // usable. A Store is safe for concurrent use.
 type Store struct {
 	remote core.Store
-	batch  core.BatchStore // the remote's batch form, or nil
-	ping   pinger          // the remote's Ping, or nil
+	batch  core.BatchStore  // the remote's batch form, or nil
+	dstore core.DomainStore // the remote's failure domains, or nil
 	cfg    config
 	local  *memstore.Store // FailLocal decisions while the remote is unreachable
-	brk    breaker
+	dom    domains
+	health starvation
 	seed   maphash.Seed
+
+	openings atomic.Int64 // breaker openings, all domains
 
 	pmu      sync.Mutex                              // serializes writers of policies
 	policies atomic.Pointer[map[*core.Policy]*pinfo] // copy-on-write: readers take no lock
@@ -72,8 +69,8 @@ var (
 )
 
 // New returns a tier in front of remote and starts its background
-// goroutines (sync rounds; breaker probes when the remote store has a
-// Ping method), which Close stops.
+// goroutines (sync rounds; the scheduler-latency monitor), which Close
+// stops.
 // Configuration mistakes are reported here.
 func New(remote core.Store, opts ...Option) (*Store, error) {
 	if remote == nil {
@@ -92,6 +89,7 @@ func New(remote core.Store, opts ...Option) (*Store, error) {
 		coolDown:  DefaultCoolDown,
 		probe:     DefaultProbeInterval,
 		fleetSize: DefaultFleetSize,
+		failMode:  core.FailLocal,
 		clock:     core.SystemClock{},
 	}
 	for _, o := range opts {
@@ -123,9 +121,10 @@ func New(remote core.Store, opts ...Option) (*Store, error) {
 	}
 	s.policies.Store(&map[*core.Policy]*pinfo{})
 	s.batch, _ = remote.(core.BatchStore)
-	s.ping, _ = remote.(pinger)
-	s.cfg.pingless = s.ping == nil
-	s.brk.init(&s.cfg)
+	s.dstore, _ = remote.(core.DomainStore)
+	s.cfg.openings = &s.openings
+	s.dom.init(&s.cfg)
+	s.health.base = time.Now()
 	for i := range s.shards {
 		s.shards[i].m = make(map[ekey]*entry)
 	}
@@ -133,10 +132,12 @@ func New(remote core.Store, opts ...Option) (*Store, error) {
 		s.wg.Add(1)
 		go s.syncLoop()
 	}
-	if s.ping != nil {
-		s.wg.Add(1)
-		go s.probeLoop()
-	}
+	s.wg.Add(2)
+	go func() {
+		defer s.wg.Done()
+		s.health.run(s.stop)
+	}()
+	go s.probeLoop()
 	return s, nil
 }
 
@@ -144,20 +145,19 @@ func New(remote core.Store, opts ...Option) (*Store, error) {
 // decides from its embedded store when the remote store fails.
 func (s *Store) FallsBackLocally() bool { return true }
 
-// Close stops the background goroutines, forwards the denied requests still
-// counted locally (CountDenied) in one last sync of at most a second
-// (skipped while the breaker is open: those counts are lost), and closes the embedded fallback store. Later Takes return
-// core.ErrClosed. Close is idempotent; it does not close the remote store,
-// which the caller owns.
+// Close stops the background goroutines, forwards the counts still held
+// locally (denied requests under CountDenied, fallback admissions) in one
+// last sync of at most a second (skipping the domains whose breaker is
+// open: those counts are lost), and closes the embedded fallback store.
+// Later Takes return core.ErrClosed. Close is idempotent; it does not
+// close the remote store, which the caller owns.
 func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
 		close(s.stop)
 		s.wg.Wait()
-		if !s.brk.isOpen() {
-			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-			s.closeErr = s.Sync(ctx)
-			cancel()
-		}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		s.closeErr = s.Sync(ctx)
+		cancel()
 		s.closed.Store(true)
 		if err := s.local.Close(); err != nil && s.closeErr == nil {
 			s.closeErr = err
@@ -166,8 +166,28 @@ func (s *Store) Close() error {
 	return s.closeErr
 }
 
-// BreakerState returns the circuit breaker's current state.
-func (s *Store) BreakerState() core.BreakerState { return s.brk.state() }
+// BreakerState returns the most open state over the tier's breakers (one
+// per failure domain of the remote store): core.BreakerOpen when one
+// domain's breaker is open, else core.BreakerHalfOpen when one is probing,
+// else core.BreakerClosed.
+func (s *Store) BreakerState() core.BreakerState { return s.dom.worst() }
+
+// BreakerStates returns the state of each failure domain's breaker the
+// tier knows, by domain (a Cluster master's address; "" for the remote
+// store as a whole, or for keys whose domain is unknown).
+func (s *Store) BreakerStates() map[string]core.BreakerState { return s.dom.states() }
+
+// BreakerOpenings returns how many times a breaker of the tier opened
+// (closed → open), over every domain, since New.
+func (s *Store) BreakerOpenings() int64 { return s.openings.Load() }
+
+// breakerFor returns the breaker of key's failure domain under p.
+func (s *Store) breakerFor(key string, p *core.Policy) *breaker {
+	if s.dstore == nil {
+		return &s.dom.def
+	}
+	return s.dom.get(s.dstore.Domain(key, p))
+}
 
 // pinfo is what the tier needs per policy, worked out once.
 type pinfo struct {
@@ -180,7 +200,8 @@ type pinfo struct {
 	maxCost     int64   // costs above this decide alike (the largest effective capacity + 1)
 	fixedUs     []int64 // fixed-window lengths (µs), for lease expiry
 	local       *core.Policy
-	elastic     bool // decided at the remote store every time (see Take)
+	elastic     bool          // decided at the remote store every time (see Take)
+	failMode    core.FailMode // the policy's, FailOpen read as WithDefaultFailMode's
 }
 
 func (s *Store) info(p *core.Policy) (*pinfo, error) {
@@ -190,7 +211,10 @@ func (s *Store) info(p *core.Policy) (*pinfo, error) {
 	if err := p.Validate(); err != nil {
 		return nil, fmt.Errorf("fleet: %w", err)
 	}
-	pi := &pinfo{p: p, countDenied: p.CountDenied, elastic: p.Elastic != nil}
+	pi := &pinfo{p: p, countDenied: p.CountDenied, elastic: p.Elastic != nil, failMode: p.FailMode}
+	if pi.failMode == core.FailOpen {
+		pi.failMode = s.cfg.failMode
+	}
 	mode := p.Mode
 	if mode == core.ModeDefault {
 		mode = s.cfg.mode
@@ -365,7 +389,7 @@ func (s *Store) Take(ctx context.Context, key string, p *core.Policy, now time.T
 				}
 				continue
 			}
-			if e.grab == nil && pi.leaseCap > 0 && !s.brk.isOpen() {
+			if e.grab == nil && pi.leaseCap > 0 {
 				if grab = e.want(pi, t); grab > 0 {
 					e.startGrab()
 				}
@@ -403,15 +427,15 @@ func (s *Store) TakeElastic(ctx context.Context, key string, p *core.Policy, now
 	if !ok {
 		return core.Decision{}, fmt.Errorf("fleet: policy %q is elastic, and the remote store %T does not implement core.ElasticStore", p.Name, s.remote)
 	}
-	if !s.brk.allow() {
+	b := s.breakerFor(key, p)
+	if !b.allow() {
 		return core.Decision{}, fmt.Errorf("fleet: %w", core.ErrCircuitOpen)
 	}
 	d, err := es.TakeElastic(ctx, key, p, now, min(max(cost, 0), pi.maxCost))
+	s.report(ctx, b, err)
 	if err != nil {
-		s.failed(ctx, err)
 		return core.Decision{}, fmt.Errorf("fleet: %w", err)
 	}
-	s.brk.success()
 	return d, nil
 }
 
@@ -420,7 +444,8 @@ func (s *Store) TakeElastic(ctx context.Context, key string, p *core.Policy, now
 func (s *Store) remoteTake(ctx context.Context, sh *shard, e *entry, k ekey, pi *pinfo, now time.Time, t, cost, pending, grab int64) (core.Decision, error) {
 	p := pi.p
 	grabbing := grab > 0 // e's lease request in flight is ours to end
-	if !s.brk.allow() {
+	b := s.breakerFor(k.key, p)
+	if !b.allow() {
 		s.undo(sh, e, pending, grabbing)
 		return s.fallback(ctx, k.key, pi, now, cost, core.ErrCircuitOpen)
 	}
@@ -434,6 +459,7 @@ func (s *Store) remoteTake(ctx context.Context, sh *shard, e *entry, k ekey, pi 
 		if err = s.takeBatch(ctx, b[:]); err == nil {
 			if b[0].Err == nil {
 				pending = 0 // forwarded
+				s.chargeRest(ctx, k.key, pi, now, b[0].Decision, b[1])
 			}
 			d, err = b[1].Decision, b[1].Err
 		}
@@ -445,15 +471,19 @@ func (s *Store) remoteTake(ctx context.Context, sh *shard, e *entry, k ekey, pi 
 		grab = 0
 		d, err = s.remote.Take(ctx, k.key, p, now, cost)
 	}
-	if err != nil {
-		if s.failed(ctx, err) {
-			s.undo(sh, e, pending, grabbing)
-			return s.fallback(ctx, k.key, pi, now, cost, err)
-		}
-		s.undo(sh, e, pending, grabbing)
-		return core.Decision{}, fmt.Errorf("fleet: %w", err)
+	if s.report(ctx, b, err) == outage {
+		b.probe.Store(&k)
 	}
-	s.brk.success()
+	if err != nil {
+		s.undo(sh, e, pending, grabbing)
+		if cancelled(ctx) {
+			return core.Decision{}, fmt.Errorf("fleet: %w", err)
+		}
+		return s.fallback(ctx, k.key, pi, now, cost, err)
+	}
+	if d.Allowed && !d.Shadowed {
+		s.chargeLocal(ctx, k.key, pi, now, cost+grab)
+	}
 	if pending > 0 {
 		s.undo(sh, e, pending, false) // the forward failed alone: keep it for the next sync
 	}
@@ -503,15 +533,43 @@ func (s *Store) undo(sh *shard, e *entry, pending int64, grabbing bool) {
 	sh.mu.Unlock()
 }
 
-// failed records a remote failure with the breaker and reports whether it
-// counts as one (a caller that cancelled its own request is not the
-// remote store failing).
-func (s *Store) failed(ctx context.Context, err error) bool {
-	if errors.Is(err, context.Canceled) && ctx.Err() != nil && !errors.Is(ctx.Err(), context.DeadlineExceeded) {
-		return false
+// chargeRest completes a forward of fallback admissions that the remote
+// store denied for want of room: it takes what the remote store has left
+// (after the entry decided next, when there is one), so that the window's
+// remote admissions and the tier's local ones add up to the limit at
+// most. CountDenied policies counted the denied forward already.
+func (s *Store) chargeRest(ctx context.Context, key string, pi *pinfo, now time.Time, fw core.Decision, next core.BatchTake) {
+	if pi.countDenied || fw.Allowed || fw.Shadowed {
+		return
 	}
-	s.brk.failure()
-	return true
+	rest := fw.Remaining
+	if next.Err == nil && next.Cost > 0 {
+		rest = next.Decision.Remaining
+	}
+	if rest > 0 {
+		_, _ = s.remote.Take(ctx, key, pi.p, now, rest)
+	}
+}
+
+// cancelled reports whether ctx's caller cancelled it (not a deadline):
+// its request is then not decided at all.
+func cancelled(ctx context.Context) bool {
+	return ctx.Err() != nil && !errors.Is(ctx.Err(), context.DeadlineExceeded)
+}
+
+// chargeLocal charges n units admitted by the remote store to the key's
+// share in the embedded fallback store (FailLocal policies), as far as the
+// share has room: a tier that falls back later in the window admits
+// locally only what is left of its share after what it admitted remotely.
+func (s *Store) chargeLocal(ctx context.Context, key string, pi *pinfo, now time.Time, n int64) {
+	if pi.failMode != core.FailLocal || pi.local == nil || n <= 0 {
+		return
+	}
+	d, err := s.local.Take(ctx, key, pi.local, now, 0)
+	if err != nil || d.Remaining <= 0 {
+		return
+	}
+	_, _ = s.local.Take(ctx, key, pi.local, now, min(n, d.Remaining))
 }
 
 // record stores what a remote decision teaches about the key: a denial
@@ -561,11 +619,14 @@ func (s *Store) record(sh *shard, e *entry, k ekey, pi *pinfo, t, cost int64, d 
 }
 
 // fallback decides without the remote store: the embedded store for a
-// FailLocal policy, else a zero decision and an error for the Limiter's
-// fail mode.
+// policy failing local (FailLocal, or FailOpen read as the tier's default
+// fail mode), else a zero decision and an error for the Limiter's fail
+// mode. A local admission is owed to the remote store: its cost is
+// forwarded (as the pending count) with the key's next remote decision or
+// sync round, so that the remote store's window counts it.
 func (s *Store) fallback(ctx context.Context, key string, pi *pinfo, now time.Time, cost int64, cause error) (core.Decision, error) {
 	err := fmt.Errorf("fleet: %w", cause)
-	if pi.p.FailMode != core.FailLocal || pi.local == nil {
+	if pi.failMode != core.FailLocal || pi.local == nil {
 		return core.Decision{}, err
 	}
 	d, lerr := s.local.Take(ctx, key, pi.local, now, cost)
@@ -573,8 +634,25 @@ func (s *Store) fallback(ctx context.Context, key string, pi *pinfo, now time.Ti
 		return core.Decision{}, errors.Join(err, lerr)
 	}
 	d.Degraded, d.Policy = true, pi.p.Name
+	if d.Allowed && !d.Shadowed && cost > 0 && len(key) <= MaxKeyLen && !pi.elastic {
+		s.owe(key, pi, cost)
+	}
 	if o := s.cfg.observer; o != nil {
 		o.Observe(core.Event{Kind: core.EventFallback, Policy: pi.p.Name, Outcome: core.OutcomeOf(d), Decision: d, Err: err})
 	}
 	return d, err
+}
+
+// owe adds cost admitted by the fallback to the key's pending count.
+func (s *Store) owe(key string, pi *pinfo, cost int64) {
+	k := ekey{p: pi.p, key: key}
+	sh := &s.shards[maphash.String(s.seed, key)%numShards]
+	sh.mu.Lock()
+	e := sh.m[k]
+	if e == nil {
+		e = sh.insert(k, pi, s.shardCap)
+	}
+	e.pending = min(e.pending+cost, pi.maxCost)
+	sh.queue(e)
+	sh.mu.Unlock()
 }

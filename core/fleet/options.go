@@ -3,6 +3,7 @@ package fleet
 import (
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/limitkit/limitkit/core"
@@ -23,8 +24,8 @@ const (
 	// DefaultCoolDown is how long an open breaker stops calling the remote
 	// store before probing.
 	DefaultCoolDown = time.Second
-	// DefaultProbeInterval is how often an open breaker past its cool-down
-	// probes the remote store (PING when the remote has one).
+	// DefaultProbeInterval is how long a breaker whose half-open probe (a
+	// real request) failed stays open before the next probe.
 	DefaultProbeInterval = 100 * time.Millisecond
 	// DefaultFleetSize divides each limit under FailLocal when neither the
 	// policy nor WithFleetSize says otherwise.
@@ -46,8 +47,9 @@ type config struct {
 	observer    core.Observer
 	noDenyCache bool
 	deferCounts bool
+	failMode    core.FailMode // what FailOpen (the zero value) policies fail as
 	errs        []error
-	pingless    bool // the remote has no Ping: a request is the half-open probe
+	openings    *atomic.Int64 // the Store's count of breaker openings
 }
 
 // Option configures a [Store].
@@ -107,10 +109,12 @@ func WithMaxKeys(n int) Option {
 	}
 }
 
-// WithBreaker configures the circuit breaker: it opens after threshold
-// consecutive remote failures (default DefaultBreakerThreshold), stays open
-// for coolDown (default DefaultCoolDown) and then probes every probe
-// (default DefaultProbeInterval). threshold >= 1, coolDown > 0, probe > 0.
+// WithBreaker configures the circuit breakers (one per failure domain): a
+// breaker opens after threshold consecutive outages of its domain (default
+// DefaultBreakerThreshold), stays open for coolDown (default
+// DefaultCoolDown), then lets one request through as the probe, and after
+// a failed probe stays open for probe (default DefaultProbeInterval)
+// before the next one. threshold >= 1, coolDown > 0, probe > 0.
 func WithBreaker(threshold int, coolDown, probe time.Duration) Option {
 	return func(c *config) {
 		if threshold < 1 || coolDown <= 0 || probe <= 0 {
@@ -136,7 +140,7 @@ func WithFleetSize(n int) Option {
 // WithClock sets the clock of the tier's own work: the breaker's cool-down
 // and the sync round's now. Decisions use the now passed to Take. Default
 // the system clock; tests pass a *core.ManualClock and call [Store.Sync]
-// and [Store.Probe] by hand.
+// by hand.
 func WithClock(clk core.Clock) Option {
 	return func(c *config) {
 		if clk == nil {
@@ -165,3 +169,19 @@ func WithoutDenyCache() Option { return func(c *config) { c.noDenyCache = true }
 // meanwhile other servers may admit what the remote store would have
 // denied had it counted at once (see the package documentation).
 func WithDeferredDenialCounts() Option { return func(c *config) { c.deferCounts = true } }
+
+// WithDefaultFailMode sets how the tier fails policies whose FailMode is
+// core.FailOpen, the zero value, which the tier cannot tell from a policy
+// that sets no fail mode: core.FailLocal (the default: they are decided by
+// the embedded store with the divided limits, within the bound the
+// package documentation states), core.FailOpen (they are admitted while
+// their domain is down, without bound) or core.FailClosed. Policies set to
+// core.FailClosed or core.FailLocal keep their own mode.
+func WithDefaultFailMode(m core.FailMode) Option {
+	return func(c *config) {
+		if m > core.FailLocal {
+			c.errs = append(c.errs, fmt.Errorf("WithDefaultFailMode(%v): pass core.FailLocal, core.FailOpen or core.FailClosed", m))
+		}
+		c.failMode = m
+	}
+}

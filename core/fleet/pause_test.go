@@ -30,13 +30,17 @@ import (
 //     returned (the tier's count of closes is the same after it).
 //   - Of the requests started while Redis was paused, only those sent before
 //     their tier's breaker opened pay the deadline: at most the threshold
-//     (3) per goroutine.
+//     (3) per goroutine, plus what a starved process's forgiven timeouts
+//     let through (starveGrace).
+//   - Once open, only the half-open probes reach Redis: a background
+//     decision first, then at most one request per tier per probe
+//     interval, so the requests that send while the breaker stays open are
+//     bounded by the probe intervals the pause lasts past the cool-down.
 //   - Once Redis is resumed after the cool-down every breaker closes (a
-//     probe's PING succeeds; requests send nothing while it is open), within
-//     10s. On an idle machine that is within one probe interval of SIGCONT
-//     (a PING is in flight or due within one; typically 10–50ms), but a
-//     PING on a CPU-starved machine can itself miss its 50ms timeout, so
-//     the time and the PINGs it took are reported, not asserted.
+//     probe, a real decision, succeeds), within 10s. On an idle machine
+//     that is within one probe interval of SIGCONT, but a probe on a
+//     CPU-starved machine can itself miss its deadline, so the time and
+//     the probe commands it took are reported, not asserted.
 //   - Requests decided while the breaker was open do not wait for Redis:
 //     their p99 is below 1ms without the race detector (.ci/run runs this
 //     test in its non-race step), and is reported under it.
@@ -56,7 +60,7 @@ func TestRedisPausedMidTraffic(t *testing.T) {
 	for i := 0; i < tiers; i++ {
 		c := redis.NewClient(srv.ClientOptions())
 		obs[i] = &closeCounter{Observer: ev}
-		c.AddHook(sentHook{pings: &obs[i].pings})
+		c.AddHook(sentHook{probes: &obs[i].probes})
 		clients = append(clients, c)
 		rs, err := redisstore.New(c)
 		require.NoError(t, err)
@@ -132,9 +136,9 @@ func TestRedisPausedMidTraffic(t *testing.T) {
 	// decisions with every breaker open, through the cool-down and a few
 	// failing probes
 	time.Sleep(coolDown + 3*probe)
-	pingsBefore := make([]int64, tiers)
+	probesBefore := make([]int64, tiers)
 	for i, o := range obs {
-		pingsBefore[i] = o.pings.Load()
+		probesBefore[i] = o.probes.Load()
 		o.armed.Store(true)
 	}
 	phase.Store(2)
@@ -152,17 +156,19 @@ func TestRedisPausedMidTraffic(t *testing.T) {
 	p99 := openLat[len(openLat)*99/100]
 	probes := make([]int64, tiers)
 	for i, o := range obs {
-		probes[i] = o.pingsAtClose.Load() - pingsBefore[i]
+		probes[i] = o.probesAtClose.Load() - probesBefore[i]
 	}
-	t.Logf("paid the deadline after the pause: %d requests (%d goroutines); with the breaker open: %d decisions, p50 %v, p99 %v, max %v; closed %v after SIGCONT, PINGs started after SIGCONT per tier %v (cool-down %v, probe %v)",
+	t.Logf("paid the deadline after the pause: %d requests (%d goroutines); with the breaker open: %d decisions, p50 %v, p99 %v, max %v; closed %v after SIGCONT, probe commands started after SIGCONT per tier %v (cool-down %v, probe %v)",
 		paid, tiers*perTier, len(openLat), openLat[len(openLat)/2], p99, openLat[len(openLat)-1], closedAfter, probes, coolDown, probe)
 	// Only requests sent before their tier's breaker opened may pay: the
 	// ones a goroutine sent while its tier had seen fewer than the
 	// threshold (3) of the first wave's failures; under load a goroutine
-	// can send up to the threshold of them. paidLate below is the strict
-	// check.
-	assert.LessOrEqual(t, paid, 3*tiers*perTier, "a goroutine pays the deadline at most threshold times")
-	assert.Zero(t, paidLate, "a request decided while its breaker was open sent a command to Redis")
+	// can send up to the threshold of them — and, when the process is
+	// starved (64 busy goroutines on a small machine), for up to
+	// starveGrace before timeouts count. Once open, only the half-open
+	// probes reach Redis: paidLate is that check.
+	assert.LessOrEqual(t, paid, tiers*perTier*(3+2*int(starveGrace/core.DefaultTimeout)), "a goroutine pays the deadline at most threshold times, plus the starvation grace")
+	assert.LessOrEqual(t, paidLate, tiers*(1+int(3*probe/probe)), "with the breakers open, only the probes reach Redis")
 	if !raceEnabled {
 		assert.Less(t, p99, time.Millisecond, "with the breaker open no request waits for Redis")
 	}
@@ -188,25 +194,25 @@ func TestRedisPausedMidTraffic(t *testing.T) {
 type sentKey struct{}
 
 // sentRec records whether a request sent a command to Redis (a breaker's
-// PING is not one: it runs on its own context).
+// background probe is not one: it runs on its own context).
 type sentRec struct{ sent atomic.Bool }
 
 // sentHook marks the sentRec of the request a command belongs to, and
-// counts PINGs (the breaker's probes).
-type sentHook struct{ pings *atomic.Int64 }
+// counts the commands no request sent (the breaker's background probes).
+type sentHook struct{ probes *atomic.Int64 }
 
-// closeCounter counts a tier's breaker closes, and notes how many PINGs
-// its client had started at the first close once armed.
+// closeCounter counts a tier's breaker closes, and notes how many probe
+// commands its client had started at the first close once armed.
 type closeCounter struct {
 	core.Observer
-	closes, pings, pingsAtClose atomic.Int64
-	armed                       atomic.Bool
+	closes, probes, probesAtClose atomic.Int64
+	armed                         atomic.Bool
 }
 
 func (c *closeCounter) Observe(e core.Event) {
 	if e.Kind == core.EventBreaker && e.To == core.BreakerClosed {
 		if c.armed.CompareAndSwap(true, false) {
-			c.pingsAtClose.Store(c.pings.Load())
+			c.probesAtClose.Store(c.probes.Load())
 		}
 		c.closes.Add(1)
 	}
@@ -217,11 +223,10 @@ func (sentHook) DialHook(next redis.DialHook) redis.DialHook { return next }
 
 func (h sentHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
-		if cmd.Name() == "ping" {
-			h.pings.Add(1)
-		}
 		if rec, ok := ctx.Value(sentKey{}).(*sentRec); ok {
 			rec.sent.Store(true)
+		} else {
+			h.probes.Add(1)
 		}
 		return next(ctx, cmd)
 	}

@@ -21,8 +21,9 @@ func (s *Store) tick() time.Duration {
 	return DefaultWriteBackSync
 }
 
-// syncLoop runs a sync round every tick (skipped while the breaker is
-// open). It stops at Close.
+// syncLoop runs a sync round every tick (each skips the domains whose
+// breaker is open) and reclaims the breakers of vanished domains. It
+// stops at Close.
 func (s *Store) syncLoop() {
 	defer s.wg.Done()
 	tk := time.NewTicker(s.tick())
@@ -32,20 +33,28 @@ func (s *Store) syncLoop() {
 		case <-s.stop:
 			return
 		case <-tk.C:
-			if s.brk.isOpen() {
-				continue
-			}
 			ctx, cancel := context.WithTimeout(context.Background(), min(s.tick(), time.Second)+core.DefaultTimeout)
 			_ = s.Sync(ctx)
 			cancel()
+			s.dom.sweep(s.cfg.clock.Now())
 		}
 	}
 }
 
-// probeLoop probes every probe interval while the breaker is open (see
-// Probe); a goroutine of its own, so a sync round stuck on a hung remote
-// store never delays a probe. It runs only for a remote store with Ping,
-// and stops at Close.
+// probeDeadline is the least deadline of a background probe: longer than
+// a request's, so that a loaded process can still see its store answer.
+const probeDeadline = 4 * core.DefaultTimeout
+
+// probeLoop probes, every probe interval, each open breaker whose retry
+// time has passed, on a goroutine of its own (a sync round stuck on a hung
+// domain never delays a probe): the probe is a real decision — the key of
+// the domain's last failed request, taken at cost 0 (a peek: it runs the
+// same script as a decision and consumes nothing) under a deadline of one
+// probe interval, at least probeDeadline. An answer closes the breaker, an outage reopens it for a
+// probe interval. Health is thus judged by the operation that failed, not
+// by PING (which a Redis under CLIENT PAUSE WRITE answers while its
+// scripts hang). Requests past the retry time may probe too. It stops at
+// Close.
 func (s *Store) probeLoop() {
 	defer s.wg.Done()
 	tk := time.NewTicker(s.cfg.probe)
@@ -55,31 +64,18 @@ func (s *Store) probeLoop() {
 		case <-s.stop:
 			return
 		case <-tk.C:
-			if !s.brk.isOpen() {
-				continue
+			for _, b := range s.dom.open() {
+				k := b.probe.Load()
+				if k == nil || !b.halfOpen(0) {
+					continue
+				}
+				ctx, cancel := context.WithTimeout(context.Background(), max(s.cfg.probe, probeDeadline))
+				_, err := s.remote.Take(ctx, k.key, k.p, s.cfg.clock.Now(), 0)
+				cancel()
+				s.report(context.Background(), b, err)
 			}
-			ctx, cancel := context.WithTimeout(context.Background(), s.cfg.probe)
-			_ = s.Probe(ctx)
-			cancel()
 		}
 	}
-}
-
-// Probe pings the remote store when the breaker is open and its cool-down
-// has passed (at the tier's clock), and closes the breaker when the ping
-// succeeds. It returns the ping's error, or nil when there was nothing to
-// probe. A background goroutine calls it every probe interval; tests
-// call it by hand. For a remote store without a Ping method it does
-// nothing: the first request after the cool-down is the probe.
-func (s *Store) Probe(ctx context.Context) error {
-	if s.ping == nil || !s.brk.isOpen() || s.brk.coolingDown(s.cfg.clock.Now()) {
-		return nil
-	}
-	if err := s.ping.Ping(ctx); err != nil {
-		return fmt.Errorf("fleet: probe: %w", err)
-	}
-	s.brk.success()
-	return nil
 }
 
 // op is one entry of a sync round.
@@ -88,25 +84,25 @@ type op struct {
 	sh      *shard
 	forward int64 // locally denied cost forwarded (CountDenied)
 	renew   int64 // lease units asked for
+	brk     *breaker
 }
 
 // Sync runs one sync round now: it forwards the cost of locally denied
-// requests (CountDenied), renews the leases of write-back keys that were
+// requests (CountDenied) and of fallback admissions, renews the leases of write-back keys that were
 // used since the last round and hold less than half their lease size, and
 // drops expired leases (their unused units are lost: under-admission). All
 // of it goes to the remote store in one batched round trip (per 512
 // entries; one pipeline per node for the Redis store). The background
 // goroutine calls it every tick; tests call it by hand.
 //
-// It does nothing while the breaker is open (forwarded counts wait for the
-// remote store to return). Failures count towards the breaker, and the
-// forwarded cost is kept for the next round. It returns the first error.
+// Keys whose failure domain has its breaker open are left for a later
+// round (forwarded counts wait for the domain to return). Each entry's
+// outcome counts towards its own domain's breaker, and the forwarded cost
+// of a failed entry is kept for the next round. It returns the first
+// error.
 func (s *Store) Sync(ctx context.Context) error {
 	s.syncMu.Lock()
 	defer s.syncMu.Unlock()
-	if s.brk.isOpen() {
-		return nil
-	}
 	now := s.cfg.clock.Now()
 	t := now.UnixMicro()
 	var ops []op
@@ -117,7 +113,11 @@ func (s *Store) Sync(ctx context.Context) error {
 		sh.dirty = nil
 		for _, e := range list {
 			e.queued = false
-			o := op{e: e, sh: sh}
+			o := op{e: e, sh: sh, brk: s.breakerFor(e.k.key, e.k.p)}
+			if o.brk.isOpen() {
+				sh.queue(e) // the domain is down: next round
+				continue
+			}
 			if e.pending > 0 {
 				o.forward, e.pending = e.pending, 0
 			}
@@ -171,25 +171,7 @@ func (s *Store) syncBatch(ctx context.Context, now time.Time, ops []op) error {
 	start := time.Now()
 	err := s.takeBatch(ctx, b)
 	lat := time.Since(start)
-	var first error
-	if err != nil {
-		first = err
-		s.failed(ctx, err)
-	} else {
-		ok := false
-		for i := range b {
-			if b[i].Err == nil {
-				ok = true
-			} else if first == nil {
-				first = b[i].Err
-			}
-		}
-		if ok {
-			s.brk.success()
-		} else if first != nil {
-			s.failed(ctx, first)
-		}
-	}
+	first := s.reportBatch(ctx, ops, b, err)
 	j := 0
 	for _, o := range ops {
 		var fw, rn *core.BatchTake
@@ -202,6 +184,7 @@ func (s *Store) syncBatch(ctx context.Context, now time.Time, ops []op) error {
 			j++
 		}
 		e, sh := o.e, o.sh
+		granted := false
 		sh.mu.Lock()
 		if fw != nil && (err != nil || fw.Err != nil) {
 			e.pending = min(e.pending+o.forward, e.pi.maxCost) // not counted yet: next round
@@ -214,6 +197,7 @@ func (s *Store) syncBatch(ctx context.Context, now time.Time, ops []op) error {
 			if err == nil && rn.Err == nil {
 				d := rn.Decision
 				if d.Allowed && !d.Shadowed {
+					granted = true
 					e.grant(e.pi, t, o.renew, d)
 					e.remaining = d.Remaining
 					e.last, e.lastAt = d, t
@@ -223,6 +207,12 @@ func (s *Store) syncBatch(ctx context.Context, now time.Time, ops []op) error {
 			}
 		}
 		sh.mu.Unlock()
+		if fw != nil && err == nil && fw.Err == nil {
+			s.chargeRest(ctx, e.k.key, e.pi, now, fw.Decision, core.BatchTake{})
+		}
+		if granted {
+			s.chargeLocal(ctx, e.k.key, e.pi, now, o.renew)
+		}
 	}
 	if o := s.cfg.observer; o != nil {
 		o.Observe(core.Event{Kind: core.EventSync, Keys: len(b), Latency: lat, Err: first})
@@ -231,4 +221,56 @@ func (s *Store) syncBatch(ctx context.Context, now time.Time, ops []op) error {
 		return fmt.Errorf("fleet: sync: %w", first)
 	}
 	return nil
+}
+
+// reportBatch reports the outcome of a sync round trip to each domain's
+// breaker, once per domain: answered when one of its entries was answered,
+// else the first entry's outcome (every entry of the round trip when err,
+// the batch as a whole, is set). It returns the first error.
+func (s *Store) reportBatch(ctx context.Context, ops []op, b []core.BatchTake, err error) error {
+	type verdict struct {
+		ok  bool
+		err error
+	}
+	seen := make(map[*breaker]*verdict, 1)
+	first := err
+	j := 0
+	for _, o := range ops {
+		v := seen[o.brk]
+		if v == nil {
+			v = &verdict{}
+			seen[o.brk] = v
+		}
+		for n := btoi(o.forward > 0) + btoi(o.renew > 0); n > 0; n-- {
+			e := err
+			if e == nil {
+				e = b[j].Err
+			}
+			j++
+			if e != nil && first == nil {
+				first = e
+			}
+			if e == nil || s.classify(ctx, o.brk, e) == answered {
+				v.ok = true
+			} else if v.err == nil {
+				v.err = e
+				o.brk.probe.Store(&o.e.k)
+			}
+		}
+	}
+	for brk, v := range seen {
+		if v.ok {
+			s.report(ctx, brk, nil)
+		} else {
+			s.report(ctx, brk, v.err)
+		}
+	}
+	return first
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }

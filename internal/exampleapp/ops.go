@@ -75,7 +75,10 @@ func (a *App) openStore(cfg Config, o *options) error {
 	if fleetSize == 0 {
 		fleetSize = 1
 	}
-	tier, err := fleet.New(st, fleet.WithSync(cfg.Sync), fleet.WithFleetSize(fleetSize), fleet.WithObserver(a.Metrics))
+	// The rules file states each rule's fail mode (open is the zero value,
+	// which the tier would otherwise fail local): keep them as written.
+	tier, err := fleet.New(st, fleet.WithSync(cfg.Sync), fleet.WithFleetSize(fleetSize), fleet.WithObserver(a.Metrics),
+		fleet.WithDefaultFailMode(core.FailOpen))
 	if err != nil {
 		return err
 	}

@@ -1,0 +1,166 @@
+package fleet
+
+import (
+	"context"
+	"runtime"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/limitkit/limitkit/core"
+	"github.com/limitkit/limitkit/internal/redistest"
+	"github.com/stretchr/testify/assert"
+)
+
+// windowCounts counts admissions per fixed window of length w.
+type windowCounts struct {
+	mu sync.Mutex
+	w  time.Duration
+	n  map[int64]int64
+}
+
+func (c *windowCounts) add(t time.Time) {
+	c.mu.Lock()
+	c.n[t.UnixNano()/int64(c.w)]++
+	c.mu.Unlock()
+}
+
+// full returns the counts of the windows that lie wholly in [from, to).
+func (c *windowCounts) full(from, to time.Time) []int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var ws []int64
+	for w := range c.n {
+		if w*int64(c.w) >= from.UnixNano() && (w+1)*int64(c.w) <= to.UnixNano() {
+			ws = append(ws, w)
+		}
+	}
+	sort.Slice(ws, func(i, j int) bool { return ws[i] < ws[j] })
+	out := make([]int64, len(ws))
+	for i, w := range ws {
+		out[i] = c.n[w]
+	}
+	return out
+}
+
+// hammer starts n goroutines, each calling f(g) until stop; wg counts
+// them.
+func hammer(wg *sync.WaitGroup, n int, stop time.Time, f func(g int)) {
+	for g := 0; g < n; g++ {
+		wg.Add(1)
+		go func(g int) {
+			defer wg.Done()
+			for time.Now().Before(stop) {
+				f(g)
+			}
+		}(g)
+	}
+}
+
+// TestFlappingRedisFailLocalBound: CLIENT PAUSE ALL 100 ms every 200 ms,
+// 4 tiers × 4 goroutines on one key, a fixed window of 100 per second,
+// fail mode local (the tier's default): every window admits at most the
+// FailLocal bound of the package documentation, 2L − L/N = 175 (a tier's
+// remote admissions are charged to its local share, and its local
+// admissions to the remote store when it answers again) — where before
+// both were added in most windows: 100 + 4 × 25 = 200.
+func TestFlappingRedisFailLocalBound(t *testing.T) {
+	const tiers, perTier, limit = 4, 4, 100
+	srv := redistest.StartNode(t)
+	pol := core.Policy{Name: "flap", Algorithm: core.FixedWindow, FleetSize: tiers, Limits: []core.Limit{core.PerSecond(limit)}}
+	var lims []*core.Limiter
+	for i := 0; i < tiers; i++ {
+		lims = append(lims, core.MustNewLimiter(newTier(t, redisStore(t, srv.NewClient(t))), pol))
+	}
+	counts := &windowCounts{w: time.Second, n: map[int64]int64{}}
+	start := time.Now()
+	stop := start.Add(4500 * time.Millisecond)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { // the flapping
+		defer wg.Done()
+		for time.Now().Before(stop) {
+			_, _ = srv.Do("CLIENT", "PAUSE", "100", "ALL")
+			time.Sleep(200 * time.Millisecond)
+		}
+	}()
+	ctx := context.Background()
+	hammer(&wg, tiers*perTier, stop, func(g int) {
+		now := time.Now()
+		if d, _ := lims[g%tiers].Allow(ctx, "hot"); d.Allowed {
+			counts.add(now)
+		}
+	})
+	wg.Wait()
+	ws := counts.full(start, stop)
+	t.Logf("admitted per 1 s window (limit %d, %d tiers): %v", limit, tiers, ws)
+	for _, n := range ws {
+		assert.LessOrEqual(t, n, int64(2*limit-limit/tiers), "the FailLocal bound under a flapping Redis")
+	}
+}
+
+// TestSaturatedHostKeepsTheBound: 4 tiers × 16 goroutines on one hot key
+// with a binding quota, on a healthy Redis, in a process starved on
+// purpose (GOMAXPROCS=1 and a busy loop): deadline misses caused by the
+// process itself do not open the breakers, and whatever fails, the fleet
+// admits at most the quota × 1.05 in exact mode and the write-back bound
+// (quota + N × lease cap) in write-back mode. Before, three missed
+// deadlines opened a breaker and FailOpen admitted everything for the
+// cool-down (1.2–4.4× the quota in exact mode, 13–25× in write-back).
+func TestSaturatedHostKeepsTheBound(t *testing.T) {
+	if testing.Short() {
+		t.Skip("saturates the process")
+	}
+	const tiers, perTier, quota = 4, 16, 3000
+	srv := redistest.StartNode(t)
+	for _, mode := range []core.Mode{core.ModeExact, core.ModeWriteBack} {
+		t.Run(mode.String(), func(t *testing.T) {
+			pol := core.Policy{Name: "hot-" + mode.String(), Mode: mode, FleetSize: tiers, Limits: []core.Limit{core.Per(quota, time.Hour)}}
+			var lims []*core.Limiter
+			var stores []*Store
+			for i := 0; i < tiers; i++ {
+				s := newTier(t, redisStore(t, srv.NewClient(t)), WithSync(100*time.Millisecond))
+				stores = append(stores, s)
+				lims = append(lims, core.MustNewLimiter(s, pol))
+			}
+			prev := runtime.GOMAXPROCS(1)
+			defer runtime.GOMAXPROCS(prev)
+			var admitted, degraded atomic.Int64
+			stop := time.Now().Add(2 * time.Second)
+			var wg sync.WaitGroup
+			wg.Add(1)
+			go func() { // the busy loop
+				defer wg.Done()
+				for x := 0; time.Now().Before(stop); x++ {
+				}
+			}()
+			ctx := context.Background()
+			hammer(&wg, tiers*perTier, stop, func(g int) {
+				d, _ := lims[g%tiers].Allow(ctx, "hot")
+				if d.Allowed {
+					admitted.Add(1)
+				}
+				if d.Degraded {
+					degraded.Add(1)
+				}
+			})
+			wg.Wait()
+			runtime.GOMAXPROCS(prev)
+			var openings int64
+			for _, s := range stores {
+				openings += s.BreakerOpenings()
+			}
+			bound := int64(quota * 105 / 100)
+			if mode == core.ModeWriteBack {
+				bound = quota + tiers*min(DefaultMaxLease, quota/(4*tiers))
+			}
+			t.Logf("%v: admitted %d of a quota of %d (bound %d), %d degraded decisions, %d breaker openings", mode, admitted.Load(), quota, bound, degraded.Load(), openings)
+			assert.LessOrEqual(t, admitted.Load(), bound)
+			if !raceEnabled { // under the race detector, reported only
+				assert.Zero(t, openings, "a starved process does not open the breaker of a healthy Redis")
+			}
+		})
+	}
+}

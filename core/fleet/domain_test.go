@@ -1,0 +1,142 @@
+package fleet
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/limitkit/limitkit/core"
+	"github.com/limitkit/limitkit/core/redisstore"
+	"github.com/limitkit/limitkit/internal/redistest"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// oneDomain hides the Redis store's failure domains: the tier then has one
+// breaker, as before per-domain breakers (the baseline of the test below).
+type oneDomain struct{ rs *redisstore.Store }
+
+func (o oneDomain) Take(ctx context.Context, key string, p *core.Policy, now time.Time, cost int64) (core.Decision, error) {
+	return o.rs.Take(ctx, key, p, now, cost)
+}
+
+func (o oneDomain) TakeBatch(ctx context.Context, b []core.BatchTake) error {
+	return o.rs.TakeBatch(ctx, b)
+}
+
+// keyStats counts one key's decisions.
+type keyStats struct{ decided, degraded, admitted atomic.Int64 }
+
+// runClusterMasterDown runs 4 tiers × 4 goroutines over 60 keys of a
+// 3-master Cluster for 1.5 s with one master SIGSTOPped, and returns the
+// per-key counts, the victim's address and each key's master.
+func runClusterMasterDown(t *testing.T, domains bool) (map[string]*keyStats, map[string]string, string, int64) {
+	const tiers, perTier, quota = 4, 4, 1500
+	cl := redistest.StartCluster(t)
+	pol := core.Policy{Name: "domains", FleetSize: tiers, Limits: []core.Limit{core.Per(quota, time.Hour)}}
+	var lims []*core.Limiter
+	var stores []*Store
+	var rs0 *redisstore.Store
+	for i := 0; i < tiers; i++ {
+		rs := redisStore(t, cl.NewClient(t))
+		var remote core.Store = rs
+		if !domains {
+			remote = oneDomain{rs}
+		}
+		rs0 = rs
+		s := newTier(t, remote, WithFleetSize(tiers), WithBreaker(3, 200*time.Millisecond, 50*time.Millisecond))
+		stores = append(stores, s)
+		lims = append(lims, core.MustNewLimiter(s, pol))
+	}
+	ctx := context.Background()
+	keys := make([]string, 60)
+	stats := map[string]*keyStats{}
+	master := map[string]string{}
+	for i := range keys {
+		keys[i] = fmt.Sprint("user-", i)
+		stats[keys[i]] = &keyStats{}
+		for _, l := range lims {
+			_, err := l.Allow(ctx, keys[i]) // loads the slot maps; 4 units per key
+			require.NoError(t, err)
+		}
+		master[keys[i]] = rs0.Domain(keys[i], lims[0].Policy())
+		require.NotEmpty(t, master[keys[i]])
+	}
+	victim := cl.Nodes[0]
+	victim.Pause()
+	defer victim.Resume()
+	stop := time.Now().Add(1500 * time.Millisecond)
+	var wg sync.WaitGroup
+	for g := 0; g < tiers*perTier; g++ {
+		wg.Add(1)
+		go func(g int) {
+			defer wg.Done()
+			lim := lims[g%tiers]
+			for i := g; time.Now().Before(stop); i++ {
+				k := keys[i%len(keys)]
+				d, _ := lim.Allow(ctx, k)
+				st := stats[k]
+				st.decided.Add(1)
+				if d.Degraded {
+					st.degraded.Add(1)
+				}
+				if d.Allowed {
+					st.admitted.Add(1)
+				}
+			}
+		}(g)
+	}
+	wg.Wait()
+	var openings int64
+	for _, s := range stores {
+		openings += s.BreakerOpenings()
+	}
+	for _, k := range keys {
+		stats[k].admitted.Add(int64(tiers)) // the warm-up
+	}
+	return stats, master, victim.Addr, openings
+}
+
+// TestClusterMasterDownAffectsOnlyItsKeys: with one master of three
+// SIGSTOPped, the keys of the two healthy masters are decided by Redis —
+// no degraded decision, never over quota — while the victim's keys go to
+// the fail mode (local). The same run with one breaker per tier (the
+// store's domains hidden) is the baseline, reported.
+func TestClusterMasterDownAffectsOnlyItsKeys(t *testing.T) {
+	const quota = 1500
+	var baseline float64
+	for _, domains := range []bool{false, true} {
+		stats, master, victim, openings := runClusterMasterDown(t, domains)
+		var hDecided, hDegraded, hOver, vDecided, vDegraded int64
+		for k, st := range stats {
+			if master[k] == victim {
+				vDecided += st.decided.Load()
+				vDegraded += st.degraded.Load()
+				continue
+			}
+			hDecided += st.decided.Load()
+			hDegraded += st.degraded.Load()
+			hOver += max(0, st.admitted.Load()-quota)
+		}
+		t.Logf("per-domain breakers %v: healthy masters: %d decisions, %.1f%% degraded, %d units over quota; victim: %d decisions, %.1f%% degraded; %d breaker openings",
+			domains, hDecided, 100*float64(hDegraded)/float64(max(1, hDecided)), hOver, vDecided, 100*float64(vDegraded)/float64(max(1, vDecided)), openings)
+		share := float64(hDegraded) / float64(max(1, hDecided))
+		if !domains {
+			baseline = share
+			continue
+		}
+		require.NotZero(t, hDecided)
+		if raceEnabled {
+			// the race detector slows the process tenfold: requests to
+			// healthy masters can miss their own 50 ms deadline
+			assert.Less(t, share, baseline/2, "a healthy master's keys are decided by Redis")
+		} else {
+			assert.Zero(t, hDegraded, "a healthy master's keys are decided by Redis")
+		}
+		assert.Zero(t, hOver, "a healthy master's keys never go over quota")
+		assert.NotZero(t, vDegraded, "the victim's keys go to the fail mode")
+	}
+}

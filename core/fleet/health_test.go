@@ -1,0 +1,105 @@
+package fleet
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/limitkit/limitkit/core"
+	"github.com/limitkit/limitkit/internal/redistest"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// TestOOMIsNotAnOutage: a Redis out of memory (maxmemory + noeviction)
+// answers every admission with an OOM error reply and still denies
+// exhausted clients (a denial writes nothing). The breaker never opens on
+// those replies, so under FailOpen no exhausted client is admitted.
+func TestOOMIsNotAnOutage(t *testing.T) {
+	srv := redistest.StartNode(t)
+	c := srv.NewClient(t)
+	tier := newTier(t, redisStore(t, c), WithDefaultFailMode(core.FailOpen), WithoutDenyCache(),
+		WithBreaker(3, 200*time.Millisecond, 50*time.Millisecond))
+	pol := core.Policy{Name: "oom", Algorithm: core.FixedWindow, Limits: []core.Limit{core.Per(10, time.Hour)}}
+	lim := core.MustNewLimiter(tier, pol)
+	ctx := context.Background()
+	for i := 0; i < 10; i++ {
+		for j := 0; j < 11; j++ {
+			_, err := lim.Allow(ctx, fmt.Sprint("spent-", i))
+			require.NoError(t, err)
+		}
+	}
+	_, err := srv.Do("CONFIG", "SET", "maxmemory-policy", "noeviction")
+	require.NoError(t, err)
+	_, err = srv.Do("CONFIG", "SET", "maxmemory", "1")
+	require.NoError(t, err)
+	defer func() { _, _ = srv.Do("CONFIG", "SET", "maxmemory", "0") }()
+	var spentAdmitted, oomReplies atomic.Int64
+	var wg sync.WaitGroup
+	stop := time.Now().Add(time.Second)
+	var seq atomic.Int64
+	hammer(&wg, 8, stop, func(int) {
+		i := seq.Add(1)
+		d, _ := lim.Allow(ctx, fmt.Sprint("spent-", i%10))
+		if d.Allowed {
+			spentAdmitted.Add(1)
+		}
+		if _, err := lim.Allow(ctx, fmt.Sprint("fresh-", i)); err != nil {
+			oomReplies.Add(1)
+		}
+	})
+	wg.Wait()
+	t.Logf("OOM: %d failed admissions of fresh keys, %d breaker openings, %d exhausted clients admitted", oomReplies.Load(), tier.BreakerOpenings(), spentAdmitted.Load())
+	require.NotZero(t, oomReplies.Load(), "Redis was out of memory")
+	assert.Zero(t, tier.BreakerOpenings(), "an error reply is not an outage")
+	assert.Zero(t, spentAdmitted.Load(), "exhausted clients stay denied")
+}
+
+// TestClientPauseWrite: under CLIENT PAUSE WRITE, PING answers while
+// scripts hang. The breaker opens once and stays open (its probes are
+// decisions, which hang too) until the pause ends; only the probes pay the
+// deadline meanwhile; then it closes.
+func TestClientPauseWrite(t *testing.T) {
+	const tiers, perTier = 2, 8
+	const coolDown, probe = 200 * time.Millisecond, 50 * time.Millisecond
+	srv := redistest.StartNode(t)
+	var stores []*Store
+	var lims []*core.Limiter
+	pol := core.Policy{Name: "pausewrite", FleetSize: tiers, Limits: []core.Limit{core.Per(1<<30, time.Hour)}}
+	for i := 0; i < tiers; i++ {
+		s := newTier(t, redisStore(t, srv.NewClient(t)), WithBreaker(3, coolDown, probe))
+		stores = append(stores, s)
+		lims = append(lims, core.MustNewLimiter(s, pol))
+	}
+	ctx := context.Background()
+	var timeouts atomic.Int64
+	var wg sync.WaitGroup
+	_, err := srv.Do("CLIENT", "PAUSE", "1500", "WRITE")
+	require.NoError(t, err)
+	stop := time.Now().Add(1400 * time.Millisecond)
+	hammer(&wg, tiers*perTier, stop, func(g int) {
+		if _, err := lims[g%tiers].Allow(ctx, "k"); core.ClassifyError(err) == core.ErrorTimeout {
+			timeouts.Add(1)
+		}
+	})
+	wg.Wait()
+	var openings int64
+	for _, s := range stores {
+		openings += s.BreakerOpenings()
+		assert.NotEqual(t, core.BreakerClosed, s.BreakerState(), "the probes hang as the scripts do: open, or half-open with a probe out")
+	}
+	t.Logf("CLIENT PAUSE WRITE 1.5 s: %d breaker openings, %d requests paid the deadline", openings, timeouts.Load())
+	assert.LessOrEqual(t, openings, int64(tiers), "one opening per tier: PING does not close it")
+	assert.LessOrEqual(t, timeouts.Load(), int64(tiers*perTier*(3+2*int(starveGrace/core.DefaultTimeout))), "after the opening, no request waits on the paused Redis")
+	require.Eventually(t, func() bool {
+		for _, s := range stores {
+			if s.BreakerState() != core.BreakerClosed {
+				return false
+			}
+		}
+		return true
+	}, 5*time.Second, 10*time.Millisecond, "the breakers close once decisions succeed")
+}
