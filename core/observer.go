@@ -51,10 +51,14 @@ const (
 	// EventFallback: a store tier decided locally because the remote store
 	// failed or its breaker was open (the Decision is Degraded).
 	EventFallback
+	// EventPeek: a Limiter answered a peek (a cost of 0, see
+	// Limiter.AllowN): the Decision reports the key's state, nothing was
+	// consumed, and it is not a decision to count as allowed or denied.
+	EventPeek
 )
 
-// String returns "decision", "deny_cache_hit", "sync", "breaker" or
-// "fallback".
+// String returns "decision", "deny_cache_hit", "sync", "breaker",
+// "fallback" or "peek".
 func (k EventKind) String() string {
 	switch k {
 	case EventDecision:
@@ -67,6 +71,8 @@ func (k EventKind) String() string {
 		return "breaker"
 	case EventFallback:
 		return "fallback"
+	case EventPeek:
+		return "peek"
 	}
 	return "unknown"
 }
@@ -149,10 +155,10 @@ type Event struct {
 	// Policy is the policy's name ("" for a sync that spans policies).
 	Policy string
 	// Outcome classifies Decision (EventDecision, EventDenyCacheHit,
-	// EventFallback).
+	// EventFallback, EventPeek).
 	Outcome Outcome
 	// Decision is the decision (EventDecision, EventDenyCacheHit,
-	// EventFallback).
+	// EventFallback, EventPeek).
 	Decision Decision
 	// Latency is the store call's duration (EventDecision, for stores that
 	// do I/O; 0 for the embedded store, which is not timed) or the sync
