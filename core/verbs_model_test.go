@@ -64,14 +64,14 @@ const huge = math.MaxInt64
 func TestVerbStepsGCRA(t *testing.T) {
 	// 4 per second: T = 250 ms, a full quota's refill 1 s
 	runVerbSteps(t, Policy{Name: "v", Algorithm: GCRA, Limits: []Limit{PerSecond(4)}}, []vstep{
-		{'P', 0, 4, true, 0, 0, time.Second},    // a peek of the whole quota: allowed...
-		{'P', 0, 5, false, 0, Never, 0},         // ...one more never
+		{'P', 0, 4, true, 0, 0, time.Second},                                   // a peek of the whole quota: allowed...
+		{'P', 0, 5, false, 0, Never, 0},                                        // ...one more never
 		{'C', 0, 6, false, 0, 750 * time.Millisecond, 1500 * time.Millisecond}, // owes 2: 3 × T before one is admitted
 		{'A', 0, 1, false, 0, 750 * time.Millisecond, -1},
 		{'P', 749 * ms, 1, false, 0, time.Millisecond, -1},
 		{'A', 750 * ms, 1, true, 0, 0, time.Second},
 		{'R', 750 * ms, 2, true, 2, 0, 500 * time.Millisecond},
-		{'R', 750 * ms, huge, true, 4, 0, 0}, // never above a fresh key's quota
+		{'R', 750 * ms, huge, true, 4, 0, 0},                                      // never above a fresh key's quota
 		{'C', 750 * ms, huge, false, 0, 1250 * time.Millisecond, 2 * time.Second}, // debt capped at one quota
 		{'A', 1999 * ms, 1, false, 0, time.Millisecond, -1},
 		{'A', 2000 * ms, 1, true, 0, 0, time.Second},
