@@ -1,0 +1,209 @@
+package redisstore
+
+import (
+	"context"
+	"math"
+	"math/rand/v2"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/limitkit/limitkit/core"
+	"github.com/limitkit/limitkit/internal/redistest"
+)
+
+// verbRef applies a verb to the reference state with core's model.
+func (r *ref) verb(v byte, key string, now time.Time, cost int64) core.Decision {
+	st, ok := r.state[key]
+	if !ok {
+		st = make([]int64, r.p.StateWords())
+		r.state[key] = st
+	}
+	c, err := r.p.Compile()
+	if err != nil {
+		panic(err)
+	}
+	us := max(now.UnixMicro(), 0)
+	var d core.Decision
+	switch v {
+	case 'A':
+		c.DecideTo(&d, st, us, cost)
+	case 'P':
+		c.PeekTo(&d, st, make([]int64, len(st)), us, cost)
+	case 'C':
+		c.ChargeTo(&d, st, us, cost)
+	case 'R':
+		c.RefundTo(&d, st, us, cost)
+	case 'W':
+		c.ReserveTo(&d, st, us, cost, verbMaxWait.Microseconds())
+	case 'X':
+		clear(st)
+	}
+	return d
+}
+
+const verbMaxWait = 700 * time.Millisecond
+
+func storeVerb(ctx context.Context, s *Store, v byte, key string, p *core.Policy, now time.Time, cost int64) (core.Decision, error) {
+	switch v {
+	case 'A':
+		return s.Take(ctx, key, p, now, cost)
+	case 'P':
+		return s.Peek(ctx, key, p, now, cost)
+	case 'C':
+		return s.Charge(ctx, key, p, now, cost)
+	case 'R':
+		return s.Refund(ctx, key, p, now, cost)
+	case 'W':
+		return s.Reserve(ctx, key, p, now, cost, verbMaxWait)
+	}
+	return core.Decision{}, s.Reset(ctx, key, p)
+}
+
+// TestVerbsDifferential runs random sequences of every verb (and Take)
+// through the Redis scripts and core's model, and requires identical
+// decisions step by step, for every policy of the decision differential
+// (every algorithm but the sliding log, one limit and several, soft,
+// shadow, counted denials), with huge costs.
+func TestVerbsDifferential(t *testing.T) {
+	s, _, _ := nodeStore(t)
+	ctx := context.Background()
+	for i, pol := range diffPolicies() {
+		if pol.Algorithm == core.SlidingWindowLog {
+			continue
+		}
+		p := mustPolicy(t, pol)
+		t.Run(p.Name, func(t *testing.T) {
+			rng := rand.New(rand.NewPCG(uint64(i), 24))
+			r := newRef(p)
+			w := p.Limits[len(p.Limits)-1].Window
+			var offset time.Duration
+			keys := []string{"alice", "bob"}
+			seen := map[byte]int{}
+			for step := 0; step < 500; step++ {
+				switch x := rng.IntN(10); {
+				case x < 3:
+				case x < 8:
+					offset += time.Duration(rng.Int64N(int64(w / 5)))
+				default:
+					offset += time.Duration(rng.Int64N(int64(2 * w)))
+				}
+				now := time.Now().Add(offset).Truncate(time.Microsecond)
+				cost := rng.Int64N(8)
+				if rng.IntN(20) == 0 {
+					cost = math.MaxInt64 - rng.Int64N(2)
+				}
+				v := "AAPCRWX"[rng.IntN(7)]
+				key := keys[rng.IntN(len(keys))]
+				want := r.verb(v, key, now, cost)
+				got, err := storeVerb(ctx, s, v, key, p, now, cost)
+				require.NoError(t, err)
+				require.Equal(t, want, got, "step %d %c key %s now %d cost %d", step, v, key, now.UnixMicro(), cost)
+				seen[v]++
+			}
+			require.Len(t, seen, 6)
+		})
+	}
+}
+
+// TestVerbsClockBack: the verbs after the clock went back an hour, as
+// core's model (a state from the future is normalized first).
+func TestVerbsClockBack(t *testing.T) {
+	s, _, _ := nodeStore(t)
+	ctx := context.Background()
+	for _, alg := range []core.Algorithm{core.GCRA, core.TokenBucket, core.FixedWindow, core.SlidingWindowCounter} {
+		pol := core.Policy{Name: "back-" + alg.String(), Algorithm: alg, Limits: []core.Limit{core.PerSecond(4), core.PerMinute(30)}}
+		if alg == core.SlidingWindowCounter {
+			pol.Buckets = 2
+		}
+		p := mustPolicy(t, pol)
+		r := newRef(p)
+		t0 := time.Now().Truncate(time.Microsecond)
+		for i, st := range []struct {
+			v    byte
+			at   time.Duration
+			cost int64
+		}{
+			{'A', 0, 3}, {'C', 0, 5}, {'C', -time.Hour, 2}, {'R', -time.Hour, 1}, {'P', -time.Hour, 1},
+			{'C', -time.Hour + time.Second, math.MaxInt64}, {'W', -time.Hour + time.Second, 1}, {'R', -time.Hour + 2*time.Second, math.MaxInt64},
+		} {
+			now := t0.Add(st.at)
+			want := r.verb(st.v, "k", now, st.cost)
+			got, err := storeVerb(ctx, s, st.v, "k", p, now, st.cost)
+			require.NoError(t, err)
+			require.Equal(t, want, got, "%s step %d %c", alg, i, st.v)
+		}
+	}
+}
+
+// TestVerbsServerTimeAndCluster: on a Cluster, with Redis's clock, each
+// verb is one round trip: a peek writes nothing, a reset restores the
+// full quota, a charge past the limit is repaid before anything more is
+// admitted, a refund never exceeds a fresh quota.
+func TestVerbsServerTimeAndCluster(t *testing.T) {
+	node := redistest.StartNode(t)
+	cl := redistest.StartCluster(t)
+	for name, client := range map[string]redis.UniversalClient{"node": node.NewClient(t), "cluster": cl.NewClient(t)} {
+		t.Run(name, func(t *testing.T) {
+			var n counter
+			client.AddHook(&n)
+			s := newStore(t, client)
+			p := mustPolicy(t, core.Policy{Name: "c", Limits: []core.Limit{core.PerMinute(10)}})
+			l := core.MustNewLimiter(s, *p, core.WithTimeout(5*time.Second))
+			for range 2 { // the first round loads the scripts (NOSCRIPT, then EVAL)
+				base := n.n.Load()
+				verbRound(t, l)
+				if n.n.Load()-base == 8 {
+					return
+				}
+			}
+			t.Fatal("more than one round trip per verb")
+		})
+	}
+}
+
+func verbRound(t *testing.T, l *core.Limiter) {
+	ctx := context.Background()
+	{
+		{
+			d, err := l.Charge(ctx, "u", 10)
+			require.NoError(t, err)
+			assert.False(t, d.Allowed)
+			d, err = l.Peek(ctx, "u")
+			require.NoError(t, err)
+			assert.False(t, d.Allowed, "an exhausted key peeks denied")
+			d2, err := l.Peek(ctx, "u")
+			require.NoError(t, err)
+			assert.InDelta(t, d.RetryAfter, d2.RetryAfter, float64(50*time.Millisecond), "a peek consumed nothing")
+			require.NoError(t, l.Reset(ctx, "u"))
+			d, err = l.PeekN(ctx, "u", 10)
+			require.NoError(t, err)
+			assert.True(t, d.Allowed, "a reset key has its full quota")
+			d, err = l.Charge(ctx, "u", 12) // 2 past the limit
+			require.NoError(t, err)
+			assert.False(t, d.Allowed)
+			assert.Greater(t, d.RetryAfter, 17*time.Second, "the 2 owed are repaid (6 s each) before one more")
+			d, err = l.Refund(ctx, "u", 1<<40)
+			require.NoError(t, err)
+			assert.True(t, d.Allowed)
+			assert.Equal(t, int64(10), d.Remaining, "never above a fresh quota")
+			require.NoError(t, l.Reset(ctx, "u"))
+		}
+	}
+}
+
+func TestVerbScriptsBuilt(t *testing.T) {
+	decide, persist, reply := tailParts()
+	require.NotEmpty(t, decide)
+	require.True(t, strings.HasPrefix(persist, "\nfor i = 1, nl do"))
+	require.NotEmpty(t, reply)
+	s, _, _ := nodeStore(t)
+	p := mustPolicy(t, core.Policy{Name: "log", Algorithm: core.SlidingWindowLog, Limits: []core.Limit{core.PerSecond(3)}})
+	_, err := s.Charge(context.Background(), "k", p, time.Now(), 1)
+	require.ErrorIs(t, err, core.ErrUnsupported)
+	require.NoError(t, s.Reset(context.Background(), "k", p))
+}
