@@ -273,14 +273,37 @@ func (l *Limiter) WaitN(ctx context.Context, key string, cost int64) error {
 		if d.RetryAfter == Never {
 			return ErrNeverAdmitted
 		}
-		wait := d.RetryAfter + jitter(d.RetryAfter)
 		if dl, ok := ctx.Deadline(); ok && time.Until(dl) < d.RetryAfter {
 			return ErrWaitExceedsDeadline
 		}
+		wait := d.RetryAfter
+		if h := l.horizon(); rs != nil && h > 0 && wait > h {
+			// the queue of reservations is full: come back when this
+			// request's turn is within it, and reserve then
+			wait -= h
+		}
+		wait += jitter(wait)
 		if err := sleep(ctx, wait); err != nil {
 			return err
 		}
 	}
+}
+
+// horizon is how far ahead a ReserveStore reserves (one full quota's
+// refill time of the policy's tightest limit, see Compiled.ReserveTo);
+// 0 for algorithms that do not reserve.
+func (l *Limiter) horizon() time.Duration {
+	if l.policy.Algorithm != GCRA && l.policy.Algorithm != TokenBucket {
+		return 0
+	}
+	var h time.Duration
+	for i, k := range l.policy.Limits {
+		t := time.Duration(effective(k.capacity(), l.policy.SoftPercent)*EmissionInterval(k)) * time.Microsecond
+		if i == 0 || t < h {
+			h = t
+		}
+	}
+	return h
 }
 
 // reserve is one Reserve call, with the wait it may reserve bounded by

@@ -5,6 +5,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -206,4 +207,69 @@ func TestVerbScriptsBuilt(t *testing.T) {
 	_, err := s.Charge(context.Background(), "k", p, time.Now(), 1)
 	require.ErrorIs(t, err, core.ErrUnsupported)
 	require.NoError(t, s.Reset(context.Background(), "k", p))
+}
+
+// scriptCalls counts script calls (EVALSHA and EVAL; not connection set-up).
+type scriptCalls struct{ counter }
+
+func (c *scriptCalls) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if n := cmd.Name(); n == "evalsha" || n == "eval" {
+			c.n.Add(1)
+		}
+		return next(ctx, cmd)
+	}
+}
+
+// ProcessPipelineHook counts nothing: go-redis sets connections up in a
+// pipeline.
+func (c *scriptCalls) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+// TestWaitSharesRedis: 10 stores (processes) with 2 waiters each share
+// 20 per second through one Redis node: the rate holds, and each
+// admission costs at most 1.5 script calls.
+func TestWaitSharesRedis(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs 1.5 s of real time")
+	}
+	srv := redistest.StartNode(t)
+	var calls scriptCalls
+	p := core.Policy{Name: "w", Limits: []core.Limit{core.PerSecond(20)}}
+	ctx := context.Background()
+	var stop atomic.Bool
+	var admitted atomicInt
+	done := make(chan struct{})
+	const procs, waiters = 10, 2
+	var ls []*core.Limiter
+	for range procs {
+		c := srv.NewClient(t)
+		c.AddHook(&calls)
+		ls = append(ls, core.MustNewLimiter(newStore(t, c), p, core.WithTimeout(time.Second)))
+	}
+	require.NoError(t, ls[0].Wait(ctx, "warm-up")) // loads the script once
+	calls.n.Store(0)
+	start := time.Now()
+	time.AfterFunc(1500*time.Millisecond, func() { stop.Store(true) })
+	for _, l := range ls {
+		for range waiters {
+			go func() {
+				defer func() { done <- struct{}{} }()
+				for !stop.Load() {
+					require.NoError(t, l.Wait(ctx, "api"))
+					admitted.Add(1)
+				}
+			}()
+		}
+	}
+	for range procs * waiters {
+		<-done
+	}
+	elapsed := time.Since(start)
+	n := admitted.Load()
+	t.Logf("%d admitted in %v with %d calls (%.2f per admission)", n, elapsed, calls.n.Load(), float64(calls.n.Load())/float64(n))
+	require.LessOrEqual(t, n, int64(20+20*elapsed.Seconds()+1), "the rate holds")
+	require.GreaterOrEqual(t, n, int64(20+20*1.2), "waiters are admitted at the rate")
+	require.LessOrEqual(t, float64(calls.n.Load()), 1.5*float64(n), "store calls per admission")
 }
