@@ -38,6 +38,7 @@ type config struct {
 	sync        time.Duration
 	maxLease    int64
 	maxKeys     int
+	denyTTL     time.Duration
 	threshold   int
 	coolDown    time.Duration
 	probe       time.Duration
