@@ -75,6 +75,9 @@ func TestVerbStepsGCRA(t *testing.T) {
 		{'C', 750 * ms, huge, false, 0, 1250 * time.Millisecond, 2 * time.Second}, // debt capped at one quota
 		{'A', 1999 * ms, 1, false, 0, time.Millisecond, -1},
 		{'A', 2000 * ms, 1, true, 0, 0, time.Second},
+		// a reservation within one full refill: admitted for later
+		{'W', 2000 * ms, 4, true, 0, time.Second, 2 * time.Second},
+		{'W', 2000 * ms, 1, false, 0, 1250 * time.Millisecond, -1}, // beyond it: denied, nothing reserved
 		// a clock stepped back an hour: the debt still ends within the bound
 		{'C', -3600_000 * ms, huge, false, 0, 1250 * time.Millisecond, 2 * time.Second},
 	})
@@ -94,6 +97,9 @@ func TestVerbStepsTokenBucket(t *testing.T) {
 		{'C', 750 * ms, huge, false, 0, 1250 * time.Millisecond, 2 * time.Second},
 		{'A', 1999 * ms, 1, false, 0, time.Millisecond, -1},
 		{'A', 2000 * ms, 1, true, 0, 0, time.Second},
+		// a reservation within one full refill: admitted for later
+		{'W', 2000 * ms, 4, true, 0, time.Second, 2 * time.Second},
+		{'W', 2000 * ms, 1, false, 0, 1250 * time.Millisecond, -1}, // beyond it: denied, nothing reserved
 		{'C', -3600_000 * ms, huge, false, 0, 1250 * time.Millisecond, 2 * time.Second},
 	})
 }
@@ -112,6 +118,10 @@ func TestVerbStepsFixedWindow(t *testing.T) {
 		{'R', 1000 * ms, huge, true, 4, 0, time.Second}, // the ended window's 4 stay spent
 		{'C', 1000 * ms, huge, false, 0, time.Second, time.Second},
 		{'A', 2000 * ms, 1, true, 3, 0, time.Second},
+		// a caller that read the clock before the window rolled over acts
+		// on the window in force, the next one
+		{'C', 1999 * ms, 2, true, 1, 0, 1001 * time.Millisecond},
+		{'R', 1999 * ms, 1, true, 2, 0, 1001 * time.Millisecond},
 		{'C', -3600_000 * ms, huge, false, 0, time.Second, time.Second},
 	})
 }

@@ -48,6 +48,9 @@ func newWaitFixture(t *testing.T, p core.Policy, advance bool) *waitFixture {
 	f.l = core.MustNewLimiter(f.st, p, core.WithClock(f.clk))
 	t.Cleanup(core.SetSleep(func(_ context.Context, d time.Duration) error {
 		f.slept = append(f.slept, d)
+		if len(f.slept) > 100 {
+			return errors.New("waitFixture: more than 100 sleeps")
+		}
 		if f.sleepE != nil {
 			return f.sleepE
 		}

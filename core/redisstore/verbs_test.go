@@ -47,7 +47,7 @@ func (r *ref) verb(v byte, key string, now time.Time, cost int64) core.Decision 
 	return d
 }
 
-const verbMaxWait = 700 * time.Millisecond
+const verbMaxWait = 5 * time.Second
 
 func storeVerb(ctx context.Context, s *Store, v byte, key string, p *core.Policy, now time.Time, cost int64) (core.Decision, error) {
 	switch v {
