@@ -112,14 +112,20 @@ func (l *Limiter) PeekN(ctx context.Context, key string, cost int64) (Decision, 
 	d, err := l.call(ctx, func(ctx context.Context) (Decision, error) {
 		return vs.Peek(ctx, key, l.policy, now, cost)
 	})
-	if l.observer != nil {
-		e := Event{Kind: EventPeek, Policy: l.policy.Name, Outcome: OutcomeOf(d), Decision: d, Err: err}
-		if !start.IsZero() {
-			e.Latency = time.Since(start)
-		}
-		l.observer.Observe(e)
-	}
+	l.observe(EventPeek, d, err, start)
 	return d, err
+}
+
+// observe sends a verb's event to the observer, if any.
+func (l *Limiter) observe(kind EventKind, d Decision, err error, start time.Time) {
+	if l.observer == nil {
+		return
+	}
+	e := Event{Kind: kind, Policy: l.policy.Name, Outcome: OutcomeOf(d), Decision: d, Err: err}
+	if !start.IsZero() {
+		e.Latency = time.Since(start)
+	}
+	l.observer.Observe(e)
 }
 
 // Reset forgets key's state under the Limiter's policy on every limit, as
@@ -321,12 +327,6 @@ func (l *Limiter) reserve(ctx context.Context, rs ReserveStore, key string, cost
 	d, err := l.call(ctx, func(ctx context.Context) (Decision, error) {
 		return rs.Reserve(ctx, key, l.policy, now, cost, maxWait)
 	})
-	if l.observer != nil {
-		e := Event{Kind: EventDecision, Policy: l.policy.Name, Outcome: OutcomeOf(d), Decision: d, Err: err}
-		if !start.IsZero() {
-			e.Latency = time.Since(start)
-		}
-		l.observer.Observe(e)
-	}
+	l.observe(EventDecision, d, err, start)
 	return d, err
 }

@@ -46,34 +46,18 @@ import (
 
 // luaVerbReport is core's ReportTo: each limit evaluated at a cost of 0
 // (remaining, reset) and 1 (allowed, retry), the binding one chosen as
-// core's binds does.
+// core's binds does (luaBind).
 const luaVerbReport = `
 local function report()
-  local bind, bok, brem, breset, bretry
+  local bind, bok, brem, breset, bretry, bsoft
+  local allok = true
   for i = 1, nl do
     cost = 0
     local _, rem, reset = step(i, st[i], EVAL)
     cost = 1
     local ok, _, _, retry = step(i, st[i], EVAL)
-    local take = bind == nil
-    if not take then
-      if ok ~= bok then
-        take = not ok
-      elseif not ok then
-        if bretry == -1 then
-          take = false
-        else
-          take = retry == -1 or retry > bretry
-        end
-      else
-        local ra, rb = math.max(0, rem - arg(i, SOFT)), math.max(0, brem - arg(bind, SOFT))
-        take = ra < rb or (ra == rb and reset > breset)
-      end
-    end
-    if take then
-      bind, bok, brem, breset, bretry = i, ok, rem, reset, retry
-    end
-  end
+    local soft = arg(i, SOFT)
+` + luaBind + `  end
   return bind, bok, brem, breset, bretry
 end
 
