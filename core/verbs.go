@@ -14,10 +14,14 @@ import (
 // implement it; a [Limiter] on a store that does not returns
 // [ErrUnsupported] from Peek, Reset, Charge and Refund.
 //
+// Credit is the store side of [Limiter.Refund] (named apart from
+// [Refunder]'s Refund, which a CapacityLimit uses and reports no
+// decision).
+//
 // Peek returns the Decision Take would return for cost at now, consuming
 // nothing and writing nothing (see [Compiled.PeekTo]). Reset forgets the
 // key's state under p on every limit, as if never seen. Charge consumes
-// cost even beyond the limit and Refund returns up to cost, each
+// cost even beyond the limit and Credit returns up to cost, each
 // returning the key's state afterwards (see [Compiled.ChargeTo],
 // [Compiled.RefundTo] and the per-algorithm bounds in their docs). cost
 // is >= 0. A store with its own clock ignores now, as for Take.
@@ -27,7 +31,7 @@ type VerbStore interface {
 	Peek(ctx context.Context, key string, p *Policy, now time.Time, cost int64) (Decision, error)
 	Reset(ctx context.Context, key string, p *Policy) error
 	Charge(ctx context.Context, key string, p *Policy, now time.Time, cost int64) (Decision, error)
-	Refund(ctx context.Context, key string, p *Policy, now time.Time, cost int64) (Decision, error)
+	Credit(ctx context.Context, key string, p *Policy, now time.Time, cost int64) (Decision, error)
 }
 
 // For store implementers: ReserveStore is a [Store] that can reserve a
@@ -190,7 +194,7 @@ func (l *Limiter) Refund(ctx context.Context, key string, cost int64) (Decision,
 	}
 	now := l.clock.Now()
 	return l.call(ctx, func(ctx context.Context) (Decision, error) {
-		return vs.Refund(ctx, key, l.policy, now, cost)
+		return vs.Credit(ctx, key, l.policy, now, cost)
 	})
 }
 
@@ -269,7 +273,7 @@ func (l *Limiter) WaitN(ctx context.Context, key string, cost int64) error {
 			if err := sleep(ctx, d.RetryAfter); err != nil {
 				if vs, ok := l.store.(VerbStore); ok {
 					rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.timeout)
-					_, _ = vs.Refund(rctx, key, l.policy, l.clock.Now(), cost)
+					_, _ = vs.Credit(rctx, key, l.policy, l.clock.Now(), cost)
 					cancel()
 				}
 				return err

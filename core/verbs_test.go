@@ -199,7 +199,7 @@ func (f failingVerbs) Reset(context.Context, string, *core.Policy) error { retur
 func (f failingVerbs) Charge(context.Context, string, *core.Policy, time.Time, int64) (core.Decision, error) {
 	return core.Decision{}, f.err
 }
-func (f failingVerbs) Refund(context.Context, string, *core.Policy, time.Time, int64) (core.Decision, error) {
+func (f failingVerbs) Credit(context.Context, string, *core.Policy, time.Time, int64) (core.Decision, error) {
 	return core.Decision{}, f.err
 }
 

@@ -118,16 +118,17 @@ func (s *Store) Charge(ctx context.Context, key string, p *core.Policy, now time
 	return d, nil
 }
 
-// Refund refunds key at the remote store (see core.VerbStore) and drops
+// Credit refunds key at the remote store (core.VerbStore's Credit, the
+// store side of core.Limiter.Refund) and drops
 // this server's cached denial for it, which the refund may have made too
 // long. Errors as Take's remote ones.
-func (s *Store) Refund(ctx context.Context, key string, p *core.Policy, now time.Time, cost int64) (core.Decision, error) {
+func (s *Store) Credit(ctx context.Context, key string, p *core.Policy, now time.Time, cost int64) (core.Decision, error) {
 	vs, _, err := s.remoteVerbs("Refund", p)
 	if err != nil {
 		return core.Decision{}, err
 	}
 	s.forget(key, p, false)
-	d, err := vs.Refund(ctx, key, p, now, cost)
+	d, err := vs.Credit(ctx, key, p, now, cost)
 	if err != nil {
 		return core.Decision{}, fmt.Errorf("fleet: %w", err)
 	}

@@ -35,10 +35,11 @@ func (s *Store) Charge(_ context.Context, key string, p *core.Policy, now time.T
 	return s.verb(key, p, now, cost, 0, verbCharge)
 }
 
-// Refund returns up to cost units (core.Compiled.RefundTo), atomically
+// Credit returns up to cost units (core.Compiled.RefundTo: the store
+// side of core.Limiter.Refund), atomically
 // under the key's shard lock. A key the store does not hold is full: a
 // refund stores nothing for it. Errors as Take.
-func (s *Store) Refund(_ context.Context, key string, p *core.Policy, now time.Time, cost int64) (core.Decision, error) {
+func (s *Store) Credit(_ context.Context, key string, p *core.Policy, now time.Time, cost int64) (core.Decision, error) {
 	return s.verb(key, p, now, cost, 0, verbRefund)
 }
 

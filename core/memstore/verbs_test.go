@@ -48,7 +48,7 @@ func applyStore(t *testing.T, s *Store, key string, p *core.Policy, v byte, now 
 	case 'C':
 		d, err = s.Charge(ctx, key, p, now, cost)
 	case 'R':
-		d, err = s.Refund(ctx, key, p, now, cost)
+		d, err = s.Credit(ctx, key, p, now, cost)
 	case 'W':
 		d, err = s.Reserve(ctx, key, p, now, cost, 2*time.Second)
 	case 'X':
@@ -105,7 +105,7 @@ func TestVerbsDoNotAllocate(t *testing.T) {
 		n := testing.AllocsPerRun(100, func() {
 			_, _ = s.Peek(ctx, "k", p, now, 1)
 			_, _ = s.Charge(ctx, "k", p, now, 2)
-			_, _ = s.Refund(ctx, "k", p, now, 1)
+			_, _ = s.Credit(ctx, "k", p, now, 1)
 			_, _ = s.Reserve(ctx, "k", p, now, 1, time.Second)
 		})
 		require.Zero(t, n, "%s", alg)
@@ -139,7 +139,7 @@ func TestVerbsConcurrentExact(t *testing.T) {
 					_, _ = s.Take(ctx, k, p, now, 1)
 					_, _ = s.Charge(ctx, k, p, now, 3)
 					if alg != core.SlidingWindowLog {
-						_, _ = s.Refund(ctx, k, p, now, 2) // after this goroutine's own charge: never below 0
+						_, _ = s.Credit(ctx, k, p, now, 2) // after this goroutine's own charge: never below 0
 					}
 				}
 			}()

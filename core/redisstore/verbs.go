@@ -27,9 +27,9 @@ func (s *Store) Charge(ctx context.Context, key string, p *core.Policy, now time
 	return s.verb(ctx, "Charge", key, p, now, cost, -1)
 }
 
-// Refund returns up to cost units (core.Compiled.RefundTo), in one script
-// call. Errors as Peek.
-func (s *Store) Refund(ctx context.Context, key string, p *core.Policy, now time.Time, cost int64) (core.Decision, error) {
+// Credit returns up to cost units (core.Compiled.RefundTo: the store side
+// of core.Limiter.Refund), in one script call. Errors as Peek.
+func (s *Store) Credit(ctx context.Context, key string, p *core.Policy, now time.Time, cost int64) (core.Decision, error) {
 	return s.verb(ctx, "Refund", key, p, now, cost, -1)
 }
 

@@ -58,7 +58,7 @@ func storeVerb(ctx context.Context, s *Store, v byte, key string, p *core.Policy
 	case 'C':
 		return s.Charge(ctx, key, p, now, cost)
 	case 'R':
-		return s.Refund(ctx, key, p, now, cost)
+		return s.Credit(ctx, key, p, now, cost)
 	case 'W':
 		return s.Reserve(ctx, key, p, now, cost, verbMaxWait)
 	}
