@@ -93,7 +93,7 @@ func (s *Store) Reset(ctx context.Context, key string, p *core.Policy) error {
 	if err != nil {
 		return err
 	}
-	s.forget(key, p, true)
+	s.forgetKey(key, p, true)
 	if pi.local != nil {
 		_ = s.local.Reset(ctx, key, pi.local)
 	}
@@ -110,7 +110,7 @@ func (s *Store) Charge(ctx context.Context, key string, p *core.Policy, now time
 	if err != nil {
 		return core.Decision{}, err
 	}
-	s.forget(key, p, false)
+	s.forgetKey(key, p, false)
 	d, err := vs.Charge(ctx, key, p, now, cost)
 	if err != nil {
 		return core.Decision{}, fmt.Errorf("fleet: %w", err)
@@ -127,7 +127,7 @@ func (s *Store) Credit(ctx context.Context, key string, p *core.Policy, now time
 	if err != nil {
 		return core.Decision{}, err
 	}
-	s.forget(key, p, false)
+	s.forgetKey(key, p, false)
 	d, err := vs.Credit(ctx, key, p, now, cost)
 	if err != nil {
 		return core.Decision{}, fmt.Errorf("fleet: %w", err)
@@ -153,9 +153,9 @@ func (s *Store) Reserve(ctx context.Context, key string, p *core.Policy, now tim
 	return d, nil
 }
 
-// forget drops the key's cached denial and, with all, its lease and
+// forgetKey drops the key's cached denial and, with all, its lease and
 // pending denied counts.
-func (s *Store) forget(key string, p *core.Policy, all bool) {
+func (s *Store) forgetKey(key string, p *core.Policy, all bool) {
 	if len(key) > MaxKeyLen {
 		return
 	}
