@@ -10,6 +10,7 @@ import (
 
 	"github.com/limitkit/limitkit/core"
 	"github.com/limitkit/limitkit/core/memstore"
+	"github.com/limitkit/limitkit/internal/redistest"
 )
 
 // sharedMem is an embedded store posing as a remote one: what four tiers
@@ -105,4 +106,38 @@ func TestVerbsRemoteWithoutVerbs(t *testing.T) {
 	_, err := tier.Peek(context.Background(), "k", p, t0, 1)
 	require.ErrorIs(t, err, core.ErrUnsupported)
 	require.ErrorIs(t, tier.Reset(context.Background(), "k", p), core.ErrUnsupported)
+}
+
+// TestResetFleetOverRedis: four tiers, each with its own client to one
+// Redis node (client time, a manual clock), write-back mode with leases:
+// a key exhausted everywhere and reset through one tier is admitted on
+// every tier within the deny cache's bound, and the tier that reset does
+// not spend a lease charged before the reset.
+func TestResetFleetOverRedis(t *testing.T) {
+	srv := redistest.StartNode(t)
+	clk := core.NewManualClock(time.Now())
+	p := core.Policy{Name: "fleet-reset", Limits: []core.Limit{core.PerMinute(40)}}
+	var ls []*core.Limiter
+	for range 4 {
+		tier := newTier(t, redisStore(t, srv.NewClient(t)), WithSync(time.Minute), withoutSyncLoop(), WithDenyCacheTTL(300*time.Millisecond))
+		ls = append(ls, core.MustNewLimiter(tier, p, core.WithClock(clk), core.WithTimeout(5*time.Second)))
+	}
+	ctx := context.Background()
+	admitted := 0
+	for i := 0; i < 80; i++ {
+		if d, err := ls[i%4].Allow(ctx, "u"); err == nil && d.Allowed {
+			admitted++
+		}
+	}
+	require.LessOrEqual(t, admitted, 40)
+	require.NoError(t, ls[0].Reset(ctx, "u"))
+	d, err := ls[0].Peek(ctx, "u")
+	require.NoError(t, err)
+	require.True(t, d.Allowed)
+	clk.Advance(300 * time.Millisecond)
+	for i, l := range ls {
+		d, err := l.Allow(ctx, "u")
+		require.NoError(t, err)
+		require.True(t, d.Allowed, "tier %d admits within the deny cache's bound after the reset", i)
+	}
 }
