@@ -15,14 +15,15 @@ var (
 )
 
 // Peek returns the decision Take would return, in one script call that
-// writes nothing (see verbs_scripts.go). Errors as Take; the sliding
-// window log's Peek returns core.ErrUnsupported (wrapped).
+// writes nothing (see verbs_scripts.go; the sliding window log's reads
+// the rings and decides in Go, see verbs_log.go). Errors as Take.
 func (s *Store) Peek(ctx context.Context, key string, p *core.Policy, now time.Time, cost int64) (core.Decision, error) {
 	return s.verb(ctx, "Peek", key, p, now, cost, -1)
 }
 
 // Charge consumes cost even beyond the limit (core.Compiled.ChargeTo), in
-// one script call. Errors as Peek.
+// one script call. Errors as Peek; the sliding window log's Charge and
+// Credit return core.ErrUnsupported (wrapped).
 func (s *Store) Charge(ctx context.Context, key string, p *core.Policy, now time.Time, cost int64) (core.Decision, error) {
 	return s.verb(ctx, "Charge", key, p, now, cost, -1)
 }
@@ -81,6 +82,9 @@ func (s *Store) verb(ctx context.Context, verb, key string, p *core.Policy, now 
 	c, err := s.policy(p)
 	if err != nil {
 		return core.Decision{}, err
+	}
+	if verb == "Peek" && p.Algorithm == core.SlidingWindowLog {
+		return s.peekLog(ctx, c, key, now, cost)
 	}
 	vs := verbs[p.Algorithm]
 	sc := map[string]*script{"Peek": vs.peek, "Charge": vs.charge, "Refund": vs.refund, "Reserve": vs.reserve}[verb]

@@ -40,9 +40,10 @@ import (
 // (Reserve's reservation: {1, the limit that waits longest, 0,
 // resetAfter, wait, 0, 1}).
 //
-// The sliding window log's verbs other than Reset are not ported (its
-// script keeps a ring under GETRANGE/SETRANGE): the store returns
-// core.ErrUnsupported for them.
+// The sliding window log's Charge and Credit are not ported (its script
+// keeps a ring under GETRANGE/SETRANGE): the store returns
+// core.ErrUnsupported for them, and Reserve is Take. Its Peek reads the
+// rings in one read-only script call and decides in Go (verbs_log.go).
 
 // luaVerbReport is core's ReportTo: each limit evaluated at a cost of 0
 // (remaining, reset) and 1 (allowed, retry), the binding one chosen as
