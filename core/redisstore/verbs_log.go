@@ -85,6 +85,7 @@ func decodeRing(st []int64, raw string) {
 	if h < 0 || h >= int64(c) {
 		return
 	}
+	st[0] = h
 	for j := 0; j < (n-8)/8; j++ {
 		st[1+j] = int64(binary.LittleEndian.Uint64([]byte(raw[8+8*j : 16+8*j])))
 	}
