@@ -60,14 +60,7 @@ func (c *Compiled) PeekTo(d *Decision, state, scratch []int64, now, cost int64) 
 // algorithm as the package's verbs doc states), and writes into *d the
 // key's state afterwards (see [Compiled.ReportTo]). cost < 0 is 0.
 func (c *Compiled) ChargeTo(d *Decision, state []int64, now, cost int64) {
-	now = min(max(now, 0), MaxNow)
-	if cost > 0 {
-		for i := range c.limits {
-			k := &c.limits[i]
-			c.charge(k, state[k.off:k.off+k.sz], now, min(cost, verbCap(k)))
-		}
-	}
-	c.ReportTo(d, state, now)
+	c.apply(d, state, now, cost, true)
 }
 
 // For store implementers: RefundTo returns up to cost units at now to
@@ -76,11 +69,21 @@ func (c *Compiled) ChargeTo(d *Decision, state []int64, now, cost int64) {
 // writes into *d the key's state afterwards (see [Compiled.ReportTo]).
 // cost < 0 is 0.
 func (c *Compiled) RefundTo(d *Decision, state []int64, now, cost int64) {
+	c.apply(d, state, now, cost, false)
+}
+
+// apply charges (or refunds) cost in every limit, then reports.
+func (c *Compiled) apply(d *Decision, state []int64, now, cost int64, charge bool) {
 	now = min(max(now, 0), MaxNow)
 	if cost > 0 {
 		for i := range c.limits {
 			k := &c.limits[i]
-			c.refund(k, state[k.off:k.off+k.sz], now, min(cost, verbCap(k)))
+			st, n := state[k.off:k.off+k.sz], min(cost, verbCap(k))
+			if charge {
+				c.charge(k, st, now, n)
+			} else {
+				c.refund(k, st, now, n)
+			}
 		}
 	}
 	c.ReportTo(d, state, now)
