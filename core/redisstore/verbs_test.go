@@ -5,6 +5,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -273,4 +274,56 @@ func TestWaitSharesRedis(t *testing.T) {
 	require.LessOrEqual(t, n, int64(20+20*elapsed.Seconds()+1), "the rate holds")
 	require.GreaterOrEqual(t, n, int64(20+20*1.2), "waiters are admitted at the rate")
 	require.LessOrEqual(t, float64(calls.n.Load()), 1.5*float64(n), "store calls per admission")
+}
+
+// TestVerbsConcurrentExactRedis mixes Take, Charge and Credit from 4
+// store instances (each its own client) × 8 goroutines on a few keys at
+// one instant, with a quota no cap binds, so every order leaves the same
+// state: each key's final state must be the sequential model's.
+func TestVerbsConcurrentExactRedis(t *testing.T) {
+	srv := redistest.StartNode(t)
+	ctx := context.Background()
+	now := time.Now().Truncate(time.Microsecond)
+	for _, alg := range []core.Algorithm{core.GCRA, core.TokenBucket, core.FixedWindow, core.SlidingWindowCounter} {
+		pol := core.Policy{Name: "x-" + alg.String(), Algorithm: alg, Limits: []core.Limit{core.Per(1_000_000, time.Hour), core.Per(2_000_000, 2*time.Hour)}}
+		p := mustPolicy(t, pol)
+		var stores []*Store
+		for range 4 {
+			stores = append(stores, newStore(t, srv.NewClient(t), WithClientTime()))
+		}
+		keys := []string{"a", "b", "c"}
+		const G, N = 8, 40
+		var wg sync.WaitGroup
+		rounds := make([]atomic.Int64, len(keys))
+		for si, s := range stores {
+			for g := range G {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for i := range N {
+						k := (si + g + i) % len(keys)
+						_, err1 := s.Take(ctx, keys[k], p, now, 1)
+						_, err2 := s.Charge(ctx, keys[k], p, now, 3)
+						_, err3 := s.Credit(ctx, keys[k], p, now, 2) // after this goroutine's own charge
+						if err1 == nil && err2 == nil && err3 == nil {
+							rounds[k].Add(1)
+						}
+					}
+				}()
+			}
+		}
+		wg.Wait()
+		for k, key := range keys {
+			r := newRef(p)
+			for range rounds[k].Load() {
+				r.verb('A', key, now, 1)
+				r.verb('C', key, now, 3)
+				r.verb('R', key, now, 2)
+			}
+			want := r.verb('P', key, now, 1)
+			got, err := stores[0].Peek(ctx, key, p, now, 1)
+			require.NoError(t, err)
+			require.Equal(t, want, got, "%s key %s after %d rounds", alg, key, rounds[k].Load())
+		}
+	}
 }
