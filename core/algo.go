@@ -407,21 +407,7 @@ func gcra(k *plan, st []int64, now, cost int64, mode int) lres {
 // must not move the refill back).
 func tokenBucket(k *plan, st []int64, now, cost int64, mode int) lres {
 	t, capa := k.t, k.capa
-	tokens, last := st[0], st[1]
-	if last == 0 {
-		tokens, last = capa, now
-	} else if last-now > (tokens+k.debtMax)*t+k.tau {
-		l := now + max(tokens, 0)*t
-		st[1], last = l, l
-	} else if now > last {
-		n := (now - last) / t
-		if tokens+n >= capa {
-			tokens, last = capa, now
-		} else {
-			tokens += n
-			last += n * t
-		}
-	}
+	tokens, last := tbRefill(k, st, now)
 	if cost <= tokens+k.debt {
 		tokens -= cost
 		if mode != evalOnly && cost > 0 {
@@ -438,6 +424,29 @@ func tokenBucket(k *plan, st []int64, now, cost int64, mode int) lres {
 		r.resetAfter = max(0, last+capa*t-now)
 	}
 	return r
+}
+
+// tbRefill is the token bucket's (tokens, last) at now before a request:
+// a fresh key full, whole tokens added since last, a refill instant that
+// only a clock step can leave moved back (written to st; see tokenBucket).
+func tbRefill(k *plan, st []int64, now int64) (tokens, last int64) {
+	t, capa := k.t, k.capa
+	tokens, last = st[0], st[1]
+	if last == 0 {
+		tokens, last = capa, now
+	} else if last-now > (tokens+k.debtMax)*t+k.tau {
+		l := now + max(tokens, 0)*t
+		st[1], last = l, l
+	} else if now > last {
+		n := (now - last) / t
+		if tokens+n >= capa {
+			tokens, last = capa, now
+		} else {
+			tokens += n
+			last += n * t
+		}
+	}
+	return tokens, last
 }
 
 const (

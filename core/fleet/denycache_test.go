@@ -162,7 +162,7 @@ func TestDeferredDenialCountsInExactMode(t *testing.T) {
 	}
 	calls := f.calls.Load()
 	for i := 0; i < 50; i++ {
-		d, err := tier.Take(ctx, "k", p, t0.Add(time.Second), 1)
+		d, err := tier.Take(ctx, "k", p, t0.Add(500*time.Millisecond), 1)
 		require.NoError(t, err)
 		require.False(t, d.Allowed)
 	}

@@ -39,6 +39,7 @@ type config struct {
 	sync        time.Duration
 	maxLease    int64
 	maxKeys     int
+	denyTTL     time.Duration
 	threshold   int
 	coolDown    time.Duration
 	probe       time.Duration

@@ -1,0 +1,92 @@
+package redisstore
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/limitkit/limitkit/core"
+	"github.com/redis/go-redis/v9"
+)
+
+// luaLogRead is the sliding window log's Peek: one read-only script call
+// that returns the server's TIME and every limit's ring as stored (see
+// luaSlidingLog); Go decodes the rings into core's state and decides with
+// core.Compiled.PeekTo, so the peek is core's model itself. Bounded work:
+// one GET per limit (a ring is at most 8 × (capacity + 1) bytes).
+var luaLogRead = redis.NewScript(`
+local t = redis.call('TIME')
+local r = {t[1], t[2]}
+for i = 1, #KEYS do r[#r + 1] = redis.call('GET', KEYS[i]) or '' end
+return r
+`)
+
+// peekLog is Peek for a sliding window log policy.
+func (s *Store) peekLog(ctx context.Context, c *compiled, key string, now time.Time, cost int64) (core.Decision, error) {
+	p := c.p
+	cp, err := p.Compile()
+	if err != nil {
+		return core.Decision{}, err
+	}
+	keys := s.keys(c, key)
+	v, err := luaLogRead.Run(ctx, s.client, keys).Slice()
+	if err != nil {
+		return core.Decision{}, fmt.Errorf("redisstore: policy %q: Peek: %w", p.Name, err)
+	}
+	if len(v) != 2+len(keys) {
+		return core.Decision{}, fmt.Errorf("redisstore: policy %q: Peek: unexpected reply of %d elements", p.Name, len(v))
+	}
+	us := now.UnixMicro()
+	if !s.clientTime {
+		sec, err1 := strconv.ParseInt(fmt.Sprint(v[0]), 10, 64)
+		usec, err2 := strconv.ParseInt(fmt.Sprint(v[1]), 10, 64)
+		if err1 != nil || err2 != nil {
+			return core.Decision{}, fmt.Errorf("redisstore: policy %q: Peek: bad TIME %v %v", p.Name, v[0], v[1])
+		}
+		us = sec*1_000_000 + usec
+	}
+	st := make([]int64, cp.StateWords())
+	off := 0
+	for i := range keys {
+		ring := ringWords(p, i)
+		raw, _ := v[2+i].(string)
+		decodeRing(st[off:off+ring], raw)
+		off += ring
+	}
+	var d core.Decision
+	cp.PeekTo(&d, st, make([]int64, len(st)), us, cost)
+	return d, nil
+}
+
+// ringWords is limit i's state words under the sliding log: the head and
+// one slot per unit of the ring's capacity (the elastic ceiling, else the
+// effective capacity), as core lays them out.
+func ringWords(p *core.Policy, i int) int {
+	l := p.Limits[i]
+	ce := effective(capacity(l), p.SoftPercent)
+	if p.Elastic != nil {
+		ce = capacity(l) * int64(p.Elastic.CeilingPercent) / 100
+	}
+	return 1 + int(ce)
+}
+
+// decodeRing reads a stored ring (an 8-byte little-endian head, then
+// slots) into st (head, slots); a value of another layout is a fresh
+// ring, as the script reads it.
+func decodeRing(st []int64, raw string) {
+	c := len(st) - 1
+	n := len(raw)
+	if n < 16 || n%8 != 0 || (n-8)/8 > c {
+		return
+	}
+	h := int64(binary.LittleEndian.Uint64([]byte(raw[:8])))
+	if h < 0 || h >= int64(c) {
+		return
+	}
+	st[0] = h
+	for j := 0; j < (n-8)/8; j++ {
+		st[1+j] = int64(binary.LittleEndian.Uint64([]byte(raw[8+8*j : 16+8*j])))
+	}
+}

@@ -1,0 +1,336 @@
+package core
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"time"
+)
+
+// For store implementers: VerbStore is a [Store] that implements the
+// quota verbs beyond Take, each atomic on the key's state and, on a
+// remote store, one round trip. The embedded, Redis and fleet stores
+// implement it; a [Limiter] on a store that does not returns
+// [ErrUnsupported] from Peek, Reset, Charge and Refund.
+//
+// Credit is the store side of [Limiter.Refund] (named apart from
+// [Refunder]'s Refund, which a CapacityLimit uses and reports no
+// decision).
+//
+// Peek returns the Decision Take would return for cost at now, consuming
+// nothing and writing nothing (see [Compiled.PeekTo]). Reset forgets the
+// key's state under p on every limit, as if never seen. Charge consumes
+// cost even beyond the limit and Credit returns up to cost, each
+// returning the key's state afterwards (see [Compiled.ChargeTo],
+// [Compiled.RefundTo] and the per-algorithm bounds in their docs). cost
+// is >= 0. A store with its own clock ignores now, as for Take.
+// Implementations must be safe for concurrent use.
+type VerbStore interface {
+	Store
+	Peek(ctx context.Context, key string, p *Policy, now time.Time, cost int64) (Decision, error)
+	Reset(ctx context.Context, key string, p *Policy) error
+	Charge(ctx context.Context, key string, p *Policy, now time.Time, cost int64) (Decision, error)
+	Credit(ctx context.Context, key string, p *Policy, now time.Time, cost int64) (Decision, error)
+}
+
+// For store implementers: ReserveStore is a [Store] that can reserve a
+// later admission in one atomic step ([Compiled.ReserveTo]): Reserve
+// admits the request now, or for GCRA and the token bucket reserves its
+// turn when it comes within maxWait (Allowed with RetryAfter > 0: the
+// caller proceeds once RetryAfter has passed, without another call), or
+// denies it as Take does. [Limiter.WaitN] uses it so that a waiter costs
+// one store call per admission; without it, WaitN sleeps and retries.
+type ReserveStore interface {
+	Store
+	Reserve(ctx context.Context, key string, p *Policy, now time.Time, cost int64, maxWait time.Duration) (Decision, error)
+}
+
+// ErrUnsupported is returned (wrapped, naming the store) by a Limiter
+// verb its store does not implement (see [VerbStore]).
+var ErrUnsupported = errors.New("limitkit: the store does not implement this verb")
+
+// ErrNeverAdmitted is returned by [Limiter.WaitN] when the cost exceeds a
+// limit's capacity: no wait would admit it.
+var ErrNeverAdmitted = errors.New("limitkit: the cost exceeds the limit's capacity; no wait would admit it")
+
+// ErrWaitExceedsDeadline is returned by [Limiter.WaitN] when the wait
+// before the request would be admitted outlasts the context's deadline
+// (golang.org/x/time/rate's rule: return at once rather than wait in
+// vain).
+var ErrWaitExceedsDeadline = errors.New("limitkit: the wait would exceed the context's deadline")
+
+func (l *Limiter) verbStore(verb string) (VerbStore, error) {
+	if vs, ok := l.store.(VerbStore); ok {
+		return vs, nil
+	}
+	return nil, fmt.Errorf("%w: %s needs a core.VerbStore (memstore, redisstore, fleet); %T is not one", ErrUnsupported, verb, l.store)
+}
+
+// call runs one verb on the store with the Limiter's store deadline (for a
+// store that does I/O) and settles a failure as AllowN does: the policy's
+// fail mode, a *StoreError, logged (a caller's own cancellation is not a
+// store failure).
+func (l *Limiter) call(ctx context.Context, f func(context.Context) (Decision, error)) (Decision, error) {
+	var d Decision
+	var err error
+	if l.local {
+		d, err = f(ctx)
+	} else if err = ctx.Err(); err == nil {
+		cctx, cancel := context.WithTimeout(ctx, l.timeout)
+		d, err = f(cctx)
+		cancel()
+	}
+	if err != nil {
+		return l.settle(ctx, d, err)
+	}
+	d.ElasticRoom = false
+	return d, nil
+}
+
+// Peek is PeekN(ctx, key, 1): would a request be admitted now?
+func (l *Limiter) Peek(ctx context.Context, key string) (Decision, error) {
+	return l.PeekN(ctx, key, 1)
+}
+
+// PeekN returns the Decision a request of cost would get now (Allowed,
+// Remaining, RetryAfter and ResetAfter exactly as AllowN would report
+// them), consuming nothing and writing nothing. An exhausted key is
+// reported denied. The observer sees an [EventPeek], not a decision. A
+// negative cost returns ErrInvalidCost; a store that does not implement
+// [VerbStore], ErrUnsupported; a store failure, the policy's fail-mode
+// decision and a *StoreError, as AllowN.
+func (l *Limiter) PeekN(ctx context.Context, key string, cost int64) (Decision, error) {
+	if cost < 0 {
+		return Decision{Policy: l.policy.Name, RetryAfter: Never}, ErrInvalidCost
+	}
+	vs, err := l.verbStore("Peek")
+	if err != nil {
+		return Decision{Policy: l.policy.Name}, err
+	}
+	now := l.clock.Now()
+	var start time.Time
+	if l.observer != nil && !l.local {
+		start = time.Now()
+	}
+	d, err := l.call(ctx, func(ctx context.Context) (Decision, error) {
+		return vs.Peek(ctx, key, l.policy, now, cost)
+	})
+	l.observe(EventPeek, d, err, start)
+	return d, err
+}
+
+// observe sends a verb's event to the observer, if any.
+func (l *Limiter) observe(kind EventKind, d Decision, err error, start time.Time) {
+	if l.observer == nil {
+		return
+	}
+	e := Event{Kind: kind, Policy: l.policy.Name, Outcome: OutcomeOf(d), Decision: d, Err: err}
+	if !start.IsZero() {
+		e.Latency = time.Since(start)
+	}
+	l.observer.Observe(e)
+}
+
+// Reset forgets key's state under the Limiter's policy on every limit, as
+// if the key had never been seen: its next request gets a full quota
+// (support unblocking a user, a successful login clearing failures).
+// Through the fleet tier every tier honours it within the bound the fleet
+// package states. A store failure returns a *StoreError (logged as
+// AllowN's); a store that does not implement [VerbStore], ErrUnsupported.
+func (l *Limiter) Reset(ctx context.Context, key string) error {
+	vs, err := l.verbStore("Reset")
+	if err != nil {
+		return err
+	}
+	_, err = l.call(ctx, func(ctx context.Context) (Decision, error) {
+		return Decision{}, vs.Reset(ctx, key, l.policy)
+	})
+	return err
+}
+
+// Charge consumes cost from key's quota even beyond the limit, for work
+// that already happened (tokens of a response known once it is done). A
+// key charged past its limit owes the excess: it is denied until the debt
+// is repaid at the normal refill rate. The debt is bounded per algorithm
+// (see [Compiled.ChargeTo]: at most one full quota for GCRA and the token
+// bucket, the rest of the window for the fixed window, one window for the
+// sliding ones), so one huge charge never locks a key out for longer. A
+// cost beyond that bound acts as the bound (no overflow).
+//
+// The Decision reports the key after the charge ([Compiled.ReportTo]):
+// Remaining what it would still admit, Allowed whether a request of cost
+// 1 would be admitted now, and if not, RetryAfter the exact wait until it
+// would. The observer sees nothing (a charge is not a decision). A
+// negative cost returns ErrInvalidCost; errors otherwise as PeekN.
+func (l *Limiter) Charge(ctx context.Context, key string, cost int64) (Decision, error) {
+	if cost < 0 {
+		return Decision{Policy: l.policy.Name, RetryAfter: Never}, ErrInvalidCost
+	}
+	vs, err := l.verbStore("Charge")
+	if err != nil {
+		return Decision{Policy: l.policy.Name}, err
+	}
+	now := l.clock.Now()
+	return l.call(ctx, func(ctx context.Context) (Decision, error) {
+		return vs.Charge(ctx, key, l.policy, now, cost)
+	})
+}
+
+// Refund returns up to cost units to key's quota (a request that failed,
+// a reservation that was too large), never leaving it more than a fresh
+// key's quota and never returning units to a window that has already
+// ended; what is returned per algorithm is stated at
+// [Compiled.RefundTo]. A refund also repays a Charge's debt. The Decision
+// reports the key afterwards, as Charge's. A negative cost returns
+// ErrInvalidCost; errors otherwise as PeekN.
+func (l *Limiter) Refund(ctx context.Context, key string, cost int64) (Decision, error) {
+	if cost < 0 {
+		return Decision{Policy: l.policy.Name, RetryAfter: Never}, ErrInvalidCost
+	}
+	vs, err := l.verbStore("Refund")
+	if err != nil {
+		return Decision{Policy: l.policy.Name}, err
+	}
+	now := l.clock.Now()
+	return l.call(ctx, func(ctx context.Context) (Decision, error) {
+		return vs.Credit(ctx, key, l.policy, now, cost)
+	})
+}
+
+// Wait is WaitN(ctx, key, 1).
+func (l *Limiter) Wait(ctx context.Context, key string) error {
+	return l.WaitN(ctx, key, 1)
+}
+
+// sleep waits d or until ctx is done; tests replace it.
+var sleep = func(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// jitter is a small random addition to a wait, so that waiters woken by
+// one window boundary do not all call the store at once.
+func jitter(d time.Duration) time.Duration {
+	j := min(d/16, 5*time.Millisecond)
+	if j <= 0 {
+		return 0
+	}
+	return rand.N(j)
+}
+
+// WaitN blocks until a request of cost is admitted (and consumed) for
+// key, or ctx ends. It returns at once with ErrNeverAdmitted when cost
+// exceeds a limit's capacity, and with ErrWaitExceedsDeadline when the
+// wait would outlast ctx's deadline (golang.org/x/time/rate's rule);
+// ctx's error when it ends while waiting; a *StoreError when the store
+// fails and the fail mode does not admit (a fail-open admission returns
+// nil).
+//
+// Store calls: on a [ReserveStore] (the embedded and Redis stores) a
+// GCRA or token-bucket request that would be admitted within one full
+// quota's refill time is reserved in the one call that finds it must
+// wait: WaitN then sleeps until its turn and returns, one store call per
+// admission, and waiters in several processes queue in the order they
+// asked. Otherwise (window algorithms, longer queues) WaitN sleeps until
+// the denial's exact RetryAfter plus a small jitter (at most 1/16 of it
+// and 5 ms) and asks again: one call per admission when nobody else takes
+// the slot first. A reservation whose wait ctx interrupts is refunded
+// (best effort). Each call is a decision to the observer.
+func (l *Limiter) WaitN(ctx context.Context, key string, cost int64) error {
+	if cost < 0 {
+		return ErrInvalidCost
+	}
+	rs, _ := l.store.(ReserveStore)
+	for {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		var d Decision
+		var err error
+		if rs != nil && !l.policy.Shadow && l.policy.Elastic == nil {
+			d, err = l.reserve(ctx, rs, key, cost)
+		} else {
+			d, err = l.AllowN(ctx, key, cost)
+		}
+		if err != nil {
+			if d.Allowed {
+				return nil
+			}
+			return err
+		}
+		if d.Allowed {
+			if d.RetryAfter <= 0 {
+				return nil
+			}
+			// a reservation: the turn comes after RetryAfter
+			if err := sleep(ctx, d.RetryAfter); err != nil {
+				if vs, ok := l.store.(VerbStore); ok {
+					rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.timeout)
+					_, _ = vs.Credit(rctx, key, l.policy, l.clock.Now(), cost)
+					cancel()
+				}
+				return err
+			}
+			return nil
+		}
+		if d.RetryAfter == Never {
+			return ErrNeverAdmitted
+		}
+		if dl, ok := ctx.Deadline(); ok && time.Until(dl) < d.RetryAfter {
+			return ErrWaitExceedsDeadline
+		}
+		wait := d.RetryAfter
+		if h := l.horizon(); rs != nil && h > 0 && wait > h {
+			// the queue of reservations is full: come back when this
+			// request's turn is within it, and reserve then
+			wait -= h
+		}
+		wait += jitter(wait)
+		if err := sleep(ctx, wait); err != nil {
+			return err
+		}
+	}
+}
+
+// horizon is how far ahead a ReserveStore reserves (one full quota's
+// refill time of the policy's tightest limit, see Compiled.ReserveTo);
+// 0 for algorithms that do not reserve.
+func (l *Limiter) horizon() time.Duration {
+	if l.policy.Algorithm != GCRA && l.policy.Algorithm != TokenBucket {
+		return 0
+	}
+	var h time.Duration
+	for i, k := range l.policy.Limits {
+		t := time.Duration(effective(k.capacity(), l.policy.SoftPercent)*EmissionInterval(k)) * time.Microsecond
+		if i == 0 || t < h {
+			h = t
+		}
+	}
+	return h
+}
+
+// reserve is one Reserve call, with the wait it may reserve bounded by
+// ctx's deadline, observed as a decision.
+func (l *Limiter) reserve(ctx context.Context, rs ReserveStore, key string, cost int64) (Decision, error) {
+	maxWait := time.Duration(1<<62 - 1)
+	if dl, ok := ctx.Deadline(); ok {
+		maxWait = max(0, time.Until(dl))
+	}
+	now := l.clock.Now()
+	var start time.Time
+	if l.observer != nil && !l.local {
+		start = time.Now()
+	}
+	d, err := l.call(ctx, func(ctx context.Context) (Decision, error) {
+		return rs.Reserve(ctx, key, l.policy, now, cost, maxWait)
+	})
+	l.observe(EventDecision, d, err, start)
+	return d, err
+}
