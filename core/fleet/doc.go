@@ -124,9 +124,11 @@
 // does the tier. A timeout while the process itself is starved (a
 // scheduler-latency monitor saw its goroutines wait more than 10 ms to
 // run within the last 500 ms) is forgiven for as long as the domain
-// answered some call within the last second: a process too busy to read
-// its replies is not a store that is down; a store that is down in a
-// starved process opens its breaker up to a second later. A request its
+// answered some call within the last 3 seconds: a process too busy to
+// read its replies is not a store that is down (under a CPU-saturated
+// host, with other load beside it, a healthy Redis's answers were seen
+// more than a second apart); a store that is down in a starved process
+// opens its breaker up to 3 seconds later. A request its
 // caller cancelled says nothing either.
 //
 // After WithBreaker's threshold of consecutive outages the breaker opens:

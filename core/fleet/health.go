@@ -22,7 +22,7 @@ const (
 	// starveGrace is how long a starved process's timeouts are forgiven
 	// while its domain answers nothing at all: a store that is down in a
 	// starved process still opens its breaker, this much later.
-	starveGrace = time.Second
+	starveGrace = 3 * time.Second
 )
 
 // starvation is the monitor's state, in nanoseconds of the monotonic
