@@ -181,3 +181,21 @@ func BenchmarkDecision(b *testing.B) {
 		})
 	}
 }
+
+// The request path's events allocate nothing once a policy has been seen,
+// with a real SDK behind the instruments.
+func TestObserveDoesNotAllocate(t *testing.T) {
+	o, err := otellimit.New(otellimit.WithMeterProvider(sdkmetric.NewMeterProvider(sdkmetric.WithReader(sdkmetric.NewManualReader()))))
+	require.NoError(t, err)
+	for _, e := range []core.Event{
+		{Kind: core.EventDecision, Policy: "api", Outcome: core.OutcomeAllowed},
+		{Kind: core.EventDecision, Policy: "api", Outcome: core.OutcomeAllowed, Decision: core.Decision{Elastic: true}},
+		{Kind: core.EventDecision, Policy: "api", Outcome: core.OutcomeDenied, Latency: time.Millisecond},
+		{Kind: core.EventDecision, Policy: "api", Outcome: core.OutcomeDegraded, Err: context.DeadlineExceeded},
+		{Kind: core.EventDenyCacheHit, Policy: "api", Outcome: core.OutcomeDenied},
+		{Kind: core.EventSync, Keys: 3},
+	} {
+		o.Observe(e) // first sight creates the policy's attributes
+		assert.Zero(t, testing.AllocsPerRun(100, func() { o.Observe(e) }), e.Kind.String())
+	}
+}
