@@ -131,33 +131,30 @@ func New(opts ...Option) (*Observer, error) {
 	}
 	m := c.mp.Meter(ScopeName)
 	o := &Observer{tracer: c.tp.Tracer(ScopeName)}
-	var err, e error
-	o.decisions, e = m.Int64Counter("limitkit.decisions", metric.WithUnit("{decision}"),
-		metric.WithDescription("Decisions by policy and result: allowed, denied, shadowed, elastic, degraded (the store failed; the fail mode decided)."))
-	err = errors.Join(err, e)
-	o.errs, e = m.Int64Counter("limitkit.store.errors", metric.WithUnit("{error}"),
-		metric.WithDescription("Store failures by policy and kind; each one is a degraded decision."))
-	err = errors.Join(err, e)
+	var err error
+	counter := func(name, unit, desc string) metric.Int64Counter {
+		i, e := m.Int64Counter(name, metric.WithUnit(unit), metric.WithDescription(desc))
+		err = errors.Join(err, e)
+		return i
+	}
+	gauge := func(name, unit, desc string) metric.Int64Gauge {
+		i, e := m.Int64Gauge(name, metric.WithUnit(unit), metric.WithDescription(desc))
+		err = errors.Join(err, e)
+		return i
+	}
+	o.decisions = counter("limitkit.decisions", "{decision}",
+		"Decisions by policy and result: allowed, denied, shadowed, elastic, degraded (the store failed; the fail mode decided).")
+	o.errs = counter("limitkit.store.errors", "{error}", "Store failures by policy and kind; each one is a degraded decision.")
+	o.denyHits = counter("limitkit.deny_cache.hits", "{decision}", "Decisions a store tier denied from its local deny cache.")
+	o.fallbks = counter("limitkit.fallbacks", "{decision}", "Decisions a store tier made locally because the remote store failed.")
+	o.syncs = counter("limitkit.syncs", "{sync}", "Round trips of a store tier's write-back sync, by result and error kind.")
+	o.breaker = gauge("limitkit.breaker.state", "1", "State of a store tier's circuit breaker: 0 closed, 1 open, 2 half-open.")
+	o.limit = gauge("limitkit.limit", "{request}", "Configured limits (WatchPolicy): requests a key may spend per window.")
+	var e error
 	o.latency, e = m.Float64Histogram("limitkit.store.duration", metric.WithUnit("s"),
 		metric.WithDescription("Duration of the store call of each decision, for stores that do I/O."),
 		metric.WithExplicitBucketBoundaries(0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25))
-	err = errors.Join(err, e)
-	o.denyHits, e = m.Int64Counter("limitkit.deny_cache.hits", metric.WithUnit("{decision}"),
-		metric.WithDescription("Decisions a store tier denied from its local deny cache."))
-	err = errors.Join(err, e)
-	o.fallbks, e = m.Int64Counter("limitkit.fallbacks", metric.WithUnit("{decision}"),
-		metric.WithDescription("Decisions a store tier made locally because the remote store failed."))
-	err = errors.Join(err, e)
-	o.breaker, e = m.Int64Gauge("limitkit.breaker.state",
-		metric.WithDescription("State of a store tier's circuit breaker: 0 closed, 1 open, 2 half-open."))
-	err = errors.Join(err, e)
-	o.syncs, e = m.Int64Counter("limitkit.syncs", metric.WithUnit("{sync}"),
-		metric.WithDescription("Round trips of a store tier's write-back sync, by result and error kind."))
-	err = errors.Join(err, e)
-	o.limit, e = m.Int64Gauge("limitkit.limit", metric.WithUnit("{request}"),
-		metric.WithDescription("Configured limits (WatchPolicy): requests a key may spend per window."))
-	err = errors.Join(err, e)
-	if err != nil {
+	if err = errors.Join(err, e); err != nil {
 		return nil, err
 	}
 	o.syncOK = []metric.AddOption{metric.WithAttributes(attribute.String("limitkit.sync.result", "ok"))}
