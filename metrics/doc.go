@@ -7,13 +7,14 @@
 //	prometheus.MustRegister(m)
 //	lim, err := core.NewLimiter(store, policy, core.WithObserver(m))
 //	m.WatchMemstore("default", store) // when store is a *memstore.Store
+//	m.WatchPolicy(*lim.Policy())       // the configured-limit gauge
 //	http.Handle("GET /metrics", promhttp.Handler())
 //
 // # Metrics
 //
 // With the default namespace "limitkit":
 //
-//	limitkit_decisions_total{policy,outcome}      counter   outcome: allowed, denied, shadowed, degraded
+//	limitkit_decisions_total{policy,outcome}      counter   outcome: allowed, denied, shadowed, elastic, degraded
 //	limitkit_store_errors_total{policy,kind}      counter   kind: timeout, connection, circuit_open, canceled, other;
 //	                                                          reply kinds as they occur: tryagain, clusterdown, redirect, readonly, loading, oom, script
 //	limitkit_store_latency_seconds{policy}        histogram the store call of a decision (stores that do I/O)
@@ -27,6 +28,7 @@
 //	limitkit_sync_latency_seconds                 histogram fleet tier: sync round trips
 //	limitkit_memstore_keys{store}                 gauge     embedded store: keys held (WatchMemstore)
 //	limitkit_memstore_evictions_total{store}      counter   embedded store: live keys evicted at the key cap
+//	limitkit_limit_requests{policy,limit,window}  gauge     configured limits (WatchPolicy): Limits[limit].Requests per window seconds
 //
 // A degraded decision is one where the store failed and the policy's fail
 // mode decided (admitted under open, denied under closed): alert on

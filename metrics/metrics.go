@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"unsafe"
@@ -54,6 +55,10 @@ type Metrics struct {
 	syncLatency prometheus.Histogram
 
 	memKeys, memEvictions *prometheus.Desc
+	limit                 *prometheus.Desc
+
+	policiesMu sync.Mutex
+	policies   []core.Policy // watched by WatchPolicy, in order of first call
 
 	// byName is an immutable map, replaced under mu when a policy is added.
 	byName atomic.Pointer[map[string]*policy]
@@ -79,10 +84,19 @@ type StatsSource interface {
 	Stats() memstore.Stats
 }
 
+// ElasticOutcome is the outcome label of a decision admitted above the
+// policy's limits by elastic throttling (core.Decision.Elastic): counted
+// apart from "allowed" so that the elastic share of the traffic shows.
+const ElasticOutcome = "elastic"
+
+// elastic is the index of the elastic outcome's counter in
+// policy.decisions, after core's outcomes.
+const elastic = core.OutcomeDegraded + 1
+
 // policy holds the series of one policy label value, resolved once.
 type policy struct {
 	name      string
-	decisions [core.OutcomeDegraded + 1]prometheus.Counter
+	decisions [elastic + 1]prometheus.Counter
 	errors    [core.ErrorOther + 1]prometheus.Counter // the kinds every store can fail with
 	// The kinds of a store's error replies (tryagain, oom, ...), created
 	// on first use: a policy on the embedded store shows none of them.
@@ -186,7 +200,7 @@ func New(opts ...Option) (*Metrics, error) {
 	m := &Metrics{
 		maxPolicies: c.maxPolicies,
 		decisions: counter("decisions_total",
-			"Decisions by policy and outcome: allowed, denied, shadowed (a shadow policy would have denied), degraded (the store failed; the fail mode decided).",
+			"Decisions by policy and outcome: allowed, denied, shadowed (a shadow policy would have denied), elastic (admitted above the limits by elastic throttling), degraded (the store failed; the fail mode decided).",
 			"policy", "outcome"),
 		errors: counter("store_errors_total",
 			"Store failures by policy and kind: timeout, connection, circuit_open, canceled, other, and the kinds of a store's error replies as they occur (tryagain, clusterdown, redirect, readonly, loading, oom, script). Each one is a degraded decision.",
@@ -213,6 +227,9 @@ func New(opts ...Option) (*Metrics, error) {
 			"Keys held by an embedded store, over all policies.", []string{"store"}, cl),
 		memEvictions: prometheus.NewDesc(prometheus.BuildFQName(ns, "", "memstore_evictions_total"),
 			"Live keys an embedded store dropped to make room under its key cap.", []string{"store"}, cl),
+		limit: prometheus.NewDesc(prometheus.BuildFQName(ns, "", "limit_requests"),
+			"Configured limits of the policies passed to WatchPolicy: the requests (cost units) a key may spend per window, by policy, limit (its index in Policy.Limits) and window (seconds).",
+			[]string{"policy", "limit", "window"}, cl),
 	}
 	if err := validName(prometheus.BuildFQName(ns, "", "decisions_total")); err != nil {
 		return nil, err
@@ -246,6 +263,7 @@ func (m *Metrics) newPolicy(name string) *policy {
 	for o := core.OutcomeAllowed; o <= core.OutcomeDegraded; o++ {
 		p.decisions[o] = m.decisions.WithLabelValues(name, o.String())
 	}
+	p.decisions[elastic] = m.decisions.WithLabelValues(name, ElasticOutcome)
 	for _, k := range []core.ErrorKind{core.ErrorTimeout, core.ErrorConnection, core.ErrorCircuitOpen, core.ErrorCanceled, core.ErrorOther} {
 		p.errors[k] = m.errors.WithLabelValues(name, k.String())
 	}
@@ -311,8 +329,11 @@ func (m *Metrics) Observe(e core.Event) {
 	switch e.Kind {
 	case core.EventDecision:
 		p := m.policy(e.Policy)
-		if e.Outcome <= core.OutcomeDegraded && e.Outcome > 0 {
-			p.decisions[e.Outcome].Inc()
+		if o := e.Outcome; o <= core.OutcomeDegraded && o > 0 {
+			if o == core.OutcomeAllowed && e.Decision.Elastic {
+				o = elastic
+			}
+			p.decisions[o].Inc()
 		}
 		if e.Latency > 0 {
 			p.latency.get(func() prometheus.Observer { return m.latency.WithLabelValues(p.name) }).Observe(e.Latency.Seconds())
@@ -379,6 +400,27 @@ func (m *Metrics) WatchMemstore(name string, s StatsSource) {
 	}
 }
 
+// WatchPolicy exports p's configured limits as the gauge
+// limitkit_limit_requests{policy, limit, window}: Limits[i].Requests under
+// limit="i" and window in seconds, so that a dashboard or an alert can set
+// traffic against the limit. Call it once per policy, with the policy a
+// limiter was built with (Limiter.Policy()); calling it again with the
+// same name replaces the limits (a reloaded policy). The series count is
+// the number of watched policies times their limits (at most 8 each); no
+// key is a label. p is copied; it is not validated here.
+func (m *Metrics) WatchPolicy(p core.Policy) {
+	p.Limits = slices.Clone(p.Limits)
+	m.policiesMu.Lock()
+	defer m.policiesMu.Unlock()
+	for i := range m.policies {
+		if m.policies[i].Name == p.Name {
+			m.policies[i] = p
+			return
+		}
+	}
+	m.policies = append(m.policies, p)
+}
+
 func (m *Metrics) collectors() []prometheus.Collector {
 	return []prometheus.Collector{m.decisions, m.errors, m.latency, m.denyCache, m.fallbacks,
 		m.breaker, m.transitions, m.syncs, m.syncErrors, m.syncKeys, m.syncLatency}
@@ -391,6 +433,7 @@ func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
 	}
 	ch <- m.memKeys
 	ch <- m.memEvictions
+	ch <- m.limit
 }
 
 // Collect implements [prometheus.Collector].
@@ -405,6 +448,15 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 		st := w.s.Stats()
 		ch <- prometheus.MustNewConstMetric(m.memKeys, prometheus.GaugeValue, float64(st.Keys), w.name)
 		ch <- prometheus.MustNewConstMetric(m.memEvictions, prometheus.CounterValue, float64(st.Evictions), w.name)
+	}
+	m.policiesMu.Lock()
+	policies := slices.Clone(m.policies)
+	m.policiesMu.Unlock()
+	for _, p := range policies {
+		for i, l := range p.Limits {
+			ch <- prometheus.MustNewConstMetric(m.limit, prometheus.GaugeValue, float64(l.Requests),
+				p.Name, strconv.Itoa(i), strconv.FormatFloat(l.Window.Seconds(), 'g', -1, 64))
+		}
 	}
 }
 

@@ -78,7 +78,7 @@ func TestDecisionsErrorsAndLatency(t *testing.T) {
 	_, _ = l.Allow(ctx, "k")
 
 	want := `
-# HELP limitkit_decisions_total Decisions by policy and outcome: allowed, denied, shadowed (a shadow policy would have denied), degraded (the store failed; the fail mode decided).
+# HELP limitkit_decisions_total Decisions by policy and outcome: allowed, denied, shadowed (a shadow policy would have denied), elastic (admitted above the limits by elastic throttling), degraded (the store failed; the fail mode decided).
 # TYPE limitkit_decisions_total counter
 limitkit_decisions_total{outcome="allowed",policy="beta"} 1
 limitkit_decisions_total{outcome="allowed",policy="login"} 2
@@ -86,6 +86,8 @@ limitkit_decisions_total{outcome="degraded",policy="beta"} 0
 limitkit_decisions_total{outcome="degraded",policy="login"} 3
 limitkit_decisions_total{outcome="denied",policy="beta"} 0
 limitkit_decisions_total{outcome="denied",policy="login"} 1
+limitkit_decisions_total{outcome="elastic",policy="beta"} 0
+limitkit_decisions_total{outcome="elastic",policy="login"} 0
 limitkit_decisions_total{outcome="shadowed",policy="beta"} 1
 limitkit_decisions_total{outcome="shadowed",policy="login"} 0
 # HELP limitkit_store_errors_total Store failures by policy and kind: timeout, connection, circuit_open, canceled, other, and the kinds of a store's error replies as they occur (tryagain, clusterdown, redirect, readonly, loading, oom, script). Each one is a degraded decision.
@@ -148,7 +150,7 @@ limitkit_deny_cache_hits_total{policy="p1"} 1
 	require.NoError(t, testutil.GatherAndCompare(reg, strings.NewReader(want), "limitkit_deny_cache_hits_total"))
 	n, err := testutil.GatherAndCount(reg, "limitkit_decisions_total")
 	require.NoError(t, err)
-	assert.Equal(t, 3*4, n, "p0, p1 and other, four outcomes each")
+	assert.Equal(t, 3*5, n, "p0, p1 and other, five outcomes each")
 }
 
 // TestEqualNamesShareSeries: two limiters whose policies have the same
@@ -342,7 +344,7 @@ func TestConcurrentObserveAndCollect(t *testing.T) {
 			for _, mt := range mf.GetMetric() {
 				total += mt.GetCounter().GetValue()
 			}
-			assert.Len(t, mf.GetMetric(), 6*4, "5 policies and other")
+			assert.Len(t, mf.GetMetric(), 6*5, "5 policies and other, five outcomes each")
 		}
 	}
 	assert.Equal(t, 2000.0, total)

@@ -30,6 +30,7 @@ var FragmentImports = [][2]string{
 	{"github.com/limitkit/limitkit/core/redisstore", "redisstore.New"},
 	{"github.com/limitkit/limitkit/keyfuncs", "keyfuncs.PeerIP"},
 	{"github.com/limitkit/limitkit/metrics", "metrics.New"},
+	{"github.com/limitkit/limitkit/otellimit", "otellimit.New"},
 	{"github.com/limitkit/limitkit/nethttp", "nethttp.New"},
 	{"github.com/limitkit/limitkit/rules", "rules.ParseLimit"},
 }
