@@ -88,9 +88,15 @@ func TestFlappingRedisFailLocalBound(t *testing.T) {
 	}()
 	ctx := context.Background()
 	hammer(&wg, tiers*perTier, stop, func(g int) {
-		now := time.Now()
 		if d, _ := lims[g%tiers].Allow(ctx, "hot"); d.Allowed {
-			counts.add(now)
+			// counted in the window that admitted it: the decision's
+			// window ends ResetAfter after it was made (Redis's windows
+			// and the local store's both start on whole seconds), which
+			// the time it returned plus ResetAfter gives to within the
+			// call's latency; a request started before a boundary may
+			// be admitted after it
+			end := time.Now().Add(d.ResetAfter).Round(time.Second)
+			counts.add(end.Add(-time.Nanosecond))
 		}
 	})
 	wg.Wait()

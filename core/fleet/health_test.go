@@ -77,9 +77,10 @@ func TestClientPauseWrite(t *testing.T) {
 	ctx := context.Background()
 	var timeouts atomic.Int64
 	var wg sync.WaitGroup
+	paused := time.Now()
 	_, err := srv.Do("CLIENT", "PAUSE", "1500", "WRITE")
 	require.NoError(t, err)
-	stop := time.Now().Add(1400 * time.Millisecond)
+	stop := paused.Add(1400 * time.Millisecond)
 	hammer(&wg, tiers*perTier, stop, func(g int) {
 		if _, err := lims[g%tiers].Allow(ctx, "k"); core.ClassifyError(err) == core.ErrorTimeout {
 			timeouts.Add(1)
@@ -87,11 +88,19 @@ func TestClientPauseWrite(t *testing.T) {
 	})
 	wg.Wait()
 	var openings int64
+	// Read before the pause ends (a loaded machine may return from the
+	// hammer after it; then the probes rightly close the breakers): a
+	// breaker that opened is still open, since a probe is a decision and
+	// hangs as the scripts do. (A starved process forgives its timeouts
+	// for starveGrace, so a breaker may not have opened at all.)
+	checked := time.Since(paused) < 1450*time.Millisecond
 	for _, s := range stores {
 		openings += s.BreakerOpenings()
-		assert.NotEqual(t, core.BreakerClosed, s.BreakerState(), "the probes hang as the scripts do: open, or half-open with a probe out")
+		if checked && s.BreakerOpenings() > 0 {
+			assert.NotEqual(t, core.BreakerClosed, s.BreakerState(), "the probes hang as the scripts do: open, or half-open with a probe out")
+		}
 	}
-	t.Logf("CLIENT PAUSE WRITE 1.5 s: %d breaker openings, %d requests paid the deadline", openings, timeouts.Load())
+	t.Logf("CLIENT PAUSE WRITE 1.5 s: %d breaker openings, %d requests paid the deadline; states read while paused: %v", openings, timeouts.Load(), checked)
 	assert.LessOrEqual(t, openings, int64(tiers), "one opening per tier: PING does not close it")
 	assert.LessOrEqual(t, timeouts.Load(), int64(tiers*perTier*(3+2*int(starveGrace/core.DefaultTimeout))), "after the opening, no request waits on the paused Redis")
 	require.Eventually(t, func() bool {
