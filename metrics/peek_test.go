@@ -25,11 +25,12 @@ func TestPeekIsNotADecision(t *testing.T) {
 		_, _ = l.AllowN(ctx, "k", 0)
 	}
 	require.NoError(t, testutil.GatherAndCompare(reg, strings.NewReader(`
-# HELP limitkit_decisions_total Decisions by policy and outcome: allowed, denied, shadowed (a shadow policy would have denied), degraded (the store failed; the fail mode decided).
+# HELP limitkit_decisions_total Decisions by policy and outcome: allowed, denied, shadowed (a shadow policy would have denied), elastic (admitted above the limits by elastic throttling), degraded (the store failed; the fail mode decided).
 # TYPE limitkit_decisions_total counter
 limitkit_decisions_total{outcome="allowed",policy="p"} 1
 limitkit_decisions_total{outcome="degraded",policy="p"} 0
 limitkit_decisions_total{outcome="denied",policy="p"} 0
+limitkit_decisions_total{outcome="elastic",policy="p"} 0
 limitkit_decisions_total{outcome="shadowed",policy="p"} 0
 `), "limitkit_decisions_total"))
 }
