@@ -1,0 +1,131 @@
+package grpclimit
+
+import (
+	"context"
+	"net"
+	"net/netip"
+
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/peer"
+
+	"github.com/limitkit/limitkit/internal/limitmw"
+	"github.com/limitkit/limitkit/keyfuncs"
+)
+
+// Request is the [keyfuncs.Request] view of a gRPC call, for key
+// functions, [WithSkip], [WithCost] and [WithScopeFunc]:
+//
+//   - Method is "POST" (every gRPC call is an HTTP/2 POST);
+//   - Route and Path are the full method name, "/pkg.Service/Method";
+//   - Header and HeaderValues read the incoming metadata (names in any
+//     case; gRPC lowercases them), so keyfuncs.APIKey("x-api-key") and
+//     keyfuncs.BearerJWT read metadata as they read HTTP headers;
+//   - Query is always "";
+//   - RemoteAddr is the transport peer (peer.FromContext), "ip:port";
+//     keyfuncs' IP resolvers strip the port and group IPv6 by /64;
+//     x-forwarded-for is read only by a resolver configured with trusted
+//     proxies (keyfuncs.XForwardedFor), exactly as over HTTP;
+//   - Value is the call context's Value, where an authentication
+//     interceptor leaves the verified principal.
+//
+// A Request is valid only during the call it describes; methods are safe
+// for use from the goroutine serving the call.
+type Request struct {
+	ctx        context.Context
+	fullMethod string
+	peer       net.Addr
+}
+
+var (
+	_ keyfuncs.Request        = (*Request)(nil)
+	_ limitmw.AnyMethodRouter = (*Request)(nil)
+	_ limitmw.PeerAddrer      = (*Request)(nil)
+)
+
+// NewRequest returns the view of the call with context ctx (the server
+// call's context, carrying its metadata and peer) to fullMethod.
+func NewRequest(ctx context.Context, fullMethod string) *Request {
+	r := &Request{}
+	r.init(ctx, fullMethod)
+	return r
+}
+
+func (r *Request) init(ctx context.Context, fullMethod string) {
+	r.ctx, r.fullMethod = ctx, fullMethod
+	if p, ok := peer.FromContext(ctx); ok {
+		r.peer = p.Addr
+	}
+}
+
+// FullMethod is the full method name, "/pkg.Service/Method".
+func (r *Request) FullMethod() string { return r.fullMethod }
+
+// Method implements [keyfuncs.Request]: always "POST".
+func (r *Request) Method() string { return "POST" }
+
+// Route implements [keyfuncs.Request]: the full method name.
+func (r *Request) Route() string { return r.fullMethod }
+
+// Path implements [keyfuncs.Request]: the full method name.
+func (r *Request) Path() string { return r.fullMethod }
+
+// AnyMethod tells the engine that a gRPC method has one quota whatever
+// the HTTP method: the default scope is the full method name alone.
+func (r *Request) AnyMethod() bool { return true }
+
+// Header implements [keyfuncs.Request]: the first value of the metadata
+// key name (any case), or "".
+func (r *Request) Header(name string) string {
+	if v := r.HeaderValues(name); len(v) > 0 {
+		return v[0]
+	}
+	return ""
+}
+
+// HeaderValues implements [keyfuncs.Request]: every value of the
+// metadata key name (any case), or nil.
+func (r *Request) HeaderValues(name string) []string {
+	// one key's values (ValueFromIncomingContext matches any case);
+	// FromIncomingContext would copy the whole map per call
+	return metadata.ValueFromIncomingContext(r.ctx, name)
+}
+
+// Query implements [keyfuncs.Request]: gRPC has no query, always "".
+func (r *Request) Query(string) string { return "" }
+
+// RemoteAddr implements [keyfuncs.Request]: the transport peer's address
+// ("ip:port" over TCP), or "" when the server saw none.
+func (r *Request) RemoteAddr() string {
+	if r.peer == nil {
+		return ""
+	}
+	return r.peer.String()
+}
+
+// PeerAddr is the peer's IP without a text round trip (the zero Addr when
+// the peer is not a TCP or UDP address); it agrees with RemoteAddr.
+func (r *Request) PeerAddr() netip.Addr {
+	var ip net.IP
+	switch a := r.peer.(type) {
+	case *net.TCPAddr:
+		if a.Zone != "" {
+			return netip.Addr{}
+		}
+		ip = a.IP
+	case *net.UDPAddr:
+		if a.Zone != "" {
+			return netip.Addr{}
+		}
+		ip = a.IP
+	default:
+		return netip.Addr{}
+	}
+	ad, ok := netip.AddrFromSlice(ip)
+	if !ok {
+		return netip.Addr{}
+	}
+	return ad.Unmap()
+}
+
+// Value implements [keyfuncs.Request]: the call context's value.
+func (r *Request) Value(key any) any { return r.ctx.Value(key) }
