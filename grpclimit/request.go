@@ -4,6 +4,8 @@ import (
 	"context"
 	"net"
 	"net/netip"
+	"strings"
+	"sync"
 
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/peer"
@@ -34,6 +36,7 @@ type Request struct {
 	ctx        context.Context
 	fullMethod string
 	peer       net.Addr
+	peerRead   bool // peer holds peer.FromContext's answer: read on first use
 }
 
 var (
@@ -52,9 +55,18 @@ func NewRequest(ctx context.Context, fullMethod string) *Request {
 
 func (r *Request) init(ctx context.Context, fullMethod string) {
 	r.ctx, r.fullMethod = ctx, fullMethod
-	if p, ok := peer.FromContext(ctx); ok {
-		r.peer = p.Addr
+}
+
+// addr is the transport peer, looked up once: a call keyed by metadata
+// never walks the context for it.
+func (r *Request) addr() net.Addr {
+	if !r.peerRead {
+		r.peerRead = true
+		if p, ok := peer.FromContext(r.ctx); ok {
+			r.peer = p.Addr
+		}
 	}
+	return r.peer
 }
 
 // FullMethod is the full method name, "/pkg.Service/Method".
@@ -85,9 +97,10 @@ func (r *Request) Header(name string) string {
 // HeaderValues implements [keyfuncs.Request]: every value of the
 // metadata key name (any case), or nil.
 func (r *Request) HeaderValues(name string) []string {
-	// one key's values (ValueFromIncomingContext matches any case);
-	// FromIncomingContext would copy the whole map per call
-	return metadata.ValueFromIncomingContext(r.ctx, name)
+	// one key's values: FromIncomingContext would copy the whole map per
+	// call. The name is lowercased first: ValueFromIncomingContext finds
+	// a lowercase key by one lookup, another by iterating the map.
+	return metadata.ValueFromIncomingContext(r.ctx, lowerName(name))
 }
 
 // Query implements [keyfuncs.Request]: gRPC has no query, always "".
@@ -96,17 +109,18 @@ func (r *Request) Query(string) string { return "" }
 // RemoteAddr implements [keyfuncs.Request]: the transport peer's address
 // ("ip:port" over TCP), or "" when the server saw none.
 func (r *Request) RemoteAddr() string {
-	if r.peer == nil {
+	a := r.addr()
+	if a == nil {
 		return ""
 	}
-	return r.peer.String()
+	return a.String()
 }
 
 // PeerAddr is the peer's IP without a text round trip (the zero Addr when
 // the peer is not a TCP or UDP address); it agrees with RemoteAddr.
 func (r *Request) PeerAddr() netip.Addr {
 	var ip net.IP
-	switch a := r.peer.(type) {
+	switch a := r.addr().(type) {
 	case *net.TCPAddr:
 		if a.Zone != "" {
 			return netip.Addr{}
@@ -129,3 +143,25 @@ func (r *Request) PeerAddr() netip.Addr {
 
 // Value implements [keyfuncs.Request]: the call context's value.
 func (r *Request) Value(key any) any { return r.ctx.Value(key) }
+
+// lowered caches the lowercase form of header names that have capitals.
+// The names come from the server's key functions ("X-API-Key",
+// "Authorization"), never from the client, so the cache stays small.
+var lowered sync.Map // string -> string
+
+// lowerName is name in lowercase, without allocating per call.
+func lowerName(name string) string {
+	i := 0
+	for i < len(name) && (name[i] < 'A' || name[i] > 'Z') {
+		i++
+	}
+	if i == len(name) {
+		return name
+	}
+	if l, ok := lowered.Load(name); ok {
+		return l.(string)
+	}
+	l := strings.ToLower(name)
+	lowered.Store(name, l)
+	return l
+}
