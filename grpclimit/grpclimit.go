@@ -174,13 +174,14 @@ func (i *Interceptor) metadata(res *limitmw.Result) metadata.MD {
 		return nil
 	}
 	md := make(metadata.MD, n)
+	vals := make([]string, n) // one backing array for every field's value
 	for j := 0; j < n; j++ {
 		name, dyn, static := f.At(j)
-		v := static
+		vals[j] = static
 		if dyn != nil {
-			v = string(dyn)
+			vals[j] = string(dyn)
 		}
-		md[mdName(name)] = []string{v}
+		md[mdName(name)] = vals[j : j+1 : j+1]
 	}
 	return md
 }

@@ -2,6 +2,7 @@ package grpclimit
 
 import (
 	"context"
+	"encoding/binary"
 	"net"
 	"net/netip"
 	"strings"
@@ -43,6 +44,7 @@ var (
 	_ keyfuncs.Request        = (*Request)(nil)
 	_ limitmw.AnyMethodRouter = (*Request)(nil)
 	_ limitmw.PeerAddrer      = (*Request)(nil)
+	_ limitmw.KeyParter       = (*Request)(nil)
 )
 
 // NewRequest returns the view of the call with context ctx (the server
@@ -164,4 +166,21 @@ func lowerName(name string) string {
 	l := strings.ToLower(name)
 	lowered.Store(name, l)
 	return l
+}
+
+// KeyParts implements the engine's key cache: the default key's parts
+// without rendering the peer's address. A peer that is not IPv4 is left
+// to the general path. The full method name is per-call text (grpc-go
+// parses it from each request), so it is hashed, not found by address.
+func (r *Request) KeyParts(route bool) (p limitmw.KeyParts, ok bool) {
+	a := r.PeerAddr()
+	if !a.Is4() {
+		return p, false
+	}
+	b := a.As4()
+	p.PeerIP = 1<<32 | uint64(binary.BigEndian.Uint32(b[:]))
+	if route {
+		p.Route = r.fullMethod // Method "": a gRPC method accepts one HTTP method
+	}
+	return p, true
 }
