@@ -18,6 +18,7 @@ import (
 	"github.com/limitkit/limitkit/core"
 	"github.com/limitkit/limitkit/core/memstore"
 	"github.com/limitkit/limitkit/grpclimit"
+	"github.com/limitkit/limitkit/httplimit"
 	"github.com/limitkit/limitkit/internal/adaptertest"
 	"github.com/limitkit/limitkit/keyfuncs"
 )
@@ -85,13 +86,13 @@ func headerKey(b *testing.B) keyfuncs.Func {
 func BenchmarkUnary(b *testing.B) {
 	b.Run("bare", func(b *testing.B) { benchUnary(b, nil) })
 	b.Run("limitkit/apikey/md-off", func(b *testing.B) {
-		benchUnary(b, grpclimit.MustNew(benchLimiter(b), grpclimit.WithKey(headerKey(b)), grpclimit.WithHeaders(grpclimit.HeaderNone)).UnaryServerInterceptor())
+		benchUnary(b, grpclimit.MustNew(benchLimiter(b), httplimit.WithKey(headerKey(b)), httplimit.WithHeaders(httplimit.HeaderNone)).UnaryServerInterceptor())
 	})
 	b.Run("limitkit/apikey/md-on", func(b *testing.B) {
-		benchUnary(b, grpclimit.MustNew(benchLimiter(b), grpclimit.WithKey(headerKey(b))).UnaryServerInterceptor())
+		benchUnary(b, grpclimit.MustNew(benchLimiter(b), httplimit.WithKey(headerKey(b))).UnaryServerInterceptor())
 	})
 	b.Run("limitkit/peerip/md-off", func(b *testing.B) {
-		benchUnary(b, grpclimit.MustNew(benchLimiter(b), grpclimit.WithHeaders(grpclimit.HeaderNone)).UnaryServerInterceptor())
+		benchUnary(b, grpclimit.MustNew(benchLimiter(b), httplimit.WithHeaders(httplimit.HeaderNone)).UnaryServerInterceptor())
 	})
 	b.Run("limitkit/peerip/md-on", func(b *testing.B) {
 		benchUnary(b, grpclimit.MustNew(benchLimiter(b)).UnaryServerInterceptor())

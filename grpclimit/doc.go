@@ -2,7 +2,7 @@
 // interceptors built on the same engine, key functions and limiters as
 // the HTTP adapters.
 //
-//	ic, err := grpclimit.New(limiter, grpclimit.WithKey(apiKey)) // apiKey: keyfuncs.APIKey("x-api-key", "")
+//	ic, err := grpclimit.New(limiter, httplimit.WithKey(apiKey)) // apiKey: keyfuncs.APIKey("x-api-key", "")
 //	srv := grpc.NewServer(
 //		grpc.UnaryInterceptor(ic.UnaryServerInterceptor()),
 //		grpc.StreamInterceptor(ic.StreamServerInterceptor()),
@@ -18,7 +18,7 @@
 // and the context's values for an identity an authentication interceptor
 // verified. The scope of every key is the full method name
 // ("/pkg.Service/Method"): each method has its own quota per client, a
-// unary and a stream method alike. [WithScope] and [WithScopeFunc]
+// unary and a stream method alike. [httplimit.WithScope] and [httplimit.WithScopeFunc]
 // change that. The health service ("/grpc.health.v1.Health/") and server
 // reflection ("/grpc.reflection.") are never limited ([Exempt]).
 //
@@ -29,7 +29,7 @@
 //
 // An admitted call carries, as response header metadata, x-ratelimit-limit,
 // x-ratelimit-remaining and x-ratelimit-reset ([MDLimit] and following;
-// [WithHeaders](HeaderNone) turns them off). A denied call never reaches
+// [httplimit.WithHeaders](httplimit.HeaderNone) turns them off). A denied call never reaches
 // the handler and ends with:
 //
 //   - quota exhausted: codes.ResourceExhausted, with the status details
@@ -44,11 +44,11 @@
 //   - store failure: the limiter's fail mode decides. FailOpen admits,
 //     FailLocal decides on the in-process fallback store; FailClosed
 //     answers codes.Unavailable with RetryInfo 1 s and pushback 1000. The
-//     store's error text never reaches the client ([WithErrorHook] sees
+//     store's error text never reaches the client ([httplimit.WithErrorHook] sees
 //     it).
-//   - no key: as over HTTP, [NoKeyFallback] (the default) limits the call
-//     by the peer IP under a prefix of its own; [NoKeySkip] lets it
-//     through unlimited; [NoKeyDeny], or a fallback that finds no peer IP
+//   - no key: as over HTTP, [httplimit.NoKeyFallback] (the default) limits the call
+//     by the peer IP under a prefix of its own; [httplimit.NoKeySkip] lets it
+//     through unlimited; [httplimit.NoKeyDeny], or a fallback that finds no peer IP
 //     (a Unix-socket listener), answers codes.Unauthenticated and counts
 //     nothing.
 //

@@ -9,6 +9,7 @@ import (
 	"github.com/limitkit/limitkit/core"
 	"github.com/limitkit/limitkit/core/memstore"
 	"github.com/limitkit/limitkit/grpclimit"
+	"github.com/limitkit/limitkit/httplimit"
 	"github.com/limitkit/limitkit/keyfuncs"
 )
 
@@ -22,7 +23,7 @@ func ExampleNew() {
 	if err != nil {
 		panic(err)
 	}
-	ic, err := grpclimit.New(limiter, grpclimit.WithKey(apiKey))
+	ic, err := grpclimit.New(limiter, httplimit.WithKey(apiKey))
 	if err != nil {
 		panic(err)
 	}

@@ -16,6 +16,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/limitkit/limitkit/core"
+	"github.com/limitkit/limitkit/httplimit"
 	"github.com/limitkit/limitkit/internal/limitmw"
 	"github.com/limitkit/limitkit/internal/respond"
 )
@@ -61,7 +62,7 @@ type Interceptor struct {
 }
 
 // New validates the options and returns an Interceptor applying l (and
-// any [WithCheck] limiters) to every call, or a configuration error
+// any [httplimit.WithCheck] limiters) to every call, or a configuration error
 // naming the option to fix.
 //
 // Defaults: the key is the transport peer's IP (port stripped, IPv6 by
@@ -214,9 +215,9 @@ func mdName(name string) string {
 func denial(rej Rejection) (*status.Status, string) {
 	d := &rej.Decision
 	switch rej.Reason {
-	case ReasonNoKey:
+	case httplimit.ReasonNoKey:
 		return status.New(codes.Unauthenticated, "limitkit: the call carries no rate-limit key"), ""
-	case ReasonUnavailable:
+	case httplimit.ReasonUnavailable:
 		st := status.New(codes.Unavailable, "limitkit: rate limiter unavailable")
 		if wd, err := st.WithDetails(
 			&errdetails.RetryInfo{RetryDelay: durationpb.New(time.Second)},

@@ -23,6 +23,7 @@ import (
 	"github.com/limitkit/limitkit/core"
 	"github.com/limitkit/limitkit/core/memstore"
 	"github.com/limitkit/limitkit/grpclimit"
+	"github.com/limitkit/limitkit/httplimit"
 	"github.com/limitkit/limitkit/internal/adaptertest"
 	"github.com/limitkit/limitkit/keyfuncs"
 )
@@ -170,7 +171,7 @@ var t0 = time.Unix(1_700_000_000, 0)
 
 func TestPerMethodPerAPIKeyQuotaExact(t *testing.T) {
 	clock := core.NewManualClock(t0)
-	ic := grpclimit.MustNew(newLimiter(t, 3, clock), grpclimit.WithKey(apiKey(t)))
+	ic := grpclimit.MustNew(newLimiter(t, 3, clock), httplimit.WithKey(apiKey(t)))
 	cc := bufClient(t, ic, "203.0.113.7")[0]
 	for _, m := range []string{sayMethod, otherMethod} {
 		for _, key := range []string{"alice", "bob"} {
@@ -201,7 +202,7 @@ func TestPerMethodPerAPIKeyQuotaExact(t *testing.T) {
 
 func TestPeerIPFallback(t *testing.T) {
 	clock := core.NewManualClock(t0)
-	ic := grpclimit.MustNew(newLimiter(t, 2, clock), grpclimit.WithKey(apiKey(t)))
+	ic := grpclimit.MustNew(newLimiter(t, 2, clock), httplimit.WithKey(apiKey(t)))
 	ccs := bufClient(t, ic, "203.0.113.7", "203.0.113.8", "2001:db8::1", "2001:db8::2")
 	for i, cc := range ccs {
 		want := []codes.Code{codes.OK, codes.OK, codes.ResourceExhausted}
@@ -223,7 +224,7 @@ func TestPeerIPFallback(t *testing.T) {
 func TestDenialDetails(t *testing.T) {
 	clock := core.NewManualClock(t0)
 	lim := newLimiter(t, 1, clock)
-	ic := grpclimit.MustNew(lim, grpclimit.WithKey(apiKey(t)))
+	ic := grpclimit.MustNew(lim, httplimit.WithKey(apiKey(t)))
 	cc := bufClient(t, ic, "203.0.113.7")[0]
 	call(t, cc, sayMethod, "x-api-key", "a")
 	clock.Advance(12*time.Second + 345*time.Millisecond)
@@ -304,7 +305,7 @@ func openStream(t *testing.T, cc *grpc.ClientConn, md ...string) (codes.Code, me
 
 func TestStreamLimitedAtOpen(t *testing.T) {
 	clock := core.NewManualClock(t0)
-	ic := grpclimit.MustNew(newLimiter(t, 2, clock), grpclimit.WithKey(apiKey(t)))
+	ic := grpclimit.MustNew(newLimiter(t, 2, clock), httplimit.WithKey(apiKey(t)))
 	cc := bufClient(t, ic, "203.0.113.7")[0]
 	for i, want := range []codes.Code{codes.OK, codes.OK, codes.ResourceExhausted} {
 		code, hdr := openStream(t, cc, "x-api-key", "s")
@@ -349,7 +350,7 @@ func TestHealthExempt(t *testing.T) {
 func TestConcurrentCallsExact(t *testing.T) {
 	clock := core.NewManualClock(t0)
 	const quota, workers, per = 50, 8, 20
-	ic := grpclimit.MustNew(newLimiter(t, quota, clock), grpclimit.WithKey(apiKey(t)))
+	ic := grpclimit.MustNew(newLimiter(t, quota, clock), httplimit.WithKey(apiKey(t)))
 	cc := bufClient(t, ic, "203.0.113.7")[0]
 	var ok, limited atomic.Int64
 	var wg sync.WaitGroup
@@ -423,7 +424,7 @@ func TestFailClosedIsUnavailable(t *testing.T) {
 
 func TestNoKeyDenyIsUnauthenticated(t *testing.T) {
 	clock := core.NewManualClock(t0)
-	ic := grpclimit.MustNew(newLimiter(t, 5, clock), grpclimit.WithKey(apiKey(t)), grpclimit.WithNoKey(grpclimit.NoKeyDeny))
+	ic := grpclimit.MustNew(newLimiter(t, 5, clock), httplimit.WithKey(apiKey(t)), httplimit.WithNoKey(httplimit.NoKeyDeny))
 	cc := bufClient(t, ic, "203.0.113.7")[0]
 	if r := call(t, cc, sayMethod); r.code != codes.Unauthenticated {
 		t.Fatalf("no key: %v, want Unauthenticated", r.st)
@@ -435,7 +436,7 @@ func TestNoKeyDenyIsUnauthenticated(t *testing.T) {
 
 func TestHeadersOff(t *testing.T) {
 	clock := core.NewManualClock(t0)
-	ic := grpclimit.MustNew(newLimiter(t, 1, clock), grpclimit.WithHeaders(grpclimit.HeaderNone))
+	ic := grpclimit.MustNew(newLimiter(t, 1, clock), httplimit.WithHeaders(httplimit.HeaderNone))
 	cc := bufClient(t, ic, "203.0.113.7")[0]
 	for i := 0; i < 2; i++ {
 		r := call(t, cc, sayMethod)

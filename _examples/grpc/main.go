@@ -40,6 +40,7 @@ import (
 	"github.com/limitkit/limitkit/core/memstore"
 	"github.com/limitkit/limitkit/core/redisstore"
 	"github.com/limitkit/limitkit/grpclimit"
+	"github.com/limitkit/limitkit/httplimit"
 	"github.com/limitkit/limitkit/keyfuncs"
 )
 
@@ -82,13 +83,13 @@ func run(args []string) error {
 	if err != nil {
 		return err
 	}
-	onErr := grpclimit.WithErrorHook(func(_ context.Context, err error) { log.Print(err) })
+	onErr := httplimit.WithErrorHook(func(_ context.Context, err error) { log.Print(err) })
 	// calls with an identity are limited by it; the others by their IP
-	keyed, err := grpclimit.New(perKey, grpclimit.WithKey(ident), grpclimit.WithNoKey(grpclimit.NoKeySkip), onErr)
+	keyed, err := grpclimit.New(perKey, httplimit.WithKey(ident), httplimit.WithNoKey(httplimit.NoKeySkip), onErr)
 	if err != nil {
 		return err
 	}
-	anonymous, err := grpclimit.New(perIP, grpclimit.WithIPKey(ip), onErr, grpclimit.WithSkip(func(r keyfuncs.Request) bool {
+	anonymous, err := grpclimit.New(perIP, httplimit.WithIPKey(ip), onErr, httplimit.WithSkip(func(r keyfuncs.Request) bool {
 		_, err := ident(r)
 		return err == nil
 	}))
