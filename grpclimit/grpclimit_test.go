@@ -36,20 +36,20 @@ const (
 )
 
 func register(s *grpc.Server) {
-	unary := func(name string) grpc.MethodDesc {
+	unary := func(service, name string) grpc.MethodDesc {
 		return grpc.MethodDesc{MethodName: name, Handler: func(srv any, ctx context.Context, dec func(any) error, ic grpc.UnaryServerInterceptor) (any, error) {
 			in := new(wrapperspb.StringValue)
 			if err := dec(in); err != nil {
 				return nil, err
 			}
 			h := func(ctx context.Context, req any) (any, error) { return req, nil }
-			return ic(ctx, in, &grpc.UnaryServerInfo{Server: srv, FullMethod: "/limitkit.example.Echo/" + name}, h)
+			return ic(ctx, in, &grpc.UnaryServerInfo{Server: srv, FullMethod: "/" + service + "/" + name}, h)
 		}}
 	}
 	s.RegisterService(&grpc.ServiceDesc{
 		ServiceName: "limitkit.example.Echo",
 		HandlerType: (*any)(nil),
-		Methods:     []grpc.MethodDesc{unary("Say"), unary("Other")},
+		Methods:     []grpc.MethodDesc{unary("limitkit.example.Echo", "Say"), unary("limitkit.example.Echo", "Other")},
 		Streams: []grpc.StreamDesc{{StreamName: "Chat", ServerStreams: true, ClientStreams: true, Handler: func(srv any, ss grpc.ServerStream) error {
 			for {
 				in := new(wrapperspb.StringValue)
@@ -65,14 +65,7 @@ func register(s *grpc.Server) {
 	s.RegisterService(&grpc.ServiceDesc{
 		ServiceName: "grpc.health.v1.Health",
 		HandlerType: (*any)(nil),
-		Methods: []grpc.MethodDesc{{MethodName: "Check", Handler: func(srv any, ctx context.Context, dec func(any) error, ic grpc.UnaryServerInterceptor) (any, error) {
-			in := new(wrapperspb.StringValue)
-			if err := dec(in); err != nil {
-				return nil, err
-			}
-			h := func(ctx context.Context, req any) (any, error) { return req, nil }
-			return ic(ctx, in, &grpc.UnaryServerInfo{Server: srv, FullMethod: healthMethod}, h)
-		}}},
+		Methods:     []grpc.MethodDesc{unary("grpc.health.v1.Health", "Check")},
 	}, struct{}{})
 }
 
