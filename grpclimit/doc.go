@@ -29,8 +29,10 @@
 //
 // An admitted call carries, as response header metadata, x-ratelimit-limit,
 // x-ratelimit-remaining and x-ratelimit-reset ([MDLimit] and following;
-// [httplimit.WithHeaders](httplimit.HeaderNone) turns them off). A denied call never reaches
-// the handler and ends with:
+// [httplimit.WithHeaders](httplimit.HeaderNone) turns them off). A denied
+// call never reaches the handler and ends with a trailers-only response
+// (its metadata, the same keys plus retry-after, is in the trailers:
+// grpc-go retries only a call whose server sent no headers) and:
 //
 //   - quota exhausted: codes.ResourceExhausted, with the status details
 //     google.rpc.RetryInfo (RetryDelay is the limiter's RetryAfter
@@ -39,7 +41,7 @@
 //     metadata policy, limit, window); the trailer grpc-retry-pushback-ms
 //     (RetryAfter in milliseconds, rounded up), which grpc-go clients with
 //     a retry policy on RESOURCE_EXHAUSTED obey; and retry-after (whole
-//     seconds) in the header metadata. When the call's cost exceeds the
+//     seconds). When the call's cost exceeds the
 //     limit no wait helps: no RetryInfo, and pushback -1 (do not retry).
 //   - store failure: the limiter's fail mode decides. FailOpen admits,
 //     FailLocal decides on the in-process fallback store; FailClosed

@@ -21,10 +21,13 @@ import (
 	"github.com/limitkit/limitkit/internal/respond"
 )
 
-// Metadata keys the interceptors write. The rate-limit keys are response
-// header metadata, sent on every limited call (allowed or denied) unless
-// WithHeaders(HeaderNone) turns them off; the pushback key is a trailer
-// sent on denials.
+// Metadata keys the interceptors write. The rate-limit keys are sent on
+// every limited call unless WithHeaders(HeaderNone) turns them off: as
+// header metadata on an admitted call, and in the trailers of a denial,
+// with the pushback key. A denial is a trailers-only response (headers
+// sent separately would commit the call, and grpc-go retries only
+// uncommitted ones); grpc-go clients then see its metadata through
+// grpc.Header as well as grpc.Trailer.
 const (
 	// MDLimit is the binding limit's size (requests per window).
 	MDLimit = "x-ratelimit-limit"
@@ -153,15 +156,26 @@ func (i *Interceptor) admit(ctx context.Context, fullMethod string, out sink) er
 	if res.Action == limitmw.Skip {
 		return nil
 	}
-	if md := i.metadata(&res); md != nil {
-		_ = out.SetHeader(md) // fails only once headers were sent: nothing to do
-	}
+	md := i.metadata(&res)
 	if res.Action == limitmw.Pass {
+		if md != nil {
+			_ = out.SetHeader(md) // fails only once headers were sent: nothing to do
+		}
 		return nil
 	}
+	// A denial's metadata all goes in the trailers: a response with
+	// headers of its own is "committed", and grpc-go retries (with the
+	// pushback) only a trailers-only one. Clients read a trailers-only
+	// response's metadata as its header too.
 	st, pushback := denial(i.e.Reject(&res))
 	if pushback != "" {
-		out.SetTrailer(metadata.MD{MDPushback: []string{pushback}})
+		if md == nil {
+			md = make(metadata.MD, 1)
+		}
+		md[MDPushback] = []string{pushback}
+	}
+	if md != nil {
+		out.SetTrailer(md)
 	}
 	return st.Err()
 }

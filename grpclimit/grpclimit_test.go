@@ -177,11 +177,15 @@ func TestPerMethodPerAPIKeyQuotaExact(t *testing.T) {
 				if r.code != want {
 					t.Fatalf("%s key %s call %d: %v, want %v", m, key, i, r.st, want)
 				}
-				if got := r.header.Get(grpclimit.MDLimit); len(got) != 1 || got[0] != "3" {
+				md := r.header
+				if i > 3 { // a denial is trailers-only: its metadata is in the trailer
+					md = r.trailer
+				}
+				if got := md.Get(grpclimit.MDLimit); len(got) != 1 || got[0] != "3" {
 					t.Fatalf("%s: x-ratelimit-limit %q", m, got)
 				}
 				wantRem := strconv.Itoa(max(0, 3-i))
-				if got := r.header.Get(grpclimit.MDRemaining); len(got) != 1 || got[0] != wantRem {
+				if got := md.Get(grpclimit.MDRemaining); len(got) != 1 || got[0] != wantRem {
 					t.Fatalf("%s call %d: x-ratelimit-remaining %q, want %s", m, i, got, wantRem)
 				}
 			}
@@ -264,7 +268,10 @@ func TestDenialDetails(t *testing.T) {
 	if got := r.trailer.Get(grpclimit.MDPushback); len(got) != 1 || got[0] != wantMS {
 		t.Fatalf("pushback %q, want %s", got, wantMS)
 	}
-	if got := r.header.Get(grpclimit.MDRetryAfter); len(got) != 1 || got[0] != "48" {
+	if len(r.header) != 0 {
+		t.Fatalf("a denial sent headers %v: grpc-go would not retry it", r.header)
+	}
+	if got := r.trailer.Get(grpclimit.MDRetryAfter); len(got) != 1 || got[0] != "48" {
 		t.Fatalf("retry-after %q", got)
 	}
 }
@@ -433,7 +440,7 @@ func TestHeadersOff(t *testing.T) {
 	cc := bufClient(t, ic, "203.0.113.7")[0]
 	for i := 0; i < 2; i++ {
 		r := call(t, cc, sayMethod)
-		for k := range r.header {
+		for k := range metadata.Join(r.header, r.trailer) {
 			if strings.HasPrefix(k, "x-ratelimit") || k == "retry-after" {
 				t.Fatalf("call %d: metadata %s with HeaderNone", i, k)
 			}
@@ -442,4 +449,54 @@ func TestHeadersOff(t *testing.T) {
 			t.Fatalf("denial without headers: %v, trailer %v", r.st, r.trailer)
 		}
 	}
+}
+
+// A stock grpc-go client with a retry policy on RESOURCE_EXHAUSTED obeys
+// the pushback trailer: it waits the server's RetryAfter (here a minute,
+// past the call's deadline) instead of retrying at its own backoff.
+func TestRetryPolicyObeysPushback(t *testing.T) {
+	clock := core.NewManualClock(t0)
+	ic := grpclimit.MustNew(newLimiter(t, 1, clock))
+	var attempts atomic.Int64
+	count := func(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+		attempts.Add(1)
+		return h(ctx, req)
+	}
+	lis := bufconn.Listen(1 << 20)
+	s := grpc.NewServer(grpc.ChainUnaryInterceptor(count, ic.UnaryServerInterceptor()))
+	register(s)
+	go func() { _ = s.Serve(&peerListener{lis, fixedAddr(&net.TCPAddr{IP: net.ParseIP("203.0.113.7"), Port: 1})}) }()
+	t.Cleanup(s.Stop)
+	const config = `{"methodConfig": [{"name": [{"service": "limitkit.example.Echo"}], "retryPolicy": {
+		"maxAttempts": 4, "initialBackoff": "0.001s", "maxBackoff": "0.002s", "backoffMultiplier": 1,
+		"retryableStatusCodes": ["RESOURCE_EXHAUSTED"]}}]}`
+	cc, err := grpc.NewClient("passthrough:///bufnet",
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }),
+		grpc.WithDefaultServiceConfig(config))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Close()
+	if r := call(t, cc, sayMethod); r.code != codes.OK {
+		t.Fatal(r.st)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	err = cc.Invoke(ctx, sayMethod, wrapperspb.String("hi"), new(wrapperspb.StringValue))
+	if code := status.Code(err); code != codes.ResourceExhausted && code != codes.DeadlineExceeded {
+		t.Fatalf("second call: %v", err)
+	}
+	if n := attempts.Load(); n != 2 {
+		t.Fatalf("server saw %d attempts, want 2: the client retried before the pushback", n)
+	}
+}
+
+// fixedAddr is a channel that always gives a.
+func fixedAddr(a net.Addr) chan net.Addr {
+	c := make(chan net.Addr, 16)
+	for i := 0; i < cap(c); i++ {
+		c <- a
+	}
+	return c
 }
