@@ -465,7 +465,9 @@ func TestRetryPolicyObeysPushback(t *testing.T) {
 	lis := bufconn.Listen(1 << 20)
 	s := grpc.NewServer(grpc.ChainUnaryInterceptor(count, ic.UnaryServerInterceptor()))
 	register(s)
-	go func() { _ = s.Serve(&peerListener{lis, fixedAddr(&net.TCPAddr{IP: net.ParseIP("203.0.113.7"), Port: 1})}) }()
+	go func() {
+		_ = s.Serve(&peerListener{lis, fixedAddr(&net.TCPAddr{IP: net.ParseIP("203.0.113.7"), Port: 1})})
+	}()
 	t.Cleanup(s.Stop)
 	const config = `{"methodConfig": [{"name": [{"service": "limitkit.example.Echo"}], "retryPolicy": {
 		"maxAttempts": 4, "initialBackoff": "0.001s", "maxBackoff": "0.002s", "backoffMultiplier": 1,
