@@ -160,6 +160,18 @@ func lowerName(name string) string {
 	if i == len(name) {
 		return name
 	}
+	switch name { // the canonical forms keyfuncs passes, without a map lookup
+	case "X-Api-Key":
+		return "x-api-key"
+	case "Authorization":
+		return "authorization"
+	case "X-Forwarded-For":
+		return "x-forwarded-for"
+	case "X-Real-Ip":
+		return "x-real-ip"
+	case "Forwarded":
+		return "forwarded"
+	}
 	if l, ok := lowered.Load(name); ok {
 		return l.(string)
 	}
