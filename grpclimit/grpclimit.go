@@ -108,7 +108,7 @@ func (i *Interceptor) UnaryServerInterceptor() grpc.UnaryServerInterceptor {
 			i.inFlight.Enter()
 			defer i.inFlight.Exit()
 		}
-		if err := i.admit(ctx, info.FullMethod, unarySink{ctx}); err != nil {
+		if err := i.admit(ctx, info.FullMethod, nil); err != nil {
 			return nil, err
 		}
 		return handler(ctx, req)
@@ -131,21 +131,10 @@ func (i *Interceptor) StreamServerInterceptor() grpc.StreamServerInterceptor {
 	}
 }
 
-// sink is where metadata goes: a grpc.ServerStream, or the unary call's
-// context through grpc.SetHeader and grpc.SetTrailer.
-type sink interface {
-	SetHeader(metadata.MD) error
-	SetTrailer(metadata.MD)
-}
-
-type unarySink struct{ ctx context.Context }
-
-func (u unarySink) SetHeader(md metadata.MD) error { return grpc.SetHeader(u.ctx, md) }
-func (u unarySink) SetTrailer(md metadata.MD)      { _ = grpc.SetTrailer(u.ctx, md) }
-
-// admit decides the call and writes its metadata; a non-nil error is the
-// denial's status.
-func (i *Interceptor) admit(ctx context.Context, fullMethod string, out sink) error {
+// admit decides the call and writes its metadata to ss, or for a unary
+// call (ss nil) through the context (grpc.SetHeader, grpc.SetTrailer: no
+// sink value to allocate); a non-nil error is the denial's status.
+func (i *Interceptor) admit(ctx context.Context, fullMethod string, ss grpc.ServerStream) error {
 	if Exempt(fullMethod) {
 		return nil
 	}
@@ -159,7 +148,12 @@ func (i *Interceptor) admit(ctx context.Context, fullMethod string, out sink) er
 	md := i.metadata(&res)
 	if res.Action == limitmw.Pass {
 		if md != nil {
-			_ = out.SetHeader(md) // fails only once headers were sent: nothing to do
+			// fails only once headers were sent: nothing to do
+			if ss != nil {
+				_ = ss.SetHeader(md)
+			} else {
+				_ = grpc.SetHeader(ctx, md)
+			}
 		}
 		return nil
 	}
@@ -175,7 +169,11 @@ func (i *Interceptor) admit(ctx context.Context, fullMethod string, out sink) er
 		md[MDPushback] = []string{pushback}
 	}
 	if md != nil {
-		out.SetTrailer(md)
+		if ss != nil {
+			ss.SetTrailer(md)
+		} else {
+			_ = grpc.SetTrailer(ctx, md)
+		}
 	}
 	return st.Err()
 }

@@ -502,3 +502,20 @@ func fixedAddr(a net.Addr) chan net.Addr {
 	}
 	return c
 }
+
+func TestFailOpenAdmits(t *testing.T) {
+	env := adaptertest.NewEnv(t)
+	lim := env.Limiter(t, core.Policy{Name: "echo", Limits: []core.Limit{core.PerMinute(1)}, FailMode: core.FailOpen})
+	var hooked atomic.Int64
+	ic := grpclimit.MustNew(lim, httplimit.WithErrorHook(func(context.Context, error) { hooked.Add(1) }))
+	cc := bufClient(t, ic, "203.0.113.7")[0]
+	env.Store.SetFail(errors.New("store down"))
+	for i := 0; i < 3; i++ {
+		if r := call(t, cc, sayMethod); r.code != codes.OK {
+			t.Fatalf("call %d with a failed FailOpen store: %v", i, r.st)
+		}
+	}
+	if hooked.Load() != 3 {
+		t.Fatalf("error hook saw %d failures, want 3", hooked.Load())
+	}
+}
