@@ -26,8 +26,8 @@ import (
 // header metadata on an admitted call, and in the trailers of a denial,
 // with the pushback key. A denial is a trailers-only response (headers
 // sent separately would commit the call, and grpc-go retries only
-// uncommitted ones); grpc-go clients then see its metadata through
-// grpc.Header as well as grpc.Trailer.
+// uncommitted ones): grpc-go clients read a denial's metadata with
+// grpc.Trailer.
 const (
 	// MDLimit is the binding limit's size (requests per window).
 	MDLimit = "x-ratelimit-limit"
@@ -159,8 +159,8 @@ func (i *Interceptor) admit(ctx context.Context, fullMethod string, ss grpc.Serv
 	}
 	// A denial's metadata all goes in the trailers: a response with
 	// headers of its own is "committed", and grpc-go retries (with the
-	// pushback) only a trailers-only one. Clients read a trailers-only
-	// response's metadata as its header too.
+	// pushback) only a trailers-only one. Clients read it with
+	// grpc.Trailer (grpc.Header is empty on a trailers-only response).
 	st, pushback := denial(i.e.Reject(&res))
 	if pushback != "" {
 		if md == nil {
