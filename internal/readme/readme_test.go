@@ -106,8 +106,8 @@ func TestREADMESnippetsCompile(t *testing.T) {
 		}
 		write(t, filepath.Join(dir, pkg, pkg+".go"), s.source(pkg))
 	}
-	if programs != 4 {
-		t.Errorf("README.md has %d whole programs, want the 4 quick starts", programs)
+	if programs != 5 {
+		t.Errorf("README.md has %d whole programs, want the 5 quick starts", programs)
 	}
 	goBin, err := exec.LookPath("go")
 	if err != nil {

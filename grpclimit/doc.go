@@ -1,0 +1,64 @@
+// Package grpclimit is limitkit's gRPC adapter: unary and stream server
+// interceptors built on the same engine, key functions and limiters as
+// the HTTP adapters.
+//
+//	ic, err := grpclimit.New(limiter, httplimit.WithKey(apiKey)) // apiKey: keyfuncs.APIKey("x-api-key", "")
+//	srv := grpc.NewServer(
+//		grpc.UnaryInterceptor(ic.UnaryServerInterceptor()),
+//		grpc.StreamInterceptor(ic.StreamServerInterceptor()),
+//	)
+//
+// # Keys and scope
+//
+// Key functions see a call as a [Request]: metadata through Header (so
+// keyfuncs.APIKey, keyfuncs.Header and keyfuncs.JWTClaim read metadata
+// keys), the transport peer through RemoteAddr (keyfuncs.PeerIP, the
+// default key, strips the port and groups IPv6 by /64), x-forwarded-for
+// only through a resolver given trusted proxies (keyfuncs.XForwardedFor),
+// and the context's values for an identity an authentication interceptor
+// verified. The scope of every key is the full method name
+// ("/pkg.Service/Method"): each method has its own quota per client, a
+// unary and a stream method alike. [httplimit.WithScope] and [httplimit.WithScopeFunc]
+// change that. The health service ("/grpc.health.v1.Health/") and server
+// reflection ("/grpc.reflection.") are never limited ([Exempt]).
+//
+// A stream is admitted, and charged once, when it opens; the messages on
+// an admitted stream are not limited.
+//
+// # Answers
+//
+// An admitted call carries, as response header metadata, x-ratelimit-limit,
+// x-ratelimit-remaining and x-ratelimit-reset ([MDLimit] and following;
+// [httplimit.WithHeaders](httplimit.HeaderNone) turns them off). A denied
+// call never reaches the handler and ends with a trailers-only response
+// (its metadata, the same keys plus retry-after, is in the trailers:
+// grpc-go retries only a call whose server sent no headers) and:
+//
+//   - quota exhausted: codes.ResourceExhausted, with the status details
+//     google.rpc.RetryInfo (RetryDelay is the limiter's RetryAfter
+//     exactly), google.rpc.QuotaFailure (subject "policy:<name>") and
+//     google.rpc.ErrorInfo (reason RATE_LIMIT_EXCEEDED, domain limitkit,
+//     metadata policy, limit, window); the trailer grpc-retry-pushback-ms
+//     (RetryAfter in milliseconds, rounded up), which grpc-go clients with
+//     a retry policy on RESOURCE_EXHAUSTED obey; and retry-after (whole
+//     seconds). When the call's cost exceeds the
+//     limit no wait helps: no RetryInfo, and pushback -1 (do not retry).
+//   - store failure: the limiter's fail mode decides. FailOpen admits,
+//     FailLocal decides on the in-process fallback store; FailClosed
+//     answers codes.Unavailable with RetryInfo 1 s and pushback 1000. The
+//     store's error text never reaches the client ([httplimit.WithErrorHook] sees
+//     it).
+//   - no key: as over HTTP, [httplimit.NoKeyFallback] (the default) limits the call
+//     by the peer IP under a prefix of its own; [httplimit.NoKeySkip] lets it
+//     through unlimited; [httplimit.NoKeyDeny], or a fallback that finds no peer IP
+//     (a Unix-socket listener), answers codes.Unauthenticated and counts
+//     nothing.
+//
+// # Options
+//
+// An [Option] is an httplimit.Option: the options of package httplimit
+// and of every HTTP adapter apply. WithDenyStatus, WithDenyBody and
+// WithDegradedHeader, which shape an HTTP response, have no effect here.
+//
+// Interceptors are safe for concurrent use and never panic on a call.
+package grpclimit

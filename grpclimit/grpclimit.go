@@ -1,0 +1,267 @@
+package grpclimit
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/protoadapt"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/limitkit/limitkit/core"
+	"github.com/limitkit/limitkit/httplimit"
+	"github.com/limitkit/limitkit/internal/limitmw"
+	"github.com/limitkit/limitkit/internal/respond"
+)
+
+// Metadata keys the interceptors write. The rate-limit keys are sent on
+// every limited call unless WithHeaders(HeaderNone) turns them off: as
+// header metadata on an admitted call, and in the trailers of a denial,
+// with the pushback key. A denial is a trailers-only response (headers
+// sent separately would commit the call, and grpc-go retries only
+// uncommitted ones): grpc-go clients read a denial's metadata with
+// grpc.Trailer.
+const (
+	// MDLimit is the binding limit's size (requests per window).
+	MDLimit = "x-ratelimit-limit"
+	// MDRemaining is what is left of it after this call.
+	MDRemaining = "x-ratelimit-remaining"
+	// MDReset is when the quota is full again: Unix seconds by default,
+	// seconds from now with WithResetFormat(ResetDelta).
+	MDReset = "x-ratelimit-reset"
+	// MDRetryAfter is the whole seconds to wait, on denials
+	// (HeaderRetryAfter, on by default).
+	MDRetryAfter = "retry-after"
+	// MDPushback is the grpc-retry-pushback-ms trailer of a denial: the
+	// milliseconds (rounded up) a grpc-go client with a retry policy
+	// waits before its next attempt, or -1 ("do not retry") when no wait
+	// would help.
+	MDPushback = "grpc-retry-pushback-ms"
+)
+
+// ErrorInfo values of a quota denial.
+const (
+	// ErrorReason is errdetails.ErrorInfo.Reason of a quota denial.
+	ErrorReason = "RATE_LIMIT_EXCEEDED"
+	// ErrorDomain is errdetails.ErrorInfo.Domain of every denial.
+	ErrorDomain = "limitkit"
+)
+
+// Interceptor holds a validated configuration and hands out the unary
+// and stream server interceptors applying it. It is immutable and safe
+// for concurrent use; both interceptors of one Interceptor share its
+// limiters, so a unary and a stream method each have their own quota (the
+// scope is the full method name) on the same store.
+type Interceptor struct {
+	e        *limitmw.Engine
+	inFlight *core.InFlight
+}
+
+// New validates the options and returns an Interceptor applying l (and
+// any [httplimit.WithCheck] limiters) to every call, or a configuration error
+// naming the option to fix.
+//
+// Defaults: the key is the transport peer's IP (port stripped, IPv6 by
+// /64; no metadata is trusted); the scope is the full method name, so
+// each method has its own quota per client; health checks
+// ("/grpc.health.v1.Health/") and reflection ("/grpc.reflection.") are
+// never limited. The HTTP-only options [httplimit.WithDenyStatus],
+// [httplimit.WithDenyBody] and [httplimit.WithDegradedHeader] have no
+// effect here.
+func New(l *core.Limiter, opts ...Option) (*Interceptor, error) {
+	e, cfg, err := limitmw.New("grpclimit", l, opts)
+	if err != nil {
+		return nil, err
+	}
+	return &Interceptor{e: e, inFlight: cfg.InFlight}, nil
+}
+
+// MustNew is [New] that panics on a configuration error, for start-up
+// code.
+func MustNew(l *core.Limiter, opts ...Option) *Interceptor {
+	i, err := New(l, opts...)
+	if err != nil {
+		panic(err)
+	}
+	return i
+}
+
+// Exempt reports whether fullMethod is exempt by default: the health
+// checking service and server reflection (v1 and v1alpha).
+func Exempt(fullMethod string) bool {
+	return strings.HasPrefix(fullMethod, "/grpc.health.v1.Health/") ||
+		strings.HasPrefix(fullMethod, "/grpc.reflection.")
+}
+
+// UnaryServerInterceptor returns the unary interceptor: the call is
+// decided before the handler runs; a denied call never reaches it.
+func (i *Interceptor) UnaryServerInterceptor() grpc.UnaryServerInterceptor {
+	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+		if i.inFlight != nil {
+			i.inFlight.Enter()
+			defer i.inFlight.Exit()
+		}
+		if err := i.admit(ctx, info.FullMethod, nil); err != nil {
+			return nil, err
+		}
+		return handler(ctx, req)
+	}
+}
+
+// StreamServerInterceptor returns the stream interceptor: a stream is
+// admitted (and charged once) when it opens; the messages on an admitted
+// stream are not limited.
+func (i *Interceptor) StreamServerInterceptor() grpc.StreamServerInterceptor {
+	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+		if i.inFlight != nil {
+			i.inFlight.Enter()
+			defer i.inFlight.Exit()
+		}
+		if err := i.admit(ss.Context(), info.FullMethod, ss); err != nil {
+			return err
+		}
+		return handler(srv, ss)
+	}
+}
+
+// admit decides the call and writes its metadata to ss, or for a unary
+// call (ss nil) through the context (grpc.SetHeader, grpc.SetTrailer: no
+// sink value to allocate); a non-nil error is the denial's status.
+func (i *Interceptor) admit(ctx context.Context, fullMethod string, ss grpc.ServerStream) error {
+	if Exempt(fullMethod) {
+		return nil
+	}
+	var req Request
+	req.init(ctx, fullMethod)
+	var res limitmw.Result
+	i.e.DecideInto(ctx, &req, &res)
+	if res.Action == limitmw.Skip {
+		return nil
+	}
+	md := i.metadata(&res)
+	if res.Action == limitmw.Pass {
+		if md != nil {
+			// fails only once headers were sent: nothing to do
+			if ss != nil {
+				_ = ss.SetHeader(md)
+			} else {
+				_ = grpc.SetHeader(ctx, md)
+			}
+		}
+		return nil
+	}
+	// A denial's metadata all goes in the trailers: a response with
+	// headers of its own is "committed", and grpc-go retries (with the
+	// pushback) only a trailers-only one. Clients read it with
+	// grpc.Trailer (grpc.Header is empty on a trailers-only response).
+	st, pushback := denial(i.e.Reject(&res))
+	if pushback != "" {
+		if md == nil {
+			md = make(metadata.MD, 1)
+		}
+		md[MDPushback] = []string{pushback}
+	}
+	if md != nil {
+		if ss != nil {
+			ss.SetTrailer(md)
+		} else {
+			_ = grpc.SetTrailer(ctx, md)
+		}
+	}
+	return st.Err()
+}
+
+// metadata is res's rate-limit fields as header metadata, or nil.
+func (i *Interceptor) metadata(res *limitmw.Result) metadata.MD {
+	var f respond.Fields
+	i.e.Fields(res, &f)
+	n := f.Len()
+	if n == 0 {
+		return nil
+	}
+	md := make(metadata.MD, n)
+	vals := make([]string, n) // one backing array for every field's value
+	for j := 0; j < n; j++ {
+		name, dyn, static := f.At(j)
+		vals[j] = static
+		if dyn != nil {
+			vals[j] = string(dyn)
+		}
+		md[mdName(name)] = vals[j : j+1 : j+1]
+	}
+	return md
+}
+
+// mdName is the metadata key of header field name: lowercase, without
+// an allocation for the fields the engine writes.
+func mdName(name string) string {
+	switch name {
+	case respond.HeaderLimit:
+		return MDLimit
+	case respond.HeaderRemaining:
+		return MDRemaining
+	case respond.HeaderReset:
+		return MDReset
+	case respond.HeaderRetryAfter:
+		return MDRetryAfter
+	}
+	return strings.ToLower(name)
+}
+
+// denial is the status of rej and its pushback trailer value ("" for
+// none):
+//
+//   - ReasonLimited: ResourceExhausted, with RetryInfo (the exact
+//     RetryAfter; absent when no wait helps), QuotaFailure and ErrorInfo
+//     (RATE_LIMIT_EXCEEDED);
+//   - ReasonUnavailable (a FailClosed store failed): Unavailable, with
+//     RetryInfo of 1 s, as HTTP's Retry-After: 1;
+//   - ReasonNoKey: Unauthenticated, no details, no pushback.
+func denial(rej Rejection) (*status.Status, string) {
+	d := &rej.Decision
+	switch rej.Reason {
+	case httplimit.ReasonNoKey:
+		return status.New(codes.Unauthenticated, "limitkit: the call carries no rate-limit key"), ""
+	case httplimit.ReasonUnavailable:
+		st := status.New(codes.Unavailable, "limitkit: rate limiter unavailable")
+		if wd, err := st.WithDetails(
+			&errdetails.RetryInfo{RetryDelay: durationpb.New(time.Second)},
+			&errdetails.ErrorInfo{Reason: "RATE_LIMITER_UNAVAILABLE", Domain: ErrorDomain, Metadata: map[string]string{"policy": d.Policy}},
+		); err == nil {
+			st = wd
+		}
+		return st, "1000"
+	}
+	msg := "limitkit: rate limit exceeded for policy " + strconv.Quote(d.Policy)
+	info := &errdetails.ErrorInfo{Reason: ErrorReason, Domain: ErrorDomain, Metadata: map[string]string{"policy": d.Policy}}
+	quota := &errdetails.QuotaFailure_Violation{Subject: "policy:" + d.Policy, Description: "quota exhausted"}
+	if d.Limit.Requests > 0 {
+		quota.Description = fmt.Sprintf("%d requests per %s", d.Limit.Requests, d.Limit.Window)
+		info.Metadata["limit"] = strconv.FormatInt(d.Limit.Requests, 10)
+		info.Metadata["window"] = d.Limit.Window.String()
+	}
+	var pushback string
+	details := make([]protoadapt.MessageV1, 0, 3)
+	if d.RetryAfter == core.Never {
+		pushback = "-1"
+		msg += "; the call's cost exceeds the limit, retrying will not help"
+	} else {
+		details = append(details, &errdetails.RetryInfo{RetryDelay: durationpb.New(d.RetryAfter)})
+		ms := (d.RetryAfter + time.Millisecond - 1) / time.Millisecond
+		pushback = strconv.FormatInt(int64(ms), 10)
+		msg += "; retry after " + d.RetryAfter.String()
+	}
+	details = append(details, &errdetails.QuotaFailure{Violations: []*errdetails.QuotaFailure_Violation{quota}}, info)
+	st := status.New(codes.ResourceExhausted, msg)
+	if wd, err := st.WithDetails(details...); err == nil {
+		st = wd
+	}
+	return st, pushback
+}

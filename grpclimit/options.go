@@ -1,0 +1,31 @@
+package grpclimit
+
+import "github.com/limitkit/limitkit/httplimit"
+
+// Option configures an [Interceptor]. It is [httplimit.Option]: the
+// options of package httplimit apply to gRPC unchanged, with key
+// functions seeing the call as a [Request] and "headers" meaning response
+// metadata. The ones a gRPC server usually wants:
+//
+//   - httplimit.WithKey(keyfuncs.APIKey("x-api-key", "")): key by
+//     metadata (default: the peer IP); httplimit.WithIPKey with
+//     keyfuncs.XForwardedFor(trusted...) behind trusted proxies;
+//   - httplimit.WithCheck: more limiters, each with its own key (a call
+//     passes when every check allows it);
+//   - httplimit.WithNoKey(httplimit.NoKeyFallback | NoKeySkip | NoKeyDeny):
+//     the no-key mode (see [Interceptor] for the codes);
+//   - httplimit.WithHeaders(httplimit.HeaderNone): no rate-limit metadata;
+//     httplimit.WithResetFormat(httplimit.ResetDelta): seconds, not epoch,
+//     in x-ratelimit-reset;
+//   - httplimit.WithScope, WithScopeFunc, WithSkip, WithCost,
+//     WithErrorHook, WithClock, WithInFlight.
+//
+// WithDenyStatus, WithDenyBody, WithDegradedHeader and HeaderIETF shape
+// HTTP responses and have no effect here.
+type Option = httplimit.Option
+
+// Rejection describes a denial ([httplimit.Rejection]). Its Reason picks
+// the status code: httplimit.ReasonLimited is codes.ResourceExhausted,
+// ReasonUnavailable (a FailClosed store failed) codes.Unavailable, and
+// ReasonNoKey codes.Unauthenticated.
+type Rejection = httplimit.Rejection

@@ -1,0 +1,5 @@
+//go:build race
+
+package grpclimit_test
+
+const raceEnabled = true

@@ -1,0 +1,198 @@
+package grpclimit
+
+import (
+	"context"
+	"encoding/binary"
+	"net"
+	"net/netip"
+	"strings"
+	"sync"
+
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/peer"
+
+	"github.com/limitkit/limitkit/internal/limitmw"
+	"github.com/limitkit/limitkit/keyfuncs"
+)
+
+// Request is the [keyfuncs.Request] view of a gRPC call, for key
+// functions, [WithSkip], [WithCost] and [WithScopeFunc]:
+//
+//   - Method is "POST" (every gRPC call is an HTTP/2 POST);
+//   - Route and Path are the full method name, "/pkg.Service/Method";
+//   - Header and HeaderValues read the incoming metadata (names in any
+//     case; gRPC lowercases them), so keyfuncs.APIKey("x-api-key") and
+//     keyfuncs.BearerJWT read metadata as they read HTTP headers;
+//   - Query is always "";
+//   - RemoteAddr is the transport peer (peer.FromContext), "ip:port";
+//     keyfuncs' IP resolvers strip the port and group IPv6 by /64;
+//     x-forwarded-for is read only by a resolver configured with trusted
+//     proxies (keyfuncs.XForwardedFor), exactly as over HTTP;
+//   - Value is the call context's Value, where an authentication
+//     interceptor leaves the verified principal.
+//
+// A Request is valid only during the call it describes; methods are safe
+// for use from the goroutine serving the call.
+type Request struct {
+	ctx        context.Context
+	fullMethod string
+	peer       net.Addr
+	peerRead   bool // peer holds peer.FromContext's answer: read on first use
+}
+
+var (
+	_ keyfuncs.Request        = (*Request)(nil)
+	_ limitmw.AnyMethodRouter = (*Request)(nil)
+	_ limitmw.PeerAddrer      = (*Request)(nil)
+	_ limitmw.KeyParter       = (*Request)(nil)
+)
+
+// NewRequest returns the view of the call with context ctx (the server
+// call's context, carrying its metadata and peer) to fullMethod.
+func NewRequest(ctx context.Context, fullMethod string) *Request {
+	r := &Request{}
+	r.init(ctx, fullMethod)
+	return r
+}
+
+func (r *Request) init(ctx context.Context, fullMethod string) {
+	r.ctx, r.fullMethod = ctx, fullMethod
+}
+
+// addr is the transport peer, looked up once: a call keyed by metadata
+// never walks the context for it.
+func (r *Request) addr() net.Addr {
+	if !r.peerRead {
+		r.peerRead = true
+		if p, ok := peer.FromContext(r.ctx); ok {
+			r.peer = p.Addr
+		}
+	}
+	return r.peer
+}
+
+// FullMethod is the full method name, "/pkg.Service/Method".
+func (r *Request) FullMethod() string { return r.fullMethod }
+
+// Method implements [keyfuncs.Request]: always "POST".
+func (r *Request) Method() string { return "POST" }
+
+// Route implements [keyfuncs.Request]: the full method name.
+func (r *Request) Route() string { return r.fullMethod }
+
+// Path implements [keyfuncs.Request]: the full method name.
+func (r *Request) Path() string { return r.fullMethod }
+
+// AnyMethod tells the engine that a gRPC method has one quota whatever
+// the HTTP method: the default scope is the full method name alone.
+func (r *Request) AnyMethod() bool { return true }
+
+// Header implements [keyfuncs.Request]: the first value of the metadata
+// key name (any case), or "".
+func (r *Request) Header(name string) string {
+	if v := r.HeaderValues(name); len(v) > 0 {
+		return v[0]
+	}
+	return ""
+}
+
+// HeaderValues implements [keyfuncs.Request]: every value of the
+// metadata key name (any case), or nil.
+func (r *Request) HeaderValues(name string) []string {
+	// one key's values: FromIncomingContext would copy the whole map per
+	// call. The name is lowercased first: ValueFromIncomingContext finds
+	// a lowercase key by one lookup, another by iterating the map.
+	return metadata.ValueFromIncomingContext(r.ctx, lowerName(name))
+}
+
+// Query implements [keyfuncs.Request]: gRPC has no query, always "".
+func (r *Request) Query(string) string { return "" }
+
+// RemoteAddr implements [keyfuncs.Request]: the transport peer's address
+// ("ip:port" over TCP), or "" when the server saw none.
+func (r *Request) RemoteAddr() string {
+	a := r.addr()
+	if a == nil {
+		return ""
+	}
+	return a.String()
+}
+
+// PeerAddr is the peer's IP without a text round trip (the zero Addr when
+// the peer is not a TCP or UDP address); it agrees with RemoteAddr.
+func (r *Request) PeerAddr() netip.Addr {
+	var ip net.IP
+	switch a := r.addr().(type) {
+	case *net.TCPAddr:
+		if a.Zone != "" {
+			return netip.Addr{}
+		}
+		ip = a.IP
+	case *net.UDPAddr:
+		if a.Zone != "" {
+			return netip.Addr{}
+		}
+		ip = a.IP
+	default:
+		return netip.Addr{}
+	}
+	ad, ok := netip.AddrFromSlice(ip)
+	if !ok {
+		return netip.Addr{}
+	}
+	return ad.Unmap()
+}
+
+// Value implements [keyfuncs.Request]: the call context's value.
+func (r *Request) Value(key any) any { return r.ctx.Value(key) }
+
+// lowered caches the lowercase form of header names that have capitals.
+// The names come from the server's key functions ("X-API-Key",
+// "Authorization"), never from the client, so the cache stays small.
+var lowered sync.Map // string -> string
+
+// lowerName is name in lowercase, without allocating per call.
+func lowerName(name string) string {
+	i := 0
+	for i < len(name) && (name[i] < 'A' || name[i] > 'Z') {
+		i++
+	}
+	if i == len(name) {
+		return name
+	}
+	switch name { // the canonical forms keyfuncs passes, without a map lookup
+	case "X-Api-Key":
+		return "x-api-key"
+	case "Authorization":
+		return "authorization"
+	case "X-Forwarded-For":
+		return "x-forwarded-for"
+	case "X-Real-Ip":
+		return "x-real-ip"
+	case "Forwarded":
+		return "forwarded"
+	}
+	if l, ok := lowered.Load(name); ok {
+		return l.(string)
+	}
+	l := strings.ToLower(name)
+	lowered.Store(name, l)
+	return l
+}
+
+// KeyParts implements the engine's key cache: the default key's parts
+// without rendering the peer's address. A peer that is not IPv4 is left
+// to the general path. The full method name is per-call text (grpc-go
+// parses it from each request), so it is hashed, not found by address.
+func (r *Request) KeyParts(route bool) (p limitmw.KeyParts, ok bool) {
+	a := r.PeerAddr()
+	if !a.Is4() {
+		return p, false
+	}
+	b := a.As4()
+	p.PeerIP = 1<<32 | uint64(binary.BigEndian.Uint32(b[:]))
+	if route {
+		p.Route = r.fullMethod // Method "": a gRPC method accepts one HTTP method
+	}
+	return p, true
+}
