@@ -12,28 +12,15 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/limitkit/limitkit/core"
+	"github.com/limitkit/limitkit/internal/storetest"
 )
 
 var verbAlgorithms = []core.Algorithm{core.GCRA, core.TokenBucket, core.FixedWindow, core.SlidingWindowLog, core.SlidingWindowCounter}
 
 // applyModel applies verb v to a plain state with core's model: what the
 // store must do under its lock.
-func applyModel(c *core.Compiled, st []int64, v byte, now, cost int64) (d core.Decision) {
-	switch v {
-	case 'A':
-		c.DecideTo(&d, st, now, cost)
-	case 'P':
-		c.PeekTo(&d, st, make([]int64, len(st)), now, cost)
-	case 'C':
-		c.ChargeTo(&d, st, now, cost)
-	case 'R':
-		c.RefundTo(&d, st, now, cost)
-	case 'W':
-		c.ReserveTo(&d, st, now, cost, 2_000_000)
-	case 'X':
-		clear(st)
-	}
-	return d
+func applyModel(c *core.Compiled, st []int64, v byte, now, cost int64) core.Decision {
+	return storetest.ApplyVerb(c, st, v, now, cost, 2_000_000)
 }
 
 func applyStore(t *testing.T, s *Store, key string, p *core.Policy, v byte, now time.Time, cost int64) core.Decision {

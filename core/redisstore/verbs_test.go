@@ -16,6 +16,7 @@ import (
 
 	"github.com/limitkit/limitkit/core"
 	"github.com/limitkit/limitkit/internal/redistest"
+	"github.com/limitkit/limitkit/internal/storetest"
 )
 
 // verbRef applies a verb to the reference state with core's model.
@@ -29,23 +30,7 @@ func (r *ref) verb(v byte, key string, now time.Time, cost int64) core.Decision 
 	if err != nil {
 		panic(err)
 	}
-	us := max(now.UnixMicro(), 0)
-	var d core.Decision
-	switch v {
-	case 'A':
-		c.DecideTo(&d, st, us, cost)
-	case 'P':
-		c.PeekTo(&d, st, make([]int64, len(st)), us, cost)
-	case 'C':
-		c.ChargeTo(&d, st, us, cost)
-	case 'R':
-		c.RefundTo(&d, st, us, cost)
-	case 'W':
-		c.ReserveTo(&d, st, us, cost, verbMaxWait.Microseconds())
-	case 'X':
-		clear(st)
-	}
-	return d
+	return storetest.ApplyVerb(c, st, v, max(now.UnixMicro(), 0), cost, verbMaxWait.Microseconds())
 }
 
 const verbMaxWait = 5 * time.Second
