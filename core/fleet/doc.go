@@ -165,16 +165,20 @@
 //
 //	fail mode                     admitted per window, whatever fails
 //	FailClosed                    L in exact mode; L + N×C in write-back (L for the fixed window)
-//	FailLocal (default)           2L − L/N in the worst case (one tier decides at Redis while
-//	                              N−1 tiers spend their whole local share), + N×C in write-back;
-//	                              L (+ N×C) when every tier's local admissions reach Redis in
-//	                              the window while it has room
+//	FailLocal (default)           2L at most (Redis admits L, each tier at most its local share
+//	                              L/N), + N×C in write-back; 2L − L/N when no remote decision is
+//	                              in flight as a tier falls back (a tier's remote admissions
+//	                              are charged to its share, so one tier spends both at most);
+//	                              L + N (+ N×C) when every tier's local admissions reach Redis
+//	                              in the window while it has room
 //	FailOpen (WithDefaultFailMode) unbounded while a domain is down or its calls fail;
 //	                              cached denials still deny
 //
+// TestFailLocalBoundSteps walks the FailLocal terms step by step on a fake
+// clock (175 and 104 of a limit of 100 with 4 tiers);
 // TestFlappingRedisFailLocalBound, TestSaturatedHostKeepsTheBound and
-// TestClusterMasterDownAffectsOnlyItsKeys check them against real Redis
-// servers (a flapping Redis, a starved process, a SIGSTOPped Cluster
+// TestClusterMasterDownAffectsOnlyItsKeys check the bounds against real
+// Redis servers (a flapping Redis, a starved process, a SIGSTOPped Cluster
 // master).
 //
 // # Elastic policies
