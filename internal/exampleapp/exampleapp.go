@@ -222,6 +222,7 @@ type options struct {
 	logger      *slog.Logger
 	logSet      bool
 	logInterval time.Duration
+	timeout     time.Duration
 }
 
 // WithRedisClient makes the app use a Redis store on client (a
@@ -239,6 +240,11 @@ func WithLogger(l *slog.Logger) Option { return func(o *options) { o.logger, o.l
 // WithLogInterval sets the least time between two store-failure lines of
 // a limiter (core.WithLogInterval; default core.DefaultLogInterval).
 func WithLogInterval(d time.Duration) Option { return func(o *options) { o.logInterval = d } }
+
+// WithStoreTimeout sets every limiter's store deadline
+// (core.WithTimeout; default core.DefaultTimeout): tests whose subject is
+// not the deadline raise it so that a loaded machine does not fail them.
+func WithStoreTimeout(d time.Duration) Option { return func(o *options) { o.timeout = d } }
 
 // New loads the rules, opens the store, and builds one limiter per rule.
 func New(cfg Config, opts ...Option) (*App, error) {
@@ -316,6 +322,9 @@ func New(cfg Config, opts ...Option) (*App, error) {
 	}
 	if o.logInterval != 0 {
 		lopts = append(lopts, core.WithLogInterval(o.logInterval))
+	}
+	if o.timeout != 0 {
+		lopts = append(lopts, core.WithTimeout(o.timeout))
 	}
 	a.reload.file, a.reload.watch = cfg.RulesFile, cfg.Watch
 	a.reload.logger, a.reload.logSet = o.logger, o.logSet
