@@ -22,8 +22,11 @@
 // change that. The health service ("/grpc.health.v1.Health/") and server
 // reflection ("/grpc.reflection.") are never limited ([Exempt]).
 //
-// A stream is admitted, and charged once, when it opens; the messages on
-// an admitted stream are not limited.
+// A stream is admitted, and charged once, when it opens. The messages on
+// an admitted stream are not limited unless the stream interceptor is
+// given [PerMessage]: each received message is then charged to a policy
+// of its own, and a denied message ends the stream with
+// codes.ResourceExhausted and the details below.
 //
 // # Answers
 //

@@ -94,8 +94,15 @@ func (c addrConn) RemoteAddr() net.Addr { return c.remote }
 // bufClient returns a client connected over bufconn as peer ip.
 func bufClient(t *testing.T, ic *grpclimit.Interceptor, ips ...string) []*grpc.ClientConn {
 	t.Helper()
+	return bufServer(t, []grpc.ServerOption{grpc.UnaryInterceptor(ic.UnaryServerInterceptor()), grpc.StreamInterceptor(ic.StreamServerInterceptor())}, ips...)
+}
+
+// bufServer serves the test services with opts over bufconn and returns
+// a client connected as each of ips.
+func bufServer(t *testing.T, opts []grpc.ServerOption, ips ...string) []*grpc.ClientConn {
+	t.Helper()
 	lis := &peerListener{bufconn.Listen(1 << 20), make(chan net.Addr, len(ips))}
-	s := grpc.NewServer(grpc.UnaryInterceptor(ic.UnaryServerInterceptor()), grpc.StreamInterceptor(ic.StreamServerInterceptor()))
+	s := grpc.NewServer(opts...)
 	register(s)
 	go func() { _ = s.Serve(lis) }()
 	t.Cleanup(s.Stop)
