@@ -60,8 +60,11 @@
 // # Options
 //
 // An [Option] is an httplimit.Option: the options of package httplimit
-// and of every HTTP adapter apply. WithDenyStatus, WithDenyBody and
-// WithDegradedHeader, which shape an HTTP response, have no effect here.
+// and of every HTTP adapter apply. Header options name metadata keys
+// (lowercased): HeaderIETF adds ratelimit-policy and ratelimit;
+// WithDegradedHeader("X-RateLimit-Degraded") marks a call admitted
+// because the store failed with x-ratelimit-degraded: 1. WithDenyStatus
+// and WithDenyBody, which shape an HTTP response, have no effect here.
 //
 // Interceptors are safe for concurrent use and never panic on a call.
 package grpclimit

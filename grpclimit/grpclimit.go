@@ -73,9 +73,9 @@ type Interceptor struct {
 // /64; no metadata is trusted); the scope is the full method name, so
 // each method has its own quota per client; health checks
 // ("/grpc.health.v1.Health/") and reflection ("/grpc.reflection.") are
-// never limited. The HTTP-only options [httplimit.WithDenyStatus],
-// [httplimit.WithDenyBody] and [httplimit.WithDegradedHeader] have no
-// effect here.
+// never limited. The HTTP-only options [httplimit.WithDenyStatus] and
+// [httplimit.WithDenyBody] have no effect here; header options name
+// metadata keys.
 func New(l *core.Limiter, opts ...Option) (*Interceptor, error) {
 	e, cfg, err := limitmw.New("grpclimit", l, opts)
 	if err != nil {
