@@ -526,3 +526,67 @@ func TestFailOpenAdmits(t *testing.T) {
 		t.Fatalf("error hook saw %d failures, want 3", hooked.Load())
 	}
 }
+
+// A stock grpc-go client with a retry policy on RESOURCE_EXHAUSTED waits
+// the pushback, then retries and gets through: the server's clock moves
+// past the wait when it denies, and the retry arrives no sooner than the
+// pushback after the denial (a lower bound, which a loaded machine only
+// makes longer); the policy's own backoff is a millisecond.
+func TestRetryPolicyWaitsPushbackThenRetries(t *testing.T) {
+	const wait = 200 * time.Millisecond
+	clock := core.NewManualClock(t0)
+	store := memstore.MustNew()
+	t.Cleanup(func() { store.Close() })
+	lim := core.MustNewLimiter(store, core.Policy{Name: "echo", Limits: []core.Limit{core.Per(1, wait)}}, core.WithClock(clock))
+	ic := grpclimit.MustNew(lim)
+	var mu sync.Mutex
+	var arrivals []time.Time
+	var denied time.Time
+	count := func(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+		mu.Lock()
+		arrivals = append(arrivals, time.Now())
+		mu.Unlock()
+		resp, err := h(ctx, req)
+		if status.Code(err) == codes.ResourceExhausted {
+			mu.Lock()
+			denied = time.Now()
+			mu.Unlock()
+			clock.Advance(wait) // the quota is back when the client returns
+		}
+		return resp, err
+	}
+	lis := bufconn.Listen(1 << 20)
+	s := grpc.NewServer(grpc.ChainUnaryInterceptor(count, ic.UnaryServerInterceptor()))
+	register(s)
+	go func() {
+		_ = s.Serve(&peerListener{lis, fixedAddr(&net.TCPAddr{IP: net.ParseIP("203.0.113.7"), Port: 1})})
+	}()
+	t.Cleanup(s.Stop)
+	const config = `{"methodConfig": [{"name": [{"service": "limitkit.example.Echo"}], "retryPolicy": {
+		"maxAttempts": 4, "initialBackoff": "0.001s", "maxBackoff": "0.001s", "backoffMultiplier": 1,
+		"retryableStatusCodes": ["RESOURCE_EXHAUSTED"]}}]}`
+	cc, err := grpc.NewClient("passthrough:///bufnet",
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }),
+		grpc.WithDefaultServiceConfig(config))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Close()
+	if r := call(t, cc, sayMethod); r.code != codes.OK {
+		t.Fatal(r.st)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := cc.Invoke(ctx, sayMethod, wrapperspb.String("hi"), new(wrapperspb.StringValue)); err != nil {
+		t.Fatalf("retried call: %v", err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(arrivals) != 3 {
+		t.Fatalf("server saw %d attempts, want 3 (admitted, denied, retried once)", len(arrivals))
+	}
+	if gap := arrivals[2].Sub(denied); gap < wait {
+		t.Fatalf("the retry came %v after the denial, before the %v pushback", gap, wait)
+	}
+}
