@@ -66,5 +66,13 @@
 // because the store failed with x-ratelimit-degraded: 1. WithDenyStatus
 // and WithDenyBody, which shape an HTTP response, have no effect here.
 //
+// # Clients
+//
+// grpc-go clients with a retry policy on RESOURCE_EXHAUSTED obey the
+// pushback by themselves. For callers without one, [UnaryClientInterceptor]
+// and [StreamClientInterceptor] wait the delay a denial asks for
+// ([RetryDelay]) and retry, within [WithMaxAttempts], [WithMaxWait] and the
+// call's deadline.
+//
 // Interceptors are safe for concurrent use and never panic on a call.
 package grpclimit
