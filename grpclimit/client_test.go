@@ -221,8 +221,12 @@ func TestRetryDelay(t *testing.T) {
 func TestStreamClientRetries(t *testing.T) {
 	clock := core.NewManualClock(t0)
 	rig := newRetryRig(t, clock, grpclimit.MustNew(newLimiter(t, 1, clock)), true)
-	serverStream := func(desc *grpc.StreamDesc) ([]string, error) {
-		cs, err := rig.cc.NewStream(context.Background(), desc, streamMethod)
+	serverStream := func(desc *grpc.StreamDesc, method ...string) ([]string, error) {
+		m := streamMethod
+		if len(method) > 0 {
+			m = method[0]
+		}
+		cs, err := rig.cc.NewStream(context.Background(), desc, m)
 		if err != nil {
 			return nil, err
 		}
@@ -262,5 +266,15 @@ func TestStreamClientRetries(t *testing.T) {
 	}
 	if n, w := rig.take(); n != 1 || len(w) != 0 {
 		t.Fatalf("bidi stream: %d attempts, waits %v", n, w)
+	}
+	// a denial after a message arrived is not retried: the stream had
+	// delivered
+	clock.Advance(time.Minute)
+	got, err = serverStream(one, "/limitkit.example.Echo/Half")
+	if status.Code(err) != codes.ResourceExhausted || len(got) != 1 {
+		t.Fatalf("stream denied after a message: %v %v", got, err)
+	}
+	if n, w := rig.take(); n != 1 || len(w) != 0 {
+		t.Fatalf("stream denied after a message: %d attempts, waits %v", n, w)
 	}
 }

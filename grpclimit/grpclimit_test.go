@@ -18,6 +18,7 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/grpc/test/bufconn"
+	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/limitkit/limitkit/core"
@@ -60,6 +61,18 @@ func register(s *grpc.Server) {
 					return err
 				}
 			}
+		}}, {StreamName: "Half", ServerStreams: true, Handler: func(srv any, ss grpc.ServerStream) error {
+			// one message, then a denial asking for a retry: a stream
+			// that already delivered must not be opened again
+			in := new(wrapperspb.StringValue)
+			if err := ss.RecvMsg(in); err != nil {
+				return err
+			}
+			if err := ss.SendMsg(in); err != nil {
+				return err
+			}
+			st, _ := status.New(codes.ResourceExhausted, "later").WithDetails(&errdetails.RetryInfo{RetryDelay: durationpb.New(time.Second)})
+			return st.Err()
 		}}},
 	}, struct{}{})
 	s.RegisterService(&grpc.ServiceDesc{
