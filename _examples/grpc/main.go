@@ -3,7 +3,8 @@
 // /limitkit.example.Echo/Say (echoes) and /limitkit.example.Echo/Shout
 // (echoes in capitals) take and return a google.protobuf.StringValue, so
 // any grpc-go client can call them with conn.Invoke and the well-known
-// wrapper types, without generated code.
+// wrapper types, without generated code; /limitkit.example.Echo/Chat is a
+// bidirectional stream of them (cc.NewStream), limited when it opens.
 //
 //	go run ./_examples/grpc -addr :50051
 //
@@ -11,8 +12,8 @@
 // minute per API key (metadata x-api-key; with a valid JWT in
 // "authorization: Bearer ...", its subject) and 5 per minute per peer IP
 // for calls that carry neither; the other methods of the service
-// (/limitkit.example.Echo/*) to 20 and 10. Each method has its own quota
-// per caller. A denial is RESOURCE_EXHAUSTED with RetryInfo, QuotaFailure
+// (/limitkit.example.Echo/*: Shout calls, Chat streams) to 20 and 10.
+// Each method has its own quota per caller. A denial is RESOURCE_EXHAUSTED with RetryInfo, QuotaFailure
 // and ErrorInfo details and the grpc-retry-pushback-ms trailer; every
 // limited call carries x-ratelimit-limit, -remaining and -reset metadata.
 // Health checks and reflection are never limited.
@@ -37,6 +38,7 @@ import (
 	_ "embed"
 	"errors"
 	"flag"
+	"io"
 	"log"
 	"net"
 	"os"
@@ -176,6 +178,23 @@ var echoService = grpc.ServiceDesc{
 		method("Say", func(s string) string { return s }),
 		method("Shout", strings.ToUpper),
 	},
+	Streams: []grpc.StreamDesc{{StreamName: "Chat", ServerStreams: true, ClientStreams: true, Handler: chat}},
+}
+
+// chat is /limitkit.example.Echo/Chat, a bidirectional stream that
+// echoes each StringValue until the client closes its side.
+func chat(_ any, ss grpc.ServerStream) error {
+	for {
+		in := new(wrapperspb.StringValue)
+		if err := ss.RecvMsg(in); err == io.EOF {
+			return nil
+		} else if err != nil {
+			return err
+		}
+		if err := ss.SendMsg(in); err != nil {
+			return err
+		}
+	}
 }
 
 func method(name string, f func(string) string) grpc.MethodDesc {

@@ -153,6 +153,54 @@ func TestDefaultRules(t *testing.T) {
 	}
 }
 
+// Streams are limited when they open, under the wildcard rules: 10
+// Chat streams a minute per peer IP, 20 per API key; the messages on an
+// admitted stream are not counted.
+func TestStreamsLimitedAtOpen(t *testing.T) {
+	_, cc := serve(t, nil, exampleapp.WithClock(core.NewManualClock(t0)))
+	open := func(md ...string) (codes.Code, metadata.MD) {
+		ctx, cancel := context.WithTimeout(metadata.AppendToOutgoingContext(context.Background(), md...), 10*time.Second)
+		defer cancel()
+		cs, err := cc.NewStream(ctx, &grpc.StreamDesc{ServerStreams: true, ClientStreams: true}, "/limitkit.example.Echo/Chat", grpc.WaitForReady(true))
+		if err != nil {
+			return status.Code(err), nil
+		}
+		for i := 0; i < 3; i++ {
+			if err := cs.SendMsg(wrapperspb.String("m")); err != nil {
+				break // io.EOF: the stream ended; RecvMsg has the status
+			}
+			out := new(wrapperspb.StringValue)
+			if err := cs.RecvMsg(out); err != nil {
+				return status.Code(err), cs.Trailer()
+			}
+		}
+		hdr, _ := cs.Header()
+		_ = cs.CloseSend()
+		return codes.OK, hdr
+	}
+	for _, c := range []struct {
+		md []string
+		n  int
+	}{{nil, 10}, {[]string{"x-api-key", "alice"}, 20}} {
+		for i := 1; i <= c.n+1; i++ {
+			code, md := open(c.md...)
+			want := codes.OK
+			if i > c.n {
+				want = codes.ResourceExhausted
+			}
+			if code != want {
+				t.Fatalf("%v stream %d: %v, want %v", c.md, i, code, want)
+			}
+			if lim := md.Get("x-ratelimit-limit"); len(lim) != 1 || lim[0] != strconv.Itoa(c.n) {
+				t.Fatalf("%v stream %d: metadata %v", c.md, i, md)
+			}
+			if want != codes.OK && len(md.Get("grpc-retry-pushback-ms")) != 1 {
+				t.Fatalf("%v denied stream: trailer %v", c.md, md)
+			}
+		}
+	}
+}
+
 // -rules: a file's routes are full method names; a /pkg.Service/* rule
 // gives each method its own quota per caller; a literal name wins over
 // the wildcard; the file reloads as over HTTP (SIGHUP, -watch; here
