@@ -182,16 +182,17 @@ func UnaryClientInterceptor(opts ...ClientOption) grpc.UnaryClientInterceptor {
 
 // StreamClientInterceptor returns the stream counterpart of
 // [UnaryClientInterceptor], for streams on which the client sends one
-// message (server-streaming and unary-like descriptors:
-// desc.ClientStreams false): when the stream fails with a denial asking
-// for a retry before its first message arrived, it waits, opens the
-// stream again, sends the message again (and CloseSend if it was called),
-// and receives from the new stream. Client-streaming
-// and bidirectional streams are passed through unchanged: their sent
-// messages are not buffered for a replay. The message is sent again as
-// given to SendMsg, which grpc-go already forbids modifying after the
-// call. A trailers-only denial makes Header return nil metadata (grpc-go's
-// behaviour); call Header again after RecvMsg to get the retried stream's.
+// message (server-streaming and unary-like descriptors: desc.ClientStreams
+// false): when the stream fails with a denial asking for a retry before
+// its first message arrived, it waits, opens the stream again, sends the
+// message again (and CloseSend if it was called), and receives from the
+// new stream. A stream that delivered a message is never opened again.
+// Client-streaming and bidirectional streams are passed through
+// unchanged: their sent messages are not buffered for a replay. The
+// message is sent again as given to SendMsg, which grpc-go already
+// forbids modifying after the call. A trailers-only denial makes Header
+// return nil metadata (grpc-go's behaviour); call Header again after
+// RecvMsg to get the retried stream's. Safe for concurrent use.
 func StreamClientInterceptor(opts ...ClientOption) grpc.StreamClientInterceptor {
 	o := newClientOptions(opts)
 	return func(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, callOpts ...grpc.CallOption) (grpc.ClientStream, error) {
