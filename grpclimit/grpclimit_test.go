@@ -311,7 +311,10 @@ func openStream(t *testing.T, cc *grpc.ClientConn, md ...string) (codes.Code, me
 	}
 	for i := 0; i < 3; i++ { // messages on an admitted stream are not charged
 		if err := cs.SendMsg(wrapperspb.String("x")); err != nil {
-			break
+			// the server ended the stream (a denial at open can
+			// arrive before the first send): its status is what
+			// RecvMsg returns
+			return status.Code(cs.RecvMsg(new(wrapperspb.StringValue))), nil
 		}
 		out := new(wrapperspb.StringValue)
 		if err := cs.RecvMsg(out); err != nil {
