@@ -444,7 +444,12 @@ func (s *Server) ClientOptions() *redis.Options {
 		ContextTimeoutEnabled: true,
 		DialTimeout:           time.Second,
 		ReadTimeout:           2 * time.Second,
-		WriteTimeout:          2 * time.Second,
+		// a test's hundreds of goroutines wait for a pooled
+		// connection; on a loaded CI machine longer than go-redis's
+		// default (ReadTimeout + 1 s). A context deadline still bounds
+		// the wait.
+		PoolTimeout:  30 * time.Second,
+		WriteTimeout: 2 * time.Second,
 	}
 }
 
@@ -597,7 +602,12 @@ func (c *Cluster) ClusterOptions() *redis.ClusterOptions {
 		ContextTimeoutEnabled: true,
 		DialTimeout:           time.Second,
 		ReadTimeout:           2 * time.Second,
-		WriteTimeout:          2 * time.Second,
+		// a test's hundreds of goroutines wait for a pooled
+		// connection; on a loaded CI machine longer than go-redis's
+		// default (ReadTimeout + 1 s). A context deadline still bounds
+		// the wait.
+		PoolTimeout:  30 * time.Second,
+		WriteTimeout: 2 * time.Second,
 	}
 }
 
