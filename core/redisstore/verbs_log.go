@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/limitkit/limitkit/core"
@@ -89,4 +90,55 @@ func decodeRing(st []int64, raw string) {
 	for j := 0; j < (n-8)/8; j++ {
 		st[1+j] = int64(binary.LittleEndian.Uint64([]byte(raw[8+8*j : 16+8*j])))
 	}
+}
+
+// luaLogOps are the sliding log's Charge and Refund (core's ChargeTo and
+// RefundTo on its ring), on luaLogBody's rings and helpers (at, fill,
+// search), after its normalization of a clock step; with the shims that
+// let luaVerbReport and luaVerbApply call its step and read its SOFT.
+//
+//	charge  min(c, C) slots stamped max(now, newest) + 1 over the oldest,
+//	        head + m: units past C in the window overwrite the oldest,
+//	        which then leave the window later (at most one window).
+//	refund  m = min(c, units inside the window) (a binary search: the
+//	        ring is sorted from the head); the newest m slots are
+//	        emptied and become the oldest, head − m.
+const luaLogOps = `
+local st, dirty = {}, {}
+local logstep = step
+local function step(i, _, mode) return logstep(i, mode) end
+local function arg(i, t) return t[i] end
+local function charge(i, _, c)
+  local s = L[i]
+  local newest = at(s, s.c - 1) - 1
+  if newest < 0 then newest = 0 end
+  local stamp, m = math.max(now, newest), math.min(c, CAP[i])
+  fill(s, 0, m, stamp + 1)
+  s.h, s.newest = (s.h + m) % s.c, stamp + 1
+end
+local function refund(i, _, c)
+  local s = L[i]
+  local cut = now - W[i] + 1
+  if cut < 0 then cut = 0 end
+  local m = math.min(c, s.c - search(s, cut))
+  if m > 0 then
+    fill(s, s.c - m, m, 0)
+    s.h, s.newest = (s.h - m) % s.c, nil
+  end
+end
+local c0 = cost
+`
+
+// logParts splits luaSlidingLog into its reading of the rings (with the
+// helpers, the normalization and step) and its persistence ("" when the
+// script changed shape: the scripts built from them then fail, and the
+// verb tests say so).
+func logParts() (head, persist string) {
+	const p0 = "\nif E then SOFT = SOFTE end\n"
+	const p1, p2 = "\nfor i = 1, nl do\n  local s = L[i]\n  if s.dirty", "\n-- an elastic take may overdraw"
+	i, j, k := strings.Index(luaSlidingLog, p0), strings.Index(luaSlidingLog, p1), strings.Index(luaSlidingLog, p2)
+	if i < 0 || j < i || k < j {
+		return "", ""
+	}
+	return luaSlidingLog[:i], luaSlidingLog[j:k]
 }

@@ -2,6 +2,7 @@ package redisstore
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"strings"
@@ -51,37 +52,68 @@ func storeVerb(ctx context.Context, s *Store, v byte, key string, p *core.Policy
 	return core.Decision{}, s.Reset(ctx, key, p)
 }
 
+// verbPolicies are the decision differential's policies and, for the
+// verbs' own paths: sliding logs whose rings exceed luaLogBody's 256
+// slots (read by GETRANGE, written by SETRANGE), and elastic policies
+// (the verbs decide against the nominal limits; the log's ring holds the
+// ceiling).
+func verbPolicies() []core.Policy {
+	ps := diffPolicies()
+	big := core.Policy{Name: "log/big", Algorithm: core.SlidingWindowLog, Limits: []core.Limit{core.Per(300, time.Second), core.Per(1100, 5*time.Second)}}
+	big1 := core.Policy{Name: "log/big1", Algorithm: core.SlidingWindowLog, Limits: []core.Limit{core.Per(2500, 2*time.Second)}}
+	ps = append(ps, big, big1)
+	for _, a := range []core.Algorithm{core.GCRA, core.TokenBucket, core.FixedWindow, core.SlidingWindowLog, core.SlidingWindowCounter} {
+		p := core.Policy{Name: a.String() + "/elastic", Algorithm: a, Limits: []core.Limit{core.Per(6, time.Second), core.Per(20, 4*time.Second)},
+			Elastic: &core.Elastic{CeilingPercent: 250, Signal: alwaysRoom()}}
+		if a == core.SlidingWindowCounter {
+			p.Buckets = 4
+		}
+		ps = append(ps, p)
+	}
+	return ps
+}
+
 // TestVerbsDifferential runs random sequences of every verb (and Take)
 // through the Redis scripts and core's model, and requires identical
-// decisions step by step, for every policy of the decision differential
-// (every algorithm, one limit and several, soft, shadow, counted
-// denials; the sliding log's Peek and Reset only), with huge costs.
+// decisions step by step, for every policy of verbPolicies (every
+// algorithm, one limit and several, soft, shadow, counted denials,
+// elastic, sliding logs read in slots), with huge costs (clock steps
+// back: TestVerbsClockBack).
 func TestVerbsDifferential(t *testing.T) {
 	s, _, _ := nodeStore(t)
 	ctx := context.Background()
-	for i, pol := range diffPolicies() {
+	for i, pol := range verbPolicies() {
 		verbs := "AAPCRWX"
-		if pol.Algorithm == core.SlidingWindowLog {
-			verbs = "AAPX" // Charge and Credit are not ported for the log
+		if pol.Elastic != nil {
+			verbs = "AAPCRX" // Reserve is Take for an elastic policy; WaitN does not reserve it
 		}
 		p := mustPolicy(t, pol)
+		big := p.Limits[0].Requests > 100
 		t.Run(p.Name, func(t *testing.T) {
 			rng := rand.New(rand.NewPCG(uint64(i), 24))
 			r := newRef(p)
 			w := p.Limits[len(p.Limits)-1].Window
 			var offset time.Duration
+			t0 := time.Now().Truncate(time.Second)
 			keys := []string{"alice", "bob"}
 			seen := map[byte]int{}
 			for step := 0; step < 500; step++ {
 				switch x := rng.IntN(10); {
 				case x < 3:
-				case x < 8:
+				case x < 6:
 					offset += time.Duration(rng.Int64N(int64(w / 5)))
+				case x < 8:
+					// whole tenths of the window: units leave it exactly
+					// at a step's instant
+					offset += time.Duration(rng.Int64N(4)) * (w / 10)
 				default:
 					offset += time.Duration(rng.Int64N(int64(2 * w)))
 				}
-				now := time.Now().Add(offset).Truncate(time.Microsecond)
+				now := t0.Add(offset)
 				cost := rng.Int64N(8)
+				if big {
+					cost = rng.Int64N(400)
+				}
 				if rng.IntN(20) == 0 {
 					cost = math.MaxInt64 - rng.Int64N(2)
 				}
@@ -103,7 +135,7 @@ func TestVerbsDifferential(t *testing.T) {
 func TestVerbsClockBack(t *testing.T) {
 	s, _, _ := nodeStore(t)
 	ctx := context.Background()
-	for _, alg := range []core.Algorithm{core.GCRA, core.TokenBucket, core.FixedWindow, core.SlidingWindowCounter} {
+	for _, alg := range []core.Algorithm{core.GCRA, core.TokenBucket, core.FixedWindow, core.SlidingWindowLog, core.SlidingWindowCounter} {
 		pol := core.Policy{Name: "back-" + alg.String(), Algorithm: alg, Limits: []core.Limit{core.PerSecond(4), core.PerMinute(30)}}
 		if alg == core.SlidingWindowCounter {
 			pol.Buckets = 2
@@ -124,6 +156,36 @@ func TestVerbsClockBack(t *testing.T) {
 			got, err := storeVerb(ctx, s, st.v, "k", p, now, st.cost)
 			require.NoError(t, err)
 			require.Equal(t, want, got, "%s step %d %c", alg, i, st.v)
+		}
+	}
+}
+
+// TestVerbsLogWindowEdge: the sliding log's Charge and Refund at the
+// window's edge, to the µs, as core's model (a unit stamped now − W has
+// left; one stamped a µs later has not, and is what a refund returns).
+func TestVerbsLogWindowEdge(t *testing.T) {
+	s, _, _ := nodeStore(t)
+	ctx := context.Background()
+	for _, lim := range []core.Limit{core.Per(3, time.Second), core.Per(400, time.Second)} {
+		p := mustPolicy(t, core.Policy{Name: fmt.Sprint("edge-", lim.Requests), Algorithm: core.SlidingWindowLog, Limits: []core.Limit{lim}})
+		r := newRef(p)
+		t0 := time.Now().Truncate(time.Second)
+		n := lim.Requests
+		for i, st := range []struct {
+			v    byte
+			at   time.Duration
+			cost int64
+		}{
+			{'C', 0, 1}, {'C', time.Microsecond, n - 1}, {'P', time.Second, 1},
+			{'R', time.Second, n}, {'A', time.Second, n}, {'P', time.Second, 1},
+			{'C', 2 * time.Second, 2 * n}, {'R', 3*time.Second - time.Microsecond, 1}, {'P', 3*time.Second - time.Microsecond, 1},
+			{'R', 3 * time.Second, n}, {'A', 3 * time.Second, n + 1}, {'P', 3 * time.Second, n},
+		} {
+			now := t0.Add(st.at)
+			want := r.verb(st.v, "k", now, st.cost)
+			got, err := storeVerb(ctx, s, st.v, "k", p, now, st.cost)
+			require.NoError(t, err)
+			require.Equal(t, want, got, "%s step %d %c", p.Name, i, st.v)
 		}
 	}
 }
@@ -189,11 +251,16 @@ func TestVerbScriptsBuilt(t *testing.T) {
 	require.NotEmpty(t, decide)
 	require.True(t, strings.HasPrefix(persist, "\nfor i = 1, nl do"))
 	require.NotEmpty(t, reply)
-	s, _, _ := nodeStore(t)
-	p := mustPolicy(t, core.Policy{Name: "log", Algorithm: core.SlidingWindowLog, Limits: []core.Limit{core.PerSecond(3)}})
-	_, err := s.Charge(context.Background(), "k", p, time.Now(), 1)
-	require.ErrorIs(t, err, core.ErrUnsupported)
-	require.NoError(t, s.Reset(context.Background(), "k", p))
+	head, lpersist := logParts()
+	require.NotEmpty(t, head)
+	require.True(t, strings.HasPrefix(lpersist, "\nfor i = 1, nl do\n  local s = L[i]\n  if s.dirty"))
+	for a, v := range verbs {
+		if core.Algorithm(a) != core.SlidingWindowLog { // peekLog
+			require.NotNil(t, v.peek, "%s", core.Algorithm(a))
+		}
+		require.NotNil(t, v.charge, "%s", core.Algorithm(a))
+		require.NotNil(t, v.refund, "%s", core.Algorithm(a))
+	}
 }
 
 // scriptCalls counts script calls (EVALSHA and EVAL; not connection set-up).
