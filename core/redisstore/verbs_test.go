@@ -336,8 +336,12 @@ func TestVerbsConcurrentExactRedis(t *testing.T) {
 	srv := redistest.StartNode(t)
 	ctx := context.Background()
 	now := time.Now().Truncate(time.Microsecond)
-	for _, alg := range []core.Algorithm{core.GCRA, core.TokenBucket, core.FixedWindow, core.SlidingWindowCounter} {
+	for _, alg := range []core.Algorithm{core.GCRA, core.TokenBucket, core.FixedWindow, core.SlidingWindowLog, core.SlidingWindowCounter} {
 		pol := core.Policy{Name: "x-" + alg.String(), Algorithm: alg, Limits: []core.Limit{core.Per(1_000_000, time.Hour), core.Per(2_000_000, 2*time.Hour)}}
+		if alg == core.SlidingWindowLog {
+			// rings read and written in slots, which no cap binds
+			pol.Limits = []core.Limit{core.Per(3000, time.Hour), core.Per(5000, 2*time.Hour)}
+		}
 		p := mustPolicy(t, pol)
 		var stores []*Store
 		for range 4 {
