@@ -9,15 +9,14 @@ import (
 	"time"
 
 	"github.com/limitkit/limitkit/core"
-	"github.com/redis/go-redis/v9"
 )
 
-// luaLogRead is the sliding window log's Peek: one read-only script call
+// logRead is the sliding window log's Peek: one read-only script call
 // that returns the server's TIME and every limit's ring as stored (see
 // luaSlidingLog); Go decodes the rings into core's state and decides with
 // core.Compiled.PeekTo, so the peek is core's model itself. Bounded work:
 // one GET per limit (a ring is at most 8 × (capacity + 1) bytes).
-var luaLogRead = redis.NewScript(`
+var logRead = newScript(`
 local t = redis.call('TIME')
 local r = {t[1], t[2]}
 for i = 1, #KEYS do r[#r + 1] = redis.call('GET', KEYS[i]) or '' end
@@ -32,7 +31,7 @@ func (s *Store) peekLog(ctx context.Context, c *compiled, key string, now time.T
 		return core.Decision{}, err
 	}
 	keys := s.keys(c, key)
-	v, err := luaLogRead.Run(ctx, s.client, keys).Slice()
+	v, err := logRead.rs.Run(ctx, s.client, keys).Slice()
 	if err != nil {
 		return core.Decision{}, fmt.Errorf("redisstore: policy %q: Peek: %w", p.Name, err)
 	}

@@ -277,6 +277,19 @@ func verbOp(name, persist string) string {
 	return strings.ReplaceAll(luaVerbApply, "VOP", name) + persist + luaVerbReply
 }
 
+// Preload and Check load the verb scripts with the decision scripts, so
+// that a verb's first call after them is one EVALSHA.
+func init() {
+	for _, v := range verbs {
+		for _, sc := range []*script{v.peek, v.charge, v.refund, v.reserve} {
+			if sc != nil {
+				allScripts = append(allScripts, sc)
+			}
+		}
+	}
+	allScripts = append(allScripts, resetScript, logRead)
+}
+
 // resetScript forgets a key: every limit's state, one DEL of keys under
 // one hash tag; it replies with an empty list.
 var resetScript = newScript("redis.call('DEL', unpack(KEYS))\nreturn {}")

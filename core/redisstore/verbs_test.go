@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -204,16 +205,70 @@ func TestVerbsServerTimeAndCluster(t *testing.T) {
 			s := newStore(t, client)
 			p := mustPolicy(t, core.Policy{Name: "c", Limits: []core.Limit{core.PerMinute(10)}})
 			l := core.MustNewLimiter(s, *p, core.WithTimeout(5*time.Second))
-			for range 2 { // the first round loads the scripts (NOSCRIPT, then EVAL)
+			require.NoError(t, s.Preload(context.Background())) // the verb scripts too: no NOSCRIPT, then EVAL
+			for range 2 {
 				base := n.n.Load()
 				verbRound(t, l)
-				if n.n.Load()-base == 8 {
-					return
-				}
+				require.Equal(t, int64(8), n.n.Load()-base, "one round trip per verb, the first time too")
 			}
-			t.Fatal("more than one round trip per verb")
 		})
 	}
+}
+
+// TestVerbsPreloaded: after Preload (on a node, and on every master of a
+// Cluster), the first call of every verb of every algorithm is one
+// EVALSHA: no NOSCRIPT, no EVAL of the source.
+func TestVerbsPreloaded(t *testing.T) {
+	node := redistest.StartNode(t)
+	cl := redistest.StartCluster(t)
+	for name, client := range map[string]redis.UniversalClient{"node": node.NewClient(t), "cluster": cl.NewClient(t)} {
+		t.Run(name, func(t *testing.T) {
+			ctx := context.Background()
+			var ps []*core.Policy
+			for _, pol := range verbPolicies() {
+				ps = append(ps, mustPolicy(t, pol))
+			}
+			s := newStore(t, client)
+			require.NoError(t, s.Preload(ctx, ps...))
+			var n sentCommands
+			client.AddHook(&n)
+			for _, p := range ps {
+				for _, v := range []byte("PCRWX") {
+					if v == 'W' && p.Elastic != nil {
+						continue
+					}
+					before := len(n.names())
+					_, err := storeVerb(ctx, s, v, "k-"+p.Name, p, time.Now(), 1)
+					require.NoError(t, err)
+					sent := n.names()[before:]
+					require.Equal(t, []string{"evalsha"}, sent, "%s %c: one EVALSHA", p.Name, v)
+				}
+			}
+		})
+	}
+}
+
+// sentCommands records the name of every command sent (a command go-redis
+// sends again, as EVAL after NOSCRIPT, twice).
+type sentCommands struct {
+	counter
+	mu   sync.Mutex
+	sent []string
+}
+
+func (c *sentCommands) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		c.mu.Lock()
+		c.sent = append(c.sent, cmd.Name())
+		c.mu.Unlock()
+		return next(ctx, cmd)
+	}
+}
+
+func (c *sentCommands) names() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Clone(c.sent)
 }
 
 func verbRound(t *testing.T, l *core.Limiter) {
