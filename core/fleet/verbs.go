@@ -63,32 +63,14 @@ func (s *Store) remoteVerbs(verb string, p *core.Policy) (core.VerbStore, *pinfo
 	return vs, pi, nil
 }
 
-// The verbs (see the package doc's "Quota verbs") go through the failure
-// handling of a decision: each is one
-// call to the remote store through the breaker of the key's failure
-// domain (while it is open the remote store is not called, and a verb
-// fails at once with an error wrapping core.ErrCircuitOpen), its outcome
-// counts towards that breaker as a decision's does (an outage also names
-// the key the background probe replays), and when the call fails or the
-// breaker is open the policy's fail mode applies (FailOpen read as
-// WithDefaultFailMode's):
-//
-//	FailLocal  Peek, Charge and Credit act on the key's share in the
-//	           embedded fallback store (the limits divided by the fleet
-//	           size, as the fallback's decisions) and return its Degraded
-//	           decision with the error; a charge is owed to the remote
-//	           store like a fallback admission (forwarded as a take with
-//	           the key's next remote decision or sync round; what the
-//	           remote store has no room for is lost), a refund first
-//	           cancels what is still owed. Reserve is the fallback's
-//	           decision (no reservation). Reset resets the key's share
-//	           and returns the error.
-//	other      a zero decision and the error: the Limiter applies the
-//	           policy's fail mode (FailOpen admits a peek, FailClosed
-//	           denies it; a charge or refund is lost).
-//
-// A verb whose caller cancelled its context gets the error alone. Errors
-// otherwise as Take's remote ones.
+// The verbs go through the failure handling of a decision (the package
+// doc's "Quota verbs"): each is one call to the remote store through the
+// breaker of the key's failure domain (remoteVerb), and when that call
+// fails or the breaker is open, a FailLocal policy (FailOpen read as
+// WithDefaultFailMode's) gets its local share's Degraded decision with
+// the error (degraded); any other policy, or a caller that cancelled its
+// own context, a zero decision and the error, to which the Limiter
+// applies the fail mode.
 
 // remoteVerb runs call, a verb's call to the remote store for key under
 // pi, through the key's breaker, and reports its outcome there.
@@ -107,11 +89,12 @@ func (s *Store) remoteVerb(ctx context.Context, key string, pi *pinfo, call func
 	return nil
 }
 
-// degraded is a verb's answer after its remote call failed with err: the
-// local fallback's decision, by local (nil when the policy does not fail
-// local), marked Degraded, with err.
+// degraded is a verb's answer after its remote call failed with err: for
+// a FailLocal policy, local's decision on the key's share in the embedded
+// store (local gets the divided policy), marked Degraded, with err; else
+// a zero decision and err.
 func (s *Store) degraded(ctx context.Context, pi *pinfo, err error, local func(*core.Policy) (core.Decision, error)) (core.Decision, error) {
-	if pi.failMode != core.FailLocal || pi.local == nil || cancelled(ctx) || local == nil {
+	if pi.failMode != core.FailLocal || pi.local == nil || cancelled(ctx) {
 		return core.Decision{}, err
 	}
 	d, lerr := local(pi.local)
