@@ -193,6 +193,27 @@
 // open, a FailLocal elastic policy is decided by the embedded store with
 // the divided limits and no elasticity.
 //
+// # Quota verbs
+//
+// The tier implements core.VerbStore and core.ReserveStore, so a
+// Limiter's Peek, Reset, Charge, Refund and Wait work through it, each one
+// round trip to the remote store (Reserve: the remote store's
+// reservation, so waiters on every server queue at Redis). They go
+// through the same failure handling as decisions: the breaker of the
+// key's failure domain (while it is open the remote store is not called
+// and the verb fails at once with core.ErrCircuitOpen; an outage counts
+// towards it, a caller's own cancellation does not), and the fail mode.
+// Under FailLocal, Peek, Charge and Refund act on the key's share in the
+// embedded store and return its Degraded decision with the error (a
+// charge is owed to the remote store like a fallback admission, a refund
+// first cancels what is still owed), Wait is admitted by the fallback,
+// and Reset resets the share and returns the error; under the other fail
+// modes the Limiter applies the fail mode (a charge or refund is then
+// lost). A Reset drops this server's cached denial, lease and pending
+// counts at once; every other server honours it within the deny cache's
+// bound, WithDenyCacheTTL (DefaultDenyCacheTTL, 1 s): a cached denial is
+// served at most that long without asking the remote store again.
+//
 // # Events
 //
 // WithObserver receives core.EventDenyCacheHit (per cached denial, with
