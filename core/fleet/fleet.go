@@ -359,7 +359,7 @@ func (s *Store) Take(ctx context.Context, key string, p *core.Policy, now time.T
 			}
 			sh.mu.Unlock()
 			if o := s.cfg.observer; o != nil {
-				o.Observe(core.Event{Kind: core.EventDenyCacheHit, Policy: p.Name, Outcome: core.OutcomeOf(d), Decision: d})
+				o.Observe(core.Event{Kind: core.EventDenyCacheHit, Context: ctx, Policy: p.Name, Outcome: core.OutcomeOf(d), Decision: d})
 			}
 			return d, nil
 		}
@@ -638,7 +638,7 @@ func (s *Store) fallback(ctx context.Context, key string, pi *pinfo, now time.Ti
 		s.owe(key, pi, cost)
 	}
 	if o := s.cfg.observer; o != nil {
-		o.Observe(core.Event{Kind: core.EventFallback, Policy: pi.p.Name, Outcome: core.OutcomeOf(d), Decision: d, Err: err})
+		o.Observe(core.Event{Kind: core.EventFallback, Context: ctx, Policy: pi.p.Name, Outcome: core.OutcomeOf(d), Decision: d, Err: err})
 	}
 	return d, err
 }
