@@ -3,6 +3,8 @@ package exampleapp
 import (
 	"net/http"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/limitkit/limitkit/core"
 	"github.com/limitkit/limitkit/keyfuncs"
 	"github.com/limitkit/limitkit/nethttp"
@@ -17,7 +19,9 @@ var Endpoints = []string{"GET /api1", "GET /api2", "POST /api2", "GET /api3", "G
 // through the nethttp adapter: the ServeMux of [Endpoints], and in front
 // of it the [Dispatch] that routes each request through its rule's
 // middleware, in the rules snapshot the request acquired; and the metrics
-// at [MetricsPath], not limited. It is the App's dispatcher: call it once.
+// at [MetricsPath], not limited. With OpenTelemetry on, each request gets
+// a server span (see -otel), on which its rule's decision shows. It is
+// the App's dispatcher: call it once.
 func (a *App) HTTPHandler() (http.Handler, error) {
 	mux := http.NewServeMux()
 	for _, ep := range Endpoints {
@@ -40,6 +44,11 @@ func (a *App) HTTPHandler() (http.Handler, error) {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Pattern == "" {
 			_, r.Pattern = mux.Handler(r)
+		}
+		if a.tracer != nil {
+			var span trace.Span
+			r, span = a.traced(r)
+			defer span.End()
 		}
 		snap := d.Acquire()
 		defer snap.Release()
