@@ -88,8 +88,8 @@ func TestOTelCountsMatchTraffic(t *testing.T) {
 		}
 	}
 	assert.Equal(t, map[string]int64{
-		"limitkit.decisions{limitkit.policy=anon,limitkit.result=allowed}":                    allowed,
-		"limitkit.decisions{limitkit.policy=anon,limitkit.result=denied}":                     denied,
+		"limitkit.decisions{limitkit.policy=anon,limitkit.result=allowed}":                     allowed,
+		"limitkit.decisions{limitkit.policy=anon,limitkit.result=denied}":                      denied,
 		"limitkit.limit{limitkit.limit.index=0,limitkit.limit.window=60,limitkit.policy=anon}": 5,
 	}, got)
 
