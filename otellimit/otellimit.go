@@ -11,7 +11,8 @@
 // # Instruments
 //
 //	limitkit.decisions          counter    limitkit.policy, limitkit.result: allowed, denied, shadowed, elastic, degraded;
-//	                                       limitkit.fail_mode on degraded: open, closed, local (the mode that decided)
+//	                                       limitkit.fail_mode on degraded: open, closed, local (the mode that decided);
+//	                                       limitkit.deny_cache=true on a denial from the fleet tier's deny cache
 //	limitkit.store.errors       counter    limitkit.policy, error.type: timeout, connection, circuit_open, canceled, other, reply kinds
 //	limitkit.store.duration     histogram  s; limitkit.policy (stores that do I/O)
 //	limitkit.deny_cache.hits    counter    limitkit.policy (fleet tier: denied from the deny cache; also counted denied)
@@ -37,7 +38,7 @@
 //	limitkit.fallback        the fleet tier decided locally (before the decision's event)
 //
 // with attributes limitkit.policy, limitkit.result (and limitkit.fail_mode
-// when degraded), limitkit.remaining, limitkit.retry_after (seconds) and,
+// when degraded, limitkit.deny_cache when cached), limitkit.remaining, limitkit.retry_after (seconds) and,
 // on a store failure, error.type. Nothing is needed in the request path
 // beyond passing the request's context to the Limiter, which every
 // limitkit middleware does: a span started before the middleware (by
@@ -119,6 +120,10 @@ const (
 
 var modeNames = [nMode]string{"open", "closed", "local"}
 
+// denyCacheAttr marks a decision a store tier took from its deny cache
+// (core.Decision.Cached).
+var denyCacheAttr = attribute.Bool("limitkit.deny_cache", true)
+
 // failMode is the fail mode that decided a degraded decision: local when
 // a local fallback decided (its divided limit is set, see
 // core.Decision.Limit), else open or closed by the answer.
@@ -187,6 +192,7 @@ type policy struct {
 	attrs    []metric.RecordOption
 	add      []metric.AddOption
 	results  [nResult][]metric.AddOption
+	cached   [nResult][]metric.AddOption // results from a deny cache
 	degraded [nMode][]metric.AddOption
 	kinds    [nKind][]metric.AddOption
 	set      attribute.Set
@@ -251,6 +257,7 @@ func newPolicy(name string) *policy {
 		add:   []metric.AddOption{metric.WithAttributeSet(set)}}
 	for r := core.OutcomeAllowed; r < nResult; r++ {
 		p.results[r] = []metric.AddOption{metric.WithAttributes(pa, attribute.String("limitkit.result", result(r)))}
+		p.cached[r] = []metric.AddOption{metric.WithAttributes(pa, attribute.String("limitkit.result", result(r)), denyCacheAttr)}
 	}
 	for m := range nMode {
 		p.degraded[m] = []metric.AddOption{metric.WithAttributes(pa, attribute.String("limitkit.result", "degraded"),
@@ -316,6 +323,8 @@ func (o *Observer) Observe(e core.Event) {
 		p := o.policy(e.Policy)
 		if r := resultOf(e.Outcome, e.Decision); r == core.OutcomeDegraded {
 			o.decisions.Add(ctx, 1, p.degraded[failMode(e.Decision)]...)
+		} else if e.Decision.Cached && r > 0 && r < nResult {
+			o.decisions.Add(ctx, 1, p.cached[r]...)
 		} else if r > 0 && r < nResult {
 			o.decisions.Add(ctx, 1, p.results[r]...)
 		}
@@ -355,13 +364,16 @@ func (o *Observer) spanEvent(ctx context.Context, kind core.EventKind, name stri
 	if !span.IsRecording() {
 		return
 	}
-	attrs := make([]attribute.KeyValue, 1, 6)
+	attrs := make([]attribute.KeyValue, 1, 7)
 	attrs[0] = o.policy(name).attr
 	if kind != core.EventReset {
 		r := resultOf(out, d)
 		attrs = append(attrs, attribute.String("limitkit.result", result(r)))
 		if r == core.OutcomeDegraded {
 			attrs = append(attrs, attribute.String("limitkit.fail_mode", modeNames[failMode(d)]))
+		}
+		if d.Cached {
+			attrs = append(attrs, denyCacheAttr)
 		}
 		attrs = append(attrs, attribute.Int64("limitkit.remaining", d.Remaining),
 			attribute.Float64("limitkit.retry_after", d.RetryAfter.Seconds()))

@@ -18,6 +18,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/limitkit/limitkit/core"
+	"github.com/limitkit/limitkit/core/fleet"
 	"github.com/limitkit/limitkit/core/memstore"
 	"github.com/limitkit/limitkit/metrics"
 	"github.com/limitkit/limitkit/otellimit"
@@ -175,7 +176,8 @@ func TestSpanEventsFromTheEventsContext(t *testing.T) {
 	require.NoError(t, err)
 	defer st.Close()
 	const key = "user@example.com"
-	l := core.MustNewLimiter(st, core.Policy{Name: "api", Limits: []core.Limit{core.PerMinute(1)}}, core.WithObserver(o))
+	clk := core.NewManualClock(time.Unix(1_700_000_000, 0))
+	l := core.MustNewLimiter(st, core.Policy{Name: "api", Limits: []core.Limit{core.PerMinute(1)}}, core.WithObserver(o), core.WithClock(clk))
 	ctx, span := tp.Tracer("test").Start(context.Background(), "GET /")
 	for range 2 {
 		_, err := l.Allow(ctx, key)
@@ -322,6 +324,7 @@ func TestObserveDoesNotAllocate(t *testing.T) {
 			{Kind: core.EventDecision, Policy: "api", Outcome: core.OutcomeDenied, Latency: time.Millisecond},
 			{Kind: core.EventDecision, Policy: "api", Outcome: core.OutcomeDegraded, Err: context.DeadlineExceeded},
 			{Kind: core.EventDecision, Policy: "api", Outcome: core.OutcomeDegraded, Decision: core.Decision{Degraded: true, Limit: core.PerMinute(1)}},
+			{Kind: core.EventDecision, Policy: "api", Outcome: core.OutcomeDenied, Decision: core.Decision{Cached: true}},
 			{Kind: core.EventPeek, Policy: "api", Outcome: core.OutcomeAllowed},
 			{Kind: core.EventCharge, Policy: "api", Outcome: core.OutcomeDenied},
 			{Kind: core.EventReset, Policy: "api"},
@@ -333,4 +336,46 @@ func TestObserveDoesNotAllocate(t *testing.T) {
 			assert.Zero(t, testing.AllocsPerRun(100, func() { o.Observe(e) }), "%v, context %v", e.Kind, ctx)
 		}
 	}
+}
+
+// remote hides the embedded store's Local, so that a fleet tier takes it
+// for a remote store.
+type remote struct{ core.Store }
+
+// Through a real fleet tier: a denial from the deny cache is counted as
+// denied with limitkit.deny_cache, the remote's own denial without it,
+// and both the tier's event and the decision show on the request's span.
+func TestDenyCacheResult(t *testing.T) {
+	reader := sdkmetric.NewManualReader()
+	rec := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+	o, err := otellimit.New(otellimit.WithMeterProvider(sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))), otellimit.WithTracerProvider(tp))
+	require.NoError(t, err)
+	st, err := memstore.New()
+	require.NoError(t, err)
+	defer st.Close()
+	tier, err := fleet.New(remote{st}, fleet.WithObserver(o))
+	require.NoError(t, err)
+	defer tier.Close()
+	clk := core.NewManualClock(time.Unix(1_700_000_000, 0))
+	l := core.MustNewLimiter(tier, core.Policy{Name: "api", Limits: []core.Limit{core.PerMinute(2)}}, core.WithObserver(o), core.WithClock(clk))
+	ctx, span := tp.Tracer("test").Start(context.Background(), "GET /")
+	for range 5 { // 2 allowed, 1 denied by the remote store, 2 from the deny cache
+		_, err := l.Allow(ctx, "k")
+		require.NoError(t, err)
+	}
+	span.End()
+	got := points(t, reader)
+	assert.Equal(t, map[string]float64{
+		"limitkit.policy=api,limitkit.result=allowed,":                         2,
+		"limitkit.policy=api,limitkit.result=denied,":                          1,
+		"limitkit.deny_cache=true,limitkit.policy=api,limitkit.result=denied,": 2,
+	}, got["limitkit.decisions"])
+	assert.Equal(t, map[string]float64{"limitkit.policy=api,": 2}, got["limitkit.deny_cache.hits"])
+	names, attrs := spanEvents(t, rec.Ended()[0], "k")
+	assert.Equal(t, []string{"limitkit.decision", "limitkit.decision", "limitkit.decision",
+		"limitkit.deny_cache_hit", "limitkit.decision", "limitkit.deny_cache_hit", "limitkit.decision"}, names)
+	assert.Equal(t, "true", attrs[4]["limitkit.deny_cache"])
+	assert.Equal(t, "denied", attrs[4]["limitkit.result"])
+	assert.NotContains(t, attrs[2], "limitkit.deny_cache")
 }

@@ -353,6 +353,7 @@ func (s *Store) Take(ctx context.Context, key string, p *core.Policy, now time.T
 		e.ref = true
 		if cost > 0 && e.denyCost > 0 && (cost == e.denyCost || pi.writeBack && cost > e.denyCost) && t >= e.denyAt && t < e.denyUntil && t-e.denyAt < s.denyTTL() {
 			d := e.denied(t)
+			d.Cached = true
 			if pi.countDenied {
 				e.pending = min(e.pending+cost, pi.maxCost)
 				sh.queue(e)
