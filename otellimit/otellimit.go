@@ -161,9 +161,10 @@ type config struct {
 func WithMeterProvider(mp metric.MeterProvider) Option { return func(c *config) { c.mp = mp } }
 
 // WithTracerProvider sets the TracerProvider (default
-// otel.GetTracerProvider()). The span events go to the span in each
-// event's context, whichever provider started it; the provider is kept
-// for spans of the package's own.
+// otel.GetTracerProvider()), as OTel instrumentations take one. The span
+// events go to the span in each event's context, whichever provider
+// started it, so the package starts no span of its own today: the
+// provider only names its Tracer (ScopeName).
 func WithTracerProvider(tp trace.TracerProvider) Option { return func(c *config) { c.tp = tp } }
 
 // WithoutSpanEvents stops Observe from adding events to the request's

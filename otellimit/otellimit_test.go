@@ -12,6 +12,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
@@ -448,4 +449,23 @@ func BenchmarkExporterOverhead(b *testing.B) {
 			b.ReportMetric(blocks[w][len(blocks[w])/2], mode+"-ns")
 		}
 	}
+}
+
+// Without options, New records to the global MeterProvider (the OTel
+// contrib convention), as it is when New is called.
+func TestNewDefaultsToTheGlobalProviders(t *testing.T) {
+	prevMP, prevTP := otel.GetMeterProvider(), otel.GetTracerProvider()
+	defer func() { otel.SetMeterProvider(prevMP); otel.SetTracerProvider(prevTP) }()
+	reader := sdkmetric.NewManualReader()
+	otel.SetMeterProvider(sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader)))
+	rec := tracetest.NewSpanRecorder()
+	otel.SetTracerProvider(sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec)))
+	o, err := otellimit.New()
+	require.NoError(t, err)
+	ctx, span := otel.Tracer("test").Start(context.Background(), "GET /")
+	o.Observe(core.Event{Kind: core.EventDecision, Context: ctx, Policy: "g", Outcome: core.OutcomeAllowed, Decision: core.Decision{Allowed: true}})
+	span.End()
+	assert.Equal(t, map[string]float64{"limitkit.policy=g,limitkit.result=allowed,": 1}, points(t, reader)["limitkit.decisions"])
+	names, _ := spanEvents(t, rec.Ended()[0], "k")
+	assert.Equal(t, []string{"limitkit.decision"}, names)
 }
