@@ -3,8 +3,6 @@ package exampleapp
 import (
 	"net/http"
 
-	"go.opentelemetry.io/otel/trace"
-
 	"github.com/limitkit/limitkit/core"
 	"github.com/limitkit/limitkit/keyfuncs"
 	"github.com/limitkit/limitkit/nethttp"
@@ -46,9 +44,9 @@ func (a *App) HTTPHandler() (http.Handler, error) {
 			_, r.Pattern = mux.Handler(r)
 		}
 		if a.tracer != nil {
-			var span trace.Span
-			r, span = a.traced(r)
-			defer span.End()
+			ctx, end := a.StartSpan(r.Context(), r.Method, r.Pattern, r.URL.Path, r.Header.Get)
+			defer end()
+			r = r.WithContext(ctx)
 		}
 		snap := d.Acquire()
 		defer snap.Release()

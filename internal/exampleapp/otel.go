@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/http"
 	"os"
 	"time"
 
@@ -110,18 +109,29 @@ func (a *App) observer() core.Observer {
 	})
 }
 
-// traced starts the request's server span when OpenTelemetry is on (a
-// W3C traceparent header continues the caller's trace), named by the
-// route the mux matched, so that the limiter's decision shows on it as a
-// limitkit.decision event. An application would use otelhttp.NewHandler
-// instead; this keeps the example free of the contrib module.
-func (a *App) traced(r *http.Request) (*http.Request, trace.Span) {
-	ctx := propagation.TraceContext{}.Extract(r.Context(), propagation.HeaderCarrier(r.Header))
-	name := r.Pattern
-	if name == "" {
-		name = r.Method
+// StartSpan starts a request's server span when OpenTelemetry is on (-otel,
+// [WithOTelProviders]), so that the limiter's decision shows on it as a
+// limitkit.decision event: named by method and the route the framework
+// matched (the path when none; see [RoutePath]), continuing the caller's
+// trace when header (a request header getter) has a W3C traceparent. It
+// returns the context holding the span and the function that ends it;
+// with OpenTelemetry off, ctx and a no-op. An application would use its
+// framework's OTel middleware (otelhttp.NewHandler, ...) instead; this
+// keeps the examples free of the contrib modules.
+func (a *App) StartSpan(ctx context.Context, method, route, path string, header func(string) string) (context.Context, func()) {
+	if a.tracer == nil {
+		return ctx, func() {}
 	}
-	ctx, span := a.tracer.Start(ctx, name, trace.WithSpanKind(trace.SpanKindServer),
-		trace.WithAttributes(attribute.String("http.request.method", r.Method), attribute.String("http.route", RoutePath(r.Pattern, r.URL.Path))))
-	return r.WithContext(ctx), span
+	ctx = propagation.TraceContext{}.Extract(ctx, headerCarrier(header))
+	route = RoutePath(route, path)
+	ctx, span := a.tracer.Start(ctx, method+" "+route, trace.WithSpanKind(trace.SpanKindServer),
+		trace.WithAttributes(attribute.String("http.request.method", method), attribute.String("http.route", route)))
+	return ctx, func() { span.End() }
 }
+
+// headerCarrier reads a request's headers for propagation.
+type headerCarrier func(string) string
+
+func (h headerCarrier) Get(key string) string { return h(key) }
+func (headerCarrier) Set(string, string)      {}
+func (headerCarrier) Keys() []string          { return nil }
