@@ -107,6 +107,10 @@ func TestDecisionsMatchTraffic(t *testing.T) {
 	for range 2 { // 1 allowed, 1 elastic
 		_, _ = el.Allow(ctx, "k")
 	}
+	sh := core.MustNewLimiter(st, core.Policy{Name: "sh", Shadow: true, Limits: []core.Limit{core.PerMinute(1)}}, core.WithObserver(o), core.WithClock(clk))
+	for range 2 { // 1 allowed, 1 shadowed
+		_, _ = sh.Allow(ctx, "k")
+	}
 	f := core.MustNewLimiter(failingStore{context.DeadlineExceeded}, core.Policy{Name: "api", Limits: []core.Limit{core.PerMinute(3)}}, core.WithObserver(o))
 	_, _ = f.Allow(ctx, "k") // degraded by fail mode open, timeout
 	fc := core.MustNewLimiter(failingStore{errors.New("boom")}, core.Policy{Name: "api", FailMode: core.FailClosed, Limits: []core.Limit{core.PerMinute(3)}}, core.WithObserver(o))
@@ -135,6 +139,8 @@ func TestDecisionsMatchTraffic(t *testing.T) {
 		"limitkit.fail_mode=local,limitkit.policy=api,limitkit.result=degraded,":  1,
 		"limitkit.policy=el,limitkit.result=allowed,":                             1,
 		"limitkit.policy=el,limitkit.result=elastic,":                             1,
+		"limitkit.policy=sh,limitkit.result=allowed,":                             1,
+		"limitkit.policy=sh,limitkit.result=shadowed,":                            1,
 	}, got["limitkit.decisions"])
 	assert.Equal(t, map[string]float64{"error.type=timeout,limitkit.policy=api,": 1, "error.type=other,limitkit.policy=api,": 1,
 		"error.type=connection,limitkit.policy=api,": 1}, got["limitkit.store.errors"])
