@@ -24,8 +24,8 @@ import (
 //
 // An event of a request carries the request's context (Event.Context): an
 // exporter finds the request's trace span in it (the otellimit package
-// adds the decision to that span). Carrying it costs nothing: the context
-// is the one the caller passed, not a copy.
+// adds the decision to that span). Carrying it costs no allocation: the
+// context is the one the caller passed, not a copy.
 //
 // Only [EventDecision] is a decision to count as allowed or denied. What
 // each [Limiter] method reports:
