@@ -15,6 +15,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
@@ -167,6 +168,12 @@ func attrsOf(as []stdoutAttr) string {
 // printed at close match the traffic, per result; each span printed holds
 // its decision.
 func TestOTelStdoutFlag(t *testing.T) {
+	prevMP, prevTP, prevProp := otel.GetMeterProvider(), otel.GetTracerProvider(), otel.GetTextMapPropagator()
+	defer func() { // -otel stdout installs its providers as the globals
+		otel.SetMeterProvider(prevMP)
+		otel.SetTracerProvider(prevTP)
+		otel.SetTextMapPropagator(prevProp)
+	}()
 	cfg, err := ParseFlags("test", []string{"-otel", "stdout", "-rules", otelRules(t), "-jwt-secret", "s"}, func(string) string { return "" })
 	require.NoError(t, err)
 	assert.Equal(t, OTelStdout, cfg.OTel)
