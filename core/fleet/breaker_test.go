@@ -191,7 +191,7 @@ func TestFailLocalDividesByFleetSize(t *testing.T) {
 // only to the requests sent before the breaker opened.
 func TestHungRemoteFailsFastOnceOpen(t *testing.T) {
 	f := newFake()
-	tier := newTier(t, pingFake{batchFake{f}}, WithBreaker(3, time.Hour, time.Hour))
+	tier := newTier(t, pingFake{batchFake{f}}, WithBreaker(3, time.Hour, time.Hour), withoutStarvationGrace())
 	lim := core.MustNewLimiter(tier, core.Policy{Name: "p", FailMode: core.FailClosed, Limits: []core.Limit{core.PerMinute(100)}}, core.WithTimeout(5*time.Millisecond))
 	f.hang.Store(true)
 	ctx := context.Background()

@@ -4,3 +4,10 @@ package fleet
 // wall clock: a test on a manual clock that syncs by hand decides the
 // same whatever the machine's load.
 func withoutSyncLoop() Option { return func(c *config) { c.noSyncLoop = true } }
+
+// withoutStarvationGrace counts every timeout as an outage, as in a
+// process that is never starved: a test of the breaker's own logic
+// (threshold, cool-down, probes) then does not depend on the machine's
+// load, which can make the starvation monitor forgive timeouts for
+// starveGrace.
+func withoutStarvationGrace() Option { return func(c *config) { c.noForgive = true } }

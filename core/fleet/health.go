@@ -100,7 +100,7 @@ func (s *Store) classify(ctx context.Context, b *breaker, err error) outcome {
 	case core.ErrorTimeout:
 		// A timeout while the process is starved is forgiven as long as
 		// the domain answered some call within starveGrace.
-		if s.health.starved() && time.Duration(s.health.since()-b.okAt.Load()) < starveGrace {
+		if !s.cfg.noForgive && s.health.starved() && time.Duration(s.health.since()-b.okAt.Load()) < starveGrace {
 			return unknown
 		}
 		return outage

@@ -35,6 +35,7 @@ const (
 // config is what the options set.
 type config struct {
 	noSyncLoop  bool // tests that sync by hand only (export_test.go)
+	noForgive   bool // tests of the breaker's logic: no starvation grace (export_test.go)
 	mode        core.Mode
 	sync        time.Duration
 	maxLease    int64
