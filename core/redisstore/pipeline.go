@@ -104,7 +104,7 @@ func WithPipelining(cfg Pipelining) Option {
 type pipeliner struct {
 	cfg    Pipelining
 	single atomic.Pointer[lane] // the lane of a client that is not a Cluster
-	lanes  sync.Map                // a Cluster's lanes: *redis.Client (master) → *lane
+	lanes  sync.Map             // a Cluster's lanes: *redis.Client (master) → *lane
 }
 
 // lane is one Redis node's queue and its senders.
