@@ -59,8 +59,8 @@ const tagLen = 12
 // every call one); the client must have ContextTimeoutEnabled, which New
 // checks, so a hung or dead Redis never blocks past it.
 //
-// A Store holds no goroutines and no connections of its own: the caller
-// owns the client and closes it. Build one with [New]; the zero Store is
+// A Store holds no connections of its own, and no goroutines unless built
+// with [WithPipelining]: the caller owns the client and closes it. Build one with [New]; the zero Store is
 // not usable. A Store is safe for concurrent use.
 type Store struct {
 	client     redis.UniversalClient
