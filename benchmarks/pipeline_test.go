@@ -26,8 +26,8 @@ func kitGCRA(opts ...redisstore.Option) func(c redis.UniversalClient) allowFunc 
 	}
 }
 
-// pipeLibs are the rows of BenchmarkPipelining, in the order they run
-// (pipelined last: it reports its ratios to the rows before it).
+// pipeLibs are the libraries of BenchmarkPipelining (its ratios read
+// plain, redis_rate and pipelined at these indexes).
 var pipeLibs = []struct {
 	name string
 	new  func(c redis.UniversalClient) allowFunc
@@ -38,28 +38,32 @@ var pipeLibs = []struct {
 	{"pipelined", kitGCRA(redisstore.WithPipelining(redisstore.Pipelining{}))},
 }
 
-// pipeResult is one row's figures, for the pipelined row's ratios.
-type pipeResult struct{ perSec, p99 float64 }
-
-// BenchmarkPipelining compares exact-mode GCRA decisions without and with
-// redisstore.WithPipelining, next to redis_rate (GCRA) and ulule (fixed
-// window), on one node (one hot key, as one abusive client) and on a
-// three-master Cluster (1,024 keys over the masters), with 1, 64 and
-// 1,024 goroutines sharing one client (PoolSize 64). b.N decisions are
-// shared among the goroutines; per row:
+// BenchmarkPipelining compares exact-mode GCRA decisions without
+// ("plain") and with redisstore.WithPipelining ("pipelined"), next to
+// redis_rate (GCRA) and ulule (fixed window), on one node (one hot key,
+// as one abusive client) and on a three-master Cluster (1,024 keys over
+// the masters), with 1, 64 and 1,024 goroutines sharing one client
+// (PoolSize 64).
 //
-//   - ns/op: wall time per decision (all goroutines together);
-//   - decisions/s and p50-µs, p99-µs: the latency of one decision;
-//   - redis-µs/op: Redis's time inside the script calls per decision (INFO
-//     commandstats usec/calls of EVALSHA and EVAL, summed over the
-//     masters), and floor-decisions/s: what the servers' threads allow at
-//     that cost (masters × 10^6 / redis-µs/op);
-//   - scripts/op: script calls per decision (1 for every library);
-//   - on the pipelined row: x-plain and x-redis_rate (its decisions/s over
-//     theirs, same run), floor/x (floor-decisions/s over its own
-//     decisions/s: 1 means Redis's CPU is the only limit) and p99/plain.
+// The libraries take turns: each of the b.N rounds runs every library
+// for the same number of decisions (16 per goroutine, at least 4,000), so
+// a slow second on a shared machine slows them alike; each figure is the
+// median over the rounds, and each ratio the median of the ratios within
+// a round. Per library:
 //
-// go test -run '^$' -bench BenchmarkPipelining -benchtime 2s ./benchmarks/
+//   - <lib>-decisions/s, and <lib>-p50-µs, <lib>-p99-µs: one decision's
+//     latency;
+//   - <lib>-redis-µs/op: Redis's time inside the script calls per
+//     decision (INFO commandstats usec/calls of EVALSHA and EVAL, over
+//     the masters);
+//
+// and for the pipelined library: x-plain and x-redis_rate (its
+// decisions/s over theirs), p99/plain, and floor/x: the decisions/s
+// Redis's CPU allows at its redis-µs/op (masters × 10^6 / redis-µs/op)
+// over the decisions/s it made (1: Redis's CPU is the only limit).
+// scripts/op is script calls per decision over every library (1).
+//
+//	cd benchmarks && go test -run '^$' -bench BenchmarkPipelining -benchtime 5x .
 func BenchmarkPipelining(b *testing.B) {
 	node := redistest.StartNode(b)
 	cl := redistest.StartCluster(b)
@@ -75,72 +79,86 @@ func BenchmarkPipelining(b *testing.B) {
 		{"node", nc, []*redistest.Server{node}, 1},
 		{"cluster", cc, cl.Nodes, 1024},
 	}
-	results := map[string]pipeResult{}
 	for _, tg := range targets {
 		keys := make([]string, tg.keys)
 		for i := range keys {
 			keys[i] = "user:" + strconv.Itoa(42+i)
 		}
 		for _, conc := range []int{1, 64, 1024} {
-			for _, lib := range pipeLibs {
-				row := fmt.Sprintf("%s/c=%d", tg.name, conc)
-				b.Run(row+"/lib="+lib.name, func(b *testing.B) {
-					allow := lib.new(tg.client)
-					checkAdmits(b, allow)
+			b.Run(fmt.Sprintf("%s/c=%d", tg.name, conc), func(b *testing.B) {
+				allows := make([]allowFunc, len(pipeLibs))
+				for j, lib := range pipeLibs {
+					allows[j] = lib.new(tg.client)
+					checkAdmits(b, allows[j])
 					for _, k := range keys {
-						allow(k) // every key exists: the steady state
+						allows[j](k) // every key exists: the steady state
 					}
-					s0 := scriptStats(b, tg.servers)
-					lat, elapsed, denied := runConcurrent(b, conc, allow, keys)
-					s1 := scriptStats(b, tg.servers)
-					mustAdmit(b, denied)
-					perSec := float64(b.N) / elapsed.Seconds()
-					p50, p99 := percentile(lat, 0.50), percentile(lat, 0.99)
-					calls, usec := s1.calls-s0.calls, s1.usec-s0.usec
-					b.ReportMetric(perSec, "decisions/s")
-					b.ReportMetric(p50, "p50-µs")
-					b.ReportMetric(p99, "p99-µs")
-					b.ReportMetric(calls/float64(b.N), "scripts/op")
-					if calls > 0 && usec > 0 {
-						b.ReportMetric(usec/calls, "redis-µs/op")
-						floor := float64(len(tg.servers)) * 1e6 / (usec / calls)
-						b.ReportMetric(floor, "floor-decisions/s")
-						if lib.name == "pipelined" {
-							b.ReportMetric(floor/perSec, "floor/x")
-						}
+				}
+				chunk := max(4000, 16*conc)
+				type figs struct{ perSec, p50, p99, usec []float64 }
+				res := make([]figs, len(pipeLibs))
+				var ratios [4][]float64 // x-plain, x-redis_rate, p99/plain, floor/x
+				var calls, decisions float64
+				var denied int64
+				b.ResetTimer()
+				for b.Loop() {
+					for j := range pipeLibs {
+						s0 := scriptStats(b, tg.servers)
+						lat, elapsed, d := runConcurrent(conc, chunk, allows[j], keys)
+						s1 := scriptStats(b, tg.servers)
+						denied += d
+						calls += s1.calls - s0.calls
+						decisions += float64(chunk)
+						r := &res[j]
+						r.perSec = append(r.perSec, float64(chunk)/elapsed.Seconds())
+						r.p50 = append(r.p50, percentile(lat, 0.50))
+						r.p99 = append(r.p99, percentile(lat, 0.99))
+						r.usec = append(r.usec, (s1.usec-s0.usec)/max(1, s1.calls-s0.calls))
 					}
-					results[row+"/"+lib.name] = pipeResult{perSec, p99}
-					if lib.name == "pipelined" {
-						if r, ok := results[row+"/plain"]; ok {
-							b.ReportMetric(perSec/r.perSec, "x-plain")
-							b.ReportMetric(p99/r.p99, "p99/plain")
-						}
-						if r, ok := results[row+"/redis_rate"]; ok {
-							b.ReportMetric(perSec/r.perSec, "x-redis_rate")
-						}
+					last := func(j int) (perSec, p99, usec float64) {
+						r := res[j]
+						n := len(r.perSec) - 1
+						return r.perSec[n], r.p99[n], r.usec[n]
 					}
-				})
-			}
+					pp, p99, usec := last(3)
+					plain, plain99, _ := last(0)
+					rr, _, _ := last(1)
+					ratios[0] = append(ratios[0], pp/plain)
+					ratios[1] = append(ratios[1], pp/rr)
+					ratios[2] = append(ratios[2], p99/plain99)
+					ratios[3] = append(ratios[3], float64(len(tg.servers))*1e6/usec/pp)
+				}
+				b.StopTimer()
+				mustAdmit(b, denied)
+				for j, lib := range pipeLibs {
+					b.ReportMetric(median(res[j].perSec), lib.name+"-decisions/s")
+					b.ReportMetric(median(res[j].p50), lib.name+"-p50-µs")
+					b.ReportMetric(median(res[j].p99), lib.name+"-p99-µs")
+					b.ReportMetric(median(res[j].usec), lib.name+"-redis-µs/op")
+				}
+				for i, name := range []string{"x-plain", "x-redis_rate", "p99/plain", "floor/x"} {
+					b.ReportMetric(median(ratios[i]), name)
+				}
+				b.ReportMetric(calls/decisions, "scripts/op")
+			})
 		}
 	}
 }
 
-// runConcurrent makes b.N decisions with conc goroutines, goroutine g
+// runConcurrent makes n decisions with conc goroutines, goroutine g
 // deciding keys g, g+conc, ... modulo len(keys), and returns every
 // decision's latency in µs, the wall time and the denials.
-func runConcurrent(b *testing.B, conc int, allow allowFunc, keys []string) ([]float64, time.Duration, int64) {
+func runConcurrent(conc, n int, allow allowFunc, keys []string) ([]float64, time.Duration, int64) {
 	var next, denied atomic.Int64
 	lats := make([][]float64, conc)
 	var wg sync.WaitGroup
-	n := int64(b.N)
-	b.ResetTimer()
 	start := time.Now()
 	for g := range conc {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			mine := make([]float64, 0, b.N/conc+1)
-			for i := g; next.Add(1) <= n; i += conc {
+			mine := make([]float64, 0, n/conc+1)
+			for i := g; next.Add(1) <= int64(n); i += conc {
 				t0 := time.Now()
 				if !allow(keys[i%len(keys)]) {
 					denied.Add(1)
@@ -152,7 +170,6 @@ func runConcurrent(b *testing.B, conc int, allow allowFunc, keys []string) ([]fl
 	}
 	wg.Wait()
 	elapsed := time.Since(start)
-	b.StopTimer()
 	return slices.Concat(lats...), elapsed, denied.Load()
 }
 
