@@ -56,6 +56,10 @@ var pipeLibs = []struct {
 //   - <lib>-redis-µs/op: Redis's time inside the script calls per
 //     decision (INFO commandstats usec/calls of EVALSHA and EVAL, over
 //     the masters);
+//   - <lib>-server-cpu-µs/op: the servers' whole CPU per decision (INFO
+//     cpu: the scripts plus reading, parsing and answering), and
+//     <lib>-client-cpu-µs/op: this process's (the library, go-redis, the
+//     goroutines; 0 off Linux);
 //
 // and for the pipelined library: x-plain and x-redis_rate (its
 // decisions/s over theirs), p99/plain, and floor/x: the decisions/s
@@ -95,7 +99,7 @@ func BenchmarkPipelining(b *testing.B) {
 					}
 				}
 				chunk := max(4000, 16*conc)
-				type figs struct{ perSec, p50, p99, usec []float64 }
+				type figs struct{ perSec, p50, p99, usec, client, server []float64 }
 				res := make([]figs, len(pipeLibs))
 				var ratios [4][]float64 // x-plain, x-redis_rate, p99/plain, floor/x
 				var calls, decisions float64
@@ -103,9 +107,9 @@ func BenchmarkPipelining(b *testing.B) {
 				b.ResetTimer()
 				for b.Loop() {
 					for j := range pipeLibs {
-						s0 := scriptStats(b, tg.servers)
+						s0, c0 := scriptStats(b, tg.servers), processCPU()
 						lat, elapsed, d := runConcurrent(conc, chunk, allows[j], keys)
-						s1 := scriptStats(b, tg.servers)
+						c1, s1 := processCPU(), scriptStats(b, tg.servers)
 						denied += d
 						calls += s1.calls - s0.calls
 						decisions += float64(chunk)
@@ -114,6 +118,8 @@ func BenchmarkPipelining(b *testing.B) {
 						r.p50 = append(r.p50, percentile(lat, 0.50))
 						r.p99 = append(r.p99, percentile(lat, 0.99))
 						r.usec = append(r.usec, (s1.usec-s0.usec)/max(1, s1.calls-s0.calls))
+						r.client = append(r.client, float64((c1-c0).Nanoseconds())/1e3/float64(chunk))
+						r.server = append(r.server, (s1.cpu-s0.cpu)*1e6/float64(chunk))
 					}
 					last := func(j int) (perSec, p99, usec float64) {
 						r := res[j]
@@ -135,6 +141,8 @@ func BenchmarkPipelining(b *testing.B) {
 					b.ReportMetric(median(res[j].p50), lib.name+"-p50-µs")
 					b.ReportMetric(median(res[j].p99), lib.name+"-p99-µs")
 					b.ReportMetric(median(res[j].usec), lib.name+"-redis-µs/op")
+					b.ReportMetric(median(res[j].client), lib.name+"-client-cpu-µs/op")
+					b.ReportMetric(median(res[j].server), lib.name+"-server-cpu-µs/op")
 				}
 				for i, name := range []string{"x-plain", "x-redis_rate", "p99/plain", "floor/x"} {
 					b.ReportMetric(median(ratios[i]), name)
@@ -182,17 +190,21 @@ func percentile(xs []float64, q float64) float64 {
 	return xs[min(len(xs)-1, int(q*float64(len(xs))))]
 }
 
-// scriptStats sums EVALSHA's and EVAL's calls and usec over servers
-// (INFO commandstats).
-func scriptStats(b *testing.B, servers []*redistest.Server) (s struct{ calls, usec float64 }) {
+// scriptStats sums EVALSHA's and EVAL's calls and usec (INFO
+// commandstats) and the servers' CPU seconds (INFO cpu) over servers.
+func scriptStats(b *testing.B, servers []*redistest.Server) (s struct{ calls, usec, cpu float64 }) {
 	b.Helper()
 	for _, srv := range servers {
-		info, err := srv.Do("INFO", "commandstats")
+		info, err := srv.Do("INFO", "cpu", "commandstats")
 		if err != nil {
 			b.Fatal(err)
 		}
 		for _, line := range strings.Split(info, "\n") {
 			k, v, ok := strings.Cut(strings.TrimSpace(line), ":")
+			if k == "used_cpu_user" || k == "used_cpu_sys" {
+				x, _ := strconv.ParseFloat(v, 64)
+				s.cpu += x
+			}
 			if !ok || (k != "cmdstat_evalsha" && k != "cmdstat_eval") {
 				continue
 			}
