@@ -26,16 +26,17 @@ func kitGCRA(opts ...redisstore.Option) func(c redis.UniversalClient) allowFunc 
 	}
 }
 
-// pipeLibs are the libraries of BenchmarkPipelining (its ratios read
-// plain, redis_rate and pipelined at these indexes).
+// pipeLibs are the libraries of BenchmarkPipelining, in the order they
+// take turns (plain and pipelined next to each other; the ratios read
+// them at these indexes).
 var pipeLibs = []struct {
 	name string
 	new  func(c redis.UniversalClient) allowFunc
 }{
 	{"plain", kitGCRA()},
+	{"pipelined", kitGCRA(redisstore.WithPipelining(redisstore.Pipelining{}))},
 	{"redis_rate", redisRate(quotaWin)},
 	{"ulule", ululeRedis(quotaWin)},
-	{"pipelined", kitGCRA(redisstore.WithPipelining(redisstore.Pipelining{}))},
 }
 
 // BenchmarkPipelining compares exact-mode GCRA decisions without
@@ -45,11 +46,12 @@ var pipeLibs = []struct {
 // the masters), with 1, 64 and 1,024 goroutines sharing one client
 // (PoolSize 64).
 //
-// The libraries take turns: each of the b.N rounds runs every library
-// for the same number of decisions (16 per goroutine, at least 4,000), so
-// a slow second on a shared machine slows them alike; each figure is the
-// median over the rounds, and each ratio the median of the ratios within
-// a round. Per library:
+// The libraries take turns: a round runs every library for the same
+// number of decisions (16 per goroutine, at least 1,000), and each of the
+// b.N iterations runs rounds until every library made at least 4,000
+// decisions, so a slow second on a shared machine slows them alike; each
+// figure is the median over the rounds, and each ratio the median of the
+// ratios within a round. Per library:
 //
 //   - <lib>-decisions/s, and <lib>-p50-µs, <lib>-p99-µs: one decision's
 //     latency;
@@ -98,7 +100,7 @@ func BenchmarkPipelining(b *testing.B) {
 						allows[j](k) // every key exists: the steady state
 					}
 				}
-				chunk := max(4000, 16*conc)
+				chunk := max(1000, 16*conc)
 				type figs struct{ perSec, p50, p99, usec, client, server []float64 }
 				res := make([]figs, len(pipeLibs))
 				var ratios [4][]float64 // x-plain, x-redis_rate, p99/plain, floor/x
@@ -106,33 +108,35 @@ func BenchmarkPipelining(b *testing.B) {
 				var denied int64
 				b.ResetTimer()
 				for b.Loop() {
-					for j := range pipeLibs {
-						s0, c0 := scriptStats(b, tg.servers), processCPU()
-						lat, elapsed, d := runConcurrent(conc, chunk, allows[j], keys)
-						c1, s1 := processCPU(), scriptStats(b, tg.servers)
-						denied += d
-						calls += s1.calls - s0.calls
-						decisions += float64(chunk)
-						r := &res[j]
-						r.perSec = append(r.perSec, float64(chunk)/elapsed.Seconds())
-						r.p50 = append(r.p50, percentile(lat, 0.50))
-						r.p99 = append(r.p99, percentile(lat, 0.99))
-						r.usec = append(r.usec, (s1.usec-s0.usec)/max(1, s1.calls-s0.calls))
-						r.client = append(r.client, float64((c1-c0).Nanoseconds())/1e3/float64(chunk))
-						r.server = append(r.server, (s1.cpu-s0.cpu)*1e6/float64(chunk))
+					for range max(1, 4000/chunk) {
+						for j := range pipeLibs {
+							s0, c0 := scriptStats(b, tg.servers), processCPU()
+							lat, elapsed, d := runConcurrent(conc, chunk, allows[j], keys)
+							c1, s1 := processCPU(), scriptStats(b, tg.servers)
+							denied += d
+							calls += s1.calls - s0.calls
+							decisions += float64(chunk)
+							r := &res[j]
+							r.perSec = append(r.perSec, float64(chunk)/elapsed.Seconds())
+							r.p50 = append(r.p50, percentile(lat, 0.50))
+							r.p99 = append(r.p99, percentile(lat, 0.99))
+							r.usec = append(r.usec, (s1.usec-s0.usec)/max(1, s1.calls-s0.calls))
+							r.client = append(r.client, float64((c1-c0).Nanoseconds())/1e3/float64(chunk))
+							r.server = append(r.server, (s1.cpu-s0.cpu)*1e6/float64(chunk))
+						}
+						last := func(j int) (perSec, p99, usec float64) {
+							r := res[j]
+							n := len(r.perSec) - 1
+							return r.perSec[n], r.p99[n], r.usec[n]
+						}
+						plain, plain99, _ := last(0)
+						pp, p99, usec := last(1)
+						rr, _, _ := last(2)
+						ratios[0] = append(ratios[0], pp/plain)
+						ratios[1] = append(ratios[1], pp/rr)
+						ratios[2] = append(ratios[2], p99/plain99)
+						ratios[3] = append(ratios[3], float64(len(tg.servers))*1e6/usec/pp)
 					}
-					last := func(j int) (perSec, p99, usec float64) {
-						r := res[j]
-						n := len(r.perSec) - 1
-						return r.perSec[n], r.p99[n], r.usec[n]
-					}
-					pp, p99, usec := last(3)
-					plain, plain99, _ := last(0)
-					rr, _, _ := last(1)
-					ratios[0] = append(ratios[0], pp/plain)
-					ratios[1] = append(ratios[1], pp/rr)
-					ratios[2] = append(ratios[2], p99/plain99)
-					ratios[3] = append(ratios[3], float64(len(tg.servers))*1e6/usec/pp)
 				}
 				b.StopTimer()
 				mustAdmit(b, denied)
