@@ -105,7 +105,7 @@ func BenchmarkPipelining(b *testing.B) {
 				res := make([]figs, len(pipeLibs))
 				var ratios [4][]float64 // x-plain, x-redis_rate, p99/plain, floor/x
 				var calls, decisions float64
-				var denied int64
+				denied := make([]int64, len(pipeLibs))
 				b.ResetTimer()
 				for b.Loop() {
 					for range max(1, 4000/chunk) {
@@ -113,7 +113,7 @@ func BenchmarkPipelining(b *testing.B) {
 							s0, c0 := scriptStats(b, tg.servers), processCPU()
 							lat, elapsed, d := runConcurrent(conc, chunk, allows[j], keys)
 							c1, s1 := processCPU(), scriptStats(b, tg.servers)
-							denied += d
+							denied[j] += d
 							calls += s1.calls - s0.calls
 							decisions += float64(chunk)
 							r := &res[j]
@@ -139,7 +139,11 @@ func BenchmarkPipelining(b *testing.B) {
 					}
 				}
 				b.StopTimer()
-				mustAdmit(b, denied)
+				for j, lib := range pipeLibs {
+					if denied[j] > 0 {
+						b.Errorf("%s: %d decisions denied or failed (a never-binding quota, a 5 s deadline)", lib.name, denied[j])
+					}
+				}
 				for j, lib := range pipeLibs {
 					b.ReportMetric(median(res[j].perSec), lib.name+"-decisions/s")
 					b.ReportMetric(median(res[j].p50), lib.name+"-p50-µs")
