@@ -21,7 +21,7 @@ import (
 )
 
 // pipelineCases are one single-limit and one two-limit policy of every
-// algorithm, hard, plus the elastic single-limit GCRA (its own script).
+// algorithm, hard.
 func pipelineCases() []core.Policy {
 	var ps []core.Policy
 	for _, a := range []core.Algorithm{core.GCRA, core.TokenBucket, core.FixedWindow, core.SlidingWindowLog, core.SlidingWindowCounter} {
