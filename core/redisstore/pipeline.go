@@ -131,7 +131,7 @@ type call struct {
 	sc    *script
 	args  []any
 	state atomic.Int32
-	done  chan struct{} // closed-over result ready (buffered 1)
+	done  chan struct{} // receives once when vals and err are set (buffered 1)
 	vals  []int64
 	err   error
 }
