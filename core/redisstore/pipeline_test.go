@@ -359,7 +359,7 @@ func TestPipeliningContextWhileQueued(t *testing.T) {
 	}
 	d, err := st.Take(context.Background(), "k", p, epoch, 1)
 	require.NoError(t, err)
-	assert.Equal(t, int64(100-3), d.Remaining, "the cancelled decision was sent")
+	assert.Equal(t, int64(100-3), d.Remaining, "the cancelled decision was sent: remaining counts it")
 }
 
 // TestPipeliningNoScript: after SCRIPT FLUSH, concurrent pipelined
@@ -401,4 +401,45 @@ func TestWithPipeliningRejectsNegative(t *testing.T) {
 	t.Cleanup(func() { _ = c.Close() })
 	_, err := New(c, WithPipelining(Pipelining{Senders: -1}))
 	require.Error(t, err)
+}
+
+// TestPipeliningQueueBounded: with MaxQueue 1 and the lane busy, a second
+// queued decision waits for room, and its context ends the wait: it
+// returns the context's error and is never sent; the first is sent once
+// the lane frees.
+func TestPipeliningQueueBounded(t *testing.T) {
+	srv := redistest.StartNode(t)
+	st := newStore(t, srv.NewClient(t), WithClientTime(), WithPipelining(Pipelining{MaxQueue: 1}))
+	p := mustPolicy(t, core.Policy{Name: "bounded", Limits: []core.Limit{core.Per(100, time.Hour)}})
+	_, err := st.Take(context.Background(), "warm", p, epoch, 1)
+	require.NoError(t, err)
+	l := st.pipe.single.Load()
+	require.NotNil(t, l)
+	// the lane looks busy: a send in flight and every sender alive
+	l.inflight.Add(1)
+	l.senders.Add(defaultSenders)
+
+	first := make(chan error, 1)
+	go func() {
+		_, err := st.Take(context.Background(), "k", p, epoch, 1)
+		first <- err
+	}()
+	deadline := time.Now().Add(10 * time.Second)
+	for len(l.q) < 1 {
+		require.True(t, time.Now().Before(deadline), "the first decision did not queue")
+		time.Sleep(time.Millisecond)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	_, err = st.Take(ctx, "k", p, epoch, 1)
+	require.ErrorIs(t, err, context.DeadlineExceeded, "the second decision waits for room within its context")
+	assert.Equal(t, 1, len(l.q), "the full queue took nothing more")
+
+	l.inflight.Add(-1)
+	l.senders.Add(-defaultSenders)
+	l.spawn()
+	require.NoError(t, <-first)
+	d, err := st.Take(context.Background(), "k", p, epoch, 1)
+	require.NoError(t, err)
+	assert.Equal(t, int64(100-2), d.Remaining, "the decision that found the queue full was sent: remaining counts it")
 }
