@@ -7,3 +7,6 @@ import "time"
 // threadCPU returns 0 where per-thread CPU time is not available; the
 // cpu-ns figures are then 0.
 func threadCPU() time.Duration { return 0 }
+
+// processCPU returns 0 where the process's CPU time is not read.
+func processCPU() time.Duration { return 0 }

@@ -14,24 +14,35 @@ import (
 // TestConformanceNode runs the store conformance suite against a single
 // node, with eight store instances (each with its own client) sharing the
 // exactness test's key.
-func TestConformanceNode(t *testing.T) {
+func TestConformanceNode(t *testing.T) { conformanceNode(t) }
+
+// TestConformanceCluster runs the suite against a three-master Cluster.
+func TestConformanceCluster(t *testing.T) { conformanceCluster(t) }
+
+// TestConformancePipelined runs the suite on a node and on a Cluster with
+// WithPipelining.
+func TestConformancePipelined(t *testing.T) {
+	t.Run("node", func(t *testing.T) { conformanceNode(t, WithPipelining(Pipelining{})) })
+	t.Run("cluster", func(t *testing.T) { conformanceCluster(t, WithPipelining(Pipelining{})) })
+}
+
+func conformanceNode(t *testing.T, opts ...Option) {
 	srv := redistest.StartNode(t)
 	storetest.Run(t, func(t *testing.T) core.Store {
 		c := srv.NewClient(t)
 		require.NoError(t, c.FlushAll(context.Background()).Err())
-		return newStore(t, c, WithClientTime())
+		return newStore(t, c, append([]Option{WithClientTime()}, opts...)...)
 	}, storetest.Options{Stores: 8, Goroutines: 800, Calls: 4, Steps: 300})
 }
 
-// TestConformanceCluster runs the suite against a three-master Cluster.
-func TestConformanceCluster(t *testing.T) {
+func conformanceCluster(t *testing.T, opts ...Option) {
 	cl := redistest.StartCluster(t)
 	storetest.Run(t, func(t *testing.T) core.Store {
 		c := cl.NewClient(t)
 		require.NoError(t, c.ForEachMaster(context.Background(), func(ctx context.Context, m *redis.Client) error {
 			return m.FlushAll(ctx).Err()
 		}))
-		return newStore(t, c, WithClientTime())
+		return newStore(t, c, append([]Option{WithClientTime()}, opts...)...)
 	}, storetest.Options{Stores: 8, Goroutines: 800, Calls: 4, Steps: 300})
 }
 

@@ -195,5 +195,13 @@
 // Limits are only as durable as Redis's writes: see [Store.Check], which
 // warns when persistence is off, and the README's Durability section.
 //
-// The caller owns the client (and closes it); a Store starts no goroutines.
+// # Pipelining
+//
+// [WithPipelining] sends concurrent decisions bound for one node in shared
+// pipelines: still one script per decision, exact, and never sent twice,
+// at up to the rate Redis's CPU allows instead of the round trips'
+// (docs/redis-pipelining.md has the figures and the trade-offs).
+//
+// The caller owns the client (and closes it); a Store starts no goroutines
+// (with WithPipelining, a few per node while decisions flow; see there).
 package redisstore

@@ -59,8 +59,8 @@ const tagLen = 12
 // every call one); the client must have ContextTimeoutEnabled, which New
 // checks, so a hung or dead Redis never blocks past it.
 //
-// A Store holds no goroutines and no connections of its own: the caller
-// owns the client and closes it. Build one with [New]; the zero Store is
+// A Store holds no connections of its own, and no goroutines unless built
+// with [WithPipelining]: the caller owns the client and closes it. Build one with [New]; the zero Store is
 // not usable. A Store is safe for concurrent use.
 type Store struct {
 	client     redis.UniversalClient
@@ -74,6 +74,8 @@ type Store struct {
 	compiled map[*core.Policy]*compiled
 
 	reg core.PolicyRegistry // policy names of live Limiters (registrar.go)
+
+	pipe *pipeliner // WithPipelining's batching; nil: one round trip per decision
 }
 
 var _ core.Store = (*Store)(nil)
@@ -522,7 +524,13 @@ func (s *Store) TakeElastic(ctx context.Context, key string, p *core.Policy, now
 // stale, and comes back as "redisstore: policy ...: " wrapping the cause,
 // a *ReplyError for an error reply.
 func (s *Store) run(ctx context.Context, c *compiled, args []any) ([]int64, error) {
-	vals, err := c.script.run(ctx, s.client, args)
+	var vals []int64
+	var err error
+	if s.pipe != nil {
+		vals, err = s.pipe.run(ctx, s.client, c.script, args)
+	} else {
+		vals, err = c.script.run(ctx, s.client, args)
+	}
 	if err != nil {
 		return nil, s.failed(c, err)
 	}

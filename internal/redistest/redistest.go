@@ -14,6 +14,12 @@
 // is skipped with a message saying so, unless the environment variable
 // LIMITKIT_REQUIRE_REDIS=1 is set (CI sets it): then the test fails.
 //
+// The environment variable LIMITKIT_REDIS_SERVER names another server
+// binary, e.g. valkey-server (CI runs the Redis-dependent packages once
+// more with it); the cluster tool is then LIMITKIT_REDIS_CLI, by default
+// valkey-cli for a binary whose name starts with "valkey", else
+// redis-cli. [ServerBinary] and [CLIBinary] report the choice.
+//
 // The helpers poll the server's socket while waiting for readiness; that is
 // the only waiting they do. They are for tests only.
 package redistest
@@ -46,6 +52,35 @@ const RequireEnv = "LIMITKIT_REQUIRE_REDIS"
 // that requires no error must not fail for it.
 const StoreTimeout = 10 * time.Second
 
+// ServerEnv and CLIEnv are the environment variables that name the server
+// binary and its cluster tool (see the package doc).
+const (
+	ServerEnv = "LIMITKIT_REDIS_SERVER"
+	CLIEnv    = "LIMITKIT_REDIS_CLI"
+)
+
+// ServerBinary is the server binary the helpers start: $LIMITKIT_REDIS_SERVER,
+// or redis-server.
+func ServerBinary() string {
+	if b := os.Getenv(ServerEnv); b != "" {
+		return b
+	}
+	return "redis-server"
+}
+
+// CLIBinary is the tool that joins a cluster: $LIMITKIT_REDIS_CLI, else
+// valkey-cli when ServerBinary's name starts with "valkey", else
+// redis-cli.
+func CLIBinary() string {
+	if b := os.Getenv(CLIEnv); b != "" {
+		return b
+	}
+	if strings.HasPrefix(filepath.Base(ServerBinary()), "valkey") {
+		return "valkey-cli"
+	}
+	return "redis-cli"
+}
+
 // readyTimeout bounds how long a server may take to accept PING.
 const readyTimeout = 15 * time.Second
 
@@ -75,7 +110,7 @@ func lookup(t testing.TB, bin string) string {
 	t.Helper()
 	p, err := exec.LookPath(bin)
 	if err != nil {
-		msg := fmt.Sprintf("redistest: %s not found on PATH; install Redis (e.g. apt-get install redis-server) to run the Redis tests", bin)
+		msg := fmt.Sprintf("redistest: %s not found on PATH; install Redis (e.g. apt-get install redis-server redis-tools) to run the Redis tests, or name another binary in %s", bin, ServerEnv)
 		if os.Getenv(RequireEnv) == "1" {
 			t.Fatalf("%s (%s=1 requires it)", msg, RequireEnv)
 		}
@@ -84,9 +119,9 @@ func lookup(t testing.TB, bin string) string {
 	return p
 }
 
-// Available reports whether redis-server is on PATH.
+// Available reports whether the server binary (ServerBinary) is on PATH.
 func Available() bool {
-	_, err := exec.LookPath("redis-server")
+	_, err := exec.LookPath(ServerBinary())
 	return err == nil
 }
 
@@ -95,7 +130,7 @@ func Available() bool {
 // "--maxmemory", "10mb"). The server is killed when the test ends.
 func StartNode(t testing.TB, extraArgs ...string) *Server {
 	t.Helper()
-	bin := lookup(t, "redis-server")
+	bin := lookup(t, ServerBinary())
 	s := newServer(t, bin, false, extraArgs)
 	return s
 }
@@ -105,7 +140,7 @@ func StartNode(t testing.TB, extraArgs ...string) *Server {
 // names master's address for name.
 func StartSentinel(t testing.TB, master *Server, name string) *Server {
 	t.Helper()
-	bin := lookup(t, "redis-server")
+	bin := lookup(t, ServerBinary())
 	s := newServerConf(t, bin, false, func(dir string) []string {
 		conf := filepath.Join(dir, "sentinel.conf")
 		host, port, _ := net.SplitHostPort(master.Addr)
@@ -504,8 +539,8 @@ func StartClusterWithReplicas(t testing.TB) *Cluster {
 
 func startCluster(t testing.TB, replicas int) *Cluster {
 	t.Helper()
-	bin := lookup(t, "redis-server")
-	cli := lookup(t, "redis-cli")
+	bin := lookup(t, ServerBinary())
+	cli := lookup(t, CLIBinary())
 	c := &Cluster{}
 	for i := 0; i < 3; i++ {
 		c.Nodes = append(c.Nodes, newServer(t, bin, true, nil))
@@ -618,4 +653,29 @@ func (c *Cluster) NewClient(t testing.TB) *redis.ClusterClient {
 	cl := redis.NewClusterClient(c.ClusterOptions())
 	t.Cleanup(func() { _ = cl.Close() })
 	return cl
+}
+
+// Version returns the server's name and version from INFO server, e.g.
+// "redis 7.0.15" or "valkey 8.0.1" (Valkey also reports the Redis
+// version it is compatible with as redis_version; its own is
+// valkey_version).
+func (s *Server) Version() (string, error) {
+	info, err := s.Do("INFO", "server")
+	if err != nil {
+		return "", err
+	}
+	fields := map[string]string{}
+	for _, line := range strings.Split(info, "\n") {
+		if k, v, ok := strings.Cut(strings.TrimSpace(line), ":"); ok {
+			fields[k] = v
+		}
+	}
+	name := fields["server_name"]
+	if name == "" {
+		name = "redis"
+	}
+	if v := fields[name+"_version"]; v != "" {
+		return name + " " + v, nil
+	}
+	return name + " " + fields["redis_version"], nil
 }

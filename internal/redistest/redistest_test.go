@@ -2,7 +2,9 @@ package redistest
 
 import (
 	"context"
+	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -69,4 +71,19 @@ func TestCluster(t *testing.T) {
 		require.NoError(t, err)
 		require.Contains(t, info, "cluster_state:ok")
 	}
+}
+
+// TestServerBinary: the helpers start the binary LIMITKIT_REDIS_SERVER
+// names (CI's second run uses valkey-server), and say which (the CI log
+// shows it with -v).
+func TestServerBinary(t *testing.T) {
+	s := StartNode(t)
+	v, err := s.Version()
+	require.NoError(t, err)
+	t.Logf("redistest: %s is %s", ServerBinary(), v)
+	want := "redis "
+	if strings.HasPrefix(filepath.Base(ServerBinary()), "valkey") {
+		want = "valkey "
+	}
+	require.True(t, strings.HasPrefix(v, want), "%s reports %q", ServerBinary(), v)
 }

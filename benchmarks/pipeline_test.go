@@ -1,0 +1,235 @@
+package benchmarks
+
+import (
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/limitkit/limitkit/core"
+	"github.com/limitkit/limitkit/core/redisstore"
+	"github.com/limitkit/limitkit/internal/redistest"
+)
+
+// kitGCRA is a limitkit GCRA Limiter on the Redis store, pipelined or not.
+func kitGCRA(opts ...redisstore.Option) func(c redis.UniversalClient) allowFunc {
+	return func(c redis.UniversalClient) allowFunc {
+		st := must(redisstore.New(c, opts...))
+		l := must(core.NewLimiter(st, core.Policy{Name: "pipe", Limits: []core.Limit{core.Per(quota, quotaWin)}}, core.WithTimeout(5*time.Second)))
+		return func(k string) bool { d, err := l.Allow(ctx, k); return err == nil && d.Allowed }
+	}
+}
+
+// pipeLibs are the libraries of BenchmarkPipelining, in the order they
+// take turns (plain and pipelined next to each other; the ratios read
+// them at these indexes).
+var pipeLibs = []struct {
+	name string
+	new  func(c redis.UniversalClient) allowFunc
+}{
+	{"plain", kitGCRA()},
+	{"pipelined", kitGCRA(redisstore.WithPipelining(redisstore.Pipelining{}))},
+	{"redis_rate", redisRate(quotaWin)},
+	{"ulule", ululeRedis(quotaWin)},
+}
+
+// BenchmarkPipelining compares exact-mode GCRA decisions without
+// ("plain") and with redisstore.WithPipelining ("pipelined"), next to
+// redis_rate (GCRA) and ulule (fixed window), on one node (one hot key,
+// as one abusive client) and on a three-master Cluster (1,024 keys over
+// the masters), with 1, 64 and 1,024 goroutines sharing one client
+// (PoolSize 64).
+//
+// The libraries take turns: a round runs every library for the same
+// number of decisions (16 per goroutine, at least 1,000), and each of the
+// b.N iterations runs rounds until every library made at least 4,000
+// decisions, so a slow second on a shared machine slows them alike; each
+// figure is the median over the rounds, and each ratio the median of the
+// ratios within a round. Per library:
+//
+//   - <lib>-decisions/s, and <lib>-p50-µs, <lib>-p99-µs: one decision's
+//     latency;
+//   - <lib>-redis-µs/op: Redis's time inside the script calls per
+//     decision (INFO commandstats usec/calls of EVALSHA and EVAL, over
+//     the masters);
+//   - <lib>-server-cpu-µs/op: the servers' whole CPU per decision (INFO
+//     cpu: the scripts plus reading, parsing and answering), and
+//     <lib>-client-cpu-µs/op: this process's (the library, go-redis, the
+//     goroutines; 0 off Linux);
+//
+// and for the pipelined library: x-plain and x-redis_rate (its
+// decisions/s over theirs), p99/plain, and floor/x: the decisions/s
+// Redis's CPU allows at its redis-µs/op (masters × 10^6 / redis-µs/op)
+// over the decisions/s it made (1: Redis's CPU is the only limit).
+// scripts/op is script calls per decision over every library (1).
+//
+//	cd benchmarks && go test -run '^$' -bench BenchmarkPipelining -benchtime 5x .
+func BenchmarkPipelining(b *testing.B) {
+	node := redistest.StartNode(b)
+	cl := redistest.StartCluster(b)
+	nc := redis.NewClient(&redis.Options{Addr: node.Addr, PoolSize: 64, ContextTimeoutEnabled: true})
+	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cl.Addrs(), PoolSize: 64, ContextTimeoutEnabled: true})
+	b.Cleanup(func() { nc.Close(); cc.Close() })
+	targets := []struct {
+		name    string
+		client  redis.UniversalClient
+		servers []*redistest.Server
+		keys    int
+	}{
+		{"node", nc, []*redistest.Server{node}, 1},
+		{"cluster", cc, cl.Nodes, 1024},
+	}
+	for _, tg := range targets {
+		keys := make([]string, tg.keys)
+		for i := range keys {
+			keys[i] = "user:" + strconv.Itoa(42+i)
+		}
+		for _, conc := range []int{1, 64, 1024} {
+			b.Run(fmt.Sprintf("%s/c=%d", tg.name, conc), func(b *testing.B) {
+				allows := make([]allowFunc, len(pipeLibs))
+				for j, lib := range pipeLibs {
+					allows[j] = lib.new(tg.client)
+					checkAdmits(b, allows[j])
+					for _, k := range keys {
+						allows[j](k) // every key exists: the steady state
+					}
+				}
+				chunk := max(1000, 16*conc)
+				type figs struct{ perSec, p50, p99, usec, client, server []float64 }
+				res := make([]figs, len(pipeLibs))
+				var ratios [4][]float64 // x-plain, x-redis_rate, p99/plain, floor/x
+				var calls, decisions float64
+				denied := make([]int64, len(pipeLibs))
+				b.ResetTimer()
+				for b.Loop() {
+					for range max(1, 4000/chunk) {
+						for j := range pipeLibs {
+							s0, c0 := scriptStats(b, tg.servers), processCPU()
+							lat, elapsed, d := runConcurrent(conc, chunk, allows[j], keys)
+							c1, s1 := processCPU(), scriptStats(b, tg.servers)
+							denied[j] += d
+							calls += s1.calls - s0.calls
+							decisions += float64(chunk)
+							r := &res[j]
+							r.perSec = append(r.perSec, float64(chunk)/elapsed.Seconds())
+							r.p50 = append(r.p50, percentile(lat, 0.50))
+							r.p99 = append(r.p99, percentile(lat, 0.99))
+							r.usec = append(r.usec, (s1.usec-s0.usec)/max(1, s1.calls-s0.calls))
+							r.client = append(r.client, float64((c1-c0).Nanoseconds())/1e3/float64(chunk))
+							r.server = append(r.server, (s1.cpu-s0.cpu)*1e6/float64(chunk))
+						}
+						last := func(j int) (perSec, p99, usec float64) {
+							r := res[j]
+							n := len(r.perSec) - 1
+							return r.perSec[n], r.p99[n], r.usec[n]
+						}
+						plain, plain99, _ := last(0)
+						pp, p99, usec := last(1)
+						rr, _, _ := last(2)
+						ratios[0] = append(ratios[0], pp/plain)
+						ratios[1] = append(ratios[1], pp/rr)
+						ratios[2] = append(ratios[2], p99/plain99)
+						ratios[3] = append(ratios[3], float64(len(tg.servers))*1e6/usec/pp)
+					}
+				}
+				b.StopTimer()
+				for j, lib := range pipeLibs {
+					if denied[j] > 0 {
+						b.Errorf("%s: %d decisions denied or failed (a never-binding quota, a 5 s deadline)", lib.name, denied[j])
+					}
+				}
+				for j, lib := range pipeLibs {
+					b.ReportMetric(median(res[j].perSec), lib.name+"-decisions/s")
+					b.ReportMetric(median(res[j].p50), lib.name+"-p50-µs")
+					b.ReportMetric(median(res[j].p99), lib.name+"-p99-µs")
+					b.ReportMetric(median(res[j].usec), lib.name+"-redis-µs/op")
+					b.ReportMetric(median(res[j].client), lib.name+"-client-cpu-µs/op")
+					b.ReportMetric(median(res[j].server), lib.name+"-server-cpu-µs/op")
+				}
+				for i, name := range []string{"x-plain", "x-redis_rate", "p99/plain", "floor/x"} {
+					b.ReportMetric(median(ratios[i]), name)
+				}
+				b.ReportMetric(calls/decisions, "scripts/op")
+			})
+		}
+	}
+}
+
+// runConcurrent makes n decisions with conc goroutines, goroutine g
+// deciding keys g, g+conc, ... modulo len(keys), and returns every
+// decision's latency in µs, the wall time and the denials.
+func runConcurrent(conc, n int, allow allowFunc, keys []string) ([]float64, time.Duration, int64) {
+	var next, denied atomic.Int64
+	lats := make([][]float64, conc)
+	var wg sync.WaitGroup
+	start := time.Now()
+	for g := range conc {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			mine := make([]float64, 0, n/conc+1)
+			for i := g; next.Add(1) <= int64(n); i += conc {
+				t0 := time.Now()
+				if !allow(keys[i%len(keys)]) {
+					denied.Add(1)
+				}
+				mine = append(mine, float64(time.Since(t0).Nanoseconds())/1e3)
+			}
+			lats[g] = mine
+		}()
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	return slices.Concat(lats...), elapsed, denied.Load()
+}
+
+// percentile is the q-quantile of xs (sorted in place).
+func percentile(xs []float64, q float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	slices.Sort(xs)
+	return xs[min(len(xs)-1, int(q*float64(len(xs))))]
+}
+
+// scriptStats sums EVALSHA's and EVAL's calls and usec (INFO
+// commandstats) and the servers' CPU seconds (INFO cpu) over servers.
+func scriptStats(b *testing.B, servers []*redistest.Server) (s struct{ calls, usec, cpu float64 }) {
+	b.Helper()
+	for _, srv := range servers {
+		info, err := srv.Do("INFO", "cpu", "commandstats")
+		if err != nil {
+			b.Fatal(err)
+		}
+		for _, line := range strings.Split(info, "\n") {
+			k, v, ok := strings.Cut(strings.TrimSpace(line), ":")
+			if k == "used_cpu_user" || k == "used_cpu_sys" {
+				x, _ := strconv.ParseFloat(v, 64)
+				s.cpu += x
+			}
+			if !ok || (k != "cmdstat_evalsha" && k != "cmdstat_eval") {
+				continue
+			}
+			for _, f := range strings.Split(v, ",") {
+				fk, fv, _ := strings.Cut(f, "=")
+				x, err := strconv.ParseFloat(fv, 64)
+				if err != nil {
+					continue
+				}
+				switch fk {
+				case "calls":
+					s.calls += x
+				case "usec":
+					s.usec += x
+				}
+			}
+		}
+	}
+	return s
+}

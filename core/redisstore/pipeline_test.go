@@ -1,0 +1,445 @@
+package redisstore
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"regexp"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/limitkit/limitkit/core"
+	"github.com/limitkit/limitkit/internal/redistest"
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// pipelineCases are one single-limit and one two-limit policy of every
+// algorithm, hard.
+func pipelineCases() []core.Policy {
+	var ps []core.Policy
+	for _, a := range []core.Algorithm{core.GCRA, core.TokenBucket, core.FixedWindow, core.SlidingWindowLog, core.SlidingWindowCounter} {
+		buckets := 0
+		if a == core.SlidingWindowCounter {
+			buckets = 10
+		}
+		ps = append(ps,
+			core.Policy{Name: fmt.Sprintf("p1-%d", a), Algorithm: a, Buckets: buckets, Limits: []core.Limit{core.Per(40, time.Hour)}},
+			core.Policy{Name: fmt.Sprintf("p2-%d", a), Algorithm: a, Buckets: buckets, Limits: []core.Limit{core.Per(40, time.Hour), core.Per(25, time.Minute)}})
+	}
+	return ps
+}
+
+// scriptRuns is the number of script calls server ran to completion
+// (EVALSHA and EVAL calls less failed ones: NOSCRIPT replies), from INFO
+// commandstats.
+func scriptRuns(t testing.TB, srv *redistest.Server) int64 {
+	t.Helper()
+	info, err := srv.Do("INFO", "commandstats")
+	require.NoError(t, err)
+	var n int64
+	re := regexp.MustCompile(`cmdstat_(evalsha|eval):calls=(\d+),.*failed_calls=(\d+)`)
+	for _, m := range re.FindAllStringSubmatch(info, -1) {
+		calls, _ := strconv.ParseInt(m[2], 10, 64)
+		failed, _ := strconv.ParseInt(m[3], 10, 64)
+		n += calls - failed
+	}
+	return n
+}
+
+// batched is the number of decisions s sent in pipelines.
+func batched(s *Store) int64 {
+	var n int64
+	if l := s.pipe.single.Load(); l != nil {
+		n += l.batched.Load()
+	}
+	s.pipe.lanes.Range(func(_, v any) bool { n += v.(*lane).batched.Load(); return true })
+	return n
+}
+
+// exactUnderPipelining makes 64 goroutines over three pipelined stores
+// (one client each) take 1 from 4 keys at one frozen instant, for each
+// case policy, and checks that exactly what core's Decide admits in
+// sequence was admitted, with one script call per decision.
+func exactUnderPipelining(t *testing.T, clients []redis.UniversalClient, servers []*redistest.Server) {
+	const goroutines, perG, keys = 64, 8, 4
+	var stores []*Store
+	for _, c := range clients {
+		stores = append(stores, newStore(t, c, WithClientTime(), WithPipelining(Pipelining{})))
+	}
+	for _, pol := range pipelineCases() {
+		p := mustPolicy(t, pol)
+		for _, st := range stores {
+			require.NoError(t, st.Preload(context.Background(), p))
+		}
+		r := newRef(p)
+		want := 0
+		for i := range goroutines * perG {
+			if r.take("k"+strconv.Itoa(i%keys), epoch, 1).Allowed {
+				want++
+			}
+		}
+		runs0 := int64(0)
+		for _, srv := range servers {
+			runs0 += scriptRuns(t, srv)
+		}
+		var admitted, failed atomic.Int64
+		var wg sync.WaitGroup
+		for g := range goroutines {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				st := stores[g%len(stores)]
+				for i := range perG {
+					d, err := st.Take(context.Background(), "k"+strconv.Itoa((g*perG+i)%keys), p, epoch, 1)
+					if err != nil {
+						failed.Add(1)
+						continue
+					}
+					if d.Allowed {
+						admitted.Add(1)
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		runs := -runs0
+		for _, srv := range servers {
+			runs += scriptRuns(t, srv)
+		}
+		require.Zero(t, failed.Load(), "%s", p.Name)
+		assert.Equal(t, int64(want), admitted.Load(), "%s: admitted", p.Name)
+		assert.Equal(t, int64(goroutines*perG), runs, "%s: script runs, one per decision", p.Name)
+	}
+	var n int64
+	for _, st := range stores {
+		n += batched(st)
+	}
+	t.Logf("%d of %d decisions went in pipelines", n, int64(len(pipelineCases())*goroutines*perG))
+	assert.Positive(t, n, "no decision was pipelined")
+}
+
+func TestPipeliningExactNode(t *testing.T) {
+	srv := redistest.StartNode(t)
+	var clients []redis.UniversalClient
+	for range 3 {
+		o := srv.ClientOptions()
+		o.PoolSize = 8
+		c := redis.NewClient(o)
+		t.Cleanup(func() { _ = c.Close() })
+		clients = append(clients, c)
+	}
+	exactUnderPipelining(t, clients, []*redistest.Server{srv})
+}
+
+func TestPipeliningExactCluster(t *testing.T) {
+	cl := redistest.StartCluster(t)
+	var clients []redis.UniversalClient
+	for range 3 {
+		clients = append(clients, cl.NewClient(t))
+	}
+	exactUnderPipelining(t, clients, cl.Nodes)
+}
+
+// swallowProxy forwards TCP connections to a Redis server. While
+// swallowing, it forwards every request but drops the server's replies on
+// each connection from the first script call sent on it (so a new
+// connection's handshake still completes); cut then closes every
+// connection: the server ran the commands, the client never hears of
+// them.
+type swallowProxy struct {
+	ln         net.Listener
+	swallowing atomic.Bool
+	mu         sync.Mutex
+	conns      []net.Conn
+}
+
+func startSwallowProxy(t *testing.T, target string) *swallowProxy {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	p := &swallowProxy{ln: ln}
+	t.Cleanup(func() { _ = ln.Close(); p.cut() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			s, err := net.Dial("tcp", target)
+			if err != nil {
+				_ = c.Close()
+				continue
+			}
+			p.mu.Lock()
+			p.conns = append(p.conns, c, s)
+			p.mu.Unlock()
+			var scripted atomic.Bool
+			go func() {
+				buf := make([]byte, 64<<10)
+				var tail []byte
+				for {
+					n, err := c.Read(buf)
+					if n > 0 {
+						seen := append(tail, buf[:n]...)
+						if p.swallowing.Load() && bytes.Contains(bytes.ToLower(seen), []byte("evalsha")) {
+							scripted.Store(true)
+						}
+						tail = append(tail[:0], seen[max(0, len(seen)-8):]...)
+						if _, werr := s.Write(buf[:n]); werr != nil {
+							return
+						}
+					}
+					if err != nil {
+						_ = s.Close()
+						return
+					}
+				}
+			}()
+			go func() {
+				buf := make([]byte, 64<<10)
+				for {
+					n, err := s.Read(buf)
+					if n > 0 && !scripted.Load() {
+						if _, werr := c.Write(buf[:n]); werr != nil {
+							return
+						}
+					}
+					if err != nil {
+						_ = c.Close()
+						return
+					}
+				}
+			}()
+		}
+	}()
+	return p
+}
+
+func (p *swallowProxy) cut() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, c := range p.conns {
+		_ = c.Close()
+	}
+	p.conns = nil
+}
+
+// TestPipeliningNeverSendsTwice: one pipeline of 32 decisions whose
+// replies are lost when the connection is cut after the server ran them
+// all: every caller gets an error and the server ran each exactly once
+// (the key's state counts 32), although the client's options allow 5
+// retries.
+func TestPipeliningNeverSendsTwice(t *testing.T) {
+	const n = 32
+	srv := redistest.StartNode(t)
+	proxy := startSwallowProxy(t, srv.Addr)
+	o := srv.ClientOptions()
+	o.Addr = proxy.ln.Addr().String()
+	o.MaxRetries = 5 // go-redis would retry a plain command 5 times
+	o.ReadTimeout, o.WriteTimeout = 30*time.Second, 30*time.Second
+	client := redis.NewClient(o)
+	t.Cleanup(func() { _ = client.Close() })
+	st := newStore(t, client, WithClientTime(), WithPipelining(Pipelining{}))
+	p := mustPolicy(t, core.Policy{Name: "cut", Limits: []core.Limit{core.Per(1000, time.Hour)}})
+	require.NoError(t, st.Preload(context.Background(), p))
+	_, err := st.Take(context.Background(), "warm", p, epoch, 1)
+	require.NoError(t, err)
+
+	// queue all n before a sender runs, so that they go in one pipeline:
+	// while the lane looks busy (a send in flight, every sender alive)
+	// callers only queue
+	l := st.pipe.single.Load()
+	require.NotNil(t, l)
+	l.inflight.Add(1)
+	l.senders.Add(defaultSenders)
+	runs0 := scriptRuns(t, srv)
+	proxy.swallowing.Store(true)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			_, errs[i] = st.Take(ctx, "victim", p, epoch, 1)
+		}()
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for len(l.q) < n {
+		require.True(t, time.Now().Before(deadline), "%d of %d decisions queued", len(l.q), n)
+		time.Sleep(time.Millisecond)
+	}
+	l.inflight.Add(-1)
+	l.senders.Add(-defaultSenders)
+	l.spawn()
+	// the server runs all n (their replies are dropped); then cut
+	for scriptRuns(t, srv)-runs0 < n {
+		require.True(t, time.Now().Before(deadline), "the server ran %d of %d decisions", scriptRuns(t, srv)-runs0, n)
+		time.Sleep(time.Millisecond)
+	}
+	proxy.cut()
+	wg.Wait()
+	for i, err := range errs {
+		require.Error(t, err, "decision %d", i)
+		assert.False(t, errors.Is(err, context.DeadlineExceeded), "decision %d timed out instead of failing on the cut: %v", i, err)
+	}
+	assert.Equal(t, core.ErrorConnection, core.ClassifyError(errs[0]), "%v", errs[0])
+	assert.Equal(t, int64(n), scriptRuns(t, srv)-runs0, "script runs")
+	assert.Equal(t, int64(n), l.batched.Load(), "the n decisions went in one pipeline")
+
+	// the state counts each decision once: a fresh store straight to the
+	// server sees 1000 - n - 1 left after its own
+	direct := newStore(t, srv.NewClient(t), WithClientTime())
+	d, err := direct.Take(context.Background(), "victim", p, epoch, 1)
+	require.NoError(t, err)
+	assert.Equal(t, int64(1000-n-1), d.Remaining, "remaining after %d cut decisions and one more", n)
+}
+
+// TestPipeliningContextWhileQueued: with the node frozen, one decision is
+// sent directly and one in a pipeline (Senders 1), so a third queues; its
+// context ends: it returns the context's error at once and is never sent
+// (after the node resumes, the key counts two).
+func TestPipeliningContextWhileQueued(t *testing.T) {
+	srv := redistest.StartNode(t)
+	client := srv.NewClient(t)
+	st := newStore(t, client, WithClientTime(), WithPipelining(Pipelining{Senders: 1}))
+	p := mustPolicy(t, core.Policy{Name: "q", Limits: []core.Limit{core.Per(100, time.Hour)}})
+	require.NoError(t, st.Preload(context.Background(), p))
+	_, err := st.Take(context.Background(), "warm", p, epoch, 1)
+	require.NoError(t, err)
+	l := st.pipe.single.Load()
+	require.NotNil(t, l)
+
+	srv.Pause()
+	var wg sync.WaitGroup
+	for range 2 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			_, err := st.Take(ctx, "k", p, epoch, 1)
+			assert.NoError(t, err)
+		}()
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for l.inflight.Load() < 2 || len(l.q) > 0 {
+		require.True(t, time.Now().Before(deadline), "inflight %d, queued %d", l.inflight.Load(), len(l.q))
+		time.Sleep(time.Millisecond)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	res := make(chan error, 1)
+	go func() {
+		_, err := st.Take(ctx, "k", p, epoch, 1)
+		res <- err
+	}()
+	for len(l.q) == 0 {
+		require.True(t, time.Now().Before(deadline), "the third decision did not queue")
+		time.Sleep(time.Millisecond)
+	}
+	cancel()
+	select {
+	case err := <-res:
+		require.ErrorIs(t, err, context.Canceled)
+	case <-time.After(10 * time.Second):
+		t.Fatal("a cancelled queued decision did not return")
+	}
+	srv.Resume()
+	wg.Wait()
+	for l.inflight.Load() > 0 || len(l.q) > 0 {
+		require.True(t, time.Now().Before(deadline.Add(10*time.Second)), "the queue did not drain")
+		time.Sleep(time.Millisecond)
+	}
+	d, err := st.Take(context.Background(), "k", p, epoch, 1)
+	require.NoError(t, err)
+	assert.Equal(t, int64(100-3), d.Remaining, "the cancelled decision was sent: remaining counts it")
+}
+
+// TestPipeliningNoScript: after SCRIPT FLUSH, concurrent pipelined
+// decisions get NOSCRIPT and only those are sent again (as EVAL): every
+// decision runs once, and the count is exact.
+func TestPipeliningNoScript(t *testing.T) {
+	srv := redistest.StartNode(t)
+	client := srv.NewClient(t)
+	st := newStore(t, client, WithClientTime(), WithPipelining(Pipelining{}))
+	p := mustPolicy(t, core.Policy{Name: "ns", Limits: []core.Limit{core.Per(100, time.Hour)}})
+	const goroutines, perG = 32, 4
+	for round := range 2 {
+		_, err := srv.Do("SCRIPT", "FLUSH")
+		require.NoError(t, err)
+		runs0 := scriptRuns(t, srv)
+		var admitted atomic.Int64
+		var wg sync.WaitGroup
+		for range goroutines {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for range perG {
+					d, err := st.Take(context.Background(), "k", p, epoch, 1)
+					if assert.NoError(t, err) && d.Allowed {
+						admitted.Add(1)
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		assert.Equal(t, int64(min(100-round*100, goroutines*perG)), admitted.Load(), "round %d", round)
+		assert.Equal(t, int64(goroutines*perG), scriptRuns(t, srv)-runs0, "round %d: script runs", round)
+	}
+	assert.Positive(t, batched(st))
+}
+
+func TestWithPipeliningRejectsNegative(t *testing.T) {
+	c := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", ContextTimeoutEnabled: true})
+	t.Cleanup(func() { _ = c.Close() })
+	_, err := New(c, WithPipelining(Pipelining{Senders: -1}))
+	require.Error(t, err)
+}
+
+// TestPipeliningQueueBounded: with MaxQueue 1 and the lane busy, a second
+// queued decision waits for room, and its context ends the wait: it
+// returns the context's error and is never sent; the first is sent once
+// the lane frees.
+func TestPipeliningQueueBounded(t *testing.T) {
+	srv := redistest.StartNode(t)
+	st := newStore(t, srv.NewClient(t), WithClientTime(), WithPipelining(Pipelining{MaxQueue: 1}))
+	p := mustPolicy(t, core.Policy{Name: "bounded", Limits: []core.Limit{core.Per(100, time.Hour)}})
+	_, err := st.Take(context.Background(), "warm", p, epoch, 1)
+	require.NoError(t, err)
+	l := st.pipe.single.Load()
+	require.NotNil(t, l)
+	// the lane looks busy: a send in flight and every sender alive
+	l.inflight.Add(1)
+	l.senders.Add(defaultSenders)
+
+	first := make(chan error, 1)
+	go func() {
+		_, err := st.Take(context.Background(), "k", p, epoch, 1)
+		first <- err
+	}()
+	deadline := time.Now().Add(10 * time.Second)
+	for len(l.q) < 1 {
+		require.True(t, time.Now().Before(deadline), "the first decision did not queue")
+		time.Sleep(time.Millisecond)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	_, err = st.Take(ctx, "k", p, epoch, 1)
+	require.ErrorIs(t, err, context.DeadlineExceeded, "the second decision waits for room within its context")
+	assert.Equal(t, 1, len(l.q), "the full queue took nothing more")
+
+	l.inflight.Add(-1)
+	l.senders.Add(-defaultSenders)
+	l.spawn()
+	require.NoError(t, <-first)
+	d, err := st.Take(context.Background(), "k", p, epoch, 1)
+	require.NoError(t, err)
+	assert.Equal(t, int64(100-2), d.Remaining, "the decision that found the queue full was sent: remaining counts it")
+}
