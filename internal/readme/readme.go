@@ -1,6 +1,6 @@
 // Package readme holds the test that compiles every Go snippet of the
-// repository's README.md, so that the README's code can be copied as
-// written.
+// repository's README.md and of its docs/*.md guides, so that their code
+// can be copied as written.
 //
 // A snippet that starts with a package clause is a whole program and is
 // built as is. Any other snippet is a fragment: if it starts with "var" it

@@ -12,20 +12,21 @@ import (
 	"testing"
 )
 
-// snippet is one ```go block of README.md.
+// snippet is one ```go block of README.md or a docs/*.md guide.
 type snippet struct {
-	line int    // README line of the first line of code
+	file string // the Markdown file, relative to the repository root
+	line int    // line in file of the first line of code
 	vars string // the "snippet vars" comment's declarations, or ""
 	code string
 }
 
 var fence = regexp.MustCompile("(?ms)(?:^<!-- snippet vars: ([^\n]*?) -->\n)?^```go\n(.*?)^```")
 
-func snippets(t *testing.T, md string) []snippet {
+func snippets(t *testing.T, file, md string) []snippet {
 	t.Helper()
 	var out []snippet
 	for _, m := range fence.FindAllStringSubmatchIndex(md, -1) {
-		s := snippet{code: md[m[4]:m[5]]}
+		s := snippet{file: file, code: md[m[4]:m[5]]}
 		if m[2] >= 0 {
 			s.vars = md[m[2]:m[3]]
 		}
@@ -36,10 +37,10 @@ func snippets(t *testing.T, md string) []snippet {
 }
 
 // source renders snippet s as the file of package pkg. //line directives
-// make the compiler report README.md positions.
+// make the compiler report positions in the Markdown file.
 func (s snippet) source(pkg string) string {
 	if strings.HasPrefix(s.code, "package ") {
-		return fmt.Sprintf("//line README.md:%d\n%s", s.line, s.code)
+		return fmt.Sprintf("//line %s:%d\n%s", s.file, s.line, s.code)
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "package %s\n\nimport (\n", pkg)
@@ -56,31 +57,59 @@ func (s snippet) source(pkg string) string {
 		}
 	}
 	if strings.HasPrefix(s.code, "var ") {
-		fmt.Fprintf(&b, "\n//line README.md:%d\n%s", s.line, s.code)
+		fmt.Fprintf(&b, "\n//line %s:%d\n%s", s.file, s.line, s.code)
 	} else {
-		fmt.Fprintf(&b, "\nfunc snippet() {\n//line README.md:%d\n%s}\n", s.line, s.code)
+		fmt.Fprintf(&b, "\nfunc snippet() {\n//line %s:%d\n%s}\n", s.file, s.line, s.code)
 	}
 	return b.String()
 }
 
-// TestREADMESnippetsCompile writes every Go snippet of README.md into one
-// temporary module (a package per snippet) whose go.mod replaces
-// github.com/limitkit/limitkit by this checkout and pins the same
-// dependency versions, then vets it — offline (GOPROXY=off):
-// the module cache already holds everything this repository's own tests
-// build. Whole programs must also be gofmt-formatted.
+// markdownFiles are README.md and every docs/*.md guide, relative to
+// root: the files whose Go snippets must compile. A guide added to docs/
+// is covered without a change here.
+func markdownFiles(t *testing.T, root string) []string {
+	t.Helper()
+	guides, err := filepath.Glob(filepath.Join(root, "docs", "*.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	files := []string{"README.md"}
+	for _, g := range guides {
+		rel, err := filepath.Rel(root, g)
+		if err != nil {
+			t.Fatal(err)
+		}
+		files = append(files, filepath.ToSlash(rel))
+	}
+	return files
+}
+
+// TestREADMESnippetsCompile writes every Go snippet of README.md and of
+// the docs/*.md guides into one temporary module (a package per snippet)
+// whose go.mod replaces github.com/limitkit/limitkit by this checkout and
+// pins the same dependency versions, then vets it — offline
+// (GOPROXY=off): the module cache already holds everything this
+// repository's own tests build. Errors name the Markdown file and line.
+// Whole programs must also be gofmt-formatted; README.md holds exactly the
+// quick starts' whole programs.
 func TestREADMESnippetsCompile(t *testing.T) {
 	root, err := filepath.Abs("../..")
 	if err != nil {
 		t.Fatal(err)
 	}
-	md, err := os.ReadFile(filepath.Join(root, "README.md"))
-	if err != nil {
-		t.Fatal(err)
+	var ss []snippet
+	perFile := map[string]int{}
+	for _, f := range markdownFiles(t, root) {
+		md, err := os.ReadFile(filepath.Join(root, f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := snippets(t, f, string(md))
+		perFile[f] = len(got)
+		ss = append(ss, got...)
 	}
-	ss := snippets(t, string(md))
-	if len(ss) < 10 {
-		t.Fatalf("found %d Go snippets in README.md; the fence pattern is broken", len(ss))
+	if len(ss) < 15 || perFile["README.md"] < 5 || perFile["docs/recipes.md"] < 4 {
+		t.Fatalf("found Go snippets %v; the fence pattern is broken", perFile)
 	}
 	gomod, err := os.ReadFile(filepath.Join(root, "go.mod"))
 	if err != nil {
@@ -99,9 +128,11 @@ func TestREADMESnippetsCompile(t *testing.T) {
 	for i, s := range ss {
 		pkg := fmt.Sprintf("s%02d", i)
 		if strings.HasPrefix(s.code, "package ") {
-			programs++
+			if s.file == "README.md" {
+				programs++
+			}
 			if f, err := format.Source([]byte(s.code)); err != nil || !bytes.Equal(f, []byte(s.code)) {
-				t.Errorf("README.md:%d: the program is not gofmt-formatted (%v)", s.line, err)
+				t.Errorf("%s:%d: the program is not gofmt-formatted (%v)", s.file, s.line, err)
 			}
 		}
 		write(t, filepath.Join(dir, pkg, pkg+".go"), s.source(pkg))
@@ -121,7 +152,7 @@ func TestREADMESnippetsCompile(t *testing.T) {
 		cmd.Dir = dir
 		cmd.Env = append(os.Environ(), "GOFLAGS=-mod=mod", "GOPROXY=off", "GOWORK=off", "GOTOOLCHAIN=local")
 		if out, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("go %s of the README snippets: %v\n%s", strings.Join(args, " "), err, out)
+			t.Fatalf("go %s of the README and docs snippets: %v\n%s", strings.Join(args, " "), err, out)
 		}
 	}
 }
