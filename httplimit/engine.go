@@ -1,8 +1,4 @@
-// Package limitmw is the framework-neutral engine behind every limitkit
-// adapter: options, key assembly, the hybrid decision, and the choice of
-// response. Adapters supply a keyfuncs.Request view and write what the
-// engine decides; they hold no limiting logic.
-package limitmw
+package httplimit
 
 import (
 	"context"
@@ -71,10 +67,17 @@ type check struct {
 	body   []byte
 }
 
-// Engine applies a middleware's configuration. It is immutable after New
-// and safe for concurrent use.
+// Engine is the framework-neutral middleware every adapter runs: built
+// once by [NewEngine] from a limiter and the options, it derives each
+// request's store keys, decides, and says what to write. Adapters supply
+// a keyfuncs.Request view of their framework's request and write what
+// the engine decides; they hold no limiting logic. An Engine is immutable
+// after NewEngine and safe for concurrent use; the zero value is not
+// usable.
 type Engine struct {
 	pkg         string
+	inFlight    *core.InFlight
+	adapter     []adapterValue
 	checks      []check
 	scope       string
 	scopeFixed  bool
@@ -108,23 +111,26 @@ type limitText struct {
 	s string
 }
 
-// New validates the options and builds an Engine. pkg names the adapter in
-// error messages ("ginlimit: WithKey(nil): ..."). The returned Config holds
-// the adapter-specific DenyHandler.
-func New(pkg string, lim *core.Limiter, opts []Option) (*Engine, *Config, error) {
+// NewEngine validates the options and builds the Engine applying lim
+// (and any [WithCheck] limiters). adapter names the adapter: it prefixes
+// every error ("ginlimit: WithKey(nil): ..."), and only options made by
+// [AdapterOption] for that name are accepted. The first mistake is
+// returned; nothing is built then.
+func NewEngine(adapter string, lim *core.Limiter, opts ...Option) (*Engine, error) {
+	pkg := adapter
 	if lim == nil {
-		return nil, nil, fmt.Errorf("%s: New: %w", pkg, errNoLimiter)
+		return nil, fmt.Errorf("%s: New: %w", pkg, errNoLimiter)
 	}
 	cfg, err := newConfig(pkg, opts)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	ownClock := cfg.clock == nil
 	if ownClock {
 		cfg.clock = lim.Clock() // epoch resets follow the limiter's clock
 	}
 	if 1+len(cfg.extra) > MaxChecks {
-		return nil, nil, fmt.Errorf("%s: %d checks, at most %d", pkg, 1+len(cfg.extra), MaxChecks)
+		return nil, fmt.Errorf("%s: %d checks, at most %d", pkg, 1+len(cfg.extra), MaxChecks)
 	}
 	peer := keyfuncs.PeerIP()
 	defKey := func(k keySpec) keySpec {
@@ -135,6 +141,8 @@ func New(pkg string, lim *core.Limiter, opts []Option) (*Engine, *Config, error)
 	}
 	e := &Engine{
 		pkg:         pkg,
+		inFlight:    cfg.inFlight,
+		adapter:     cfg.adapter,
 		scopeFunc:   cfg.scopeFunc,
 		skip:        cfg.skip,
 		cost:        cfg.cost,
@@ -183,11 +191,30 @@ func New(pkg string, lim *core.Limiter, opts []Option) (*Engine, *Config, error)
 		// the store key is a function of the method, the route and the peer
 		e.cacheID = engineIDs.Add(1)
 	}
-	return e, cfg, nil
+	return e, nil
 }
 
-// Clock returns the engine's clock.
+// Clock returns the engine's clock: [WithClock]'s, else the primary
+// limiter's.
 func (e *Engine) Clock() core.Clock { return e.clock }
+
+// InFlight returns the [WithInFlight] counter, or nil. The adapter calls
+// its Enter before DecideInto and its Exit when the rest of the chain has
+// returned, for every request; with nil it counts nothing (and should
+// build a handler that pays nothing for it).
+func (e *Engine) InFlight() *core.InFlight { return e.inFlight }
+
+// AdapterValue returns the value of the [AdapterOption] named name given
+// to this engine (the last one, when given twice), or nil when none was.
+// NewEngine has already rejected adapter options of other adapters.
+func (e *Engine) AdapterValue(name string) any {
+	for _, a := range e.adapter {
+		if a.name == name {
+			return a.v
+		}
+	}
+	return nil
+}
 
 type keyStatus uint8
 
