@@ -19,7 +19,8 @@ type DenyHandler func(c *gin.Context, rej Rejection)
 
 // WithDenyHandler replaces the whole denial (status, body) with h, for
 // quota, no-key and store-unavailable denials alike (rej.Reason tells them
-// apart).
+// apart). h must not be nil. Only this package's middleware accepts it:
+// another adapter given it fails at construction, naming both packages.
 func WithDenyHandler(h DenyHandler) Option {
 	return httplimit.AdapterOption("ginlimit", "WithDenyHandler", h)
 }

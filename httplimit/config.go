@@ -84,8 +84,8 @@ func newConfig(adapter string, opts []Option) (*Config, error) {
 	}
 	for _, a := range c.adapter {
 		if a.adapter != adapter {
-			c.fail("%s.%s is an option of package %s, given to a %s middleware: use %s.%s",
-				a.adapter, a.name, a.adapter, adapter, adapter, a.name)
+			c.fail("%s.%s is an option of package %s, given to a %s middleware: use the option of package %s",
+				a.adapter, a.name, a.adapter, adapter, adapter)
 		}
 	}
 	if len(c.errs) > 0 {

@@ -591,8 +591,18 @@ func appendKey(b []byte, k keySpec, req keyfuncs.Request) ([]byte, error) {
 	return append(b, s...), nil
 }
 
-// Fields computes the header fields for res into f.
-func (e *Engine) Fields(res *Result, f *respond.Fields) {
+// Fields is a list of response header fields, for adapters whose
+// framework has no http.Header: [Engine.Fields] fills one, and the
+// adapter writes each field (Len and At: the name, and the value as
+// dynamic bytes or a static string, whichever At returns non-empty). The
+// zero value is empty and ready; it is meant to live on the stack for one
+// request, and its contents are valid until it is reused.
+type Fields = respond.Fields
+
+// Fields computes the header fields for res into f (which must be
+// empty): what [Engine.SetHTTP] writes, for a framework without an
+// http.Header.
+func (e *Engine) Fields(res *Result, f *Fields) {
 	if res.Action == Skip {
 		return
 	}
