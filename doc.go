@@ -18,13 +18,15 @@
 //     Sentinel, Ring, Cluster), one atomic script per decision.
 //   - github.com/limitkit/limitkit/core/fleet: a local tier in front of a
 //     remote store (deny cache, write-back leases, circuit breakers).
+//   - github.com/limitkit/limitkit/core/storetest: the conformance suite
+//     a store passes, for store authors.
 //   - github.com/limitkit/limitkit/keyfuncs: who a limit applies to: peer
 //     IP, trusted proxies, headers, API keys, verified JWT claims, and
 //     their combinations.
 //   - github.com/limitkit/limitkit/nethttp, ginlimit, echolimit, fiberlimit
 //     and grpclimit: the framework adapters.
 //   - github.com/limitkit/limitkit/httplimit: the options every adapter
-//     takes and the middleware engine adapters are built on.
+//     takes, and the middleware engine adapters (yours too) are built on.
 //   - github.com/limitkit/limitkit/rules: limits as data (YAML or JSON
 //     files), reloaded atomically.
 //   - github.com/limitkit/limitkit/metrics and otellimit: Prometheus and

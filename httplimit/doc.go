@@ -61,11 +61,13 @@
 // # Configuration exists once
 //
 // [Config] is the only copy of a middleware's settings: options write its
-// (unexported, validated) fields and [NewEngine] reads them while it
-// builds the [Engine], formatting what it can once (the limits' decimal
-// forms, the RateLimit-Policy field, each policy's problem body). Adding
-// an option is a field on Config, a With function in options.go, and its
-// use in engine.go.
+// (unexported, validated) fields, [NewEngine] fills in the defaults that
+// depend on the limiter (the clock, the fallback key) and keeps it in the
+// [Engine], which reads it per request; what the Engine adds is only
+// derived from it once (the checks, the limits' decimal forms, the
+// RateLimit-Policy field, each policy's problem body). Adding an option
+// is a field on Config, a With function in options.go, and its use in
+// engine.go.
 //
 // # Writing an adapter
 //

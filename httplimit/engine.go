@@ -75,26 +75,11 @@ type check struct {
 // after NewEngine and safe for concurrent use; the zero value is not
 // usable.
 type Engine struct {
+	cfg         Config // the options, with defaults filled in: the fallback key, the clock
 	pkg         string
-	inFlight    *core.InFlight
-	adapter     []adapterValue
 	checks      []check
 	scope       string
 	scopeFixed  bool
-	scopeFunc   func(keyfuncs.Request) string
-	skip        func(keyfuncs.Request) bool
-	cost        func(keyfuncs.Request) int64
-	noKey       NoKeyMode
-	fallback    keySpec
-	headers     HeaderSet
-	reset       ResetFormat
-	degraded    string
-	status      int
-	bodyType    string
-	body        []byte
-	bodySet     bool
-	onError     func(context.Context, error)
-	clock       core.Clock
 	ownClock    bool // clock is the primary limiter's: one read serves the decision and the headers
 	coarse      bool // clock is core.CoarseClock: called directly, not through the interface
 	policyField string
@@ -139,24 +124,10 @@ func NewEngine(adapter string, lim *core.Limiter, opts ...Option) (*Engine, erro
 		}
 		return k
 	}
+	cfg.fallback = defKey(cfg.fallback)
 	e := &Engine{
+		cfg:         *cfg,
 		pkg:         pkg,
-		inFlight:    cfg.inFlight,
-		adapter:     cfg.adapter,
-		scopeFunc:   cfg.scopeFunc,
-		skip:        cfg.skip,
-		cost:        cfg.cost,
-		noKey:       cfg.noKey,
-		fallback:    defKey(cfg.fallback),
-		headers:     cfg.headers,
-		reset:       cfg.reset,
-		degraded:    cfg.degraded,
-		status:      cfg.status,
-		bodyType:    cfg.bodyType,
-		body:        cfg.body,
-		bodySet:     cfg.bodySet,
-		onError:     cfg.onError,
-		clock:       cfg.clock,
 		ownClock:    ownClock,
 		coarse:      cfg.clock == core.Clock(core.CoarseClock{}),
 		unavailable: respond.UnavailableBody(),
@@ -171,7 +142,7 @@ func NewEngine(adapter string, lim *core.Limiter, opts ...Option) (*Engine, erro
 	seen := map[string]bool{}
 	for _, s := range specs {
 		p := s.lim.Policy()
-		c := check{lim: s.lim, key: defKey(s.key), policy: p, ids: respond.LimitIDs(p), body: respond.QuotaExceededBody(e.status, p.Name)}
+		c := check{lim: s.lim, key: defKey(s.key), policy: p, ids: respond.LimitIDs(p), body: respond.QuotaExceededBody(e.cfg.status, p.Name)}
 		c.mem, _ = s.lim.DirectStore().(*memstore.Store)
 		e.checks = append(e.checks, c)
 		if seen[p.Name] {
@@ -187,7 +158,7 @@ func NewEngine(adapter string, lim *core.Limiter, opts ...Option) (*Engine, erro
 		}
 	}
 	e.policyField = string(pf)
-	if len(e.checks) == 1 && e.scopeFunc == nil && e.checks[0].key.ip == peer {
+	if len(e.checks) == 1 && e.cfg.scopeFunc == nil && e.checks[0].key.ip == peer {
 		// the store key is a function of the method, the route and the peer
 		e.cacheID = engineIDs.Add(1)
 	}
@@ -196,19 +167,19 @@ func NewEngine(adapter string, lim *core.Limiter, opts ...Option) (*Engine, erro
 
 // Clock returns the engine's clock: [WithClock]'s, else the primary
 // limiter's.
-func (e *Engine) Clock() core.Clock { return e.clock }
+func (e *Engine) Clock() core.Clock { return e.cfg.clock }
 
 // InFlight returns the [WithInFlight] counter, or nil. The adapter calls
 // its Enter before DecideInto and its Exit when the rest of the chain has
 // returned, for every request; with nil it counts nothing (and should
 // build a handler that pays nothing for it).
-func (e *Engine) InFlight() *core.InFlight { return e.inFlight }
+func (e *Engine) InFlight() *core.InFlight { return e.cfg.inFlight }
 
 // AdapterValue returns the value of the [AdapterOption] named name given
 // to this engine (the last one, when given twice), or nil when none was.
 // NewEngine has already rejected adapter options of other adapters.
 func (e *Engine) AdapterValue(name string) any {
-	for _, a := range e.adapter {
+	for _, a := range e.cfg.adapter {
 		if a.name == name {
 			return a.v
 		}
@@ -237,13 +208,13 @@ func (e *Engine) Decide(ctx context.Context, req keyfuncs.Request) Result {
 // not cleared again): adapters keep the Result on their stack and nothing
 // copies or clears it twice.
 func (e *Engine) DecideInto(ctx context.Context, req keyfuncs.Request, res *Result) {
-	if e.skip != nil && e.skip(req) {
+	if e.cfg.skip != nil && e.cfg.skip(req) {
 		res.Action = Skip
 		return
 	}
 	cost := int64(1)
-	if e.cost != nil {
-		if c := e.cost(req); c > 1 {
+	if e.cfg.cost != nil {
+		if c := e.cfg.cost(req); c > 1 {
 			cost = c
 		}
 	}
@@ -265,7 +236,7 @@ func (e *Engine) DecideInto(ctx context.Context, req keyfuncs.Request, res *Resu
 			if e.coarse {
 				res.now = core.CoarseClock{}.Now()
 			} else {
-				res.now = e.clock.Now()
+				res.now = e.cfg.clock.Now()
 			}
 			if c.mem == nil {
 				res.Decision, err = c.lim.AllowNAt(ctx, key, res.now, cost)
@@ -334,8 +305,8 @@ func (e *Engine) finish(ctx context.Context, res *Result, err error) {
 }
 
 func (e *Engine) report(ctx context.Context, err error) {
-	if e.onError != nil {
-		e.onError(ctx, err)
+	if e.cfg.onError != nil {
+		e.cfg.onError(ctx, err)
 	}
 }
 
@@ -350,8 +321,8 @@ func (e *Engine) appendScope(b []byte, req keyfuncs.Request) []byte {
 	if e.scopeFixed {
 		return append(b, e.scope...)
 	}
-	if e.scopeFunc != nil {
-		return append(b, e.scopeFunc(req)...)
+	if e.cfg.scopeFunc != nil {
+		return append(b, e.cfg.scopeFunc(req)...)
 	}
 	route := req.Route()
 	if route == "" {
@@ -485,14 +456,14 @@ func (e *Engine) key(ctx context.Context, c *check, req keyfuncs.Request, scope 
 	if !errors.Is(err, keyfuncs.ErrNoKey) {
 		e.report(ctx, fmt.Errorf("%s: key for policy %q: %w", e.pkg, c.policy.Name, err))
 	}
-	switch e.noKey {
+	switch e.cfg.noKey {
 	case NoKeySkip:
 		return "", keySkip, false
 	case NoKeyDeny:
 		return "", keyDeny, false
 	}
 	b = append(b[:n], fallbackPrefix...)
-	b, err = appendKey(b, e.fallback, req)
+	b, err = appendKey(b, e.cfg.fallback, req)
 	if err == nil {
 		return interned.intern(b), keyOK, false
 	}
@@ -608,19 +579,19 @@ func (e *Engine) Fields(res *Result, f *Fields) {
 	}
 	d := &res.Decision
 	hasLimit := res.decided && d.Limit.Requests > 0
-	if e.headers&HeaderXRateLimit != 0 && hasLimit {
+	if e.cfg.headers&HeaderXRateLimit != 0 && hasLimit {
 		if t := e.limitString(d.Limit.Requests); t != "" {
 			f.AddStatic(respond.HeaderLimit, t)
 		} else {
 			f.AddInt(respond.HeaderLimit, d.Limit.Requests)
 		}
 		f.AddInt(respond.HeaderRemaining, d.Remaining)
-		if e.reset == ResetDelta {
+		if e.cfg.reset == ResetDelta {
 			f.AddInt(respond.HeaderReset, respond.CeilSeconds(d.ResetAfter))
 		} else {
 			now := res.now
 			if now.IsZero() {
-				now = e.clock.Now()
+				now = e.cfg.clock.Now()
 			}
 			f.AddEpoch(respond.HeaderReset, respond.EpochSeconds(now, d.ResetAfter), now.Unix())
 		}
@@ -629,10 +600,10 @@ func (e *Engine) Fields(res *Result, f *Fields) {
 	if res.Action == Deny && res.Reason != ReasonNoKey {
 		retry, hasRetry = respond.RetryAfterSeconds(d.RetryAfter)
 	}
-	if hasRetry && e.headers&HeaderRetryAfter != 0 {
+	if hasRetry && e.cfg.headers&HeaderRetryAfter != 0 {
 		f.AddInt(respond.HeaderRetryAfter, retry)
 	}
-	if e.headers&HeaderIETF != 0 {
+	if e.cfg.headers&HeaderIETF != 0 {
 		f.AddStatic(respond.HeaderPolicy, e.policyField)
 		if hasLimit {
 			t := respond.CeilSeconds(d.ResetAfter)
@@ -645,8 +616,8 @@ func (e *Engine) Fields(res *Result, f *Fields) {
 			f.AddRateLimit(e.limitID(d), d.Remaining, t)
 		}
 	}
-	if res.Degraded && e.degraded != "" {
-		f.AddStatic(e.degraded, "1")
+	if res.Degraded && e.cfg.degraded != "" {
+		f.AddStatic(e.cfg.degraded, "1")
 	}
 }
 
@@ -672,19 +643,19 @@ type Triple struct {
 func (e *Engine) Triple(res *Result, t *Triple) bool {
 	d := &res.Decision
 	if res.Action != Pass || !res.decided || d.Limit.Requests <= 0 ||
-		e.headers&(HeaderXRateLimit|HeaderIETF) != HeaderXRateLimit || (res.Degraded && e.degraded != "") {
+		e.cfg.headers&(HeaderXRateLimit|HeaderIETF) != HeaderXRateLimit || (res.Degraded && e.cfg.degraded != "") {
 		return false
 	}
 	if t.Limit = e.limitString(d.Limit.Requests); t.Limit == "" {
 		return false
 	}
 	t.Remaining = d.Remaining
-	if e.reset == ResetDelta {
+	if e.cfg.reset == ResetDelta {
 		t.Reset, t.ResetN = "", respond.CeilSeconds(d.ResetAfter)
 	} else {
 		now := res.now
 		if now.IsZero() {
-			now = e.clock.Now()
+			now = e.cfg.clock.Now()
 		}
 		t.ResetN = respond.EpochSeconds(now, d.ResetAfter)
 		t.Reset = respond.EpochString(t.ResetN, now.Unix())
@@ -748,9 +719,9 @@ func (e *Engine) Reject(res *Result) Rejection {
 		r.Status, r.ContentType, r.Body = respond.NoKeyStatus, respond.ContentTypeProblem, e.noKeyBody
 		return r
 	}
-	r.Status = e.status
-	if e.bodySet {
-		r.ContentType, r.Body = e.bodyType, e.body
+	r.Status = e.cfg.status
+	if e.cfg.bodySet {
+		r.ContentType, r.Body = e.cfg.bodyType, e.cfg.body
 		return r
 	}
 	r.ContentType = respond.ContentTypeProblem

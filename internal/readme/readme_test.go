@@ -5,11 +5,12 @@ import (
 	"fmt"
 	"go/format"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/limitkit/limitkit/internal/modtest"
 )
 
 // snippet is one ```go block of README.md or a docs/*.md guide.
@@ -111,19 +112,7 @@ func TestREADMESnippetsCompile(t *testing.T) {
 	if len(ss) < 15 || perFile["README.md"] < 5 || perFile["docs/recipes.md"] < 4 {
 		t.Fatalf("found Go snippets %v; the fence pattern is broken", perFile)
 	}
-	gomod, err := os.ReadFile(filepath.Join(root, "go.mod"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	mod := regexp.MustCompile(`(?m)^module .*$`).ReplaceAllString(string(gomod), "module limitkit.test/readme")
-	mod += "\nrequire github.com/limitkit/limitkit v0.0.0\n\nreplace github.com/limitkit/limitkit => " + root + "\n"
-	write(t, filepath.Join(dir, "go.mod"), mod)
-	sum, err := os.ReadFile(filepath.Join(root, "go.sum"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	write(t, filepath.Join(dir, "go.sum"), string(sum))
+	files := map[string]string{}
 	programs := 0
 	for i, s := range ss {
 		pkg := fmt.Sprintf("s%02d", i)
@@ -135,34 +124,13 @@ func TestREADMESnippetsCompile(t *testing.T) {
 				t.Errorf("%s:%d: the program is not gofmt-formatted (%v)", s.file, s.line, err)
 			}
 		}
-		write(t, filepath.Join(dir, pkg, pkg+".go"), s.source(pkg))
+		files[pkg+"/"+pkg+".go"] = s.source(pkg)
 	}
 	if programs != 5 {
 		t.Errorf("README.md has %d whole programs, want the 5 quick starts", programs)
 	}
-	goBin, err := exec.LookPath("go")
-	if err != nil {
-		t.Fatalf("the go command is needed to build the snippets: %v", err)
-	}
 	// vet type-checks every package as the compiler does (an unused
 	// variable, a wrong type, a missing import fail it) without linking
-	// four programs
-	for _, args := range [][]string{{"vet", "./..."}} {
-		cmd := exec.Command(goBin, args...)
-		cmd.Dir = dir
-		cmd.Env = append(os.Environ(), "GOFLAGS=-mod=mod", "GOPROXY=off", "GOWORK=off", "GOTOOLCHAIN=local")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("go %s of the README and docs snippets: %v\n%s", strings.Join(args, " "), err, out)
-		}
-	}
-}
-
-func write(t *testing.T, path, content string) {
-	t.Helper()
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	// the programs
+	modtest.Run(t, root, "limitkit.test/readme", files, []string{"vet", "./..."})
 }
