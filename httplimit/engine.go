@@ -75,7 +75,6 @@ type check struct {
 // after NewEngine and safe for concurrent use; the zero value is not
 // usable.
 type Engine struct {
-	cfg         Config // the options, with defaults filled in: the fallback key, the clock
 	pkg         string
 	checks      []check
 	scope       string
@@ -88,6 +87,7 @@ type Engine struct {
 	peer        *keyfuncs.Resolver // the default key: keys by it take the IPv4 fast path
 	cacheID     uint64             // the engine's key-cache id, 0 when its keys are not cached (see keycache.go)
 	limitText   []limitText        // every check's limit sizes, formatted once
+	cfg         Config             // the options, with defaults filled in: the fallback key, the clock
 }
 
 // limitText is a limit size and its decimal form.
