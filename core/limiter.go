@@ -367,12 +367,19 @@ func (l *Limiter) settle(ctx context.Context, d Decision, err error) (Decision, 
 			err = fmt.Errorf("%w: %w", ErrCallerDone, err)
 		}
 	}
-	if !d.Degraded {
-		// A store that applied a fallback itself (FailLocal in the
-		// fleet tier) returns a Degraded decision: keep it.
+	mode := l.policy.FailMode
+	switch {
+	case !d.Degraded:
 		d = l.failed(err)
+	// A store that applied a fallback itself (the fleet tier: FailLocal,
+	// or its WithDefaultFailMode for a policy that sets none) returns a
+	// Degraded decision: keep it, and report the mode it applied.
+	case d.Limit.Requests > 0:
+		mode = FailLocal
+	case !d.Allowed:
+		mode = FailClosed
 	}
-	se := &StoreError{Policy: l.policy.Name, Mode: l.policy.FailMode, Err: err}
+	se := &StoreError{Policy: l.policy.Name, Mode: mode, Err: err}
 	l.logFailure(ctx, se, d)
 	return d, se
 }

@@ -229,9 +229,10 @@ func jitter(d time.Duration) time.Duration {
 // key, or ctx ends. It returns at once with ErrNeverAdmitted when cost
 // exceeds a limit's capacity, and with ErrWaitExceedsDeadline when the
 // wait would outlast ctx's deadline (golang.org/x/time/rate's rule);
-// ctx's error when it ends while waiting; a *StoreError when the store
-// fails and the fail mode does not admit (a fail-open admission returns
-// nil).
+// ctx's error when it ends while waiting, or while a store call is out
+// (then under every fail mode: the caller's own cancellation is not a
+// store failure, and admits nothing); a *StoreError when the store fails
+// and the fail mode does not admit (a fail-open admission returns nil).
 //
 // Store calls: on a [ReserveStore] (the embedded and Redis stores) a
 // GCRA or token-bucket request that would be admitted within one full
@@ -260,6 +261,9 @@ func (l *Limiter) WaitN(ctx context.Context, key string, cost int64) error {
 			d, err = l.AllowN(ctx, key, cost)
 		}
 		if err != nil {
+			if errors.Is(err, ErrCallerDone) {
+				return ctx.Err() // the caller gave up: not admitted, whatever the fail mode
+			}
 			if d.Allowed {
 				return nil
 			}

@@ -129,3 +129,23 @@ func TestWriteBackBoundRedis(t *testing.T) {
 		}
 	}
 }
+
+// TestVerbsConformanceRedis runs the verbs' suite through four tiers in
+// exact mode in front of one Redis node, and of a Cluster: a reset
+// through one tier is honoured by the others within the deny cache's
+// bound.
+func TestVerbsConformanceRedis(t *testing.T) {
+	node := redistest.StartNode(t)
+	cl := redistest.StartCluster(t)
+	for _, target := range []string{"node", "cluster"} {
+		t.Run(target, func(t *testing.T) {
+			storetest.RunVerbs(t, func(t *testing.T) core.Store {
+				var c redis.UniversalClient = node.NewClient(t)
+				if target == "cluster" {
+					c = cl.NewClient(t)
+				}
+				return newTier(t, redisStore(t, c))
+			}, storetest.VerbOptions{Stores: 4, ResetBound: DefaultDenyCacheTTL})
+		})
+	}
+}

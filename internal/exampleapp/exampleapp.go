@@ -121,13 +121,19 @@ type Config struct {
 // from args, reading the environment
 // through getenv (os.Getenv when nil).
 func ParseFlags(name string, args []string, getenv func(string) string) (Config, error) {
+	return ParseFlagsAddr(name, ":8080", args, getenv)
+}
+
+// ParseFlagsAddr is [ParseFlags] with another default -addr (the gRPC
+// example's ":50051").
+func ParseFlagsAddr(name, defaultAddr string, args []string, getenv func(string) string) (Config, error) {
 	if getenv == nil {
 		getenv = os.Getenv
 	}
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	var cfg Config
 	var proxies string
-	fs.StringVar(&cfg.Addr, "addr", ":8080", "listen address")
+	fs.StringVar(&cfg.Addr, "addr", defaultAddr, "listen address")
 	fs.StringVar(&cfg.Redis, "redis", "", "Redis server: host:port, redis://[user:password@]host:port[/db], rediss:// (TLS), redis://host1:port1,host2:port2 (a Cluster) or redis://sentinel:26379?master_name=name (Sentinel); empty means the embedded in-memory store")
 	fs.StringVar(&cfg.RulesFile, "rules", "", "rules file (YAML or .json); empty means the embedded endpoint table")
 	fs.StringVar(&proxies, "trusted-proxies", "", "comma-separated CIDRs of proxies whose X-Forwarded-For is trusted")
@@ -217,17 +223,33 @@ type App struct {
 type Option func(*options)
 
 type options struct {
+	rules       *rules.Set // without -rules, instead of rules.Default()
+	rulesInfo   string
+	anyAPIKey   bool
 	client      redis.UniversalClient
 	clock       core.Clock
 	logger      *slog.Logger
 	logSet      bool
 	logInterval time.Duration
+	timeout     time.Duration
 }
 
 // WithRedisClient makes the app use a Redis store on client (a
 // ClusterClient, say) instead of what Config.Redis says. The client must
 // set ContextTimeoutEnabled. The caller keeps ownership of client.
 func WithRedisClient(c redis.UniversalClient) Option { return func(o *options) { o.client = c } }
+
+// WithDefaultRules serves s, described as info in the start-up line,
+// when there is no -rules file, instead of rules.Default() (the HTTP
+// endpoint table): the gRPC example's rules match method names.
+func WithDefaultRules(s *rules.Set, info string) Option {
+	return func(o *options) { o.rules, o.rulesInfo = s, info }
+}
+
+// WithAnyAPIKey makes every non-empty X-API-Key an identity when
+// LIMITKIT_API_KEYS lists none (an example without a key registry, keyed
+// per API key as sent); a listed set still restricts identities to it.
+func WithAnyAPIKey() Option { return func(o *options) { o.anyAPIKey = true } }
 
 // WithClock gives every limiter clock c (tests).
 func WithClock(c core.Clock) Option { return func(o *options) { o.clock = c } }
@@ -240,6 +262,11 @@ func WithLogger(l *slog.Logger) Option { return func(o *options) { o.logger, o.l
 // a limiter (core.WithLogInterval; default core.DefaultLogInterval).
 func WithLogInterval(d time.Duration) Option { return func(o *options) { o.logInterval = d } }
 
+// WithStoreTimeout sets every limiter's store deadline
+// (core.WithTimeout; default core.DefaultTimeout): tests whose subject is
+// not the deadline raise it so that a loaded machine does not fail them.
+func WithStoreTimeout(d time.Duration) Option { return func(o *options) { o.timeout = d } }
+
 // New loads the rules, opens the store, and builds one limiter per rule.
 func New(cfg Config, opts ...Option) (*App, error) {
 	var o options
@@ -247,6 +274,9 @@ func New(cfg Config, opts ...Option) (*App, error) {
 		f(&o)
 	}
 	a := &App{Rules: rules.Default(), RulesInfo: "embedded endpoint table (rules/default.yaml)"}
+	if o.rules != nil {
+		a.Rules, a.RulesInfo = o.rules, o.rulesInfo
+	}
 	if cfg.RulesFile != "" {
 		s, sum, err := readRules(cfg.RulesFile)
 		if err != nil {
@@ -290,6 +320,9 @@ func New(cfg Config, opts ...Option) (*App, error) {
 		if len(raw) == 0 {
 			return "", keyfuncs.ErrNoKey
 		}
+		if o.anyAPIKey && len(valid) == 0 {
+			return apiKey(r)
+		}
 		for _, v := range valid {
 			if hmac.Equal(raw, v) {
 				return apiKey(r)
@@ -316,6 +349,9 @@ func New(cfg Config, opts ...Option) (*App, error) {
 	}
 	if o.logInterval != 0 {
 		lopts = append(lopts, core.WithLogInterval(o.logInterval))
+	}
+	if o.timeout != 0 {
+		lopts = append(lopts, core.WithTimeout(o.timeout))
 	}
 	a.reload.file, a.reload.watch = cfg.RulesFile, cfg.Watch
 	a.reload.logger, a.reload.logSet = o.logger, o.logSet

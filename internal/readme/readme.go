@@ -19,11 +19,13 @@ package readme
 var FragmentImports = [][2]string{
 	{"context", "context.Background"},
 	{"log", "log.Fatal"},
+	{"net", "net.Listen"},
 	{"net/http", "http.Handle"},
 	{"time", "time.Second"},
 	{"github.com/prometheus/client_golang/prometheus", "prometheus.MustRegister"},
 	{"github.com/prometheus/client_golang/prometheus/promhttp", "promhttp.Handler"},
 	{"github.com/redis/go-redis/v9", "redis.NewClient"},
+	{"google.golang.org/grpc", "grpc.NewServer"},
 	{"github.com/limitkit/limitkit/core", "core.PerMinute"},
 	{"github.com/limitkit/limitkit/core/fleet", "fleet.New"},
 	{"github.com/limitkit/limitkit/core/memstore", "memstore.New"},
@@ -32,5 +34,7 @@ var FragmentImports = [][2]string{
 	{"github.com/limitkit/limitkit/metrics", "metrics.New"},
 	{"github.com/limitkit/limitkit/otellimit", "otellimit.New"},
 	{"github.com/limitkit/limitkit/nethttp", "nethttp.New"},
+	{"github.com/limitkit/limitkit/grpclimit", "grpclimit.New"},
+	{"github.com/limitkit/limitkit/httplimit", "httplimit.WithKey"},
 	{"github.com/limitkit/limitkit/rules", "rules.ParseLimit"},
 }
