@@ -161,7 +161,7 @@ func TestVerbsThroughLimiter(t *testing.T) {
 	d, err = l.Peek(ctx, "k")
 	require.NoError(t, err)
 	assert.False(t, d.Allowed, "an exhausted key peeks denied")
-	assert.Equal(t, []core.EventKind{core.EventPeek}, kinds, "a peek is not a decision; a charge is not observed")
+	assert.Equal(t, []core.EventKind{core.EventCharge, core.EventPeek}, kinds, "a charge and a peek are their own kinds, not decisions")
 
 	d, err = l.Refund(ctx, "k", 6)
 	require.NoError(t, err)

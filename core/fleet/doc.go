@@ -220,6 +220,9 @@
 // the decision), core.EventSync (per sync round trip: Keys entries,
 // Latency, Err), core.EventBreaker (every transition, From → To) and
 // core.EventFallback (per FailLocal decision). No event carries a key.
+// A deny-cache hit and a fallback carry the request's context (the one
+// the Limiter passed to Take), so an exporter can put them on the
+// request's trace; a sync and a breaker transition belong to no request.
 // BreakerState, BreakerStates and BreakerOpenings report the breakers.
 //
 // # Time

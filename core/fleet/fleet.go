@@ -356,13 +356,14 @@ func (s *Store) Take(ctx context.Context, key string, p *core.Policy, now time.T
 		e.ref = true
 		if cost > 0 && e.denyCost > 0 && (cost == e.denyCost || pi.writeBack && cost > e.denyCost) && t >= e.denyAt && t < e.denyUntil && t-e.denyAt < s.denyTTL() {
 			d := e.denied(t)
+			d.Cached = true
 			if pi.countDenied {
 				e.pending = min(e.pending+cost, pi.maxCost)
 				sh.queue(e)
 			}
 			sh.mu.Unlock()
 			if o := s.cfg.observer; o != nil {
-				o.Observe(core.Event{Kind: core.EventDenyCacheHit, Policy: p.Name, Outcome: core.OutcomeOf(d), Decision: d})
+				o.Observe(core.Event{Kind: core.EventDenyCacheHit, Context: ctx, Policy: p.Name, Outcome: core.OutcomeOf(d), Decision: d})
 			}
 			return d, nil
 		}
@@ -648,7 +649,7 @@ func (s *Store) fallback(ctx context.Context, key string, pi *pinfo, now time.Ti
 		s.owe(key, pi, cost)
 	}
 	if o := s.cfg.observer; o != nil {
-		o.Observe(core.Event{Kind: core.EventFallback, Policy: pi.p.Name, Outcome: core.OutcomeOf(d), Decision: d, Err: err})
+		o.Observe(core.Event{Kind: core.EventFallback, Context: ctx, Policy: pi.p.Name, Outcome: core.OutcomeOf(d), Decision: d, Err: err})
 	}
 	return d, err
 }

@@ -75,7 +75,7 @@ func TestExactEqualsPlainRedis(t *testing.T) {
 			clk := core.NewManualClock(storetest.Epoch)
 			tier := newTier(t, redisStore(t, tc, redisstore.WithPrefix("tier:")), WithClock(clk), WithSync(0))
 			ctx := context.Background()
-			var calls int64
+			var calls, cached int64
 			for _, p := range storetest.Policies() {
 				t.Run(p.Name, func(t *testing.T) {
 					rng := rand.New(rand.NewPCG(uint64(len(p.Name)), 11))
@@ -96,13 +96,18 @@ func TestExactEqualsPlainRedis(t *testing.T) {
 						require.NoError(t, err)
 						got, err := tier.Take(ctx, key, &p, now, cost)
 						require.NoError(t, err)
+						if got.Cached {
+							cached++
+							got.Cached = false // where the denial came from, not what it is
+						}
 						require.Equal(t, want, got, "step %d key %s cost %d", i, key, cost)
 						calls++
 					}
 				})
 			}
-			t.Logf("%s: %d decisions, %d tier commands to Redis", target, calls, cnt.n.Load())
+			t.Logf("%s: %d decisions, %d tier commands to Redis, %d cached denials", target, calls, cnt.n.Load(), cached)
 			require.Less(t, cnt.n.Load(), calls, "the deny cache saved round trips")
+			require.Positive(t, cached, "a cached denial says so")
 		})
 	}
 }

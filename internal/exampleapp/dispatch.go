@@ -59,6 +59,10 @@ func newDispatch[M any](a *App, build func(*rules.Rule, *core.Limiter, []nethttp
 // buildHandler is the rules.Live build function: the dispatcher's, or
 // nothing before there is one.
 func (a *App) buildHandler(r *rules.Rule, l *core.Limiter) (any, error) {
+	a.Metrics.WatchPolicy(*l.Policy()) // the configured-limit gauges
+	if a.OTel != nil {
+		a.OTel.WatchPolicy(*l.Policy())
+	}
 	f := a.reload.build.Load()
 	if f == nil {
 		return nil, nil

@@ -50,6 +50,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"strings"
@@ -59,11 +60,14 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/redis/go-redis/v9"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/limitkit/limitkit/core"
 	"github.com/limitkit/limitkit/keyfuncs"
 	"github.com/limitkit/limitkit/metrics"
 	"github.com/limitkit/limitkit/nethttp"
+	"github.com/limitkit/limitkit/otellimit"
 	"github.com/limitkit/limitkit/rules"
 )
 
@@ -113,11 +117,16 @@ type Config struct {
 	// changes (-watch; needs -rules): 0, the default, reloads it on
 	// SIGHUP only. See [App.StartReloads].
 	Watch time.Duration
+	// OTel turns OpenTelemetry on (-otel): "stdout" ([OTelStdout]) prints
+	// the otellimit metrics every [OTelInterval] and every request's span,
+	// with its limitkit.decision event, to standard output as JSON; empty
+	// (the default) is Prometheus only.
+	OTel string
 }
 
 // ParseFlags parses the examples' flags — -addr, -redis, -rules,
-// -trusted-proxies, -jwt-secret, -allow-degraded, -sync, -fleet-size and
-// -watch —
+// -trusted-proxies, -jwt-secret, -allow-degraded, -sync, -fleet-size,
+// -watch and -otel —
 // from args, reading the environment
 // through getenv (os.Getenv when nil).
 func ParseFlags(name string, args []string, getenv func(string) string) (Config, error) {
@@ -142,6 +151,7 @@ func ParseFlagsAddr(name, defaultAddr string, args []string, getenv func(string)
 	fs.DurationVar(&cfg.Sync, "sync", 0, "with -redis: the fleet tier's write-back sync interval (e.g. 100ms); 0 = exact: every decision at Redis, behind the exact deny cache and the circuit breaker")
 	fs.IntVar(&cfg.FleetSize, "fleet-size", 1, "with -redis: app servers sharing Redis; rules with fail_mode local divide their limits by it while Redis is down")
 	fs.DurationVar(&cfg.Watch, "watch", 0, "with -rules: also reload the rules file when its content changes, checking it at this interval (e.g. 2s); 0 = reload on SIGHUP only")
+	fs.StringVar(&cfg.OTel, "otel", "", `"stdout": also export OpenTelemetry metrics (every 10s) and each request's span with its limitkit.decision event to standard output as JSON; empty means Prometheus only`)
 	if err := fs.Parse(args); err != nil {
 		return Config{}, err
 	}
@@ -153,6 +163,9 @@ func ParseFlagsAddr(name, defaultAddr string, args []string, getenv func(string)
 	}
 	if cfg.FleetSize < 1 || cfg.FleetSize > core.MaxFleetSize {
 		return Config{}, fmt.Errorf("%s: -fleet-size %d: want the number of app servers sharing Redis, 1 to %d", name, cfg.FleetSize, core.MaxFleetSize)
+	}
+	if cfg.OTel != "" && cfg.OTel != OTelStdout {
+		return Config{}, fmt.Errorf("%s: -otel %q: want %q or nothing", name, cfg.OTel, OTelStdout)
 	}
 	if err := checkWatch(cfg); err != nil {
 		return Config{}, fmt.Errorf("%s: %w", name, err)
@@ -196,6 +209,9 @@ type App struct {
 	// the Go runtime's collectors, and is what [App.MetricsHandler] serves.
 	Metrics  *metrics.Metrics
 	Registry *prometheus.Registry
+	// OTel receives every limiter's decisions too when OpenTelemetry is on
+	// (-otel, [WithOTelProviders]), and nil otherwise.
+	OTel *otellimit.Observer
 	// IP resolves the client IP (peer, or X-Forwarded-For from trusted
 	// proxies).
 	IP *keyfuncs.Resolver
@@ -217,6 +233,7 @@ type App struct {
 	signals   *rules.Signals   // elastic rules' capacity signals, kept across reloads
 	closers   []func() error
 	reload    reloadState
+	tracer    trace.Tracer // the request spans' tracer when OTel is on
 }
 
 // Option configures [New].
@@ -232,6 +249,9 @@ type options struct {
 	logSet      bool
 	logInterval time.Duration
 	timeout     time.Duration
+	otelOut     io.Writer
+	mp          metric.MeterProvider
+	tp          trace.TracerProvider
 }
 
 // WithRedisClient makes the app use a Redis store on client (a
@@ -336,11 +356,15 @@ func New(cfg Config, opts ...Option) (*App, error) {
 	a.Metrics = metrics.MustNew()
 	a.Registry = prometheus.NewRegistry()
 	a.Registry.MustRegister(a.Metrics, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	if err := a.setupOTel(cfg, &o); err != nil {
+		a.Close()
+		return nil, err
+	}
 	if err := a.openStore(cfg, &o); err != nil {
 		a.Close()
 		return nil, err
 	}
-	lopts := []core.Option{core.WithObserver(a.Metrics)}
+	lopts := []core.Option{core.WithObserver(a.observer())}
 	if o.clock != nil {
 		lopts = append(lopts, core.WithClock(o.clock))
 	}

@@ -12,6 +12,12 @@
 //
 // Fragments see the packages listed in [FragmentImports]. Locals a
 // fragment declares must be used, as in real code.
+//
+// A snippet that needs a package this module does not depend on is left
+// out only by a comment on the line before its fence that says why; the
+// test counts such snippets and requires the reason:
+//
+//	<!-- snippet not compiled: otelhttp is not a dependency of this module -->
 package readme
 
 // FragmentImports are the packages a fragment may use: import path, and
@@ -21,11 +27,13 @@ var FragmentImports = [][2]string{
 	{"log", "log.Fatal"},
 	{"net", "net.Listen"},
 	{"net/http", "http.Handle"},
+	{"os", "os.Getenv"},
 	{"time", "time.Second"},
 	{"github.com/prometheus/client_golang/prometheus", "prometheus.MustRegister"},
 	{"github.com/prometheus/client_golang/prometheus/promhttp", "promhttp.Handler"},
 	{"github.com/redis/go-redis/v9", "redis.NewClient"},
 	{"google.golang.org/grpc", "grpc.NewServer"},
+	{"go.opentelemetry.io/otel/trace", "trace.SpanFromContext"},
 	{"github.com/limitkit/limitkit/core", "core.PerMinute"},
 	{"github.com/limitkit/limitkit/core/fleet", "fleet.New"},
 	{"github.com/limitkit/limitkit/core/memstore", "memstore.New"},
