@@ -15,7 +15,7 @@ import (
 // rounds, and a ratio or a difference between two rows is the median of
 // the per-round ratios or differences: a slow second on a shared machine
 // slows the rows of that round alike, and the median leaves it out. This
-// is how the README's ratios reproduce on a loaded machine, where the
+// is how the ratios of docs/benchmarks.md reproduce on a loaded machine, where the
 // classic one-row-after-the-other ns/op moves by ±30 %.
 
 // rrRow is one operation to time.

@@ -12,6 +12,12 @@
 //   - [Decision]: the answer — Allowed, Remaining, ResetAfter, RetryAfter —
 //     from which the adapters write the response headers.
 //
+// Besides Allow, a Limiter has the quota verbs: [Limiter.Peek] (what a
+// request would get, consuming nothing), [Limiter.Reset] (forget a key),
+// [Limiter.Charge] (consume after the fact, even past the limit),
+// [Limiter.Refund] (give units back) and [Limiter.Wait] (block until
+// admitted).
+//
 // For example:
 //
 //	store := memstore.MustNew()
@@ -65,10 +71,14 @@
 // says when that state is back to a fresh key's; [EmissionInterval] and
 // [MaxNow] are the constants a port to another runtime (the Redis store's
 // Lua) must share. [LocalStore], [BatchStore] (with [BatchTake]),
-// [FallbackStore] and [PolicyRegistrar] (with [PolicyRegistry]: a store
-// that keys state by policy name refuses, at [NewLimiter], a name that a
-// live policy of other limits holds) are optional interfaces a store may
-// add. Each of these
-// names' documentation starts with "For store implementers"; applications
-// do not need them.
+// [FallbackStore], [DomainStore], [VerbStore], [ReserveStore],
+// [ElasticStore], [KindError] and [PolicyRegistrar] (with
+// [PolicyRegistry]: a store that keys state by policy name refuses, at
+// [NewLimiter], a name that a live policy of other limits holds) are
+// optional interfaces a store may add. Each of these names'
+// documentation starts with "For store implementers"; applications do
+// not need them.
+//
+// Package core/storetest is the conformance suite every limitkit store
+// passes; a store written elsewhere runs it with storetest.Run.
 package core

@@ -106,7 +106,7 @@ type CapacityReleaser interface {
 	Release(ctx context.Context, cost int64)
 }
 
-// ElasticStore is a [Store] that can decide elastic policies: Take
+// For store implementers: ElasticStore is a [Store] that can decide elastic policies: Take
 // decides against the nominal limits and sets [Decision.ElasticRoom] on a
 // denial the ceiling would admit; TakeElastic applies cost to key against
 // the limits raised to the policy's ceiling, in one atomic step on the

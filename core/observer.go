@@ -265,7 +265,7 @@ const (
 	ErrorOther
 )
 
-// KindError is implemented by a store error that knows its [ErrorKind],
+// For store implementers: KindError is implemented by a store error that knows its [ErrorKind],
 // such as a Redis store's error for a Redis error reply (TRYAGAIN, OOM,
 // ...). [ClassifyError] asks it, so stores classify what only they can
 // parse without core importing their client.

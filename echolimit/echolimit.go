@@ -9,7 +9,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/limitkit/limitkit/core"
-	"github.com/limitkit/limitkit/internal/limitmw"
+	"github.com/limitkit/limitkit/httplimit"
 	"github.com/limitkit/limitkit/keyfuncs"
 )
 
@@ -21,8 +21,11 @@ type DenyHandler func(c echo.Context, rej Rejection) error
 
 // WithDenyHandler replaces the whole denial (status, body) with h, for
 // quota, no-key and store-unavailable denials alike (rej.Reason tells them
-// apart).
-func WithDenyHandler(h DenyHandler) Option { return limitmw.SetDenyHandler(h, h == nil) }
+// apart). h must not be nil. Only this package's middleware accepts it:
+// another adapter given it fails at construction, naming both packages.
+func WithDenyHandler(h DenyHandler) Option {
+	return httplimit.AdapterOption("echolimit", "WithDenyHandler", h)
+}
 
 // NewMiddleware returns the rate-limiting middleware applying l (and any
 // [WithCheck] limiters), or a configuration error naming the option to fix.
@@ -41,14 +44,14 @@ func WithDenyHandler(h DenyHandler) Option { return limitmw.SetDenyHandler(h, h 
 // The middleware is safe for concurrent use and never panics on a
 // request.
 func NewMiddleware(l *core.Limiter, opts ...Option) (echo.MiddlewareFunc, error) {
-	e, cfg, err := limitmw.New("echolimit", l, opts)
+	e, err := httplimit.NewEngine("echolimit", l, opts...)
 	if err != nil {
 		return nil, err
 	}
-	deny, _ := cfg.DenyHandler.(DenyHandler)
+	deny, _ := e.AdapterValue("WithDenyHandler").(DenyHandler)
 	wrap := func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) error {
-			var res limitmw.Result
+			var res httplimit.Result
 			if v := viewOf(c); v != nil {
 				e.DecideInto(c.Request().Context(), v, &res)
 			} else {
@@ -58,11 +61,11 @@ func NewMiddleware(l *core.Limiter, opts ...Option) (echo.MiddlewareFunc, error)
 				req.c = nil
 				requests.Put(req)
 			}
-			if res.Action == limitmw.Skip {
+			if res.Action == httplimit.Skip {
 				return next(c)
 			}
 			e.SetHTTP(&res, c.Response().Header())
-			if res.Action == limitmw.Pass {
+			if res.Action == httplimit.Pass {
 				return next(c)
 			}
 			rej := e.Reject(&res)
@@ -73,7 +76,7 @@ func NewMiddleware(l *core.Limiter, opts ...Option) (echo.MiddlewareFunc, error)
 		}
 	}
 	wc := new(wrapCache)
-	if f := cfg.InFlight; f != nil {
+	if f := e.InFlight(); f != nil {
 		// WithInFlight: the request is counted from before the decision
 		// until the rest of the chain has returned
 		return func(next echo.HandlerFunc) echo.HandlerFunc {
@@ -216,9 +219,9 @@ func (v *echoView) Query(name string) string { return (*request).Query(&request{
 func (v *echoView) RemoteAddr() string       { return (*request).RemoteAddr(&request{v.c()}) }
 func (v *echoView) Value(key any) any        { return (*request).Value(&request{v.c()}, key) }
 
-// KeyParts implements limitmw.KeyParter: the method, the route and the
+// KeyParts implements httplimit.KeyParter: the method, the route and the
 // peer in one pass over the context (c.Path() is the route's own string).
-func (v *echoView) KeyParts(route bool) (p limitmw.KeyParts, ok bool) {
+func (v *echoView) KeyParts(route bool) (p httplimit.KeyParts, ok bool) {
 	c := v.c()
 	hr := c.Request()
 	p.Peer, p.StableRoute = hr.RemoteAddr, true
@@ -227,16 +230,16 @@ func (v *echoView) KeyParts(route bool) (p limitmw.KeyParts, ok bool) {
 			p.Route = c.Path()
 		}
 		if !anyMethod(c, p.Route) {
-			p.Method = limitmw.NormalMethod(hr.Method)
+			p.Method = httplimit.NormalMethod(hr.Method)
 		}
 	}
 	return p, true
 }
 
-// AnyMethod implements limitmw.AnyMethodRouter.
+// AnyMethod implements httplimit.AnyMethodRouter.
 func (v *echoView) AnyMethod() bool { return (*request).AnyMethod(&request{v.c()}) }
 
-// AnyMethod implements limitmw.AnyMethodRouter: whether the matched route
+// AnyMethod implements httplimit.AnyMethodRouter: whether the matched route
 // is registered under every method e.Any registers (its scope is then the
 // route alone).
 func (r *request) AnyMethod() bool { return anyMethod(r.c, r.Route()) }
@@ -253,13 +256,13 @@ var anyMethods = []string{
 	http.MethodPut, http.MethodTrace, echo.REPORT,
 }
 
-var anyRoutes limitmw.AnyRouteIndex
+var anyRoutes httplimit.AnyRouteIndex
 
 // buildAnyRoutes indexes the routes of every router of the Echo (the
 // default one and each host's).
-func buildAnyRoutes(owner any) *limitmw.AnyRoutes {
+func buildAnyRoutes(owner any) *httplimit.AnyRoutes {
 	e := owner.(*echo.Echo)
-	return limitmw.BuildAnyRoutes(e, anyMethods, func(yield func(method, pattern string)) {
+	return httplimit.BuildAnyRoutes(e, anyMethods, func(yield func(method, pattern string)) {
 		for _, rt := range e.Routes() {
 			yield(rt.Method, rt.Path)
 		}

@@ -10,8 +10,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/limitkit/limitkit/core"
+	"github.com/limitkit/limitkit/httplimit"
 	"github.com/limitkit/limitkit/internal/keytest"
-	"github.com/limitkit/limitkit/internal/limitmw"
 )
 
 type myCtx struct{ echo.Context }
@@ -24,7 +24,7 @@ type myCtx struct{ echo.Context }
 func TestCachedKeyEqualsGeneralPath(t *testing.T) {
 	st := &keytest.Rec{}
 	lim := core.MustNewLimiter(st, core.Policy{Name: "p", Limits: []core.Limit{core.Per(1<<30, time.Hour)}})
-	cached, general := New(lim), New(lim, WithScopeFunc(limitmw.DefaultScope))
+	cached, general := New(lim), New(lim, WithScopeFunc(httplimit.DefaultScope))
 	total := 0
 	for cfg := 0; cfg < 4; cfg++ {
 		e := echo.New()

@@ -13,7 +13,7 @@ import (
 
 	"github.com/limitkit/limitkit/core"
 	"github.com/limitkit/limitkit/core/memstore"
-	"github.com/limitkit/limitkit/internal/limitmw"
+	"github.com/limitkit/limitkit/httplimit"
 	"github.com/limitkit/limitkit/keyfuncs"
 )
 
@@ -197,7 +197,7 @@ func TestEchoViewKeyPartsAgree(t *testing.T) {
 			require.NotNil(t, v)
 			p, ok := v.KeyParts(true)
 			require.True(t, ok)
-			assert.Equal(t, [3]string{limitmw.ScopeMethod(v), v.Route(), v.RemoteAddr()}, [3]string{p.Method, p.Route, p.Peer})
+			assert.Equal(t, [3]string{httplimit.ScopeMethod(v), v.Route(), v.RemoteAddr()}, [3]string{p.Method, p.Route, p.Peer})
 			assert.True(t, p.StableRoute)
 			p, ok = v.KeyParts(false)
 			require.True(t, ok)

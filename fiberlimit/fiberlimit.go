@@ -12,7 +12,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/limitkit/limitkit/core"
-	"github.com/limitkit/limitkit/internal/limitmw"
+	"github.com/limitkit/limitkit/httplimit"
 	"github.com/limitkit/limitkit/internal/respond"
 	"github.com/limitkit/limitkit/keyfuncs"
 )
@@ -25,8 +25,11 @@ type DenyHandler func(c *fiber.Ctx, rej Rejection) error
 
 // WithDenyHandler replaces the whole denial (status, body) with h, for
 // quota, no-key and store-unavailable denials alike (rej.Reason tells them
-// apart).
-func WithDenyHandler(h DenyHandler) Option { return limitmw.SetDenyHandler(h, h == nil) }
+// apart). h must not be nil. Only this package's middleware accepts it:
+// another adapter given it fails at construction, naming both packages.
+func WithDenyHandler(h DenyHandler) Option {
+	return httplimit.AdapterOption("fiberlimit", "WithDenyHandler", h)
+}
 
 // NewMiddleware returns the rate-limiting middleware (fiber v2) applying l
 // (and any [WithCheck] limiters), or a configuration error naming the
@@ -59,12 +62,12 @@ func WithDenyHandler(h DenyHandler) Option { return limitmw.SetDenyHandler(h, h 
 // The middleware is safe for concurrent use and never panics on a
 // request. With the default key and one hot key it allocates nothing.
 func NewMiddleware(l *core.Limiter, opts ...Option) (fiber.Handler, error) {
-	e, cfg, err := limitmw.New("fiberlimit", l, opts)
+	e, err := httplimit.NewEngine("fiberlimit", l, opts...)
 	if err != nil {
 		return nil, err
 	}
-	deny, _ := cfg.DenyHandler.(DenyHandler)
-	m := &middleware{e: e, deny: deny, inflight: cfg.InFlight}
+	deny, _ := e.AdapterValue("WithDenyHandler").(DenyHandler)
+	m := &middleware{e: e, deny: deny, inflight: e.InFlight()}
 	if m.inflight != nil {
 		return m.counted, nil
 	}
@@ -82,7 +85,7 @@ func New(l *core.Limiter, opts ...Option) fiber.Handler {
 }
 
 type middleware struct {
-	e        *limitmw.Engine
+	e        *httplimit.Engine
 	deny     DenyHandler
 	inflight *core.InFlight // WithInFlight's counter, or nil
 }
@@ -97,12 +100,12 @@ func (m *middleware) counted(c *fiber.Ctx) error {
 }
 
 func (m *middleware) handle(c *fiber.Ctx) error {
-	var res limitmw.Result
+	var res httplimit.Result
 	m.e.DecideInto(c.UserContext(), (*request)(c), &res)
-	if res.Action == limitmw.Skip {
+	if res.Action == httplimit.Skip {
 		return c.Next()
 	}
-	var t limitmw.Triple
+	var t httplimit.Triple
 	if m.e.Triple(&res, &t) {
 		setTriple(&c.Response().Header, &t)
 	} else {
@@ -110,7 +113,7 @@ func (m *middleware) handle(c *fiber.Ctx) error {
 		m.e.Fields(&res, &f)
 		setFields(&c.Response().Header, &f)
 	}
-	if res.Action == limitmw.Pass {
+	if res.Action == httplimit.Pass {
 		return c.Next()
 	}
 	rej := m.e.Reject(&res)
@@ -181,11 +184,11 @@ func isUse(rt *fiber.Route) bool {
 	return *(*bool)(unsafe.Add(unsafe.Pointer(rt), useOffset))
 }
 
-// KeyParts implements limitmw.KeyParter: the default key's parts without
+// KeyParts implements httplimit.KeyParter: the default key's parts without
 // rendering the peer or, under app.Use, resolving the route: the route
 // table and the path stand for the route the table resolves the path to.
 // A peer that is not IPv4 is left to the general path.
-func (r *request) KeyParts(route bool) (p limitmw.KeyParts, ok bool) {
+func (r *request) KeyParts(route bool) (p httplimit.KeyParts, ok bool) {
 	c := r.ctx()
 	tcp, ok := c.Context().RemoteAddr().(*net.TCPAddr)
 	if !ok {
@@ -213,7 +216,7 @@ func (r *request) KeyParts(route bool) (p limitmw.KeyParts, ok bool) {
 	return p, true
 }
 
-// AnyMethod implements limitmw.AnyMethodRouter: whether the route is
+// AnyMethod implements httplimit.AnyMethodRouter: whether the route is
 // registered under every method of the app's RequestMethods (app.All),
 // whose scope is then the route alone.
 func (r *request) AnyMethod() bool {
@@ -221,12 +224,12 @@ func (r *request) AnyMethod() bool {
 	return route != "" && appTable(r.ctx().App()).any[route]
 }
 
-// scopeMethod is limitmw.ScopeMethod for the route pattern route.
+// scopeMethod is httplimit.ScopeMethod for the route pattern route.
 func (r *request) scopeMethod(route string) string {
 	if appTable(r.ctx().App()).any[route] {
 		return ""
 	}
-	return limitmw.NormalMethod(r.ctx().Method())
+	return httplimit.NormalMethod(r.ctx().Method())
 }
 
 func (r *request) Path() string { return r.ctx().Path() }
@@ -249,7 +252,7 @@ func (r *request) Query(name string) string { return r.ctx().Query(name) }
 
 // RemoteAddr is the TCP peer ("ip:port"), not c.IP(). It is rendered into
 // an interned string, so a returning client costs no allocation.
-// PeerAddr implements limitmw.PeerAddrer: the default key reads the
+// PeerAddr implements httplimit.PeerAddrer: the default key reads the
 // peer's address without rendering and parsing RemoteAddr.
 func (r *request) PeerAddr() netip.Addr {
 	tcp, ok := r.ctx().Context().RemoteAddr().(*net.TCPAddr)
@@ -290,7 +293,7 @@ func (r *request) RemoteAddr() string {
 	}
 	b = append(b, ':')
 	b = strconv.AppendInt(b, int64(tcp.Port), 10)
-	return limitmw.Intern(b)
+	return httplimit.Intern(b)
 }
 
 // Value looks in fiber's Locals, then in the user context.
@@ -315,9 +318,9 @@ func setFields(h *fasthttp.ResponseHeader, f *respond.Fields) {
 	}
 }
 
-// setTriple writes the common response's fields (see limitmw.Triple), as
+// setTriple writes the common response's fields (see httplimit.Triple), as
 // setFields would write them, without building Fields.
-func setTriple(h *fasthttp.ResponseHeader, t *limitmw.Triple) {
+func setTriple(h *fasthttp.ResponseHeader, t *httplimit.Triple) {
 	var buf [20]byte
 	h.SetCanonical(stringBytes(respond.HeaderLimit), stringBytes(t.Limit))
 	h.SetCanonical(stringBytes(respond.HeaderRemaining), respond.IntText(buf[:], t.Remaining))

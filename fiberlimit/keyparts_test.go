@@ -11,8 +11,8 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/limitkit/limitkit/core"
+	"github.com/limitkit/limitkit/httplimit"
 	"github.com/limitkit/limitkit/internal/keytest"
-	"github.com/limitkit/limitkit/internal/limitmw"
 )
 
 // TestKeyPartsKeysAsTheGeneralPath: the store keys of the global and the
@@ -61,7 +61,7 @@ func TestKeyPartsKeysAsTheGeneralPath(t *testing.T) {
 					route := rc.table(app).match(m, string(fctx.URI().PathOriginal())) // c.Path()
 					scope := route
 					if route != "" && !rc.table(app).any[route] {
-						scope = limitmw.NormalMethod(m) + " " + route
+						scope = httplimit.NormalMethod(m) + " " + route
 					}
 					want := []string{"p#" + scope + "|" + peerKey[pi]}
 					switch route {

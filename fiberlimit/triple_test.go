@@ -13,7 +13,7 @@ import (
 
 	"github.com/limitkit/limitkit/core"
 	"github.com/limitkit/limitkit/core/memstore"
-	"github.com/limitkit/limitkit/internal/limitmw"
+	"github.com/limitkit/limitkit/httplimit"
 	"github.com/limitkit/limitkit/internal/respond"
 	"github.com/limitkit/limitkit/keyfuncs"
 	"net/http/httptest"
@@ -26,10 +26,10 @@ func TestSetTripleMatchesSetFields(t *testing.T) {
 	st := memstore.MustNew()
 	defer st.Close()
 	rng := rand.New(rand.NewSource(3))
-	for _, rf := range []limitmw.ResetFormat{limitmw.ResetEpoch, limitmw.ResetDelta} {
+	for _, rf := range []httplimit.ResetFormat{httplimit.ResetEpoch, httplimit.ResetDelta} {
 		for _, n := range []int64{1, 1000, 5000, 2_000_000_000} {
 			lim := core.MustNewLimiter(st, core.Policy{Name: "p" + strconv.FormatInt(n, 10), Limits: []core.Limit{core.Per(n, time.Hour)}})
-			e, _, err := limitmw.New("fiberlimit", lim, []Option{WithResetFormat(rf)})
+			e, err := httplimit.NewEngine("fiberlimit", lim, WithResetFormat(rf))
 			require.NoError(t, err)
 			for i := 0; i < 200; i++ {
 				r := httptest.NewRequest("GET", "/x", nil)
@@ -38,9 +38,9 @@ func TestSetTripleMatchesSetFields(t *testing.T) {
 				if rng.Intn(2) == 0 {
 					res.Decision.Remaining = []int64{0, 5, 1023, 1024, 1 << 40, -1}[rng.Intn(6)]
 				}
-				var tr limitmw.Triple
+				var tr httplimit.Triple
 				ok := e.Triple(&res, &tr)
-				if res.Action != limitmw.Pass {
+				if res.Action != httplimit.Pass {
 					assert.False(t, ok)
 					continue
 				}

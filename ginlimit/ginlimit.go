@@ -8,7 +8,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/limitkit/limitkit/core"
-	"github.com/limitkit/limitkit/internal/limitmw"
+	"github.com/limitkit/limitkit/httplimit"
 	"github.com/limitkit/limitkit/keyfuncs"
 )
 
@@ -19,8 +19,11 @@ type DenyHandler func(c *gin.Context, rej Rejection)
 
 // WithDenyHandler replaces the whole denial (status, body) with h, for
 // quota, no-key and store-unavailable denials alike (rej.Reason tells them
-// apart).
-func WithDenyHandler(h DenyHandler) Option { return limitmw.SetDenyHandler(h, h == nil) }
+// apart). h must not be nil. Only this package's middleware accepts it:
+// another adapter given it fails at construction, naming both packages.
+func WithDenyHandler(h DenyHandler) Option {
+	return httplimit.AdapterOption("ginlimit", "WithDenyHandler", h)
+}
 
 // NewMiddleware returns the rate-limiting middleware applying l (and any
 // [WithCheck] limiters), or a configuration error naming the option to fix.
@@ -39,12 +42,12 @@ func WithDenyHandler(h DenyHandler) Option { return limitmw.SetDenyHandler(h, h 
 // The middleware is safe for concurrent use and never panics on a
 // request.
 func NewMiddleware(l *core.Limiter, opts ...Option) (gin.HandlerFunc, error) {
-	e, cfg, err := limitmw.New("ginlimit", l, opts)
+	e, err := httplimit.NewEngine("ginlimit", l, opts...)
 	if err != nil {
 		return nil, err
 	}
-	deny, _ := cfg.DenyHandler.(DenyHandler)
-	m := &middleware{e: e, deny: deny, inflight: cfg.InFlight}
+	deny, _ := e.AdapterValue("WithDenyHandler").(DenyHandler)
+	m := &middleware{e: e, deny: deny, inflight: e.InFlight()}
 	if m.inflight != nil {
 		return m.counted, nil
 	}
@@ -62,7 +65,7 @@ func New(l *core.Limiter, opts ...Option) gin.HandlerFunc {
 }
 
 type middleware struct {
-	e        *limitmw.Engine
+	e        *httplimit.Engine
 	deny     DenyHandler
 	inflight *core.InFlight
 }
@@ -80,13 +83,13 @@ func (m *middleware) counted(c *gin.Context) {
 }
 
 func (m *middleware) handle(c *gin.Context) {
-	var res limitmw.Result
+	var res httplimit.Result
 	m.e.DecideInto(c.Request.Context(), (*request)(c), &res)
-	if res.Action == limitmw.Skip {
+	if res.Action == httplimit.Skip {
 		return
 	}
 	m.e.SetHTTP(&res, c.Writer.Header())
-	if res.Action == limitmw.Pass {
+	if res.Action == httplimit.Pass {
 		return
 	}
 	rej := m.e.Reject(&res)
@@ -134,21 +137,21 @@ func (r *request) Query(name string) string { return keyfuncs.FromHTTP(r.Request
 // RemoteAddr is the TCP peer, not c.ClientIP().
 func (r *request) RemoteAddr() string { return r.Request.RemoteAddr }
 
-// KeyParts implements limitmw.KeyParter: the scope's method, Route and
+// KeyParts implements httplimit.KeyParter: the scope's method, Route and
 // RemoteAddr without three interface calls. FullPath is the route's own
 // string.
-func (r *request) KeyParts(route bool) (p limitmw.KeyParts, ok bool) {
+func (r *request) KeyParts(route bool) (p httplimit.KeyParts, ok bool) {
 	p.Peer, p.StableRoute = r.Request.RemoteAddr, true
 	if route {
 		p.Route = r.ctx().FullPath()
 		if !r.anyMethod(p.Route) {
-			p.Method = limitmw.NormalMethod(r.Request.Method)
+			p.Method = httplimit.NormalMethod(r.Request.Method)
 		}
 	}
 	return p, true
 }
 
-// AnyMethod implements limitmw.AnyMethodRouter: whether the matched route
+// AnyMethod implements httplimit.AnyMethodRouter: whether the matched route
 // is registered under every method r.Any registers (its scope is then the
 // route alone).
 func (r *request) AnyMethod() bool { return r.anyMethod(r.ctx().FullPath()) }
@@ -165,11 +168,11 @@ var anyMethods = []string{
 	http.MethodTrace,
 }
 
-var anyRoutes limitmw.AnyRouteIndex
+var anyRoutes httplimit.AnyRouteIndex
 
-func buildAnyRoutes(owner any) *limitmw.AnyRoutes {
+func buildAnyRoutes(owner any) *httplimit.AnyRoutes {
 	e := owner.(*gin.Engine)
-	return limitmw.BuildAnyRoutes(e, anyMethods, func(yield func(method, pattern string)) {
+	return httplimit.BuildAnyRoutes(e, anyMethods, func(yield func(method, pattern string)) {
 		for _, ri := range e.Routes() {
 			yield(ri.Method, ri.Path)
 		}

@@ -10,8 +10,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/limitkit/limitkit/core"
+	"github.com/limitkit/limitkit/httplimit"
 	"github.com/limitkit/limitkit/internal/keytest"
-	"github.com/limitkit/limitkit/internal/limitmw"
 )
 
 // TestCachedKeyEqualsGeneralPath: a middleware with the default key and
@@ -23,7 +23,7 @@ func TestCachedKeyEqualsGeneralPath(t *testing.T) {
 	gin.SetMode(gin.ReleaseMode)
 	st := &keytest.Rec{}
 	lim := core.MustNewLimiter(st, core.Policy{Name: "p", Limits: []core.Limit{core.Per(1<<30, time.Hour)}})
-	cached, general := New(lim), New(lim, WithScopeFunc(limitmw.DefaultScope))
+	cached, general := New(lim), New(lim, WithScopeFunc(httplimit.DefaultScope))
 	total, keyed := 0, 0
 	for _, cfg := range []int{0, 1, 2, 3} {
 		e := gin.New()

@@ -8,7 +8,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/limitkit/limitkit/internal/limitmw"
+	"github.com/limitkit/limitkit/httplimit"
 )
 
 // TestKeyPartsAgree: the view's KeyParts are its scope's method, Route
@@ -24,7 +24,7 @@ func TestKeyPartsAgree(t *testing.T) {
 		v := (*request)(c)
 		p, ok := v.KeyParts(true)
 		require.True(t, ok)
-		assert.Equal(t, [3]string{limitmw.ScopeMethod(v), v.Route(), v.RemoteAddr()}, [3]string{p.Method, p.Route, p.Peer})
+		assert.Equal(t, [3]string{httplimit.ScopeMethod(v), v.Route(), v.RemoteAddr()}, [3]string{p.Method, p.Route, p.Peer})
 		assert.True(t, p.StableRoute)
 		p, ok = v.KeyParts(false)
 		require.True(t, ok)

@@ -18,7 +18,6 @@ import (
 
 	"github.com/limitkit/limitkit/core"
 	"github.com/limitkit/limitkit/httplimit"
-	"github.com/limitkit/limitkit/internal/limitmw"
 	"github.com/limitkit/limitkit/internal/respond"
 )
 
@@ -61,7 +60,7 @@ const (
 // limiters, so a unary and a stream method each have their own quota (the
 // scope is the full method name) on the same store.
 type Interceptor struct {
-	e        *limitmw.Engine
+	e        *httplimit.Engine
 	inFlight *core.InFlight
 }
 
@@ -77,11 +76,11 @@ type Interceptor struct {
 // [httplimit.WithDenyBody] have no effect here; header options name
 // metadata keys.
 func New(l *core.Limiter, opts ...Option) (*Interceptor, error) {
-	e, cfg, err := limitmw.New("grpclimit", l, opts)
+	e, err := httplimit.NewEngine("grpclimit", l, opts...)
 	if err != nil {
 		return nil, err
 	}
-	return &Interceptor{e: e, inFlight: cfg.InFlight}, nil
+	return &Interceptor{e: e, inFlight: e.InFlight()}, nil
 }
 
 // MustNew is [New] that panics on a configuration error, for start-up
@@ -217,12 +216,12 @@ func (i *Interceptor) decide(ctx context.Context, fullMethod string, ss grpc.Ser
 	}
 	var req Request
 	req.init(ctx, fullMethod)
-	var res limitmw.Result
+	var res httplimit.Result
 	i.e.DecideInto(ctx, &req, &res)
-	if res.Action == limitmw.Skip {
+	if res.Action == httplimit.Skip {
 		return nil
 	}
-	if res.Action == limitmw.Pass {
+	if res.Action == httplimit.Pass {
 		if message {
 			return nil
 		}
@@ -259,7 +258,7 @@ func (i *Interceptor) decide(ctx context.Context, fullMethod string, ss grpc.Ser
 }
 
 // metadata is res's rate-limit fields as header metadata, or nil.
-func (i *Interceptor) metadata(res *limitmw.Result) metadata.MD {
+func (i *Interceptor) metadata(res *httplimit.Result) metadata.MD {
 	var f respond.Fields
 	i.e.Fields(res, &f)
 	n := f.Len()

@@ -11,7 +11,7 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/peer"
 
-	"github.com/limitkit/limitkit/internal/limitmw"
+	"github.com/limitkit/limitkit/httplimit"
 	"github.com/limitkit/limitkit/keyfuncs"
 )
 
@@ -41,10 +41,10 @@ type Request struct {
 }
 
 var (
-	_ keyfuncs.Request        = (*Request)(nil)
-	_ limitmw.AnyMethodRouter = (*Request)(nil)
-	_ limitmw.PeerAddrer      = (*Request)(nil)
-	_ limitmw.KeyParter       = (*Request)(nil)
+	_ keyfuncs.Request          = (*Request)(nil)
+	_ httplimit.AnyMethodRouter = (*Request)(nil)
+	_ httplimit.PeerAddrer      = (*Request)(nil)
+	_ httplimit.KeyParter       = (*Request)(nil)
 )
 
 // NewRequest returns the view of the call with context ctx (the server
@@ -184,7 +184,7 @@ func lowerName(name string) string {
 // without rendering the peer's address. A peer that is not IPv4 is left
 // to the general path. The full method name is per-call text (grpc-go
 // parses it from each request), so it is hashed, not found by address.
-func (r *Request) KeyParts(route bool) (p limitmw.KeyParts, ok bool) {
+func (r *Request) KeyParts(route bool) (p httplimit.KeyParts, ok bool) {
 	a := r.PeerAddr()
 	if !a.Is4() {
 		return p, false

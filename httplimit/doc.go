@@ -1,25 +1,26 @@
-// Package httplimit is the vocabulary every limitkit HTTP middleware
-// shares: the options ([WithKey], [WithCheck], [WithHeaders], ...), the
-// description of a denial ([Rejection], [Reason]) and the enumerations the
-// options take ([HeaderSet], [ResetFormat], [NoKeyMode]).
+// Package httplimit is limitkit's middleware: the options every adapter
+// takes ([WithKey], [WithCheck], [WithHeaders], ...), the one [Config]
+// they build, and the framework-neutral [Engine] that applies it. The
+// framework adapters — nethttp, ginlimit, echolimit, fiberlimit and
+// grpclimit — are translations of their framework's request and response
+// around an Engine, and nothing else; an adapter for another framework
+// can be written outside this module with the same public API (see "Writing
+// an adapter" below).
 //
-// The framework adapters — nethttp, ginlimit, echolimit and fiberlimit —
-// re-export every name of this package under the same name (type aliases,
-// constants and one-line forwarding functions), so that call sites read
-// naturally and moving between frameworks is a search-and-replace of the
-// package name:
+// Users mostly meet this package through an adapter. The HTTP adapters
+// re-export every option and type of this package under the same name
+// (type aliases and forwarding functions), so call sites read naturally
+// and moving between frameworks is a search-and-replace of the package
+// name:
 //
 //	ginlimit.New(limiter, ginlimit.WithKey(userKey), ginlimit.WithNoKey(ginlimit.NoKeySkip))
 //	nethttp.New(limiter, nethttp.WithKey(userKey), nethttp.WithNoKey(nethttp.NoKeySkip))
 //
-// Each adapter adds only what is framework-specific: New and NewMiddleware,
-// its DenyHandler type and WithDenyHandler, and WriteRejection. The two
-// spellings are interchangeable — ginlimit.WithKey(f) and
-// httplimit.WithKey(f) are the same Option, and a ginlimit.Rejection is an
-// httplimit.Rejection — so code shared by several adapters (a function
-// returning the options of a service) can be written once against this
-// package. This package is where `go doc` shows the fields and constants;
-// the adapters' aliases point here.
+// ginlimit.WithKey(f) and httplimit.WithKey(f) are the same Option, and a
+// ginlimit.Rejection is an httplimit.Rejection, so code shared by several
+// adapters (a function returning the options of a service) can be written
+// once against this package. This package is where `go doc` shows the
+// fields and constants; the adapters' aliases point here.
 //
 // # Keys and scopes
 //
@@ -41,4 +42,73 @@
 // NewMiddleware return an error naming the option, and New panic with it
 // (for start-up code). Options and the values of this package are
 // immutable and safe to share between middlewares and goroutines.
+//
+// Every option is an [Option] (a function over [Config]) that any adapter
+// accepts, except the few that only mean something to one framework — a
+// deny handler takes that framework's request and response types. Those
+// are built with [AdapterOption], which tags them with their adapter's
+// name: nethttp.NewMiddleware(l, ginlimit.WithDenyHandler(h)) returns the
+// error "nethttp: ginlimit.WithDenyHandler is an option of package
+// ginlimit, given to a nethttp middleware: use the option of package
+// nethttp",
+// and nethttp.New panics with it at start-up, instead of silently sending
+// the default denial. We chose a construction error over a distinct Option
+// type per adapter: one Option type keeps options shareable between
+// adapters (the common case, and the point of the re-exports), keeps call
+// sites as they are, and the mistake still fails where it is written,
+// before the first request.
+//
+// # Configuration exists once
+//
+// [Config] is the only copy of a middleware's settings: options write its
+// (unexported, validated) fields, [NewEngine] fills in the defaults that
+// depend on the limiter (the clock, the fallback key) and keeps it in the
+// [Engine], which reads it per request; what the Engine adds is only
+// derived from it once (the checks, the limits' decimal forms, the
+// RateLimit-Policy field, each policy's problem body). Adding an option
+// is a field on Config, a With function in options.go, and its use in
+// engine.go.
+//
+// # Writing an adapter
+//
+// An adapter builds one Engine per middleware and, per request:
+//
+//	e, err := httplimit.NewEngine("mylimit", limiter, opts...) // at construction
+//
+//	var res httplimit.Result                    // per request, on the stack
+//	e.DecideInto(ctx, view, &res)               // view: a keyfuncs.Request of the request
+//	switch res.Action {
+//	case httplimit.Skip:                        // exempt (WithSkip): no headers
+//		next()
+//	case httplimit.Pass:
+//		e.SetHTTP(&res, header)                 // or e.Fields(&res, &f) for another header type
+//		next()
+//	case httplimit.Deny:
+//		e.SetHTTP(&res, header)
+//		rej := e.Reject(&res)                   // status, Retry-After, content type and body
+//		write(rej.Status, rej.ContentType, rej.Body)
+//	}
+//
+// The view is the framework's request as a keyfuncs.Request: method,
+// route pattern (the framework's matched pattern, never the raw path),
+// header, query, the TCP peer address as the server saw it, and context
+// values; keyfuncs.FromHTTP is the view of an *http.Request. An adapter
+// with a deny handler of its own defines its WithDenyHandler with
+// [AdapterOption] and reads it back with [Engine.AdapterValue]; one that
+// supports [WithInFlight] wraps each request in [Engine.InFlight]'s Enter
+// and Exit. Everything else — keys, scopes, checks, fail modes, headers
+// and bodies — is the engine's.
+//
+// A view may implement optional interfaces that make the engine faster
+// without changing what it decides: [KeyParter] (the parts the key cache
+// hashes, cheaper than Method, Route and RemoteAddr), [PeerAddrer] (the
+// peer as a netip.Addr) and [AnyMethodRouter] (the matched route accepts
+// every method, as gin's r.Any does; [AnyRoutes] indexes a router's
+// registrations for it). The adapters of this module use them; a test
+// comparing a view with and without them ([DefaultScope] keys as the
+// default scope without the cache) keeps them honest.
+//
+// The directory testdata/extadapter holds an adapter written as a module
+// of its own, with only this public API; a test of this package builds
+// and tests it against this checkout.
 package httplimit

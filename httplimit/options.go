@@ -2,35 +2,11 @@ package httplimit
 
 import (
 	"context"
-	"fmt"
 	"net/http"
 
 	"github.com/limitkit/limitkit/core"
-	"github.com/limitkit/limitkit/internal/mwconf"
 	"github.com/limitkit/limitkit/keyfuncs"
 )
-
-// Option configures a middleware built by an adapter's New or
-// NewMiddleware. Options are applied in order; a later option overrides
-// an earlier one of the same kind (except [WithCheck], which
-// accumulates). An Option is immutable: one value may configure any
-// number of middlewares, of any adapter.
-type Option func(*Config)
-
-// Config is what options build; only the adapters read it. Its zero value
-// is not used directly: the adapters start from the defaults documented
-// on each option.
-type Config struct {
-	s mwconf.Settings
-}
-
-func init() {
-	mwconf.Of = func(cfg any) *mwconf.Settings { return &cfg.(*Config).s }
-}
-
-func (c *Config) fail(format string, args ...any) {
-	c.s.Errs = append(c.s.Errs, fmt.Errorf(format, args...))
-}
 
 // WithKey sets the key function of the limiter passed to New. Without it
 // (and without [WithIPKey]) requests are keyed by keyfuncs.PeerIP(): the
@@ -46,7 +22,7 @@ func WithKey(f keyfuncs.Func) Option {
 			c.fail("WithKey(nil): pass a keyfuncs.Func, or leave WithKey out to key by the peer IP")
 			return
 		}
-		c.s.Primary = mwconf.KeySpec{Fn: f, Set: true}
+		c.primary = keySpec{fn: f, set: true}
 	}
 }
 
@@ -59,7 +35,7 @@ func WithIPKey(r *keyfuncs.Resolver) Option {
 			c.fail("WithIPKey(nil): pass a resolver such as keyfuncs.PeerIP()")
 			return
 		}
-		c.s.Primary = mwconf.KeySpec{IP: r, Set: true}
+		c.primary = keySpec{ip: r, set: true}
 	}
 }
 
@@ -76,8 +52,7 @@ func WithCheck(l *core.Limiter, key keyfuncs.Func) Option {
 			c.fail("WithCheck(nil, ...): pass a *core.Limiter")
 			return
 		}
-		ks := mwconf.KeySpec{Fn: key, Set: key != nil}
-		c.s.Extra = append(c.s.Extra, mwconf.CheckSpec{Lim: l, Key: ks})
+		c.extra = append(c.extra, checkSpec{lim: l, key: keySpec{fn: key, set: key != nil}})
 	}
 }
 
@@ -94,7 +69,7 @@ func WithCheck(l *core.Limiter, key keyfuncs.Func) Option {
 // per client; WithScope("uploads") on several routes makes them share a
 // named quota. Stores further separate keys by policy.
 func WithScope(scope string) Option {
-	return func(c *Config) { c.s.Scope = &scope; c.s.ScopeFunc = nil }
+	return func(c *Config) { c.scope = &scope; c.scopeFunc = nil }
 }
 
 // WithScopeFunc computes the key namespace per request, e.g. from a
@@ -107,8 +82,8 @@ func WithScopeFunc(f func(r keyfuncs.Request) string) Option {
 			c.fail("WithScopeFunc(nil): pass a function, or use WithScope")
 			return
 		}
-		c.s.ScopeFunc = f
-		c.s.Scope = nil
+		c.scopeFunc = f
+		c.scope = nil
 	}
 }
 
@@ -116,14 +91,14 @@ func WithScopeFunc(f func(r keyfuncs.Request) string) Option {
 // internal callers): they are not counted and get no rate-limit headers.
 // f must be fast and must not retain r. A nil f exempts nothing.
 func WithSkip(f func(r keyfuncs.Request) bool) Option {
-	return func(c *Config) { c.s.Skip = f }
+	return func(c *Config) { c.skip = f }
 }
 
 // WithCost charges f(r) units per request instead of 1 (weighted
 // requests); values below 1 count as 1 (use [WithSkip] to exempt). A nil
 // f charges 1.
 func WithCost(f func(r keyfuncs.Request) int64) Option {
-	return func(c *Config) { c.s.Cost = f }
+	return func(c *Config) { c.cost = f }
 }
 
 // WithNoKey sets what happens when a check's key function finds no key
@@ -134,7 +109,7 @@ func WithNoKey(m NoKeyMode) Option {
 			c.fail("WithNoKey(%d): use NoKeyFallback, NoKeySkip or NoKeyDeny", m)
 			return
 		}
-		c.s.NoKey = uint8(m)
+		c.noKey = m
 	}
 }
 
@@ -146,8 +121,8 @@ func WithFallbackKey(f keyfuncs.Func) Option {
 			c.fail("WithFallbackKey(nil): pass a keyfuncs.Func")
 			return
 		}
-		c.s.NoKey = uint8(NoKeyFallback)
-		c.s.Fallback = mwconf.KeySpec{Fn: f, Set: true}
+		c.noKey = NoKeyFallback
+		c.fallback = keySpec{fn: f, set: true}
 	}
 }
 
@@ -159,7 +134,7 @@ func WithHeaders(h HeaderSet) Option {
 			c.fail("WithHeaders(%d): combine HeaderXRateLimit, HeaderRetryAfter and HeaderIETF", h)
 			return
 		}
-		c.s.Headers = uint8(h)
+		c.headers = h
 	}
 }
 
@@ -171,7 +146,7 @@ func WithResetFormat(f ResetFormat) Option {
 			c.fail("WithResetFormat(%d): use ResetEpoch or ResetDelta", f)
 			return
 		}
-		c.s.Reset = uint8(f)
+		c.reset = f
 	}
 }
 
@@ -184,7 +159,7 @@ func WithDegradedHeader(name string) Option {
 			c.fail("WithDegradedHeader(%q): not a valid header name", name)
 			return
 		}
-		c.s.Degraded = http.CanonicalHeaderKey(name)
+		c.degraded = http.CanonicalHeaderKey(name)
 	}
 }
 
@@ -197,7 +172,7 @@ func WithDenyStatus(code int) Option {
 			c.fail("WithDenyStatus(%d): use a 4xx or 5xx status (429 is the standard)", code)
 			return
 		}
-		c.s.Status = code
+		c.status = code
 	}
 }
 
@@ -209,9 +184,9 @@ func WithDenyStatus(code int) Option {
 // and store-failure denials keep their own bodies. body is copied.
 func WithDenyBody(contentType string, body []byte) Option {
 	return func(c *Config) {
-		c.s.BodyType = contentType
-		c.s.Body = append([]byte(nil), body...)
-		c.s.BodySet = true
+		c.bodyType = contentType
+		c.body = append([]byte(nil), body...)
+		c.bodySet = true
 	}
 }
 
@@ -222,7 +197,7 @@ func WithDenyBody(contentType string, body []byte) Option {
 // the request's context. f runs on the request path, possibly from many
 // goroutines at once: keep it fast (log, count).
 func WithErrorHook(f func(ctx context.Context, err error)) Option {
-	return func(c *Config) { c.s.OnError = f }
+	return func(c *Config) { c.onError = f }
 }
 
 // WithClock sets the clock from which epoch X-RateLimit-Reset values are
@@ -234,7 +209,7 @@ func WithClock(clk core.Clock) Option {
 			c.fail("WithClock(nil): pass a core.Clock")
 			return
 		}
-		c.s.Clock = clk
+		c.clock = clk
 	}
 }
 
@@ -254,7 +229,7 @@ func WithInFlight(f *core.InFlight) Option {
 			c.fail("WithInFlight(nil): pass a *core.InFlight (the one the load signal reads)")
 			return
 		}
-		c.s.InFlight = f
+		c.inFlight = f
 	}
 }
 

@@ -14,7 +14,7 @@ import (
 	"github.com/limitkit/limitkit/metrics"
 )
 
-// TestReadmeListsEveryMetric keeps the README's metrics table and the
+// TestReadmeListsEveryMetric keeps the metrics table of docs/operations.md and the
 // package doc in step with what Metrics describes: names, types and labels.
 func TestReadmeListsEveryMetric(t *testing.T) {
 	ch := make(chan *prometheus.Desc, 64)
@@ -32,7 +32,7 @@ func TestReadmeListsEveryMetric(t *testing.T) {
 		slices.Sort(labels)
 		want[m[1]] = strings.Join(labels, ",")
 	}
-	readme, err := os.ReadFile("../README.md")
+	readme, err := os.ReadFile("../docs/operations.md")
 	require.NoError(t, err)
 	rowRe := regexp.MustCompile("(?m)^\\| `(limitkit_[a-z_]+)` \\| (counter|gauge|histogram) \\|([^|]*)\\|")
 	got := map[string]string{}
@@ -46,7 +46,7 @@ func TestReadmeListsEveryMetric(t *testing.T) {
 		slices.Sort(labels)
 		got[m[1]] = strings.Join(labels, ",")
 	}
-	assert.Equal(t, want, got, "README.md's metrics table")
+	assert.Equal(t, want, got, "docs/operations.md's metrics table")
 
 	doc, err := os.ReadFile("doc.go")
 	require.NoError(t, err)

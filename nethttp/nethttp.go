@@ -5,7 +5,7 @@ import (
 	"strings"
 
 	"github.com/limitkit/limitkit/core"
-	"github.com/limitkit/limitkit/internal/limitmw"
+	"github.com/limitkit/limitkit/httplimit"
 	"github.com/limitkit/limitkit/keyfuncs"
 )
 
@@ -17,8 +17,11 @@ type DenyHandler func(w http.ResponseWriter, r *http.Request, rej Rejection)
 
 // WithDenyHandler replaces the whole denial (status, body) with h, for
 // quota, no-key and store-unavailable denials alike (rej.Reason tells them
-// apart).
-func WithDenyHandler(h DenyHandler) Option { return limitmw.SetDenyHandler(h, h == nil) }
+// apart). h must not be nil. Only this package's middleware accepts it:
+// another adapter given it fails at construction, naming both packages.
+func WithDenyHandler(h DenyHandler) Option {
+	return httplimit.AdapterOption("nethttp", "WithDenyHandler", h)
+}
 
 // NewMiddleware returns the rate-limiting middleware applying l (and any
 // [WithCheck] limiters) to every request, or a configuration error naming
@@ -44,19 +47,19 @@ func WithDenyHandler(h DenyHandler) Option { return limitmw.SetDenyHandler(h, h 
 // The middleware is safe for concurrent use and never panics on a
 // request.
 func NewMiddleware(l *core.Limiter, opts ...Option) (func(http.Handler) http.Handler, error) {
-	e, cfg, err := limitmw.New("nethttp", l, opts)
+	e, err := httplimit.NewEngine("nethttp", l, opts...)
 	if err != nil {
 		return nil, err
 	}
-	deny, _ := cfg.DenyHandler.(DenyHandler)
+	deny, _ := e.AdapterValue("WithDenyHandler").(DenyHandler)
 	return func(next http.Handler) http.Handler {
 		if next == nil {
 			next = http.NotFoundHandler()
 		}
 		mux, _ := next.(*http.ServeMux)
 		h := &handler{e: e, next: next, mux: mux, deny: deny}
-		if cfg.InFlight != nil {
-			return &counted{h: h, f: cfg.InFlight}
+		if e.InFlight() != nil {
+			return &counted{h: h, f: e.InFlight()}
 		}
 		return h
 	}, nil
@@ -86,7 +89,7 @@ func New(l *core.Limiter, opts ...Option) func(http.Handler) http.Handler {
 }
 
 type handler struct {
-	e    *limitmw.Engine
+	e    *httplimit.Engine
 	next http.Handler
 	mux  *http.ServeMux
 	deny DenyHandler
@@ -101,14 +104,14 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			next = mh
 		}
 	}
-	var res limitmw.Result
+	var res httplimit.Result
 	h.e.DecideInto(r.Context(), keyfuncs.FromHTTP(r), &res)
-	if res.Action == limitmw.Skip {
+	if res.Action == httplimit.Skip {
 		next.ServeHTTP(w, r)
 		return
 	}
 	h.e.SetHTTP(&res, w.Header())
-	if res.Action == limitmw.Pass {
+	if res.Action == httplimit.Pass {
 		next.ServeHTTP(w, r)
 		return
 	}

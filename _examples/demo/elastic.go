@@ -165,7 +165,7 @@ Notes: an elastic admission is a 200 whose headers still advertise the nominal
 limit (Remaining 0); without room the rule is exactly its hard limit (same 429,
 same Retry-After). The ceiling (20 a minute here) bounds each user, the
 capacity limit (12 elastic a minute, fleet-wide on a shared store) bounds all
-users together, and neither reserves spare capacity for anyone: README
+users together, and neither reserves spare capacity for anyone: docs/algorithms.md,
 "Elastic throttling".`))
 	return nil
 }

@@ -180,7 +180,7 @@ func runOutage() (fleetRun, error) {
 }
 
 // Bounds of the comparison's policy (2,000 per minute, fleet size 4), as
-// README "Fleet mode" states them: the limit plus what GCRA refills during
+// docs/fleet.md states them: the limit plus what GCRA refills during
 // the run; write-back adds the servers' lease cap, min(1024, 2000/(4×4))
 // each; when some decisions were degraded (FailLocal, the tier's default,
 // decided them: a loaded machine missed the deadline), the FailLocal bound
@@ -269,7 +269,7 @@ func demoFleet(out io.Writer) error {
 		fmt.Fprintln(out, "A mode went over its bound in this run (see WITHIN BOUND): this machine is too loaded for the shared")
 		fmt.Fprintln(out, "store's simulated round trips, and the fail mode decided the DEGRADED requests.")
 	}
-	fmt.Fprintln(out, "Write-back trades a bounded error (README \"Fleet mode\") for far fewer round trips. With -redis the")
+	fmt.Fprintln(out, "Write-back trades a bounded error (docs/fleet.md) for far fewer round trips. With -redis the")
 	fmt.Fprintln(out, "examples run the same tier: -sync 100ms for write-back.")
 	return nil
 }

@@ -234,7 +234,7 @@ loop:
 	fmt.Fprintln(out, "GETs share one per-IP quota across paths; each logged-in endpoint and method has")
 	fmt.Fprintln(out, "its own per-user quota; a 429 carries Retry-After (seconds until the request")
 	fmt.Fprintln(out, "would be allowed). Run the same API on a framework: go run ./_examples/nethttp")
-	fmt.Fprintln(out, "(it serves the same metrics at /metrics; README \"Operating limitkit\" lists them).")
+	fmt.Fprintln(out, "(it serves the same metrics at /metrics; docs/operations.md lists them).")
 	if err := demoFleet(out); err != nil {
 		return err
 	}

@@ -25,7 +25,7 @@
 // file, and -watch 2s also reloads it when its content changes. A file
 // that does not validate is rejected with its problems logged, and the
 // rules serving keep serving; rules whose name and limits did not change
-// keep their state (README, "Rules that reload").
+// keep their state (docs/rules.md, "Rules that reload").
 package main
 
 import (

@@ -4,7 +4,7 @@ import (
 	"testing"
 
 	"github.com/limitkit/limitkit/core"
-	"github.com/limitkit/limitkit/internal/storetest"
+	"github.com/limitkit/limitkit/core/storetest"
 	"github.com/stretchr/testify/require"
 )
 

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/limitkit/limitkit/core"
-	"github.com/limitkit/limitkit/internal/storetest"
+	"github.com/limitkit/limitkit/core/storetest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )

@@ -13,8 +13,8 @@ import (
 
 	"github.com/limitkit/limitkit/core"
 	"github.com/limitkit/limitkit/core/redisstore"
+	"github.com/limitkit/limitkit/core/storetest"
 	"github.com/limitkit/limitkit/internal/redistest"
-	"github.com/limitkit/limitkit/internal/storetest"
 )
 
 type roomSignal struct{ on atomic.Bool }

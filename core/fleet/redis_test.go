@@ -8,8 +8,8 @@ import (
 
 	"github.com/limitkit/limitkit/core"
 	"github.com/limitkit/limitkit/core/redisstore"
+	"github.com/limitkit/limitkit/core/storetest"
 	"github.com/limitkit/limitkit/internal/redistest"
-	"github.com/limitkit/limitkit/internal/storetest"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 )

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/limitkit/limitkit/core"
-	"github.com/limitkit/limitkit/internal/storetest"
+	"github.com/limitkit/limitkit/core/storetest"
 )
 
 // maxBuckets is core's bound on Policy.Buckets.

@@ -13,7 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/limitkit/limitkit/core"
-	"github.com/limitkit/limitkit/internal/storetest"
+	"github.com/limitkit/limitkit/core/storetest"
 )
 
 // switchSignal is a controlled capacity signal: room while on; it counts

@@ -11,7 +11,7 @@ import (
 
 	"github.com/limitkit/limitkit/core"
 	"github.com/limitkit/limitkit/core/memstore"
-	"github.com/limitkit/limitkit/internal/storetest"
+	"github.com/limitkit/limitkit/core/storetest"
 )
 
 // TestRegistry: one name with two limits fails at NewLimiter (issue 22).

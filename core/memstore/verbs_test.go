@@ -12,7 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/limitkit/limitkit/core"
-	"github.com/limitkit/limitkit/internal/storetest"
+	"github.com/limitkit/limitkit/core/storetest"
 )
 
 var verbAlgorithms = []core.Algorithm{core.GCRA, core.TokenBucket, core.FixedWindow, core.SlidingWindowLog, core.SlidingWindowCounter}

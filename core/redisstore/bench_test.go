@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/limitkit/limitkit/core"
+	"github.com/limitkit/limitkit/core/storetest"
 	"github.com/limitkit/limitkit/internal/redistest"
-	"github.com/limitkit/limitkit/internal/storetest"
 	"github.com/redis/go-redis/v9"
 )
 

@@ -62,7 +62,7 @@ func (e *CheckError) Unwrap() error { return e.Err }
 // key's state and each key gets its full quota again), appendonly no with
 // RDB snapshots (a crash forgets what was consumed since the last
 // snapshot, up to the save interval), appendfsync no (a crash may lose
-// the last ~30 s of writes). The README's "Durability" section says what
+// the last ~30 s of writes). docs/redis.md's "Durability" section says what
 // to set.
 //
 // The first failure is returned as a *[CheckError] naming the server's

@@ -5,8 +5,8 @@ import (
 	"testing"
 
 	"github.com/limitkit/limitkit/core"
+	"github.com/limitkit/limitkit/core/storetest"
 	"github.com/limitkit/limitkit/internal/redistest"
-	"github.com/limitkit/limitkit/internal/storetest"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 )

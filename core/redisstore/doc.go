@@ -193,7 +193,7 @@
 // (TestRecoveryFollowsFailover, a 3+3 cluster, asserts at most 3 s).
 //
 // Limits are only as durable as Redis's writes: see [Store.Check], which
-// warns when persistence is off, and the README's Durability section.
+// warns when persistence is off, and the Durability section of docs/redis.md.
 //
 // # Pipelining
 //

@@ -89,7 +89,7 @@ func TestRecoveryFollowsFailover(t *testing.T) {
 // TestRecoveryAfterRestart measures how long decisions keep failing after
 // a restarted Redis answers again, once the client's pool has seen more
 // failed dials than its size: go-redis then dials only once a second
-// until one succeeds (the README states the bound of about 1 s). Each
+// until one succeeds (docs/redis.md states the bound of about 1 s). Each
 // failure during the outage is a refused dial, reported at once.
 func TestRecoveryAfterRestart(t *testing.T) {
 	srv := redistest.StartNode(t)

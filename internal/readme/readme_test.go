@@ -5,41 +5,48 @@ import (
 	"fmt"
 	"go/format"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/limitkit/limitkit/internal/modtest"
 )
 
-// snippet is one ```go block of README.md.
+// snippet is one ```go block of README.md or a docs/*.md guide.
 type snippet struct {
-	line int    // README line of the first line of code
+	file string // the Markdown file, relative to the repository root
+	line int    // line in file of the first line of code
 	vars string // the "snippet vars" comment's declarations, or ""
 	code string
+	skip string // the "snippet not compiled" comment's reason, or ""
 }
 
-var fence = regexp.MustCompile("(?ms)(?:^<!-- snippet vars: ([^\n]*?) -->\n)?^```go\n(.*?)^```")
+var fence = regexp.MustCompile("(?ms)(?:^<!-- snippet (vars|not compiled): ([^\n]*?) -->\n)?^```go\n(.*?)^```")
 
-func snippets(t *testing.T, md string) []snippet {
+func snippets(t *testing.T, file, md string) []snippet {
 	t.Helper()
 	var out []snippet
 	for _, m := range fence.FindAllStringSubmatchIndex(md, -1) {
-		s := snippet{code: md[m[4]:m[5]]}
+		s := snippet{file: file, code: md[m[6]:m[7]]}
 		if m[2] >= 0 {
-			s.vars = md[m[2]:m[3]]
+			if md[m[2]:m[3]] == "vars" {
+				s.vars = md[m[4]:m[5]]
+			} else {
+				s.skip = strings.TrimSpace(md[m[4]:m[5]])
+			}
 		}
-		s.line = strings.Count(md[:m[4]], "\n") + 1
+		s.line = strings.Count(md[:m[6]], "\n") + 1
 		out = append(out, s)
 	}
 	return out
 }
 
 // source renders snippet s as the file of package pkg. //line directives
-// make the compiler report README.md positions.
+// make the compiler report positions in the Markdown file.
 func (s snippet) source(pkg string) string {
 	if strings.HasPrefix(s.code, "package ") {
-		return fmt.Sprintf("//line README.md:%d\n%s", s.line, s.code)
+		return fmt.Sprintf("//line %s:%d\n%s", s.file, s.line, s.code)
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "package %s\n\nimport (\n", pkg)
@@ -56,82 +63,87 @@ func (s snippet) source(pkg string) string {
 		}
 	}
 	if strings.HasPrefix(s.code, "var ") {
-		fmt.Fprintf(&b, "\n//line README.md:%d\n%s", s.line, s.code)
+		fmt.Fprintf(&b, "\n//line %s:%d\n%s", s.file, s.line, s.code)
 	} else {
-		fmt.Fprintf(&b, "\nfunc snippet() {\n//line README.md:%d\n%s}\n", s.line, s.code)
+		fmt.Fprintf(&b, "\nfunc snippet() {\n//line %s:%d\n%s}\n", s.file, s.line, s.code)
 	}
 	return b.String()
 }
 
-// TestREADMESnippetsCompile writes every Go snippet of README.md into one
-// temporary module (a package per snippet) whose go.mod replaces
-// github.com/limitkit/limitkit by this checkout and pins the same
-// dependency versions, then vets it — offline (GOPROXY=off):
-// the module cache already holds everything this repository's own tests
-// build. Whole programs must also be gofmt-formatted.
+// markdownFiles are README.md and every docs/*.md guide, relative to
+// root: the files whose Go snippets must compile. A guide added to docs/
+// is covered without a change here.
+func markdownFiles(t *testing.T, root string) []string {
+	t.Helper()
+	guides, err := filepath.Glob(filepath.Join(root, "docs", "*.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	files := []string{"README.md"}
+	for _, g := range guides {
+		rel, err := filepath.Rel(root, g)
+		if err != nil {
+			t.Fatal(err)
+		}
+		files = append(files, filepath.ToSlash(rel))
+	}
+	return files
+}
+
+// TestREADMESnippetsCompile writes every Go snippet of README.md and of
+// the docs/*.md guides into one temporary module (a package per snippet)
+// whose go.mod replaces github.com/limitkit/limitkit by this checkout and
+// pins the same dependency versions, then vets it — offline
+// (GOPROXY=off): the module cache already holds everything this
+// repository's own tests build. Errors name the Markdown file and line.
+// Whole programs must also be gofmt-formatted; README.md holds exactly the
+// quick starts' whole programs.
 func TestREADMESnippetsCompile(t *testing.T) {
 	root, err := filepath.Abs("../..")
 	if err != nil {
 		t.Fatal(err)
 	}
-	md, err := os.ReadFile(filepath.Join(root, "README.md"))
-	if err != nil {
-		t.Fatal(err)
+	var ss []snippet
+	perFile := map[string]int{}
+	for _, f := range markdownFiles(t, root) {
+		md, err := os.ReadFile(filepath.Join(root, f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := snippets(t, f, string(md))
+		perFile[f] = len(got)
+		ss = append(ss, got...)
 	}
-	ss := snippets(t, string(md))
-	if len(ss) < 10 {
-		t.Fatalf("found %d Go snippets in README.md; the fence pattern is broken", len(ss))
+	if len(ss) < 15 || perFile["README.md"] < 5 || perFile["docs/recipes.md"] < 4 {
+		t.Fatalf("found Go snippets %v; the fence pattern is broken", perFile)
 	}
-	gomod, err := os.ReadFile(filepath.Join(root, "go.mod"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	mod := regexp.MustCompile(`(?m)^module .*$`).ReplaceAllString(string(gomod), "module limitkit.test/readme")
-	mod += "\nrequire github.com/limitkit/limitkit v0.0.0\n\nreplace github.com/limitkit/limitkit => " + root + "\n"
-	write(t, filepath.Join(dir, "go.mod"), mod)
-	sum, err := os.ReadFile(filepath.Join(root, "go.sum"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	write(t, filepath.Join(dir, "go.sum"), string(sum))
-	programs := 0
+	files := map[string]string{}
+	programs, skipped := 0, 0
 	for i, s := range ss {
+		if s.skip != "" {
+			skipped++
+			if len(s.skip) < 10 {
+				t.Errorf("%s:%d: a snippet left out must say why (%q)", s.file, s.line, s.skip)
+			}
+			continue
+		}
 		pkg := fmt.Sprintf("s%02d", i)
 		if strings.HasPrefix(s.code, "package ") {
-			programs++
+			if s.file == "README.md" {
+				programs++
+			}
 			if f, err := format.Source([]byte(s.code)); err != nil || !bytes.Equal(f, []byte(s.code)) {
-				t.Errorf("README.md:%d: the program is not gofmt-formatted (%v)", s.line, err)
+				t.Errorf("%s:%d: the program is not gofmt-formatted (%v)", s.file, s.line, err)
 			}
 		}
-		write(t, filepath.Join(dir, pkg, pkg+".go"), s.source(pkg))
+		files[pkg+"/"+pkg+".go"] = s.source(pkg)
 	}
 	if programs != 5 {
 		t.Errorf("README.md has %d whole programs, want the 5 quick starts", programs)
 	}
-	goBin, err := exec.LookPath("go")
-	if err != nil {
-		t.Fatalf("the go command is needed to build the snippets: %v", err)
-	}
 	// vet type-checks every package as the compiler does (an unused
 	// variable, a wrong type, a missing import fail it) without linking
-	// four programs
-	for _, args := range [][]string{{"vet", "./..."}} {
-		cmd := exec.Command(goBin, args...)
-		cmd.Dir = dir
-		cmd.Env = append(os.Environ(), "GOFLAGS=-mod=mod", "GOPROXY=off", "GOWORK=off", "GOTOOLCHAIN=local")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("go %s of the README snippets: %v\n%s", strings.Join(args, " "), err, out)
-		}
-	}
-}
-
-func write(t *testing.T, path, content string) {
-	t.Helper()
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	// the programs
+	modtest.Run(t, root, "limitkit.test/readme", files, []string{"vet", "./..."})
+	t.Logf("%d snippets compiled, %d left out with a reason", len(files), skipped)
 }

@@ -1,4 +1,4 @@
-package limitmw
+package httplimit
 
 import (
 	"context"
@@ -37,9 +37,9 @@ func directPair(t *testing.T, p core.Policy, clk core.Clock, opts []Option, own 
 	require.NoError(t, err)
 	lh, err := core.NewLimiter(hiddenStore{stores[1]}, p, core.WithClock(clk), quiet)
 	require.NoError(t, err)
-	direct, _, err = New("x", ld, append(opts[:len(opts):len(opts)], own[0]))
+	direct, err = NewEngine("x", ld, append(opts[:len(opts):len(opts)], own[0])...)
 	require.NoError(t, err)
-	viaLimiter, _, err = New("x", lh, append(opts[:len(opts):len(opts)], own[1]))
+	viaLimiter, err = NewEngine("x", lh, append(opts[:len(opts):len(opts)], own[1])...)
 	require.NoError(t, err)
 	require.NotNil(t, direct.checks[0].mem, "the engine on a memstore must call it directly")
 	require.Nil(t, viaLimiter.checks[0].mem)

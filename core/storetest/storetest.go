@@ -1,10 +1,33 @@
-// Package storetest is the conformance suite every core.Store passes: the
-// same scenarios run against the in-memory store and the Redis store (single
-// node and Cluster), so that both apply the algorithms' math identically
-// and atomically.
+// Package storetest is the conformance suite for core.Store
+// implementations: the scenarios every limitkit store passes (the
+// embedded store, the Redis store on a node and a Cluster, the fleet
+// tier), public so that a store written outside this module can be held
+// to the same contract. A store author calls [Run] from a test:
+//
+//	func TestConformance(t *testing.T) {
+//		storetest.Run(t, func(t *testing.T) core.Store {
+//			s := mystore.New()
+//			t.Cleanup(func() { s.Close() })
+//			return s
+//		}, storetest.Options{})
+//	}
+//
+// Run checks that decisions equal core's model step by step (the
+// differential, over one policy per algorithm and switch, see
+// [Policies]), that a hot key is exact under concurrency (no lost
+// update, no over-admission), that a multi-limit decision is
+// all-or-nothing, keys are isolated, hostile keys (huge, binary) are
+// harmless, a cost above capacity is never admitted, and time jumps and
+// skewed clocks stay within bounds. A store that keeps a policy registry
+// also runs [RunRegistry]; an elastic store [ElasticDrain]. [ApplyVerb]
+// and [MaxWait] are core's model of the quota verbs, for a store's
+// differential tests of Peek, Charge, Refund and Wait.
 //
 // Stores under test must honour the now argument of Take (the Redis store
-// with its client-time option).
+// with its client-time option). The suite uses testify's require and
+// assert; failures name the policy, the step and the time.
+// testdata/extstore is a store written as a module of its own that runs
+// the suite; TestExternalStore builds it.
 package storetest
 
 import (

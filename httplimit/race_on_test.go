@@ -1,5 +1,5 @@
 //go:build race
 
-package limitmw
+package httplimit
 
 const raceEnabled = true

@@ -1,4 +1,4 @@
-package limitmw
+package httplimit
 
 import (
 	"context"
@@ -19,7 +19,7 @@ func benchEngine(b *testing.B, opts ...Option) *Engine {
 	}
 	b.Cleanup(func() { _ = st.Close() })
 	l := core.MustNewLimiter(st, core.Policy{Name: "bench", Limits: []core.Limit{core.Per(1<<30, 366*24*time.Hour)}})
-	e, _, err := New("bench", l, opts)
+	e, err := NewEngine("bench", l, opts...)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -124,5 +124,47 @@ func BenchmarkEngineSetHTTP(b *testing.B) {
 	for b.Loop() {
 		clear(h)
 		e.SetHTTP(&res, h)
+	}
+}
+
+// BenchmarkDecideDirectStore measures the engine's second code path for
+// the embedded store: "direct" calls memstore.TakeTo with the engine's
+// clock reading and writes the decision into the Result; "limiter" is the
+// same decision through core.Limiter.AllowNAt on a store the engine does
+// not recognise (TestDirectTakeMatchesLimiter holds the two to the same
+// answers). The direct path stays only while this benchmark shows it
+// saving time on the adapters' hot path.
+func BenchmarkDecideDirectStore(b *testing.B) {
+	for _, hide := range []bool{false, true} {
+		name := "direct"
+		if hide {
+			name = "limiter"
+		}
+		b.Run(name, func(b *testing.B) {
+			st := memstore.MustNew()
+			b.Cleanup(func() { _ = st.Close() })
+			var store core.Store = st
+			if hide {
+				store = hiddenStore{st}
+			}
+			l := core.MustNewLimiter(store, core.Policy{Name: "bench", Limits: []core.Limit{core.Per(1<<30, 366*24*time.Hour)}})
+			e, err := NewEngine("bench", l)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if (e.checks[0].mem == nil) != hide {
+				b.Fatal("the engine took the other path")
+			}
+			r := keyfuncs.FromHTTP(benchRequest())
+			ctx := context.Background()
+			b.ReportAllocs()
+			for b.Loop() {
+				var res Result
+				e.DecideInto(ctx, r, &res)
+				if res.Action != Pass {
+					b.Fatal(res.Action)
+				}
+			}
+		})
 	}
 }

@@ -1,8 +1,4 @@
-// Package limitmw is the framework-neutral engine behind every limitkit
-// adapter: options, key assembly, the hybrid decision, and the choice of
-// response. Adapters supply a keyfuncs.Request view and write what the
-// engine decides; they hold no limiting logic.
-package limitmw
+package httplimit
 
 import (
 	"context"
@@ -71,27 +67,18 @@ type check struct {
 	body   []byte
 }
 
-// Engine applies a middleware's configuration. It is immutable after New
-// and safe for concurrent use.
+// Engine is the framework-neutral middleware every adapter runs: built
+// once by [NewEngine] from a limiter and the options, it derives each
+// request's store keys, decides, and says what to write. Adapters supply
+// a keyfuncs.Request view of their framework's request and write what
+// the engine decides; they hold no limiting logic. An Engine is immutable
+// after NewEngine and safe for concurrent use; the zero value is not
+// usable.
 type Engine struct {
 	pkg         string
 	checks      []check
 	scope       string
 	scopeFixed  bool
-	scopeFunc   func(keyfuncs.Request) string
-	skip        func(keyfuncs.Request) bool
-	cost        func(keyfuncs.Request) int64
-	noKey       NoKeyMode
-	fallback    keySpec
-	headers     HeaderSet
-	reset       ResetFormat
-	degraded    string
-	status      int
-	bodyType    string
-	body        []byte
-	bodySet     bool
-	onError     func(context.Context, error)
-	clock       core.Clock
 	ownClock    bool // clock is the primary limiter's: one read serves the decision and the headers
 	coarse      bool // clock is core.CoarseClock: called directly, not through the interface
 	policyField string
@@ -100,6 +87,7 @@ type Engine struct {
 	peer        *keyfuncs.Resolver // the default key: keys by it take the IPv4 fast path
 	cacheID     uint64             // the engine's key-cache id, 0 when its keys are not cached (see keycache.go)
 	limitText   []limitText        // every check's limit sizes, formatted once
+	cfg         Config             // the options, with defaults filled in: the fallback key, the clock
 }
 
 // limitText is a limit size and its decimal form.
@@ -108,23 +96,26 @@ type limitText struct {
 	s string
 }
 
-// New validates the options and builds an Engine. pkg names the adapter in
-// error messages ("ginlimit: WithKey(nil): ..."). The returned Config holds
-// the adapter-specific DenyHandler.
-func New(pkg string, lim *core.Limiter, opts []Option) (*Engine, *Config, error) {
+// NewEngine validates the options and builds the Engine applying lim
+// (and any [WithCheck] limiters). adapter names the adapter: it prefixes
+// every error ("ginlimit: WithKey(nil): ..."), and only options made by
+// [AdapterOption] for that name are accepted. The first mistake is
+// returned; nothing is built then.
+func NewEngine(adapter string, lim *core.Limiter, opts ...Option) (*Engine, error) {
+	pkg := adapter
 	if lim == nil {
-		return nil, nil, fmt.Errorf("%s: New: %w", pkg, errNoLimiter)
+		return nil, fmt.Errorf("%s: New: %w", pkg, errNoLimiter)
 	}
 	cfg, err := newConfig(pkg, opts)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	ownClock := cfg.clock == nil
 	if ownClock {
 		cfg.clock = lim.Clock() // epoch resets follow the limiter's clock
 	}
 	if 1+len(cfg.extra) > MaxChecks {
-		return nil, nil, fmt.Errorf("%s: %d checks, at most %d", pkg, 1+len(cfg.extra), MaxChecks)
+		return nil, fmt.Errorf("%s: %d checks, at most %d", pkg, 1+len(cfg.extra), MaxChecks)
 	}
 	peer := keyfuncs.PeerIP()
 	defKey := func(k keySpec) keySpec {
@@ -133,22 +124,10 @@ func New(pkg string, lim *core.Limiter, opts []Option) (*Engine, *Config, error)
 		}
 		return k
 	}
+	cfg.fallback = defKey(cfg.fallback)
 	e := &Engine{
+		cfg:         *cfg,
 		pkg:         pkg,
-		scopeFunc:   cfg.scopeFunc,
-		skip:        cfg.skip,
-		cost:        cfg.cost,
-		noKey:       cfg.noKey,
-		fallback:    defKey(cfg.fallback),
-		headers:     cfg.headers,
-		reset:       cfg.reset,
-		degraded:    cfg.degraded,
-		status:      cfg.status,
-		bodyType:    cfg.bodyType,
-		body:        cfg.body,
-		bodySet:     cfg.bodySet,
-		onError:     cfg.onError,
-		clock:       cfg.clock,
 		ownClock:    ownClock,
 		coarse:      cfg.clock == core.Clock(core.CoarseClock{}),
 		unavailable: respond.UnavailableBody(),
@@ -163,7 +142,7 @@ func New(pkg string, lim *core.Limiter, opts []Option) (*Engine, *Config, error)
 	seen := map[string]bool{}
 	for _, s := range specs {
 		p := s.lim.Policy()
-		c := check{lim: s.lim, key: defKey(s.key), policy: p, ids: respond.LimitIDs(p), body: respond.QuotaExceededBody(e.status, p.Name)}
+		c := check{lim: s.lim, key: defKey(s.key), policy: p, ids: respond.LimitIDs(p), body: respond.QuotaExceededBody(e.cfg.status, p.Name)}
 		c.mem, _ = s.lim.DirectStore().(*memstore.Store)
 		e.checks = append(e.checks, c)
 		if seen[p.Name] {
@@ -179,15 +158,34 @@ func New(pkg string, lim *core.Limiter, opts []Option) (*Engine, *Config, error)
 		}
 	}
 	e.policyField = string(pf)
-	if len(e.checks) == 1 && e.scopeFunc == nil && e.checks[0].key.ip == peer {
+	if len(e.checks) == 1 && e.cfg.scopeFunc == nil && e.checks[0].key.ip == peer {
 		// the store key is a function of the method, the route and the peer
 		e.cacheID = engineIDs.Add(1)
 	}
-	return e, cfg, nil
+	return e, nil
 }
 
-// Clock returns the engine's clock.
-func (e *Engine) Clock() core.Clock { return e.clock }
+// Clock returns the engine's clock: [WithClock]'s, else the primary
+// limiter's.
+func (e *Engine) Clock() core.Clock { return e.cfg.clock }
+
+// InFlight returns the [WithInFlight] counter, or nil. The adapter calls
+// its Enter before DecideInto and its Exit when the rest of the chain has
+// returned, for every request; with nil it counts nothing (and should
+// build a handler that pays nothing for it).
+func (e *Engine) InFlight() *core.InFlight { return e.cfg.inFlight }
+
+// AdapterValue returns the value of the [AdapterOption] named name given
+// to this engine (the last one, when given twice), or nil when none was.
+// NewEngine has already rejected adapter options of other adapters.
+func (e *Engine) AdapterValue(name string) any {
+	for _, a := range e.cfg.adapter {
+		if a.name == name {
+			return a.v
+		}
+	}
+	return nil
+}
 
 type keyStatus uint8
 
@@ -210,13 +208,13 @@ func (e *Engine) Decide(ctx context.Context, req keyfuncs.Request) Result {
 // not cleared again): adapters keep the Result on their stack and nothing
 // copies or clears it twice.
 func (e *Engine) DecideInto(ctx context.Context, req keyfuncs.Request, res *Result) {
-	if e.skip != nil && e.skip(req) {
+	if e.cfg.skip != nil && e.cfg.skip(req) {
 		res.Action = Skip
 		return
 	}
 	cost := int64(1)
-	if e.cost != nil {
-		if c := e.cost(req); c > 1 {
+	if e.cfg.cost != nil {
+		if c := e.cfg.cost(req); c > 1 {
 			cost = c
 		}
 	}
@@ -238,7 +236,7 @@ func (e *Engine) DecideInto(ctx context.Context, req keyfuncs.Request, res *Resu
 			if e.coarse {
 				res.now = core.CoarseClock{}.Now()
 			} else {
-				res.now = e.clock.Now()
+				res.now = e.cfg.clock.Now()
 			}
 			if c.mem == nil {
 				res.Decision, err = c.lim.AllowNAt(ctx, key, res.now, cost)
@@ -307,8 +305,8 @@ func (e *Engine) finish(ctx context.Context, res *Result, err error) {
 }
 
 func (e *Engine) report(ctx context.Context, err error) {
-	if e.onError != nil {
-		e.onError(ctx, err)
+	if e.cfg.onError != nil {
+		e.cfg.onError(ctx, err)
 	}
 }
 
@@ -323,8 +321,8 @@ func (e *Engine) appendScope(b []byte, req keyfuncs.Request) []byte {
 	if e.scopeFixed {
 		return append(b, e.scope...)
 	}
-	if e.scopeFunc != nil {
-		return append(b, e.scopeFunc(req)...)
+	if e.cfg.scopeFunc != nil {
+		return append(b, e.cfg.scopeFunc(req)...)
 	}
 	route := req.Route()
 	if route == "" {
@@ -458,14 +456,14 @@ func (e *Engine) key(ctx context.Context, c *check, req keyfuncs.Request, scope 
 	if !errors.Is(err, keyfuncs.ErrNoKey) {
 		e.report(ctx, fmt.Errorf("%s: key for policy %q: %w", e.pkg, c.policy.Name, err))
 	}
-	switch e.noKey {
+	switch e.cfg.noKey {
 	case NoKeySkip:
 		return "", keySkip, false
 	case NoKeyDeny:
 		return "", keyDeny, false
 	}
 	b = append(b[:n], fallbackPrefix...)
-	b, err = appendKey(b, e.fallback, req)
+	b, err = appendKey(b, e.cfg.fallback, req)
 	if err == nil {
 		return interned.intern(b), keyOK, false
 	}
@@ -564,26 +562,36 @@ func appendKey(b []byte, k keySpec, req keyfuncs.Request) ([]byte, error) {
 	return append(b, s...), nil
 }
 
-// Fields computes the header fields for res into f.
-func (e *Engine) Fields(res *Result, f *respond.Fields) {
+// Fields is a list of response header fields, for adapters whose
+// framework has no http.Header: [Engine.Fields] fills one, and the
+// adapter writes each field (Len and At: the name, and the value as
+// dynamic bytes or a static string, whichever At returns non-empty). The
+// zero value is empty and ready; it is meant to live on the stack for one
+// request, and its contents are valid until it is reused.
+type Fields = respond.Fields
+
+// Fields computes the header fields for res into f (which must be
+// empty): what [Engine.SetHTTP] writes, for a framework without an
+// http.Header.
+func (e *Engine) Fields(res *Result, f *Fields) {
 	if res.Action == Skip {
 		return
 	}
 	d := &res.Decision
 	hasLimit := res.decided && d.Limit.Requests > 0
-	if e.headers&HeaderXRateLimit != 0 && hasLimit {
+	if e.cfg.headers&HeaderXRateLimit != 0 && hasLimit {
 		if t := e.limitString(d.Limit.Requests); t != "" {
 			f.AddStatic(respond.HeaderLimit, t)
 		} else {
 			f.AddInt(respond.HeaderLimit, d.Limit.Requests)
 		}
 		f.AddInt(respond.HeaderRemaining, d.Remaining)
-		if e.reset == ResetDelta {
+		if e.cfg.reset == ResetDelta {
 			f.AddInt(respond.HeaderReset, respond.CeilSeconds(d.ResetAfter))
 		} else {
 			now := res.now
 			if now.IsZero() {
-				now = e.clock.Now()
+				now = e.cfg.clock.Now()
 			}
 			f.AddEpoch(respond.HeaderReset, respond.EpochSeconds(now, d.ResetAfter), now.Unix())
 		}
@@ -592,10 +600,10 @@ func (e *Engine) Fields(res *Result, f *respond.Fields) {
 	if res.Action == Deny && res.Reason != ReasonNoKey {
 		retry, hasRetry = respond.RetryAfterSeconds(d.RetryAfter)
 	}
-	if hasRetry && e.headers&HeaderRetryAfter != 0 {
+	if hasRetry && e.cfg.headers&HeaderRetryAfter != 0 {
 		f.AddInt(respond.HeaderRetryAfter, retry)
 	}
-	if e.headers&HeaderIETF != 0 {
+	if e.cfg.headers&HeaderIETF != 0 {
 		f.AddStatic(respond.HeaderPolicy, e.policyField)
 		if hasLimit {
 			t := respond.CeilSeconds(d.ResetAfter)
@@ -608,8 +616,8 @@ func (e *Engine) Fields(res *Result, f *respond.Fields) {
 			f.AddRateLimit(e.limitID(d), d.Remaining, t)
 		}
 	}
-	if res.Degraded && e.degraded != "" {
-		f.AddStatic(e.degraded, "1")
+	if res.Degraded && e.cfg.degraded != "" {
+		f.AddStatic(e.cfg.degraded, "1")
 	}
 }
 
@@ -635,19 +643,19 @@ type Triple struct {
 func (e *Engine) Triple(res *Result, t *Triple) bool {
 	d := &res.Decision
 	if res.Action != Pass || !res.decided || d.Limit.Requests <= 0 ||
-		e.headers&(HeaderXRateLimit|HeaderIETF) != HeaderXRateLimit || (res.Degraded && e.degraded != "") {
+		e.cfg.headers&(HeaderXRateLimit|HeaderIETF) != HeaderXRateLimit || (res.Degraded && e.cfg.degraded != "") {
 		return false
 	}
 	if t.Limit = e.limitString(d.Limit.Requests); t.Limit == "" {
 		return false
 	}
 	t.Remaining = d.Remaining
-	if e.reset == ResetDelta {
+	if e.cfg.reset == ResetDelta {
 		t.Reset, t.ResetN = "", respond.CeilSeconds(d.ResetAfter)
 	} else {
 		now := res.now
 		if now.IsZero() {
-			now = e.clock.Now()
+			now = e.cfg.clock.Now()
 		}
 		t.ResetN = respond.EpochSeconds(now, d.ResetAfter)
 		t.Reset = respond.EpochString(t.ResetN, now.Unix())
@@ -711,9 +719,9 @@ func (e *Engine) Reject(res *Result) Rejection {
 		r.Status, r.ContentType, r.Body = respond.NoKeyStatus, respond.ContentTypeProblem, e.noKeyBody
 		return r
 	}
-	r.Status = e.status
-	if e.bodySet {
-		r.ContentType, r.Body = e.bodyType, e.body
+	r.Status = e.cfg.status
+	if e.cfg.bodySet {
+		r.ContentType, r.Body = e.cfg.bodyType, e.cfg.body
 		return r
 	}
 	r.ContentType = respond.ContentTypeProblem

@@ -1,4 +1,4 @@
-package limitmw
+package httplimit
 
 import (
 	"hash/maphash"

@@ -1,4 +1,4 @@
-package limitmw
+package httplimit
 
 import (
 	"context"
@@ -85,7 +85,10 @@ func TestNewErrors(t *testing.T) {
 		{"bad degraded header", l, []Option{WithDegradedHeader("bad header")}, `x: WithDegradedHeader("bad header")`},
 		{"bad status", l, []Option{WithDenyStatus(200)}, "x: WithDenyStatus(200)"},
 		{"nil clock", l, []Option{WithClock(nil)}, "x: WithClock(nil)"},
-		{"nil deny handler", l, []Option{SetDenyHandler(nil, true)}, "x: WithDenyHandler(nil)"},
+		{"nil deny handler", l, []Option{AdapterOption("x", "WithDenyHandler", (func())(nil))}, "x: x.WithDenyHandler(nil)"},
+		{"nil adapter value", l, []Option{AdapterOption("x", "WithThing", nil)}, "x: x.WithThing(nil)"},
+		{"another adapter's option", l, []Option{AdapterOption("y", "WithDenyHandler", func() {})},
+			"x: y.WithDenyHandler is an option of package y, given to a x middleware: use the option of package x"},
 		{"too many checks", l, func() []Option {
 			var o []Option
 			for i := 0; i < MaxChecks; i++ {
@@ -95,7 +98,7 @@ func TestNewErrors(t *testing.T) {
 		}(), "x: 9 checks, at most 8"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, _, err := New("x", tc.lim, tc.opts)
+			_, err := NewEngine("x", tc.lim, tc.opts...)
 			require.Error(t, err)
 			assert.Contains(t, err.Error(), tc.want)
 		})
@@ -108,13 +111,14 @@ func TestNewErrors(t *testing.T) {
 func TestDefaults(t *testing.T) {
 	st := &keyStore{}
 	clk := core.NewManualClock(time.Unix(1_700_000_000, 0))
-	e, cfg, err := New("x", limiter(t, st, "p"), []Option{WithClock(clk)})
+	e, err := NewEngine("x", limiter(t, st, "p"), WithClock(clk))
 	require.NoError(t, err)
-	assert.Nil(t, cfg.DenyHandler)
-	assert.Equal(t, HeaderXRateLimit|HeaderRetryAfter, e.headers)
-	assert.Equal(t, ResetEpoch, e.reset)
-	assert.Equal(t, NoKeyFallback, e.noKey)
-	assert.Equal(t, http.StatusTooManyRequests, e.status)
+	assert.Nil(t, e.AdapterValue("WithDenyHandler"))
+	assert.Nil(t, e.InFlight())
+	assert.Equal(t, HeaderXRateLimit|HeaderRetryAfter, e.cfg.headers)
+	assert.Equal(t, ResetEpoch, e.cfg.reset)
+	assert.Equal(t, NoKeyFallback, e.cfg.noKey)
+	assert.Equal(t, http.StatusTooManyRequests, e.cfg.status)
 	assert.Equal(t, core.Clock(clk), e.Clock())
 
 	res := e.Decide(context.Background(), httpReq("GET", "GET /users/{id}", "[2001:db8::1]:9"))
@@ -134,7 +138,7 @@ func TestDefaults(t *testing.T) {
 
 func TestScope(t *testing.T) {
 	st := &keyStore{}
-	e, _, err := New("x", limiter(t, st, "p"), nil)
+	e, err := NewEngine("x", limiter(t, st, "p"))
 	require.NoError(t, err)
 	for _, tc := range []struct {
 		method, route, want string
@@ -170,11 +174,11 @@ func TestScope(t *testing.T) {
 		e.Decide(context.Background(), routerReq{httpReq(tc.method, tc.route, "203.0.113.7:1"), tc.any})
 		assert.Equal(t, tc.want, st.last(), "%s %s", tc.method, tc.route)
 	}
-	fixed, _, err := New("x", limiter(t, st, "p"), []Option{WithScope("shared")})
+	fixed, err := NewEngine("x", limiter(t, st, "p"), WithScope("shared"))
 	require.NoError(t, err)
 	fixed.Decide(context.Background(), httpReq("GET", "/a", "203.0.113.7:1"))
 	assert.Equal(t, "shared|203.0.113.7", st.last())
-	fn, _, err := New("x", limiter(t, st, "p"), []Option{WithScopeFunc(func(r keyfuncs.Request) string { return "fn:" + r.Method() })})
+	fn, err := NewEngine("x", limiter(t, st, "p"), WithScopeFunc(func(r keyfuncs.Request) string { return "fn:" + r.Method() }))
 	require.NoError(t, err)
 	fn.Decide(context.Background(), httpReq("PUT", "/a", "203.0.113.7:1"))
 	assert.Equal(t, "fn:PUT|203.0.113.7", st.last())
@@ -183,7 +187,7 @@ func TestScope(t *testing.T) {
 func TestLongKeyIsBounded(t *testing.T) {
 	st := &keyStore{}
 	long := strings.Repeat("k", 10_000)
-	e, _, err := New("x", limiter(t, st, "p"), []Option{WithKey(func(keyfuncs.Request) (string, error) { return long, nil })})
+	e, err := NewEngine("x", limiter(t, st, "p"), WithKey(func(keyfuncs.Request) (string, error) { return long, nil }))
 	require.NoError(t, err)
 	e.Decide(context.Background(), httpReq("GET", "GET /a", "203.0.113.7:1"))
 	assert.Equal(t, "GET /a|"+keyfuncs.Bound(long), st.last())
@@ -198,7 +202,7 @@ func TestCostAtLeastOne(t *testing.T) {
 	for _, tc := range []struct {
 		cost, remaining int64
 	}{{-5, 9}, {0, 8}, {1, 7}, {3, 4}, {2, 2}} { // 2: the boundary of "at least one"
-		e, _, err := New("x", l, []Option{WithCost(func(keyfuncs.Request) int64 { return tc.cost })})
+		e, err := NewEngine("x", l, WithCost(func(keyfuncs.Request) int64 { return tc.cost }))
 		require.NoError(t, err)
 		res := e.Decide(context.Background(), httpReq("GET", "/a", "203.0.113.7:1"))
 		assert.Equal(t, tc.remaining, res.Decision.Remaining, "cost %d", tc.cost)
@@ -208,10 +212,10 @@ func TestCostAtLeastOne(t *testing.T) {
 func TestNoKeyFallbackFails(t *testing.T) {
 	st := &keyStore{}
 	var errs []error
-	e, _, err := New("x", limiter(t, st, "p"), []Option{
+	e, err := NewEngine("x", limiter(t, st, "p"),
 		WithFallbackKey(func(keyfuncs.Request) (string, error) { return "", errors.New("broken") }),
 		WithErrorHook(func(_ context.Context, err error) { errs = append(errs, err) }),
-	})
+	)
 	require.NoError(t, err)
 	// the default key (peer IP) finds nothing on a unix-socket peer, the
 	// fallback fails: denied, never let through unlimited
@@ -272,7 +276,7 @@ func TestDecideAllocs(t *testing.T) {
 	ms := memstore.MustNew()
 	defer ms.Close()
 	l := core.MustNewLimiter(ms, core.Policy{Name: "a", Limits: []core.Limit{core.Per(1<<30, 24*time.Hour)}})
-	e, _, err := New("x", l, nil)
+	e, err := NewEngine("x", l)
 	require.NoError(t, err)
 	req := httpReq("GET", "GET /a", "203.0.113.7:1")
 	ctx := context.Background()
@@ -293,7 +297,7 @@ func FuzzDecide(f *testing.F) {
 	st := &keyStore{}
 	hk, err := keyfuncs.Header("X-Key")
 	require.NoError(f, err)
-	e, _, err := New("x", limiter(f, st, "p"), []Option{WithKey(hk)})
+	e, err := NewEngine("x", limiter(f, st, "p"), WithKey(hk))
 	require.NoError(f, err)
 	f.Fuzz(func(t *testing.T, peer, method, key string) {
 		r, _ := http.NewRequest(http.MethodGet, "http://example.com/x", nil)
@@ -321,7 +325,7 @@ func TestUnixSocketPeerIsNotAQuotaDenial(t *testing.T) {
 			st := &keyStore{}
 			var errs []error
 			opts := append(opts, WithErrorHook(func(_ context.Context, err error) { errs = append(errs, err) }))
-			e, _, err := New("x", limiter(t, st, "p"), opts)
+			e, err := NewEngine("x", limiter(t, st, "p"), opts...)
 			require.NoError(t, err)
 			res := e.Decide(context.Background(), httpReq("GET", "/a", peer))
 			require.Equal(t, Deny, res.Action, "peer %q", peer)
@@ -345,7 +349,7 @@ func TestUnixSocketPeerIsNotAQuotaDenial(t *testing.T) {
 		}
 	}
 	// the quota denial keeps its configured status and body
-	e, _, err := New("x", limiter(t, &keyStore{}, "p"), []Option{WithDenyStatus(503), WithDenyBody("text/plain", []byte("slow down"))})
+	e, err := NewEngine("x", limiter(t, &keyStore{}, "p"), WithDenyStatus(503), WithDenyBody("text/plain", []byte("slow down")))
 	require.NoError(t, err)
 	rej := e.Reject(&Result{Action: Deny, Reason: ReasonLimited, Decision: core.Decision{Policy: "p", RetryAfter: time.Second}})
 	assert.Equal(t, 503, rej.Status)
@@ -358,7 +362,7 @@ func TestNoKeyDenyStatus(t *testing.T) {
 	st := &keyStore{}
 	apiKey, err := keyfuncs.Header("X-API-Key")
 	require.NoError(t, err)
-	e, _, err := New("x", limiter(t, st, "p"), []Option{WithKey(apiKey), WithNoKey(NoKeyDeny)})
+	e, err := NewEngine("x", limiter(t, st, "p"), WithKey(apiKey), WithNoKey(NoKeyDeny))
 	require.NoError(t, err)
 	res := e.Decide(context.Background(), httpReq("GET", "/a", "203.0.113.7:1"))
 	require.Equal(t, ReasonNoKey, res.Reason)
@@ -387,7 +391,7 @@ func TestFailLocalDenialIsALimit(t *testing.T) {
 	for _, allowed := range []bool{true, false} {
 		l, err := core.NewLimiter(localFallbackStore{allowed: allowed}, core.Policy{Name: "p", FailMode: core.FailLocal, Limits: []core.Limit{core.PerMinute(10)}})
 		require.NoError(t, err)
-		e, _, err := New("x", l, []Option{WithErrorHook(func(context.Context, error) {})})
+		e, err := NewEngine("x", l, WithErrorHook(func(context.Context, error) {}))
 		require.NoError(t, err)
 		res := e.Decide(context.Background(), httpReq("GET", "/a", "203.0.113.7:1"))
 		if allowed {
@@ -403,7 +407,7 @@ func TestFailLocalDenialIsALimit(t *testing.T) {
 	// FailClosed stays 503
 	l, err := core.NewLimiter(&failingStore{}, core.Policy{Name: "p", FailMode: core.FailClosed, Limits: []core.Limit{core.PerMinute(10)}})
 	require.NoError(t, err)
-	e, _, err := New("x", l, []Option{WithErrorHook(func(context.Context, error) {})})
+	e, err := NewEngine("x", l, WithErrorHook(func(context.Context, error) {}))
 	require.NoError(t, err)
 	res := e.Decide(context.Background(), httpReq("GET", "/a", "203.0.113.7:1"))
 	assert.Equal(t, ReasonUnavailable, res.Reason)
