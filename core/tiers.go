@@ -136,3 +136,12 @@ func (t *Tiers) Limiters() []*Limiter {
 func (t *Tiers) AllowN(ctx context.Context, tier, key string, cost int64) (Decision, error) {
 	return t.Select(tier, key).AllowN(ctx, key, cost)
 }
+
+// HasVerbs reports whether the Limiter's store implements the quota verbs
+// ([VerbStore]: Peek, Reset, Charge, Refund), so that a caller that needs
+// them (a middleware counting by outcome) can refuse a configuration at
+// start-up rather than fail on every request.
+func (l *Limiter) HasVerbs() bool {
+	_, ok := l.store.(VerbStore)
+	return ok
+}

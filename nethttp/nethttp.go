@@ -109,6 +109,10 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	h.e.SetHTTP(&res, w.Header())
 	if res.Action == limitmw.Pass {
+		if h.e.CountsOutcome() {
+			serveCounted(h.e, &res, next, w, r)
+			return
+		}
 		next.ServeHTTP(w, r)
 		return
 	}

@@ -58,7 +58,13 @@ func NetHTTP() Harness {
 		Build: func(app App) (Client, error) {
 			mux := http.NewServeMux()
 			for _, rt := range app.Routes {
-				var h http.Handler = http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) })
+				var h http.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+					if code := replyStatus(r.Header.Get(ReplyStatus)); code != 0 {
+						w.WriteHeader(code)
+						return
+					}
+					_, _ = w.Write([]byte("ok"))
+				})
 				if rt.Mw != nil {
 					mw, err := nethttp.NewMiddleware(rt.Mw.Limiter, rt.Mw.Opts...)
 					if err != nil {
@@ -120,7 +126,13 @@ func Gin() Harness {
 					}
 					hs = append(hs, mw)
 				}
-				hs = append(hs, func(c *gin.Context) { c.String(http.StatusOK, "ok") })
+				hs = append(hs, func(c *gin.Context) {
+					if code := replyStatus(c.GetHeader(ReplyStatus)); code != 0 {
+						c.Status(code)
+						return
+					}
+					c.String(http.StatusOK, "ok")
+				})
 				switch rt.Method {
 				case AnyMethod:
 					r.Any(rt.Path, hs...)
@@ -165,7 +177,14 @@ func Echo() Harness {
 					}
 					mws = append(mws, mw)
 				}
-				ok := func(c echo.Context) error { return c.String(http.StatusOK, "ok") }
+				ok := func(c echo.Context) error {
+					if code := replyStatus(c.Request().Header.Get(ReplyStatus)); code >= 400 {
+						return echo.NewHTTPError(code) // written by echo's error handler
+					} else if code != 0 {
+						return c.NoContent(code)
+					}
+					return c.String(http.StatusOK, "ok")
+				}
 				switch rt.Method {
 				case AnyMethod:
 					e.Any(rt.Path, ok, mws...)
@@ -211,7 +230,14 @@ func Fiber() Harness {
 					}
 					hs = append(hs, mw)
 				}
-				hs = append(hs, func(c *fiber.Ctx) error { return c.SendString("ok") })
+				hs = append(hs, func(c *fiber.Ctx) error {
+					if code := replyStatus(c.Get(ReplyStatus)); code >= 400 {
+						return fiber.NewError(code) // written by fiber's error handler
+					} else if code != 0 {
+						return c.SendStatus(code)
+					}
+					return c.SendString("ok")
+				})
 				switch rt.Method {
 				case AnyMethod:
 					a.All(rt.Path, hs...)

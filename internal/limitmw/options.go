@@ -86,6 +86,7 @@ type Config struct {
 	bodySet   bool
 	onError   func(ctx context.Context, err error)
 	clock     core.Clock
+	pol       mwconf.Policies
 	// DenyHandler is the adapter-specific custom denial handler, or nil.
 	DenyHandler any
 	// InFlight is the counter the adapter keeps around the request
@@ -142,6 +143,7 @@ func newConfig(pkg string, opts []Option) (*Config, error) {
 		clock:       s.Clock,
 		DenyHandler: s.DenyHandler,
 		InFlight:    s.InFlight,
+		pol:         s.Policies,
 	}
 	for _, c := range s.Extra {
 		cfg.extra = append(cfg.extra, checkSpec{lim: c.Lim, key: key(c.Key)})

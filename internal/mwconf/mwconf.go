@@ -51,6 +51,8 @@ type Settings struct {
 	InFlight *core.InFlight
 	// DenyHandler is the adapter-specific denial handler, or nil.
 	DenyHandler any
+	// Policies holds WithTiers, WithOverrides and WithOutcome.
+	Policies
 	// Errs are the configuration mistakes, in option order.
 	Errs []error
 }
@@ -58,3 +60,20 @@ type Settings struct {
 // Of returns the Settings inside cfg, an *httplimit.Config; installed by
 // package httplimit at init.
 var Of func(cfg any) *Settings
+
+// Policies are the settings of the policies teams write (issue 26):
+// limits chosen per request and counting by outcome.
+type Policies struct {
+	// Tier reads the request's tier (WithTiers), or nil.
+	Tier keyfuncs.Func
+	// Tiers maps a tier to its limiter (WithTiers).
+	Tiers map[string]*core.Limiter
+	// Overrides maps a client key to its limiter (WithOverrides).
+	Overrides map[string]*core.Limiter
+	// Count reports whether a response status counts (WithOutcome); nil:
+	// every request counts at the decision.
+	Count func(status int) bool
+	// ResetOnSuccess and ChargeFirst are WithOutcome's.
+	ResetOnSuccess bool
+	ChargeFirst    bool
+}
