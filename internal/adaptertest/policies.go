@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -185,4 +186,44 @@ var policyScenarios = []scenario{
 				Keys: []string{"peek:" + ka, "peek:" + ki}},
 		})
 	}},
+}
+
+// ReplyForm is the request header naming a form field the suite's routes
+// answer with ("form:<value>", as the framework's own form parsing reads
+// it), to show that a key function that read the body left it whole.
+const ReplyForm = "X-Reply-Form"
+
+func form(target, peer, body string, kv ...string) Request {
+	r := method(http.MethodPost, target, peer, append([]string{"Content-Type", "application/x-www-form-urlencoded"}, kv...)...)
+	r.Body = body
+	return r
+}
+
+func init() {
+	scenarios = append(scenarios, scenario{"FormFieldKey", func(t *testing.T, h Harness, env *Env) {
+		user, err := keyfuncs.FormField("username")
+		if err != nil {
+			t.Fatal(err)
+		}
+		l := env.Limiter(t, policy("login", core.PerMinute(2)))
+		c := build(t, h, App{Routes: []Route{{Method: "POST", Path: "/login", Mw: mw(l, httplimit.WithClock(env.Clock),
+			httplimit.WithKey(user), httplimit.WithNoKey(httplimit.NoKeyDeny))}}})
+		scope := h.Scope("POST", "/login")
+		ka, kb := "login#"+scope+"|alice", "login#"+scope+"|bob"
+		big := "username=carol&pad=" + strings.Repeat("x", keyfuncs.MaxFormBody)
+		Play(t, env, c, []Step{
+			// keyed by the username; the handler still reads the form
+			{Req: form("/login", Peer1, "username=alice&password=x", ReplyForm, "password"), Status: 200, Body: "form:x", Header: XRL(2, 1, 30*time.Second), Keys: []string{ka}},
+			{Req: form("/login", Peer1, "password=y&username=alice", ReplyForm, "username"), Status: 200, Body: "form:alice", Header: XRL(2, 0, 60*time.Second), Keys: []string{ka}},
+			{Req: form("/login", Peer1, "username=alice"), Status: 429, Problem: "login", Header: XRL(2, 0, 60*time.Second).With("Retry-After", "30"), Keys: []string{ka}},
+			// another username from the same peer has its own quota
+			{Req: form("/login", Peer1, "username=bob", ReplyForm, "username"), Status: 200, Body: "form:bob", Header: XRL(2, 1, 30*time.Second), Keys: []string{kb}},
+			// no field, a body over MaxFormBody, malformed encoding, another
+			// content type: no key (here: denied, 403)
+			{Req: form("/login", Peer1, "password=x"), Status: 403, Body: NoKeyBody},
+			{Req: form("/login", Peer1, big), Status: 403, Body: NoKeyBody},
+			{Req: form("/login", Peer1, "username=%zz"), Status: 403, Body: NoKeyBody},
+			{Req: method(http.MethodPost, "/login", Peer1, "Content-Type", "application/json"), Status: 403, Body: NoKeyBody},
+		})
+	}})
 }
