@@ -38,12 +38,16 @@ func NewDispatch[M any](a *App, newMW func(*core.Limiter, ...nethttp.Option) (M,
 func newDispatch[M any](a *App, build func(*rules.Rule, *core.Limiter, []nethttp.Option) (M, error)) (*Dispatch[M], error) {
 	a.reload.mu.Lock()
 	defer a.reload.mu.Unlock()
-	f := func(r *rules.Rule, l *core.Limiter) (any, error) {
+	f := func(r *rules.Rule, ls rules.Limiters) (any, error) {
 		opts, err := a.Options(r)
 		if err != nil {
 			return nil, err
 		}
-		return build(r, l, opts)
+		more, err := a.policyOptions(r, ls)
+		if err != nil {
+			return nil, err
+		}
+		return build(r, ls.Default, append(opts, more...))
 	}
 	if !a.reload.build.CompareAndSwap(nil, &f) {
 		return nil, errors.New("exampleapp: the App already has a dispatcher (HTTPHandler or NewDispatch): build one per App")
@@ -58,12 +62,12 @@ func newDispatch[M any](a *App, build func(*rules.Rule, *core.Limiter, []nethttp
 
 // buildHandler is the rules.Live build function: the dispatcher's, or
 // nothing before there is one.
-func (a *App) buildHandler(r *rules.Rule, l *core.Limiter) (any, error) {
+func (a *App) buildHandler(r *rules.Rule, ls rules.Limiters) (any, error) {
 	f := a.reload.build.Load()
 	if f == nil {
 		return nil, nil
 	}
-	return (*f)(r, l)
+	return (*f)(r, ls)
 }
 
 // Acquire returns the rules snapshot serving now; the caller must Release

@@ -325,7 +325,7 @@ func New(cfg Config, opts ...Option) (*App, error) {
 		a.Close()
 		return nil, err
 	}
-	if a.live, err = rules.NewLive(a.Store, a.Rules, a.buildHandler, lopts...); err != nil {
+	if a.live, err = rules.NewLiveWith(a.Store, a.Rules, a.buildHandler, lopts...); err != nil {
 		a.Close()
 		return nil, err
 	}
@@ -419,25 +419,14 @@ func (a *App) CurrentRules() *rules.Set { return a.live.Current() }
 // the result suits nethttp, ginlimit, echolimit and fiberlimit alike.
 func (a *App) Options(r *rules.Rule) ([]nethttp.Option, error) {
 	opts := []nethttp.Option{nethttp.WithScope(r.Name), nethttp.WithDegradedHeader(DegradedHeader), nethttp.WithInFlight(&a.InFlight)}
-	switch r.Key.Kind {
-	case rules.KeyIP:
+	if r.Key.Kind == rules.KeyIP {
 		opts = append(opts, nethttp.WithIPKey(a.IP))
-	case rules.KeyUser:
-		opts = append(opts, nethttp.WithKey(a.Principal))
-	case rules.KeyAPIKey:
-		k, err := keyfuncs.APIKey("X-API-Key", "")
+	} else {
+		k, err := a.keyFunc(r.Key)
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("exampleapp: rule %q: %w", r.Name, err)
 		}
 		opts = append(opts, nethttp.WithKey(k))
-	case rules.KeyHeader:
-		k, err := keyfuncs.Header(r.Key.Header)
-		if err != nil {
-			return nil, err
-		}
-		opts = append(opts, nethttp.WithKey(k))
-	default:
-		return nil, fmt.Errorf("exampleapp: rule %q: unsupported key %s", r.Name, r.Key)
 	}
 	// Without a key (an identity that vanished between match and decision,
 	// a missing header) the adapter falls back to the client IP.

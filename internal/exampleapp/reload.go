@@ -15,7 +15,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/limitkit/limitkit/core"
 	"github.com/limitkit/limitkit/core/memstore"
 	"github.com/limitkit/limitkit/rules"
 )
@@ -42,7 +41,7 @@ type reloadState struct {
 	logSet  bool
 	sum     [sha256.Size]byte // of the content last applied or rejected
 	readErr string            // the last read error logged by the watcher
-	build   atomic.Pointer[func(*rules.Rule, *core.Limiter) (any, error)]
+	build   atomic.Pointer[func(*rules.Rule, rules.Limiters) (any, error)]
 	notify  func(trigger string, ch rules.Change, err error) // tests: after each attempt
 }
 
