@@ -38,8 +38,9 @@ func WithDenyHandler(h DenyHandler) Option { return limitmw.SetDenyHandler(h, h 
 // calls the handler the mux named itself rather than the mux, which would
 // only look the route up again (it answers the same: see direct). Other routers (chi, gorilla) decide routes after their
 // middleware runs: there the route is unknown ("" scope, one quota per
-// client across the routes) unless [WithScopeFunc] or [WithScope] says
-// otherwise, or the middleware is attached per route.
+// client across the routes) unless [WithRoute] asks the router for it
+// (chi: Mux.Find; see _examples/chi), [WithScopeFunc] or [WithScope]
+// says otherwise, or the middleware is attached per route.
 //
 // The middleware is safe for concurrent use and never panics on a
 // request.
@@ -49,12 +50,13 @@ func NewMiddleware(l *core.Limiter, opts ...Option) (func(http.Handler) http.Han
 		return nil, err
 	}
 	deny, _ := cfg.DenyHandler.(DenyHandler)
+	route, _ := cfg.Route.(func(*http.Request) string)
 	return func(next http.Handler) http.Handler {
 		if next == nil {
 			next = http.NotFoundHandler()
 		}
 		mux, _ := next.(*http.ServeMux)
-		h := &handler{e: e, next: next, mux: mux, deny: deny}
+		h := &handler{e: e, next: next, mux: mux, deny: deny, route: route}
 		if cfg.InFlight != nil {
 			return &counted{h: h, f: cfg.InFlight}
 		}
@@ -86,10 +88,11 @@ func New(l *core.Limiter, opts ...Option) func(http.Handler) http.Handler {
 }
 
 type handler struct {
-	e    *limitmw.Engine
-	next http.Handler
-	mux  *http.ServeMux
-	deny DenyHandler
+	e     *limitmw.Engine
+	next  http.Handler
+	mux   *http.ServeMux
+	deny  DenyHandler
+	route func(*http.Request) string // WithRoute, or nil
 }
 
 func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -102,7 +105,11 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	var res limitmw.Result
-	h.e.DecideInto(r.Context(), keyfuncs.FromHTTP(r), &res)
+	if h.route != nil && r.Pattern == "" {
+		h.e.DecideInto(r.Context(), routedRequest{keyfuncs.FromHTTP(r), h.route(r)}, &res)
+	} else {
+		h.e.DecideInto(r.Context(), keyfuncs.FromHTTP(r), &res)
+	}
 	if res.Action == limitmw.Skip {
 		next.ServeHTTP(w, r)
 		return

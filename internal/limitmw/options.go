@@ -89,6 +89,9 @@ type Config struct {
 	pol       mwconf.Policies
 	// DenyHandler is the adapter-specific custom denial handler, or nil.
 	DenyHandler any
+	// Route is the adapter-specific route resolver (nethttp.WithRoute),
+	// or nil.
+	Route any
 	// InFlight is the counter the adapter keeps around the request
 	// (httplimit.WithInFlight), or nil: adapters then build their plain
 	// handler, which pays nothing for it.
@@ -144,6 +147,7 @@ func newConfig(pkg string, opts []Option) (*Config, error) {
 		DenyHandler: s.DenyHandler,
 		InFlight:    s.InFlight,
 		pol:         s.Policies,
+		Route:       s.Route,
 	}
 	for _, c := range s.Extra {
 		cfg.extra = append(cfg.extra, checkSpec{lim: c.Lim, key: key(c.Key)})

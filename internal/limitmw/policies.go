@@ -2,10 +2,12 @@ package limitmw
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/limitkit/limitkit/core"
 	"github.com/limitkit/limitkit/core/memstore"
+	"github.com/limitkit/limitkit/httplimit"
 	"github.com/limitkit/limitkit/internal/mwconf"
 	"github.com/limitkit/limitkit/internal/respond"
 	"github.com/limitkit/limitkit/keyfuncs"
@@ -95,6 +97,18 @@ func (e *Engine) initPolicies(p mwconf.Policies) error {
 	}
 	e.pol = pol
 	return nil
+}
+
+// SetRoute is used by nethttp's WithRoute: f must not be nil.
+func SetRoute(f any, isNil bool) Option {
+	return func(c *httplimit.Config) {
+		s := mwconf.Of(c)
+		if isNil {
+			s.Errs = append(s.Errs, errors.New("WithRoute(nil): pass the function that returns the route pattern the router will match"))
+			return
+		}
+		s.Route = f
+	}
 }
 
 // tierCheck is the tier's or override's check of the named policy, or nil.

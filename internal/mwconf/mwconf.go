@@ -53,6 +53,8 @@ type Settings struct {
 	DenyHandler any
 	// Policies holds WithTiers, WithOverrides and WithOutcome.
 	Policies
+	// Route is the adapter-specific route resolver (nethttp.WithRoute), or nil.
+	Route any
 	// Errs are the configuration mistakes, in option order.
 	Errs []error
 }
