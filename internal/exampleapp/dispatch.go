@@ -39,15 +39,11 @@ func newDispatch[M any](a *App, build func(*rules.Rule, *core.Limiter, []nethttp
 	a.reload.mu.Lock()
 	defer a.reload.mu.Unlock()
 	f := func(r *rules.Rule, ls rules.Limiters) (any, error) {
-		opts, err := a.Options(r)
+		opts, err := a.Options(r, ls)
 		if err != nil {
 			return nil, err
 		}
-		more, err := a.policyOptions(r, ls)
-		if err != nil {
-			return nil, err
-		}
-		return build(r, ls.Default, append(opts, more...))
+		return build(r, ls.Default, opts)
 	}
 	if !a.reload.build.CompareAndSwap(nil, &f) {
 		return nil, errors.New("exampleapp: the App already has a dispatcher (HTTPHandler or NewDispatch): build one per App")

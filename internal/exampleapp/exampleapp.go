@@ -65,6 +65,7 @@ import (
 	"github.com/limitkit/limitkit/metrics"
 	"github.com/limitkit/limitkit/nethttp"
 	"github.com/limitkit/limitkit/rules"
+	"github.com/limitkit/limitkit/rules/serve"
 )
 
 // Environment variables the examples read.
@@ -375,24 +376,9 @@ func (a *App) Caller(r keyfuncs.Request) string {
 }
 
 // RoutePath turns a framework's route pattern into the path form rules
-// match: net/http's "GET host/api1" becomes "/api1"; an empty route falls
-// back to path.
-func RoutePath(route, path string) string {
-	if i := strings.IndexByte(route, ' '); i >= 0 {
-		route = strings.TrimLeft(route[i+1:], " ")
-	}
-	if route != "" && route[0] != '/' {
-		if i := strings.IndexByte(route, '/'); i >= 0 {
-			route = route[i:] // drop a host
-		} else {
-			route = ""
-		}
-	}
-	if route == "" {
-		return path
-	}
-	return route
-}
+// match (serve.RoutePath): net/http's "GET host/api1" becomes "/api1";
+// an empty route falls back to path.
+func RoutePath(route, path string) string { return serve.RoutePath(route, path) }
 
 // Rule returns the rule of the set serving now ([App.CurrentRules]) for a
 // request whose framework matched route (empty when unknown), or nil.
@@ -413,25 +399,18 @@ func (a *App) match(set *rules.Set, r keyfuncs.Request, route string) *rules.Rul
 // CurrentRules returns the rule set serving new requests.
 func (a *App) CurrentRules() *rules.Set { return a.live.Current() }
 
-// Options returns the adapter options for rule r: its key function, its
-// scope (the rule name), and [DegradedHeader] on requests admitted while
-// the store fails. Every adapter's Option is the same type, so
-// the result suits nethttp, ginlimit, echolimit and fiberlimit alike.
-func (a *App) Options(r *rules.Rule) ([]nethttp.Option, error) {
-	opts := []nethttp.Option{nethttp.WithScope(r.Name), nethttp.WithDegradedHeader(DegradedHeader), nethttp.WithInFlight(&a.InFlight)}
-	if r.Key.Kind == rules.KeyIP {
-		opts = append(opts, nethttp.WithIPKey(a.IP))
-	} else {
-		k, err := a.keyFunc(r.Key)
-		if err != nil {
-			return nil, fmt.Errorf("exampleapp: rule %q: %w", r.Name, err)
-		}
-		opts = append(opts, nethttp.WithKey(k))
+// Options returns the adapter options for rule r on the limiters ls of
+// its snapshot: what the rule asks for (serve.RuleOptions: its scope, the
+// rule name; its key function; its tiers, overrides, also: checks and
+// counting by outcome), and [DegradedHeader] on requests admitted while
+// the store fails. Every adapter's Option is the same type, so the result
+// suits nethttp, ginlimit, echolimit and fiberlimit alike.
+func (a *App) Options(r *rules.Rule, ls rules.Limiters) ([]nethttp.Option, error) {
+	opts, err := serve.RuleOptions(r, ls, a.Identity())
+	if err != nil {
+		return nil, fmt.Errorf("exampleapp: %w", err)
 	}
-	// Without a key (an identity that vanished between match and decision,
-	// a missing header) the adapter falls back to the client IP.
-	opts = append(opts, nethttp.WithFallbackKey(a.IP.Key))
-	return opts, nil
+	return append(opts, nethttp.WithDegradedHeader(DegradedHeader), nethttp.WithInFlight(&a.InFlight)), nil
 }
 
 // Reply is the JSON body the example API answers with.
