@@ -2,6 +2,7 @@ package grpclimit
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -74,11 +75,15 @@ type Interceptor struct {
 // ("/grpc.health.v1.Health/") and reflection ("/grpc.reflection.") are
 // never limited. The HTTP-only options [httplimit.WithDenyStatus],
 // [httplimit.WithDenyBody] and [httplimit.WithDegradedHeader] have no
-// effect here.
+// effect here; [httplimit.WithTiers] and [httplimit.WithOverrides] apply
+// as on HTTP, and [httplimit.WithOutcome] (an HTTP status) is refused.
 func New(l *core.Limiter, opts ...Option) (*Interceptor, error) {
 	e, cfg, err := limitmw.New("grpclimit", l, opts)
 	if err != nil {
 		return nil, err
+	}
+	if e.CountsOutcome() {
+		return nil, errors.New("grpclimit: WithOutcome counts HTTP statuses, which a gRPC call has none of; leave it out (every call counts)")
 	}
 	return &Interceptor{e: e, inFlight: cfg.InFlight}, nil
 }

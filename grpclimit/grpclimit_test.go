@@ -519,3 +519,11 @@ func TestFailOpenAdmits(t *testing.T) {
 		t.Fatalf("error hook saw %d failures, want 3", hooked.Load())
 	}
 }
+
+func TestNewRefusesOutcome(t *testing.T) {
+	l := core.MustNewLimiter(memstore.MustNew(), core.Policy{Name: "x", Limits: []core.Limit{core.PerMinute(1)}})
+	_, err := grpclimit.New(l, httplimit.WithOutcome(httplimit.Outcome{Count: httplimit.StatusIn(401)}))
+	if err == nil || !strings.Contains(err.Error(), "grpclimit: WithOutcome") {
+		t.Fatalf("New with WithOutcome: %v", err)
+	}
+}

@@ -38,7 +38,8 @@ func WithTiers(tier keyfuncs.Func, tiers map[string]*core.Limiter) Option {
 
 // WithOverrides gives individual clients their own limiter: a request
 // whose client key — what New's key function ([WithKey]) returns for it,
-// before any hashing of over-long keys — is one of overrides' keys is
+// as it enters the store key (longer than 256 bytes: hashed by
+// keyfuncs.Bound) — is one of overrides' keys is
 // decided by that limiter, whatever its tier. Use it for a named
 // customer's contract (its API key gets 50,000 a minute). Each limiter
 // must have its own policy name, as for [WithTiers]; at most
