@@ -372,7 +372,7 @@ func (l *Live[H]) compile(set *Set, prev *Snapshot[H]) (*Snapshot[H], Change, []
 				} else {
 					ch.Unchanged++
 				}
-			default:
+			case i < len(set.rules)+len(set.descriptors): // a rule's added policies are counted with it
 				ch.Unchanged++
 			}
 		}
@@ -403,7 +403,7 @@ func limitsText(p *core.Policy) string { return p.StateString() }
 // alike.
 func sameMatch(a, b *Rule) bool {
 	return a.Route == b.Route && slices.Equal(a.Methods, b.Methods) && a.Identity == b.Identity && a.Key == b.Key &&
-		reflect.DeepEqual(a.policiesDoc(), b.policiesDoc())
+		a.policiesMatch() == b.policiesMatch()
 }
 
 // Set returns the snapshot's rule set.

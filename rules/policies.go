@@ -469,3 +469,25 @@ func policiesJSONKeys(path string) []string {
 	}
 	return nil
 }
+
+// policiesMatch describes what a rule's added policies change in how it
+// keys and counts requests, their limits left out (those are the
+// policies' own: a changed tier limit is a LimitsChanged of the tier's
+// policy, not an update of the rule).
+func (r *Rule) policiesMatch() string {
+	var b strings.Builder
+	b.WriteString(r.Tier.String())
+	for _, t := range r.Tiers {
+		b.WriteString("|t:" + t.Name)
+	}
+	for _, o := range r.Overrides {
+		b.WriteString("|o:" + o.Client)
+	}
+	for _, a := range r.Also {
+		b.WriteString("|a:" + a.Name + "=" + a.Key.String())
+	}
+	if c := r.Count; c != nil {
+		fmt.Fprintf(&b, "|c:%v/%d/%t/%t", c.Statuses, c.AtLeast, c.ResetOnSuccess, c.ChargeFirst)
+	}
+	return b.String()
+}

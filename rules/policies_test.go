@@ -152,6 +152,8 @@ func TestLiveTiersReload(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, ch.LimitsChanged, 1)
 	assert.Equal(t, "api/pro", ch.LimitsChanged[0].Name)
+	assert.Empty(t, ch.Updated, "a tier's limits are the tier's policy's change")
+	assert.Equal(t, 2, ch.Unchanged, "the two rules")
 	assert.Equal(t, int64(2000), got["api"].Tiers["pro"].Policy().Limits[0].Requests)
 	assert.Same(t, first["api"].Tiers["free"], got["api"].Tiers["free"], "an unchanged tier keeps its limiter")
 	assert.Same(t, first["api"].Default, got["api"].Default)
