@@ -2,8 +2,11 @@
 // their command-line flags, the store (embedded or Redis), one limiter per
 // rule of a rules file, the key function each rule names, and the
 // dispatch that picks a request's rule and hands it to that rule's
-// adapter middleware. It is internal: applications should copy what they
-// need rather than import it.
+// adapter middleware. It is internal: applications serve their rules
+// files with package rules/serve, which this package builds on (a
+// middleware per rule with the options the rule asks for); what is left
+// here is the examples' own wiring (flags, store, metrics, identity,
+// reload logging).
 //
 // # Identity
 //
@@ -16,8 +19,9 @@
 // # Dispatch
 //
 // The rules, one limiter per rule and one adapter middleware per rule
-// (built with the adapter's own NewMiddleware and the options from
-// [App.Options]) are a [rules.Live]: a snapshot replaced as a whole when
+// (built by a serve.Server with the adapter's own NewMiddleware, the
+// options the rule asks for — serve.RuleOptions — and [DegradedHeader])
+// are a [rules.Live]: a snapshot replaced as a whole when
 // the rules file is reloaded. For each request, a [Dispatch] acquires the
 // snapshot serving now, matches its rules against the method, the route
 // pattern the framework matched (or the path when there is none) and
@@ -61,9 +65,9 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/limitkit/limitkit/core"
+	"github.com/limitkit/limitkit/httplimit"
 	"github.com/limitkit/limitkit/keyfuncs"
 	"github.com/limitkit/limitkit/metrics"
-	"github.com/limitkit/limitkit/nethttp"
 	"github.com/limitkit/limitkit/rules"
 	"github.com/limitkit/limitkit/rules/serve"
 )
@@ -208,7 +212,8 @@ type App struct {
 	secret    []byte
 	jwtKey    keyfuncs.Func
 	listedKey keyfuncs.Func
-	live      *rules.Live[any] // the rules, a limiter each, the adapter's middleware each
+	srv       *serve.Server[any] // the rules served: a limiter each, the adapter's middleware each
+	live      *rules.Live[any]   // srv's
 	signals   *rules.Signals   // elastic rules' capacity signals, kept across reloads
 	closers   []func() error
 	reload    reloadState
@@ -326,10 +331,19 @@ func New(cfg Config, opts ...Option) (*App, error) {
 		a.Close()
 		return nil, err
 	}
-	if a.live, err = rules.NewLiveWith(a.Store, a.Rules, a.buildHandler, lopts...); err != nil {
+	// The rules are served by package rules/serve: a middleware per rule
+	// with the options it asks for; the adapter is the dispatcher's.
+	a.srv, err = serve.New(serve.Config{
+		Store:          a.Store,
+		Identity:       a.Identity(),
+		Options:        []httplimit.Option{httplimit.WithDegradedHeader(DegradedHeader), httplimit.WithInFlight(&a.InFlight)},
+		LimiterOptions: lopts,
+	}, a.Rules, a.buildMiddleware)
+	if err != nil {
 		a.Close()
 		return nil, err
 	}
+	a.live = a.srv.Live()
 	return a, nil
 }
 
@@ -398,20 +412,6 @@ func (a *App) match(set *rules.Set, r keyfuncs.Request, route string) *rules.Rul
 
 // CurrentRules returns the rule set serving new requests.
 func (a *App) CurrentRules() *rules.Set { return a.live.Current() }
-
-// Options returns the adapter options for rule r on the limiters ls of
-// its snapshot: what the rule asks for (serve.RuleOptions: its scope, the
-// rule name; its key function; its tiers, overrides, also: checks and
-// counting by outcome), and [DegradedHeader] on requests admitted while
-// the store fails. Every adapter's Option is the same type, so the result
-// suits nethttp, ginlimit, echolimit and fiberlimit alike.
-func (a *App) Options(r *rules.Rule, ls rules.Limiters) ([]nethttp.Option, error) {
-	opts, err := serve.RuleOptions(r, ls, a.Identity())
-	if err != nil {
-		return nil, fmt.Errorf("exampleapp: %w", err)
-	}
-	return append(opts, nethttp.WithDegradedHeader(DegradedHeader), nethttp.WithInFlight(&a.InFlight)), nil
-}
 
 // Reply is the JSON body the example API answers with.
 func Reply(endpoint, caller string) []byte {

@@ -6,7 +6,6 @@ import (
 	"github.com/limitkit/limitkit/core"
 	"github.com/limitkit/limitkit/keyfuncs"
 	"github.com/limitkit/limitkit/nethttp"
-	"github.com/limitkit/limitkit/rules"
 )
 
 // Endpoints are the example API's routes that answer with [Reply], in
@@ -34,7 +33,7 @@ func (a *App) HTTPHandler() (http.Handler, error) {
 		_, _ = w.Write(body)
 	})
 	mux.Handle("GET "+MetricsPath, a.MetricsHandler())
-	d, err := newDispatch(a, func(_ *rules.Rule, l *core.Limiter, opts []nethttp.Option) (http.Handler, error) {
+	d, err := newDispatch(a, func(l *core.Limiter, opts ...nethttp.Option) (http.Handler, error) {
 		mw, err := nethttp.NewMiddleware(l, opts...)
 		if err != nil {
 			return nil, err

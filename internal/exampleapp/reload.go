@@ -15,7 +15,9 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/limitkit/limitkit/core"
 	"github.com/limitkit/limitkit/core/memstore"
+	"github.com/limitkit/limitkit/httplimit"
 	"github.com/limitkit/limitkit/rules"
 )
 
@@ -41,7 +43,7 @@ type reloadState struct {
 	logSet  bool
 	sum     [sha256.Size]byte // of the content last applied or rejected
 	readErr string            // the last read error logged by the watcher
-	build   atomic.Pointer[func(*rules.Rule, rules.Limiters) (any, error)]
+	build   atomic.Pointer[func(*core.Limiter, ...httplimit.Option) (any, error)]
 	notify  func(trigger string, ch rules.Change, err error) // tests: after each attempt
 }
 
