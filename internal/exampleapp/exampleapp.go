@@ -214,7 +214,7 @@ type App struct {
 	listedKey keyfuncs.Func
 	srv       *serve.Server[any] // the rules served: a limiter each, the adapter's middleware each
 	live      *rules.Live[any]   // srv's
-	signals   *rules.Signals   // elastic rules' capacity signals, kept across reloads
+	signals   *rules.Signals     // elastic rules' capacity signals, kept across reloads
 	closers   []func() error
 	reload    reloadState
 }
