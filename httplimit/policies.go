@@ -93,7 +93,10 @@ type Outcome struct {
 // implement the quota verbs (memstore, redisstore, the fleet tier), or New
 // fails. A denial (429, 403, 503) written by the middleware itself is
 // never counted. Adapters read the status after the handler: net/http's
-// from a wrapped ResponseWriter (200 when the handler writes nothing),
+// from a wrapped ResponseWriter (200 when the handler writes nothing; the
+// wrapper implements Flush and Unwrap, so http.ResponseController reaches
+// the connection's writer, but a handler that type-asserts
+// http.Hijacker on w directly must use the ResponseController),
 // gin's c.Writer.Status(), echo's response status or the returned
 // *echo.HTTPError's code (500 for another error), fiber's response status
 // or the returned *fiber.Error's code.
