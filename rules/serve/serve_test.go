@@ -11,11 +11,16 @@ import (
 	"time"
 
 	"github.com/gin-gonic/gin"
+	"github.com/gofiber/fiber/v2"
+	"github.com/gofiber/fiber/v2/middleware/adaptor"
+	"github.com/labstack/echo/v4"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/limitkit/limitkit/core"
 	"github.com/limitkit/limitkit/core/memstore"
+	"github.com/limitkit/limitkit/echolimit"
+	"github.com/limitkit/limitkit/fiberlimit"
 	"github.com/limitkit/limitkit/ginlimit"
 	"github.com/limitkit/limitkit/keyfuncs"
 	"github.com/limitkit/limitkit/rules"
@@ -171,3 +176,82 @@ func TestRefusesWhatItCannotServe(t *testing.T) {
 	_, _, err = serve.NewNetHTTP(serve.Config{Store: store, Identity: identity(t)}, set, routes())
 	assert.ErrorContains(t, err, `override "key:k_big" cannot match a rule keyed by user`)
 }
+
+// TestEchoAndFiber serves the same file through echolimit and fiberlimit.
+func TestEchoAndFiber(t *testing.T) {
+	set, err := rules.Parse([]byte(file), rules.YAML)
+	require.NoError(t, err)
+	loginHandler := func(password string) int {
+		if password != "demo" {
+			return http.StatusUnauthorized
+		}
+		return http.StatusOK
+	}
+
+	t.Run("echo", func(t *testing.T) {
+		store := memstore.MustNew()
+		defer store.Close()
+		srv, err := serve.New(serve.Config{Store: store, Identity: identity(t)}, set, echolimit.NewMiddleware)
+		require.NoError(t, err)
+		e := echo.New()
+		e.Use(func(next echo.HandlerFunc) echo.HandlerFunc {
+			return func(c echo.Context) error {
+				snap := srv.Acquire()
+				defer snap.Release()
+				if mw, ok := srv.Middleware(snap, keyfuncs.FromHTTP(c.Request()), c.Path()); ok {
+					return mw(next)(c)
+				}
+				return next(c)
+			}
+		})
+		e.GET("/v1/items", func(c echo.Context) error { return c.String(200, "ok") })
+		e.POST("/login", func(c echo.Context) error {
+			if code := loginHandler(c.FormValue("password")); code != 200 {
+				return echo.NewHTTPError(code)
+			}
+			return c.NoContent(200)
+		})
+		assert.Equal(t, 4, quota(e, "X-User", "b", "X-Plan", "pro"))
+		for range 3 {
+			require.Equal(t, 401, send(e, "POST", "/login", loginForm("alice", "x")))
+		}
+		assert.Equal(t, 429, send(e, "POST", "/login", loginForm("alice", "demo")))
+	})
+
+	t.Run("fiber", func(t *testing.T) {
+		store := memstore.MustNew()
+		defer store.Close()
+		srv, err := serve.New(serve.Config{Store: store, Identity: identity(t)}, set, fiberlimit.NewMiddleware)
+		require.NoError(t, err)
+		app := fiber.New(fiber.Config{DisableStartupMessage: true})
+		// a handler of each route, so that c.Route() is the matched route
+		dispatch := func(c *fiber.Ctx) error {
+			snap := srv.Acquire()
+			defer snap.Release()
+			if mw, ok := srv.Middleware(snap, fiberView{c}, c.Route().Path); ok {
+				return mw(c)
+			}
+			return c.Next()
+		}
+		app.Get("/v1/items", dispatch, func(c *fiber.Ctx) error { return c.SendString("ok") })
+		app.Post("/login", dispatch, func(c *fiber.Ctx) error { return c.SendStatus(loginHandler(c.FormValue("password"))) })
+		h := adaptor.FiberApp(app)
+		assert.Equal(t, 4, quota(h, "X-User", "b", "X-Plan", "pro"))
+		for range 3 {
+			require.Equal(t, 401, send(h, "POST", "/login", loginForm("alice", "x")))
+		}
+		assert.Equal(t, 429, send(h, "POST", "/login", loginForm("alice", "demo")))
+	})
+}
+
+// fiberView is a keyfuncs.Request of a fiber context, for matching rules.
+type fiberView struct{ c *fiber.Ctx }
+
+func (v fiberView) Method() string                    { return v.c.Method() }
+func (v fiberView) Route() string                     { return v.c.Route().Path }
+func (v fiberView) Path() string                      { return v.c.Path() }
+func (v fiberView) Header(name string) string         { return v.c.Get(name) }
+func (v fiberView) HeaderValues(name string) []string { return []string{v.c.Get(name)} }
+func (v fiberView) Query(name string) string          { return v.c.Query(name) }
+func (v fiberView) RemoteAddr() string                { return v.c.Context().RemoteAddr().String() }
+func (v fiberView) Value(key any) any                 { return v.c.UserContext().Value(key) }
