@@ -546,7 +546,12 @@ func slidingLog(k *plan, st []int64, now, cost int64, mode int) lres {
 		}
 		return r
 	}
-	r := lres{remaining: max(0, capa-in), resetAfter: newest + w - now, retryAfter: never}
+	r := lres{remaining: max(0, capa-in), retryAfter: never}
+	if in > 0 {
+		// (none inside: a cost above the capacity on a full key, whose
+		// stale entries must not make ResetAfter negative)
+		r.resetAfter = newest + w - now
+	}
 	if cost <= capa {
 		// the (in+cost−C)-th unit inside the window, from the oldest, must leave
 		r.retryAfter = at(lo+in+cost-capa-1) - 1 + w - now

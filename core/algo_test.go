@@ -92,6 +92,9 @@ func TestStepsSlidingLog(t *testing.T) {
 		{1000 * ms, 1, true, 0, 0, time.Second},
 		{1000 * ms, 2, false, 0, 400 * time.Millisecond, -1},
 		{1000 * ms, 4, false, 0, Never, -1},
+		// every entry stale: the key is full, and a cost above the
+		// capacity is reset in 0, not a negative span
+		{5000 * ms, 4, false, 0, Never, 0},
 	})
 }
 

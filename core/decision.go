@@ -56,6 +56,12 @@ type Decision struct {
 	// left, the capacity signal had, and the elastic ceiling did. Limit is
 	// then the nominal binding limit, Remaining is 0 and RetryAfter 0.
 	Elastic bool
+	// Cached is true when a store tier answered from its local deny cache
+	// without calling the remote store (the fleet tier's cached denial,
+	// exact until the denial's RetryAfter): the decision is a denial as
+	// the remote store's was. Exporters count it as denied from the deny
+	// cache.
+	Cached bool
 	// ElasticRoom is a store's hint to the [Limiter]: set on a denied
 	// decision of an elastic policy when the policy's elastic ceiling would
 	// admit the request, so that the Limiter asks the capacity signal (and

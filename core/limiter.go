@@ -57,8 +57,9 @@ func WithTimeout(d time.Duration) Option { return func(l *Limiter) { l.timeout =
 
 // WithObserver sends every decision of the Limiter to o as an
 // [EventDecision] (with the store call's latency and error for stores that
-// do I/O), and every peek (cost 0) as an [EventPeek]. nil, the default,
-// observes nothing and costs nothing.
+// do I/O, and the caller's context), every peek (cost 0) as an
+// [EventPeek], and Charge, Refund and Reset as their own kinds (see
+// [Observer]). nil, the default, observes nothing and costs nothing.
 func WithObserver(o Observer) Option { return func(l *Limiter) { l.observer = o } }
 
 // WithLogger sends the Limiter's store-failure lines to logger instead of
@@ -332,7 +333,7 @@ func (l *Limiter) allowNAt(ctx context.Context, key string, now time.Time, cost 
 		d = l.elasticTake(ctx, key, now, cost, d)
 	}
 	if l.observer != nil {
-		e := Event{Kind: kind, Policy: l.policy.Name, Outcome: OutcomeOf(d), Decision: d, Err: err}
+		e := Event{Kind: kind, Context: ctx, Policy: l.policy.Name, Outcome: OutcomeOf(d), Decision: d, Err: err}
 		if !start.IsZero() {
 			e.Latency = time.Since(start)
 		}
@@ -367,12 +368,19 @@ func (l *Limiter) settle(ctx context.Context, d Decision, err error) (Decision, 
 			err = fmt.Errorf("%w: %w", ErrCallerDone, err)
 		}
 	}
-	if !d.Degraded {
-		// A store that applied a fallback itself (FailLocal in the
-		// fleet tier) returns a Degraded decision: keep it.
+	mode := l.policy.FailMode
+	switch {
+	case !d.Degraded:
 		d = l.failed(err)
+	// A store that applied a fallback itself (the fleet tier: FailLocal,
+	// or its WithDefaultFailMode for a policy that sets none) returns a
+	// Degraded decision: keep it, and report the mode it applied.
+	case d.Limit.Requests > 0:
+		mode = FailLocal
+	case !d.Allowed:
+		mode = FailClosed
 	}
-	se := &StoreError{Policy: l.policy.Name, Mode: l.policy.FailMode, Err: err}
+	se := &StoreError{Policy: l.policy.Name, Mode: mode, Err: err}
 	l.logFailure(ctx, se, d)
 	return d, se
 }

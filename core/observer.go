@@ -22,6 +22,27 @@ import (
 // implementation derives must be bounded: Event.Policy is a policy name
 // (configuration), never a client key; no event carries a key.
 //
+// An event of a request carries the request's context (Event.Context): an
+// exporter finds the request's trace span in it (the otellimit package
+// adds the decision to that span). Carrying it costs no allocation: the
+// context is the one the caller passed, not a copy.
+//
+// Only [EventDecision] is a decision to count as allowed or denied. What
+// each [Limiter] method reports:
+//
+//	AllowN, Allow, AllowNAt (cost > 0)   EventDecision
+//	AllowN with cost 0, Peek, PeekN      EventPeek
+//	Charge                               EventCharge
+//	Refund                               EventRefund
+//	Reset                                EventReset
+//	WaitN, Wait                          EventDecision per store call (a denied call, then the
+//	                                     admitting one; a reservation is one admitting call)
+//	AllowAll                             its checks' events, as AllowN's
+//
+// A limiter that fails before calling the store (a negative cost, a store
+// without the verb) reports nothing. WaitN's best-effort refund of a
+// reservation its context interrupted is not reported.
+//
 // A Limiter without an observer (the default) pays nothing for this.
 type Observer interface {
 	Observe(Event)
@@ -52,13 +73,24 @@ const (
 	// failed or its breaker was open (the Decision is Degraded).
 	EventFallback
 	// EventPeek: a Limiter answered a peek (a cost of 0, see
-	// Limiter.AllowN): the Decision reports the key's state, nothing was
-	// consumed, and it is not a decision to count as allowed or denied.
+	// Limiter.AllowN; Limiter.PeekN): the Decision reports the key's
+	// state, nothing was consumed, and it is not a decision to count as
+	// allowed or denied.
 	EventPeek
+	// EventCharge: Limiter.Charge consumed quota for work already done;
+	// the Decision reports the key afterwards (as Charge returns it). Not
+	// a decision.
+	EventCharge
+	// EventRefund: Limiter.Refund returned quota; the Decision reports the
+	// key afterwards. Not a decision.
+	EventRefund
+	// EventReset: Limiter.Reset forgot a key's state. The Decision and
+	// Outcome are zero; Err and Latency are set as for a decision.
+	EventReset
 )
 
 // String returns "decision", "deny_cache_hit", "sync", "breaker",
-// "fallback" or "peek".
+// "fallback", "peek", "charge", "refund" or "reset".
 func (k EventKind) String() string {
 	switch k {
 	case EventDecision:
@@ -73,6 +105,12 @@ func (k EventKind) String() string {
 		return "fallback"
 	case EventPeek:
 		return "peek"
+	case EventCharge:
+		return "charge"
+	case EventRefund:
+		return "refund"
+	case EventReset:
+		return "reset"
 	}
 	return "unknown"
 }
@@ -152,20 +190,31 @@ func (s BreakerState) String() string {
 type Event struct {
 	// Kind says what happened.
 	Kind EventKind
+	// Context is the context of the request the event belongs to, as the
+	// caller passed it to the Limiter (or, from a store tier, as the
+	// Limiter passed it to the store: the caller's, with the store
+	// deadline): exporters read the request's trace span from it. It is
+	// set on the events of a request (EventDecision, EventPeek,
+	// EventCharge, EventRefund, EventReset, EventDenyCacheHit,
+	// EventFallback) and nil on those of no request (EventSync,
+	// EventBreaker). Valid during Observe only: an observer must not keep
+	// it, nor wait on it.
+	Context context.Context
 	// Policy is the policy's name ("" for a sync that spans policies).
 	Policy string
 	// Outcome classifies Decision (EventDecision, EventDenyCacheHit,
-	// EventFallback, EventPeek).
+	// EventFallback, EventPeek, EventCharge, EventRefund).
 	Outcome Outcome
 	// Decision is the decision (EventDecision, EventDenyCacheHit,
-	// EventFallback, EventPeek).
+	// EventFallback), or the key's state a verb reports (EventPeek,
+	// EventCharge, EventRefund).
 	Decision Decision
-	// Latency is the store call's duration (EventDecision, for stores that
-	// do I/O; 0 for the embedded store, which is not timed) or the sync
-	// round trip (EventSync).
+	// Latency is the store call's duration (EventDecision and the verbs'
+	// events, for stores that do I/O; 0 for the embedded store, which is
+	// not timed) or the sync round trip (EventSync).
 	Latency time.Duration
-	// Err is the store's error (EventDecision, EventFallback, EventSync), or
-	// nil.
+	// Err is the store's error (EventDecision, the verbs' events,
+	// EventFallback, EventSync), or nil.
 	Err error
 	// Keys is the number of entries of a sync (EventSync).
 	Keys int

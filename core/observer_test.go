@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/limitkit/limitkit/core"
+	"github.com/limitkit/limitkit/core/memstore"
 )
 
 // countingBlockStore blocks every call until its context is done and counts
@@ -218,4 +219,82 @@ func TestPolicyModeValidation(t *testing.T) {
 	}
 	_, err := core.ParseMode("lazy")
 	assert.Error(t, err)
+}
+
+type ctxKey struct{}
+
+// Every verb reports its own kind of event, with the caller's context, so
+// that an exporter can link it to the request's trace; only AllowN with a
+// cost (and WaitN's store calls) is a decision.
+func TestObserverEventKindsCarryTheContext(t *testing.T) {
+	var events []core.Event
+	obs := core.ObserverFunc(func(e core.Event) { events = append(events, e) })
+	st := memstore.MustNew()
+	defer st.Close()
+	clk := core.NewManualClock(time.Unix(1_700_000_000, 0))
+	l := core.MustNewLimiter(st, core.Policy{Name: "kinds", Algorithm: core.GCRA, Limits: []core.Limit{core.PerMinute(2)}},
+		core.WithClock(clk), core.WithObserver(obs))
+	ctx := context.WithValue(context.Background(), ctxKey{}, "request-1")
+	steps := []struct {
+		do   func() error
+		kind core.EventKind
+		out  core.Outcome
+	}{
+		{func() error { _, err := l.Allow(ctx, "k"); return err }, core.EventDecision, core.OutcomeAllowed},
+		{func() error { _, err := l.AllowN(ctx, "k", 0); return err }, core.EventPeek, core.OutcomeAllowed},
+		{func() error { _, err := l.Peek(ctx, "k"); return err }, core.EventPeek, core.OutcomeAllowed},
+		{func() error { _, err := l.Charge(ctx, "k", 1); return err }, core.EventCharge, core.OutcomeDenied},
+		{func() error { _, err := l.Allow(ctx, "k"); return err }, core.EventDecision, core.OutcomeDenied},
+		{func() error { _, err := l.Refund(ctx, "k", 1); return err }, core.EventRefund, core.OutcomeAllowed},
+		{func() error { return l.Wait(ctx, "k") }, core.EventDecision, core.OutcomeAllowed},
+		{func() error { return l.Reset(ctx, "k") }, core.EventReset, 0},
+	}
+	for i, s := range steps {
+		events = events[:0]
+		require.NoError(t, s.do(), "step %d", i)
+		require.Len(t, events, 1, "step %d (%v)", i, s.kind)
+		e := events[0]
+		assert.Equal(t, s.kind, e.Kind, "step %d", i)
+		assert.Equal(t, s.out, e.Outcome, "step %d (%v)", i, s.kind)
+		assert.Equal(t, "kinds", e.Policy, "step %d", i)
+		require.NotNil(t, e.Context, "step %d (%v)", i, s.kind)
+		assert.Equal(t, "request-1", e.Context.Value(ctxKey{}), "step %d (%v)", i, s.kind)
+	}
+	for k, want := range map[core.EventKind]string{core.EventPeek: "peek", core.EventCharge: "charge", core.EventRefund: "refund", core.EventReset: "reset"} {
+		assert.Equal(t, want, k.String())
+	}
+}
+
+// A remote store's events carry the caller's context too (the Limiter
+// wraps it with its store deadline, which keeps its values).
+func TestObserverContextOfARemoteStore(t *testing.T) {
+	var got []any
+	obs := core.ObserverFunc(func(e core.Event) { got = append(got, e.Context.Value(ctxKey{})) })
+	ms := &mapStore{states: map[string][]int64{}}
+	l := core.MustNewLimiter(ms, core.Policy{Name: "remote", Limits: []core.Limit{core.PerMinute(1)}}, core.WithObserver(obs))
+	ctx := context.WithValue(context.Background(), ctxKey{}, "r")
+	_, _ = l.Allow(ctx, "k")
+	ms.err = errors.New("boom")
+	_, _ = l.Allow(ctx, "k")
+	assert.Equal(t, []any{"r", "r"}, got)
+}
+
+// A verb's store failure reaches the observer with its error, under the
+// verb's own kind: the Prometheus and OTel exporters do not count it as a
+// degraded decision.
+func TestObserverVerbFailures(t *testing.T) {
+	var events []core.Event
+	obs := core.ObserverFunc(func(e core.Event) { events = append(events, e) })
+	l := core.MustNewLimiter(failingVerbs{errors.New("down")}, core.Policy{Name: "f", Limits: []core.Limit{core.PerMinute(1)}}, core.WithObserver(obs))
+	ctx := context.Background()
+	_, _ = l.Peek(ctx, "k")
+	_, _ = l.Charge(ctx, "k", 1)
+	_, _ = l.Refund(ctx, "k", 1)
+	_ = l.Reset(ctx, "k")
+	require.Len(t, events, 4)
+	for i, k := range []core.EventKind{core.EventPeek, core.EventCharge, core.EventRefund, core.EventReset} {
+		assert.Equal(t, k, events[i].Kind)
+		assert.Error(t, events[i].Err, k.String())
+	}
+	assert.Equal(t, core.Outcome(0), events[3].Outcome, "a reset reports no decision")
 }

@@ -109,23 +109,32 @@ func (l *Limiter) PeekN(ctx context.Context, key string, cost int64) (Decision, 
 		return Decision{Policy: l.policy.Name}, err
 	}
 	now := l.clock.Now()
-	var start time.Time
-	if l.observer != nil && !l.local {
-		start = time.Now()
-	}
+	start := l.started()
 	d, err := l.call(ctx, func(ctx context.Context) (Decision, error) {
 		return vs.Peek(ctx, key, l.policy, now, cost)
 	})
-	l.observe(EventPeek, d, err, start)
+	l.observe(ctx, EventPeek, d, err, start)
 	return d, err
 }
 
+// started is the start of a store call to time for the observer: the
+// zero time when there is no observer or the store does no I/O.
+func (l *Limiter) started() time.Time {
+	if l.observer != nil && !l.local {
+		return time.Now()
+	}
+	return time.Time{}
+}
+
 // observe sends a verb's event to the observer, if any.
-func (l *Limiter) observe(kind EventKind, d Decision, err error, start time.Time) {
+func (l *Limiter) observe(ctx context.Context, kind EventKind, d Decision, err error, start time.Time) {
 	if l.observer == nil {
 		return
 	}
-	e := Event{Kind: kind, Policy: l.policy.Name, Outcome: OutcomeOf(d), Decision: d, Err: err}
+	e := Event{Kind: kind, Context: ctx, Policy: l.policy.Name, Err: err}
+	if kind != EventReset {
+		e.Outcome, e.Decision = OutcomeOf(d), d
+	}
 	if !start.IsZero() {
 		e.Latency = time.Since(start)
 	}
@@ -136,16 +145,19 @@ func (l *Limiter) observe(kind EventKind, d Decision, err error, start time.Time
 // if the key had never been seen: its next request gets a full quota
 // (support unblocking a user, a successful login clearing failures).
 // Through the fleet tier every tier honours it within the bound the fleet
-// package states. A store failure returns a *StoreError (logged as
-// AllowN's); a store that does not implement [VerbStore], ErrUnsupported.
+// package states. The observer sees an [EventReset]. A store failure
+// returns a *StoreError (logged as AllowN's); a store that does not
+// implement [VerbStore], ErrUnsupported.
 func (l *Limiter) Reset(ctx context.Context, key string) error {
 	vs, err := l.verbStore("Reset")
 	if err != nil {
 		return err
 	}
+	start := l.started()
 	_, err = l.call(ctx, func(ctx context.Context) (Decision, error) {
 		return Decision{}, vs.Reset(ctx, key, l.policy)
 	})
+	l.observe(ctx, EventReset, Decision{}, err, start)
 	return err
 }
 
@@ -161,7 +173,8 @@ func (l *Limiter) Reset(ctx context.Context, key string) error {
 // The Decision reports the key after the charge ([Compiled.ReportTo]):
 // Remaining what it would still admit, Allowed whether a request of cost
 // 1 would be admitted now, and if not, RetryAfter the exact wait until it
-// would. The observer sees nothing (a charge is not a decision). A
+// would. The observer sees an [EventCharge] (a charge is not a
+// decision). A
 // negative cost returns ErrInvalidCost; errors otherwise as PeekN.
 func (l *Limiter) Charge(ctx context.Context, key string, cost int64) (Decision, error) {
 	if cost < 0 {
@@ -172,9 +185,12 @@ func (l *Limiter) Charge(ctx context.Context, key string, cost int64) (Decision,
 		return Decision{Policy: l.policy.Name}, err
 	}
 	now := l.clock.Now()
-	return l.call(ctx, func(ctx context.Context) (Decision, error) {
+	start := l.started()
+	d, err := l.call(ctx, func(ctx context.Context) (Decision, error) {
 		return vs.Charge(ctx, key, l.policy, now, cost)
 	})
+	l.observe(ctx, EventCharge, d, err, start)
+	return d, err
 }
 
 // Refund returns up to cost units to key's quota (a request that failed,
@@ -182,7 +198,8 @@ func (l *Limiter) Charge(ctx context.Context, key string, cost int64) (Decision,
 // key's quota and never returning units to a window that has already
 // ended; what is returned per algorithm is stated at
 // [Compiled.RefundTo]. A refund also repays a Charge's debt. The Decision
-// reports the key afterwards, as Charge's. A negative cost returns
+// reports the key afterwards, as Charge's; the observer sees an
+// [EventRefund]. A negative cost returns
 // ErrInvalidCost; errors otherwise as PeekN.
 func (l *Limiter) Refund(ctx context.Context, key string, cost int64) (Decision, error) {
 	if cost < 0 {
@@ -193,9 +210,12 @@ func (l *Limiter) Refund(ctx context.Context, key string, cost int64) (Decision,
 		return Decision{Policy: l.policy.Name}, err
 	}
 	now := l.clock.Now()
-	return l.call(ctx, func(ctx context.Context) (Decision, error) {
+	start := l.started()
+	d, err := l.call(ctx, func(ctx context.Context) (Decision, error) {
 		return vs.Credit(ctx, key, l.policy, now, cost)
 	})
+	l.observe(ctx, EventRefund, d, err, start)
+	return d, err
 }
 
 // Wait is WaitN(ctx, key, 1).
@@ -229,9 +249,10 @@ func jitter(d time.Duration) time.Duration {
 // key, or ctx ends. It returns at once with ErrNeverAdmitted when cost
 // exceeds a limit's capacity, and with ErrWaitExceedsDeadline when the
 // wait would outlast ctx's deadline (golang.org/x/time/rate's rule);
-// ctx's error when it ends while waiting; a *StoreError when the store
-// fails and the fail mode does not admit (a fail-open admission returns
-// nil).
+// ctx's error when it ends while waiting, or while a store call is out
+// (then under every fail mode: the caller's own cancellation is not a
+// store failure, and admits nothing); a *StoreError when the store fails
+// and the fail mode does not admit (a fail-open admission returns nil).
 //
 // Store calls: on a [ReserveStore] (the embedded and Redis stores) a
 // GCRA or token-bucket request that would be admitted within one full
@@ -260,6 +281,9 @@ func (l *Limiter) WaitN(ctx context.Context, key string, cost int64) error {
 			d, err = l.AllowN(ctx, key, cost)
 		}
 		if err != nil {
+			if errors.Is(err, ErrCallerDone) {
+				return ctx.Err() // the caller gave up: not admitted, whatever the fail mode
+			}
 			if d.Allowed {
 				return nil
 			}
@@ -324,13 +348,10 @@ func (l *Limiter) reserve(ctx context.Context, rs ReserveStore, key string, cost
 		maxWait = max(0, time.Until(dl))
 	}
 	now := l.clock.Now()
-	var start time.Time
-	if l.observer != nil && !l.local {
-		start = time.Now()
-	}
+	start := l.started()
 	d, err := l.call(ctx, func(ctx context.Context) (Decision, error) {
 		return rs.Reserve(ctx, key, l.policy, now, cost, maxWait)
 	})
-	l.observe(EventDecision, d, err, start)
+	l.observe(ctx, EventDecision, d, err, start)
 	return d, err
 }

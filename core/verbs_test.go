@@ -161,7 +161,7 @@ func TestVerbsThroughLimiter(t *testing.T) {
 	d, err = l.Peek(ctx, "k")
 	require.NoError(t, err)
 	assert.False(t, d.Allowed, "an exhausted key peeks denied")
-	assert.Equal(t, []core.EventKind{core.EventPeek}, kinds, "a peek is not a decision; a charge is not observed")
+	assert.Equal(t, []core.EventKind{core.EventCharge, core.EventPeek}, kinds, "a charge and a peek are their own kinds, not decisions")
 
 	d, err = l.Refund(ctx, "k", 6)
 	require.NoError(t, err)
@@ -219,4 +219,90 @@ func TestVerbStoreFailure(t *testing.T) {
 	_, err = l.Refund(ctx, "k", 1)
 	require.ErrorAs(t, err, &se)
 	require.ErrorAs(t, l.Wait(ctx, "k"), &se, "a fail-closed store failure ends the wait")
+}
+
+// blockingVerbs is a remote VerbStore and ReserveStore whose every call
+// blocks until its context ends.
+type blockingVerbs struct{}
+
+func (blockingVerbs) Take(ctx context.Context, _ string, _ *core.Policy, _ time.Time, _ int64) (core.Decision, error) {
+	<-ctx.Done()
+	return core.Decision{}, ctx.Err()
+}
+func (b blockingVerbs) Peek(ctx context.Context, k string, p *core.Policy, now time.Time, c int64) (core.Decision, error) {
+	return b.Take(ctx, k, p, now, c)
+}
+func (b blockingVerbs) Reset(ctx context.Context, k string, p *core.Policy) error {
+	_, err := b.Take(ctx, k, p, time.Time{}, 0)
+	return err
+}
+func (b blockingVerbs) Charge(ctx context.Context, k string, p *core.Policy, now time.Time, c int64) (core.Decision, error) {
+	return b.Take(ctx, k, p, now, c)
+}
+func (b blockingVerbs) Credit(ctx context.Context, k string, p *core.Policy, now time.Time, c int64) (core.Decision, error) {
+	return b.Take(ctx, k, p, now, c)
+}
+func (b blockingVerbs) Reserve(ctx context.Context, k string, p *core.Policy, now time.Time, c int64, _ time.Duration) (core.Decision, error) {
+	return b.Take(ctx, k, p, now, c)
+}
+
+// TestVerbsCallerDone: a verb whose caller cancelled (before the call or
+// while the store is out) or whose own deadline passed is not a store
+// failure: nothing is logged at INFO or above and the error is
+// core.ErrCallerDone (Wait returns the context's error and admits
+// nothing, even under FailOpen); the Limiter's own store deadline is a
+// failure, logged at ERROR.
+func TestVerbsCallerDone(t *testing.T) {
+	verbs := map[string]func(context.Context, *core.Limiter) error{
+		"peek":   func(ctx context.Context, l *core.Limiter) error { _, err := l.Peek(ctx, "k"); return err },
+		"charge": func(ctx context.Context, l *core.Limiter) error { _, err := l.Charge(ctx, "k", 1); return err },
+		"refund": func(ctx context.Context, l *core.Limiter) error { _, err := l.Refund(ctx, "k", 1); return err },
+		"reset":  func(ctx context.Context, l *core.Limiter) error { return l.Reset(ctx, "k") },
+		"wait":   func(ctx context.Context, l *core.Limiter) error { return l.Wait(ctx, "k") },
+	}
+	ctxs := map[string]func() (context.Context, context.CancelFunc){
+		"already cancelled": func() (context.Context, context.CancelFunc) {
+			ctx, cancel := context.WithCancel(context.Background())
+			cancel()
+			return ctx, cancel
+		},
+		"cancelled during the call": func() (context.Context, context.CancelFunc) {
+			ctx, cancel := context.WithCancel(context.Background())
+			time.AfterFunc(time.Millisecond, cancel)
+			return ctx, cancel
+		},
+		"caller deadline": func() (context.Context, context.CancelFunc) {
+			return context.WithTimeout(context.Background(), time.Millisecond)
+		},
+	}
+	p := core.Policy{Name: "cd", Limits: []core.Limit{core.PerMinute(10)}} // FailOpen
+	for vn, verb := range verbs {
+		for cn, mk := range ctxs {
+			t.Run(vn+"/"+cn, func(t *testing.T) {
+				var buf syncBuffer
+				l := core.MustNewLimiter(blockingVerbs{}, p, core.WithTimeout(time.Hour), core.WithLogger(textLogger(&buf)))
+				ctx, cancel := mk()
+				defer cancel()
+				err := verb(ctx, l)
+				require.Error(t, err, "a cancelled verb never succeeds")
+				if vn == "wait" {
+					require.ErrorIs(t, err, ctx.Err())
+				} else {
+					require.ErrorIs(t, err, core.ErrCallerDone)
+					assert.Equal(t, core.ErrorCanceled, core.ClassifyError(err))
+				}
+				assert.Empty(t, buf.String(), "nothing logged at INFO or above")
+			})
+		}
+		t.Run(vn+"/store deadline", func(t *testing.T) {
+			var buf syncBuffer
+			l := core.MustNewLimiter(blockingVerbs{}, core.Policy{Name: "cd", FailMode: core.FailClosed, Limits: p.Limits},
+				core.WithTimeout(time.Millisecond), core.WithLogger(textLogger(&buf)))
+			err := verb(context.Background(), l)
+			require.Error(t, err)
+			require.NotErrorIs(t, err, core.ErrCallerDone)
+			assert.Contains(t, buf.String(), "level=ERROR")
+			assert.Contains(t, buf.String(), "kind=timeout")
+		})
+	}
 }

@@ -22,8 +22,11 @@
 // change that. The health service ("/grpc.health.v1.Health/") and server
 // reflection ("/grpc.reflection.") are never limited ([Exempt]).
 //
-// A stream is admitted, and charged once, when it opens; the messages on
-// an admitted stream are not limited.
+// A stream is admitted, and charged once, when it opens. The messages on
+// an admitted stream are not limited unless the stream interceptor is
+// given [PerMessage]: each received message is then charged to a policy
+// of its own, and a denied message ends the stream with
+// codes.ResourceExhausted and the details below.
 //
 // # Answers
 //
@@ -57,8 +60,19 @@
 // # Options
 //
 // An [Option] is an httplimit.Option: the options of package httplimit
-// and of every HTTP adapter apply. WithDenyStatus, WithDenyBody and
-// WithDegradedHeader, which shape an HTTP response, have no effect here.
+// and of every HTTP adapter apply. Header options name metadata keys
+// (lowercased): HeaderIETF adds ratelimit-policy and ratelimit;
+// WithDegradedHeader("X-RateLimit-Degraded") marks a call admitted
+// because the store failed with x-ratelimit-degraded: 1. WithDenyStatus
+// and WithDenyBody, which shape an HTTP response, have no effect here.
+//
+// # Clients
+//
+// grpc-go clients with a retry policy on RESOURCE_EXHAUSTED obey the
+// pushback by themselves. For callers without one, [UnaryClientInterceptor]
+// and [StreamClientInterceptor] wait the delay a denial asks for
+// ([RetryDelay]) and retry, within [WithMaxAttempts], [WithMaxWait] and the
+// call's deadline.
 //
 // Interceptors are safe for concurrent use and never panic on a call.
 package grpclimit

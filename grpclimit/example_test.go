@@ -5,6 +5,10 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
 
 	"github.com/limitkit/limitkit/core"
 	"github.com/limitkit/limitkit/core/memstore"
@@ -34,4 +38,39 @@ func ExampleNew() {
 	defer srv.Stop()
 	fmt.Println(grpclimit.Exempt("/grpc.health.v1.Health/Check"))
 	// Output: true
+}
+
+// Streams are admitted at open by one policy and each message the client
+// sends on them is charged to another: here 10 streams and 100 messages a
+// minute per API key, per method.
+func ExamplePerMessage() {
+	store := memstore.MustNew()
+	defer store.Close()
+	apiKey, err := keyfuncs.APIKey("x-api-key", "")
+	if err != nil {
+		panic(err)
+	}
+	streams := grpclimit.MustNew(core.MustNewLimiter(store, core.Policy{Name: "streams", Limits: []core.Limit{core.PerMinute(10)}}), httplimit.WithKey(apiKey))
+	messages := grpclimit.MustNew(core.MustNewLimiter(store, core.Policy{Name: "messages", Limits: []core.Limit{core.PerMinute(100)}}), httplimit.WithKey(apiKey))
+	srv := grpc.NewServer(grpc.StreamInterceptor(streams.StreamServerInterceptor(grpclimit.PerMessage(messages))))
+	defer srv.Stop()
+	fmt.Println("serving")
+	// Output: serving
+}
+
+// A client without a grpc-go retry policy waits the delay a denial asks
+// for (RetryInfo, else grpc-retry-pushback-ms) and retries, at most 3
+// attempts, never past the call's deadline.
+func ExampleUnaryClientInterceptor() {
+	cc, err := grpc.NewClient("localhost:50051",
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithUnaryInterceptor(grpclimit.UnaryClientInterceptor(grpclimit.WithMaxAttempts(3), grpclimit.WithMaxWait(10*time.Second))),
+		grpc.WithStreamInterceptor(grpclimit.StreamClientInterceptor()))
+	if err != nil {
+		panic(err)
+	}
+	defer cc.Close()
+	d, ok := grpclimit.RetryDelay(status.Error(codes.ResourceExhausted, "slow down"), metadata.Pairs(grpclimit.MDPushback, "1500"))
+	fmt.Println(d, ok)
+	// Output: 1.5s true
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
@@ -73,10 +74,11 @@ type Interceptor struct {
 // /64; no metadata is trusted); the scope is the full method name, so
 // each method has its own quota per client; health checks
 // ("/grpc.health.v1.Health/") and reflection ("/grpc.reflection.") are
-// never limited. The HTTP-only options [httplimit.WithDenyStatus],
-// [httplimit.WithDenyBody] and [httplimit.WithDegradedHeader] have no
-// effect here; [httplimit.WithTiers] and [httplimit.WithOverrides] apply
-// as on HTTP, and [httplimit.WithOutcome] (an HTTP status) is refused.
+// never limited. The HTTP-only options [httplimit.WithDenyStatus] and
+// [httplimit.WithDenyBody] have no effect here; header options name
+// metadata keys; [httplimit.WithTiers] and [httplimit.WithOverrides]
+// apply as on HTTP, and [httplimit.WithOutcome] (an HTTP status) is
+// refused.
 func New(l *core.Limiter, opts ...Option) (*Interceptor, error) {
 	e, cfg, err := limitmw.New("grpclimit", l, opts)
 	if err != nil {
@@ -121,9 +123,14 @@ func (i *Interceptor) UnaryServerInterceptor() grpc.UnaryServerInterceptor {
 }
 
 // StreamServerInterceptor returns the stream interceptor: a stream is
-// admitted (and charged once) when it opens; the messages on an admitted
-// stream are not limited.
-func (i *Interceptor) StreamServerInterceptor() grpc.StreamServerInterceptor {
+// admitted (and charged once) when it opens. By default the messages on
+// an admitted stream are not limited; [PerMessage] charges each received
+// message to a policy of its own.
+func (i *Interceptor) StreamServerInterceptor(opts ...StreamOption) grpc.StreamServerInterceptor {
+	var so streamOptions
+	for _, o := range opts {
+		o(&so)
+	}
 	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
 		if i.inFlight != nil {
 			i.inFlight.Enter()
@@ -132,14 +139,85 @@ func (i *Interceptor) StreamServerInterceptor() grpc.StreamServerInterceptor {
 		if err := i.admit(ss.Context(), info.FullMethod, ss); err != nil {
 			return err
 		}
-		return handler(srv, ss)
+		if so.perMessage == nil || Exempt(info.FullMethod) {
+			return handler(srv, ss)
+		}
+		ms := &messageStream{ServerStream: ss, ic: so.perMessage, method: info.FullMethod}
+		err := handler(srv, ms)
+		if d := ms.denied.Load(); d != nil {
+			// the denial ends the stream, whatever the handler made of
+			// RecvMsg's error
+			return d.Err()
+		}
+		return err
 	}
+}
+
+// StreamOption configures [Interceptor.StreamServerInterceptor].
+type StreamOption func(*streamOptions)
+
+type streamOptions struct{ perMessage *Interceptor }
+
+// PerMessage also limits the messages a client sends on an admitted
+// stream: each message RecvMsg receives is decided by m (its limiter and
+// its key, scope, no-key, skip and cost options; the scope defaults to the
+// full method name, as for calls) once it has arrived and before the
+// handler sees it. Long-lived streams are where a limit per call is not
+// enough: one admitted stream could otherwise carry any number of
+// messages.
+//
+// An admitted message writes no metadata (the stream's headers carry the
+// stream policy's). A denied message is not handed to the handler:
+// RecvMsg returns the denial's status (codes.ResourceExhausted with the
+// RetryInfo, QuotaFailure and ErrorInfo details of a denied call; or
+// Unavailable, Unauthenticated as for a call), and every later RecvMsg
+// returns it again; its metadata and pushback are set as the stream's
+// trailers; and the stream ends with that status when the handler
+// returns, whatever the handler returns. A nil m turns the option off.
+// m's WithInFlight count is not entered per message.
+func PerMessage(m *Interceptor) StreamOption {
+	return func(o *streamOptions) { o.perMessage = m }
+}
+
+// messageStream charges each received message to ic.
+type messageStream struct {
+	grpc.ServerStream
+	ic     *Interceptor
+	method string
+	denied atomic.Pointer[status.Status]
+}
+
+// RecvMsg receives the next message and decides it; after a denial it
+// returns the denial again without reading.
+func (s *messageStream) RecvMsg(m any) error {
+	if d := s.denied.Load(); d != nil {
+		return d.Err()
+	}
+	if err := s.ServerStream.RecvMsg(m); err != nil {
+		return err
+	}
+	if st := s.ic.decide(s.Context(), s.method, s.ServerStream, true); st != nil {
+		s.denied.Store(st)
+		return st.Err()
+	}
+	return nil
 }
 
 // admit decides the call and writes its metadata to ss, or for a unary
 // call (ss nil) through the context (grpc.SetHeader, grpc.SetTrailer: no
 // sink value to allocate); a non-nil error is the denial's status.
 func (i *Interceptor) admit(ctx context.Context, fullMethod string, ss grpc.ServerStream) error {
+	if st := i.decide(ctx, fullMethod, ss, false); st != nil {
+		return st.Err()
+	}
+	return nil
+}
+
+// decide decides one call, or with message set one message received on
+// stream ss, and returns the denial's status, or nil. An admitted call's
+// metadata goes in the headers, an admitted message writes none, and a
+// denial's metadata goes in the trailers.
+func (i *Interceptor) decide(ctx context.Context, fullMethod string, ss grpc.ServerStream, message bool) *status.Status {
 	if Exempt(fullMethod) {
 		return nil
 	}
@@ -150,9 +228,11 @@ func (i *Interceptor) admit(ctx context.Context, fullMethod string, ss grpc.Serv
 	if res.Action == limitmw.Skip {
 		return nil
 	}
-	md := i.metadata(&res)
 	if res.Action == limitmw.Pass {
-		if md != nil {
+		if message {
+			return nil
+		}
+		if md := i.metadata(&res); md != nil {
 			// fails only once headers were sent: nothing to do
 			if ss != nil {
 				_ = ss.SetHeader(md)
@@ -162,6 +242,7 @@ func (i *Interceptor) admit(ctx context.Context, fullMethod string, ss grpc.Serv
 		}
 		return nil
 	}
+	md := i.metadata(&res)
 	// A denial's metadata all goes in the trailers: a response with
 	// headers of its own is "committed", and grpc-go retries (with the
 	// pushback) only a trailers-only one. Clients read it with
@@ -180,7 +261,7 @@ func (i *Interceptor) admit(ctx context.Context, fullMethod string, ss grpc.Serv
 			_ = grpc.SetTrailer(ctx, md)
 		}
 	}
-	return st.Err()
+	return st
 }
 
 // metadata is res's rate-limit fields as header metadata, or nil.

@@ -18,6 +18,7 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/grpc/test/bufconn"
+	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/limitkit/limitkit/core"
@@ -60,6 +61,18 @@ func register(s *grpc.Server) {
 					return err
 				}
 			}
+		}}, {StreamName: "Half", ServerStreams: true, Handler: func(srv any, ss grpc.ServerStream) error {
+			// one message, then a denial asking for a retry: a stream
+			// that already delivered must not be opened again
+			in := new(wrapperspb.StringValue)
+			if err := ss.RecvMsg(in); err != nil {
+				return err
+			}
+			if err := ss.SendMsg(in); err != nil {
+				return err
+			}
+			st, _ := status.New(codes.ResourceExhausted, "later").WithDetails(&errdetails.RetryInfo{RetryDelay: durationpb.New(time.Second)})
+			return st.Err()
 		}}},
 	}, struct{}{})
 	s.RegisterService(&grpc.ServiceDesc{
@@ -94,8 +107,15 @@ func (c addrConn) RemoteAddr() net.Addr { return c.remote }
 // bufClient returns a client connected over bufconn as peer ip.
 func bufClient(t *testing.T, ic *grpclimit.Interceptor, ips ...string) []*grpc.ClientConn {
 	t.Helper()
+	return bufServer(t, []grpc.ServerOption{grpc.UnaryInterceptor(ic.UnaryServerInterceptor()), grpc.StreamInterceptor(ic.StreamServerInterceptor())}, ips...)
+}
+
+// bufServer serves the test services with opts over bufconn and returns
+// a client connected as each of ips.
+func bufServer(t *testing.T, opts []grpc.ServerOption, ips ...string) []*grpc.ClientConn {
+	t.Helper()
 	lis := &peerListener{bufconn.Listen(1 << 20), make(chan net.Addr, len(ips))}
-	s := grpc.NewServer(grpc.UnaryInterceptor(ic.UnaryServerInterceptor()), grpc.StreamInterceptor(ic.StreamServerInterceptor()))
+	s := grpc.NewServer(opts...)
 	register(s)
 	go func() { _ = s.Serve(lis) }()
 	t.Cleanup(s.Stop)
@@ -291,7 +311,10 @@ func openStream(t *testing.T, cc *grpc.ClientConn, md ...string) (codes.Code, me
 	}
 	for i := 0; i < 3; i++ { // messages on an admitted stream are not charged
 		if err := cs.SendMsg(wrapperspb.String("x")); err != nil {
-			break
+			// the server ended the stream (a denial at open can
+			// arrive before the first send): its status is what
+			// RecvMsg returns
+			return status.Code(cs.RecvMsg(new(wrapperspb.StringValue))), nil
 		}
 		out := new(wrapperspb.StringValue)
 		if err := cs.RecvMsg(out); err != nil {
@@ -517,6 +540,70 @@ func TestFailOpenAdmits(t *testing.T) {
 	}
 	if hooked.Load() != 3 {
 		t.Fatalf("error hook saw %d failures, want 3", hooked.Load())
+	}
+}
+
+// A stock grpc-go client with a retry policy on RESOURCE_EXHAUSTED waits
+// the pushback, then retries and gets through: the server's clock moves
+// past the wait when it denies, and the retry arrives no sooner than the
+// pushback after the denial (a lower bound, which a loaded machine only
+// makes longer); the policy's own backoff is a millisecond.
+func TestRetryPolicyWaitsPushbackThenRetries(t *testing.T) {
+	const wait = 200 * time.Millisecond
+	clock := core.NewManualClock(t0)
+	store := memstore.MustNew()
+	t.Cleanup(func() { store.Close() })
+	lim := core.MustNewLimiter(store, core.Policy{Name: "echo", Limits: []core.Limit{core.Per(1, wait)}}, core.WithClock(clock))
+	ic := grpclimit.MustNew(lim)
+	var mu sync.Mutex
+	var arrivals []time.Time
+	var denied time.Time
+	count := func(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+		mu.Lock()
+		arrivals = append(arrivals, time.Now())
+		mu.Unlock()
+		resp, err := h(ctx, req)
+		if status.Code(err) == codes.ResourceExhausted {
+			mu.Lock()
+			denied = time.Now()
+			mu.Unlock()
+			clock.Advance(wait) // the quota is back when the client returns
+		}
+		return resp, err
+	}
+	lis := bufconn.Listen(1 << 20)
+	s := grpc.NewServer(grpc.ChainUnaryInterceptor(count, ic.UnaryServerInterceptor()))
+	register(s)
+	go func() {
+		_ = s.Serve(&peerListener{lis, fixedAddr(&net.TCPAddr{IP: net.ParseIP("203.0.113.7"), Port: 1})})
+	}()
+	t.Cleanup(s.Stop)
+	const config = `{"methodConfig": [{"name": [{"service": "limitkit.example.Echo"}], "retryPolicy": {
+		"maxAttempts": 4, "initialBackoff": "0.001s", "maxBackoff": "0.001s", "backoffMultiplier": 1,
+		"retryableStatusCodes": ["RESOURCE_EXHAUSTED"]}}]}`
+	cc, err := grpc.NewClient("passthrough:///bufnet",
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }),
+		grpc.WithDefaultServiceConfig(config))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Close()
+	if r := call(t, cc, sayMethod); r.code != codes.OK {
+		t.Fatal(r.st)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := cc.Invoke(ctx, sayMethod, wrapperspb.String("hi"), new(wrapperspb.StringValue)); err != nil {
+		t.Fatalf("retried call: %v", err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(arrivals) != 3 {
+		t.Fatalf("server saw %d attempts, want 3 (admitted, denied, retried once)", len(arrivals))
+	}
+	if gap := arrivals[2].Sub(denied); gap < wait {
+		t.Fatalf("the retry came %v after the denial, before the %v pushback", gap, wait)
 	}
 }
 

@@ -20,8 +20,10 @@ import "github.com/limitkit/limitkit/httplimit"
 //   - httplimit.WithScope, WithScopeFunc, WithSkip, WithCost,
 //     WithErrorHook, WithClock, WithInFlight.
 //
-// WithDenyStatus, WithDenyBody, WithDegradedHeader and HeaderIETF shape
-// HTTP responses and have no effect here.
+// Header options name metadata keys, lowercased: HeaderIETF adds
+// ratelimit-policy and ratelimit, WithDegradedHeader(name) marks a call
+// admitted because the store failed. WithDenyStatus and WithDenyBody
+// shape HTTP responses and have no effect here.
 type Option = httplimit.Option
 
 // Rejection describes a denial ([httplimit.Rejection]). Its Reason picks

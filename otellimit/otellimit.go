@@ -1,30 +1,62 @@
 // Package otellimit exports what limitkit decides to OpenTelemetry: an
 // [Observer] (a [core.Observer]) that records the same facts as the
-// Prometheus metrics package as OTel instruments, and
-// [Observer.RecordDecision], which puts a decision on the request's span.
+// Prometheus metrics package as OTel instruments, and puts each decision
+// on the request's trace span.
 //
 //	o, err := otellimit.New() // the global MeterProvider and TracerProvider
 //	lim := core.MustNewLimiter(store, policy, core.WithObserver(o))
 //	o.WatchPolicy(*lim.Policy())
-//	d, err := lim.Allow(ctx, key)
-//	o.RecordDecision(ctx, d) // a "limitkit.decision" event on the current span
+//	d, err := lim.Allow(ctx, key) // a "limitkit.decision" event on ctx's span
 //
 // # Instruments
 //
-//	limitkit.decisions          counter    limitkit.policy, limitkit.result: allowed, denied, shadowed, elastic, degraded
+//	limitkit.decisions          counter    limitkit.policy, limitkit.result: allowed, denied, shadowed, elastic, degraded;
+//	                                       limitkit.fail_mode on degraded: open, closed, local (the mode that decided);
+//	                                       limitkit.deny_cache=true on a denial from the fleet tier's deny cache
 //	limitkit.store.errors       counter    limitkit.policy, error.type: timeout, connection, circuit_open, canceled, other, reply kinds
 //	limitkit.store.duration     histogram  s; limitkit.policy (stores that do I/O)
-//	limitkit.deny_cache.hits    counter    limitkit.policy (fleet tier)
+//	limitkit.deny_cache.hits    counter    limitkit.policy (fleet tier: denied from the deny cache; also counted denied)
 //	limitkit.fallbacks          counter    limitkit.policy (fleet tier)
 //	limitkit.breaker.state      gauge      limitkit.policy: 0 closed, 1 open, 2 half-open (fleet tier)
 //	limitkit.syncs              counter    limitkit.sync.result: ok, error; error.type on errors (fleet tier)
 //	limitkit.limit              gauge      {request}; limitkit.policy, limitkit.limit.index, limitkit.limit.window (s) (WatchPolicy)
 //
+// Only decisions are counted: a peek, a charge, a refund and a reset
+// ([core.EventPeek], [core.EventCharge], [core.EventRefund],
+// [core.EventReset]) are not, as in the Prometheus package.
+//
+// # Traces
+//
+// Every event of a request carries the request's context
+// ([core.Event].Context); when its span is recording, Observe adds an
+// event to it:
+//
+//	limitkit.decision        a decision (AllowN, WaitN's store calls)
+//	limitkit.peek            a peek (cost 0, Peek)
+//	limitkit.charge          Charge    limitkit.refund   Refund    limitkit.reset   Reset
+//	limitkit.deny_cache_hit  the fleet tier denied from its deny cache (before the decision's event)
+//	limitkit.fallback        the fleet tier decided locally (before the decision's event)
+//
+// with attributes limitkit.policy, limitkit.result (and limitkit.fail_mode
+// when degraded, limitkit.deny_cache when cached), limitkit.remaining, limitkit.retry_after (seconds) and,
+// on a store failure, error.type. Nothing is needed in the request path
+// beyond passing the request's context to the Limiter, which every
+// limitkit middleware does: a span started before the middleware (by
+// otelhttp, otelgin, otelgrpc or your own) gets the decision.
+// [WithoutSpanEvents] turns the span events off; [Observer.RecordDecision]
+// adds one by hand for a decision made without the Observer.
+//
+// # Keys
+//
 // Attributes are policy names, results and kinds, never keys: no event
-// carries a key. RecordDecision does not record the key either; a caller
-// that wants to tell keys apart in traces opts in by adding an attribute
-// of its own, such as a salted hash of the key (never the raw key, which
-// may be personal data).
+// carries a key, which may be personal data (an IP address, a user id).
+// A caller that wants to tell keys apart in traces opts in with
+// [HashedKey]: a keyed hash of the key, set on the span where the key is
+// known (the handler, or a middleware before limitkit's, with the same
+// key function):
+//
+//	k, _ := keyFunc(keyfuncs.FromHTTP(r))
+//	trace.SpanFromContext(r.Context()).SetAttributes(otellimit.HashedKey(secret, k))
 //
 // # Dependencies
 //
@@ -37,12 +69,18 @@
 // # Cost
 //
 // Observe looks a policy up in a map and adds to instruments with
-// attribute sets built once per policy; BenchmarkDecision compares a
-// limiter with and without an Observer.
+// attribute sets built once per policy: no allocation for a request that
+// is not traced (no span, or one not sampled). A recorded span event
+// costs what the SDK's AddEvent costs. BenchmarkDecision compares a
+// limiter with no observer, the Prometheus one and this one, with and
+// without a sampled span.
 package otellimit
 
 import (
 	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"strconv"
 	"sync"
@@ -72,27 +110,73 @@ const (
 	nKind   = core.ErrorOther + 1
 )
 
+// The fail modes a degraded decision is attributed to (limitkit.fail_mode).
+const (
+	modeOpen = iota
+	modeClosed
+	modeLocal
+	nMode
+)
+
+var modeNames = [nMode]string{"open", "closed", "local"}
+
+// denyCacheAttr marks a decision a store tier took from its deny cache
+// (core.Decision.Cached).
+var denyCacheAttr = attribute.Bool("limitkit.deny_cache", true)
+
+// failMode is the fail mode that decided a degraded decision: local when
+// a local fallback decided (its divided limit is set, see
+// core.Decision.Limit), else open or closed by the answer.
+func failMode(d core.Decision) int {
+	switch {
+	case d.Limit != (core.Limit{}):
+		return modeLocal
+	case d.Allowed:
+		return modeOpen
+	}
+	return modeClosed
+}
+
+// spanEventNames are the span events' names by event kind ("" for none).
+var spanEventNames = [...]string{
+	core.EventDecision:     "limitkit.decision",
+	core.EventDenyCacheHit: "limitkit.deny_cache_hit",
+	core.EventFallback:     "limitkit.fallback",
+	core.EventPeek:         "limitkit.peek",
+	core.EventCharge:       "limitkit.charge",
+	core.EventRefund:       "limitkit.refund",
+	core.EventReset:        "limitkit.reset",
+}
+
 // Option configures [New].
 type Option func(*config)
 
 type config struct {
-	mp metric.MeterProvider
-	tp trace.TracerProvider
+	mp      metric.MeterProvider
+	tp      trace.TracerProvider
+	noSpans bool
 }
 
 // WithMeterProvider sets the MeterProvider (default otel.GetMeterProvider()).
 func WithMeterProvider(mp metric.MeterProvider) Option { return func(c *config) { c.mp = mp } }
 
 // WithTracerProvider sets the TracerProvider (default
-// otel.GetTracerProvider()). RecordDecision uses the span in its context;
-// the provider is kept for future spans of the package's own.
+// otel.GetTracerProvider()), as OTel instrumentations take one. The span
+// events go to the span in each event's context, whichever provider
+// started it, so the package starts no span of its own today: the
+// provider only names its Tracer (ScopeName).
 func WithTracerProvider(tp trace.TracerProvider) Option { return func(c *config) { c.tp = tp } }
 
-// Observer is a [core.Observer] recording to OpenTelemetry instruments.
-// Build it with [New]; the zero value is not usable. Safe for concurrent
-// use.
+// WithoutSpanEvents stops Observe from adding events to the request's
+// span: metrics only. [Observer.RecordDecision] still adds one.
+func WithoutSpanEvents() Option { return func(c *config) { c.noSpans = true } }
+
+// Observer is a [core.Observer] recording to OpenTelemetry instruments
+// and to the span of each event's context. Build it with [New]; the zero
+// value is not usable. Safe for concurrent use.
 type Observer struct {
 	tracer                             trace.Tracer
+	spans                              bool
 	decisions, errs, denyHits, fallbks metric.Int64Counter
 	syncs                              metric.Int64Counter
 	latency                            metric.Float64Histogram
@@ -105,12 +189,15 @@ type Observer struct {
 
 // policy holds the attribute options of one policy, built once.
 type policy struct {
-	name    string
-	attrs   []metric.RecordOption
-	add     []metric.AddOption
-	results [nResult][]metric.AddOption
-	kinds   [nKind][]metric.AddOption
-	set     attribute.Set
+	name     string
+	attrs    []metric.RecordOption
+	add      []metric.AddOption
+	results  [nResult][]metric.AddOption
+	cached   [nResult][]metric.AddOption // results from a deny cache
+	degraded [nMode][]metric.AddOption
+	kinds    [nKind][]metric.AddOption
+	set      attribute.Set
+	attr     attribute.KeyValue // limitkit.policy, for span events
 }
 
 // New returns an Observer over the configured providers. It fails when an
@@ -130,7 +217,7 @@ func New(opts ...Option) (*Observer, error) {
 		c.tp = otel.GetTracerProvider()
 	}
 	m := c.mp.Meter(ScopeName)
-	o := &Observer{tracer: c.tp.Tracer(ScopeName)}
+	o := &Observer{tracer: c.tp.Tracer(ScopeName), spans: !c.noSpans}
 	var err error
 	counter := func(name, unit, desc string) metric.Int64Counter {
 		i, e := m.Int64Counter(name, metric.WithUnit(unit), metric.WithDescription(desc))
@@ -143,7 +230,7 @@ func New(opts ...Option) (*Observer, error) {
 		return i
 	}
 	o.decisions = counter("limitkit.decisions", "{decision}",
-		"Decisions by policy and result: allowed, denied, shadowed, elastic, degraded (the store failed; the fail mode decided).")
+		"Decisions by policy and result: allowed, denied, shadowed, elastic, degraded (the store failed; limitkit.fail_mode decided).")
 	o.errs = counter("limitkit.store.errors", "{error}", "Store failures by policy and kind; each one is a degraded decision.")
 	o.denyHits = counter("limitkit.deny_cache.hits", "{decision}", "Decisions a store tier denied from its local deny cache.")
 	o.fallbks = counter("limitkit.fallbacks", "{decision}", "Decisions a store tier made locally because the remote store failed.")
@@ -164,15 +251,21 @@ func New(opts ...Option) (*Observer, error) {
 }
 
 func newPolicy(name string) *policy {
-	set := attribute.NewSet(attribute.String("limitkit.policy", name))
-	p := &policy{name: name, set: set,
+	pa := attribute.String("limitkit.policy", name)
+	set := attribute.NewSet(pa)
+	p := &policy{name: name, set: set, attr: pa,
 		attrs: []metric.RecordOption{metric.WithAttributeSet(set)},
 		add:   []metric.AddOption{metric.WithAttributeSet(set)}}
 	for r := core.OutcomeAllowed; r < nResult; r++ {
-		p.results[r] = []metric.AddOption{metric.WithAttributes(attribute.String("limitkit.policy", name), attribute.String("limitkit.result", result(r)))}
+		p.results[r] = []metric.AddOption{metric.WithAttributes(pa, attribute.String("limitkit.result", result(r)))}
+		p.cached[r] = []metric.AddOption{metric.WithAttributes(pa, attribute.String("limitkit.result", result(r)), denyCacheAttr)}
+	}
+	for m := range nMode {
+		p.degraded[m] = []metric.AddOption{metric.WithAttributes(pa, attribute.String("limitkit.result", "degraded"),
+			attribute.String("limitkit.fail_mode", modeNames[m]))}
 	}
 	for k := core.ErrorTimeout; k < nKind; k++ {
-		p.kinds[k] = []metric.AddOption{metric.WithAttributes(attribute.String("limitkit.policy", name), attribute.String("error.type", k.String()))}
+		p.kinds[k] = []metric.AddOption{metric.WithAttributes(pa, attribute.String("error.type", k.String()))}
 	}
 	return p
 }
@@ -210,20 +303,30 @@ func (o *Observer) policy(name string) *policy {
 	return p
 }
 
-func resultOf(e core.Event) core.Outcome {
-	if e.Outcome == core.OutcomeAllowed && e.Decision.Elastic {
+func resultOf(out core.Outcome, d core.Decision) core.Outcome {
+	if out == core.OutcomeAllowed && d.Elastic {
 		return elastic
 	}
-	return e.Outcome
+	return out
 }
 
-// Observe records e. It implements [core.Observer].
+// Observe records e and, when e's context holds a recording span, adds
+// the event to it (see the package doc). It implements [core.Observer].
 func (o *Observer) Observe(e core.Event) {
-	ctx := context.Background()
+	// The request's context, when there is one, lets an SDK that keeps
+	// exemplars link the measurement to the request's trace.
+	ctx := e.Context
+	if ctx == nil {
+		ctx = context.Background()
+	}
 	switch e.Kind {
 	case core.EventDecision:
 		p := o.policy(e.Policy)
-		if r := resultOf(e); r > 0 && r < nResult {
+		if r := resultOf(e.Outcome, e.Decision); r == core.OutcomeDegraded {
+			o.decisions.Add(ctx, 1, p.degraded[failMode(e.Decision)]...)
+		} else if e.Decision.Cached && r > 0 && r < nResult {
+			o.decisions.Add(ctx, 1, p.cached[r]...)
+		} else if r > 0 && r < nResult {
 			o.decisions.Add(ctx, 1, p.results[r]...)
 		}
 		if e.Latency > 0 {
@@ -248,6 +351,38 @@ func (o *Observer) Observe(e core.Event) {
 				attribute.String("error.type", core.ClassifyError(e.Err).String())))
 		}
 	}
+	if o.spans && e.Context != nil {
+		o.spanEvent(e.Context, e.Kind, e.Policy, e.Outcome, e.Decision, e.Err)
+	}
+}
+
+// spanEvent adds the event of kind to ctx's span when it is recording.
+func (o *Observer) spanEvent(ctx context.Context, kind core.EventKind, name string, out core.Outcome, d core.Decision, err error) {
+	if int(kind) >= len(spanEventNames) || spanEventNames[kind] == "" {
+		return
+	}
+	span := trace.SpanFromContext(ctx)
+	if !span.IsRecording() {
+		return
+	}
+	attrs := make([]attribute.KeyValue, 1, 7)
+	attrs[0] = o.policy(name).attr
+	if kind != core.EventReset {
+		r := resultOf(out, d)
+		attrs = append(attrs, attribute.String("limitkit.result", result(r)))
+		if r == core.OutcomeDegraded {
+			attrs = append(attrs, attribute.String("limitkit.fail_mode", modeNames[failMode(d)]))
+		}
+		if d.Cached {
+			attrs = append(attrs, denyCacheAttr)
+		}
+		attrs = append(attrs, attribute.Int64("limitkit.remaining", d.Remaining),
+			attribute.Float64("limitkit.retry_after", d.RetryAfter.Seconds()))
+	}
+	if err != nil {
+		attrs = append(attrs, attribute.String("error.type", core.ClassifyError(err).String()))
+	}
+	span.AddEvent(spanEventNames[kind], trace.WithAttributes(attrs...))
 }
 
 // WatchPolicy records p's configured limits on the limitkit.limit gauge,
@@ -263,21 +398,28 @@ func (o *Observer) WatchPolicy(p core.Policy) {
 
 // RecordDecision adds a "limitkit.decision" event to the span in ctx (none
 // when ctx carries no recording span) with the decision's policy, result,
-// remaining quota and retry-after. It never records the key.
+// remaining quota and retry-after, as Observe does for a decision. It is
+// for a decision made by a Limiter without this Observer: with it, Observe
+// has added the event already. It never records the key.
 func (o *Observer) RecordDecision(ctx context.Context, d core.Decision) {
-	span := trace.SpanFromContext(ctx)
-	if !span.IsRecording() {
-		return
-	}
-	r := core.OutcomeOf(d)
-	if r == core.OutcomeAllowed && d.Elastic {
-		r = elastic
-	}
-	span.AddEvent("limitkit.decision", trace.WithAttributes(
-		attribute.String("limitkit.policy", d.Policy),
-		attribute.String("limitkit.result", result(r)),
-		attribute.Int64("limitkit.remaining", d.Remaining),
-		attribute.Float64("limitkit.retry_after", d.RetryAfter.Seconds())))
+	o.spanEvent(ctx, core.EventDecision, d.Policy, core.OutcomeOf(d), d, nil)
+}
+
+// HashedKeyAttribute is the attribute key of [HashedKey].
+const HashedKeyAttribute = "limitkit.key.hash"
+
+// HashedKey returns the attribute limitkit.key.hash: the first 16 bytes
+// of HMAC-SHA256(secret, key) in hex, the opt-in way to tell keys apart
+// in traces without recording them (see the package doc). secret should
+// be a random value of the deployment, kept out of the traces: with a
+// known or empty secret, a key from a small space (an IPv4 address, a
+// numeric id) is found again by hashing every candidate. The same key
+// and secret always give the same value.
+func HashedKey(secret []byte, key string) attribute.KeyValue {
+	m := hmac.New(sha256.New, secret)
+	m.Write([]byte(key))
+	var sum [sha256.Size]byte
+	return attribute.String(HashedKeyAttribute, hex.EncodeToString(m.Sum(sum[:0])[:16]))
 }
 
 var _ core.Observer = (*Observer)(nil)

@@ -282,7 +282,7 @@ func TestLiveStateAcrossSwapRedis(t *testing.T) {
 			withAlg := func(src string) *Set {
 				return mustParse(t, strings.Replace(src, "rules:\n", "defaults: {algorithm: "+alg+"}\nrules:\n", 1))
 			}
-			live, err := NewLive[struct{}](store, withAlg(stateV1), nil, core.WithClock(clock))
+			live, err := NewLive[struct{}](store, withAlg(stateV1), nil, core.WithClock(clock), core.WithTimeout(redistest.StoreTimeout))
 			require.NoError(t, err)
 			for _, name := range []string{"keep", "failmode", "change"} {
 				n, _ := takeRule(t, live, name, "alice", 4)

@@ -76,7 +76,8 @@ func reloadMany(t *testing.T, rule func(i int) string, onRedis bool) {
 		store = rs
 	}
 	clock := core.NewManualClock(time.Unix(1_700_000_000, 0))
-	sig := NewSignals(SignalEnv{Store: store, Options: []core.Option{core.WithClock(clock)}})
+	opts := []core.Option{core.WithClock(clock), core.WithTimeout(redistest.StoreTimeout)}
+	sig := NewSignals(SignalEnv{Store: store, Options: opts})
 	path := filepath.Join(t.TempDir(), "rules.yaml")
 	write := func(i int) {
 		require.NoError(t, os.WriteFile(path+".tmp", []byte(rule(i)), 0o600))
@@ -87,7 +88,7 @@ func reloadMany(t *testing.T, rule func(i int) string, onRedis bool) {
 	require.NoError(t, err)
 	set, err = set.WithSignals(sig)
 	require.NoError(t, err)
-	live, err := NewLive[struct{}](store, set, nil, core.WithClock(clock))
+	live, err := NewLive[struct{}](store, set, nil, opts...)
 	require.NoError(t, err)
 	ctx := context.Background()
 	// decide one request per reload through the current rule, and

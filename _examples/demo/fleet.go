@@ -184,7 +184,8 @@ func runOutage() (fleetRun, error) {
 // the run; write-back adds the servers' lease cap, min(1024, 2000/(4×4))
 // each; when some decisions were degraded (FailLocal, the tier's default,
 // decided them: a loaded machine missed the deadline), the FailLocal bound
-// 2L − L/N replaces L.
+// 2L replaces L (each server may spend its local share L/N on top of what
+// the shared store admits).
 const (
 	fleetLimit = 2000
 	leaseCap   = fleetLimit / (4 * fleetSize)
@@ -222,7 +223,7 @@ func fleetRows() ([]fleetRun, error) {
 		}
 		l := int64(fleetLimit)
 		if r.degraded > 0 {
-			l = 2*fleetLimit - fleetLimit/fleetSize
+			l = 2 * fleetLimit
 		}
 		r.bound = l + refill(r.elapsed) + 1 + c.lease
 		rows = append(rows, r)
@@ -263,7 +264,7 @@ func demoFleet(out io.Writer) error {
 	fmt.Fprintf(out, "locally in p99 %v; fail_mode local admitted %d (each server 400/%d of the 400/min limit).\n", o.p99.Round(time.Microsecond), o.admitted, fleetSize)
 	if kept {
 		fmt.Fprintf(out, "Every mode kept its bound: the limit plus what it refills in the run (write-back: plus %d × %d leased;\n", fleetSize, leaseCap)
-		fmt.Fprintln(out, "with DEGRADED decisions, the fail_mode local bound 2L - L/N replaces the limit L).")
+		fmt.Fprintln(out, "with DEGRADED decisions, the fail_mode local bound 2L replaces the limit L).")
 	} else {
 		fmt.Fprintln(out, "A mode went over its bound in this run (see WITHIN BOUND): this machine is too loaded for the shared")
 		fmt.Fprintln(out, "store's simulated round trips, and the fail mode decided the DEGRADED requests.")

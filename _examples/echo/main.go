@@ -44,7 +44,18 @@ func main() {
 
 	e := echo.New()
 	e.HideBanner = true
-	e.HidePort = true // LogStartup says where
+	e.HidePort = true    // LogStartup says where
+	if app.OTel != nil { // -otel: a server span per request, on which its decision shows
+		e.Use(func(next echo.HandlerFunc) echo.HandlerFunc {
+			return func(c echo.Context) error {
+				r := c.Request()
+				ctx, end := app.StartSpan(r.Context(), r.Method, c.Path(), r.URL.Path, r.Header.Get)
+				defer end()
+				c.SetRequest(r.WithContext(ctx))
+				return next(c)
+			}
+		})
+	}
 	e.Use(func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) error {
 			snap := d.Acquire()

@@ -63,6 +63,11 @@ func main() {
 	// The dispatcher is the first handler of each route (not app.Use),
 	// so that c.Route() is the matched route.
 	dispatch := func(c *fiber.Ctx) error {
+		if app.OTel != nil { // -otel: a server span per request, on which its decision shows
+			ctx, end := app.StartSpan(c.UserContext(), c.Method(), c.Route().Path, c.Path(), func(k string) string { return c.Get(k) })
+			defer end()
+			c.SetUserContext(ctx)
+		}
 		snap := d.Acquire()
 		defer snap.Release()
 		if mw, ok := d.Middleware(snap, view{c}, c.Route().Path); ok {

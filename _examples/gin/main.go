@@ -44,6 +44,14 @@ func main() {
 	gin.SetMode(gin.ReleaseMode)
 	r := gin.New()
 	r.Use(gin.Recovery())
+	if app.OTel != nil { // -otel: a server span per request, on which its decision shows
+		r.Use(func(c *gin.Context) {
+			ctx, end := app.StartSpan(c.Request.Context(), c.Request.Method, c.FullPath(), c.Request.URL.Path, c.Request.Header.Get)
+			defer end()
+			c.Request = c.Request.WithContext(ctx)
+			c.Next()
+		})
+	}
 	r.Use(func(c *gin.Context) {
 		snap := d.Acquire()
 		defer snap.Release()

@@ -1,33 +1,44 @@
-// Command grpc serves a small echo service over gRPC, limited through the
-// grpclimit interceptors: the method /limitkit.example.Echo/Say takes and
-// returns a google.protobuf.StringValue, so any grpc-go client can call it
-// with conn.Invoke and the well-known wrapper types, without generated
-// code.
+// Command grpc serves a small echo service over gRPC, limited by a rules
+// file through the grpclimit interceptors: the methods
+// /limitkit.example.Echo/Say (echoes) and /limitkit.example.Echo/Shout
+// (echoes in capitals) take and return a google.protobuf.StringValue, so
+// any grpc-go client can call them with conn.Invoke and the well-known
+// wrapper types, without generated code; /limitkit.example.Echo/Chat is a
+// bidirectional stream of them (cc.NewStream), limited when it opens.
 //
 //	go run ./_examples/grpc -addr :50051
 //
-// Limits, per full method (each method has its own quota per client):
-// 10 calls per minute per API key (metadata x-api-key; with -jwt-secret, a
-// bearer JWT's subject in "authorization" comes first), and 5 per minute
-// per peer IP for calls that carry neither. A denial is RESOURCE_EXHAUSTED
-// with RetryInfo, QuotaFailure and ErrorInfo details and the
-// grpc-retry-pushback-ms trailer; every limited call carries
-// x-ratelimit-limit, -remaining and -reset metadata. Health checks and
-// reflection are never limited.
+// The default rules (rules.yaml, embedded) limit Say to 10 calls per
+// minute per API key (metadata x-api-key; with a valid JWT in
+// "authorization: Bearer ...", its subject) and 5 per minute per peer IP
+// for calls that carry neither; the other methods of the service
+// (/limitkit.example.Echo/*: Shout calls, Chat streams) to 20 and 10.
+// Each method has its own quota per caller. A denial is RESOURCE_EXHAUSTED with RetryInfo, QuotaFailure
+// and ErrorInfo details and the grpc-retry-pushback-ms trailer; every
+// limited call carries x-ratelimit-limit, -remaining and -reset metadata.
+// Health checks and reflection are never limited.
 //
-// Flags: -addr; -redis host:port or redis:// / rediss:// URL (empty: an
-// in-process store; instances on one Redis share the quotas); -jwt-secret
-// (or LIMITKIT_JWT_SECRET) to key by a verified HS256 token's subject;
-// -trusted-proxies CIDRs whose x-forwarded-for metadata names the client
-// (default: none, the peer address is the client). Rules files (-rules of
-// the HTTP examples) are not wired into grpclimit yet.
+// The flags are the HTTP examples', with the same meaning: -addr; -rules,
+// a rules file whose routes are full method names (/pkg.Service/Method,
+// /pkg.Service/*; a rule lists no methods, every call being an HTTP/2
+// POST), reloaded on SIGHUP and, with -watch, on change; -redis
+// host:port or redis:// / rediss:// URL (empty: an in-process store;
+// instances on one Redis share the quotas), behind the fleet tier, whose
+// write-back sync interval is -sync (0: exact, every decision at Redis)
+// and -fleet-size, -allow-degraded; -jwt-secret (or LIMITKIT_JWT_SECRET;
+// none: a random one, and a sample token is logged); -trusted-proxies,
+// CIDRs whose x-forwarded-for metadata names the client (default none: the
+// peer address is the client). LIMITKIT_API_KEYS, when set, lists the
+// valid x-api-key values as over HTTP; unset, every x-api-key is a key
+// of its own.
 package main
 
 import (
 	"context"
+	_ "embed"
 	"errors"
 	"flag"
-	"fmt"
+	"io"
 	"log"
 	"net"
 	"os"
@@ -37,135 +48,168 @@ import (
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/limitkit/limitkit/core"
-	"github.com/limitkit/limitkit/core/memstore"
-	"github.com/limitkit/limitkit/core/redisstore"
 	"github.com/limitkit/limitkit/grpclimit"
 	"github.com/limitkit/limitkit/httplimit"
+	"github.com/limitkit/limitkit/internal/exampleapp"
 	"github.com/limitkit/limitkit/keyfuncs"
+	"github.com/limitkit/limitkit/rules"
 )
+
+//go:embed rules.yaml
+var defaultRules []byte
 
 func main() {
 	if err := run(os.Args[1:]); err != nil && !errors.Is(err, flag.ErrHelp) {
-		log.Fatal(err)
+		log.Fatal(err) // after run's deferred calls: the store is closed
 	}
 }
 
 func run(args []string) error {
-	fs := flag.NewFlagSet("grpc", flag.ContinueOnError)
-	addr := fs.String("addr", ":50051", "listen address")
-	redisURL := fs.String("redis", "", "Redis host:port or redis:// URL (empty: in-process store)")
-	jwtSecret := fs.String("jwt-secret", os.Getenv("LIMITKIT_JWT_SECRET"), "HS256 secret: key by the bearer token's subject")
-	proxies := fs.String("trusted-proxies", "", "comma-separated CIDRs whose x-forwarded-for is trusted")
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	store, closeStore, err := openStore(*redisURL)
+	s, err := start(args)
 	if err != nil {
 		return err
 	}
-	defer closeStore()
-
-	ident, err := identity(*jwtSecret)
-	if err != nil {
-		return err
+	defer s.app.Close()
+	defer s.app.StartReloads()() // SIGHUP reloads -rules; -watch also on change
+	if s.app.StoreErr != nil {
+		log.Printf("WARNING: started degraded (-allow-degraded): %v; each rule's fail mode decides until the store answers", s.app.StoreErr)
 	}
-	ip := keyfuncs.PeerIP()
-	if *proxies != "" {
-		if ip, err = keyfuncs.XForwardedFor(strings.Split(*proxies, ",")...); err != nil {
-			return err
-		}
+	if s.app.SampleToken != "" {
+		log.Printf("no -jwt-secret: generated one; a token for user alice (metadata authorization: Bearer <token>):\n%s", s.app.SampleToken)
 	}
-	perKey, err := core.NewLimiter(store, core.Policy{Name: "per-key", Limits: []core.Limit{core.PerMinute(10)}})
-	if err != nil {
-		return err
-	}
-	perIP, err := core.NewLimiter(store, core.Policy{Name: "per-ip", Limits: []core.Limit{core.PerMinute(5)}})
-	if err != nil {
-		return err
-	}
-	onErr := httplimit.WithErrorHook(func(_ context.Context, err error) { log.Print(err) })
-	// calls with an identity are limited by it; the others by their IP
-	keyed, err := grpclimit.New(perKey, httplimit.WithKey(ident), httplimit.WithNoKey(httplimit.NoKeySkip), onErr)
-	if err != nil {
-		return err
-	}
-	anonymous, err := grpclimit.New(perIP, httplimit.WithIPKey(ip), onErr, httplimit.WithSkip(func(r keyfuncs.Request) bool {
-		_, err := ident(r)
-		return err == nil
-	}))
-	if err != nil {
-		return err
-	}
-	srv := grpc.NewServer(
-		grpc.ChainUnaryInterceptor(keyed.UnaryServerInterceptor(), anonymous.UnaryServerInterceptor()),
-		grpc.ChainStreamInterceptor(keyed.StreamServerInterceptor(), anonymous.StreamServerInterceptor()),
-	)
-	srv.RegisterService(&echoService, struct{}{})
-	ln, err := net.Listen("tcp", *addr)
-	if err != nil {
-		return err
-	}
-	log.Printf("grpc example on %s (store: %s)", ln.Addr(), storeName(*redisURL))
-	return srv.Serve(ln)
+	log.Printf("grpc example listening on %s; store: %s; rules: %s (%d rules); fail modes: %s",
+		s.ln.Addr(), s.app.StoreInfo, s.app.RulesInfo, len(s.app.Rules.Rules()), s.app.FailModes())
+	return s.srv.Serve(s.ln)
 }
 
-// identity is the key of a call that says who it is: the API key, or
-// with a JWT secret first the verified token's subject.
-func identity(secret string) (keyfuncs.Func, error) {
-	apiKey, err := keyfuncs.APIKey("x-api-key", "")
+// server is the example wired and listening, not yet serving.
+type server struct {
+	app *exampleapp.App
+	srv *grpc.Server
+	ln  net.Listener
+}
+
+// start parses the flags, builds the app (store, rules, a limiter and an
+// interceptor per rule) and the gRPC server, and binds -addr. opts are
+// for tests (a clock).
+func start(args []string, opts ...exampleapp.Option) (*server, error) {
+	cfg, err := exampleapp.ParseFlagsAddr("grpc", ":50051", args, nil)
 	if err != nil {
 		return nil, err
 	}
-	if secret == "" {
-		return apiKey, nil
-	}
-	jwt, err := keyfuncs.JWTClaim(keyfuncs.JWTConfig{Methods: []string{"HS256"}, Key: []byte(secret)})
+	def, err := rules.Parse(defaultRules, rules.YAML)
 	if err != nil {
-		return nil, fmt.Errorf("-jwt-secret: %w", err)
+		return nil, err
 	}
-	return keyfuncs.FirstOf(keyfuncs.Tagged("user", jwt), keyfuncs.Tagged("key", apiKey)), nil
+	opts = append([]exampleapp.Option{
+		exampleapp.WithDefaultRules(def, "embedded gRPC rules (_examples/grpc/rules.yaml)"),
+		exampleapp.WithAnyAPIKey(),
+	}, opts...)
+	app, err := exampleapp.New(cfg, opts...)
+	if err != nil {
+		return nil, err
+	}
+	d, err := exampleapp.NewDispatch(app, newRule)
+	if err != nil {
+		app.Close()
+		return nil, err
+	}
+	srv := grpc.NewServer(grpc.UnaryInterceptor(unary(d)), grpc.StreamInterceptor(stream(d)))
+	srv.RegisterService(&echoService, struct{}{})
+	ln, err := exampleapp.Listen(cfg.Addr)
+	if err != nil {
+		app.Close()
+		return nil, err
+	}
+	return &server{app: app, srv: srv, ln: ln}, nil
 }
 
-func openStore(url string) (core.Store, func(), error) {
-	if url == "" {
-		s, err := memstore.New()
-		if err != nil {
-			return nil, nil, err
+// rule is one rule's interceptors.
+type rule struct {
+	unary  grpc.UnaryServerInterceptor
+	stream grpc.StreamServerInterceptor
+}
+
+// newRule builds a rule's interceptors with the options exampleapp gives
+// every adapter (the rule's key, the IP fallback), but grpclimit's scope:
+// each method its own quota per caller, a wildcard rule's methods too
+// (over HTTP a rule's routes share the rule's quota).
+func newRule(l *core.Limiter, opts ...httplimit.Option) (rule, error) {
+	opts = append(opts, httplimit.WithScopeFunc(func(r keyfuncs.Request) string { return r.Route() }),
+		httplimit.WithErrorHook(func(_ context.Context, err error) { log.Print(err) }))
+	ic, err := grpclimit.New(l, opts...)
+	if err != nil {
+		return rule{}, err
+	}
+	return rule{ic.UnaryServerInterceptor(), ic.StreamServerInterceptor()}, nil
+}
+
+// unary hands each call to its rule's interceptor, in the rules snapshot
+// serving when it arrived; a call no rule matches is not limited.
+func unary(d *exampleapp.Dispatch[rule]) grpc.UnaryServerInterceptor {
+	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+		snap := d.Acquire()
+		defer snap.Release()
+		if r, ok := d.Middleware(snap, grpclimit.NewRequest(ctx, info.FullMethod), info.FullMethod); ok {
+			return r.unary(ctx, req, info, handler)
 		}
-		return s, func() { _ = s.Close() }, nil
+		return handler(ctx, req)
 	}
-	client, err := redisstore.NewClient(url)
-	if err != nil {
-		return nil, nil, err
-	}
-	s, err := redisstore.New(client)
-	if err != nil {
-		_ = client.Close()
-		return nil, nil, err
-	}
-	return s, func() { _ = client.Close() }, nil
 }
 
-func storeName(url string) string {
-	if url == "" {
-		return "in-process"
+// stream is unary's counterpart for streams, decided when they open.
+func stream(d *exampleapp.Dispatch[rule]) grpc.StreamServerInterceptor {
+	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+		snap := d.Acquire()
+		defer snap.Release()
+		if r, ok := d.Middleware(snap, grpclimit.NewRequest(ss.Context(), info.FullMethod), info.FullMethod); ok {
+			return r.stream(srv, ss, info, handler)
+		}
+		return handler(srv, ss)
 	}
-	return "redis"
 }
 
-// echoService is /limitkit.example.Echo/Say, registered by hand.
+// echoService is /limitkit.example.Echo/Say and /Shout, registered by
+// hand.
 var echoService = grpc.ServiceDesc{
 	ServiceName: "limitkit.example.Echo",
 	HandlerType: (*any)(nil),
-	Methods: []grpc.MethodDesc{{MethodName: "Say", Handler: func(srv any, ctx context.Context, dec func(any) error, ic grpc.UnaryServerInterceptor) (any, error) {
+	Methods: []grpc.MethodDesc{
+		method("Say", func(s string) string { return s }),
+		method("Shout", strings.ToUpper),
+	},
+	Streams: []grpc.StreamDesc{{StreamName: "Chat", ServerStreams: true, ClientStreams: true, Handler: chat}},
+}
+
+// chat is /limitkit.example.Echo/Chat, a bidirectional stream that
+// echoes each StringValue until the client closes its side.
+func chat(_ any, ss grpc.ServerStream) error {
+	for {
+		in := new(wrapperspb.StringValue)
+		if err := ss.RecvMsg(in); err == io.EOF {
+			return nil
+		} else if err != nil {
+			return err
+		}
+		if err := ss.SendMsg(in); err != nil {
+			return err
+		}
+	}
+}
+
+func method(name string, f func(string) string) grpc.MethodDesc {
+	full := "/limitkit.example.Echo/" + name
+	return grpc.MethodDesc{MethodName: name, Handler: func(srv any, ctx context.Context, dec func(any) error, ic grpc.UnaryServerInterceptor) (any, error) {
 		in := new(wrapperspb.StringValue)
 		if err := dec(in); err != nil {
 			return nil, err
 		}
-		say := func(_ context.Context, req any) (any, error) { return req, nil }
-		if ic == nil {
-			return say(ctx, in)
+		h := func(_ context.Context, req any) (any, error) {
+			return wrapperspb.String(f(req.(*wrapperspb.StringValue).GetValue())), nil
 		}
-		return ic(ctx, in, &grpc.UnaryServerInfo{Server: srv, FullMethod: "/limitkit.example.Echo/Say"}, say)
-	}}},
+		if ic == nil {
+			return h(ctx, in)
+		}
+		return ic(ctx, in, &grpc.UnaryServerInfo{Server: srv, FullMethod: full}, h)
+	}}
 }

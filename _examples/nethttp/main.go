@@ -14,6 +14,13 @@
 // LIMITKIT_API_KEYS lists valid X-API-Key values. Metrics are at /metrics;
 // store failures are logged.
 //
+// -otel stdout also exports to OpenTelemetry, printed to standard output
+// as JSON lines: the otellimit metrics every 10 s (limitkit.decisions by
+// limitkit.result, ...) and every request's server span, with its rule's
+// limitkit.decision event (docs/observability.md):
+//
+//	go run ./_examples/nethttp -otel stdout | grep limitkit.decision
+//
 // The rules reload without a restart: kill -HUP <pid> reloads the -rules
 // file, and -watch 2s also reloads it when its content changes. A file
 // that does not validate is rejected with its problems logged, and the

@@ -26,6 +26,7 @@ func TestDenyCacheServesRepeatedDenials(t *testing.T) {
 	first, err := tier.Take(ctx, "k", p, t0, 1)
 	require.NoError(t, err)
 	require.False(t, first.Allowed)
+	require.False(t, first.Cached, "the remote store's own denial")
 	require.Equal(t, 500*time.Millisecond, first.RetryAfter)
 	calls := f.calls.Load()
 	now := t0
@@ -33,7 +34,9 @@ func TestDenyCacheServesRepeatedDenials(t *testing.T) {
 		now = now.Add(time.Millisecond)
 		d, err := tier.Take(ctx, "k", p, now, 1)
 		require.NoError(t, err)
-		require.Equal(t, f.peek("k", p, now, 1), d, "a cached denial is the exact store's decision")
+		want := f.peek("k", p, now, 1)
+		want.Cached = true // the only difference: it says where it came from
+		require.Equal(t, want, d, "a cached denial is the exact store's decision")
 	}
 	assert.Equal(t, calls, f.calls.Load(), "denials served without a round trip")
 	assert.Len(t, ev.kinds(core.EventDenyCacheHit), 100)

@@ -165,16 +165,20 @@
 //
 //	fail mode                     admitted per window, whatever fails
 //	FailClosed                    L in exact mode; L + N×C in write-back (L for the fixed window)
-//	FailLocal (default)           2L − L/N in the worst case (one tier decides at Redis while
-//	                              N−1 tiers spend their whole local share), + N×C in write-back;
-//	                              L (+ N×C) when every tier's local admissions reach Redis in
-//	                              the window while it has room
+//	FailLocal (default)           2L at most (Redis admits L, each tier at most its local share
+//	                              L/N), + N×C in write-back; 2L − L/N when no remote decision is
+//	                              in flight as a tier falls back (a tier's remote admissions
+//	                              are charged to its share, so one tier spends both at most);
+//	                              L + N (+ N×C) when every tier's local admissions reach Redis
+//	                              in the window while it has room
 //	FailOpen (WithDefaultFailMode) unbounded while a domain is down or its calls fail;
 //	                              cached denials still deny
 //
+// TestFailLocalBoundSteps walks the FailLocal terms step by step on a fake
+// clock (175 and 104 of a limit of 100 with 4 tiers);
 // TestFlappingRedisFailLocalBound, TestSaturatedHostKeepsTheBound and
-// TestClusterMasterDownAffectsOnlyItsKeys check them against real Redis
-// servers (a flapping Redis, a starved process, a SIGSTOPped Cluster
+// TestClusterMasterDownAffectsOnlyItsKeys check the bounds against real
+// Redis servers (a flapping Redis, a starved process, a SIGSTOPped Cluster
 // master).
 //
 // # Elastic policies
@@ -189,12 +193,36 @@
 // open, a FailLocal elastic policy is decided by the embedded store with
 // the divided limits and no elasticity.
 //
+// # Quota verbs
+//
+// The tier implements core.VerbStore and core.ReserveStore, so a
+// Limiter's Peek, Reset, Charge, Refund and Wait work through it, each one
+// round trip to the remote store (Reserve: the remote store's
+// reservation, so waiters on every server queue at Redis). They go
+// through the same failure handling as decisions: the breaker of the
+// key's failure domain (while it is open the remote store is not called
+// and the verb fails at once with core.ErrCircuitOpen; an outage counts
+// towards it, a caller's own cancellation does not), and the fail mode.
+// Under FailLocal, Peek, Charge and Refund act on the key's share in the
+// embedded store and return its Degraded decision with the error (a
+// charge is owed to the remote store like a fallback admission, a refund
+// first cancels what is still owed), Wait is admitted by the fallback,
+// and Reset resets the share and returns the error; under the other fail
+// modes the Limiter applies the fail mode (a charge or refund is then
+// lost). A Reset drops this server's cached denial, lease and pending
+// counts at once; every other server honours it within the deny cache's
+// bound, WithDenyCacheTTL (DefaultDenyCacheTTL, 1 s): a cached denial is
+// served at most that long without asking the remote store again.
+//
 // # Events
 //
 // WithObserver receives core.EventDenyCacheHit (per cached denial, with
 // the decision), core.EventSync (per sync round trip: Keys entries,
 // Latency, Err), core.EventBreaker (every transition, From → To) and
 // core.EventFallback (per FailLocal decision). No event carries a key.
+// A deny-cache hit and a fallback carry the request's context (the one
+// the Limiter passed to Take), so an exporter can put them on the
+// request's trace; a sync and a breaker transition belong to no request.
 // BreakerState, BreakerStates and BreakerOpenings report the breakers.
 //
 // # Time

@@ -130,7 +130,15 @@ func TestClusterMasterDownAffectsOnlyItsKeys(t *testing.T) {
 			}
 			hDecided += st.decided.Load()
 			hDegraded += st.degraded.Load()
-			hOver += max(0, st.admitted.Load()-quota)
+			// a key some of whose decisions fell back (under -race, a
+			// healthy master's answer can miss its deadline) is held
+			// to the FailLocal bound, twice the quota; the others to
+			// the quota
+			bound := int64(quota)
+			if st.degraded.Load() > 0 {
+				bound = 2 * quota
+			}
+			hOver += max(0, st.admitted.Load()-bound)
 		}
 		t.Logf("per-domain breakers %v: healthy masters: %d decisions, %.1f%% degraded, %d units over quota; victim: %d decisions, %.1f%% degraded; %d breaker openings",
 			domains, hDecided, 100*float64(hDegraded)/float64(max(1, hDecided)), hOver, vDecided, 100*float64(vDegraded)/float64(max(1, vDecided)), openings)
@@ -147,7 +155,7 @@ func TestClusterMasterDownAffectsOnlyItsKeys(t *testing.T) {
 		} else {
 			assert.Zero(t, hDegraded, "a healthy master's keys are decided by Redis")
 		}
-		assert.Zero(t, hOver, "a healthy master's keys never go over quota")
+		assert.Zero(t, hOver, "a healthy master's keys never go over quota (over the FailLocal bound for a key that fell back)")
 		assert.NotZero(t, vDegraded, "the victim's keys go to the fail mode")
 	}
 }

@@ -316,9 +316,12 @@ func localName(p *core.Policy) string {
 // Errors: an invalid policy; core.ErrClosed after Close; the remote
 // store's error wrapped by "fleet: "; and, while the breaker is open, an
 // error wrapping core.ErrCircuitOpen. With an error, the decision is zero
-// (the Limiter applies FailOpen or FailClosed) unless the policy is
-// FailLocal: then it is the embedded store's Degraded decision with each
-// limit divided by the fleet size.
+// (the Limiter applies its policy's fail mode) unless the policy fails
+// local (FailLocal, or no fail mode under WithDefaultFailMode's default):
+// then it is the embedded store's Degraded decision with each limit
+// divided by the fleet size; or fails closed (FailClosed, or no fail mode
+// under WithDefaultFailMode(core.FailClosed)): then it is a Degraded
+// denial.
 func (s *Store) Take(ctx context.Context, key string, p *core.Policy, now time.Time, cost int64) (core.Decision, error) {
 	if p == nil {
 		return core.Decision{}, errors.New("fleet: Take: nil policy")
@@ -353,13 +356,14 @@ func (s *Store) Take(ctx context.Context, key string, p *core.Policy, now time.T
 		e.ref = true
 		if cost > 0 && e.denyCost > 0 && (cost == e.denyCost || pi.writeBack && cost > e.denyCost) && t >= e.denyAt && t < e.denyUntil && t-e.denyAt < s.denyTTL() {
 			d := e.denied(t)
+			d.Cached = true
 			if pi.countDenied {
 				e.pending = min(e.pending+cost, pi.maxCost)
 				sh.queue(e)
 			}
 			sh.mu.Unlock()
 			if o := s.cfg.observer; o != nil {
-				o.Observe(core.Event{Kind: core.EventDenyCacheHit, Policy: p.Name, Outcome: core.OutcomeOf(d), Decision: d})
+				o.Observe(core.Event{Kind: core.EventDenyCacheHit, Context: ctx, Policy: p.Name, Outcome: core.OutcomeOf(d), Decision: d})
 			}
 			return d, nil
 		}
@@ -620,12 +624,19 @@ func (s *Store) record(sh *shard, e *entry, k ekey, pi *pinfo, t, cost int64, d 
 
 // fallback decides without the remote store: the embedded store for a
 // policy failing local (FailLocal, or FailOpen read as the tier's default
-// fail mode), else a zero decision and an error for the Limiter's fail
-// mode. A local admission is owed to the remote store: its cost is
+// fail mode), a Degraded denial for one failing closed (FailClosed, or
+// FailOpen read as the tier's default), else a zero decision and an error
+// for the Limiter's fail mode (open). A local admission is owed to the remote store: its cost is
 // forwarded (as the pending count) with the key's next remote decision or
 // sync round, so that the remote store's window counts it.
 func (s *Store) fallback(ctx context.Context, key string, pi *pinfo, now time.Time, cost int64, cause error) (core.Decision, error) {
 	err := fmt.Errorf("fleet: %w", cause)
+	if pi.failMode == core.FailClosed {
+		// Denied here, not by the Limiter: a policy that sets no fail
+		// mode reads as FailOpen there, but fails closed when the tier's
+		// WithDefaultFailMode says so.
+		return core.Decision{Policy: pi.p.Name, Degraded: true, RetryAfter: time.Second}, err
+	}
 	if pi.failMode != core.FailLocal || pi.local == nil {
 		return core.Decision{}, err
 	}
@@ -638,7 +649,7 @@ func (s *Store) fallback(ctx context.Context, key string, pi *pinfo, now time.Ti
 		s.owe(key, pi, cost)
 	}
 	if o := s.cfg.observer; o != nil {
-		o.Observe(core.Event{Kind: core.EventFallback, Policy: pi.p.Name, Outcome: core.OutcomeOf(d), Decision: d, Err: err})
+		o.Observe(core.Event{Kind: core.EventFallback, Context: ctx, Policy: pi.p.Name, Outcome: core.OutcomeOf(d), Decision: d, Err: err})
 	}
 	return d, err
 }

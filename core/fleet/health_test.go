@@ -24,7 +24,9 @@ func TestOOMIsNotAnOutage(t *testing.T) {
 	tier := newTier(t, redisStore(t, c), WithDefaultFailMode(core.FailOpen), WithoutDenyCache(),
 		WithBreaker(3, 200*time.Millisecond, 50*time.Millisecond))
 	pol := core.Policy{Name: "oom", Algorithm: core.FixedWindow, Limits: []core.Limit{core.Per(10, time.Hour)}}
-	lim := core.MustNewLimiter(tier, pol)
+	// a deadline a loaded machine does not miss: a timeout would be
+	// an outage, which FailOpen admits; the subject is the OOM reply
+	lim := core.MustNewLimiter(tier, pol, core.WithTimeout(redistest.StoreTimeout))
 	ctx := context.Background()
 	for i := 0; i < 10; i++ {
 		for j := 0; j < 11; j++ {

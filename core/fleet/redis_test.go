@@ -75,7 +75,7 @@ func TestExactEqualsPlainRedis(t *testing.T) {
 			clk := core.NewManualClock(storetest.Epoch)
 			tier := newTier(t, redisStore(t, tc, redisstore.WithPrefix("tier:")), WithClock(clk), WithSync(0))
 			ctx := context.Background()
-			var calls int64
+			var calls, cached int64
 			for _, p := range storetest.Policies() {
 				t.Run(p.Name, func(t *testing.T) {
 					rng := rand.New(rand.NewPCG(uint64(len(p.Name)), 11))
@@ -96,13 +96,18 @@ func TestExactEqualsPlainRedis(t *testing.T) {
 						require.NoError(t, err)
 						got, err := tier.Take(ctx, key, &p, now, cost)
 						require.NoError(t, err)
+						if got.Cached {
+							cached++
+							got.Cached = false // where the denial came from, not what it is
+						}
 						require.Equal(t, want, got, "step %d key %s cost %d", i, key, cost)
 						calls++
 					}
 				})
 			}
-			t.Logf("%s: %d decisions, %d tier commands to Redis", target, calls, cnt.n.Load())
+			t.Logf("%s: %d decisions, %d tier commands to Redis, %d cached denials", target, calls, cnt.n.Load(), cached)
 			require.Less(t, cnt.n.Load(), calls, "the deny cache saved round trips")
+			require.Positive(t, cached, "a cached denial says so")
 		})
 	}
 }
@@ -127,5 +132,25 @@ func TestWriteBackBoundRedis(t *testing.T) {
 				})
 			})
 		}
+	}
+}
+
+// TestVerbsConformanceRedis runs the verbs' suite through four tiers in
+// exact mode in front of one Redis node, and of a Cluster: a reset
+// through one tier is honoured by the others within the deny cache's
+// bound.
+func TestVerbsConformanceRedis(t *testing.T) {
+	node := redistest.StartNode(t)
+	cl := redistest.StartCluster(t)
+	for _, target := range []string{"node", "cluster"} {
+		t.Run(target, func(t *testing.T) {
+			storetest.RunVerbs(t, func(t *testing.T) core.Store {
+				var c redis.UniversalClient = node.NewClient(t)
+				if target == "cluster" {
+					c = cl.NewClient(t)
+				}
+				return newTier(t, redisStore(t, c))
+			}, storetest.VerbOptions{Stores: 4, ResetBound: DefaultDenyCacheTTL})
+		})
 	}
 }

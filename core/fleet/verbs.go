@@ -2,6 +2,7 @@ package fleet
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"hash/maphash"
 	"time"
@@ -62,32 +63,78 @@ func (s *Store) remoteVerbs(verb string, p *core.Policy) (core.VerbStore, *pinfo
 	return vs, pi, nil
 }
 
+// The verbs go through the failure handling of a decision (the package
+// doc's "Quota verbs"): each is one call to the remote store through the
+// breaker of the key's failure domain (remoteVerb), and when that call
+// fails or the breaker is open, a FailLocal policy (FailOpen read as
+// WithDefaultFailMode's) gets its local share's Degraded decision with
+// the error (degraded); any other policy, or a caller that cancelled its
+// own context, a zero decision and the error, to which the Limiter
+// applies the fail mode.
+
+// remoteVerb runs call, a verb's call to the remote store for key under
+// pi, through the key's breaker, and reports its outcome there.
+func (s *Store) remoteVerb(ctx context.Context, key string, pi *pinfo, call func() error) error {
+	b := s.breakerFor(key, pi.p)
+	if !b.allow() {
+		return fmt.Errorf("fleet: %w", core.ErrCircuitOpen)
+	}
+	err := call()
+	if s.report(ctx, b, err) == outage {
+		b.probe.Store(&ekey{p: pi.p, key: key})
+	}
+	if err != nil {
+		return fmt.Errorf("fleet: %w", err)
+	}
+	return nil
+}
+
+// degraded is a verb's answer after its remote call failed with err: for
+// a FailLocal policy, local's decision on the key's share in the embedded
+// store (local gets the divided policy), marked Degraded, with err; else
+// a zero decision and err.
+func (s *Store) degraded(ctx context.Context, pi *pinfo, err error, local func(*core.Policy) (core.Decision, error)) (core.Decision, error) {
+	if pi.failMode != core.FailLocal || pi.local == nil || cancelled(ctx) {
+		return core.Decision{}, err
+	}
+	d, lerr := local(pi.local)
+	if lerr != nil {
+		return core.Decision{}, errors.Join(err, lerr)
+	}
+	d.Degraded, d.Policy = true, pi.p.Name
+	return d, err
+}
+
 // Peek is the remote store's Peek (one round trip; nothing consumed). In
 // write-back mode units this server holds leased are not counted as
 // remaining (they were charged at the remote store): a peek is
-// conservative by at most the lease. The verbs go to the remote store
-// directly, not through the breaker or the local fallback. Errors as
-// Take's remote ones.
+// conservative by at most the lease. Failures as the verbs' above.
 func (s *Store) Peek(ctx context.Context, key string, p *core.Policy, now time.Time, cost int64) (core.Decision, error) {
-	vs, _, err := s.remoteVerbs("Peek", p)
+	vs, pi, err := s.remoteVerbs("Peek", p)
 	if err != nil {
 		return core.Decision{}, err
 	}
-	d, err := vs.Peek(ctx, key, p, now, cost)
-	if err != nil {
-		return core.Decision{}, fmt.Errorf("fleet: %w", err)
+	var d core.Decision
+	if err := s.remoteVerb(ctx, key, pi, func() (err error) {
+		d, err = vs.Peek(ctx, key, p, now, cost)
+		return err
+	}); err != nil {
+		return s.degraded(ctx, pi, err, func(lp *core.Policy) (core.Decision, error) {
+			return s.local.Peek(ctx, key, lp, now, cost)
+		})
 	}
 	return d, nil
 }
 
 // Reset resets key at the remote store and forgets this server's entry
 // for it: its cached denial, its leased units (they were charged before
-// the reset; spending them would admit more than a fresh quota) and its
-// locally counted denials, and the key's state in the local fallback
-// store. Other servers of the fleet honour the reset within the deny
-// cache's bound (WithDenyCacheTTL: their cached denials expire); their
-// leases, at most the lease cap per server, stay spendable until they
-// expire (one sync interval). Errors as Take's remote ones.
+// the reset; spending them would admit more than a fresh quota), its
+// locally counted denials and owed fallback admissions, and the key's
+// state in the local fallback store (all of it even when the remote
+// reset fails). Other servers of the fleet honour the reset within the
+// deny cache's bound (WithDenyCacheTTL: their cached denials expire);
+// their leases, at most the lease cap per server, stay spendable until
+// they expire (one sync interval). Failures as the verbs' above.
 func (s *Store) Reset(ctx context.Context, key string, p *core.Policy) error {
 	vs, pi, err := s.remoteVerbs("Reset", p)
 	if err != nil {
@@ -97,47 +144,66 @@ func (s *Store) Reset(ctx context.Context, key string, p *core.Policy) error {
 	if pi.local != nil {
 		_ = s.local.Reset(ctx, key, pi.local)
 	}
-	if err := vs.Reset(ctx, key, p); err != nil {
-		return fmt.Errorf("fleet: %w", err)
-	}
-	return nil
+	return s.remoteVerb(ctx, key, pi, func() error { return vs.Reset(ctx, key, p) })
 }
 
-// Charge charges key at the remote store (see core.VerbStore) and drops
-// this server's cached denial for it. Errors as Take's remote ones.
+// Charge charges key at the remote store (see core.VerbStore), drops
+// this server's cached denial for it, and charges the key's share in the
+// local fallback store as far as it has room (as a remote admission is).
+// Failures as the verbs' above.
 func (s *Store) Charge(ctx context.Context, key string, p *core.Policy, now time.Time, cost int64) (core.Decision, error) {
-	vs, _, err := s.remoteVerbs("Charge", p)
+	vs, pi, err := s.remoteVerbs("Charge", p)
 	if err != nil {
 		return core.Decision{}, err
 	}
 	s.forgetKey(key, p, false)
-	d, err := vs.Charge(ctx, key, p, now, cost)
-	if err != nil {
-		return core.Decision{}, fmt.Errorf("fleet: %w", err)
+	var d core.Decision
+	if err := s.remoteVerb(ctx, key, pi, func() (err error) {
+		d, err = vs.Charge(ctx, key, p, now, cost)
+		return err
+	}); err != nil {
+		return s.degraded(ctx, pi, err, func(lp *core.Policy) (core.Decision, error) {
+			if cost > 0 && len(key) <= MaxKeyLen && !pi.elastic {
+				s.owe(key, pi, min(cost, pi.maxCost))
+			}
+			return s.local.Charge(ctx, key, lp, now, cost)
+		})
 	}
+	s.chargeLocal(ctx, key, pi, now, min(max(cost, 0), pi.maxCost))
 	return d, nil
 }
 
 // Credit refunds key at the remote store (core.VerbStore's Credit, the
-// store side of core.Limiter.Refund) and drops
-// this server's cached denial for it, which the refund may have made too
-// long. Errors as Take's remote ones.
+// store side of core.Limiter.Refund), drops this server's cached denial
+// for it, which the refund may have made too long, and refunds the key's
+// share in the local fallback store. Failures as the verbs' above.
 func (s *Store) Credit(ctx context.Context, key string, p *core.Policy, now time.Time, cost int64) (core.Decision, error) {
-	vs, _, err := s.remoteVerbs("Refund", p)
+	vs, pi, err := s.remoteVerbs("Refund", p)
 	if err != nil {
 		return core.Decision{}, err
 	}
 	s.forgetKey(key, p, false)
-	d, err := vs.Credit(ctx, key, p, now, cost)
-	if err != nil {
-		return core.Decision{}, fmt.Errorf("fleet: %w", err)
+	var d core.Decision
+	if err := s.remoteVerb(ctx, key, pi, func() (err error) {
+		d, err = vs.Credit(ctx, key, p, now, cost)
+		return err
+	}); err != nil {
+		return s.degraded(ctx, pi, err, func(lp *core.Policy) (core.Decision, error) {
+			s.unowe(key, pi, cost)
+			return s.local.Credit(ctx, key, lp, now, cost)
+		})
+	}
+	if pi.failMode == core.FailLocal && pi.local != nil {
+		_, _ = s.local.Credit(ctx, key, pi.local, now, cost)
 	}
 	return d, nil
 }
 
 // Reserve is the remote store's Reserve when it has one (the Redis store
 // does), so that waiters on every server queue at the remote store in one
-// round trip each; else it is Take. Errors as Take's remote ones.
+// round trip each, through the key's breaker; else it is Take. When the
+// call fails or the breaker is open it is the fallback's decision, as
+// Take's (no reservation). Errors as Take's remote ones.
 func (s *Store) Reserve(ctx context.Context, key string, p *core.Policy, now time.Time, cost int64, maxWait time.Duration) (core.Decision, error) {
 	rs, ok := s.remote.(core.ReserveStore)
 	if !ok || p == nil {
@@ -146,9 +212,23 @@ func (s *Store) Reserve(ctx context.Context, key string, p *core.Policy, now tim
 	if s.closed.Load() {
 		return core.Decision{}, core.ErrClosed
 	}
-	d, err := rs.Reserve(ctx, key, p, now, cost, maxWait)
+	pi, err := s.info(p)
 	if err != nil {
-		return core.Decision{}, fmt.Errorf("fleet: %w", err)
+		return core.Decision{}, err
+	}
+	cost = min(max(cost, 0), pi.maxCost)
+	var d core.Decision
+	if err := s.remoteVerb(ctx, key, pi, func() (err error) {
+		d, err = rs.Reserve(ctx, key, p, now, cost, maxWait)
+		return err
+	}); err != nil {
+		if cancelled(ctx) {
+			return core.Decision{}, err
+		}
+		return s.fallback(ctx, key, pi, now, cost, errors.Unwrap(err))
+	}
+	if d.Allowed && !d.Shadowed {
+		s.chargeLocal(ctx, key, pi, now, cost)
 	}
 	return d, nil
 }
@@ -166,6 +246,20 @@ func (s *Store) forgetKey(key string, p *core.Policy, all bool) {
 		if all {
 			e.lease, e.pending, e.lastAt, e.remaining = 0, 0, 0, 0
 		}
+	}
+	sh.mu.Unlock()
+}
+
+// unowe cancels up to cost of the key's owed fallback admissions (a
+// refund during an outage of what was charged during it).
+func (s *Store) unowe(key string, pi *pinfo, cost int64) {
+	if len(key) > MaxKeyLen || cost <= 0 {
+		return
+	}
+	sh := &s.shards[maphash.String(s.seed, key)%numShards]
+	sh.mu.Lock()
+	if e := sh.m[ekey{p: pi.p, key: key}]; e != nil {
+		e.pending = max(0, e.pending-cost)
 	}
 	sh.mu.Unlock()
 }

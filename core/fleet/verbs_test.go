@@ -2,6 +2,8 @@ package fleet
 
 import (
 	"context"
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -11,6 +13,7 @@ import (
 	"github.com/limitkit/limitkit/core"
 	"github.com/limitkit/limitkit/core/memstore"
 	"github.com/limitkit/limitkit/internal/redistest"
+	"github.com/limitkit/limitkit/internal/storetest"
 )
 
 // sharedMem is an embedded store posing as a remote one: what four tiers
@@ -140,4 +143,283 @@ func TestResetFleetOverRedis(t *testing.T) {
 		require.NoError(t, err)
 		require.True(t, d.Allowed, "tier %d admits within the deny cache's bound after the reset", i)
 	}
+}
+
+// verbFake is the fake with the verbs and Reserve (core's model), failing
+// and hanging as the fake does and counting its calls with the takes'.
+// With downPrefix set it is a core.DomainStore whose domain is a key's
+// first byte, and only the keys starting with downPrefix fail (errDown).
+type verbFake struct {
+	*fake
+	downPrefix string
+}
+
+func (f verbFake) err(ctx context.Context, key string) error {
+	f.calls.Add(1)
+	if f.downPrefix != "" {
+		if strings.HasPrefix(key, f.downPrefix) {
+			return errDown
+		}
+		return nil
+	}
+	if f.hang.Load() {
+		<-ctx.Done()
+		return ctx.Err()
+	}
+	if e := f.fail.Load(); e != nil {
+		return *e
+	}
+	return nil
+}
+
+// apply runs a verb of core's model on key's state, unless the call fails.
+func (f verbFake) apply(ctx context.Context, key string, p *core.Policy, v byte, now time.Time, cost, maxWait int64) (core.Decision, error) {
+	if err := f.err(ctx, key); err != nil {
+		return core.Decision{}, err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	st, c := f.st(p, key)
+	return storetest.ApplyVerb(c, st, v, now.UnixMicro(), cost, maxWait), nil
+}
+
+func (f verbFake) Peek(ctx context.Context, key string, p *core.Policy, now time.Time, cost int64) (core.Decision, error) {
+	return f.apply(ctx, key, p, 'P', now, cost, 0)
+}
+
+func (f verbFake) Reset(ctx context.Context, key string, p *core.Policy) error {
+	_, err := f.apply(ctx, key, p, 'X', time.Time{}, 0, 0)
+	return err
+}
+
+func (f verbFake) Charge(ctx context.Context, key string, p *core.Policy, now time.Time, cost int64) (core.Decision, error) {
+	return f.apply(ctx, key, p, 'C', now, cost, 0)
+}
+
+func (f verbFake) Credit(ctx context.Context, key string, p *core.Policy, now time.Time, cost int64) (core.Decision, error) {
+	return f.apply(ctx, key, p, 'R', now, cost, 0)
+}
+
+func (f verbFake) Reserve(ctx context.Context, key string, p *core.Policy, now time.Time, cost int64, maxWait time.Duration) (core.Decision, error) {
+	return f.apply(ctx, key, p, 'W', now, cost, maxWait.Microseconds())
+}
+
+// domainVerbFake is a verbFake with failure domains (see downPrefix).
+type domainVerbFake struct{ verbFake }
+
+func (domainVerbFake) Domain(key string, _ *core.Policy) string { return key[:1] }
+
+// TestVerbsThroughBreaker: the verbs go through the breaker as decisions
+// do: their outages open it, while it is open they never call the remote
+// store and fail at once (core.ErrCircuitOpen), the fail mode decides
+// (FailClosed denies a peek; FailLocal peeks, charges and refunds the
+// key's local share, and a charge made during the outage reaches the
+// remote store once it is back), and a verb after the cool-down is the
+// probe that closes it.
+func TestVerbsThroughBreaker(t *testing.T) {
+	f := verbFake{fake: newFake()}
+	clk := core.NewManualClock(t0)
+	tier := newTier(t, f, WithClock(clk), WithBreaker(3, time.Second, 100*time.Millisecond), withoutSyncLoop())
+	ctx := context.Background()
+	lim := func(p core.Policy) *core.Limiter {
+		return core.MustNewLimiter(tier, p, core.WithClock(clk), core.WithLogger(nil))
+	}
+	closed := lim(core.Policy{Name: "closed", FailMode: core.FailClosed, Limits: []core.Limit{core.PerMinute(10)}})
+	local := lim(core.Policy{Name: "local", FailMode: core.FailLocal, FleetSize: 2, Limits: []core.Limit{core.PerMinute(10)}})
+
+	_, err := local.Charge(ctx, "u", 1)
+	require.NoError(t, err)
+	f.setFail(errDown)
+	for _, call := range []func() error{
+		func() error { _, err := closed.Peek(ctx, "u"); return err },
+		func() error { _, err := closed.Charge(ctx, "u", 1); return err },
+		func() error { return closed.Reset(ctx, "u") },
+	} {
+		require.Equal(t, core.BreakerClosed, tier.BreakerState())
+		require.ErrorIs(t, call(), errDown)
+	}
+	require.Equal(t, core.BreakerOpen, tier.BreakerState(), "three verbs' outages open the breaker")
+
+	calls := f.calls.Load()
+	var se *core.StoreError
+	d, err := closed.Peek(ctx, "u")
+	require.ErrorIs(t, err, core.ErrCircuitOpen)
+	require.ErrorAs(t, err, &se)
+	assert.True(t, d.Degraded && !d.Allowed, "FailClosed denies a peek")
+	require.ErrorIs(t, closed.Wait(ctx, "u"), core.ErrCircuitOpen, "FailClosed ends a wait")
+
+	// FailLocal: the key's share of 10 / 2, of which the remote charge
+	// took 1
+	d, err = local.Charge(ctx, "u", 3)
+	require.ErrorIs(t, err, core.ErrCircuitOpen)
+	assert.True(t, d.Degraded)
+	assert.Equal(t, int64(1), d.Remaining, "charged to the local share of 5")
+	d, err = local.Refund(ctx, "u", 1)
+	require.ErrorIs(t, err, core.ErrCircuitOpen)
+	assert.Equal(t, int64(2), d.Remaining)
+	d, err = local.PeekN(ctx, "u", 2)
+	require.ErrorIs(t, err, core.ErrCircuitOpen)
+	assert.True(t, d.Degraded && d.Allowed)
+	assert.Equal(t, int64(0), d.Remaining)
+	d, err = local.PeekN(ctx, "u", 3)
+	require.ErrorIs(t, err, core.ErrCircuitOpen)
+	assert.True(t, d.Degraded && !d.Allowed)
+	require.NoError(t, local.Wait(ctx, "u"), "the fallback admits a waiter")
+	require.ErrorIs(t, local.Reset(ctx, "w"), core.ErrCircuitOpen)
+	assert.Equal(t, calls, f.calls.Load(), "an open breaker never calls the remote store")
+
+	// after the cool-down and a probe interval a verb is the probe
+	clk.Advance(time.Second + 100*time.Millisecond)
+	f.setFail(nil)
+	d, err = local.Peek(ctx, "u")
+	require.NoError(t, err)
+	assert.False(t, d.Degraded)
+	require.Equal(t, core.BreakerClosed, tier.BreakerState())
+	assert.Equal(t, int64(8), d.Remaining, "the remote store saw only the first charge (and the peek's 1)")
+	require.NoError(t, tier.Sync(ctx))
+	d, err = local.Peek(ctx, "u")
+	require.NoError(t, err)
+	assert.Equal(t, int64(5), d.Remaining, "the outage's charge (2 net of the refund) and admission (1) were forwarded")
+}
+
+// TestVerbsCallerCancelled: a verb whose caller cancelled its context is
+// not an outage (the breaker stays closed) and gets no fallback decision.
+func TestVerbsCallerCancelled(t *testing.T) {
+	f := verbFake{fake: newFake()}
+	tier := newTier(t, f, WithBreaker(2, time.Minute, time.Minute))
+	p := &core.Policy{Name: "c", FailMode: core.FailLocal, Limits: []core.Limit{core.PerMinute(10)}}
+	f.hang.Store(true)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	for range 5 {
+		d, err := tier.Charge(ctx, "u", p, t0, 1)
+		require.ErrorIs(t, err, context.Canceled)
+		assert.False(t, d.Degraded, "no fallback for the caller's own cancellation")
+		_, err = tier.Peek(ctx, "u", p, t0, 1)
+		require.ErrorIs(t, err, context.Canceled)
+		require.ErrorIs(t, tier.Reset(ctx, "u", p), context.Canceled)
+	}
+	assert.Equal(t, core.BreakerClosed, tier.BreakerState())
+}
+
+// TestVerbsPerDomain: a failing domain's verbs open only its own
+// breaker; the keys of the other domains keep reaching the remote store.
+func TestVerbsPerDomain(t *testing.T) {
+	f := domainVerbFake{verbFake{fake: newFake(), downPrefix: "a"}}
+	tier := newTier(t, f, WithBreaker(2, time.Minute, time.Minute))
+	p := &core.Policy{Name: "d", FailMode: core.FailClosed, Limits: []core.Limit{core.PerMinute(10)}}
+	ctx := context.Background()
+	for range 2 {
+		_, err := tier.Charge(ctx, "a1", p, t0, 1)
+		require.ErrorIs(t, err, errDown)
+	}
+	assert.Equal(t, map[string]core.BreakerState{"": core.BreakerClosed, "a": core.BreakerOpen}, tier.BreakerStates())
+	_, err := tier.Peek(ctx, "a2", p, t0, 1)
+	require.ErrorIs(t, err, core.ErrCircuitOpen, "another key of the failed domain")
+	for _, k := range []string{"b1", "c1"} {
+		d, err := tier.Charge(ctx, k, p, t0, 4)
+		require.NoError(t, err)
+		assert.Equal(t, int64(6), d.Remaining)
+		_, err = tier.Reserve(ctx, k, p, t0, 1, time.Second)
+		require.NoError(t, err)
+		require.NoError(t, tier.Reset(ctx, k, p))
+	}
+	assert.Equal(t, core.BreakerOpen, tier.BreakerStates()["a"])
+	assert.Equal(t, core.BreakerClosed, tier.BreakerStates()["b"])
+}
+
+// TestVerbsDeadRedis: over a Redis node that was killed, the verbs fail
+// to the policy's fail mode, their connection failures open the breaker,
+// and once it is open no verb sends Redis a command; on a Cluster with
+// one master killed, only that master's breaker opens and the other
+// masters' keys keep being served by Redis.
+func TestVerbsDeadRedis(t *testing.T) {
+	ctx := context.Background()
+	t.Run("node", func(t *testing.T) {
+		srv := redistest.StartNode(t)
+		c := srv.NewClient(t)
+		cnt := &cmdCounter{}
+		c.AddHook(cnt)
+		tier := newTier(t, redisStore(t, c), WithBreaker(3, time.Minute, time.Minute))
+		lim := func(p core.Policy) *core.Limiter {
+			return core.MustNewLimiter(tier, p, core.WithTimeout(5*time.Second), core.WithLogger(nil))
+		}
+		closed := lim(core.Policy{Name: "closed", FailMode: core.FailClosed, Limits: []core.Limit{core.PerMinute(10)}})
+		local := lim(core.Policy{Name: "local", FailMode: core.FailLocal, FleetSize: 2, Limits: []core.Limit{core.PerMinute(10)}})
+		_, err := local.Charge(ctx, "u", 2)
+		require.NoError(t, err)
+		srv.Kill()
+		var se *core.StoreError
+		for i := 0; tier.BreakerState() != core.BreakerOpen; i++ {
+			require.Less(t, i, 3, "three outages open the breaker")
+			_, err := closed.Charge(ctx, "u", 1)
+			require.ErrorAs(t, err, &se)
+			assert.Equal(t, core.ErrorConnection, core.ClassifyError(err), "%v", err)
+		}
+		sent := cnt.n.Load()
+		d, err := closed.Peek(ctx, "u")
+		require.ErrorIs(t, err, core.ErrCircuitOpen)
+		assert.True(t, d.Degraded && !d.Allowed, "FailClosed denies")
+		require.ErrorIs(t, closed.Wait(ctx, "u"), core.ErrCircuitOpen)
+		d, err = local.Charge(ctx, "u", 2)
+		require.ErrorIs(t, err, core.ErrCircuitOpen)
+		assert.True(t, d.Degraded)
+		assert.Equal(t, int64(1), d.Remaining, "the local share of 5, less the 2 charged at Redis and these 2")
+		require.NoError(t, local.Wait(ctx, "u"), "the local share admits a waiter")
+		d, err = local.Peek(ctx, "u")
+		require.ErrorIs(t, err, core.ErrCircuitOpen)
+		assert.True(t, d.Degraded && !d.Allowed, "the local share is spent")
+		require.ErrorIs(t, local.Reset(ctx, "u"), core.ErrCircuitOpen)
+		d, err = local.Peek(ctx, "u")
+		require.ErrorIs(t, err, core.ErrCircuitOpen)
+		assert.True(t, d.Degraded && d.Allowed, "the reset reached the local share")
+		assert.Equal(t, sent, cnt.n.Load(), "no command while the breaker is open")
+	})
+	t.Run("cluster", func(t *testing.T) {
+		cl := redistest.StartCluster(t)
+		rs := redisStore(t, cl.NewClient(t))
+		tier := newTier(t, rs, WithBreaker(2, time.Minute, time.Minute))
+		lim := core.MustNewLimiter(tier, core.Policy{Name: "dom", FailMode: core.FailClosed, Limits: []core.Limit{core.PerMinute(10)}},
+			core.WithTimeout(5*time.Second), core.WithLogger(nil))
+		victim := cl.Nodes[0].Addr
+		var vkey, hkey string
+		for i := 0; vkey == "" || hkey == ""; i++ {
+			require.Less(t, i, 1000)
+			k := fmt.Sprint("user-", i)
+			_, err := lim.Charge(ctx, k, 1) // loads the slot map
+			require.NoError(t, err)
+			switch rs.Domain(k, lim.Policy()) {
+			case victim:
+				vkey = k
+			case "":
+				t.Fatalf("no domain for %s", k)
+			default:
+				hkey = k
+			}
+		}
+		cl.Nodes[0].Kill()
+		for range 2 {
+			_, err := lim.Charge(ctx, vkey, 1)
+			require.Error(t, err)
+		}
+		require.Equal(t, core.BreakerOpen, tier.BreakerStates()[victim], "the dead master's breaker")
+		_, err := lim.Peek(ctx, vkey)
+		require.ErrorIs(t, err, core.ErrCircuitOpen)
+		d, err := lim.Charge(ctx, hkey, 3)
+		require.NoError(t, err, "another master's key is served by Redis")
+		assert.False(t, d.Degraded)
+		assert.Equal(t, int64(6), d.Remaining)
+		d, err = lim.Refund(ctx, hkey, 1)
+		require.NoError(t, err)
+		assert.Equal(t, int64(7), d.Remaining)
+		require.NoError(t, lim.Reset(ctx, hkey))
+		d, err = lim.PeekN(ctx, hkey, 10)
+		require.NoError(t, err)
+		assert.True(t, d.Allowed && !d.Degraded)
+		for addr, st := range tier.BreakerStates() {
+			if addr != victim {
+				assert.Equal(t, core.BreakerClosed, st, "%s", addr)
+			}
+		}
+	})
 }

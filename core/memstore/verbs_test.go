@@ -167,3 +167,13 @@ func countFor(k string, keys []string, g, n int) int {
 	}
 	return c
 }
+
+// TestVerbsConformance runs the verbs' suite (what a user of the
+// Limiter's verbs is promised) on the embedded store.
+func TestVerbsConformance(t *testing.T) {
+	storetest.RunVerbs(t, func(t *testing.T) core.Store {
+		s := MustNew()
+		t.Cleanup(func() { s.Close() })
+		return s
+	}, storetest.VerbOptions{})
+}

@@ -34,3 +34,21 @@ func TestConformanceCluster(t *testing.T) {
 		return newStore(t, c, WithClientTime())
 	}, storetest.Options{Stores: 8, Goroutines: 800, Calls: 4, Steps: 300})
 }
+
+// TestVerbsConformanceNode runs the verbs' suite on a node, two store
+// instances (each with its own client) sharing it.
+func TestVerbsConformanceNode(t *testing.T) {
+	srv := redistest.StartNode(t)
+	storetest.RunVerbs(t, func(t *testing.T) core.Store {
+		return newStore(t, srv.NewClient(t), WithClientTime())
+	}, storetest.VerbOptions{Stores: 2})
+}
+
+// TestVerbsConformanceCluster runs the verbs' suite on a three-master
+// Cluster, two store instances sharing it.
+func TestVerbsConformanceCluster(t *testing.T) {
+	cl := redistest.StartCluster(t)
+	storetest.RunVerbs(t, func(t *testing.T) core.Store {
+		return newStore(t, cl.NewClient(t), WithClientTime())
+	}, storetest.VerbOptions{Stores: 2})
+}

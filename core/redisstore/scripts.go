@@ -546,7 +546,8 @@ local function step(i, mode)
     end
     return true, capa - inw - cost, reset, 0
   end
-  local reset, retry = newest + w - now, -1
+  local reset, retry = 0, -1
+  if inw > 0 then reset = newest + w - now end
   if cost <= capa then
     retry = at(s, lo + inw + cost - capa - 1) - 1 + w - now
   end

@@ -168,8 +168,10 @@ func New(client redis.UniversalClient, opts ...Option) (*Store, error) {
 }
 
 // Preload loads the scripts into Redis (on a Cluster or Ring, into
-// every shard) so that the first decisions skip the EVAL fallback, which
-// sends the whole script. Optional: without it, each shard loads a script
+// every shard) so that the first decisions, and the first calls of the
+// quota verbs (Peek, Charge, Credit, Reserve, Reset: their scripts are
+// loaded too), skip the EVAL fallback, which sends the whole script: each
+// is then one EVALSHA. Optional: without it, each shard loads a script
 // on first use, and again after a restart or SCRIPT FLUSH, invisibly.
 //
 // The single-limit GCRA, token bucket and fixed-window policies run a

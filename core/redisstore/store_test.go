@@ -552,5 +552,6 @@ func TestScriptChoice(t *testing.T) {
 	}
 	assert.NotNil(t, multi[core.GCRA], "two-limit GCRA has its own script")
 	assert.NotNil(t, multi[core.FixedWindow], "two-limit fixed window has its own script")
-	assert.Len(t, allScripts, len(generic)+len(single)+2+2+2, "Preload loads every script (and elastic.go's two takes and two refunds)")
+	assert.Len(t, allScripts, len(generic)+len(single)+2+2+2+18, "Preload loads every script (and elastic.go's two takes and two refunds, "+
+		"and the verbs': Peek, Charge and Refund of four algorithms, Reserve of two, the log's Charge, Refund and read, Reset)")
 }

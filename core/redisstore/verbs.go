@@ -22,8 +22,9 @@ func (s *Store) Peek(ctx context.Context, key string, p *core.Policy, now time.T
 }
 
 // Charge consumes cost even beyond the limit (core.Compiled.ChargeTo), in
-// one script call. Errors as Peek; the sliding window log's Charge and
-// Credit return core.ErrUnsupported (wrapped).
+// one script call, for every algorithm (the debt bounded as core states:
+// one full quota for GCRA and the token bucket, the rest of the window
+// for the fixed window, one window for the sliding ones). Errors as Peek.
 func (s *Store) Charge(ctx context.Context, key string, p *core.Policy, now time.Time, cost int64) (core.Decision, error) {
 	return s.verb(ctx, "Charge", key, p, now, cost, -1)
 }

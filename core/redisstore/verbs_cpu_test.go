@@ -2,49 +2,44 @@ package redisstore
 
 import (
 	"context"
-	"os"
-	"regexp"
-	"strconv"
 	"testing"
 	"time"
 
-	"github.com/stretchr/testify/require"
-
-	"github.com/limitkit/limitkit/core"
+	"github.com/limitkit/limitkit/internal/redistest"
 )
 
-// TestVerbsRedisCPU reports Redis's CPU per script call of each verb
-// (INFO commandstats, usec_per_call of evalsha, reset between verbs),
-// with Take as the baseline, for each algorithm ported. Run with
-// LIMITKIT_VERB_CPU=1 (a figure, not a check).
-func TestVerbsRedisCPU(t *testing.T) {
-	if os.Getenv("LIMITKIT_VERB_CPU") == "" {
-		t.Skip("set LIMITKIT_VERB_CPU=1 to measure")
-	}
-	s, c, _ := nodeStore(t)
+// BenchmarkVerbs reports Redis's CPU per script call of each verb
+// (redis-µs/call, from INFO commandstats, reset per sub-benchmark) with
+// Take as the baseline, for every policy of benchPolicies, serially, at
+// Redis's clock. Keys rotate over 1,000 users; the verbs run in the order
+// Take, Charge, Refund, Peek, Reserve (Wait's call), Reset, so each finds
+// the state the previous ones left (Reset last: it deletes the keys).
+func BenchmarkVerbs(b *testing.B) {
+	srv := redistest.StartNode(b)
+	c := srv.NewClient(b)
+	s := newStore(b, c)
 	ctx := context.Background()
-	re := regexp.MustCompile(`cmdstat_evalsha:calls=(\d+),usec=\d+,usec_per_call=([0-9.]+)`)
-	for _, alg := range []core.Algorithm{core.GCRA, core.TokenBucket, core.FixedWindow, core.SlidingWindowCounter} {
-		pol := core.Policy{Name: "cpu-" + alg.String(), Algorithm: alg, Limits: []core.Limit{core.PerMinute(1000)}}
-		if alg == core.SlidingWindowCounter {
-			pol.Buckets = 10
-		}
-		p := mustPolicy(t, pol)
-		now := time.Now()
-		for _, v := range []byte("APCRWX") {
-			_, err := storeVerb(ctx, s, v, "warm", p, now, 1) // loads the script
-			require.NoError(t, err)
-			require.NoError(t, c.ConfigResetStat(ctx).Err())
-			const n = 2000
-			for i := range n {
-				_, err := storeVerb(ctx, s, v, "k"+strconv.Itoa(i%50), p, now.Add(time.Duration(i)*time.Millisecond), 3)
-				require.NoError(t, err)
-			}
-			info, err := c.Info(ctx, "commandstats").Result()
-			require.NoError(t, err)
-			m := re.FindStringSubmatch(info)
-			require.NotNil(t, m, info)
-			t.Logf("%-22s %c  calls=%s  usec_per_call=%s", alg, v, m[1], m[2])
+	if err := s.Preload(ctx); err != nil {
+		b.Fatal(err)
+	}
+	keys := benchKeys(1000)
+	names := map[byte]string{'A': "take", 'C': "charge", 'R': "refund", 'P': "peek", 'W': "reserve", 'X': "reset"}
+	for _, pol := range benchPolicies() {
+		p := &pol
+		for _, v := range []byte("ACRPWX") {
+			b.Run(p.Name+"/"+names[v], func(b *testing.B) {
+				b.ReportAllocs()
+				if err := c.ConfigResetStat(ctx).Err(); err != nil {
+					b.Fatal(err)
+				}
+				for i := 0; b.Loop(); i++ {
+					if _, err := storeVerb(ctx, s, v, keys[i%len(keys)], p, time.Time{}, 1); err != nil {
+						b.Fatal(err)
+					}
+				}
+				b.StopTimer()
+				reportScriptStats(b, ctx, c)
+			})
 		}
 	}
 }

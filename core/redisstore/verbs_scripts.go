@@ -16,7 +16,8 @@ import (
 // saturates beyond it; integers stay exact in Lua's doubles); Reserve
 // appends maxWait µs as the last ARGV. Work is bounded as the decision's:
 // one MGET, O(limits) steps (each O(buckets) for the counter), one write
-// per key.
+// per key; the sliding log's, O(log C) slot reads and at most C slots
+// written per limit, as its decision of a cost of C.
 //
 // The math (per limit; C capacity, T emission interval):
 //
@@ -24,12 +25,16 @@ import (
 //	Charge  GCRA tat = max(tat, max(tat, now) + c×T capped at now + 2×C×T);
 //	        token bucket tokens = max(tokens − c, min(tokens, −C)) after
 //	        the refill; fixed window count = max(n, min(n + c, C)) in the
-//	        window in force; counter: the current bucket likewise.
+//	        window in force; counter: the current bucket likewise;
+//	        sliding log: min(c, C) slots stamped max(now, newest) written
+//	        over the oldest (its debt: denied at most one window after
+//	        the charge).
 //	Refund  GCRA tat = max(now, tat − c×T) when tat > now; token bucket
 //	        tokens = min(tokens + c, C) (full: refill clock at now); fixed
 //	        window count = max(0, n − c) in the window in force only;
 //	        counter: up to c units from the window's N buckets, newest
-//	        first.
+//	        first; sliding log: the newest min(c, units inside the
+//	        window) slots emptied, becoming the oldest.
 //	Reserve (GCRA, token bucket) when every limit that denies would
 //	        admit within min(maxWait, C×T): consume in every limit and
 //	        reply the longest wait; else the generic decision.
@@ -40,10 +45,11 @@ import (
 // (Reserve's reservation: {1, the limit that waits longest, 0,
 // resetAfter, wait, 0, 1}).
 //
-// The sliding window log's Charge and Credit are not ported (its script
-// keeps a ring under GETRANGE/SETRANGE): the store returns
-// core.ErrUnsupported for them, and Reserve is Take. Its Peek reads the
-// rings in one read-only script call and decides in Go (verbs_log.go).
+// The sliding window log's Charge and Refund are its own decision
+// script's reading of the rings (luaLogBody: a ring above 256 slots is
+// probed by GETRANGE, never read whole) followed by the verb and its
+// writes (verbs_log.go); Reserve is Take. Its Peek reads the rings in one
+// read-only script call and decides in Go (verbs_log.go).
 
 // luaVerbReport is core's ReportTo: each limit evaluated at a cost of 0
 // (remaining, reset) and 1 (allowed, retry), the binding one chosen as
@@ -61,7 +67,11 @@ local function report()
 ` + luaBind + `  end
   return bind, bok, brem, breset, bretry
 end
+`
 
+// luaVerbRead reads and decodes every limit's state (the generic
+// scripts' layout) and normalizes a clock step.
+const luaVerbRead = `
 local vals = redis.call('MGET', unpack(KEYS))
 for i = 1, nl do
   existed[i] = vals[i] ~= false
@@ -226,7 +236,6 @@ var verbs = func() [5]verbScripts {
 		core.TokenBucket:          luaTokenBucketOps,
 		core.FixedWindow:          luaFixedWindowOps,
 		core.SlidingWindowCounter: luaCounterOps,
-		core.SlidingWindowLog:     "",
 	}
 	srcs := [...]string{
 		core.GCRA:                 luaGCRA,
@@ -244,18 +253,42 @@ var verbs = func() [5]verbScripts {
 			body = "return redis.error_reply('limitkit: verb script not built')\n--"
 		}
 		v[a].peek = newScript(body + decide + reply)
-		op := func(name string) string {
-			return strings.ReplaceAll(luaVerbApply, "VOP", name) + persist + luaVerbReply
-		}
-		head := body + ops[a] + luaVerbReport
-		v[a].charge = newScript(head + op("charge"))
-		v[a].refund = newScript(head + op("refund"))
+		head := body + ops[a] + luaVerbReport + luaVerbRead
+		v[a].charge = newScript(head + verbOp("charge", persist))
+		v[a].refund = newScript(head + verbOp("refund", persist))
 		if a == int(core.GCRA) || a == int(core.TokenBucket) {
 			v[a].reserve = newScript(head + strings.Replace(luaReserve, "PERSIST", persist, 1) + decide + persist + reply)
 		}
 	}
+	head, lpersist := logParts()
+	if head == "" {
+		head = "return redis.error_reply('limitkit: verb script not built')\n--"
+	}
+	head += luaLogOps + luaVerbReport
+	v[core.SlidingWindowLog].charge = newScript(head + verbOp("charge", lpersist))
+	v[core.SlidingWindowLog].refund = newScript(head + verbOp("refund", lpersist))
 	return v
 }()
+
+// verbOp is the end of a Charge or Refund script: the verb's operation
+// (name) on every limit, the report, persist (the algorithm's writes)
+// and the reply.
+func verbOp(name, persist string) string {
+	return strings.ReplaceAll(luaVerbApply, "VOP", name) + persist + luaVerbReply
+}
+
+// Preload and Check load the verb scripts with the decision scripts, so
+// that a verb's first call after them is one EVALSHA.
+func init() {
+	for _, v := range verbs {
+		for _, sc := range []*script{v.peek, v.charge, v.refund, v.reserve} {
+			if sc != nil {
+				allScripts = append(allScripts, sc)
+			}
+		}
+	}
+	allScripts = append(allScripts, resetScript, logRead)
+}
 
 // resetScript forgets a key: every limit's state, one DEL of keys under
 // one hash tag; it replies with an empty list.

@@ -53,6 +53,10 @@ func newDispatch[M any](a *App, build func(*core.Limiter, ...nethttp.Option) (M,
 // buildMiddleware is the serve.Server's middleware constructor: the
 // dispatcher's adapter's, or nothing before there is one.
 func (a *App) buildMiddleware(l *core.Limiter, opts ...nethttp.Option) (any, error) {
+	a.Metrics.WatchPolicy(*l.Policy()) // the configured-limit gauges
+	if a.OTel != nil {
+		a.OTel.WatchPolicy(*l.Policy())
+	}
 	f := a.reload.build.Load()
 	if f == nil {
 		return nil, nil

@@ -54,6 +54,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"strings"
@@ -63,11 +64,14 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/redis/go-redis/v9"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/limitkit/limitkit/core"
 	"github.com/limitkit/limitkit/httplimit"
 	"github.com/limitkit/limitkit/keyfuncs"
 	"github.com/limitkit/limitkit/metrics"
+	"github.com/limitkit/limitkit/otellimit"
 	"github.com/limitkit/limitkit/rules"
 	"github.com/limitkit/limitkit/rules/serve"
 )
@@ -118,21 +122,32 @@ type Config struct {
 	// changes (-watch; needs -rules): 0, the default, reloads it on
 	// SIGHUP only. See [App.StartReloads].
 	Watch time.Duration
+	// OTel turns OpenTelemetry on (-otel): "stdout" ([OTelStdout]) prints
+	// the otellimit metrics every [OTelInterval] and every request's span,
+	// with its limitkit.decision event, to standard output as JSON; empty
+	// (the default) is Prometheus only.
+	OTel string
 }
 
 // ParseFlags parses the examples' flags — -addr, -redis, -rules,
-// -trusted-proxies, -jwt-secret, -allow-degraded, -sync, -fleet-size and
-// -watch —
+// -trusted-proxies, -jwt-secret, -allow-degraded, -sync, -fleet-size,
+// -watch and -otel —
 // from args, reading the environment
 // through getenv (os.Getenv when nil).
 func ParseFlags(name string, args []string, getenv func(string) string) (Config, error) {
+	return ParseFlagsAddr(name, ":8080", args, getenv)
+}
+
+// ParseFlagsAddr is [ParseFlags] with another default -addr (the gRPC
+// example's ":50051").
+func ParseFlagsAddr(name, defaultAddr string, args []string, getenv func(string) string) (Config, error) {
 	if getenv == nil {
 		getenv = os.Getenv
 	}
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	var cfg Config
 	var proxies string
-	fs.StringVar(&cfg.Addr, "addr", ":8080", "listen address")
+	fs.StringVar(&cfg.Addr, "addr", defaultAddr, "listen address")
 	fs.StringVar(&cfg.Redis, "redis", "", "Redis server: host:port, redis://[user:password@]host:port[/db], rediss:// (TLS), redis://host1:port1,host2:port2 (a Cluster) or redis://sentinel:26379?master_name=name (Sentinel); empty means the embedded in-memory store")
 	fs.StringVar(&cfg.RulesFile, "rules", "", "rules file (YAML or .json); empty means the embedded endpoint table")
 	fs.StringVar(&proxies, "trusted-proxies", "", "comma-separated CIDRs of proxies whose X-Forwarded-For is trusted")
@@ -141,6 +156,7 @@ func ParseFlags(name string, args []string, getenv func(string) string) (Config,
 	fs.DurationVar(&cfg.Sync, "sync", 0, "with -redis: the fleet tier's write-back sync interval (e.g. 100ms); 0 = exact: every decision at Redis, behind the exact deny cache and the circuit breaker")
 	fs.IntVar(&cfg.FleetSize, "fleet-size", 1, "with -redis: app servers sharing Redis; rules with fail_mode local divide their limits by it while Redis is down")
 	fs.DurationVar(&cfg.Watch, "watch", 0, "with -rules: also reload the rules file when its content changes, checking it at this interval (e.g. 2s); 0 = reload on SIGHUP only")
+	fs.StringVar(&cfg.OTel, "otel", "", `"stdout": also export OpenTelemetry metrics (every 10s) and each request's span with its limitkit.decision event to standard output as JSON; empty means Prometheus only`)
 	if err := fs.Parse(args); err != nil {
 		return Config{}, err
 	}
@@ -152,6 +168,9 @@ func ParseFlags(name string, args []string, getenv func(string) string) (Config,
 	}
 	if cfg.FleetSize < 1 || cfg.FleetSize > core.MaxFleetSize {
 		return Config{}, fmt.Errorf("%s: -fleet-size %d: want the number of app servers sharing Redis, 1 to %d", name, cfg.FleetSize, core.MaxFleetSize)
+	}
+	if cfg.OTel != "" && cfg.OTel != OTelStdout {
+		return Config{}, fmt.Errorf("%s: -otel %q: want %q or nothing", name, cfg.OTel, OTelStdout)
 	}
 	if err := checkWatch(cfg); err != nil {
 		return Config{}, fmt.Errorf("%s: %w", name, err)
@@ -195,6 +214,9 @@ type App struct {
 	// the Go runtime's collectors, and is what [App.MetricsHandler] serves.
 	Metrics  *metrics.Metrics
 	Registry *prometheus.Registry
+	// OTel receives every limiter's decisions too when OpenTelemetry is on
+	// (-otel, [WithOTelProviders]), and nil otherwise.
+	OTel *otellimit.Observer
 	// IP resolves the client IP (peer, or X-Forwarded-For from trusted
 	// proxies).
 	IP *keyfuncs.Resolver
@@ -217,23 +239,43 @@ type App struct {
 	signals   *rules.Signals     // elastic rules' capacity signals, kept across reloads
 	closers   []func() error
 	reload    reloadState
+	tracer    trace.Tracer // the request spans' tracer when OTel is on
 }
 
 // Option configures [New].
 type Option func(*options)
 
 type options struct {
+	rules       *rules.Set // without -rules, instead of rules.Default()
+	rulesInfo   string
+	anyAPIKey   bool
 	client      redis.UniversalClient
 	clock       core.Clock
 	logger      *slog.Logger
 	logSet      bool
 	logInterval time.Duration
+	timeout     time.Duration
+	otelOut     io.Writer
+	mp          metric.MeterProvider
+	tp          trace.TracerProvider
 }
 
 // WithRedisClient makes the app use a Redis store on client (a
 // ClusterClient, say) instead of what Config.Redis says. The client must
 // set ContextTimeoutEnabled. The caller keeps ownership of client.
 func WithRedisClient(c redis.UniversalClient) Option { return func(o *options) { o.client = c } }
+
+// WithDefaultRules serves s, described as info in the start-up line,
+// when there is no -rules file, instead of rules.Default() (the HTTP
+// endpoint table): the gRPC example's rules match method names.
+func WithDefaultRules(s *rules.Set, info string) Option {
+	return func(o *options) { o.rules, o.rulesInfo = s, info }
+}
+
+// WithAnyAPIKey makes every non-empty X-API-Key an identity when
+// LIMITKIT_API_KEYS lists none (an example without a key registry, keyed
+// per API key as sent); a listed set still restricts identities to it.
+func WithAnyAPIKey() Option { return func(o *options) { o.anyAPIKey = true } }
 
 // WithClock gives every limiter clock c (tests).
 func WithClock(c core.Clock) Option { return func(o *options) { o.clock = c } }
@@ -246,6 +288,11 @@ func WithLogger(l *slog.Logger) Option { return func(o *options) { o.logger, o.l
 // a limiter (core.WithLogInterval; default core.DefaultLogInterval).
 func WithLogInterval(d time.Duration) Option { return func(o *options) { o.logInterval = d } }
 
+// WithStoreTimeout sets every limiter's store deadline
+// (core.WithTimeout; default core.DefaultTimeout): tests whose subject is
+// not the deadline raise it so that a loaded machine does not fail them.
+func WithStoreTimeout(d time.Duration) Option { return func(o *options) { o.timeout = d } }
+
 // New loads the rules, opens the store, and builds one limiter per rule.
 func New(cfg Config, opts ...Option) (*App, error) {
 	var o options
@@ -253,6 +300,9 @@ func New(cfg Config, opts ...Option) (*App, error) {
 		f(&o)
 	}
 	a := &App{Rules: rules.Default(), RulesInfo: "embedded endpoint table (rules/default.yaml)"}
+	if o.rules != nil {
+		a.Rules, a.RulesInfo = o.rules, o.rulesInfo
+	}
 	if cfg.RulesFile != "" {
 		s, sum, err := readRules(cfg.RulesFile)
 		if err != nil {
@@ -296,6 +346,9 @@ func New(cfg Config, opts ...Option) (*App, error) {
 		if len(raw) == 0 {
 			return "", keyfuncs.ErrNoKey
 		}
+		if o.anyAPIKey && len(valid) == 0 {
+			return apiKey(r)
+		}
 		for _, v := range valid {
 			if hmac.Equal(raw, v) {
 				return apiKey(r)
@@ -309,11 +362,15 @@ func New(cfg Config, opts ...Option) (*App, error) {
 	a.Metrics = metrics.MustNew()
 	a.Registry = prometheus.NewRegistry()
 	a.Registry.MustRegister(a.Metrics, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	if err := a.setupOTel(cfg, &o); err != nil {
+		a.Close()
+		return nil, err
+	}
 	if err := a.openStore(cfg, &o); err != nil {
 		a.Close()
 		return nil, err
 	}
-	lopts := []core.Option{core.WithObserver(a.Metrics)}
+	lopts := []core.Option{core.WithObserver(a.observer())}
 	if o.clock != nil {
 		lopts = append(lopts, core.WithClock(o.clock))
 	}
@@ -322,6 +379,9 @@ func New(cfg Config, opts ...Option) (*App, error) {
 	}
 	if o.logInterval != 0 {
 		lopts = append(lopts, core.WithLogInterval(o.logInterval))
+	}
+	if o.timeout != 0 {
+		lopts = append(lopts, core.WithTimeout(o.timeout))
 	}
 	a.reload.file, a.reload.watch = cfg.RulesFile, cfg.Watch
 	a.reload.logger, a.reload.logSet = o.logger, o.logSet

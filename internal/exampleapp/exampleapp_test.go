@@ -208,7 +208,7 @@ func TestRedisStore(t *testing.T) {
 	// Two app instances on one Redis share the quota.
 	var hs []http.Handler
 	for range 2 {
-		app, err := New(Config{JWTSecret: "shared-secret-shared"}, WithRedisClient(c))
+		app, err := New(Config{JWTSecret: "shared-secret-shared"}, WithRedisClient(c), WithStoreTimeout(redistest.StoreTimeout))
 		require.NoError(t, err)
 		defer app.Close()
 		h, err := app.HTTPHandler()

@@ -17,7 +17,9 @@ var Endpoints = []string{"GET /api1", "GET /api2", "POST /api2", "GET /api3", Pl
 // through the nethttp adapter: the ServeMux of [Endpoints], and in front
 // of it the [Dispatch] that routes each request through its rule's
 // middleware, in the rules snapshot the request acquired; and the metrics
-// at [MetricsPath], not limited. It is the App's dispatcher: call it once.
+// at [MetricsPath], not limited. With OpenTelemetry on, each request gets
+// a server span (see -otel), on which its rule's decision shows. It is
+// the App's dispatcher: call it once.
 func (a *App) HTTPHandler() (http.Handler, error) {
 	mux := http.NewServeMux()
 	for _, ep := range Endpoints {
@@ -46,6 +48,11 @@ func (a *App) HTTPHandler() (http.Handler, error) {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Pattern == "" {
 			_, r.Pattern = mux.Handler(r)
+		}
+		if a.tracer != nil {
+			ctx, end := a.StartSpan(r.Context(), r.Method, r.Pattern, r.URL.Path, r.Header.Get)
+			defer end()
+			r = r.WithContext(ctx)
 		}
 		snap := d.Acquire()
 		defer snap.Release()

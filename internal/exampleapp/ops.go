@@ -77,7 +77,7 @@ func (a *App) openStore(cfg Config, o *options) error {
 	}
 	// The rules file states each rule's fail mode (open is the zero value,
 	// which the tier would otherwise fail local): keep them as written.
-	tier, err := fleet.New(st, fleet.WithSync(cfg.Sync), fleet.WithFleetSize(fleetSize), fleet.WithObserver(a.Metrics),
+	tier, err := fleet.New(st, fleet.WithSync(cfg.Sync), fleet.WithFleetSize(fleetSize), fleet.WithObserver(a.observer()),
 		fleet.WithDefaultFailMode(core.FailOpen))
 	if err != nil {
 		return err

@@ -339,19 +339,22 @@ rules:
 // TestSyncPutsWriteBackInFrontOfRedis: -sync > 0 decides a hot client
 // locally from leased quota, so Redis sees far fewer script calls than
 // requests, and the limit still holds; without -sync every decision goes
-// to Redis.
+// to Redis. Leases unused for a sync interval are lost (at most the
+// lease cap, here 400/4 = 100, per interval: fleet's documented
+// under-admission), so the admitted floor counts the intervals the run
+// took: a loaded machine stretches it.
 func TestSyncPutsWriteBackInFrontOfRedis(t *testing.T) {
-	for _, sync := range []time.Duration{0, 50 * time.Millisecond} {
+	for _, sync := range []time.Duration{0, 500 * time.Millisecond} {
 		srv := redistest.StartNode(t)
 		file := filepath.Join(t.TempDir(), "rules.yaml")
 		require.NoError(t, os.WriteFile(file, []byte(`
 rules:
   - {name: hot, route: /*, key: ip, limits: ["400 per 1h"]}
 `), 0o600))
-		app, err := New(Config{Redis: "redis://" + srv.Addr, RulesFile: file, Sync: sync, FleetSize: 1})
+		app, err := New(Config{Redis: "redis://" + srv.Addr, RulesFile: file, Sync: sync, FleetSize: 1}, WithStoreTimeout(redistest.StoreTimeout))
 		require.NoError(t, err)
 		if sync > 0 {
-			assert.Contains(t, app.StoreInfo, "write-back, sync 50ms")
+			assert.Contains(t, app.StoreInfo, "write-back, sync 500ms")
 		} else {
 			assert.Contains(t, app.StoreInfo, "fleet tier (exact")
 		}
@@ -360,6 +363,7 @@ rules:
 		rc := redis.NewClient(&redis.Options{Addr: srv.Addr})
 		require.NoError(t, rc.ConfigResetStat(context.Background()).Err())
 		allowed := 0
+		start := time.Now()
 		for i := 0; i < 500; i++ {
 			rec := httptest.NewRecorder()
 			req := httptest.NewRequest(http.MethodGet, "/x", nil)
@@ -372,10 +376,12 @@ rules:
 		info, err := rc.Info(context.Background(), "commandstats").Result()
 		require.NoError(t, err)
 		calls := scriptCalls(info)
-		t.Logf("sync %v: %d of 500 allowed, %d script calls", sync, allowed, calls)
+		elapsed := time.Since(start)
+		t.Logf("sync %v: %d of 500 allowed, %d script calls, in %v", sync, allowed, calls, elapsed)
 		assert.LessOrEqual(t, allowed, 400, "never above the limit")
 		if sync > 0 {
-			assert.GreaterOrEqual(t, allowed, 300, "leases lose at most a bounded share")
+			intervals := 1 + int(elapsed/sync)
+			assert.GreaterOrEqual(t, allowed, 400-100*intervals, "leases lose at most the lease cap per sync interval")
 			assert.Less(t, calls, 100, "hot key decided locally")
 		} else {
 			assert.Equal(t, 400, allowed, "exact")

@@ -40,6 +40,12 @@ import (
 // into a test failure instead of a skip.
 const RequireEnv = "LIMITKIT_REQUIRE_REDIS"
 
+// StoreTimeout is the store deadline (core.WithTimeout) for tests whose
+// subject is not the deadline: core.DefaultTimeout's 50 ms is missed by a
+// healthy redis-server on a loaded CI machine under -race, and a test
+// that requires no error must not fail for it.
+const StoreTimeout = 10 * time.Second
+
 // readyTimeout bounds how long a server may take to accept PING.
 const readyTimeout = 15 * time.Second
 
@@ -438,7 +444,12 @@ func (s *Server) ClientOptions() *redis.Options {
 		ContextTimeoutEnabled: true,
 		DialTimeout:           time.Second,
 		ReadTimeout:           2 * time.Second,
-		WriteTimeout:          2 * time.Second,
+		// a test's hundreds of goroutines wait for a pooled
+		// connection; on a loaded CI machine longer than go-redis's
+		// default (ReadTimeout + 1 s). A context deadline still bounds
+		// the wait.
+		PoolTimeout:  30 * time.Second,
+		WriteTimeout: 2 * time.Second,
 	}
 }
 
@@ -591,7 +602,12 @@ func (c *Cluster) ClusterOptions() *redis.ClusterOptions {
 		ContextTimeoutEnabled: true,
 		DialTimeout:           time.Second,
 		ReadTimeout:           2 * time.Second,
-		WriteTimeout:          2 * time.Second,
+		// a test's hundreds of goroutines wait for a pooled
+		// connection; on a loaded CI machine longer than go-redis's
+		// default (ReadTimeout + 1 s). A context deadline still bounds
+		// the wait.
+		PoolTimeout:  30 * time.Second,
+		WriteTimeout: 2 * time.Second,
 	}
 }
 

@@ -1,0 +1,137 @@
+package exampleapp
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/exporters/stdout/stdoutmetric"
+	"go.opentelemetry.io/otel/exporters/stdout/stdouttrace"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/propagation"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/limitkit/limitkit/core"
+	"github.com/limitkit/limitkit/otellimit"
+)
+
+// OTelStdout is the -otel mode that prints OpenTelemetry metrics and
+// spans to standard output as JSON, one object a line.
+const OTelStdout = "stdout"
+
+// OTelInterval is how often -otel stdout prints the metrics (and once
+// more when the app closes).
+const OTelInterval = 10 * time.Second
+
+// TracerName is the instrumentation scope of the example's request spans.
+const TracerName = "github.com/limitkit/limitkit/internal/exampleapp"
+
+// WithOTelOutput makes -otel stdout write to w instead of os.Stdout
+// (tests). w must be safe for concurrent use: the metrics and the spans
+// are written from different goroutines.
+func WithOTelOutput(w io.Writer) Option { return func(o *options) { o.otelOut = w } }
+
+// WithOTelProviders turns OpenTelemetry on with in-process providers (an
+// SDK MeterProvider with a ManualReader, a TracerProvider with a span
+// recorder) instead of what -otel says. The caller keeps ownership of
+// them.
+func WithOTelProviders(mp metric.MeterProvider, tp trace.TracerProvider) Option {
+	return func(o *options) { o.mp, o.tp = mp, tp }
+}
+
+// setupOTel sets a.OTel and a.tracer when OpenTelemetry is on: with the
+// providers WithOTelProviders gave, or for -otel stdout, SDK providers
+// with the stdout exporters, installed as the global ones (which
+// otellimit.New defaults to, as every OTel instrumentation does).
+func (a *App) setupOTel(cfg Config, o *options) error {
+	mp, tp := o.mp, o.tp
+	var opts []otellimit.Option
+	switch {
+	case mp != nil || tp != nil:
+		if mp == nil || tp == nil {
+			return errors.New("exampleapp: WithOTelProviders needs both providers")
+		}
+		opts = append(opts, otellimit.WithMeterProvider(mp), otellimit.WithTracerProvider(tp))
+	case cfg.OTel == OTelStdout:
+		w := o.otelOut
+		if w == nil {
+			w = os.Stdout
+		}
+		mexp, err := stdoutmetric.New(stdoutmetric.WithWriter(w))
+		if err != nil {
+			return err
+		}
+		texp, err := stdouttrace.New(stdouttrace.WithWriter(w))
+		if err != nil {
+			return err
+		}
+		smp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(sdkmetric.NewPeriodicReader(mexp, sdkmetric.WithInterval(OTelInterval))))
+		stp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(texp)) // each span printed as it ends
+		a.closers = append(a.closers, func() error {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			return errors.Join(stp.Shutdown(ctx), smp.Shutdown(ctx)) // the last metrics are printed
+		})
+		otel.SetMeterProvider(smp)
+		otel.SetTracerProvider(stp)
+		otel.SetTextMapPropagator(propagation.TraceContext{})
+		mp, tp = smp, stp
+	case cfg.OTel != "":
+		return fmt.Errorf("-otel %q: want %q or nothing", cfg.OTel, OTelStdout)
+	default:
+		return nil
+	}
+	var err error
+	if a.OTel, err = otellimit.New(opts...); err != nil {
+		return err
+	}
+	a.tracer = tp.Tracer(TracerName)
+	return nil
+}
+
+// observer is what the limiters report to: the Prometheus metrics, and
+// the OpenTelemetry observer too when it is on.
+func (a *App) observer() core.Observer {
+	if a.OTel == nil {
+		return a.Metrics
+	}
+	m, o := a.Metrics, a.OTel
+	return core.ObserverFunc(func(e core.Event) {
+		m.Observe(e)
+		o.Observe(e)
+	})
+}
+
+// StartSpan starts a request's server span when OpenTelemetry is on (-otel,
+// [WithOTelProviders]), so that the limiter's decision shows on it as a
+// limitkit.decision event: named by method and the route the framework
+// matched (the path when none; see [RoutePath]), continuing the caller's
+// trace when header (a request header getter) has a W3C traceparent. It
+// returns the context holding the span and the function that ends it;
+// with OpenTelemetry off, ctx and a no-op. An application would use its
+// framework's OTel middleware (otelhttp.NewHandler, ...) instead; this
+// keeps the examples free of the contrib modules.
+func (a *App) StartSpan(ctx context.Context, method, route, path string, header func(string) string) (context.Context, func()) {
+	if a.tracer == nil {
+		return ctx, func() {}
+	}
+	ctx = propagation.TraceContext{}.Extract(ctx, headerCarrier(header))
+	route = RoutePath(route, path)
+	ctx, span := a.tracer.Start(ctx, method+" "+route, trace.WithSpanKind(trace.SpanKindServer),
+		trace.WithAttributes(attribute.String("http.request.method", method), attribute.String("http.route", route)))
+	return ctx, func() { span.End() }
+}
+
+// headerCarrier reads a request's headers for propagation.
+type headerCarrier func(string) string
+
+func (h headerCarrier) Get(key string) string { return h(key) }
+func (headerCarrier) Set(string, string)      {}
+func (headerCarrier) Keys() []string          { return nil }
