@@ -404,6 +404,7 @@ func New(cfg Config, opts ...Option) (*App, error) {
 		return nil, err
 	}
 	a.live = a.srv.Live()
+	a.watchAdded(a.live.Current())
 	return a, nil
 }
 

@@ -74,3 +74,17 @@ func (a *App) overrideKey(r *rules.Rule, client string) (string, error) {
 	}
 	return serve.DefaultOverride(r, client, a.Identity())
 }
+
+// watchAdded exports the configured limits of the policies set's rules
+// add to their own (tiers, overrides, also: checks), whose limiters the
+// middleware constructor does not see; the rules' own are watched as
+// their middlewares are built.
+func (a *App) watchAdded(set *rules.Set) {
+	ps := set.Policies()
+	for _, p := range ps[len(set.Rules())+len(set.Descriptors()):] {
+		a.Metrics.WatchPolicy(p)
+		if a.OTel != nil {
+			a.OTel.WatchPolicy(p)
+		}
+	}
+}

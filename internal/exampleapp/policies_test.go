@@ -114,3 +114,12 @@ func TestPlansThroughHTTP(t *testing.T) {
 	assert.Equal(t, 8, quota(token("u-pro2", "pro")), "the reloaded pro limit")
 	assert.Equal(t, 0, quota(token("u-free", "free")), "an unchanged tier keeps its state")
 }
+
+// TestAddedPoliciesWatched: the tiers' configured limits are exported
+// like the rules' own.
+func TestAddedPoliciesWatched(t *testing.T) {
+	app, _, _, _ := reloadApp(t, plansRules, Config{JWTSecret: "test-secret-test-secret"})
+	w := httptest.NewRecorder()
+	app.MetricsHandler().ServeHTTP(w, httptest.NewRequest("GET", MetricsPath, nil))
+	assert.Contains(t, w.Body.String(), `limitkit_limit_requests{limit="0",policy="api/pro",window="60"} 5`)
+}

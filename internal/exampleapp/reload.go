@@ -137,7 +137,9 @@ func (a *App) reloadFile(trigger string, force bool) (ch rules.Change, attempted
 		set, err = set.WithSignals(a.signals)
 	}
 	if err == nil {
-		ch, err = a.live.Swap(set)
+		if ch, err = a.live.Swap(set); err == nil {
+			a.watchAdded(set)
+		}
 	}
 	if err != nil {
 		log.Error("rules reload rejected: the previous rules keep serving", "file", a.reload.file, "trigger", trigger, "error", err.Error())
