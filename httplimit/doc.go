@@ -107,7 +107,10 @@
 // with a deny handler of its own defines its WithDenyHandler with
 // [AdapterOption] and reads it back with [Engine.AdapterValue]; one that
 // supports [WithInFlight] wraps each request in [Engine.InFlight]'s Enter
-// and Exit. Everything else — keys, scopes, checks, fail modes, headers
+// and Exit. For [WithOutcome], an adapter whose [Engine.CountsOutcome]
+// reports true runs the handler of a passed request itself and then calls
+// [Engine.Outcome] with the response's status (an adapter without
+// statuses, such as grpclimit, refuses the option instead). Everything else — keys, scopes, checks, fail modes, headers
 // and bodies — is the engine's.
 //
 // A view may implement optional interfaces that make the engine faster
