@@ -114,6 +114,11 @@ func (m *middleware) handle(c *fiber.Ctx) error {
 		setFields(&c.Response().Header, &f)
 	}
 	if res.Action == httplimit.Pass {
+		if m.e.CountsOutcome() {
+			err := c.Next()
+			m.e.Outcome(c.UserContext(), &res, outcomeStatus(c, err))
+			return err
+		}
 		return c.Next()
 	}
 	rej := m.e.Reject(&res)

@@ -90,6 +90,12 @@ func (m *middleware) handle(c *gin.Context) {
 	}
 	m.e.SetHTTP(&res, c.Writer.Header())
 	if res.Action == httplimit.Pass {
+		if m.e.CountsOutcome() {
+			// counting by outcome: the rest of the chain runs here, so
+			// that its status is known
+			c.Next()
+			m.e.Outcome(c.Request.Context(), &res, c.Writer.Status())
+		}
 		return
 	}
 	rej := m.e.Reject(&res)

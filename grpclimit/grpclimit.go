@@ -2,6 +2,7 @@ package grpclimit
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -74,11 +75,16 @@ type Interceptor struct {
 // ("/grpc.health.v1.Health/") and reflection ("/grpc.reflection.") are
 // never limited. The HTTP-only options [httplimit.WithDenyStatus] and
 // [httplimit.WithDenyBody] have no effect here; header options name
-// metadata keys.
+// metadata keys; [httplimit.WithTiers] and [httplimit.WithOverrides]
+// apply as on HTTP, and [httplimit.WithOutcome] (an HTTP status) is
+// refused.
 func New(l *core.Limiter, opts ...Option) (*Interceptor, error) {
 	e, err := httplimit.NewEngine("grpclimit", l, opts...)
 	if err != nil {
 		return nil, err
+	}
+	if e.CountsOutcome() {
+		return nil, errors.New("grpclimit: WithOutcome counts HTTP statuses, which a gRPC call has none of; leave it out (every call counts)")
 	}
 	return &Interceptor{e: e, inFlight: e.InFlight()}, nil
 }

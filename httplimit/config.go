@@ -46,6 +46,7 @@ type Config struct {
 	onError   func(ctx context.Context, err error)
 	clock     core.Clock
 	inFlight  *core.InFlight
+	pol       policySpec // WithTiers, WithOverrides, WithOutcome (policies.go)
 	adapter   []adapterValue
 	errs      []error
 }

@@ -61,3 +61,33 @@ func TestDenyHandlerOfAnotherAdapter(t *testing.T) {
 		}
 	}
 }
+
+// TestRouteOfAnotherAdapter: nethttp.WithRoute, an adapter option since
+// the engine moved to httplimit, is refused by every other adapter at
+// construction (gin, echo and fiber know their routes; a resolver given
+// to them would be silently ignored), and a nil resolver is refused by
+// nethttp itself.
+func TestRouteOfAnotherAdapter(t *testing.T) {
+	store := memstore.MustNew()
+	defer store.Close()
+	l := core.MustNewLimiter(store, core.Policy{Name: "api", Limits: []core.Limit{core.PerMinute(1)}})
+	route := nethttp.WithRoute(func(*http.Request) string { return "/x" })
+	_, err := nethttp.NewMiddleware(l, route)
+	if err != nil {
+		t.Fatalf("nethttp refused its own WithRoute: %v", err)
+	}
+	if _, err := nethttp.NewMiddleware(l, nethttp.WithRoute(nil)); err == nil || !strings.Contains(err.Error(), "nethttp.WithRoute(nil)") {
+		t.Fatalf("WithRoute(nil): err = %v", err)
+	}
+	for adapter, b := range map[string]func() error{
+		"ginlimit":   func() error { _, err := ginlimit.NewMiddleware(l, route); return err },
+		"echolimit":  func() error { _, err := echolimit.NewMiddleware(l, route); return err },
+		"fiberlimit": func() error { _, err := fiberlimit.NewMiddleware(l, route); return err },
+		"grpclimit":  func() error { _, err := grpclimit.New(l, route); return err },
+	} {
+		want := adapter + ": nethttp.WithRoute is an option of package nethttp, given to a " + adapter + " middleware"
+		if err := b(); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: err = %v, want %q", adapter, err, want)
+		}
+	}
+}

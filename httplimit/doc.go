@@ -34,6 +34,17 @@
 // the empty scope, shared by all such requests of a client. [WithScope]
 // and [WithScopeFunc] replace it.
 //
+// # Limits chosen per request, counting by outcome
+//
+// [WithTiers] chooses the limiter of a request by its tier (a verified
+// JWT claim "plan", a trusted header), with New's limiter as the default
+// for a missing or unknown tier; [WithOverrides] gives individual client
+// keys their own; every tier and override is its own policy, so counters
+// never mix. [WithOutcome] counts only the responses whose status it
+// accepts (failed logins), peeking before the handler and charging after
+// it, and may reset a client's count on success. docs/policies.md has
+// complete programs.
+//
 // # Options
 //
 // Options are applied in order; a later option overrides an earlier one
@@ -96,7 +107,10 @@
 // with a deny handler of its own defines its WithDenyHandler with
 // [AdapterOption] and reads it back with [Engine.AdapterValue]; one that
 // supports [WithInFlight] wraps each request in [Engine.InFlight]'s Enter
-// and Exit. Everything else — keys, scopes, checks, fail modes, headers
+// and Exit. For [WithOutcome], an adapter whose [Engine.CountsOutcome]
+// reports true runs the handler of a passed request itself and then calls
+// [Engine.Outcome] with the response's status (an adapter without
+// statuses, such as grpclimit, refuses the option instead). Everything else — keys, scopes, checks, fail modes, headers
 // and bodies — is the engine's.
 //
 // A view may implement optional interfaces that make the engine faster

@@ -56,6 +56,8 @@ type Result struct {
 	Degraded bool
 	decided  bool
 	now      time.Time // when the decision was taken, for epoch headers; zero: read the clock
+	chk      *check    // the primary check's tier or override (policies_engine.go), nil for checks[0]
+	out      *outcome  // what to charge once the response is known (policies_engine.go)
 }
 
 type check struct {
@@ -65,6 +67,7 @@ type check struct {
 	policy *core.Policy
 	ids    []string
 	body   []byte
+	pf     string // the RateLimit-Policy field when this is a tier's check (policies_engine.go)
 }
 
 // Engine is the framework-neutral middleware every adapter runs: built
@@ -87,6 +90,7 @@ type Engine struct {
 	peer        *keyfuncs.Resolver // the default key: keys by it take the IPv4 fast path
 	cacheID     uint64             // the engine's key-cache id, 0 when its keys are not cached (see keycache.go)
 	limitText   []limitText        // every check's limit sizes, formatted once
+	pol         *policies          // tiers, overrides, counting by outcome (policies_engine.go); nil for none
 	cfg         Config             // the options, with defaults filled in: the fallback key, the clock
 }
 
@@ -158,7 +162,10 @@ func NewEngine(adapter string, lim *core.Limiter, opts ...Option) (*Engine, erro
 		}
 	}
 	e.policyField = string(pf)
-	if len(e.checks) == 1 && e.cfg.scopeFunc == nil && e.checks[0].key.ip == peer {
+	if err := e.initPolicies(&cfg.pol); err != nil {
+		return nil, err
+	}
+	if len(e.checks) == 1 && e.cfg.scopeFunc == nil && e.checks[0].key.ip == peer && e.pol == nil {
 		// the store key is a function of the method, the route and the peer
 		e.cacheID = engineIDs.Add(1)
 	}
@@ -217,6 +224,10 @@ func (e *Engine) DecideInto(ctx context.Context, req keyfuncs.Request, res *Resu
 		if c := e.cfg.cost(req); c > 1 {
 			cost = c
 		}
+	}
+	if e.pol != nil {
+		e.decidePolicies(ctx, req, res, cost)
+		return
 	}
 	if len(e.checks) == 1 {
 		c := &e.checks[0]
@@ -604,7 +615,11 @@ func (e *Engine) Fields(res *Result, f *Fields) {
 		f.AddInt(respond.HeaderRetryAfter, retry)
 	}
 	if e.cfg.headers&HeaderIETF != 0 {
-		f.AddStatic(respond.HeaderPolicy, e.policyField)
+		if res.chk != nil && res.chk.pf != "" {
+			f.AddStatic(respond.HeaderPolicy, res.chk.pf)
+		} else {
+			f.AddStatic(respond.HeaderPolicy, e.policyField)
+		}
 		if hasLimit {
 			t := respond.CeilSeconds(d.ResetAfter)
 			if res.Action == Deny {
@@ -701,6 +716,13 @@ func (e *Engine) limitID(d *core.Decision) string {
 			}
 		}
 	}
+	if c := e.tierCheck(d.Policy); c != nil {
+		for j, l := range c.policy.Limits {
+			if l == d.Limit {
+				return c.ids[j]
+			}
+		}
+	}
 	return d.Policy
 }
 
@@ -731,6 +753,9 @@ func (e *Engine) Reject(res *Result) Rejection {
 			r.Body = e.checks[i].body
 			break
 		}
+	}
+	if c := e.tierCheck(res.Decision.Policy); c != nil {
+		r.Body = c.body
 	}
 	return r
 }

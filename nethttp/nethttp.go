@@ -41,8 +41,9 @@ func WithDenyHandler(h DenyHandler) Option {
 // calls the handler the mux named itself rather than the mux, which would
 // only look the route up again (it answers the same: see direct). Other routers (chi, gorilla) decide routes after their
 // middleware runs: there the route is unknown ("" scope, one quota per
-// client across the routes) unless [WithScopeFunc] or [WithScope] says
-// otherwise, or the middleware is attached per route.
+// client across the routes) unless [WithRoute] asks the router for it
+// (chi: Mux.Find; see _examples/chi), [WithScopeFunc] or [WithScope]
+// says otherwise, or the middleware is attached per route.
 //
 // The middleware is safe for concurrent use and never panics on a
 // request.
@@ -52,12 +53,13 @@ func NewMiddleware(l *core.Limiter, opts ...Option) (func(http.Handler) http.Han
 		return nil, err
 	}
 	deny, _ := e.AdapterValue("WithDenyHandler").(DenyHandler)
+	route, _ := e.AdapterValue("WithRoute").(func(*http.Request) string)
 	return func(next http.Handler) http.Handler {
 		if next == nil {
 			next = http.NotFoundHandler()
 		}
 		mux, _ := next.(*http.ServeMux)
-		h := &handler{e: e, next: next, mux: mux, deny: deny}
+		h := &handler{e: e, next: next, mux: mux, deny: deny, route: route}
 		if e.InFlight() != nil {
 			return &counted{h: h, f: e.InFlight()}
 		}
@@ -89,10 +91,11 @@ func New(l *core.Limiter, opts ...Option) func(http.Handler) http.Handler {
 }
 
 type handler struct {
-	e    *httplimit.Engine
-	next http.Handler
-	mux  *http.ServeMux
-	deny DenyHandler
+	e     *httplimit.Engine
+	next  http.Handler
+	mux   *http.ServeMux
+	deny  DenyHandler
+	route func(*http.Request) string // WithRoute, or nil
 }
 
 func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -105,13 +108,21 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	var res httplimit.Result
-	h.e.DecideInto(r.Context(), keyfuncs.FromHTTP(r), &res)
+	if h.route != nil && r.Pattern == "" {
+		h.e.DecideInto(r.Context(), routedRequest{keyfuncs.FromHTTP(r), h.route(r)}, &res)
+	} else {
+		h.e.DecideInto(r.Context(), keyfuncs.FromHTTP(r), &res)
+	}
 	if res.Action == httplimit.Skip {
 		next.ServeHTTP(w, r)
 		return
 	}
 	h.e.SetHTTP(&res, w.Header())
 	if res.Action == httplimit.Pass {
+		if h.e.CountsOutcome() {
+			serveCounted(h.e, &res, next, w, r)
+			return
+		}
 		next.ServeHTTP(w, r)
 		return
 	}

@@ -116,8 +116,12 @@ func resolveSwitches(s *switchesDoc, base switches, e Error, at func(string) int
 
 // parseLimits resolves a limits list.
 func parseLimits(docs []limitDoc, e Error, at func(string) int, c *collector) []core.Limit {
+	field := "limits" // a tier's, an override's or a check's limits name their own field
+	if e.Field != "" {
+		field = e.Field
+	}
 	if len(docs) == 0 {
-		e.Field, e.Line, e.Msg = "limits", at("limits"), `no limits; add at least one, e.g. limits: ["200 per 1m"]`
+		e.Field, e.Line, e.Msg = field, at("limits"), `no limits; add at least one, e.g. limits: ["200 per 1m"]`
 		c.add(&e)
 		return nil
 	}
@@ -140,7 +144,7 @@ func parseLimits(docs []limitDoc, e Error, at func(string) int, c *collector) []
 		}
 		if err != nil {
 			e := e
-			e.Field, e.Line, e.Msg = fmt.Sprintf("limits[%d]", j), d.line, err.Error()
+			e.Field, e.Line, e.Msg = fmt.Sprintf("%s[%d]", field, j), d.line, err.Error()
 			if e.Line == 0 {
 				e.Line = at("limits")
 			}
@@ -272,10 +276,25 @@ func build(doc *fileDoc, ln *lines, c *collector) *Set {
 		r.Algorithm, r.Buckets, r.Shadow, r.SoftPercent, r.CountDenied, r.FailMode =
 			sw.algorithm, sw.buckets, sw.shadow, sw.softPercent, sw.countDenied, sw.failMode
 		r.Mode, r.Sync, r.FleetSize, r.Elastic = sw.mode, sw.sync, sw.fleetSize, sw.elastic
-		r.Limits = parseLimits(d.Limits, e, at, c)
-		if len(r.Limits) == len(d.Limits) && len(r.Limits) > 0 && validName(r.Name, false) {
+		if len(d.Limits) > 0 || len(d.Tiers) == 0 {
+			r.Limits = parseLimits(d.Limits, e, at, c)
+		}
+		claim := func(field, name string) {
+			if where := names[name]; where != "" {
+				fail(field, fmt.Sprintf("its policy name %q is already used by %s; rename one", name, where))
+				return
+			}
+			names[name] = fmt.Sprintf("rules[%d] %s", i, field)
+		}
+		resolvePolicies(d, &r, e, at, c, fail, claim)
+		if (len(r.Limits) == len(d.Limits) || len(d.Limits) == 0) && len(r.Limits) > 0 && validName(r.Name, false) {
 			p := r.Policy()
 			validatePolicy(&p, e, at, c)
+			for _, x := range r.extraPolicies() {
+				if len(x.Limits) > 0 {
+					validatePolicy(&x, e, at, c)
+				}
+			}
 		}
 		s.rules = append(s.rules, r)
 	}
@@ -485,6 +504,7 @@ func (s *Set) doc() *fileDoc {
 		d := ruleDoc{Name: r.Name, Methods: r.Methods, Route: r.Route, Identity: r.Identity.String(), Key: r.Key.String(), Limits: limits(r.Limits),
 			switchesDoc: sw(r.Algorithm, r.Buckets, r.Shadow, r.SoftPercent, r.CountDenied, r.FailMode, r.Mode, r.Sync, r.FleetSize)}
 		d.Elastic = r.Elastic.doc()
+		d.policiesDoc = r.policiesDoc()
 		doc.Rules = append(doc.Rules, d)
 	}
 	for i := range s.descriptors {

@@ -14,8 +14,9 @@
 //	                          #   empty, [*] or [ANY] = any method; GET also matches HEAD
 //	    route: /api2          # required; see "Routes"
 //	    identity: authenticated   # authenticated | anonymous | any (default any)
-//	    key: user             # user | api_key | ip | header:<Name>
-//	                          #   (default: user when authenticated, else ip)
+//	    key: user             # user | api_key | ip | header:<Name> | form:<field>
+//	                          #   (default: user when authenticated, else ip;
+//	                          #   form: a field of a form body, read up to 64 KiB)
 //	    algorithm: gcra       # gcra | token_bucket | fixed_window | sliding_log | sliding_counter
 //	    limits:               # one or more; all must hold
 //	      - 500 per 15m
@@ -32,6 +33,15 @@
 //	    elastic: {ceiling: 200%, capacity: "5000 per 1m", max_in_flight: 200}
 //	                          # above the limits up to the ceiling while there is room; see [Elastic]
 //	                          #   (off: opt out of a default; signals attached by [Set.WithSignals])
+//	    tier: claim:plan      # where the request's tier is read: claim:<name> | header:<Name>
+//	    tiers: {pro: ["1000 per 1m"], default: ["100 per 1m"]}
+//	                          # each tier's limits (at most 16 besides default, the
+//	                          #   limits of a missing or unknown tier; or write limits:)
+//	    overrides: {"key:k_big": ["50000 per 1m"]}   # user:<id> | key:<API key> | ip:<addr>
+//	    count: {status: [401], reset_on: success, charge: after}
+//	                          # count only these responses (or status: ">=400"); see [Count]
+//	    also: [{name: login-ip, key: ip, limits: ["100 per 15m"]}]
+//	                          # more checks every request of the rule must pass
 //	descriptors:
 //	  - {domain: auth, key: login, unit: minute, requests: 10}
 //
@@ -92,6 +102,18 @@
 // a raw path can be spelled in ways the router treats as the same route
 // (/api1/ with redirect-trailing-slash, //api1, percent-encoding), and a
 // rule keyed on the raw spelling can then be side-stepped.
+//
+// # Tiers, overrides, counting by outcome
+//
+// A rule's tiers, overrides and also: checks are policies of their own,
+// so their counters never mix: a tier is named "<rule>/<tier>" ([TierPolicyName]),
+// an override "<rule>/o-<hash>" ([OverridePolicyName], the client never
+// appears), an also: check by its name; the rule's own policy is the
+// default tier. [Set.Policies] lists them after the descriptors, a
+// [Live] keeps their state across reloads like any policy's, and
+// [NewLiveWith] hands every limiter of a rule ([Limiters]) to the build
+// function. Package rules/serve turns a Set into adapter middleware. The
+// guide with complete programs is docs/policies.md.
 //
 // # Descriptors
 //

@@ -288,6 +288,7 @@ func FuzzParse(f *testing.F) {
 	f.Add([]byte(`{"defaults": {"shadow": true, "shadow": false}, "rules": [{"name": "a", "route": "/a/{x}", "methods": ["GET"], "limits": ["1/s"]}]}`), true)
 	f.Add(DefaultFile(), false)
 	f.Add([]byte("rules:\n  - {name: a, route: /a, limits: [1 per 213504d]}\n"), false)
+	f.Add([]byte(`{"rules": [{"name": "a", "route": "/a", "tier": "claim:plan", "tiers": {"pro": ["2/s"], "default": ["1/s"]}, "overrides": {"user:x": ["3/s"]}, "count": {"status": ">=400", "reset_on": "success"}, "also": [{"name": "b", "key": "ip", "limits": ["5/s"]}]}]}`), true)
 	f.Fuzz(func(t *testing.T, data []byte, isJSON bool) {
 		format := YAML
 		if isJSON {

@@ -79,7 +79,7 @@ import (
 type Live[H any] struct {
 	store core.Store
 	opts  []core.Option
-	build func(*Rule, *core.Limiter) (H, error)
+	build func(*Rule, Limiters) (H, error)
 	cur   atomic.Pointer[Snapshot[H]]
 
 	mu  sync.Mutex            // serializes Swap and the bookkeeping of old snapshots
@@ -107,7 +107,8 @@ type TableReplacer interface {
 type Snapshot[H any] struct {
 	set      *Set
 	gen      uint64
-	limiters []*core.Limiter // Set.Policies() order: rules, then descriptors
+	limiters []*core.Limiter // Set.Policies() order: rules, then descriptors, then the rules' added policies
+	extra    []int           // by rule index: where its added policies start in limiters
 	handlers []H             // by rule index
 	refs     atomic.Int64    // requests under way, plus 1 while current
 	live     *Live[H]
@@ -121,6 +122,20 @@ type Snapshot[H any] struct {
 // table of another configuration under one of the names: one store, one
 // Live per policy name).
 func NewLive[H any](store core.Store, set *Set, build func(*Rule, *core.Limiter) (H, error), opts ...core.Option) (*Live[H], error) {
+	if store == nil {
+		return nil, fmt.Errorf("rules: NewLive: nil store; pass the store the limiters share (memstore.New() for the embedded one)")
+	}
+	if set == nil {
+		return nil, fmt.Errorf("rules: NewLive: nil set; load one with LoadFile or use Default()")
+	}
+	var all func(*Rule, Limiters) (H, error)
+	if build != nil {
+		all = func(r *Rule, ls Limiters) (H, error) { return build(r, ls.Default) }
+	}
+	return newLive(store, set, all, opts)
+}
+
+func newLive[H any](store core.Store, set *Set, build func(*Rule, Limiters) (H, error), opts []core.Option) (*Live[H], error) {
 	if store == nil {
 		return nil, fmt.Errorf("rules: NewLive: nil store; pass the store the limiters share (memstore.New() for the embedded one)")
 	}
@@ -357,15 +372,16 @@ func (l *Live[H]) compile(set *Set, prev *Snapshot[H]) (*Snapshot[H], Change, []
 				} else {
 					ch.Unchanged++
 				}
-			default:
+			case i < len(set.rules)+len(set.descriptors): // a rule's added policies are counted with it
 				ch.Unchanged++
 			}
 		}
 	}
 	s.handlers = make([]H, len(set.rules))
+	s.index()
 	if l.build != nil {
 		for i := range set.rules {
-			h, err := l.build(&set.rules[i], s.limiters[i])
+			h, err := l.build(&set.rules[i], s.RuleLimiters(&set.rules[i]))
 			if err != nil {
 				s.releaseNew(prev)
 				return nil, Change{}, nil, fmt.Errorf("rules: rule %q: %w", set.rules[i].Name, err)
@@ -386,7 +402,8 @@ func limitsText(p *core.Policy) string { return p.StateString() }
 // sameMatch reports whether two rules of one name match and key requests
 // alike.
 func sameMatch(a, b *Rule) bool {
-	return a.Route == b.Route && slices.Equal(a.Methods, b.Methods) && a.Identity == b.Identity && a.Key == b.Key
+	return a.Route == b.Route && slices.Equal(a.Methods, b.Methods) && a.Identity == b.Identity && a.Key == b.Key &&
+		a.policiesMatch() == b.policiesMatch()
 }
 
 // Set returns the snapshot's rule set.

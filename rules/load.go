@@ -103,8 +103,9 @@ type ruleDoc struct {
 	Route       string     `yaml:"route" json:"route"`
 	Identity    string     `yaml:"identity,omitempty" json:"identity,omitempty"`
 	Key         string     `yaml:"key,omitempty" json:"key,omitempty"`
-	Limits      []limitDoc `yaml:"limits,flow" json:"limits"`
+	Limits      []limitDoc `yaml:"limits,omitempty,flow" json:"limits,omitempty"`
 	switchesDoc `yaml:",inline"`
+	policiesDoc `yaml:",inline"`
 }
 
 type descriptorDoc struct {
@@ -270,7 +271,7 @@ func Parse(data []byte, format Format) (*Set, error) {
 var (
 	topKeys        = []string{"version", "defaults", "rules", "descriptors"}
 	switchKeys     = []string{"algorithm", "buckets", "shadow", "soft_percent", "count_denied", "fail_mode", "mode", "sync", "fleet_size", "elastic"}
-	ruleKeys       = append([]string{"name", "methods", "route", "identity", "key", "limits"}, switchKeys...)
+	ruleKeys       = append(append([]string{"name", "methods", "route", "identity", "key", "limits"}, switchKeys...), policiesKeys...)
 	descriptorKeys = append([]string{"domain", "key", "unit", "requests", "limits"}, switchKeys...)
 	limitKeys      = []string{"requests", "window", "burst"}
 )
@@ -360,6 +361,7 @@ func parseYAML(data []byte, doc *fileDoc, ln *lines, c *collector) bool {
 					e := Error{Section: k, Index: j, Name: named(item, "name")}
 					ln.rules = append(ln.rules, addKeys(item, ruleKeys, e))
 					checkLimits(item, e)
+					checkPoliciesYAML(item, e, addKeys)
 				} else {
 					e := Error{Section: k, Index: j, Name: named(item, "domain", "key")}
 					ln.descriptors = append(ln.descriptors, addKeys(item, descriptorKeys, e))
@@ -521,6 +523,8 @@ func (x *jsonCtx) known() []string {
 		return descriptorKeys
 	case ctxLimit:
 		return limitKeys
+	case ctxOther:
+		return policiesJSONKeys(x.path)
 	}
 	return nil
 }

@@ -80,6 +80,12 @@ const (
 	// Only safe for headers a trusted component sets: a client chooses its
 	// own header values and can rotate them to escape the limit.
 	KeyHeader
+	// KeyForm counts by the value of the form field named in [Key.Field]
+	// of an application/x-www-form-urlencoded body (keyfuncs.FormField:
+	// the body read up to 64 KiB and restored for the handler). A login
+	// rule keys on the username this way. Client-chosen: pair it with an
+	// IP check (also:) so that rotating usernames does not escape.
+	KeyForm
 )
 
 // Key names what a rule counts by. Its text form is "ip", "user",
@@ -90,6 +96,8 @@ type Key struct {
 	// Header is the canonical header name when Kind is KeyHeader; empty
 	// otherwise.
 	Header string
+	// Field is the form field when Kind is KeyForm; empty otherwise.
+	Field string
 }
 
 // String returns the text form: "ip", "user", "api_key", "header:X-Tenant".
@@ -103,12 +111,15 @@ func (k Key) String() string {
 		return "api_key"
 	case KeyHeader:
 		return "header:" + k.Header
+	case KeyForm:
+		return "form:" + k.Field
 	}
 	return fmt.Sprintf("KeyKind(%d)", uint8(k.Kind))
 }
 
-// ParseKey parses "ip", "user", "api_key" (or "api-key") and
-// "header:<Name>". Header names are canonicalized (x-tenant → X-Tenant).
+// ParseKey parses "ip", "user", "api_key" (or "api-key"),
+// "header:<Name>" and "form:<field>". Header names are canonicalized
+// (x-tenant → X-Tenant).
 func ParseKey(s string) (Key, error) {
 	t := strings.TrimSpace(s)
 	switch strings.ToLower(t) {
@@ -126,7 +137,14 @@ func ParseKey(s string) (Key, error) {
 		}
 		return Key{Kind: KeyHeader, Header: textproto.CanonicalMIMEHeaderKey(name)}, nil
 	}
-	return Key{}, fmt.Errorf("unknown key %q (want user, api_key, ip or header:<Name>)", s)
+	if len(t) > 5 && strings.EqualFold(t[:5], "form:") {
+		name := strings.TrimSpace(t[5:])
+		if name == "" || len(name) > 128 || strings.ContainsAny(name, "&=%+ ") {
+			return Key{}, fmt.Errorf("key %q: %q is not a plain form field name", s, name)
+		}
+		return Key{Kind: KeyForm, Field: name}, nil
+	}
+	return Key{}, fmt.Errorf("unknown key %q (want user, api_key, ip, header:<Name> or form:<field>)", s)
 }
 
 // isToken reports whether s is a non-empty RFC 9110 token (method and
@@ -192,6 +210,21 @@ type Rule struct {
 	// capacity signals are attached by [Set.WithSignals].
 	Elastic *Elastic
 	signal  core.CapacitySignal // set by WithSignals
+	// Tier is where the request's tier is read (tier:), and Tiers the
+	// limits of each named tier (tiers:, sorted by name; the default
+	// tier's limits are Limits, the rule's own policy). Each tier is a
+	// policy of its own named [TierPolicyName]: tiers' counters never mix.
+	Tier  TierSource
+	Tiers []Tier
+	// Overrides are the limits of individual clients (overrides:, sorted
+	// by client), each a policy named [OverridePolicyName].
+	Overrides []Override
+	// Count is the rule's counting by outcome (count:), nil when every
+	// request counts.
+	Count *Count
+	// Also are further checks every request of the rule must pass
+	// (also:), each its own policy under its own key.
+	Also []Check
 	// Index is the rule's position in the file's rules list (0-based).
 	Index int
 	// Line is the rule's line in the source file (1-based); 0 when unknown.
@@ -347,7 +380,8 @@ func (s *Set) Match(method, path string, authenticated bool) *Rule {
 }
 
 // Policies returns every rule's policy in file order, then every
-// descriptor's.
+// descriptor's, then the policies rules add to their own (each rule's
+// tiers', overrides' and also: checks', in file order).
 func (s *Set) Policies() []core.Policy {
 	out := make([]core.Policy, 0, len(s.rules)+len(s.descriptors))
 	for i := range s.rules {
@@ -355,6 +389,9 @@ func (s *Set) Policies() []core.Policy {
 	}
 	for i := range s.descriptors {
 		out = append(out, s.descriptors[i].Policy())
+	}
+	for i := range s.rules {
+		out = append(out, s.rules[i].extraPolicies()...)
 	}
 	return out
 }

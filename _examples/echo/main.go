@@ -77,6 +77,11 @@ func main() {
 	e.GET("/api2", reply("GET /api2"))
 	e.POST("/api2", reply("POST /api2"))
 	e.GET("/api3", reply("GET /api3"))
+	e.GET(exampleapp.PlansPath, reply(exampleapp.PlansPattern))
+	e.POST(exampleapp.LoginPath, func(c echo.Context) error {
+		code, body := exampleapp.Login(c.FormValue("username"), c.FormValue("password"))
+		return c.Blob(code, "application/json", body)
+	})
 	e.GET("/*", reply("GET /")) // any other GET
 
 	e.Server.ReadHeaderTimeout = 5 * time.Second

@@ -87,6 +87,12 @@ func main() {
 	f.Get("/api2", dispatch, reply("GET /api2"))
 	f.Post("/api2", dispatch, reply("POST /api2"))
 	f.Get("/api3", dispatch, reply("GET /api3"))
+	f.Get(exampleapp.PlansPath, dispatch, reply(exampleapp.PlansPattern))
+	f.Post(exampleapp.LoginPath, dispatch, func(c *fiber.Ctx) error {
+		code, body := exampleapp.Login(c.FormValue("username"), c.FormValue("password"))
+		c.Set(fiber.HeaderContentType, fiber.MIMEApplicationJSON)
+		return c.Status(code).Send(body)
+	})
 	f.Get("/*", dispatch, reply("GET /")) // any other GET
 
 	app.LogStartup("fiber", ln)

@@ -70,6 +70,11 @@ func main() {
 	r.GET("/api2", reply("GET /api2"))
 	r.POST("/api2", reply("POST /api2"))
 	r.GET("/api3", reply("GET /api3"))
+	r.GET(exampleapp.PlansPath, reply(exampleapp.PlansPattern))
+	r.POST(exampleapp.LoginPath, func(c *gin.Context) {
+		code, body := exampleapp.Login(c.PostForm("username"), c.PostForm("password"))
+		c.Data(code, "application/json", body)
+	})
 	r.NoRoute(func(c *gin.Context) { // any other GET
 		if c.Request.Method != http.MethodGet && c.Request.Method != http.MethodHead {
 			c.Status(http.StatusNotFound)

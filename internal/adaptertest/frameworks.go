@@ -2,6 +2,7 @@ package adaptertest
 
 import (
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -40,7 +41,11 @@ func colonScope(method, path string) string {
 
 // serveHTTP serves req with h through an httptest recorder.
 func serveHTTP(h http.Handler, req Request) Response {
-	r := httptest.NewRequest(req.Method, req.Target, nil)
+	var body io.Reader
+	if req.Body != "" {
+		body = strings.NewReader(req.Body)
+	}
+	r := httptest.NewRequest(req.Method, req.Target, body)
 	r.RemoteAddr = req.Peer
 	for k, v := range req.Header {
 		r.Header.Set(k, v)
@@ -58,7 +63,17 @@ func NetHTTP() Harness {
 		Build: func(app App) (Client, error) {
 			mux := http.NewServeMux()
 			for _, rt := range app.Routes {
-				var h http.Handler = http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) })
+				var h http.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+					if f := r.Header.Get(ReplyForm); f != "" {
+						_, _ = w.Write([]byte("form:" + r.PostFormValue(f)))
+						return
+					}
+					if code := replyStatus(r.Header.Get(ReplyStatus)); code != 0 {
+						w.WriteHeader(code)
+						return
+					}
+					_, _ = w.Write([]byte("ok"))
+				})
 				if rt.Mw != nil {
 					mw, err := nethttp.NewMiddleware(rt.Mw.Limiter, rt.Mw.Opts...)
 					if err != nil {
@@ -120,7 +135,17 @@ func Gin() Harness {
 					}
 					hs = append(hs, mw)
 				}
-				hs = append(hs, func(c *gin.Context) { c.String(http.StatusOK, "ok") })
+				hs = append(hs, func(c *gin.Context) {
+					if f := c.GetHeader(ReplyForm); f != "" {
+						c.String(http.StatusOK, "form:"+c.PostForm(f))
+						return
+					}
+					if code := replyStatus(c.GetHeader(ReplyStatus)); code != 0 {
+						c.Status(code)
+						return
+					}
+					c.String(http.StatusOK, "ok")
+				})
 				switch rt.Method {
 				case AnyMethod:
 					r.Any(rt.Path, hs...)
@@ -165,7 +190,17 @@ func Echo() Harness {
 					}
 					mws = append(mws, mw)
 				}
-				ok := func(c echo.Context) error { return c.String(http.StatusOK, "ok") }
+				ok := func(c echo.Context) error {
+					if f := c.Request().Header.Get(ReplyForm); f != "" {
+						return c.String(http.StatusOK, "form:"+c.FormValue(f))
+					}
+					if code := replyStatus(c.Request().Header.Get(ReplyStatus)); code >= 400 {
+						return echo.NewHTTPError(code) // written by echo's error handler
+					} else if code != 0 {
+						return c.NoContent(code)
+					}
+					return c.String(http.StatusOK, "ok")
+				}
 				switch rt.Method {
 				case AnyMethod:
 					e.Any(rt.Path, ok, mws...)
@@ -211,7 +246,17 @@ func Fiber() Harness {
 					}
 					hs = append(hs, mw)
 				}
-				hs = append(hs, func(c *fiber.Ctx) error { return c.SendString("ok") })
+				hs = append(hs, func(c *fiber.Ctx) error {
+					if f := c.Get(ReplyForm); f != "" {
+						return c.SendString("form:" + c.FormValue(f))
+					}
+					if code := replyStatus(c.Get(ReplyStatus)); code >= 400 {
+						return fiber.NewError(code) // written by fiber's error handler
+					} else if code != 0 {
+						return c.SendStatus(code)
+					}
+					return c.SendString("ok")
+				})
 				switch rt.Method {
 				case AnyMethod:
 					a.All(rt.Path, hs...)
@@ -242,6 +287,9 @@ func FastCtx(ctx *fasthttp.RequestCtx, req Request) {
 	fr.Header.SetHost("example.com")
 	for k, v := range req.Header {
 		fr.Header.Set(k, v)
+	}
+	if req.Body != "" {
+		fr.SetBodyString(req.Body)
 	}
 	var addr net.Addr
 	if ap, err := netip.ParseAddrPort(req.Peer); err == nil {

@@ -51,6 +51,7 @@ type Request struct {
 	Method, Target string
 	Peer           string // "ip:port"; the TCP peer the server sees
 	Header         map[string]string
+	Body           string // the request body, none when empty
 }
 
 // Response is what came back. Header keys are canonical.

@@ -14,15 +14,17 @@ import (
 // the package clause only.
 func TestOptionsIdentical(t *testing.T) {
 	pkgClause := regexp.MustCompile(`(?m)^package \w+$`)
-	var first string
-	for _, p := range []string{"nethttp", "ginlimit", "echolimit", "fiberlimit"} {
-		b, err := os.ReadFile("../../" + p + "/options.go")
-		require.NoError(t, err)
-		s := pkgClause.ReplaceAllString(string(b), "package X")
-		if first == "" {
-			first = s
-			continue
+	for _, file := range []string{"options.go", "policies.go"} {
+		var first string
+		for _, p := range []string{"nethttp", "ginlimit", "echolimit", "fiberlimit"} {
+			b, err := os.ReadFile("../../" + p + "/" + file)
+			require.NoError(t, err)
+			s := pkgClause.ReplaceAllString(string(b), "package X")
+			if first == "" {
+				first = s
+				continue
+			}
+			assert.Equal(t, first, s, "%s/%s differs from nethttp's", p, file)
 		}
-		assert.Equal(t, first, s, "%s/options.go differs from nethttp/options.go", p)
 	}
 }

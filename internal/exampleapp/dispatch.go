@@ -27,24 +27,18 @@ type Dispatch[M any] struct{ a *App }
 
 // NewDispatch builds every rule's middleware with an adapter's
 // NewMiddleware (nethttp.NewMiddleware, ginlimit.NewMiddleware, ...) and
-// the rule's [App.Options], now and at each reload. An App has one
+// the options the rule asks for (serve.RuleOptions), now and at each reload. An App has one
 // Dispatch; a second is an error.
 func NewDispatch[M any](a *App, newMW func(*core.Limiter, ...nethttp.Option) (M, error)) (*Dispatch[M], error) {
-	return newDispatch(a, func(_ *rules.Rule, l *core.Limiter, opts []nethttp.Option) (M, error) {
+	return newDispatch(a, func(l *core.Limiter, opts ...nethttp.Option) (M, error) {
 		return newMW(l, opts...)
 	})
 }
 
-func newDispatch[M any](a *App, build func(*rules.Rule, *core.Limiter, []nethttp.Option) (M, error)) (*Dispatch[M], error) {
+func newDispatch[M any](a *App, build func(*core.Limiter, ...nethttp.Option) (M, error)) (*Dispatch[M], error) {
 	a.reload.mu.Lock()
 	defer a.reload.mu.Unlock()
-	f := func(r *rules.Rule, l *core.Limiter) (any, error) {
-		opts, err := a.Options(r)
-		if err != nil {
-			return nil, err
-		}
-		return build(r, l, opts)
-	}
+	f := func(l *core.Limiter, opts ...nethttp.Option) (any, error) { return build(l, opts...) }
 	if !a.reload.build.CompareAndSwap(nil, &f) {
 		return nil, errors.New("exampleapp: the App already has a dispatcher (HTTPHandler or NewDispatch): build one per App")
 	}
@@ -56,9 +50,9 @@ func newDispatch[M any](a *App, build func(*rules.Rule, *core.Limiter, []nethttp
 	return &Dispatch[M]{a: a}, nil
 }
 
-// buildHandler is the rules.Live build function: the dispatcher's, or
-// nothing before there is one.
-func (a *App) buildHandler(r *rules.Rule, l *core.Limiter) (any, error) {
+// buildMiddleware is the serve.Server's middleware constructor: the
+// dispatcher's adapter's, or nothing before there is one.
+func (a *App) buildMiddleware(l *core.Limiter, opts ...nethttp.Option) (any, error) {
 	a.Metrics.WatchPolicy(*l.Policy()) // the configured-limit gauges
 	if a.OTel != nil {
 		a.OTel.WatchPolicy(*l.Policy())
@@ -67,7 +61,7 @@ func (a *App) buildHandler(r *rules.Rule, l *core.Limiter) (any, error) {
 	if f == nil {
 		return nil, nil
 	}
-	return (*f)(r, l)
+	return (*f)(l, opts...)
 }
 
 // Acquire returns the rules snapshot serving now; the caller must Release

@@ -2,8 +2,11 @@
 // their command-line flags, the store (embedded or Redis), one limiter per
 // rule of a rules file, the key function each rule names, and the
 // dispatch that picks a request's rule and hands it to that rule's
-// adapter middleware. It is internal: applications should copy what they
-// need rather than import it.
+// adapter middleware. It is internal: applications serve their rules
+// files with package rules/serve, which this package builds on (a
+// middleware per rule with the options the rule asks for); what is left
+// here is the examples' own wiring (flags, store, metrics, identity,
+// reload logging).
 //
 // # Identity
 //
@@ -16,8 +19,9 @@
 // # Dispatch
 //
 // The rules, one limiter per rule and one adapter middleware per rule
-// (built with the adapter's own NewMiddleware and the options from
-// [App.Options]) are a [rules.Live]: a snapshot replaced as a whole when
+// (built by a serve.Server with the adapter's own NewMiddleware, the
+// options the rule asks for — serve.RuleOptions — and [DegradedHeader])
+// are a [rules.Live]: a snapshot replaced as a whole when
 // the rules file is reloaded. For each request, a [Dispatch] acquires the
 // snapshot serving now, matches its rules against the method, the route
 // pattern the framework matched (or the path when there is none) and
@@ -64,11 +68,12 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/limitkit/limitkit/core"
+	"github.com/limitkit/limitkit/httplimit"
 	"github.com/limitkit/limitkit/keyfuncs"
 	"github.com/limitkit/limitkit/metrics"
-	"github.com/limitkit/limitkit/nethttp"
 	"github.com/limitkit/limitkit/otellimit"
 	"github.com/limitkit/limitkit/rules"
+	"github.com/limitkit/limitkit/rules/serve"
 )
 
 // Environment variables the examples read.
@@ -229,8 +234,9 @@ type App struct {
 	secret    []byte
 	jwtKey    keyfuncs.Func
 	listedKey keyfuncs.Func
-	live      *rules.Live[any] // the rules, a limiter each, the adapter's middleware each
-	signals   *rules.Signals   // elastic rules' capacity signals, kept across reloads
+	srv       *serve.Server[any] // the rules served: a limiter each, the adapter's middleware each
+	live      *rules.Live[any]   // srv's
+	signals   *rules.Signals     // elastic rules' capacity signals, kept across reloads
 	closers   []func() error
 	reload    reloadState
 	tracer    trace.Tracer // the request spans' tracer when OTel is on
@@ -385,10 +391,20 @@ func New(cfg Config, opts ...Option) (*App, error) {
 		a.Close()
 		return nil, err
 	}
-	if a.live, err = rules.NewLive(a.Store, a.Rules, a.buildHandler, lopts...); err != nil {
+	// The rules are served by package rules/serve: a middleware per rule
+	// with the options it asks for; the adapter is the dispatcher's.
+	a.srv, err = serve.New(serve.Config{
+		Store:          a.Store,
+		Identity:       a.Identity(),
+		Options:        []httplimit.Option{httplimit.WithDegradedHeader(DegradedHeader), httplimit.WithInFlight(&a.InFlight)},
+		LimiterOptions: lopts,
+	}, a.Rules, a.buildMiddleware)
+	if err != nil {
 		a.Close()
 		return nil, err
 	}
+	a.live = a.srv.Live()
+	a.watchAdded(a.live.Current())
 	return a, nil
 }
 
@@ -435,24 +451,9 @@ func (a *App) Caller(r keyfuncs.Request) string {
 }
 
 // RoutePath turns a framework's route pattern into the path form rules
-// match: net/http's "GET host/api1" becomes "/api1"; an empty route falls
-// back to path.
-func RoutePath(route, path string) string {
-	if i := strings.IndexByte(route, ' '); i >= 0 {
-		route = strings.TrimLeft(route[i+1:], " ")
-	}
-	if route != "" && route[0] != '/' {
-		if i := strings.IndexByte(route, '/'); i >= 0 {
-			route = route[i:] // drop a host
-		} else {
-			route = ""
-		}
-	}
-	if route == "" {
-		return path
-	}
-	return route
-}
+// match (serve.RoutePath): net/http's "GET host/api1" becomes "/api1";
+// an empty route falls back to path.
+func RoutePath(route, path string) string { return serve.RoutePath(route, path) }
 
 // Rule returns the rule of the set serving now ([App.CurrentRules]) for a
 // request whose framework matched route (empty when unknown), or nil.
@@ -472,38 +473,6 @@ func (a *App) match(set *rules.Set, r keyfuncs.Request, route string) *rules.Rul
 
 // CurrentRules returns the rule set serving new requests.
 func (a *App) CurrentRules() *rules.Set { return a.live.Current() }
-
-// Options returns the adapter options for rule r: its key function, its
-// scope (the rule name), and [DegradedHeader] on requests admitted while
-// the store fails. Every adapter's Option is the same type, so
-// the result suits nethttp, ginlimit, echolimit and fiberlimit alike.
-func (a *App) Options(r *rules.Rule) ([]nethttp.Option, error) {
-	opts := []nethttp.Option{nethttp.WithScope(r.Name), nethttp.WithDegradedHeader(DegradedHeader), nethttp.WithInFlight(&a.InFlight)}
-	switch r.Key.Kind {
-	case rules.KeyIP:
-		opts = append(opts, nethttp.WithIPKey(a.IP))
-	case rules.KeyUser:
-		opts = append(opts, nethttp.WithKey(a.Principal))
-	case rules.KeyAPIKey:
-		k, err := keyfuncs.APIKey("X-API-Key", "")
-		if err != nil {
-			return nil, err
-		}
-		opts = append(opts, nethttp.WithKey(k))
-	case rules.KeyHeader:
-		k, err := keyfuncs.Header(r.Key.Header)
-		if err != nil {
-			return nil, err
-		}
-		opts = append(opts, nethttp.WithKey(k))
-	default:
-		return nil, fmt.Errorf("exampleapp: rule %q: unsupported key %s", r.Name, r.Key)
-	}
-	// Without a key (an identity that vanished between match and decision,
-	// a missing header) the adapter falls back to the client IP.
-	opts = append(opts, nethttp.WithFallbackKey(a.IP.Key))
-	return opts, nil
-}
 
 // Reply is the JSON body the example API answers with.
 func Reply(endpoint, caller string) []byte {

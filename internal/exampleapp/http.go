@@ -6,12 +6,12 @@ import (
 	"github.com/limitkit/limitkit/core"
 	"github.com/limitkit/limitkit/keyfuncs"
 	"github.com/limitkit/limitkit/nethttp"
-	"github.com/limitkit/limitkit/rules"
 )
 
-// Endpoints are the example API's routes, in net/http pattern form; "GET /"
-// is any other GET path.
-var Endpoints = []string{"GET /api1", "GET /api2", "POST /api2", "GET /api3", "GET /"}
+// Endpoints are the example API's routes that answer with [Reply], in
+// net/http pattern form; "GET /" is any other GET path. Besides them the
+// examples serve [LoginPattern] (see [Login]).
+var Endpoints = []string{"GET /api1", "GET /api2", "POST /api2", "GET /api3", PlansPattern, "GET /"}
 
 // HTTPHandler returns the example API on net/http, limited by the rules
 // through the nethttp adapter: the ServeMux of [Endpoints], and in front
@@ -28,8 +28,14 @@ func (a *App) HTTPHandler() (http.Handler, error) {
 			_, _ = w.Write(Reply(ep, a.Caller(keyfuncs.FromHTTP(r))))
 		})
 	}
+	mux.HandleFunc(LoginPattern, func(w http.ResponseWriter, r *http.Request) {
+		code, body := Login(r.PostFormValue("username"), r.PostFormValue("password"))
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(code)
+		_, _ = w.Write(body)
+	})
 	mux.Handle("GET "+MetricsPath, a.MetricsHandler())
-	d, err := newDispatch(a, func(_ *rules.Rule, l *core.Limiter, opts []nethttp.Option) (http.Handler, error) {
+	d, err := newDispatch(a, func(l *core.Limiter, opts ...nethttp.Option) (http.Handler, error) {
 		mw, err := nethttp.NewMiddleware(l, opts...)
 		if err != nil {
 			return nil, err

@@ -17,6 +17,7 @@ import (
 
 	"github.com/limitkit/limitkit/core"
 	"github.com/limitkit/limitkit/core/memstore"
+	"github.com/limitkit/limitkit/httplimit"
 	"github.com/limitkit/limitkit/rules"
 )
 
@@ -42,7 +43,7 @@ type reloadState struct {
 	logSet  bool
 	sum     [sha256.Size]byte // of the content last applied or rejected
 	readErr string            // the last read error logged by the watcher
-	build   atomic.Pointer[func(*rules.Rule, *core.Limiter) (any, error)]
+	build   atomic.Pointer[func(*core.Limiter, ...httplimit.Option) (any, error)]
 	notify  func(trigger string, ch rules.Change, err error) // tests: after each attempt
 }
 
@@ -136,7 +137,9 @@ func (a *App) reloadFile(trigger string, force bool) (ch rules.Change, attempted
 		set, err = set.WithSignals(a.signals)
 	}
 	if err == nil {
-		ch, err = a.live.Swap(set)
+		if ch, err = a.live.Swap(set); err == nil {
+			a.watchAdded(set)
+		}
 	}
 	if err != nil {
 		log.Error("rules reload rejected: the previous rules keep serving", "file", a.reload.file, "trigger", trigger, "error", err.Error())

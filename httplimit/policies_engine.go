@@ -1,0 +1,244 @@
+package httplimit
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/limitkit/limitkit/core"
+	"github.com/limitkit/limitkit/core/memstore"
+	"github.com/limitkit/limitkit/internal/respond"
+	"github.com/limitkit/limitkit/keyfuncs"
+)
+
+// policies is an engine's tiers, overrides and counting by outcome
+// ([WithTiers], [WithOverrides], [WithOutcome]). An engine with any
+// of them decides every request on decidePolicies' path.
+type policies struct {
+	tier      keyfuncs.Func
+	tiers     map[string]*check // by tier name
+	overrides map[string]*check // by client key
+	byPolicy  map[string]*check // every tier's and override's check, by policy name
+	count     func(status int) bool
+	resetOK   bool
+	first     bool
+}
+
+// outcome is what a request counted by outcome leaves for [Engine.Outcome]:
+// the checks it was decided by and their keys. Allocated per request,
+// only by engines with WithOutcome.
+type outcome struct {
+	n       int
+	primary bool // lims[0] is the primary check's (its key was found)
+	cost    int64
+	lims    [MaxChecks]*core.Limiter
+	keys    [MaxChecks]string
+}
+
+// initPolicies validates p against the engine's checks and sets e.pol.
+func (e *Engine) initPolicies(p *policySpec) error {
+	if p.tier == nil && len(p.tiers) == 0 && len(p.overrides) == 0 && p.count == nil {
+		return nil
+	}
+	prim := &e.checks[0]
+	if _, err := core.NewTiers(prim.lim, p.tiers, p.overrides); err != nil {
+		return fmt.Errorf("%s: %w", e.pkg, err)
+	}
+	pol := &policies{tier: p.tier, count: p.count, resetOK: p.resetOnSuccess, first: p.chargeFirst,
+		tiers: map[string]*check{}, overrides: map[string]*check{}, byPolicy: map[string]*check{}}
+	mk := func(l *core.Limiter) *check {
+		pp := l.Policy()
+		c := &check{lim: l, key: prim.key, policy: pp, ids: respond.LimitIDs(pp), body: respond.QuotaExceededBody(e.cfg.status, pp.Name)}
+		c.mem, _ = l.DirectStore().(*memstore.Store)
+		var pf []byte
+		for i, lim := range pp.Limits {
+			e.limitText = append(e.limitText, limitText{lim.Requests, respond.Itoa(lim.Requests)})
+			if len(pf) > 0 {
+				pf = append(pf, ", "...)
+			}
+			pf = respond.AppendPolicyItem(pf, c.ids[i], lim)
+		}
+		seen := map[string]bool{prim.policy.Name: true}
+		for _, x := range e.checks[1:] {
+			if seen[x.policy.Name] {
+				continue
+			}
+			seen[x.policy.Name] = true
+			for i, lim := range x.policy.Limits {
+				pf = append(pf, ", "...)
+				pf = respond.AppendPolicyItem(pf, x.ids[i], lim)
+			}
+		}
+		c.pf = string(pf)
+		pol.byPolicy[pp.Name] = c
+		return c
+	}
+	for name, l := range p.tiers {
+		pol.tiers[name] = mk(l)
+	}
+	for key, l := range p.overrides {
+		pol.overrides[key] = mk(l)
+	}
+	if p.count != nil {
+		lims := []*core.Limiter{}
+		for i := range e.checks {
+			lims = append(lims, e.checks[i].lim)
+		}
+		for _, c := range pol.byPolicy {
+			lims = append(lims, c.lim)
+		}
+		for _, l := range lims {
+			if !l.HasVerbs() {
+				return fmt.Errorf("%s: WithOutcome: policy %q: its store does not implement the quota verbs (Peek, Charge, Refund, Reset); use memstore, redisstore or the fleet tier", e.pkg, l.Policy().Name)
+			}
+		}
+	}
+	e.pol = pol
+	return nil
+}
+
+// tierCheck is the tier's or override's check of the named policy, or nil.
+func (e *Engine) tierCheck(policy string) *check {
+	if e.pol == nil {
+		return nil
+	}
+	return e.pol.byPolicy[policy]
+}
+
+// choose is the primary check for a request with client key client:
+// its override, its tier's, or checks[0]. fromKeyFunc is false for a
+// fallback key, which never matches an override.
+func (e *Engine) choose(req keyfuncs.Request, client string, fromKeyFunc bool) *check {
+	p := e.pol
+	if fromKeyFunc && len(p.overrides) > 0 {
+		if c, ok := p.overrides[client]; ok {
+			return c
+		}
+	}
+	if p.tier != nil && len(p.tiers) > 0 {
+		if t, err := p.tier(req); err == nil {
+			if c, ok := p.tiers[t]; ok {
+				return c
+			}
+		}
+	}
+	return &e.checks[0]
+}
+
+// decidePolicies is DecideInto for an engine with e.pol: the primary
+// check's limiter chosen per request, and with counting by outcome a peek
+// (or a take, ChargeFirst) whose charge (or refund) [Engine.Outcome] settles
+// after the response.
+func (e *Engine) decidePolicies(ctx context.Context, req keyfuncs.Request, res *Result, cost int64) {
+	var kbuf [192]byte
+	scope := e.appendScope(kbuf[:0], req)
+	n := len(scope) + 1 // the client key starts after the scope and keySep
+	var cbuf [MaxChecks]core.Check
+	list := cbuf[:0]
+	primary := false
+	for i := range e.checks {
+		c := &e.checks[i]
+		key, st, own := e.key(ctx, c, req, scope)
+		switch st {
+		case keySkip:
+			continue
+		case keyDeny:
+			e.noKeyResult(res, c, st)
+			return
+		}
+		if i == 0 {
+			primary = true
+			if c = e.choose(req, key[n:], own); c != &e.checks[0] {
+				res.chk = c
+			}
+		}
+		list = append(list, core.Check{Limiter: c.lim, Key: key, Cost: cost})
+	}
+	if len(list) == 0 {
+		res.Action = Pass
+		return
+	}
+	var err error
+	if e.pol.count == nil || e.pol.first {
+		res.Decision, err = core.AllowAll(ctx, list...)
+	} else {
+		res.Decision, err = peekAll(ctx, list)
+	}
+	e.finish(ctx, res, err)
+	if e.pol.count != nil && res.Action == Pass {
+		o := &outcome{n: len(list), primary: primary, cost: cost}
+		for i := range list {
+			o.lims[i], o.keys[i] = list[i].Limiter, list[i].Key
+		}
+		res.out = o
+	}
+}
+
+// peekAll is core.AllowAll with PeekN: the binding decision of checks,
+// consuming nothing.
+func peekAll(ctx context.Context, checks []core.Check) (core.Decision, error) {
+	best := core.Decision{Allowed: true, Remaining: -1}
+	var firstErr error
+	for i := range checks {
+		c := &checks[i]
+		d, err := c.Limiter.PeekN(ctx, c.Key, c.Cost)
+		if err != nil && firstErr == nil {
+			firstErr = err
+		}
+		if !d.Allowed {
+			return d, firstErr
+		}
+		if d.Degraded && !best.Degraded && best.Remaining >= 0 {
+			continue
+		}
+		if best.Remaining < 0 || best.Degraded || d.Remaining < best.Remaining {
+			best = d
+		}
+	}
+	if best.Remaining < 0 {
+		best.Remaining = 0
+	}
+	return best, firstErr
+}
+
+// CountsOutcome reports whether the adapter must call [Engine.Outcome]
+// with the response's status after the handler of an admitted request
+// ([WithOutcome]).
+func (e *Engine) CountsOutcome() bool { return e.pol != nil && e.pol.count != nil }
+
+// Outcome settles a request admitted under [WithOutcome] once its
+// response status is known: a counting status is charged on every check
+// (unless ChargeFirst took it already), a status that does not count is
+// refunded under ChargeFirst, and with ResetOnSuccess a success (below
+// 400) that does not count resets the primary check's key. It does
+// nothing for a request it has nothing to settle (denied, skipped, or an
+// engine without WithOutcome); calling it twice settles once. The store
+// calls run without ctx's cancellation (a client that hangs up before
+// its failure is answered is still charged) and report their errors to
+// the error hook.
+func (e *Engine) Outcome(ctx context.Context, res *Result, status int) {
+	o := res.out
+	if o == nil {
+		return
+	}
+	res.out = nil
+	ctx = context.WithoutCancel(ctx)
+	p := e.pol
+	counts := p.count(status)
+	for i := 0; i < o.n; i++ {
+		var err error
+		switch {
+		case counts && !p.first:
+			_, err = o.lims[i].Charge(ctx, o.keys[i], o.cost)
+		case !counts && p.first:
+			_, err = o.lims[i].Refund(ctx, o.keys[i], o.cost)
+		}
+		if err != nil {
+			e.report(ctx, fmt.Errorf("%s: outcome of status %d, policy %q: %w", e.pkg, status, o.lims[i].Policy().Name, err))
+		}
+	}
+	if !counts && p.resetOK && status < 400 && o.primary {
+		if err := o.lims[0].Reset(ctx, o.keys[0]); err != nil {
+			e.report(ctx, fmt.Errorf("%s: reset on success, policy %q: %w", e.pkg, o.lims[0].Policy().Name, err))
+		}
+	}
+}

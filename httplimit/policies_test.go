@@ -1,0 +1,90 @@
+package httplimit
+
+import (
+	"context"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/limitkit/limitkit/core"
+	"github.com/limitkit/limitkit/core/memstore"
+	"github.com/limitkit/limitkit/internal/respond"
+	"github.com/limitkit/limitkit/keyfuncs"
+)
+
+// takeOnly is a core.Store without the quota verbs.
+type takeOnly struct{ core.Store }
+
+func TestPoliciesConfigErrors(t *testing.T) {
+	ms := memstore.MustNew()
+	defer ms.Close()
+	lim := func(st core.Store, name string) *core.Limiter {
+		return core.MustNewLimiter(st, core.Policy{Name: name, Limits: []core.Limit{core.PerMinute(1)}})
+	}
+	plan, _ := keyfuncs.Header("X-Plan")
+	def := lim(ms, "api")
+	_, err := NewEngine("x", def, WithTiers(plan, map[string]*core.Limiter{"pro": def}))
+	assert.ErrorContains(t, err, "x: core: NewTiers: tier \"pro\" and the default share the policy name \"api\"")
+	_, err = NewEngine("x", def, WithTiers(nil, nil))
+	assert.ErrorContains(t, err, "WithTiers(nil")
+	_, err = NewEngine("x", lim(takeOnly{ms}, "t"), WithOutcome(Outcome{Count: StatusIn(401)}))
+	assert.ErrorContains(t, err, "does not implement the quota verbs")
+	_, err = NewEngine("x", def, WithOutcome(Outcome{}))
+	assert.ErrorContains(t, err, "Outcome.Count is nil")
+}
+
+// TestTierHeaders: the IETF policy field, the limit and the denial body
+// are the chosen tier's.
+func TestTierHeaders(t *testing.T) {
+	ms := memstore.MustNew()
+	defer ms.Close()
+	plan, _ := keyfuncs.Header("X-Plan")
+	free := core.MustNewLimiter(ms, core.Policy{Name: "api", Limits: []core.Limit{core.PerMinute(1)}})
+	pro := core.MustNewLimiter(ms, core.Policy{Name: "api/pro", Limits: []core.Limit{core.PerMinute(7)}})
+	e, err := NewEngine("x", free, WithHeaders(HeaderDefault|HeaderIETF), WithTiers(plan, map[string]*core.Limiter{"pro": pro}))
+	require.NoError(t, err)
+	r, _ := http.NewRequest("GET", "http://example.com/x", nil)
+	r.Pattern, r.RemoteAddr = "GET /x", "203.0.113.7:1"
+	r.Header.Set("X-Plan", "pro")
+	res := e.Decide(context.Background(), keyfuncs.FromHTTP(r))
+	h := http.Header{}
+	e.SetHTTP(&res, h)
+	assert.Equal(t, "7", h.Get("X-Ratelimit-Limit"))
+	assert.Equal(t, `"api/pro";q=7;w=60`, h.Get("Ratelimit-Policy"))
+	assert.Equal(t, `"api/pro";r=6;t=9`, h.Get("Ratelimit"))
+	r.Header.Del("X-Plan")
+	e.Decide(context.Background(), keyfuncs.FromHTTP(r))
+	res = e.Decide(context.Background(), keyfuncs.FromHTTP(r))
+	require.Equal(t, Deny, res.Action)
+	h = http.Header{}
+	e.SetHTTP(&res, h)
+	assert.Equal(t, `"api";q=1;w=60`, h.Get("Ratelimit-Policy"))
+	assert.Contains(t, string(e.Reject(&res).Body), `"violated-policies":["api"]`)
+}
+
+func TestDecideTierAllocs(t *testing.T) {
+	if raceEnabled {
+		t.Skip("allocation counts differ under -race")
+	}
+	ms := memstore.MustNew()
+	defer ms.Close()
+	plan, _ := keyfuncs.Header("X-Plan")
+	big := []core.Limit{core.Per(1<<30, 24*time.Hour)}
+	e, err := NewEngine("x", core.MustNewLimiter(ms, core.Policy{Name: "a", Limits: big}), WithTiers(plan,
+		map[string]*core.Limiter{"pro": core.MustNewLimiter(ms, core.Policy{Name: "a/pro", Limits: big})}))
+	require.NoError(t, err)
+	r, _ := http.NewRequest("GET", "http://example.com/x", nil)
+	r.Pattern, r.RemoteAddr = "GET /a", "203.0.113.7:1"
+	r.Header.Set("X-Plan", "pro")
+	req := keyfuncs.FromHTTP(r)
+	ctx := context.Background()
+	e.Decide(ctx, req)
+	assert.Equal(t, 0.0, testing.AllocsPerRun(200, func() {
+		res := e.Decide(ctx, req)
+		var f respond.Fields
+		e.Fields(&res, &f)
+	}), "a returning client of a tier: no allocation")
+}

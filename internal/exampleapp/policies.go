@@ -1,0 +1,90 @@
+package exampleapp
+
+import (
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
+
+	"github.com/limitkit/limitkit/keyfuncs"
+	"github.com/limitkit/limitkit/rules"
+	"github.com/limitkit/limitkit/rules/serve"
+)
+
+// LoginPath is the example login endpoint: POST form fields username and
+// password; the password "demo" succeeds (200), anything else fails
+// (401). PlansPath is an authenticated endpoint limited by plan.
+const (
+	LoginPath    = "/login"
+	LoginPattern = "POST " + LoginPath
+	PlansPath    = "/v1/items"
+	PlansPattern = "GET " + PlansPath
+	// DemoPassword is the one password the example login accepts.
+	DemoPassword = "demo"
+)
+
+// Login answers a login attempt: 200 and a JSON body naming the user
+// when password is [DemoPassword], 401 otherwise.
+func Login(username, password string) (int, []byte) {
+	if username != "" && password == DemoPassword {
+		return http.StatusOK, fmt.Appendf(nil, `{"ok":true,"user":%q}`+"\n", username)
+	}
+	return http.StatusUnauthorized, []byte(`{"ok":false,"error":"invalid username or password"}` + "\n")
+}
+
+// TokenWithClaims returns an HS256 token for user sub signed with the
+// app's secret, expiring after ttl, with extra claims ({"plan": "pro"}).
+func (a *App) TokenWithClaims(sub string, ttl time.Duration, extra map[string]any) (string, error) {
+	claims := jwt.MapClaims{"sub": sub, "exp": time.Now().Add(ttl).Unix()}
+	for k, v := range extra {
+		claims[k] = v
+	}
+	return jwt.NewWithClaims(jwt.SigningMethodHS256, claims).SignedString(a.secret)
+}
+
+// Identity is the app's caller resolution for the rules (serve.Identity):
+// the client IP, the principal (a verified JWT's sub tagged "user", or a
+// listed API key tagged "key"), tiers read from claims of a token verified
+// with the app's secret, and overrides written against the principal.
+func (a *App) Identity() serve.Identity {
+	return serve.Identity{
+		IP:   a.IP,
+		User: a.Principal,
+		Claim: func(name string) (keyfuncs.Func, error) {
+			return keyfuncs.JWTClaim(keyfuncs.JWTConfig{Methods: []string{"HS256"}, Key: a.secret, Claim: name})
+		},
+		Override: a.overrideKey,
+	}
+}
+
+// overrideKey is the client key that rule r's key function gives the
+// client an override names: user:<sub> and key:<API key> for rules keyed
+// by user (the principal), key:<API key> for api_key rules, ip:<address>
+// for ip rules.
+func (a *App) overrideKey(r *rules.Rule, client string) (string, error) {
+	kind, v, _ := strings.Cut(client, ":")
+	switch {
+	case r.Key.Kind == rules.KeyUser && kind == "user":
+		return keyfuncs.Join("user", keyfuncs.Bound(v)), nil
+	case r.Key.Kind == rules.KeyUser && kind == "key":
+		k, err := serve.APIKeyOf(serve.Identity{}, v)
+		return keyfuncs.Join("key", k), err
+	}
+	return serve.DefaultOverride(r, client, a.Identity())
+}
+
+// watchAdded exports the configured limits of the policies set's rules
+// add to their own (tiers, overrides, also: checks), whose limiters the
+// middleware constructor does not see; the rules' own are watched as
+// their middlewares are built.
+func (a *App) watchAdded(set *rules.Set) {
+	ps := set.Policies()
+	for _, p := range ps[len(set.Rules())+len(set.Descriptors()):] {
+		a.Metrics.WatchPolicy(p)
+		if a.OTel != nil {
+			a.OTel.WatchPolicy(p)
+		}
+	}
+}
