@@ -610,7 +610,7 @@ func TestRetryPolicyWaitsPushbackThenRetries(t *testing.T) {
 func TestNewRefusesOutcome(t *testing.T) {
 	l := core.MustNewLimiter(memstore.MustNew(), core.Policy{Name: "x", Limits: []core.Limit{core.PerMinute(1)}})
 	_, err := grpclimit.New(l, httplimit.WithOutcome(httplimit.Outcome{Count: httplimit.StatusIn(401)}))
-	if err == nil || !strings.Contains(err.Error(), "grpclimit: WithOutcome") {
+	if err == nil || !strings.Contains(err.Error(), "grpclimit: httplimit.WithOutcome") {
 		t.Fatalf("New with WithOutcome: %v", err)
 	}
 }
