@@ -64,10 +64,7 @@ type Outcome struct {
 // 1000+code" (status 1016: Unauthenticated); an OK call is status 200.
 // o.Count must not be nil.
 func WithOutcome(o Outcome) Option {
-	mark := httplimit.AdapterOption("grpclimit", outcomeMark, o.Count)
-	if o.Count == nil {
-		return mark // fails with its name
-	}
+	mark := httplimit.AdapterOption("grpclimit", outcomeMark, o.Count) // fails on a nil Count
 	count := o.Count
 	opt := httplimit.WithOutcome(httplimit.Outcome{
 		Count:          func(s int) bool { return count(codeOf(s)) },

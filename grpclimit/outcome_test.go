@@ -199,21 +199,29 @@ func TestOutcomeCountsFailedLogins(t *testing.T) {
 // A plain error counts as Unknown and a context error as grpc-go maps it
 // (context.Canceled: Canceled), the codes the client sees.
 func TestOutcomeCodeOfHandlerError(t *testing.T) {
-	clock := core.NewManualClock(t0)
-	r := newAuthRig(t, outcomeInterceptor(t, 2, clock, grpclimit.Outcome{Count: grpclimit.CodeIn(codes.Unknown, codes.Canceled)}))
-	if st, _ := r.login("u", passPlainErr); st.Code() != codes.Unknown {
-		t.Fatalf("plain error: %v", st)
-	}
-	for i := 0; i < 3; i++ { // not counted: many pass
-		if st, _ := r.login("u", passBad); st.Code() != codes.Unauthenticated {
-			t.Fatalf("uncounted failure %d: %v", i, st)
+	for _, c := range []struct {
+		count     codes.Code
+		counted   string
+		uncounted []string
+	}{
+		{codes.Canceled, passCanceled, []string{passPlainErr, passBad, passGood}},
+		{codes.Unknown, passPlainErr, []string{passCanceled, passBad, passGood}},
+	} {
+		clock := core.NewManualClock(t0)
+		r := newAuthRig(t, outcomeInterceptor(t, 1, clock, grpclimit.Outcome{Count: grpclimit.CodeIn(c.count)}))
+		for i := 0; i < 3; i++ {
+			for _, pass := range c.uncounted {
+				if st, _ := r.login("u", pass); st.Code() == codes.ResourceExhausted {
+					t.Fatalf("counting %v: %s login %d denied: it was counted", c.count, pass, i)
+				}
+			}
 		}
-	}
-	if st, _ := r.login("u", passCanceled); st.Code() != codes.Canceled {
-		t.Fatalf("canceled: %v", st)
-	}
-	if st, _ := r.login("u", passBad); st.Code() != codes.ResourceExhausted {
-		t.Fatalf("after an Unknown and a Canceled, both counted: %v, want ResourceExhausted", st)
+		if st, _ := r.login("u", c.counted); st.Code() != c.count {
+			t.Fatalf("%s login: %v, want %v", c.counted, st, c.count)
+		}
+		if st, _ := r.login("u", passGood); st.Code() != codes.ResourceExhausted {
+			t.Fatalf("counting %v: after a %s login, %v: want ResourceExhausted", c.count, c.counted, st)
+		}
 	}
 }
 
