@@ -2,7 +2,6 @@ package grpclimit
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -64,6 +63,9 @@ type Interceptor struct {
 	e        *httplimit.Engine
 	inFlight *core.InFlight
 	outcome  bool // WithOutcome: settle each admitted call after its handler
+	// httplimit.WithOutcome (a rule's count:), not grpclimit's: the
+	// outcome is the code's HTTP status ([HTTPStatus])
+	httpOutcome bool
 }
 
 // New validates the options and returns an Interceptor applying l (and
@@ -84,10 +86,9 @@ func New(l *core.Limiter, opts ...Option) (*Interceptor, error) {
 	if err != nil {
 		return nil, err
 	}
-	if e.CountsOutcome() && e.AdapterValue(outcomeMark) == nil {
-		return nil, errors.New("grpclimit: httplimit.WithOutcome counts HTTP statuses, which a gRPC call has none of; use grpclimit.WithOutcome, which counts status codes")
-	}
-	return &Interceptor{e: e, inFlight: e.InFlight(), outcome: e.CountsOutcome()}, nil
+	i := &Interceptor{e: e, inFlight: e.InFlight(), outcome: e.CountsOutcome()}
+	i.httpOutcome = i.outcome && e.AdapterValue(outcomeMark) == nil
+	return i, nil
 }
 
 // MustNew is [New] that panics on a configuration error, for start-up

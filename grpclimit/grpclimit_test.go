@@ -606,11 +606,3 @@ func TestRetryPolicyWaitsPushbackThenRetries(t *testing.T) {
 		t.Fatalf("the retry came %v after the denial, before the %v pushback", gap, wait)
 	}
 }
-
-func TestNewRefusesOutcome(t *testing.T) {
-	l := core.MustNewLimiter(memstore.MustNew(), core.Policy{Name: "x", Limits: []core.Limit{core.PerMinute(1)}})
-	_, err := grpclimit.New(l, httplimit.WithOutcome(httplimit.Outcome{Count: httplimit.StatusIn(401)}))
-	if err == nil || !strings.Contains(err.Error(), "grpclimit: httplimit.WithOutcome") {
-		t.Fatalf("New with WithOutcome: %v", err)
-	}
-}

@@ -57,9 +57,12 @@ type Outcome struct {
 // of the check before the handler (remaining as if this call will count).
 //
 // Every limiter's store must implement the quota verbs (memstore,
-// redisstore, the fleet tier), or New fails. It is the only way to count
-// by outcome on gRPC: New refuses [httplimit.WithOutcome], which counts
-// HTTP statuses. Errors of the store calls after the handler go to the
+// redisstore, the fleet tier), or New fails. [httplimit.WithOutcome],
+// the HTTP adapters' option (and what a rules file's count: builds), also
+// works on gRPC: its Count sees the code's [HTTPStatus] (StatusIn(401)
+// counts Unauthenticated). Give one of the two, not both: the last one's
+// Count applies, and after a WithOutcome an httplimit.WithOutcome's Count
+// would see this option's numbering, not HTTP statuses. Errors of the store calls after the handler go to the
 // error hook ([httplimit.WithErrorHook]), which names the code as "status
 // 1000+code" (status 1016: Unauthenticated); an OK call is status 200.
 // o.Count must not be nil.
@@ -125,5 +128,49 @@ func codeOfErr(err error) codes.Code {
 
 // settle settles res's outcome with the code of the handler's err.
 func (i *Interceptor) settle(ctx context.Context, res *httplimit.Result, err error) {
-	i.e.Outcome(ctx, res, statusOf(codeOfErr(err)))
+	c := codeOfErr(err)
+	if i.httpOutcome {
+		i.e.Outcome(ctx, res, HTTPStatus(c))
+		return
+	}
+	i.e.Outcome(ctx, res, statusOf(c))
+}
+
+// HTTPStatus is the HTTP status that [httplimit.WithOutcome]'s Count (and
+// a rules file's count:) sees for a call that ended with code c, when
+// given to [New] instead of [WithOutcome]: the mapping of
+// google.rpc.Code and grpc-gateway. OK 200; InvalidArgument,
+// FailedPrecondition, OutOfRange 400; Unauthenticated 401;
+// PermissionDenied 403; NotFound 404; AlreadyExists, Aborted 409;
+// ResourceExhausted 429; Canceled 499; Unknown, Internal, DataLoss (and
+// any unknown code) 500; Unimplemented 501; Unavailable 503;
+// DeadlineExceeded 504. Every code but OK is 400 or above, so only OK is a
+// success for ResetOnSuccess. Several codes share a status: to count by
+// the code itself, use WithOutcome.
+func HTTPStatus(c codes.Code) int {
+	switch c {
+	case codes.OK:
+		return 200
+	case codes.InvalidArgument, codes.FailedPrecondition, codes.OutOfRange:
+		return 400
+	case codes.Unauthenticated:
+		return 401
+	case codes.PermissionDenied:
+		return 403
+	case codes.NotFound:
+		return 404
+	case codes.AlreadyExists, codes.Aborted:
+		return 409
+	case codes.ResourceExhausted:
+		return 429
+	case codes.Canceled:
+		return 499
+	case codes.Unimplemented:
+		return 501
+	case codes.Unavailable:
+		return 503
+	case codes.DeadlineExceeded:
+		return 504
+	}
+	return 500
 }

@@ -427,3 +427,53 @@ func TestTiersAndOverrides(t *testing.T) {
 		clock.Advance(time.Minute)
 	}
 }
+
+// httplimit.WithOutcome (what a rules file's count: builds) counts by the
+// code's HTTP status: StatusIn(401) counts Unauthenticated, not NotFound
+// or a plain error (500); StatusAtLeast(500) counts a plain error, not
+// Unauthenticated; OK is the success ResetOnSuccess clears on.
+func TestOutcomeHTTPStatuses(t *testing.T) {
+	for _, c := range []struct {
+		count     func(int) bool
+		counted   string
+		uncounted []string
+	}{
+		{httplimit.StatusIn(401), passBad, []string{passMissing, passPlainErr, passGood}},
+		{httplimit.StatusAtLeast(500), passPlainErr, []string{passBad, passMissing, passCanceled, passGood}},
+	} {
+		clock := core.NewManualClock(t0)
+		ic, err := grpclimit.New(newLimiter(t, 2, clock), httplimit.WithKey(apiKey(t)),
+			httplimit.WithOutcome(httplimit.Outcome{Count: c.count, ResetOnSuccess: true}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := newAuthRig(t, ic)
+		for i := 0; i < 3; i++ {
+			for _, pass := range c.uncounted {
+				if st, _ := r.login("u", pass); st.Code() == codes.ResourceExhausted {
+					t.Fatalf("%s login %d denied: it was counted", pass, i)
+				}
+			}
+		}
+		r.login("u", c.counted)
+		r.login("u", passGood) // resets
+		r.login("u", c.counted)
+		r.login("u", c.counted)
+		if st, _ := r.login("u", passGood); st.Code() != codes.ResourceExhausted {
+			t.Fatalf("after 2 %s logins: %v, want ResourceExhausted", c.counted, st)
+		}
+	}
+}
+
+func TestHTTPStatus(t *testing.T) {
+	want := map[codes.Code]int{codes.OK: 200, codes.Canceled: 499, codes.Unknown: 500, codes.InvalidArgument: 400,
+		codes.DeadlineExceeded: 504, codes.NotFound: 404, codes.AlreadyExists: 409, codes.PermissionDenied: 403,
+		codes.ResourceExhausted: 429, codes.FailedPrecondition: 400, codes.Aborted: 409, codes.OutOfRange: 400,
+		codes.Unimplemented: 501, codes.Internal: 500, codes.Unavailable: 503, codes.DataLoss: 500,
+		codes.Unauthenticated: 401, codes.Code(99): 500}
+	for c, s := range want {
+		if got := grpclimit.HTTPStatus(c); got != s {
+			t.Errorf("HTTPStatus(%v) = %d, want %d", c, got, s)
+		}
+	}
+}
