@@ -97,6 +97,12 @@ func BenchmarkUnary(b *testing.B) {
 	b.Run("limitkit/peerip/md-on", func(b *testing.B) {
 		benchUnary(b, grpclimit.MustNew(benchLimiter(b)).UnaryServerInterceptor())
 	})
+	b.Run("limitkit/apikey/md-off/outcome", func(b *testing.B) {
+		// counting by outcome: a peek before the handler, nothing charged
+		// after its OK
+		benchUnary(b, grpclimit.MustNew(benchLimiter(b), httplimit.WithKey(headerKey(b)), httplimit.WithHeaders(httplimit.HeaderNone),
+			grpclimit.WithOutcome(grpclimit.Outcome{Count: grpclimit.CodeIn(codes.Unauthenticated)})).UnaryServerInterceptor())
+	})
 	b.Run("xrate-map/apikey", func(b *testing.B) {
 		benchUnary(b, xrateInterceptor(&rateMap{m: map[string]*rate.Limiter{}}))
 	})
