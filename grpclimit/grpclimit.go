@@ -79,8 +79,9 @@ type Interceptor struct {
 // never limited. The HTTP-only options [httplimit.WithDenyStatus] and
 // [httplimit.WithDenyBody] have no effect here; header options name
 // metadata keys; [httplimit.WithTiers] and [httplimit.WithOverrides]
-// apply as on HTTP, and [httplimit.WithOutcome] (an HTTP status) is
-// refused.
+// apply as on HTTP. Counting by outcome is [WithOutcome], by status code;
+// [httplimit.WithOutcome] (a rules file's count:) also works, counting by
+// the code's [HTTPStatus].
 func New(l *core.Limiter, opts ...Option) (*Interceptor, error) {
 	e, err := httplimit.NewEngine("grpclimit", l, opts...)
 	if err != nil {
