@@ -302,6 +302,31 @@ var gscenarios = []struct {
 			{code: codes.ResourceExhausted, want: xrl(2, 0, 90*time.Second).denied(30 * time.Second), retry: 30 * time.Second, keys: []string{peek}},
 		})
 	}},
+	{"Tiers", func(t *testing.T, env *adaptertest.Env) {
+		// the HTTP suite's: the tier (metadata x-plan) or an override
+		// (the client key) picks the limiter, each with its own quota
+		free := env.Limiter(t, pol("api", core.PerMinute(2)))
+		pro := env.Limiter(t, pol("api/pro", core.PerMinute(3)))
+		big := env.Limiter(t, pol("api/big", core.PerMinute(4)))
+		r := newGRig(t, grpclimit.MustNew(free, httplimit.WithKey(header(t, "x-user")),
+			httplimit.WithTiers(header(t, "x-plan"), map[string]*core.Limiter{"pro": pro}),
+			httplimit.WithOverrides(map[string]*core.Limiter{"big": big})))
+		var steps []gstep
+		quota := func(policy string, limit int64, user, tier string) {
+			k := []string{policy + "#" + sayMethod + "|" + user}
+			m := []string{"x-user", user, "x-plan", tier}
+			for i := int64(1); i <= limit; i++ {
+				steps = append(steps, gstep{md: m, code: codes.OK, want: xrl(limit, limit-i, time.Duration(i)*time.Minute/time.Duration(limit)), keys: k})
+			}
+			wait := time.Minute / time.Duration(limit)
+			steps = append(steps, gstep{md: m, code: codes.ResourceExhausted, want: xrl(limit, 0, time.Minute).denied(wait), retry: wait, keys: k})
+		}
+		quota("api", 2, "alice", "")        // no tier: the default
+		quota("api/pro", 3, "alice", "pro") // upgraded: a fresh pro quota
+		quota("api", 2, "bob", "gold")      // an unknown tier: the default
+		quota("api/big", 4, "big", "pro")   // an override beats the tier
+		r.play(env, steps)
+	}},
 	{"OutcomeChargeFirst", func(t *testing.T, env *adaptertest.Env) {
 		l := env.Limiter(t, pol("api", core.PerMinute(2)))
 		r := newGRig(t, grpclimit.MustNew(l, grpclimit.WithOutcome(grpclimit.Outcome{Count: grpclimit.CodeNotOK, ChargeFirst: true})))
