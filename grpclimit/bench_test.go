@@ -97,6 +97,12 @@ func BenchmarkUnary(b *testing.B) {
 	b.Run("limitkit/peerip/md-on", func(b *testing.B) {
 		benchUnary(b, grpclimit.MustNew(benchLimiter(b)).UnaryServerInterceptor())
 	})
+	b.Run("limitkit/apikey/md-off/outcome", func(b *testing.B) {
+		// counting by outcome: a peek before the handler, nothing charged
+		// after its OK
+		benchUnary(b, grpclimit.MustNew(benchLimiter(b), httplimit.WithKey(headerKey(b)), httplimit.WithHeaders(httplimit.HeaderNone),
+			grpclimit.WithOutcome(grpclimit.Outcome{Count: grpclimit.CodeIn(codes.Unauthenticated)})).UnaryServerInterceptor())
+	})
 	b.Run("xrate-map/apikey", func(b *testing.B) {
 		benchUnary(b, xrateInterceptor(&rateMap{m: map[string]*rate.Limiter{}}))
 	})
@@ -162,4 +168,29 @@ func TestUnaryAllocs(t *testing.T) {
 	if n > 1 {
 		t.Fatalf("%.1f allocations per call, want at most 1", n)
 	}
+}
+
+// TestUnaryOutcomeAllocs pins the allocations of an admitted call under
+// WithOutcome that does not count (a peek, nothing charged): the request
+// view, what the engine keeps for the outcome, and the store calls'
+// context without cancellation.
+func TestUnaryOutcomeAllocs(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector allocates")
+	}
+	st := memstore.MustNew()
+	defer st.Close()
+	lim := core.MustNewLimiter(st, core.Policy{Name: "bench", Limits: []core.Limit{core.Per(1<<30, 366*24*time.Hour)}})
+	ic := grpclimit.MustNew(lim, httplimit.WithHeaders(httplimit.HeaderNone),
+		grpclimit.WithOutcome(grpclimit.Outcome{Count: grpclimit.CodeIn(codes.Unauthenticated)})).UnaryServerInterceptor()
+	ctx := benchCtx(&benchStream{})
+	n := testing.AllocsPerRun(1000, func() {
+		if _, err := ic(ctx, benchReq, benchInfo, echo); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if n > 3 {
+		t.Fatalf("%.1f allocations per call, want at most 3", n)
+	}
+	t.Logf("%.1f allocations per call", n)
 }

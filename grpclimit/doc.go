@@ -57,6 +57,27 @@
 //     (a Unix-socket listener), answers codes.Unauthenticated and counts
 //     nothing.
 //
+// # Counting by outcome
+//
+// [WithOutcome] counts only the calls that end with a status code its
+// Count accepts, for login throttling (count Unauthenticated, not OK):
+//
+//	grpclimit.New(limiter, httplimit.WithKey(user),
+//		grpclimit.WithOutcome(grpclimit.Outcome{Count: grpclimit.CodeIn(codes.Unauthenticated), ResetOnSuccess: true}))
+//
+// A client already over its limit is denied before the handler, with
+// codes.ResourceExhausted and the details above; the others run, and the
+// code the handler returns (status.FromError; nil is OK, a context error
+// Canceled or DeadlineExceeded, another error Unknown: what the client
+// sees) decides after it: a counting code is charged, another is not, and
+// with ResetOnSuccess an OK call clears the client's count. ChargeFirst
+// takes the quota before the handler and refunds it when the code does not
+// count, exact under concurrency. A stream is settled by its handler's
+// code when it ends. [httplimit.WithOutcome] (what a rules file's count:
+// builds) works too, its Count seeing the code's [HTTPStatus]
+// (Unauthenticated is 401). [httplimit.WithTiers] and
+// [httplimit.WithOverrides] choose the limiter per call as over HTTP.
+//
 // # Options
 //
 // An [Option] is an httplimit.Option: the options of package httplimit

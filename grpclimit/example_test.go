@@ -1,6 +1,7 @@
 package grpclimit_test
 
 import (
+	"context"
 	"fmt"
 	"time"
 
@@ -73,4 +74,36 @@ func ExampleUnaryClientInterceptor() {
 	d, ok := grpclimit.RetryDelay(status.Error(codes.ResourceExhausted, "slow down"), metadata.Pairs(grpclimit.MDPushback, "1500"))
 	fmt.Println(d, ok)
 	// Output: 1.5s true
+}
+
+// Login throttling: 3 failed logins (Unauthenticated) a minute per API
+// key; successful logins count for nothing and clear the failures. The
+// interceptor is called directly here, as grpc-go calls it.
+func ExampleWithOutcome() {
+	store := memstore.MustNew()
+	defer store.Close()
+	limiter := core.MustNewLimiter(store, core.Policy{Name: "login", Limits: []core.Limit{core.PerMinute(3)}})
+	apiKey, err := keyfuncs.APIKey("x-api-key", "")
+	if err != nil {
+		panic(err)
+	}
+	ic := grpclimit.MustNew(limiter, httplimit.WithKey(apiKey),
+		grpclimit.WithOutcome(grpclimit.Outcome{Count: grpclimit.CodeIn(codes.Unauthenticated), ResetOnSuccess: true}))
+	unary := ic.UnaryServerInterceptor()
+	info := &grpc.UnaryServerInfo{FullMethod: "/auth.Auth/Login"}
+	login := func(password string) codes.Code {
+		ctx := metadata.NewIncomingContext(context.Background(), metadata.Pairs("x-api-key", "k-1"))
+		_, err := unary(ctx, password, info, func(ctx context.Context, req any) (any, error) {
+			if req != "secret" {
+				return nil, status.Error(codes.Unauthenticated, "wrong password")
+			}
+			return "welcome", nil
+		})
+		return status.Code(err)
+	}
+	fmt.Println(login("guess1"), login("guess2"), login("secret"), login("guess3"))
+	fmt.Println(login("guess4"), login("guess5"), login("guess6"), login("secret"))
+	// Output:
+	// Unauthenticated Unauthenticated OK Unauthenticated
+	// Unauthenticated Unauthenticated ResourceExhausted ResourceExhausted
 }

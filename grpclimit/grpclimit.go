@@ -2,7 +2,6 @@ package grpclimit
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -63,6 +62,10 @@ const (
 type Interceptor struct {
 	e        *httplimit.Engine
 	inFlight *core.InFlight
+	outcome  bool // WithOutcome: settle each admitted call after its handler
+	// httplimit.WithOutcome (a rule's count:), not grpclimit's: the
+	// outcome is the code's HTTP status ([HTTPStatus])
+	httpOutcome bool
 }
 
 // New validates the options and returns an Interceptor applying l (and
@@ -76,17 +79,17 @@ type Interceptor struct {
 // never limited. The HTTP-only options [httplimit.WithDenyStatus] and
 // [httplimit.WithDenyBody] have no effect here; header options name
 // metadata keys; [httplimit.WithTiers] and [httplimit.WithOverrides]
-// apply as on HTTP, and [httplimit.WithOutcome] (an HTTP status) is
-// refused.
+// apply as on HTTP. Counting by outcome is [WithOutcome], by status code;
+// [httplimit.WithOutcome] (a rules file's count:) also works, counting by
+// the code's [HTTPStatus].
 func New(l *core.Limiter, opts ...Option) (*Interceptor, error) {
 	e, err := httplimit.NewEngine("grpclimit", l, opts...)
 	if err != nil {
 		return nil, err
 	}
-	if e.CountsOutcome() {
-		return nil, errors.New("grpclimit: WithOutcome counts HTTP statuses, which a gRPC call has none of; leave it out (every call counts)")
-	}
-	return &Interceptor{e: e, inFlight: e.InFlight()}, nil
+	i := &Interceptor{e: e, inFlight: e.InFlight(), outcome: e.CountsOutcome()}
+	i.httpOutcome = i.outcome && e.AdapterValue(outcomeMark) == nil
+	return i, nil
 }
 
 // MustNew is [New] that panics on a configuration error, for start-up
@@ -114,11 +117,27 @@ func (i *Interceptor) UnaryServerInterceptor() grpc.UnaryServerInterceptor {
 			i.inFlight.Enter()
 			defer i.inFlight.Exit()
 		}
+		if i.outcome {
+			return i.unaryCounted(ctx, req, info, handler)
+		}
 		if err := i.admit(ctx, info.FullMethod, nil); err != nil {
 			return nil, err
 		}
 		return handler(ctx, req)
 	}
+}
+
+// unaryCounted is the unary interceptor under WithOutcome: decided (a
+// peek, or a take under ChargeFirst) before the handler, settled by the
+// handler's code after it.
+func (i *Interceptor) unaryCounted(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+	var res httplimit.Result
+	if st := i.decide(ctx, info.FullMethod, nil, false, &res); st != nil {
+		return nil, st.Err()
+	}
+	resp, err := handler(ctx, req)
+	i.settle(ctx, &res, err)
+	return resp, err
 }
 
 // StreamServerInterceptor returns the stream interceptor: a stream is
@@ -130,26 +149,40 @@ func (i *Interceptor) StreamServerInterceptor(opts ...StreamOption) grpc.StreamS
 	for _, o := range opts {
 		o(&so)
 	}
+	if so.perMessage != nil && so.perMessage.outcome {
+		panic("grpclimit: PerMessage: the message Interceptor counts by outcome (WithOutcome), which a received message has none of; build it without WithOutcome")
+	}
 	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
 		if i.inFlight != nil {
 			i.inFlight.Enter()
 			defer i.inFlight.Exit()
 		}
-		if err := i.admit(ss.Context(), info.FullMethod, ss); err != nil {
-			return err
+		var res httplimit.Result
+		if st := i.decide(ss.Context(), info.FullMethod, ss, false, &res); st != nil {
+			return st.Err()
 		}
-		if so.perMessage == nil || Exempt(info.FullMethod) {
-			return handler(srv, ss)
-		}
-		ms := &messageStream{ServerStream: ss, ic: so.perMessage, method: info.FullMethod}
-		err := handler(srv, ms)
-		if d := ms.denied.Load(); d != nil {
-			// the denial ends the stream, whatever the handler made of
-			// RecvMsg's error
-			return d.Err()
+		err := i.serveStream(srv, ss, info, handler, so.perMessage)
+		if i.outcome {
+			i.settle(ss.Context(), &res, err)
 		}
 		return err
 	}
+}
+
+// serveStream runs the handler of an admitted stream, its received
+// messages limited by perMessage when set.
+func (i *Interceptor) serveStream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler, perMessage *Interceptor) error {
+	if perMessage == nil || Exempt(info.FullMethod) {
+		return handler(srv, ss)
+	}
+	ms := &messageStream{ServerStream: ss, ic: perMessage, method: info.FullMethod}
+	err := handler(srv, ms)
+	if d := ms.denied.Load(); d != nil {
+		// the denial ends the stream, whatever the handler made of
+		// RecvMsg's error
+		return d.Err()
+	}
+	return err
 }
 
 // StreamOption configures [Interceptor.StreamServerInterceptor].
@@ -173,7 +206,9 @@ type streamOptions struct{ perMessage *Interceptor }
 // returns it again; its metadata and pushback are set as the stream's
 // trailers; and the stream ends with that status when the handler
 // returns, whatever the handler returns. A nil m turns the option off.
-// m's WithInFlight count is not entered per message.
+// m's WithInFlight count is not entered per message. An m built with
+// [WithOutcome] makes StreamServerInterceptor panic: a message has no
+// outcome.
 func PerMessage(m *Interceptor) StreamOption {
 	return func(o *streamOptions) { o.perMessage = m }
 }
@@ -195,7 +230,8 @@ func (s *messageStream) RecvMsg(m any) error {
 	if err := s.ServerStream.RecvMsg(m); err != nil {
 		return err
 	}
-	if st := s.ic.decide(s.Context(), s.method, s.ServerStream, true); st != nil {
+	var res httplimit.Result
+	if st := s.ic.decide(s.Context(), s.method, s.ServerStream, true, &res); st != nil {
 		s.denied.Store(st)
 		return st.Err()
 	}
@@ -206,7 +242,8 @@ func (s *messageStream) RecvMsg(m any) error {
 // call (ss nil) through the context (grpc.SetHeader, grpc.SetTrailer: no
 // sink value to allocate); a non-nil error is the denial's status.
 func (i *Interceptor) admit(ctx context.Context, fullMethod string, ss grpc.ServerStream) error {
-	if st := i.decide(ctx, fullMethod, ss, false); st != nil {
+	var res httplimit.Result
+	if st := i.decide(ctx, fullMethod, ss, false, &res); st != nil {
 		return st.Err()
 	}
 	return nil
@@ -215,15 +252,15 @@ func (i *Interceptor) admit(ctx context.Context, fullMethod string, ss grpc.Serv
 // decide decides one call, or with message set one message received on
 // stream ss, and returns the denial's status, or nil. An admitted call's
 // metadata goes in the headers, an admitted message writes none, and a
-// denial's metadata goes in the trailers.
-func (i *Interceptor) decide(ctx context.Context, fullMethod string, ss grpc.ServerStream, message bool) *status.Status {
+// denial's metadata goes in the trailers. The decision is left in res
+// (zero for an exempt method), for the outcome under WithOutcome.
+func (i *Interceptor) decide(ctx context.Context, fullMethod string, ss grpc.ServerStream, message bool, res *httplimit.Result) *status.Status {
 	if Exempt(fullMethod) {
 		return nil
 	}
 	var req Request
 	req.init(ctx, fullMethod)
-	var res httplimit.Result
-	i.e.DecideInto(ctx, &req, &res)
+	i.e.DecideInto(ctx, &req, res)
 	if res.Action == httplimit.Skip {
 		return nil
 	}
@@ -231,7 +268,7 @@ func (i *Interceptor) decide(ctx context.Context, fullMethod string, ss grpc.Ser
 		if message {
 			return nil
 		}
-		if md := i.metadata(&res); md != nil {
+		if md := i.metadata(res); md != nil {
 			// fails only once headers were sent: nothing to do
 			if ss != nil {
 				_ = ss.SetHeader(md)
@@ -241,12 +278,12 @@ func (i *Interceptor) decide(ctx context.Context, fullMethod string, ss grpc.Ser
 		}
 		return nil
 	}
-	md := i.metadata(&res)
+	md := i.metadata(res)
 	// A denial's metadata all goes in the trailers: a response with
 	// headers of its own is "committed", and grpc-go retries (with the
 	// pushback) only a trailers-only one. Clients read it with
 	// grpc.Trailer (grpc.Header is empty on a trailers-only response).
-	st, pushback := denial(i.e.Reject(&res))
+	st, pushback := denial(i.e.Reject(res))
 	if pushback != "" {
 		if md == nil {
 			md = make(metadata.MD, 1)

@@ -17,6 +17,9 @@ import "github.com/limitkit/limitkit/httplimit"
 //   - httplimit.WithHeaders(httplimit.HeaderNone): no rate-limit metadata;
 //     httplimit.WithResetFormat(httplimit.ResetDelta): seconds, not epoch,
 //     in x-ratelimit-reset;
+//   - [WithOutcome]: count only the calls that end with certain codes
+//     (failed logins); httplimit.WithTiers, WithOverrides: a limiter per
+//     plan, per named client;
 //   - httplimit.WithScope, WithScopeFunc, WithSkip, WithCost,
 //     WithErrorHook, WithClock, WithInFlight.
 //

@@ -1,0 +1,176 @@
+package grpclimit
+
+import (
+	"context"
+	"slices"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/limitkit/limitkit/httplimit"
+)
+
+// Outcome configures counting by outcome for gRPC, for [WithOutcome]: the
+// gRPC counterpart of [httplimit.Outcome], with status codes in place of
+// HTTP statuses.
+type Outcome struct {
+	// Count reports whether a call that ended with this code counts
+	// against the quota (only failed logins: [CodeIn](codes.Unauthenticated);
+	// every failure: [CodeNotOK]). Required.
+	Count func(code codes.Code) bool
+	// ResetOnSuccess makes a call that ended with codes.OK, and that
+	// Count does not count, reset the client's count under New's limiter
+	// (core.Limiter.Reset: a successful login clears the failures). Only
+	// OK is a success; any other code that does not count is simply not
+	// charged. The [httplimit.WithCheck] checks are never reset.
+	ResetOnSuccess bool
+	// ChargeFirst consumes the quota at the decision and refunds it
+	// (core.Limiter.Refund) when the call's code does not count: exact
+	// under concurrency (never more than the limit admitted), but a client
+	// at its limit is denied until its calls in flight have ended. The
+	// default (false) peeks before the handler and charges after it; see
+	// [httplimit.WithOutcome] for the concurrency bound of that mode.
+	ChargeFirst bool
+}
+
+// WithOutcome counts only the calls whose gRPC status code o.Count
+// accepts, as login throttling needs (count Unauthenticated, not OK):
+//
+//	grpclimit.New(limiter, httplimit.WithKey(user),
+//		grpclimit.WithOutcome(grpclimit.Outcome{Count: grpclimit.CodeIn(codes.Unauthenticated), ResetOnSuccess: true}))
+//
+// A client already over its limit is denied before the handler runs, with
+// codes.ResourceExhausted and the usual details, metadata and pushback.
+// The other calls run, and the code the handler returns decides once it
+// has returned: a counting code is charged on every check (with the
+// call's cost), another is not (under ChargeFirst: refunded), and with
+// o.ResetOnSuccess an OK call resets the client's count.
+//
+// The code is the one the client will see: status.FromError of the
+// handler's error (codes.OK for nil), a context error as grpc-go maps it
+// (context.Canceled is Canceled, context.DeadlineExceeded is
+// DeadlineExceeded), codes.Unknown for any other error. A stream's code
+// is its handler's (one charge per stream, after it ends); the messages
+// [PerMessage] limits are not counted by outcome, and PerMessage panics
+// when given an Interceptor with WithOutcome. Denials written by the
+// interceptor itself are never counted. The rate-limit metadata is that
+// of the check before the handler (remaining as if this call will count).
+//
+// Every limiter's store must implement the quota verbs (memstore,
+// redisstore, the fleet tier), or New fails. [httplimit.WithOutcome],
+// the HTTP adapters' option (and what a rules file's count: builds), also
+// works on gRPC: its Count sees the code's [HTTPStatus] (StatusIn(401)
+// counts Unauthenticated). Give one of the two, not both: the last one's
+// Count applies, and after a WithOutcome an httplimit.WithOutcome's Count
+// would see this option's numbering, not HTTP statuses. Errors of the store calls after the handler go to the
+// error hook ([httplimit.WithErrorHook]), which names the code as "status
+// 1000+code" (status 1016: Unauthenticated); an OK call is status 200.
+// o.Count must not be nil.
+func WithOutcome(o Outcome) Option {
+	mark := httplimit.AdapterOption("grpclimit", outcomeMark, o.Count) // fails on a nil Count
+	count := o.Count
+	opt := httplimit.WithOutcome(httplimit.Outcome{
+		Count:          func(s int) bool { return count(codeOf(s)) },
+		ResetOnSuccess: o.ResetOnSuccess,
+		ChargeFirst:    o.ChargeFirst,
+	})
+	return func(c *httplimit.Config) {
+		mark(c)
+		opt(c)
+	}
+}
+
+// outcomeMark is the name WithOutcome's adapter value (o.Count) is
+// stored under: New accepts counting by outcome only with it.
+const outcomeMark = "WithOutcome"
+
+// CodeIn returns an [Outcome] Count that accepts exactly the given codes
+// (CodeIn(codes.Unauthenticated): failed logins).
+func CodeIn(cs ...codes.Code) func(codes.Code) bool {
+	cs = slices.Clone(cs)
+	return func(c codes.Code) bool { return slices.Contains(cs, c) }
+}
+
+// CodeNotOK is an [Outcome] Count that accepts every code but codes.OK:
+// every failed call counts.
+func CodeNotOK(c codes.Code) bool { return c != codes.OK }
+
+// The status numbers the engine's outcome sees for a gRPC code: OK is
+// 200 (a success, below 400, for ResetOnSuccess), any other code
+// codeBase+code (never a success).
+const codeBase = 1000
+
+func statusOf(c codes.Code) int {
+	if c == codes.OK {
+		return 200
+	}
+	return codeBase + int(c)
+}
+
+func codeOf(s int) codes.Code {
+	if s == 200 {
+		return codes.OK
+	}
+	return codes.Code(s - codeBase)
+}
+
+// codeOfErr is the code a client sees for a handler's error, as grpc-go's
+// server computes it.
+func codeOfErr(err error) codes.Code {
+	if err == nil {
+		return codes.OK
+	}
+	if st, ok := status.FromError(err); ok {
+		return st.Code()
+	}
+	return status.FromContextError(err).Code()
+}
+
+// settle settles res's outcome with the code of the handler's err.
+func (i *Interceptor) settle(ctx context.Context, res *httplimit.Result, err error) {
+	c := codeOfErr(err)
+	if i.httpOutcome {
+		i.e.Outcome(ctx, res, HTTPStatus(c))
+		return
+	}
+	i.e.Outcome(ctx, res, statusOf(c))
+}
+
+// HTTPStatus is the HTTP status that [httplimit.WithOutcome]'s Count (and
+// a rules file's count:) sees for a call that ended with code c, when
+// given to [New] instead of [WithOutcome]: the mapping of
+// google.rpc.Code and grpc-gateway. OK 200; InvalidArgument,
+// FailedPrecondition, OutOfRange 400; Unauthenticated 401;
+// PermissionDenied 403; NotFound 404; AlreadyExists, Aborted 409;
+// ResourceExhausted 429; Canceled 499; Unknown, Internal, DataLoss (and
+// any unknown code) 500; Unimplemented 501; Unavailable 503;
+// DeadlineExceeded 504. Every code but OK is 400 or above, so only OK is a
+// success for ResetOnSuccess. Several codes share a status: to count by
+// the code itself, use WithOutcome.
+func HTTPStatus(c codes.Code) int {
+	switch c {
+	case codes.OK:
+		return 200
+	case codes.InvalidArgument, codes.FailedPrecondition, codes.OutOfRange:
+		return 400
+	case codes.Unauthenticated:
+		return 401
+	case codes.PermissionDenied:
+		return 403
+	case codes.NotFound:
+		return 404
+	case codes.AlreadyExists, codes.Aborted:
+		return 409
+	case codes.ResourceExhausted:
+		return 429
+	case codes.Canceled:
+		return 499
+	case codes.Unimplemented:
+		return 501
+	case codes.Unavailable:
+		return 503
+	case codes.DeadlineExceeded:
+		return 504
+	}
+	return 500
+}
