@@ -72,10 +72,16 @@ func (sh *shard) take(d *core.Decision, t *table, h uint64, now, cost int64, ela
 	} else {
 		t.policy.DecideTo(d, sh.scratch, now, cost)
 	}
-	for _, v := range sh.scratch {
+	sh.keep(t, h, now, sh.scratch)
+}
+
+// keep inserts hash h (known absent) with state st unless st is a fresh
+// key's (all zero): a decision that changes nothing stores nothing.
+func (sh *shard) keep(t *table, h uint64, now int64, st []int64) {
+	for _, v := range st {
 		if v != 0 {
-			copy(sh.insert(t, h, now), sh.scratch)
-			break
+			copy(sh.insert(t, h, now), st)
+			return
 		}
 	}
 }

@@ -14,18 +14,9 @@ import (
 // It returns core.ErrClosed after Close, and an error for an invalid
 // policy, one whose name is already used by a policy with other limits,
 // or a new name beyond the Store's policy cap.
-func (s *Store) Take(_ context.Context, key string, p *core.Policy, now time.Time, cost int64) (d core.Decision, err error) {
-	t := s.last.Load()
-	if t == nil || t.key != p || s.closed.Load() {
-		err = s.takeSlow(&d, key, p, now, cost)
-		return d, err
-	}
-	h, sh := t.shardOf(s.seed, key)
-	us := now.UnixMicro()
-	sh.mu.Lock()
-	sh.take(&d, t, h, us, cost, false)
-	sh.mu.Unlock()
-	return d, nil
+func (s *Store) Take(ctx context.Context, key string, p *core.Policy, now time.Time, cost int64) (d core.Decision, err error) {
+	err = s.TakeTo(ctx, key, p, now, cost, &d)
+	return d, err
 }
 
 // TakeTo is Take writing the decision into *d, which it overwrites
@@ -37,31 +28,7 @@ func (s *Store) Take(_ context.Context, key string, p *core.Policy, now time.Tim
 func (s *Store) TakeTo(_ context.Context, key string, p *core.Policy, now time.Time, cost int64, d *core.Decision) error {
 	t := s.last.Load()
 	if t == nil || t.key != p || s.closed.Load() {
-		return s.takeSlow(d, key, p, now, cost)
-	}
-	h, sh := t.shardOf(s.seed, key)
-	us := now.UnixMicro()
-	sh.mu.Lock()
-	sh.take(d, t, h, us, cost, false)
-	sh.mu.Unlock()
-	return nil
-}
-
-// takeSlow is TakeTo for a policy other than the last one used, or after
-// Close. (Take and TakeTo each write out their common case: a shared
-// function costs a hot-key decision 5 of its 40 ns.)
-func (s *Store) takeSlow(d *core.Decision, key string, p *core.Policy, now time.Time, cost int64) error {
-	t, err := s.lookup(p)
-	if err != nil {
-		*d = core.Decision{}
-		if p != nil {
-			d.Policy = p.Name
-		}
-		return err
-	}
-	if s.closed.Load() {
-		*d = core.Decision{Policy: p.Name}
-		return core.ErrClosed
+		return s.decide(d, key, p, now, cost, false)
 	}
 	h, sh := t.shardOf(s.seed, key)
 	us := now.UnixMicro()
@@ -77,24 +44,43 @@ var _ core.ElasticStore = (*Store)(nil)
 // against its limits raised to the elastic ceiling, atomically under the
 // key's lock (see core.ElasticStore and core.Compiled.DecideElasticTo).
 // For a policy without Elastic it is Take. Errors as Take.
-func (s *Store) TakeElastic(_ context.Context, key string, p *core.Policy, now time.Time, cost int64) (core.Decision, error) {
-	t, err := s.lookup(p)
+func (s *Store) TakeElastic(_ context.Context, key string, p *core.Policy, now time.Time, cost int64) (d core.Decision, err error) {
+	err = s.decide(&d, key, p, now, cost, true)
+	return d, err
+}
+
+// decide is TakeTo (or TakeElastic) through the policy lookup: for a
+// policy other than the last one used, or after Close.
+func (s *Store) decide(d *core.Decision, key string, p *core.Policy, now time.Time, cost int64, elastic bool) error {
+	t, err := s.open(p)
 	if err != nil {
-		var d core.Decision
-		if p != nil {
-			d.Policy = p.Name
-		}
-		return d, err
-	}
-	if s.closed.Load() {
-		return core.Decision{Policy: p.Name}, core.ErrClosed
+		failed(d, p)
+		return err
 	}
 	h, sh := t.shardOf(s.seed, key)
-	var d core.Decision
+	us := now.UnixMicro()
 	sh.mu.Lock()
-	sh.take(&d, t, h, now.UnixMicro(), cost, true)
+	sh.take(d, t, h, us, cost, elastic)
 	sh.mu.Unlock()
-	return d, nil
+	return nil
+}
+
+// open is p's table (lookup), or core.ErrClosed after Close.
+func (s *Store) open(p *core.Policy) (*table, error) {
+	t, err := s.lookup(p)
+	if err == nil && s.closed.Load() {
+		return nil, core.ErrClosed
+	}
+	return t, err
+}
+
+// failed is the decision of a call that returned an error: empty but
+// for the policy's name.
+func failed(d *core.Decision, p *core.Policy) {
+	*d = core.Decision{}
+	if p != nil {
+		d.Policy = p.Name
+	}
 }
 
 var _ core.Refunder = (*Store)(nil)
