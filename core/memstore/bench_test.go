@@ -52,6 +52,37 @@ func BenchmarkHotKey(b *testing.B) {
 	}
 }
 
+// BenchmarkTakeVsTakeTo decides for one hot GCRA key through Take and
+// through TakeTo in the same run. Take is TakeTo behind a wrapper (one
+// code path per operation): the two figures side by side are what the
+// wrapper costs, which is why the fast path is not written out twice.
+func BenchmarkTakeVsTakeTo(b *testing.B) {
+	p := &benchPolicies[0]
+	now := time.Unix(1_700_000_000, 0)
+	ctx := context.Background()
+	b.Run("Take", func(b *testing.B) {
+		s := MustNew()
+		defer s.Close()
+		b.ReportAllocs()
+		for i := 0; i < b.N; i++ {
+			if d, _ := s.Take(ctx, "user:42", p, now, 1); !d.Allowed {
+				b.Fatal("denied")
+			}
+		}
+	})
+	b.Run("TakeTo", func(b *testing.B) {
+		s := MustNew()
+		defer s.Close()
+		var d core.Decision
+		b.ReportAllocs()
+		for i := 0; i < b.N; i++ {
+			if _ = s.TakeTo(ctx, "user:42", p, now, 1, &d); !d.Allowed {
+				b.Fatal("denied")
+			}
+		}
+	})
+}
+
 // BenchmarkHotKeyParallel runs the same over GOMAXPROCS goroutines, each on
 // its own key (distinct keys spread over shards: no global lock).
 func BenchmarkHotKeyParallel(b *testing.B) {

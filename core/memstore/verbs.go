@@ -53,12 +53,9 @@ func (s *Store) Reserve(_ context.Context, key string, p *core.Policy, now time.
 // Reset drops key's state under p: its next request is a fresh key's.
 // Errors as Take.
 func (s *Store) Reset(_ context.Context, key string, p *core.Policy) error {
-	t, err := s.lookup(p)
+	t, err := s.open(p)
 	if err != nil {
 		return err
-	}
-	if s.closed.Load() {
-		return core.ErrClosed
 	}
 	h, sh := t.shardOf(s.seed, key)
 	sh.mu.Lock()
@@ -70,15 +67,10 @@ func (s *Store) Reset(_ context.Context, key string, p *core.Policy) error {
 }
 
 func (s *Store) verb(key string, p *core.Policy, now time.Time, cost, maxWait int64, v verb) (d core.Decision, err error) {
-	t, err := s.lookup(p)
+	t, err := s.open(p)
 	if err != nil {
-		if p != nil {
-			d.Policy = p.Name
-		}
+		failed(&d, p)
 		return d, err
-	}
-	if s.closed.Load() {
-		return core.Decision{Policy: p.Name}, core.ErrClosed
 	}
 	h, sh := t.shardOf(s.seed, key)
 	sh.mu.Lock()
@@ -113,13 +105,7 @@ func (sh *shard) verb(d *core.Decision, t *table, h uint64, now, cost, maxWait i
 	case verbReserve:
 		c.ReserveTo(d, st, now, cost, maxWait)
 	}
-	if i >= 0 {
-		return
-	}
-	for _, w := range st {
-		if w != 0 {
-			copy(sh.insert(t, h, now), st)
-			return
-		}
+	if i < 0 {
+		sh.keep(t, h, now, st)
 	}
 }

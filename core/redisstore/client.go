@@ -110,35 +110,64 @@ func NewClient(rawURL string, opts ...ClientOption) (redis.UniversalClient, erro
 
 // parseClientURL builds the tuned options of rawURL (see NewClient).
 func parseClientURL(rawURL string) (ClientConfig, error) {
-	fail := func(err error) (ClientConfig, error) {
+	cfg, err := clientConfigOf(rawURL)
+	if err != nil {
 		var ue *url.Error
 		if errors.As(err, &ue) {
 			err = ue.Err // url.Error's text holds the URL, password included
 		}
 		return ClientConfig{}, fmt.Errorf("redisstore: NewClient: %w (want redis://host:port, rediss://..., redis://host1:port1,host2:port2 for a Cluster, or ...?master_name=name for Sentinel)", err)
 	}
+	return cfg, nil
+}
+
+// clientConfigOf is parseClientURL's work: the scheme, the seed hosts,
+// then the kind of client they name.
+func clientConfigOf(rawURL string) (ClientConfig, error) {
 	// url.Parse refuses "host1:port1,host2:port2" as a port: take the
 	// host list out first
 	scheme, rest, ok := strings.Cut(rawURL, "://")
 	if !ok {
-		return fail(errors.New("no scheme"))
+		return ClientConfig{}, errors.New("no scheme")
 	}
 	cluster := false
 	switch scheme {
 	case "unix":
-		o, err := redis.ParseURL(rawURL)
-		if err != nil {
-			return fail(err)
-		}
-		tuneNode(o)
-		return ClientConfig{Node: o}, nil
+		return nodeConfig(rawURL)
 	case "redis+cluster", "rediss+cluster":
 		cluster, scheme = true, strings.TrimSuffix(scheme, "+cluster")
 	case "redis", "rediss":
 	default:
-		return fail(fmt.Errorf("scheme %q", scheme))
+		return ClientConfig{}, fmt.Errorf("scheme %q", scheme)
 	}
-	// split [userinfo@]hosts[/path][?query]
+	sd, err := seedsOf(scheme, rest)
+	if err != nil {
+		return ClientConfig{}, err
+	}
+	u, err := url.Parse(sd.first)
+	if err != nil {
+		return ClientConfig{}, err
+	}
+	q := u.Query()
+	switch {
+	case q.Has("master_name"):
+		return failoverConfig(sd.first + sd.extra(u))
+	case cluster || len(sd.hosts) > 1 || q.Has("addr"):
+		return clusterConfig(u, sd)
+	}
+	return nodeConfig(sd.first)
+}
+
+// seeds are the host list of a URL: first is the URL with the first host
+// alone, the one go-redis parses.
+type seeds struct {
+	hosts []string
+	first string
+}
+
+// seedsOf splits rest ([userinfo@]hosts[/path][?query], after scheme's
+// "://") into its hosts.
+func seedsOf(scheme, rest string) (seeds, error) {
 	auth, hostsEtc := "", rest
 	if i := strings.LastIndex(rest[:indexAny(rest, "/?")], "@"); i >= 0 {
 		auth, hostsEtc = rest[:i+1], rest[i+1:]
@@ -147,58 +176,65 @@ func parseClientURL(rawURL string) (ClientConfig, error) {
 	hosts, tail := strings.Split(hostsEtc[:end], ","), hostsEtc[end:]
 	for _, h := range hosts {
 		if h == "" {
-			return fail(errors.New("an empty host"))
+			return seeds{}, errors.New("an empty host")
 		}
 		if _, _, err := net.SplitHostPort(h); err != nil && len(hosts) > 1 {
-			return fail(fmt.Errorf("seed %q: %w", h, err))
+			return seeds{}, fmt.Errorf("seed %q: %w", h, err)
 		}
 	}
-	first := scheme + "://" + auth + hosts[0] + tail
-	u, err := url.Parse(first)
+	return seeds{hosts: hosts, first: scheme + "://" + auth + hosts[0] + tail}, nil
+}
+
+// extra is the other seeds as go-redis's addr parameters, to append to
+// the first seed's URL u.
+func (sd seeds) extra(u *url.URL) string {
+	var b strings.Builder
+	for _, h := range sd.hosts[1:] {
+		b.WriteString("&addr=" + url.QueryEscape(h))
+	}
+	s := b.String()
+	if s != "" && u.RawQuery == "" {
+		if strings.HasSuffix(sd.first, "?") {
+			return s[1:]
+		}
+		return "?" + s[1:]
+	}
+	return s
+}
+
+// nodeConfig is the tuned options of a one-node URL.
+func nodeConfig(rawURL string) (ClientConfig, error) {
+	o, err := redis.ParseURL(rawURL)
 	if err != nil {
-		return fail(err)
-	}
-	q := u.Query()
-	extra := func() string { // the other seeds as go-redis's addr parameters
-		var b strings.Builder
-		for _, h := range hosts[1:] {
-			b.WriteString("&addr=" + url.QueryEscape(h))
-		}
-		s := b.String()
-		if s != "" && u.RawQuery == "" {
-			if strings.HasSuffix(first, "?") {
-				return s[1:]
-			}
-			return "?" + s[1:]
-		}
-		return s
-	}
-	switch {
-	case q.Has("master_name"):
-		o, err := redis.ParseFailoverURL(first + extra())
-		if err != nil {
-			return fail(err)
-		}
-		tuneFailover(o)
-		return ClientConfig{Failover: o}, nil
-	case cluster || len(hosts) > 1 || q.Has("addr"):
-		if p := strings.Trim(u.Path, "/"); p != "" && p != "0" {
-			return fail(fmt.Errorf("database %q: a Cluster has only database 0", p))
-		}
-		u.Path = ""
-		o, err := redis.ParseClusterURL(u.String() + extra())
-		if err != nil {
-			return fail(err)
-		}
-		tuneCluster(o)
-		return ClientConfig{Cluster: o}, nil
-	}
-	o, err := redis.ParseURL(first)
-	if err != nil {
-		return fail(err)
+		return ClientConfig{}, err
 	}
 	tuneNode(o)
 	return ClientConfig{Node: o}, nil
+}
+
+// failoverConfig is the tuned options of a Sentinel URL.
+func failoverConfig(rawURL string) (ClientConfig, error) {
+	o, err := redis.ParseFailoverURL(rawURL)
+	if err != nil {
+		return ClientConfig{}, err
+	}
+	tuneFailover(o)
+	return ClientConfig{Failover: o}, nil
+}
+
+// clusterConfig is the tuned options of a Cluster URL: u (the first
+// seed's, database 0 at most) and the other seeds.
+func clusterConfig(u *url.URL, sd seeds) (ClientConfig, error) {
+	if p := strings.Trim(u.Path, "/"); p != "" && p != "0" {
+		return ClientConfig{}, fmt.Errorf("database %q: a Cluster has only database 0", p)
+	}
+	u.Path = ""
+	o, err := redis.ParseClusterURL(u.String() + sd.extra(u))
+	if err != nil {
+		return ClientConfig{}, err
+	}
+	tuneCluster(o)
+	return ClientConfig{Cluster: o}, nil
 }
 
 // indexAny is strings.IndexAny, or len(s) when none is found.
