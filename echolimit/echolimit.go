@@ -2,6 +2,7 @@ package echolimit
 
 import (
 	"net/http"
+	"reflect"
 	"sync"
 	"sync/atomic"
 	"unsafe"
@@ -249,16 +250,9 @@ func unrouted(h echo.HandlerFunc) bool {
 	return p == codePtr(echo.NotFoundHandler) || p == codePtr(echo.MethodNotAllowedHandler)
 }
 
-// codePtr is the code pointer of a function value, what
-// reflect.Value.UnsafePointer returns for it (the first word of its
-// closure), or nil for a nil function, without reflect's overhead.
-func codePtr(f echo.HandlerFunc) unsafe.Pointer {
-	p := funcPtr(f)
-	if p == nil {
-		return nil
-	}
-	return *(*unsafe.Pointer)(p)
-}
+// codePtr is the code pointer of a function value (reflect's public
+// answer: two functions with the same code compare equal), 0 for nil.
+func codePtr(f echo.HandlerFunc) uintptr { return reflect.ValueOf(f).Pointer() }
 
 func (r *request) Path() string { return r.c.Request().URL.Path }
 

@@ -4,7 +4,6 @@ import (
 	"context"
 	"net/http"
 	"net/http/httptest"
-	"reflect"
 	"testing"
 
 	"github.com/labstack/echo/v4"
@@ -166,12 +165,10 @@ func TestMiddlewareAfterLimiter(t *testing.T) {
 	assert.Equal(t, []int{200, 200, 429}, codes)
 }
 
-// codePtr agrees with reflect on echo's handlers, other functions, nil.
-func TestCodePtrMatchesReflect(t *testing.T) {
+// unrouted tells echo's not-found and method-not-allowed handlers from
+// other functions and nil.
+func TestUnrouted(t *testing.T) {
 	mk := func(n int) echo.HandlerFunc { return func(echo.Context) error { _ = n; return nil } }
-	for _, f := range []echo.HandlerFunc{echo.NotFoundHandler, echo.MethodNotAllowedHandler, mk(1), mk(2), nil} {
-		assert.Equal(t, reflect.ValueOf(f).UnsafePointer(), codePtr(f))
-	}
 	assert.True(t, unrouted(echo.NotFoundHandler))
 	assert.True(t, unrouted(echo.MethodNotAllowedHandler))
 	assert.True(t, unrouted(nil))
