@@ -94,4 +94,18 @@
 // port (one keep-alive connection): its second request makes the entry,
 // later ones skip building the key.
 // See the package benchmarks.
+//
+// # Framework internals
+//
+// The adapter reads echo only through its public API: c.Path() for the
+// route, c.Handler() compared with echo.NotFoundHandler and
+// echo.MethodNotAllowedHandler (through reflect's code pointers) to give
+// unrouted requests the unmatched scope, e.Routes() and e.Routers() for
+// routes of e.Any. The request view is a pooled struct around the
+// context (an earlier version built interface values by hand to skip the
+// pool; the pool costs nothing measurable). One unsafe read remains, of
+// Go's own representation of a function value, not of echo: the
+// middleware keeps the handler it built for each next handler keyed by
+// that handler's closure pointer, because echo applies e.Use middleware
+// per request; TestWrapCache fails if that stops holding.
 package echolimit

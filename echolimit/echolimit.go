@@ -2,6 +2,7 @@ package echolimit
 
 import (
 	"net/http"
+	"reflect"
 	"sync"
 	"sync/atomic"
 	"unsafe"
@@ -52,15 +53,11 @@ func NewMiddleware(l *core.Limiter, opts ...Option) (echo.MiddlewareFunc, error)
 	wrap := func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) error {
 			var res httplimit.Result
-			if v := viewOf(c); v != nil {
-				e.DecideInto(c.Request().Context(), v, &res)
-			} else {
-				req := requests.Get().(*request)
-				req.c = c
-				e.DecideInto(c.Request().Context(), req, &res)
-				req.c = nil
-				requests.Put(req)
-			}
+			req := requests.Get().(*request)
+			req.c = c
+			e.DecideInto(c.Request().Context(), req, &res)
+			req.c = nil
+			requests.Put(req)
 			if res.Action == httplimit.Skip {
 				return next(c)
 			}
@@ -164,10 +161,9 @@ func WriteRejection(c echo.Context, rej Rejection) error {
 	return err
 }
 
-// requests pools the request views of contexts of other types than
-// echo's own (a middleware may wrap the context in a custom type):
-// echo.Context is an interface, so the view needs a struct, and pooling
-// keeps it off the heap per request. Key functions never retain the view
+// requests pools the request views: echo.Context is an interface, so the
+// view needs a struct around it, and pooling keeps that struct off the
+// heap per request. Key functions never retain the view
 // (keyfuncs.Request's contract).
 var requests = sync.Pool{New: func() any { return new(request) }}
 
@@ -175,59 +171,10 @@ type request struct{ c echo.Context }
 
 var _ keyfuncs.Request = (*request)(nil)
 
-// iface is the layout of a non-empty interface value: its itab (the
-// dynamic type and method table) and its data pointer.
-type iface struct {
-	tab, data unsafe.Pointer
-}
-
-// echoTab is the itab of an echo.Context holding echo's own context
-// type, the type of every context echo creates.
-var echoTab = func() unsafe.Pointer {
-	c := echo.New().NewContext(nil, nil)
-	return (*iface)(unsafe.Pointer(&c)).tab
-}()
-
-// echoView is the request view of a context of echo's own type, with no
-// struct around it and no pool: a *echoView is the context's data
-// pointer, and c rebuilds the interface with echoTab. Building it is a
-// pointer conversion, so it does not allocate.
-type echoView struct{}
-
-var _ keyfuncs.Request = (*echoView)(nil)
-
-// viewOf returns c's view without allocating, or nil when c's dynamic
-// type is not echo's own context type.
-func viewOf(c echo.Context) *echoView {
-	i := (*iface)(unsafe.Pointer(&c))
-	if i.tab != echoTab || i.data == nil {
-		return nil
-	}
-	return (*echoView)(i.data)
-}
-
-func (v *echoView) c() echo.Context {
-	var c echo.Context
-	i := (*iface)(unsafe.Pointer(&c))
-	i.tab, i.data = echoTab, unsafe.Pointer(v)
-	return c
-}
-
-func (v *echoView) Method() string            { return (*request).Method(&request{v.c()}) }
-func (v *echoView) Route() string             { return (*request).Route(&request{v.c()}) }
-func (v *echoView) Path() string              { return (*request).Path(&request{v.c()}) }
-func (v *echoView) Header(name string) string { return (*request).Header(&request{v.c()}, name) }
-func (v *echoView) HeaderValues(name string) []string {
-	return (*request).HeaderValues(&request{v.c()}, name)
-}
-func (v *echoView) Query(name string) string { return (*request).Query(&request{v.c()}, name) }
-func (v *echoView) RemoteAddr() string       { return (*request).RemoteAddr(&request{v.c()}) }
-func (v *echoView) Value(key any) any        { return (*request).Value(&request{v.c()}, key) }
-
 // KeyParts implements httplimit.KeyParter: the method, the route and the
 // peer in one pass over the context (c.Path() is the route's own string).
-func (v *echoView) KeyParts(route bool) (p httplimit.KeyParts, ok bool) {
-	c := v.c()
+func (r *request) KeyParts(route bool) (p httplimit.KeyParts, ok bool) {
+	c := r.c
 	hr := c.Request()
 	p.Peer, p.StableRoute = hr.RemoteAddr, true
 	if route {
@@ -240,9 +187,6 @@ func (v *echoView) KeyParts(route bool) (p httplimit.KeyParts, ok bool) {
 	}
 	return p, true
 }
-
-// AnyMethod implements httplimit.AnyMethodRouter.
-func (v *echoView) AnyMethod() bool { return (*request).AnyMethod(&request{v.c()}) }
 
 // AnyMethod implements httplimit.AnyMethodRouter: whether the matched route
 // is registered under every method e.Any registers (its scope is then the
@@ -306,16 +250,9 @@ func unrouted(h echo.HandlerFunc) bool {
 	return p == codePtr(echo.NotFoundHandler) || p == codePtr(echo.MethodNotAllowedHandler)
 }
 
-// codePtr is the code pointer of a function value, what
-// reflect.Value.UnsafePointer returns for it (the first word of its
-// closure), or nil for a nil function, without reflect's overhead.
-func codePtr(f echo.HandlerFunc) unsafe.Pointer {
-	p := funcPtr(f)
-	if p == nil {
-		return nil
-	}
-	return *(*unsafe.Pointer)(p)
-}
+// codePtr is the code pointer of a function value (reflect's public
+// answer: two functions with the same code compare equal), 0 for nil.
+func codePtr(f echo.HandlerFunc) uintptr { return reflect.ValueOf(f).Pointer() }
 
 func (r *request) Path() string { return r.c.Request().URL.Path }
 

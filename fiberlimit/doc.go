@@ -96,4 +96,21 @@
 // and the peer's IPv4 address: its second request makes the entry, later
 // ones skip building the key and the route lookup.
 // See the package benchmarks.
+//
+// # Framework internals
+//
+// In a per-route middleware the route is fiber's public c.Route().Path.
+// A global one (app.Use, group.Use) runs before fiber has chosen the
+// route, and fiber has no public way to ask which route will serve the
+// request; to key each endpoint separately, as the other adapters do,
+// routes.go matches the request against the app's routes (app.Stack(),
+// app.Config()) under fiber's rules, leaving the patterns it does not
+// handle itself to fiber's own fiber.RoutePatternMatch. Use routes are
+// told apart with app.GetRoutes(true), which lists every route but them.
+// No unexported field is read. The re-implementation is checked loudly:
+// differential tests compare its answer with the route fiber's router
+// runs, over many paths and patterns (parameters, optional parameters,
+// wildcards, constraints, groups, mounts, prefixed Use, case sensitivity,
+// strict routing), and a test fails when fiber.Version differs from the
+// version verified (internals_test.go says what to re-check).
 package fiberlimit

@@ -4,7 +4,6 @@ import (
 	"encoding/binary"
 	"net"
 	"net/netip"
-	"reflect"
 	"strconv"
 	"unsafe"
 
@@ -160,33 +159,11 @@ func (r *request) Route() string {
 	if rt == nil {
 		return ""
 	}
-	if !isUse(rt) {
+	t := appTable(c.App())
+	if !t.isUse(rt) {
 		return rt.Path
 	}
-	return appTable(c.App()).match(c.Method(), c.Path())
-}
-
-// useOffset is the offset in fiber.Route of its unexported "use" flag,
-// which marks app.Use / group.Use routes (their Method is rewritten to the
-// request's, so the flag is the only tell); -1 if a fiber version lacks
-// it: every route then counts as a real one.
-var useOffset = func() uintptr {
-	f, ok := reflect.TypeOf(fiber.Route{}).FieldByName("use")
-	if !ok || f.Type.Kind() != reflect.Bool || len(f.Index) != 1 {
-		return ^uintptr(0)
-	}
-	return f.Offset
-}()
-
-// isUse reports whether rt was registered with Use: a prefix match that
-// runs before the final route is known. The flag's offset is found by
-// reflect once; reading it is a load (reflect.Value.Field per request cost
-// a fifth of the key's time).
-func isUse(rt *fiber.Route) bool {
-	if useOffset == ^uintptr(0) {
-		return false
-	}
-	return *(*bool)(unsafe.Add(unsafe.Pointer(rt), useOffset))
+	return t.match(c.Method(), c.Path())
 }
 
 // KeyParts implements httplimit.KeyParter: the default key's parts without
@@ -209,13 +186,16 @@ func (r *request) KeyParts(route bool) (p httplimit.KeyParts, ok bool) {
 	}
 	p.Method = c.Method()
 	if rt := c.Route(); rt != nil {
-		if isUse(rt) {
+		t := appTable(c.App())
+		if t.isUse(rt) {
 			// the table, the method and the path determine the route
 			// and whether it accepts every method
-			p.Table, p.Route = appTable(c.App()).id, c.Path()
+			p.Table, p.Route = t.id, c.Path()
 		} else {
 			p.Route = rt.Path
-			p.Method = r.scopeMethod(rt.Path)
+			if !t.any[rt.Path] {
+				p.Method = httplimit.NormalMethod(c.Method())
+			}
 		}
 	}
 	return p, true

@@ -161,3 +161,78 @@ func TestRouteTableDoesNotGrowWithPaths(t *testing.T) {
 	assert.Equal(t, "/probe/:a/:b", serve("/probe/1/2"))
 	assert.Equal(t, int64(2), routeBuilds.Load()-before)
 }
+
+// TestRouteTableGroupsMountsAndUse: the table agrees with fiber's router
+// for routes registered through groups (nested, with their own Use), a
+// mounted sub-app (its routes and Use), prefixed app.Use handlers and
+// app.All, under each routing configuration.
+func TestRouteTableGroupsMountsAndUse(t *testing.T) {
+	rng := rand.New(rand.NewSource(29))
+	var paths []string
+	prefixes := []string{"", "/g", "/g/v1", "/m", "/M", "/api", "/all", "/m/sub"}
+	for _, p := range diffPaths(rng, 400) {
+		paths = append(paths, prefixes[rng.Intn(len(prefixes))]+p)
+	}
+	paths = append(paths, "/g/users", "/g/users/7", "/g/v1/items/3", "/m/s/9", "/m/", "/m", "/api/x", "/all", "/all/", "/G/USERS/1")
+	configs := []fiber.Config{{}, {CaseSensitive: true}, {StrictRouting: true}, {CaseSensitive: true, StrictRouting: true}}
+	for ci, cfg := range configs {
+		t.Run(fmt.Sprintf("config%d", ci), func(t *testing.T) {
+			cfg.DisableStartupMessage = true
+			app := fiber.New(cfg)
+			rc := new(routeCache)
+			var got string
+			app.Use(func(c *fiber.Ctx) error {
+				got = rc.table(c.App()).match(c.Method(), c.Path())
+				return c.Next()
+			})
+			h := func(c *fiber.Ctx) error { return c.SendString("route:" + c.Route().Path) }
+			next := func(c *fiber.Ctx) error { return c.Next() }
+			app.Use("/api", next)
+			app.Get("/api/:id", h)
+			app.All("/all", h)
+			g := app.Group("/g", next)
+			g.Use(next)
+			g.Get("/users/:id", h)
+			g.Post("/users", h)
+			v1 := g.Group("/v1")
+			v1.Get("/items/:id?", h)
+			v1.Get("/files/*", h)
+			sub := fiber.New(cfg)
+			sub.Use(next)
+			sub.Get("/s/:p", h)
+			sub.Get("/", h)
+			sub.Get("/sub/*", h)
+			app.Mount("/m", sub)
+			for i, p := range diffPatterns[:12] {
+				if i%2 == 0 {
+					app.Get(p, h)
+				} else {
+					g.Get(p, h)
+				}
+			}
+			handler := app.Handler()
+			mismatches, routed := 0, map[string]bool{}
+			for _, p := range paths {
+				for _, m := range []string{http.MethodGet, http.MethodPost, http.MethodPut} {
+					var ctx fasthttp.RequestCtx
+					ctx.Request.Header.SetMethod(m)
+					ctx.Request.SetRequestURI(p)
+					got = "unset"
+					handler(&ctx)
+					want := ""
+					if body := string(ctx.Response.Body()); strings.HasPrefix(body, "route:") {
+						want = strings.TrimPrefix(body, "route:")
+						routed[want] = true
+					}
+					if got != want && mismatches < 10 {
+						mismatches++
+						t.Errorf("%s %q: table says %q, fiber ran %q (status %d)", m, p, got, want, ctx.Response.StatusCode())
+					}
+				}
+			}
+			for _, r := range []string{"/api/:id", "/all", "/g/users/:id", "/g/users", "/g/v1/items/:id?", "/g/v1/files/*", "/m/s/:p", "/m/sub/*"} {
+				assert.True(t, routed[r], "no request reached %s: the test would not notice it mismatching", r)
+			}
+		})
+	}
+}

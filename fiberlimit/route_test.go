@@ -3,6 +3,7 @@ package fiberlimit
 import (
 	"fmt"
 	"net/http/httptest"
+	"reflect"
 	"testing"
 
 	"github.com/gofiber/fiber/v2"
@@ -10,20 +11,20 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// isUse reads fiber.Route's unexported flag at its reflected offset: it
-// must tell app.Use routes from real ones on the fiber version in go.mod.
-func TestIsUseReadsTheFlag(t *testing.T) {
-	require.NotEqual(t, ^uintptr(0), useOffset, "fiber.Route has no bool field \"use\" any more")
+// The table's isUse tells app.Use routes from real ones on the fiber
+// version in go.mod, and a view in any Use handler resolves the route
+// fiber will run.
+func TestIsUseTellsUseRoutes(t *testing.T) {
 	app := fiber.New()
 	var seen []bool
 	var routes []string
 	app.Use(func(c *fiber.Ctx) error {
-		seen = append(seen, isUse(c.Route()))
+		seen = append(seen, appTable(c.App()).isUse(c.Route()))
 		routes = append(routes, (*request)(c).Route())
 		return c.Next()
 	})
 	app.Get("/x/:id", func(c *fiber.Ctx) error {
-		seen = append(seen, isUse(c.Route()))
+		seen = append(seen, appTable(c.App()).isUse(c.Route()))
 		routes = append(routes, (*request)(c).Route())
 		return nil
 	})
@@ -31,8 +32,61 @@ func TestIsUseReadsTheFlag(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 200, resp.StatusCode)
 	assert.Equal(t, []bool{true, false}, seen)
-	// a view in any Use handler resolves the route fiber will run
 	assert.Equal(t, []string{"/x/:id", "/x/:id"}, routes)
+}
+
+// TestUseRoutesMatchesFibersFlag: useRoutes, built from fiber's public
+// GetRoutes(true), finds exactly the routes fiber flags as Use (its
+// unexported field, read here by reflect, test-only) in an app with
+// global, prefixed, group and mounted Use handlers, app.All, merged
+// registrations and the same handlers given to a Use and a route.
+func TestUseRoutesMatchesFibersFlag(t *testing.T) {
+	h := func(c *fiber.Ctx) error { return c.Next() }
+	shared := []fiber.Handler{h}
+	sharedArgs := []any{"/deep", h}
+	app := fiber.New(fiber.Config{DisableStartupMessage: true})
+	app.Use(h)
+	app.Get("/a", h)
+	app.Get("/a", h) // merged into the previous route
+	app.Use("/api", h)
+	app.Use("/api", h) // merged
+	app.Get("/api/:id", h)
+	app.All("/all", h)
+	g := app.Group("/g", h)
+	g.Use(h)
+	g.Get("/x", h)
+	g.Use(sharedArgs...)
+	g.Get("/deep", shared...)
+	sub := fiber.New()
+	sub.Use(h)
+	sub.Get("/s/:p", h)
+	app.Mount("/m", sub)
+	app.Static("/static", ".")
+	app.Get("/after", h)
+
+	isUseRoute := map[*fiber.Route]bool{}
+	for _, r := range useRoutes(app) {
+		isUseRoute[r] = true
+	}
+	var want, got []string // "method path #position" of each Use route
+	for _, rs := range app.Stack() {
+		for i, r := range rs {
+			f := reflect.ValueOf(r).Elem().FieldByName("use")
+			require.True(t, f.IsValid() && f.Kind() == reflect.Bool,
+				"fiber.Route has no bool field \"use\" any more: this test's reference is gone; "+
+					"find how the new fiber marks Use routes and check useRoutes (routes.go) against it")
+			name := fmt.Sprintf("%s %s #%d", r.Method, r.Path, i)
+			if f.Bool() {
+				want = append(want, name)
+			}
+			if isUseRoute[r] {
+				got = append(got, name)
+			}
+		}
+	}
+	require.NotEmpty(t, want)
+	assert.Equal(t, want, got, "useRoutes disagrees with fiber's Use flag: fiber's GetRoutes(true) "+
+		"or its route list changed; fix useRoutes in routes.go")
 }
 
 // TestAppTableManyApps: the shared table cache holds eight apps; with

@@ -44,6 +44,60 @@ type routeTable struct {
 	// any holds the patterns registered under every method of the app's
 	// RequestMethods (app.All): their scope is the route alone.
 	any map[string]bool
+	// uses are the app's Use routes (see useRoutes); usesMap the same
+	// when there are more than fewUses.
+	uses    []*fiber.Route
+	usesMap map[*fiber.Route]bool
+}
+
+// fewUses is the most Use routes looked up by a scan.
+const fewUses = 32
+
+// isUse reports whether rt, a route of the table's app, was registered
+// with Use (app.Use, group.Use, a mount's): a prefix match that runs
+// before the final route is known.
+func (t *routeTable) isUse(rt *fiber.Route) bool {
+	if t.usesMap != nil {
+		return t.usesMap[rt]
+	}
+	for _, u := range t.uses {
+		if u == rt {
+			return true
+		}
+	}
+	return false
+}
+
+// useRoutes returns the Use routes of app through fiber's public API:
+// app.GetRoutes(true) lists the routes of app.Stack() in the same order
+// without the Use ones (fiber exports no flag; its Route.Method of a Use
+// route is rewritten to the method list's), so walking both lists marks
+// every stack route that GetRoutes skipped. A route is the listed one when
+// the fields GetRoutes copied are the same: method, path and the very
+// same handler and parameter slices. fiber's Use builds its own handler
+// slice from its arguments, so no other route shares a Use route's.
+// TestUseRoutesMatchesFibersFlag checks the result against fiber's own
+// (unexported) flag.
+func useRoutes(app *fiber.App) []*fiber.Route {
+	listed := app.GetRoutes(true)
+	var uses []*fiber.Route
+	j := 0
+	for _, rs := range app.Stack() {
+		for _, r := range rs {
+			if j < len(listed) && sameRoute(&listed[j], r) {
+				j++
+				continue
+			}
+			uses = append(uses, r)
+		}
+	}
+	return uses
+}
+
+func sameRoute(a, b *fiber.Route) bool {
+	return a.Method == b.Method && a.Path == b.Path &&
+		len(a.Handlers) == len(b.Handlers) && (len(a.Handlers) == 0 || &a.Handlers[0] == &b.Handlers[0]) &&
+		len(a.Params) == len(b.Params) && (len(a.Params) == 0 || &a.Params[0] == &b.Params[0])
 }
 
 type methodRoutes struct {
@@ -174,10 +228,17 @@ func buildTable(app *fiber.App, count int) *routeTable {
 	if len(methods) == 0 {
 		methods = fiber.DefaultMethods
 	}
+	t.uses = useRoutes(app)
+	if len(t.uses) > fewUses {
+		t.usesMap = make(map[*fiber.Route]bool, len(t.uses))
+		for _, u := range t.uses {
+			t.usesMap[u] = true
+		}
+	}
 	perPath := map[string]int{}
 	for i, rs := range app.Stack() {
 		for _, r := range rs {
-			if isUse(r) {
+			if t.isUse(r) {
 				continue
 			}
 			if perPath[r.Path] == i { // counted once per method list

@@ -95,4 +95,17 @@
 // port (one keep-alive connection): its second request makes the entry,
 // later ones skip building the key.
 // See the package benchmarks.
+//
+// # Framework internals
+//
+// The route is gin's public c.FullPath(). One thing has no public API: a
+// route of r.Any shares one quota across its methods, and telling such a
+// route apart needs the engine's routes (engine.Routes()), but
+// gin.Context exports no way to its engine. The middleware reads
+// gin.Context's unexported engine field, found by name and type through
+// reflect once (a gin without it falls back to one quota per method,
+// never to a wrong read). This is checked loudly: the package's tests fail
+// when the field is missing or does not hold the serving engine, and when
+// gin.Version differs from the version verified (internals_test.go says
+// what to re-check before updating it).
 package ginlimit
