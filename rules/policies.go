@@ -264,8 +264,13 @@ func resolvePolicies(d *ruleDoc, r *Rule, e Error, at func(string) int, c *colle
 		if hasDef {
 			named--
 		}
-		if named > MaxTiers {
+		switch {
+		case named > MaxTiers:
 			fail("tiers", fmt.Sprintf("%d tiers, at most %d (each is a policy with its own state)", named, MaxTiers))
+		case named == 0:
+			// every request would get the default: a table with no
+			// tier is a mistake (and would not encode back)
+			fail("tiers", "only a default tier: name at least one tier beside it, e.g. pro: [\"1000 per 1m\"], or drop tier: and tiers: and write the limits in limits:")
 		}
 		for _, name := range sortedNames(p.Tiers) {
 			if name == "default" {

@@ -93,6 +93,7 @@ func TestPoliciesErrors(t *testing.T) {
 	for _, c := range []struct{ name, file, want string }{
 		{"unknown tier source", rule("    tier: cookie:plan\n    tiers: {default: [\"1 per 1m\"]}\n"), `tier: unknown tier source "cookie:plan"`},
 		{"missing default", rule("    tier: claim:plan\n    tiers: {pro: [\"1 per 1m\"]}\n"), "tiers: no default tier"},
+		{"only a default", rule("    tier: claim:plan\n    tiers: {default: [\"1 per 1m\"]}\n"), "tiers: only a default tier"},
 		{"default twice", rule("    limits: [\"1 per 1m\"]\n    tier: claim:plan\n    tiers: {default: [\"1 per 1m\"]}\n"), "in tiers.default or in limits, not both"},
 		{"tiers without tier", rule("    tiers: {default: [\"1 per 1m\"]}\n"), "tiers: needs tier:"},
 		{"tier without tiers", rule("    limits: [\"1 per 1m\"]\n    tier: claim:plan\n"), "tiers: is missing"},
