@@ -487,14 +487,13 @@ func TestHeadersOff(t *testing.T) {
 // A stock grpc-go client with a retry policy on RESOURCE_EXHAUSTED obeys
 // the pushback trailer: it waits the server's RetryAfter (here a minute,
 // past the call's deadline) instead of retrying at its own backoff.
-func TestRetryPolicyObeysPushback(t *testing.T) {
-	clock := core.NewManualClock(t0)
-	ic := grpclimit.MustNew(newLimiter(t, 1, clock))
-	var attempts atomic.Int64
-	count := func(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
-		attempts.Add(1)
-		return h(ctx, req)
-	}
+// retryPolicyClient serves the test services behind count and ic's unary
+// interceptor over bufconn (as peer 203.0.113.7) and returns a client
+// whose service config retries RESOURCE_EXHAUSTED up to 4 attempts with
+// grpc-go's own retry policy (backoff 1 ms up to maxBackoff); both are
+// closed when the test ends.
+func retryPolicyClient(t *testing.T, ic *grpclimit.Interceptor, count grpc.UnaryServerInterceptor, maxBackoff string) *grpc.ClientConn {
+	t.Helper()
 	lis := bufconn.Listen(1 << 20)
 	s := grpc.NewServer(grpc.ChainUnaryInterceptor(count, ic.UnaryServerInterceptor()))
 	register(s)
@@ -502,8 +501,8 @@ func TestRetryPolicyObeysPushback(t *testing.T) {
 		_ = s.Serve(&peerListener{lis, fixedAddr(&net.TCPAddr{IP: net.ParseIP("203.0.113.7"), Port: 1})})
 	}()
 	t.Cleanup(s.Stop)
-	const config = `{"methodConfig": [{"name": [{"service": "limitkit.example.Echo"}], "retryPolicy": {
-		"maxAttempts": 4, "initialBackoff": "0.001s", "maxBackoff": "0.002s", "backoffMultiplier": 1,
+	config := `{"methodConfig": [{"name": [{"service": "limitkit.example.Echo"}], "retryPolicy": {
+		"maxAttempts": 4, "initialBackoff": "0.001s", "maxBackoff": "` + maxBackoff + `", "backoffMultiplier": 1,
 		"retryableStatusCodes": ["RESOURCE_EXHAUSTED"]}}]}`
 	cc, err := grpc.NewClient("passthrough:///bufnet",
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
@@ -512,13 +511,25 @@ func TestRetryPolicyObeysPushback(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer cc.Close()
+	t.Cleanup(func() { cc.Close() })
+	return cc
+}
+
+func TestRetryPolicyObeysPushback(t *testing.T) {
+	clock := core.NewManualClock(t0)
+	ic := grpclimit.MustNew(newLimiter(t, 1, clock))
+	var attempts atomic.Int64
+	count := func(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+		attempts.Add(1)
+		return h(ctx, req)
+	}
+	cc := retryPolicyClient(t, ic, count, "0.002s")
 	if r := call(t, cc, sayMethod); r.code != codes.OK {
 		t.Fatal(r.st)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 	defer cancel()
-	err = cc.Invoke(ctx, sayMethod, wrapperspb.String("hi"), new(wrapperspb.StringValue))
+	err := cc.Invoke(ctx, sayMethod, wrapperspb.String("hi"), new(wrapperspb.StringValue))
 	if code := status.Code(err); code != codes.ResourceExhausted && code != codes.DeadlineExceeded {
 		t.Fatalf("second call: %v", err)
 	}
@@ -581,24 +592,7 @@ func TestRetryPolicyWaitsPushbackThenRetries(t *testing.T) {
 		}
 		return resp, err
 	}
-	lis := bufconn.Listen(1 << 20)
-	s := grpc.NewServer(grpc.ChainUnaryInterceptor(count, ic.UnaryServerInterceptor()))
-	register(s)
-	go func() {
-		_ = s.Serve(&peerListener{lis, fixedAddr(&net.TCPAddr{IP: net.ParseIP("203.0.113.7"), Port: 1})})
-	}()
-	t.Cleanup(s.Stop)
-	const config = `{"methodConfig": [{"name": [{"service": "limitkit.example.Echo"}], "retryPolicy": {
-		"maxAttempts": 4, "initialBackoff": "0.001s", "maxBackoff": "0.001s", "backoffMultiplier": 1,
-		"retryableStatusCodes": ["RESOURCE_EXHAUSTED"]}}]}`
-	cc, err := grpc.NewClient("passthrough:///bufnet",
-		grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }),
-		grpc.WithDefaultServiceConfig(config))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cc.Close()
+	cc := retryPolicyClient(t, ic, count, "0.001s")
 	if r := call(t, cc, sayMethod); r.code != codes.OK {
 		t.Fatal(r.st)
 	}
