@@ -220,9 +220,10 @@ func (l *Limiter) Allow(ctx context.Context, key string) (Decision, error) {
 // at all when ctx is already done (an earlier check of a hybrid decision
 // used up the request's store time): that is a failure too.
 func (l *Limiter) AllowN(ctx context.Context, key string, cost int64) (d Decision, err error) {
+	// CoarseClock.Now and AllowNAt's fast paths, written out rather than
+	// called (BenchmarkAllowNWrittenOut measures why); keep them in step
 	var now time.Time
 	if l.coarse {
-		// CoarseClock.Now written out (the compiler does not inline it)
 		if p := coarse.now.Load(); p.read.Load() {
 			now = p.t
 		} else {
@@ -231,9 +232,6 @@ func (l *Limiter) AllowN(ctx context.Context, key string, cost int64) (d Decisio
 	} else {
 		now = l.clock.Now()
 	}
-	// AllowNAt's fast paths, written out: calling AllowNAt instead costs
-	// 6 of the 32 ns of a hot-key decision (measured: 0.50x -> 0.60x
-	// go-limiter in BenchmarkHotKeyCPU); keep the two in step
 	if l.fast && cost > 0 {
 		if d, err = l.store.Take(ctx, key, l.policy, now, cost); err != nil {
 			return l.settle(ctx, d, err)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"math"
 	"runtime"
-	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -51,67 +50,6 @@ func BenchmarkHotKey(b *testing.B) {
 			}
 		})
 	}
-}
-
-// takeViaTakeTo is a Store whose Take is TakeTo behind a wrapper.
-type takeViaTakeTo struct{ *Store }
-
-func (s takeViaTakeTo) Take(ctx context.Context, key string, p *core.Policy, now time.Time, cost int64) (d core.Decision, err error) {
-	err = s.TakeTo(ctx, key, p, now, cost, &d)
-	return d, err
-}
-
-// BenchmarkTakeWrapper decides for one hot GCRA key through a Limiter
-// (which calls Take through core.Store), alternately (chunks in the same
-// run) over the Store and over a Take that is TakeTo behind a wrapper,
-// and reports the median per-round difference (ns:wrapper-Take): what
-// writing Take's common case out saves a hot-key decision. (Called on
-// the concrete type, the wrapper is inlined and costs nothing; through
-// the interface it is a second call and a second copy of the Decision.)
-func BenchmarkTakeWrapper(b *testing.B) {
-	s, w := MustNew(), MustNew()
-	defer s.Close()
-	defer w.Close()
-	var ls []*core.Limiter
-	for _, st := range []core.Store{s, takeViaTakeTo{w}} {
-		l, err := core.NewLimiter(st, benchPolicies[0])
-		if err != nil {
-			b.Fatal(err)
-		}
-		ls = append(ls, l)
-	}
-	ctx := context.Background()
-	const chunk = 1000
-	ns := make([][]float64, len(ls))
-	for b.Loop() {
-		for j, l := range ls {
-			t0 := time.Now()
-			for range chunk {
-				if d, _ := l.Allow(ctx, "user:42"); !d.Allowed {
-					b.Fatal("denied")
-				}
-			}
-			ns[j] = append(ns[j], float64(time.Since(t0))/chunk)
-		}
-	}
-	diff := make([]float64, len(ns[0]))
-	for i := range diff {
-		diff[i] = ns[1][i] - ns[0][i]
-	}
-	b.ReportMetric(median(ns[0]), "ns:Take")
-	b.ReportMetric(median(ns[1]), "ns:wrapper")
-	b.ReportMetric(median(diff), "ns:wrapper-Take")
-}
-
-// median is the middle of xs (the mean of the two middle ones for an
-// even count); xs is sorted in place.
-func median(xs []float64) float64 {
-	slices.Sort(xs)
-	n := len(xs)
-	if n == 0 {
-		return 0
-	}
-	return (xs[(n-1)/2] + xs[n/2]) / 2
 }
 
 // BenchmarkHotKeyParallel runs the same over GOMAXPROCS goroutines, each on

@@ -15,8 +15,8 @@ import (
 // policy, one whose name is already used by a policy with other limits,
 // or a new name beyond the Store's policy cap.
 //
-// Its common case is TakeTo's, written out rather than called:
-// BenchmarkTakeWrapper measures why.
+// Its common case is TakeTo's, written out rather than called (core's
+// BenchmarkHotKeyWrittenOut measures why).
 func (s *Store) Take(_ context.Context, key string, p *core.Policy, now time.Time, cost int64) (d core.Decision, err error) {
 	t := s.last.Load()
 	if t == nil || t.key != p || s.closed.Load() {
