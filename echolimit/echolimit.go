@@ -28,6 +28,14 @@ func WithDenyHandler(h DenyHandler) Option {
 	return httplimit.AdapterOption("echolimit", "WithDenyHandler", h)
 }
 
+// adapter is this package to the engine: an HTTP adapter that reads its
+// WithDenyHandler and reports outcomes.
+var adapter = httplimit.Adapter{
+	Name:    "echolimit",
+	Options: []httplimit.OptionDecl{httplimit.DeclareOption[DenyHandler]("WithDenyHandler")},
+	Outcome: true,
+}
+
 // NewMiddleware returns the rate-limiting middleware applying l (and any
 // [WithCheck] limiters), or a configuration error naming the option to fix.
 //
@@ -45,11 +53,11 @@ func WithDenyHandler(h DenyHandler) Option {
 // The middleware is safe for concurrent use and never panics on a
 // request.
 func NewMiddleware(l *core.Limiter, opts ...Option) (echo.MiddlewareFunc, error) {
-	e, err := httplimit.NewEngine("echolimit", l, opts...)
+	e, err := httplimit.NewAdapterEngine(adapter, l, opts...)
 	if err != nil {
 		return nil, err
 	}
-	deny, _ := e.AdapterValue("WithDenyHandler").(DenyHandler)
+	deny, _ := e.AdapterValue("WithDenyHandler").(DenyHandler) // declared: has that type when given
 	wrap := func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) error {
 			var res httplimit.Result

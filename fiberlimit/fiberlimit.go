@@ -30,6 +30,14 @@ func WithDenyHandler(h DenyHandler) Option {
 	return httplimit.AdapterOption("fiberlimit", "WithDenyHandler", h)
 }
 
+// adapter is this package to the engine: an HTTP adapter that reads its
+// WithDenyHandler and reports outcomes.
+var adapter = httplimit.Adapter{
+	Name:    "fiberlimit",
+	Options: []httplimit.OptionDecl{httplimit.DeclareOption[DenyHandler]("WithDenyHandler")},
+	Outcome: true,
+}
+
 // NewMiddleware returns the rate-limiting middleware (fiber v2) applying l
 // (and any [WithCheck] limiters), or a configuration error naming the
 // option to fix.
@@ -61,11 +69,11 @@ func WithDenyHandler(h DenyHandler) Option {
 // The middleware is safe for concurrent use and never panics on a
 // request. With the default key and one hot key it allocates nothing.
 func NewMiddleware(l *core.Limiter, opts ...Option) (fiber.Handler, error) {
-	e, err := httplimit.NewEngine("fiberlimit", l, opts...)
+	e, err := httplimit.NewAdapterEngine(adapter, l, opts...)
 	if err != nil {
 		return nil, err
 	}
-	deny, _ := e.AdapterValue("WithDenyHandler").(DenyHandler)
+	deny, _ := e.AdapterValue("WithDenyHandler").(DenyHandler) // declared: has that type when given
 	m := &middleware{e: e, deny: deny, inflight: e.InFlight()}
 	if m.inflight != nil {
 		return m.counted, nil

@@ -25,6 +25,14 @@ func WithDenyHandler(h DenyHandler) Option {
 	return httplimit.AdapterOption("ginlimit", "WithDenyHandler", h)
 }
 
+// adapter is this package to the engine: an HTTP adapter that reads its
+// WithDenyHandler and reports outcomes.
+var adapter = httplimit.Adapter{
+	Name:    "ginlimit",
+	Options: []httplimit.OptionDecl{httplimit.DeclareOption[DenyHandler]("WithDenyHandler")},
+	Outcome: true,
+}
+
 // NewMiddleware returns the rate-limiting middleware applying l (and any
 // [WithCheck] limiters), or a configuration error naming the option to fix.
 //
@@ -42,11 +50,11 @@ func WithDenyHandler(h DenyHandler) Option {
 // The middleware is safe for concurrent use and never panics on a
 // request.
 func NewMiddleware(l *core.Limiter, opts ...Option) (gin.HandlerFunc, error) {
-	e, err := httplimit.NewEngine("ginlimit", l, opts...)
+	e, err := httplimit.NewAdapterEngine(adapter, l, opts...)
 	if err != nil {
 		return nil, err
 	}
-	deny, _ := e.AdapterValue("WithDenyHandler").(DenyHandler)
+	deny, _ := e.AdapterValue("WithDenyHandler").(DenyHandler) // declared: has that type when given
 	m := &middleware{e: e, deny: deny, inflight: e.InFlight()}
 	if m.inflight != nil {
 		return m.counted, nil

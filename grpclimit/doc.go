@@ -81,11 +81,13 @@
 // # Options
 //
 // An [Option] is an httplimit.Option: the options of package httplimit
-// and of every HTTP adapter apply. Header options name metadata keys
-// (lowercased): HeaderIETF adds ratelimit-policy and ratelimit;
-// WithDegradedHeader("X-RateLimit-Degraded") marks a call admitted
-// because the store failed with x-ratelimit-degraded: 1. WithDenyStatus
-// and WithDenyBody, which shape an HTTP response, have no effect here.
+// (and their re-exports by the HTTP adapters) apply. Header options name
+// metadata keys (lowercased): HeaderIETF adds ratelimit-policy and
+// ratelimit; WithDegradedHeader("X-RateLimit-Degraded") marks a call
+// admitted because the store failed with x-ratelimit-degraded: 1.
+// WithDenyStatus and WithDenyBody, which shape an HTTP response, and the
+// HTTP adapters' own options (WithDenyHandler, nethttp.WithRoute) make
+// [New] return an error naming them.
 //
 // # Clients
 //

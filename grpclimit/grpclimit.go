@@ -68,6 +68,19 @@ type Interceptor struct {
 	httpOutcome bool
 }
 
+// adapter is this package to the engine: it writes no HTTP response
+// (WithDenyStatus and WithDenyBody are refused), reads its WithOutcome's
+// mark, and reports outcomes.
+var adapter = httplimit.Adapter{
+	Name:           "grpclimit",
+	Options:        []httplimit.OptionDecl{httplimit.DeclareOption[func(codes.Code) bool](outcomeMark)},
+	Outcome:        true,
+	NoHTTPResponse: true,
+	Denials: "grpclimit answers a denial with a status: codes.ResourceExhausted with RetryInfo, " +
+		"QuotaFailure and ErrorInfo details and the retry-after and grpc-retry-pushback-ms trailers " +
+		"(see grpclimit.Interceptor); wrap the interceptor to change it",
+}
+
 // New validates the options and returns an Interceptor applying l (and
 // any [httplimit.WithCheck] limiters) to every call, or a configuration error
 // naming the option to fix.
@@ -77,13 +90,14 @@ type Interceptor struct {
 // each method has its own quota per client; health checks
 // ("/grpc.health.v1.Health/") and reflection ("/grpc.reflection.") are
 // never limited. The HTTP-only options [httplimit.WithDenyStatus] and
-// [httplimit.WithDenyBody] have no effect here; header options name
-// metadata keys; [httplimit.WithTiers] and [httplimit.WithOverrides]
+// [httplimit.WithDenyBody], and the HTTP adapters' own options (their
+// WithDenyHandler, nethttp.WithRoute), are refused with an error naming
+// them; header options name metadata keys; [httplimit.WithTiers] and [httplimit.WithOverrides]
 // apply as on HTTP. Counting by outcome is [WithOutcome], by status code;
 // [httplimit.WithOutcome] (a rules file's count:) also works, counting by
 // the code's [HTTPStatus].
 func New(l *core.Limiter, opts ...Option) (*Interceptor, error) {
-	e, err := httplimit.NewEngine("grpclimit", l, opts...)
+	e, err := httplimit.NewAdapterEngine(adapter, l, opts...)
 	if err != nil {
 		return nil, err
 	}

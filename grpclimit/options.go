@@ -26,7 +26,7 @@ import "github.com/limitkit/limitkit/httplimit"
 // Header options name metadata keys, lowercased: HeaderIETF adds
 // ratelimit-policy and ratelimit, WithDegradedHeader(name) marks a call
 // admitted because the store failed. WithDenyStatus and WithDenyBody
-// shape HTTP responses and have no effect here.
+// shape HTTP responses: New refuses them with an error naming them.
 type Option = httplimit.Option
 
 // Rejection describes a denial ([httplimit.Rejection]). Its Reason picks

@@ -23,7 +23,7 @@ func benchPolicies(b *testing.B, opts ...Option) *Engine {
 		b.Fatal(err)
 	}
 	opts = append([]Option{WithTiers(plan, map[string]*core.Limiter{"pro": lim("bench/pro"), "enterprise": lim("bench/enterprise")})}, opts...)
-	e, err := NewEngine("bench", lim("bench"), opts...)
+	e, err := NewAdapterEngine(Adapter{Name: "bench", Outcome: true}, lim("bench"), opts...)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -48,6 +48,7 @@ type Config struct {
 	inFlight  *core.InFlight
 	pol       policySpec // WithTiers, WithOverrides, WithOutcome (policies.go)
 	adapter   []adapterValue
+	httpOnly  []string // the options given that shape an HTTP response (see Adapter.NoHTTPResponse)
 	errs      []error
 }
 
@@ -73,37 +74,35 @@ func (c *Config) fail(format string, args ...any) {
 }
 
 // newConfig applies opts over the defaults (every header of
-// HeaderDefault, status 429) and returns the first mistake, prefixed by
-// the adapter's name.
-func newConfig(adapter string, opts []Option) (*Config, error) {
+// HeaderDefault, status 429), rejects what adapter a cannot honour
+// (Config.checkAdapter) and returns the first mistake, prefixed by the
+// adapter's name.
+func newConfig(a *Adapter, opts []Option) (*Config, error) {
 	c := &Config{headers: HeaderDefault, status: http.StatusTooManyRequests}
 	for _, o := range opts {
 		if o == nil {
-			return nil, fmt.Errorf("%s: nil Option", adapter)
+			return nil, fmt.Errorf("%s: nil Option", a.Name)
 		}
 		o(c)
 	}
-	for _, a := range c.adapter {
-		if a.adapter != adapter {
-			c.fail("%s.%s is an option of package %s, given to a %s middleware: use the option of package %s",
-				a.adapter, a.name, a.adapter, adapter, adapter)
-		}
-	}
+	c.checkAdapter(a)
 	if len(c.errs) > 0 {
-		return nil, fmt.Errorf("%s: %w", adapter, c.errs[0])
+		return nil, fmt.Errorf("%s: %w", a.Name, c.errs[0])
 	}
 	return c, nil
 }
 
 // AdapterOption returns an Option that only the adapter named adapter
-// (the name it passes to [NewEngine]) accepts: any other adapter's
-// NewEngine returns an error naming both, so that a handler written for
-// one framework is never silently ignored by another. name is the
-// option's name in the adapter's package ("WithDenyHandler"), for error
-// messages; v is its value, which the adapter reads back with
-// [Engine.AdapterValue]. A nil v (or a nil function or pointer in v) is a
-// mistake the adapter's NewEngine reports. The adapters' WithDenyHandler
-// are built on it:
+// (its [Adapter.Name]) accepts, and only when it declares the option
+// name ([Adapter.Options]): any other adapter's engine returns an error
+// naming both, so that a handler written for one framework is never
+// silently ignored by another, and the adapter itself rejects a name it
+// does not declare or a value not assignable to the declared type. name
+// is the option's name in the adapter's package ("WithDenyHandler"); v
+// is its value, which the adapter reads back with [AdapterOptionValue]
+// (or [Engine.AdapterValue]). A nil v (or a nil function or pointer in
+// v) is a mistake the engine reports. The adapters' WithDenyHandler are
+// built on it:
 //
 //	func WithDenyHandler(h DenyHandler) httplimit.Option {
 //		return httplimit.AdapterOption("nethttp", "WithDenyHandler", h)

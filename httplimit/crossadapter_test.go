@@ -3,6 +3,7 @@ package httplimit_test
 import (
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 
@@ -52,8 +53,12 @@ func TestDenyHandlerOfAnotherAdapter(t *testing.T) {
 					}
 					return
 				}
-				want := fmt.Sprintf("%s: %s.WithDenyHandler is an option of package %s, given to a %s middleware: use the option of package %s",
+				want := fmt.Sprintf("%s: %s.WithDenyHandler is an option of package %s, given to a %s middleware: use %s.WithDenyHandler",
 					adapter, owner, owner, adapter, adapter)
+				if adapter == "grpclimit" {
+					want = fmt.Sprintf("grpclimit: %s.WithDenyHandler is an option of package %s, given to a grpclimit middleware: package grpclimit has no equivalent (grpclimit answers a denial with a status: codes.ResourceExhausted",
+						owner, owner)
+				}
 				if err == nil || !strings.Contains(err.Error(), want) {
 					t.Fatalf("err = %v, want %q", err, want)
 				}
@@ -89,5 +94,70 @@ func TestRouteOfAnotherAdapter(t *testing.T) {
 		if err := b(); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%s: err = %v, want %q", adapter, err, want)
 		}
+	}
+}
+
+// TestGRPCRefusesHTTPResponseOptions: grpclimit writes no HTTP response,
+// so the options that only shape one — given directly or through an HTTP
+// adapter's re-export — are construction errors naming the option and
+// how grpclimit denies instead; the HTTP adapters keep accepting them.
+func TestGRPCRefusesHTTPResponseOptions(t *testing.T) {
+	store := memstore.MustNew()
+	defer store.Close()
+	l := core.MustNewLimiter(store, core.Policy{Name: "api", Limits: []core.Limit{core.PerMinute(1)}})
+	for _, tc := range []struct {
+		opt  httplimit.Option
+		name string
+	}{
+		{httplimit.WithDenyStatus(418), "WithDenyStatus"},
+		{ginlimit.WithDenyBody("text/plain", []byte("slow down")), "WithDenyBody"},
+	} {
+		_, err := grpclimit.New(l, tc.opt)
+		want := "grpclimit: httplimit." + tc.name + " shapes an HTTP response, which a grpclimit middleware does not write: remove it (grpclimit answers a denial with a status: codes.ResourceExhausted"
+		if err == nil || !strings.HasPrefix(err.Error(), want) {
+			t.Errorf("grpclimit.New with %s: err = %v, want %q", tc.name, err, want)
+		}
+		if _, err := nethttp.NewMiddleware(l, tc.opt); err != nil {
+			t.Errorf("nethttp refused %s: %v", tc.name, err)
+		}
+		if _, err := fiberlimit.NewMiddleware(l, tc.opt); err != nil {
+			t.Errorf("fiberlimit refused %s: %v", tc.name, err)
+		}
+	}
+}
+
+// TestAdapterOptionNameAndType: an AdapterOption of the right adapter
+// with a misspelt name, or with a value of another type than the one the
+// adapter reads, is a construction error (it was silently ignored); a
+// function literal of the deny handler's signature is honoured like the
+// typed handler.
+func TestAdapterOptionNameAndType(t *testing.T) {
+	store := memstore.MustNew()
+	defer store.Close()
+	l := core.MustNewLimiter(store, core.Policy{Name: "api", Limits: []core.Limit{core.PerMinute(1)}})
+	deny := func(w http.ResponseWriter, _ *http.Request, _ nethttp.Rejection) { w.WriteHeader(http.StatusTeapot) }
+	_, err := nethttp.NewMiddleware(l, httplimit.AdapterOption("nethttp", "WithDenyHandlr", nethttp.DenyHandler(deny)))
+	if want := "nethttp: nethttp.WithDenyHandlr is not an option of package nethttp (it reads WithDenyHandler, WithRoute)"; err == nil || err.Error() != want {
+		t.Errorf("misspelt name: err = %v, want %q", err, want)
+	}
+	_, err = ginlimit.NewMiddleware(l, httplimit.AdapterOption("ginlimit", "WithDenyHandler", func(*gin.Context) {}))
+	if want := "ginlimit: ginlimit.WithDenyHandler: a func(*gin.Context) given, want a ginlimit.DenyHandler"; err == nil || err.Error() != want {
+		t.Errorf("wrong type: err = %v, want %q", err, want)
+	}
+	mw, err := nethttp.NewMiddleware(l, httplimit.WithScope("x"), httplimit.AdapterOption("nethttp", "WithDenyHandler", deny))
+	if err != nil {
+		t.Fatalf("a function literal of the handler's signature: %v", err)
+	}
+	h := mw(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	codes := []int{}
+	for range 2 {
+		rec := httptest.NewRecorder()
+		req := httptest.NewRequest(http.MethodGet, "/", nil)
+		req.RemoteAddr = "203.0.113.7:1"
+		h.ServeHTTP(rec, req)
+		codes = append(codes, rec.Code)
+	}
+	if codes[0] != http.StatusOK || codes[1] != http.StatusTeapot {
+		t.Fatalf("statuses %v, want [200 418] (the literal deny handler)", codes)
 	}
 }

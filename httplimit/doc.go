@@ -55,15 +55,26 @@
 // immutable and safe to share between middlewares and goroutines.
 //
 // Every option is an [Option] (a function over [Config]) that any adapter
-// accepts, except the few that only mean something to one framework — a
-// deny handler takes that framework's request and response types. Those
-// are built with [AdapterOption], which tags them with their adapter's
-// name: nethttp.NewMiddleware(l, ginlimit.WithDenyHandler(h)) returns the
-// error "nethttp: ginlimit.WithDenyHandler is an option of package
-// ginlimit, given to a nethttp middleware: use the option of package
-// nethttp",
-// and nethttp.New panics with it at start-up, instead of silently sending
-// the default denial. We chose a construction error over a distinct Option
+// accepts, except those an adapter cannot honour, which its constructor
+// refuses with an error naming the option and what to do instead, rather
+// than ignoring them:
+//
+//   - the few options that only mean something to one framework — a deny
+//     handler takes that framework's request and response types — are
+//     built with [AdapterOption], which tags them with their adapter's
+//     name: nethttp.NewMiddleware(l, ginlimit.WithDenyHandler(h)) returns
+//     "nethttp: ginlimit.WithDenyHandler is an option of package
+//     ginlimit, given to a nethttp middleware: use
+//     nethttp.WithDenyHandler" (grpclimit, which has none, says so and
+//     how it denies instead); an adapter option with a name or a value
+//     type its adapter does not declare is refused by that adapter too;
+//   - [WithDenyStatus] and [WithDenyBody] shape an HTTP response, which
+//     grpclimit does not write;
+//   - [WithOutcome] needs an adapter that reports the response's outcome
+//     ([Engine.Outcome]); every adapter of this module does.
+//
+// An adapter says what it honours with an [Adapter] description given to
+// [NewAdapterEngine]. We chose construction errors over a distinct Option
 // type per adapter: one Option type keeps options shareable between
 // adapters (the common case, and the point of the re-exports), keeps call
 // sites as they are, and the mistake still fails where it is written,
@@ -82,9 +93,11 @@
 //
 // # Writing an adapter
 //
-// An adapter builds one Engine per middleware and, per request:
+// An adapter describes itself once and builds one Engine per
+// middleware, then, per request:
 //
-//	e, err := httplimit.NewEngine("mylimit", limiter, opts...) // at construction
+//	var adapter = httplimit.Adapter{Name: "mylimit"}          // what it honours (see below)
+//	e, err := httplimit.NewAdapterEngine(adapter, limiter, opts...) // at construction
 //
 //	var res httplimit.Result                    // per request, on the stack
 //	e.DecideInto(ctx, view, &res)               // view: a keyfuncs.Request of the request
@@ -103,15 +116,20 @@
 // The view is the framework's request as a keyfuncs.Request: method,
 // route pattern (the framework's matched pattern, never the raw path),
 // header, query, the TCP peer address as the server saw it, and context
-// values; keyfuncs.FromHTTP is the view of an *http.Request. An adapter
-// with a deny handler of its own defines its WithDenyHandler with
-// [AdapterOption] and reads it back with [Engine.AdapterValue]; one that
-// supports [WithInFlight] wraps each request in [Engine.InFlight]'s Enter
-// and Exit. For [WithOutcome], an adapter whose [Engine.CountsOutcome]
-// reports true runs the handler of a passed request itself and then calls
-// [Engine.Outcome] with the response's status (an adapter without
-// statuses, such as grpclimit, refuses the option instead). Everything else — keys, scopes, checks, fail modes, headers
-// and bodies — is the engine's.
+// values; keyfuncs.FromHTTP is the view of an *http.Request. The
+// [Adapter] description says what else the adapter honours, so that the
+// engine refuses what it would ignore. An adapter with options of its
+// own (a deny handler) defines them with [AdapterOption], declares them
+// in Adapter.Options with [DeclareOption] and reads them back with
+// [AdapterOptionValue]. One that supports [WithOutcome] sets
+// Adapter.Outcome, runs the handler of a passed request itself when
+// [Engine.CountsOutcome] reports true and then calls [Engine.Outcome]
+// with the response's status. One without HTTP responses (gRPC) sets
+// Adapter.NoHTTPResponse, and writes the header fields elsewhere with
+// [Engine.Fields] (named by the Field constants: FieldLimit, ...). One
+// that supports [WithInFlight] wraps each request in [Engine.InFlight]'s
+// Enter and Exit. Everything else — keys, scopes, checks, fail modes,
+// headers and bodies — is the engine's.
 //
 // A view may implement optional interfaces that make the engine faster
 // without changing what it decides: [KeyParter] (the parts the key cache

@@ -102,15 +102,23 @@ type limitText struct {
 
 // NewEngine validates the options and builds the Engine applying lim
 // (and any [WithCheck] limiters). adapter names the adapter: it prefixes
-// every error ("ginlimit: WithKey(nil): ..."), and only options made by
-// [AdapterOption] for that name are accepted. The first mistake is
-// returned; nothing is built then.
+// every error ("ginlimit: WithKey(nil): ..."). It is
+// NewAdapterEngine(Adapter{Name: adapter}, lim, opts...): an HTTP adapter
+// that reads no [AdapterOption] and does not report outcomes, so that
+// every adapter option and [WithOutcome] are rejected; an adapter that
+// reads either describes itself to [NewAdapterEngine]. The first mistake
+// is returned; nothing is built then.
 func NewEngine(adapter string, lim *core.Limiter, opts ...Option) (*Engine, error) {
-	pkg := adapter
+	return newEngine(&Adapter{Name: adapter}, lim, opts)
+}
+
+// newEngine is NewAdapterEngine.
+func newEngine(a *Adapter, lim *core.Limiter, opts []Option) (*Engine, error) {
+	pkg := a.Name
 	if lim == nil {
 		return nil, fmt.Errorf("%s: New: %w", pkg, errNoLimiter)
 	}
-	cfg, err := newConfig(pkg, opts)
+	cfg, err := newConfig(a, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -184,7 +192,9 @@ func (e *Engine) InFlight() *core.InFlight { return e.cfg.inFlight }
 
 // AdapterValue returns the value of the [AdapterOption] named name given
 // to this engine (the last one, when given twice), or nil when none was.
-// NewEngine has already rejected adapter options of other adapters.
+// The engine has already rejected adapter options of other adapters, and
+// names and types its [Adapter] does not declare; [AdapterOptionValue]
+// is the typed form.
 func (e *Engine) AdapterValue(name string) any {
 	for _, a := range e.cfg.adapter {
 		if a.name == name {

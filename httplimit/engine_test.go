@@ -88,7 +88,7 @@ func TestNewErrors(t *testing.T) {
 		{"nil deny handler", l, []Option{AdapterOption("x", "WithDenyHandler", (func())(nil))}, "x: x.WithDenyHandler(nil)"},
 		{"nil adapter value", l, []Option{AdapterOption("x", "WithThing", nil)}, "x: x.WithThing(nil)"},
 		{"another adapter's option", l, []Option{AdapterOption("y", "WithDenyHandler", func() {})},
-			"x: y.WithDenyHandler is an option of package y, given to a x middleware: use the option of package x"},
+			"x: y.WithDenyHandler is an option of package y, given to a x middleware: package x has no equivalent"},
 		{"too many checks", l, func() []Option {
 			var o []Option
 			for i := 0; i < MaxChecks; i++ {

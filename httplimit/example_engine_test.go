@@ -59,5 +59,5 @@ func ExampleNewEngine() {
 	// Output:
 	// 200 remaining=0 reset=40 retry-after=""
 	// 429 remaining=0 reset=40 retry-after="40"
-	// myadapter: nethttp.WithDenyHandler is an option of package nethttp, given to a myadapter middleware: use the option of package myadapter
+	// myadapter: nethttp.WithDenyHandler is an option of package nethttp, given to a myadapter middleware: package myadapter has no equivalent
 }

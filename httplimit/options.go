@@ -173,6 +173,7 @@ func WithDenyStatus(code int) Option {
 			return
 		}
 		c.status = code
+		c.httpOnly = append(c.httpOnly, "WithDenyStatus")
 	}
 }
 
@@ -187,6 +188,7 @@ func WithDenyBody(contentType string, body []byte) Option {
 		c.bodyType = contentType
 		c.body = append([]byte(nil), body...)
 		c.bodySet = true
+		c.httpOnly = append(c.httpOnly, "WithDenyBody")
 	}
 }
 

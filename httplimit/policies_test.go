@@ -30,9 +30,9 @@ func TestPoliciesConfigErrors(t *testing.T) {
 	assert.ErrorContains(t, err, "x: core: NewTiers: tier \"pro\" and the default share the policy name \"api\"")
 	_, err = NewEngine("x", def, WithTiers(nil, nil))
 	assert.ErrorContains(t, err, "WithTiers(nil")
-	_, err = NewEngine("x", lim(takeOnly{ms}, "t"), WithOutcome(Outcome{Count: StatusIn(401)}))
+	_, err = NewAdapterEngine(counting, lim(takeOnly{ms}, "t"), WithOutcome(Outcome{Count: StatusIn(401)}))
 	assert.ErrorContains(t, err, "does not implement the quota verbs")
-	_, err = NewEngine("x", def, WithOutcome(Outcome{}))
+	_, err = NewAdapterEngine(counting, def, WithOutcome(Outcome{}))
 	assert.ErrorContains(t, err, "Outcome.Count is nil")
 }
 

@@ -23,6 +23,17 @@ func WithDenyHandler(h DenyHandler) Option {
 	return httplimit.AdapterOption("nethttp", "WithDenyHandler", h)
 }
 
+// adapter is this package to the engine: an HTTP adapter that reads its
+// WithDenyHandler and WithRoute and reports outcomes.
+var adapter = httplimit.Adapter{
+	Name: "nethttp",
+	Options: []httplimit.OptionDecl{
+		httplimit.DeclareOption[DenyHandler]("WithDenyHandler"),
+		httplimit.DeclareOption[func(*http.Request) string]("WithRoute"),
+	},
+	Outcome: true,
+}
+
 // NewMiddleware returns the rate-limiting middleware applying l (and any
 // [WithCheck] limiters) to every request, or a configuration error naming
 // the option to fix.
@@ -48,11 +59,11 @@ func WithDenyHandler(h DenyHandler) Option {
 // The middleware is safe for concurrent use and never panics on a
 // request.
 func NewMiddleware(l *core.Limiter, opts ...Option) (func(http.Handler) http.Handler, error) {
-	e, err := httplimit.NewEngine("nethttp", l, opts...)
+	e, err := httplimit.NewAdapterEngine(adapter, l, opts...)
 	if err != nil {
 		return nil, err
 	}
-	deny, _ := e.AdapterValue("WithDenyHandler").(DenyHandler)
+	deny, _ := e.AdapterValue("WithDenyHandler").(DenyHandler) // declared: has that type when given
 	route, _ := e.AdapterValue("WithRoute").(func(*http.Request) string)
 	return func(next http.Handler) http.Handler {
 		if next == nil {

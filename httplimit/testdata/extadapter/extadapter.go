@@ -17,6 +17,16 @@ import (
 // only this adapter accepts.
 const name = "extadapter"
 
+// adapter tells the engine what this adapter honours: the adapter option
+// it reads (WithDenyHandler, a DenyHandler), HTTP responses (so
+// WithDenyStatus and WithDenyBody apply), and no counting by outcome — it
+// never calls Engine.Outcome, so httplimit.WithOutcome is refused at
+// construction instead of counting nothing.
+var adapter = httplimit.Adapter{
+	Name:    name,
+	Options: []httplimit.OptionDecl{httplimit.DeclareOption[DenyHandler]("WithDenyHandler")},
+}
+
 // DenyHandler writes a denial in place of the default one.
 type DenyHandler func(w http.ResponseWriter, r *http.Request, rej httplimit.Rejection)
 
@@ -29,11 +39,14 @@ func WithDenyHandler(h DenyHandler) httplimit.Option {
 // New returns the middleware applying l with opts (any httplimit option),
 // or the configuration error.
 func New(l *core.Limiter, opts ...httplimit.Option) (func(http.Handler) http.Handler, error) {
-	e, err := httplimit.NewEngine(name, l, opts...)
+	e, err := httplimit.NewAdapterEngine(adapter, l, opts...)
 	if err != nil {
 		return nil, err
 	}
-	deny, _ := e.AdapterValue("WithDenyHandler").(DenyHandler)
+	deny, err := httplimit.AdapterOptionValue[DenyHandler](e, "WithDenyHandler")
+	if err != nil {
+		return nil, err
+	}
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			if f := e.InFlight(); f != nil {

@@ -82,7 +82,22 @@ func TestOtherAdaptersOptionIsAnError(t *testing.T) {
 		t.Fatalf("err = %v", err)
 	}
 	_, err = nethttp.NewMiddleware(limiter(t), extadapter.WithDenyHandler(func(http.ResponseWriter, *http.Request, httplimit.Rejection) {}))
-	if err == nil || !strings.Contains(err.Error(), "given to a nethttp middleware: use the option of package nethttp") {
+	if err == nil || !strings.Contains(err.Error(), "given to a nethttp middleware: use nethttp.WithDenyHandler") {
 		t.Fatalf("err = %v", err)
+	}
+}
+
+// TestWhatItCannotHonourIsAnError: this adapter never calls
+// Engine.Outcome, so counting by outcome is refused rather than counting
+// nothing; a misspelt adapter option is refused rather than ignored.
+func TestWhatItCannotHonourIsAnError(t *testing.T) {
+	_, err := extadapter.New(limiter(t), httplimit.WithOutcome(httplimit.Outcome{Count: httplimit.StatusIn(401)}))
+	if want := "extadapter: httplimit.WithOutcome counts by the response's outcome, which a extadapter middleware does not report (it never calls Engine.Outcome): remove it"; err == nil || err.Error() != want {
+		t.Fatalf("WithOutcome: err = %v, want %q", err, want)
+	}
+	_, err = extadapter.New(limiter(t), httplimit.AdapterOption("extadapter", "WithDenyHandlr",
+		extadapter.DenyHandler(func(http.ResponseWriter, *http.Request, httplimit.Rejection) {})))
+	if err == nil || !strings.Contains(err.Error(), "extadapter.WithDenyHandlr is not an option of package extadapter") {
+		t.Fatalf("misspelt option: err = %v", err)
 	}
 }

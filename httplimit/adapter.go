@@ -1,0 +1,162 @@
+package httplimit
+
+import (
+	"fmt"
+	"reflect"
+	"strings"
+
+	"github.com/limitkit/limitkit/core"
+)
+
+// Adapter describes an adapter to [NewAdapterEngine]: its name, the
+// adapter options it reads, and what of the common options it can
+// honour. The engine rejects, at construction and with an error naming
+// the option, every option the adapter would silently ignore: another
+// adapter's option, an adapter option the adapter does not declare or of
+// another type, [WithOutcome] given to an adapter that never reports
+// outcomes, [WithDenyStatus] or [WithDenyBody] given to one that writes
+// no HTTP response. The zero value (with a Name) describes an HTTP
+// adapter without adapter options that does not count by outcome: what
+// [NewEngine] builds for. An Adapter is read once, by NewAdapterEngine.
+type Adapter struct {
+	// Name is the adapter's package name ("mylimit"). It prefixes every
+	// error ("mylimit: WithKey(nil): ...") and is the adapter name of its
+	// [AdapterOption]s. Required.
+	Name string
+	// Options declares the adapter options the adapter reads, with
+	// [DeclareOption]: [AdapterOption]s of this adapter with another name
+	// are rejected (a misspelt name), and so are values not assignable to
+	// the declared type; a value assignable to it (a function literal of
+	// the handler's signature) is converted, so that the adapter's type
+	// assertion, or [AdapterOptionValue], finds it.
+	Options []OptionDecl
+	// Outcome says the adapter calls [Engine.Outcome] after the handler of
+	// every request the engine passed, when [Engine.CountsOutcome]
+	// reports true. Without it [WithOutcome] is rejected: nothing would
+	// ever be counted.
+	Outcome bool
+	// NoHTTPResponse says the adapter writes no HTTP response (gRPC): the
+	// options that only shape one, [WithDenyStatus] and [WithDenyBody],
+	// are rejected. The header options still apply to whatever carries
+	// the fields ([Engine.Fields]).
+	NoHTTPResponse bool
+	// Denials tells a user what to do instead, in the errors rejecting an
+	// option this adapter cannot honour (an HTTP-only option, another
+	// adapter's deny handler): how its denials are shaped and customised,
+	// e.g. "grpclimit denies with codes.ResourceExhausted and its
+	// details". Optional.
+	Denials string
+}
+
+// OptionDecl declares one adapter option an [Adapter] reads: its name
+// and the type of its value. Build it with [DeclareOption].
+type OptionDecl struct {
+	name string
+	typ  reflect.Type
+}
+
+// DeclareOption declares the adapter option name (as its With function
+// is named: "WithDenyHandler") with a value of type T, for
+// [Adapter.Options]:
+//
+//	httplimit.Adapter{Name: "mylimit", Options: []httplimit.OptionDecl{
+//		httplimit.DeclareOption[DenyHandler]("WithDenyHandler"),
+//	}}
+func DeclareOption[T any](name string) OptionDecl {
+	return OptionDecl{name: name, typ: reflect.TypeFor[T]()}
+}
+
+// NewAdapterEngine validates the options against what adapter a
+// describes and builds the Engine applying lim (and any [WithCheck]
+// limiters). The first mistake is returned, prefixed by a.Name; nothing
+// is built then.
+func NewAdapterEngine(a Adapter, lim *core.Limiter, opts ...Option) (*Engine, error) {
+	return newEngine(&a, lim, opts)
+}
+
+// AdapterOptionValue returns the value of the adapter option name given
+// to e (see [AdapterOption] and [Adapter.Options]), typed: the zero T and
+// nil when it was not given, an error when it was given and is not a T
+// (the adapter declared the option with another type: a bug of the
+// adapter, for its constructor to return). The value of a declared
+// option has its declared type, whatever the user passed to
+// AdapterOption.
+func AdapterOptionValue[T any](e *Engine, name string) (T, error) {
+	var zero T
+	v := e.AdapterValue(name)
+	if v == nil {
+		return zero, nil
+	}
+	t, ok := v.(T)
+	if !ok {
+		return zero, fmt.Errorf("%s: option %s holds a %T, read as a %v: declare it with DeclareOption[%v]", e.pkg, name, v, reflect.TypeFor[T](), reflect.TypeFor[T]())
+	}
+	return t, nil
+}
+
+// checkAdapter rejects what adapter a cannot honour among c's options,
+// and converts the values of its declared adapter options to their
+// declared types.
+func (c *Config) checkAdapter(a *Adapter) {
+	instead := ""
+	if a.Denials != "" {
+		instead = " (" + a.Denials + ")"
+	}
+	for i := range c.adapter {
+		v := &c.adapter[i]
+		if v.adapter != a.Name {
+			hint := "package " + a.Name + " has no equivalent" + instead
+			if a.declared(v.name) != nil {
+				hint = "use " + a.Name + "." + v.name
+			}
+			c.fail("%s.%s is an option of package %s, given to a %s middleware: %s",
+				v.adapter, v.name, v.adapter, a.Name, hint)
+			continue
+		}
+		d := a.declared(v.name)
+		if d == nil {
+			c.fail("%s.%s is not an option of package %s (it reads %s)", v.adapter, v.name, a.Name, a.declaredNames())
+			continue
+		}
+		rv := reflect.ValueOf(v.v)
+		if rv.Type() == d.typ {
+			continue
+		}
+		if !rv.Type().AssignableTo(d.typ) {
+			c.fail("%s.%s: a %v given, want a %v", v.adapter, v.name, rv.Type(), d.typ)
+			continue
+		}
+		cv := reflect.New(d.typ).Elem()
+		cv.Set(rv)
+		v.v = cv.Interface()
+	}
+	if a.NoHTTPResponse && len(c.httpOnly) > 0 {
+		c.fail("httplimit.%s shapes an HTTP response, which a %s middleware does not write: remove it%s",
+			c.httpOnly[0], a.Name, instead)
+	}
+	if c.pol.count != nil && !a.Outcome {
+		c.fail("httplimit.WithOutcome counts by the response's outcome, which a %s middleware does not report (it never calls Engine.Outcome): remove it", a.Name)
+	}
+}
+
+// declared returns a's declaration of the adapter option name, or nil.
+func (a *Adapter) declared(name string) *OptionDecl {
+	for i := range a.Options {
+		if a.Options[i].name == name {
+			return &a.Options[i]
+		}
+	}
+	return nil
+}
+
+// declaredNames lists a's adapter options for an error message.
+func (a *Adapter) declaredNames() string {
+	if len(a.Options) == 0 {
+		return "none"
+	}
+	names := make([]string, len(a.Options))
+	for i, d := range a.Options {
+		names[i] = d.name
+	}
+	return strings.Join(names, ", ")
+}

@@ -1,0 +1,99 @@
+package httplimit
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/limitkit/limitkit/core"
+	"github.com/limitkit/limitkit/core/memstore"
+)
+
+// counting is an adapter that reports outcomes, for the tests of
+// WithOutcome.
+var counting = Adapter{Name: "x", Outcome: true}
+
+// handler is an adapter option's type in these tests, as an adapter's
+// DenyHandler is.
+type handler func(status int) string
+
+// TestAdapterRefusesWhatItCannotHonour: every option an adapter would
+// silently ignore is a construction error naming the option and what to
+// do instead, and the same option is accepted by an adapter that honours
+// it.
+func TestAdapterRefusesWhatItCannotHonour(t *testing.T) {
+	ms := memstore.MustNew()
+	defer ms.Close()
+	l := core.MustNewLimiter(ms, core.Policy{Name: "api", Limits: []core.Limit{core.PerMinute(1)}})
+	h := handler(func(int) string { return "h" })
+	grpc := Adapter{Name: "g", NoHTTPResponse: true, Denials: "g denies with a code"}
+	mine := Adapter{Name: "m", Options: []OptionDecl{DeclareOption[handler]("WithHandler")}}
+	other := Adapter{Name: "o", Options: []OptionDecl{DeclareOption[handler]("WithHandler")}}
+	for _, tc := range []struct {
+		name    string
+		a       Adapter
+		opts    []Option
+		want    string // "" accepted
+		honours Adapter
+	}{
+		{"deny status, no HTTP response", grpc, []Option{WithDenyStatus(418)},
+			"g: httplimit.WithDenyStatus shapes an HTTP response, which a g middleware does not write: remove it (g denies with a code)", mine},
+		{"deny body, no HTTP response", grpc, []Option{WithScope("s"), WithDenyBody("text/plain", []byte("no"))},
+			"g: httplimit.WithDenyBody shapes an HTTP response, which a g middleware does not write: remove it (g denies with a code)", mine},
+		{"outcome, adapter reports none", mine, []Option{WithOutcome(Outcome{Count: StatusIn(401)})},
+			"m: httplimit.WithOutcome counts by the response's outcome, which a m middleware does not report (it never calls Engine.Outcome): remove it", counting},
+		{"misspelt adapter option", mine, []Option{AdapterOption("m", "WithHandlr", h)},
+			"m: m.WithHandlr is not an option of package m (it reads WithHandler)", Adapter{Name: "m", Options: []OptionDecl{DeclareOption[handler]("WithHandlr")}}},
+		{"adapter option of an adapter that declares none", Adapter{Name: "m"}, []Option{AdapterOption("m", "WithHandler", h)},
+			"m: m.WithHandler is not an option of package m (it reads none)", mine},
+		{"adapter option of another type", mine, []Option{AdapterOption("m", "WithHandler", func(string) int { return 0 })},
+			"m: m.WithHandler: a func(string) int given, want a httplimit.handler", Adapter{Name: "m", Options: []OptionDecl{DeclareOption[func(string) int]("WithHandler")}}},
+		{"another adapter's option it has", other, []Option{AdapterOption("m", "WithHandler", h)},
+			"o: m.WithHandler is an option of package m, given to a o middleware: use o.WithHandler", mine},
+		{"another adapter's option it lacks", grpc, []Option{AdapterOption("m", "WithHandler", h)},
+			"g: m.WithHandler is an option of package m, given to a g middleware: package g has no equivalent (g denies with a code)", mine},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := NewAdapterEngine(tc.a, l, tc.opts...)
+			require.Error(t, err)
+			assert.Equal(t, tc.want, err.Error())
+			_, err = NewAdapterEngine(tc.honours, l, tc.opts...)
+			assert.NoError(t, err, "an adapter that honours it")
+		})
+	}
+	// NewEngine is an HTTP adapter without adapter options or outcomes
+	_, err := NewEngine("n", l, WithDenyStatus(418), WithDenyBody("text/plain", nil))
+	assert.NoError(t, err)
+	_, err = NewEngine("n", l, WithOutcome(Outcome{Count: StatusIn(401)}))
+	assert.ErrorContains(t, err, "n: httplimit.WithOutcome counts by the response's outcome")
+}
+
+// TestAdapterOptionValue: a declared option's value is read back with
+// its declared type, even when given as a value merely assignable to it
+// (a function literal of the handler's signature); not given, it is the
+// zero value; read as another type, it is an error.
+func TestAdapterOptionValue(t *testing.T) {
+	ms := memstore.MustNew()
+	defer ms.Close()
+	l := core.MustNewLimiter(ms, core.Policy{Name: "api", Limits: []core.Limit{core.PerMinute(1)}})
+	mine := Adapter{Name: "m", Options: []OptionDecl{DeclareOption[handler]("WithHandler")}}
+
+	e, err := NewAdapterEngine(mine, l, AdapterOption("m", "WithHandler", func(s int) string { return "literal" }))
+	require.NoError(t, err)
+	h, err := AdapterOptionValue[handler](e, "WithHandler")
+	require.NoError(t, err)
+	require.NotNil(t, h, "a function literal of the declared signature is honoured")
+	assert.Equal(t, "literal", h(429))
+	_, ok := e.AdapterValue("WithHandler").(handler)
+	assert.True(t, ok, "AdapterValue holds the declared type")
+
+	_, err = AdapterOptionValue[func(int) string](e, "WithHandler")
+	assert.EqualError(t, err, "m: option WithHandler holds a httplimit.handler, read as a func(int) string: declare it with DeclareOption[func(int) string]")
+
+	e, err = NewAdapterEngine(mine, l)
+	require.NoError(t, err)
+	h, err = AdapterOptionValue[handler](e, "WithHandler")
+	assert.NoError(t, err)
+	assert.Nil(t, h, "not given")
+}
