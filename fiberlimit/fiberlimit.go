@@ -12,7 +12,6 @@ import (
 
 	"github.com/limitkit/limitkit/core"
 	"github.com/limitkit/limitkit/httplimit"
-	"github.com/limitkit/limitkit/internal/respond"
 	"github.com/limitkit/limitkit/keyfuncs"
 )
 
@@ -116,7 +115,7 @@ func (m *middleware) handle(c *fiber.Ctx) error {
 	if m.e.Triple(&res, &t) {
 		setTriple(&c.Response().Header, &t)
 	} else {
-		var f respond.Fields
+		var f httplimit.Fields
 		m.e.Fields(&res, &f)
 		setFields(&c.Response().Header, &f)
 	}
@@ -301,7 +300,7 @@ func (r *request) Value(key any) any {
 // set as they are (SetCanonical: no normalising copy). fasthttp copies
 // names and values into the header's own buffers and only reads the
 // slices given, so read-only views of the strings serve.
-func setFields(h *fasthttp.ResponseHeader, f *respond.Fields) {
+func setFields(h *fasthttp.ResponseHeader, f *httplimit.Fields) {
 	for i := 0; i < f.Len(); i++ {
 		name, dyn, static := f.At(i)
 		if static != "" {
@@ -315,13 +314,13 @@ func setFields(h *fasthttp.ResponseHeader, f *respond.Fields) {
 // setFields would write them, without building Fields.
 func setTriple(h *fasthttp.ResponseHeader, t *httplimit.Triple) {
 	var buf [20]byte
-	h.SetCanonical(stringBytes(respond.HeaderLimit), stringBytes(t.Limit))
-	h.SetCanonical(stringBytes(respond.HeaderRemaining), respond.IntText(buf[:], t.Remaining))
+	h.SetCanonical(stringBytes(httplimit.FieldLimit), stringBytes(t.Limit))
+	h.SetCanonical(stringBytes(httplimit.FieldRemaining), httplimit.IntText(buf[:], t.Remaining))
 	reset := stringBytes(t.Reset)
 	if t.Reset == "" {
-		reset = respond.IntText(buf[:], t.ResetN)
+		reset = httplimit.IntText(buf[:], t.ResetN)
 	}
-	h.SetCanonical(stringBytes(respond.HeaderReset), reset)
+	h.SetCanonical(stringBytes(httplimit.FieldReset), reset)
 }
 
 // stringBytes is a read-only []byte view of s.

@@ -14,7 +14,6 @@ import (
 	"github.com/limitkit/limitkit/core"
 	"github.com/limitkit/limitkit/core/memstore"
 	"github.com/limitkit/limitkit/httplimit"
-	"github.com/limitkit/limitkit/internal/respond"
 	"github.com/limitkit/limitkit/keyfuncs"
 	"net/http/httptest"
 )
@@ -46,7 +45,7 @@ func TestSetTripleMatchesSetFields(t *testing.T) {
 				}
 				require.True(t, ok)
 				var want, got fasthttp.ResponseHeader
-				var f respond.Fields
+				var f httplimit.Fields
 				e.Fields(&res, &f)
 				setFields(&want, &f)
 				setTriple(&got, &tr)

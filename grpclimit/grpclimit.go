@@ -18,7 +18,6 @@ import (
 
 	"github.com/limitkit/limitkit/core"
 	"github.com/limitkit/limitkit/httplimit"
-	"github.com/limitkit/limitkit/internal/respond"
 )
 
 // Metadata keys the interceptors write. The rate-limit keys are sent on
@@ -316,7 +315,7 @@ func (i *Interceptor) decide(ctx context.Context, fullMethod string, ss grpc.Ser
 
 // metadata is res's rate-limit fields as header metadata, or nil.
 func (i *Interceptor) metadata(res *httplimit.Result) metadata.MD {
-	var f respond.Fields
+	var f httplimit.Fields
 	i.e.Fields(res, &f)
 	n := f.Len()
 	if n == 0 {
@@ -339,13 +338,13 @@ func (i *Interceptor) metadata(res *httplimit.Result) metadata.MD {
 // an allocation for the fields the engine writes.
 func mdName(name string) string {
 	switch name {
-	case respond.HeaderLimit:
+	case httplimit.FieldLimit:
 		return MDLimit
-	case respond.HeaderRemaining:
+	case httplimit.FieldRemaining:
 		return MDRemaining
-	case respond.HeaderReset:
+	case httplimit.FieldReset:
 		return MDReset
-	case respond.HeaderRetryAfter:
+	case httplimit.FieldRetryAfter:
 		return MDRetryAfter
 	}
 	return strings.ToLower(name)

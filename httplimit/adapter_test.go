@@ -8,6 +8,7 @@ import (
 
 	"github.com/limitkit/limitkit/core"
 	"github.com/limitkit/limitkit/core/memstore"
+	"github.com/limitkit/limitkit/internal/respond"
 )
 
 // counting is an adapter that reports outcomes, for the tests of
@@ -96,4 +97,13 @@ func TestAdapterOptionValue(t *testing.T) {
 	h, err = AdapterOptionValue[handler](e, "WithHandler")
 	assert.NoError(t, err)
 	assert.Nil(t, h, "not given")
+}
+
+// TestFieldNamesAreTheFormattersOwn: the public names of the header
+// fields, and the bound of Fields, are those the formatter writes.
+func TestFieldNamesAreTheFormattersOwn(t *testing.T) {
+	assert.Equal(t, []string{respond.HeaderLimit, respond.HeaderRemaining, respond.HeaderReset, respond.HeaderRetryAfter,
+		respond.HeaderPolicy, respond.HeaderRateLimit, respond.ContentTypeProblem},
+		[]string{FieldLimit, FieldRemaining, FieldReset, FieldRetryAfter, FieldPolicy, FieldRateLimit, ContentTypeProblem})
+	assert.Equal(t, respond.MaxFields, MaxFields)
 }

@@ -74,7 +74,7 @@ func benchFields(b *testing.B, opts ...Option) {
 	res := e.Decide(context.Background(), keyfuncs.FromHTTP(benchRequest()))
 	b.ReportAllocs()
 	for b.Loop() {
-		var f respond.Fields
+		var f Fields
 		e.Fields(&res, &f)
 	}
 }
@@ -85,13 +85,13 @@ func BenchmarkFieldsDelta(b *testing.B) { benchFields(b, WithResetFormat(ResetDe
 func BenchmarkSetHTTP(b *testing.B) {
 	e := benchEngine(b)
 	res := e.Decide(context.Background(), keyfuncs.FromHTTP(benchRequest()))
-	var f respond.Fields
+	var f Fields
 	e.Fields(&res, &f)
 	h := http.Header{}
 	b.ReportAllocs()
 	for b.Loop() {
 		clear(h)
-		respond.SetHTTP(h, &f)
+		respond.SetHTTP(h, &f.f)
 	}
 }
 

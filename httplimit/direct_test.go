@@ -12,7 +12,6 @@ import (
 
 	"github.com/limitkit/limitkit/core"
 	"github.com/limitkit/limitkit/core/memstore"
-	"github.com/limitkit/limitkit/internal/respond"
 	"github.com/limitkit/limitkit/keyfuncs"
 )
 
@@ -69,7 +68,7 @@ func TestDirectTakeMatchesLimiter(t *testing.T) {
 				direct.DecideInto(context.Background(), req, &a)
 				viaLimiter.DecideInto(context.Background(), req, &b)
 				require.Equal(t, b, a, "request %d", i)
-				var fa, fb respond.Fields
+				var fa, fb Fields
 				direct.Fields(&a, &fa)
 				viaLimiter.Fields(&b, &fb)
 				require.Equal(t, fb, fa, "request %d", i)

@@ -583,18 +583,13 @@ func appendKey(b []byte, k keySpec, req keyfuncs.Request) ([]byte, error) {
 	return append(b, s...), nil
 }
 
-// Fields is a list of response header fields, for adapters whose
-// framework has no http.Header: [Engine.Fields] fills one, and the
-// adapter writes each field (Len and At: the name, and the value as
-// dynamic bytes or a static string, whichever At returns non-empty). The
-// zero value is empty and ready; it is meant to live on the stack for one
-// request, and its contents are valid until it is reused.
-type Fields = respond.Fields
-
 // Fields computes the header fields for res into f (which must be
 // empty): what [Engine.SetHTTP] writes, for a framework without an
 // http.Header.
-func (e *Engine) Fields(res *Result, f *Fields) {
+func (e *Engine) Fields(res *Result, f *Fields) { e.fields(res, &f.f) }
+
+// fields is Fields into the formatter's list, which SetHTTP writes.
+func (e *Engine) fields(res *Result, f *respond.Fields) {
 	if res.Action == Skip {
 		return
 	}
@@ -698,7 +693,7 @@ func (e *Engine) SetHTTP(res *Result, h http.Header) {
 		return
 	}
 	var f respond.Fields
-	e.Fields(res, &f)
+	e.fields(res, &f)
 	respond.SetHTTP(h, &f)
 }
 

@@ -124,7 +124,7 @@ func TestDefaults(t *testing.T) {
 	res := e.Decide(context.Background(), httpReq("GET", "GET /users/{id}", "[2001:db8::1]:9"))
 	assert.Equal(t, "GET /users/{id}|2001:db8::/64", st.last())
 	res.Decision.ResetAfter = 1500 * time.Millisecond
-	var f respond.Fields
+	var f Fields
 	e.Fields(&res, &f)
 	v, _ := f.Get(respond.HeaderReset)
 	assert.Equal(t, "1700000002", v)
@@ -225,7 +225,7 @@ func TestNoKeyFallbackFails(t *testing.T) {
 	assert.Equal(t, core.Never, res.Decision.RetryAfter)
 	require.Len(t, errs, 1)
 	assert.Contains(t, errs[0].Error(), `x: fallback key for policy "p": broken`)
-	var f respond.Fields
+	var f Fields
 	e.Fields(&res, &f)
 	assert.Equal(t, 0, f.Len(), "no decision, no Retry-After: nothing to say")
 }
@@ -283,7 +283,7 @@ func TestDecideAllocs(t *testing.T) {
 	e.Decide(ctx, req)
 	assert.Equal(t, 0.0, testing.AllocsPerRun(200, func() {
 		res := e.Decide(ctx, req)
-		var f respond.Fields
+		var f Fields
 		e.Fields(&res, &f)
 	}), "a returning client: no allocation before the headers are written")
 }
@@ -304,7 +304,7 @@ func FuzzDecide(f *testing.F) {
 		r.Method, r.RemoteAddr, r.Pattern = method, peer, "/x"
 		r.Header["X-Key"] = []string{key}
 		res := e.Decide(context.Background(), keyfuncs.FromHTTP(r))
-		var fl respond.Fields
+		var fl Fields
 		e.Fields(&res, &fl)
 		if res.Action == Pass {
 			k := st.last()
@@ -331,7 +331,7 @@ func TestUnixSocketPeerIsNotAQuotaDenial(t *testing.T) {
 			require.Equal(t, Deny, res.Action, "peer %q", peer)
 			assert.Equal(t, ReasonNoKey, res.Reason)
 			assert.Empty(t, st.keys, "nothing is counted")
-			var f respond.Fields
+			var f Fields
 			e.Fields(&res, &f)
 			for _, h := range []string{respond.HeaderLimit, respond.HeaderRemaining, respond.HeaderReset, respond.HeaderRetryAfter, respond.HeaderRateLimit} {
 				_, ok := f.Get(h)

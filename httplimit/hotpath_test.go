@@ -115,7 +115,7 @@ func TestHotPathKeysAndLimit(t *testing.T) {
 		e.DecideInto(t.Context(), keyfuncs.FromHTTP(r), &res)
 		require.Equal(t, Pass, res.Action)
 		assert.Equal(t, "GET /x|203.0.113.7", st.last())
-		var f respond.Fields
+		var f Fields
 		e.Fields(&res, &f)
 		v, ok := f.Get(respond.HeaderLimit)
 		require.True(t, ok)

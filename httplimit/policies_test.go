@@ -11,7 +11,6 @@ import (
 
 	"github.com/limitkit/limitkit/core"
 	"github.com/limitkit/limitkit/core/memstore"
-	"github.com/limitkit/limitkit/internal/respond"
 	"github.com/limitkit/limitkit/keyfuncs"
 )
 
@@ -84,7 +83,7 @@ func TestDecideTierAllocs(t *testing.T) {
 	e.Decide(ctx, req)
 	assert.Equal(t, 0.0, testing.AllocsPerRun(200, func() {
 		res := e.Decide(ctx, req)
-		var f respond.Fields
+		var f Fields
 		e.Fields(&res, &f)
 	}), "a returning client of a tier: no allocation")
 }

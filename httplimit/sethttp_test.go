@@ -57,9 +57,9 @@ func TestSetHTTPMatchesFields(t *testing.T) {
 						res.now = time.Unix(1_700_000_000+int64(rng.Intn(5)), int64(rng.Intn(1e9)))
 					}
 					want, got := http.Header{"Other": {"x"}}, http.Header{"Other": {"x"}}
-					var f respond.Fields
+					var f Fields
 					e.Fields(&res, &f)
-					respond.SetHTTP(want, &f)
+					respond.SetHTTP(want, &f.f)
 					e.SetHTTP(&res, got)
 					require.Equal(t, want, got, "headers %v reset %v: %+v", hs, rf, res)
 				}

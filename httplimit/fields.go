@@ -1,0 +1,67 @@
+package httplimit
+
+import "github.com/limitkit/limitkit/internal/respond"
+
+// Names of the header fields the engine writes, in the canonical form
+// net/http and fasthttp store them (textproto.CanonicalMIMEHeaderKey of
+// "X-RateLimit-Limit" is "X-Ratelimit-Limit"): the names [Fields.At]
+// returns, for adapters that map them to their own keys (grpclimit's
+// metadata) or write them without a normalising copy. Header lookups are
+// case-insensitive, so clients reading X-RateLimit-Limit find them.
+const (
+	// FieldLimit is the binding limit's size ([HeaderXRateLimit]).
+	FieldLimit = "X-Ratelimit-Limit"
+	// FieldRemaining is what is left of it ([HeaderXRateLimit]).
+	FieldRemaining = "X-Ratelimit-Remaining"
+	// FieldReset is when it is full again ([HeaderXRateLimit],
+	// [WithResetFormat]).
+	FieldReset = "X-Ratelimit-Reset"
+	// FieldRetryAfter is the whole seconds to wait, on denials
+	// ([HeaderRetryAfter]).
+	FieldRetryAfter = "Retry-After"
+	// FieldPolicy is the IETF RateLimit-Policy field ([HeaderIETF]).
+	FieldPolicy = "Ratelimit-Policy"
+	// FieldRateLimit is the IETF RateLimit field ([HeaderIETF]).
+	FieldRateLimit = "Ratelimit"
+	// ContentTypeProblem is the RFC 9457 media type of the default
+	// denial bodies ([Rejection.ContentType] unless [WithDenyBody]).
+	ContentTypeProblem = "application/problem+json"
+)
+
+// MaxFields bounds the header fields of one [Fields].
+const MaxFields = 8
+
+// Fields is the list of response header fields for one request, for
+// adapters whose framework has no http.Header: [Engine.Fields] fills
+// one, and the adapter writes each field (Len and At). Numeric values are
+// formatted into a buffer inside the Fields, so that filling one
+// allocates nothing. The zero value is empty and ready; a Fields is meant
+// to live on the stack for one request (nothing in it points into
+// itself, so it stays there), and its contents are valid until it is
+// reused. It is not safe for concurrent use.
+type Fields struct {
+	f respond.Fields
+}
+
+// Len is the number of fields, at most [MaxFields].
+func (f *Fields) Len() int { return f.f.Len() }
+
+// At returns field i (0 <= i < Len): its canonical name (one of the
+// Field constants, or the [WithDegradedHeader] name) and its value,
+// either formatted (dyn, aliasing f: copy it before f changes, never
+// modify it) or constant (static). Exactly one of dyn and static is
+// non-empty.
+func (f *Fields) At(i int) (name string, dyn []byte, static string) { return f.f.At(i) }
+
+// Get returns the value of the named field (a canonical name, as At
+// returns) as a string and whether it is present. It allocates for a
+// formatted value: for tests and deny handlers, not the request path.
+func (f *Fields) Get(name string) (string, bool) { return f.f.Get(name) }
+
+// IntText is the decimal form of v for a header value: written at the
+// start of buf (at least 20 bytes) and returned, or, for 0 <= v < 1024,
+// a view of a ready-made constant, so that it formats nothing. The result
+// is read-only (it may alias a string): pass it to an API that copies it,
+// as fasthttp's header setters do. For adapters writing a [Triple]'s
+// Remaining and ResetN.
+func IntText(buf []byte, v int64) []byte { return respond.IntText(buf, v) }
