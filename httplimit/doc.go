@@ -89,14 +89,15 @@
 // derived from it once (the checks, the limits' decimal forms, the
 // RateLimit-Policy field, each policy's problem body). Adding an option
 // is a field on Config, a With function in options.go, and its use in
-// engine.go.
+// engine.go; if some adapters cannot honour it, the option tags the
+// Config and adapter.go refuses it for them.
 //
 // # Writing an adapter
 //
 // An adapter describes itself once and builds one Engine per
 // middleware, then, per request:
 //
-//	var adapter = httplimit.Adapter{Name: "mylimit"}          // what it honours (see below)
+//	adapter := httplimit.Adapter{Name: "mylimit"}                  // what it honours (see below)
 //	e, err := httplimit.NewAdapterEngine(adapter, limiter, opts...) // at construction
 //
 //	var res httplimit.Result                    // per request, on the stack
