@@ -73,6 +73,13 @@ func resolveSwitches(s *switchesDoc, base switches, e Error, at func(string) int
 	if s.CountDenied != nil {
 		out.countDenied = *s.CountDenied
 	}
+	resolveServing(s, &out, fail)
+	return out
+}
+
+// resolveServing applies s's switches of how a policy is served (fail
+// mode, mode, sync, elastic, fleet size) over out.
+func resolveServing(s *switchesDoc, out *switches, fail func(field, msg string)) {
 	if s.FailMode != nil {
 		m, err := core.ParseFailMode(*s.FailMode)
 		if err != nil {
@@ -111,7 +118,6 @@ func resolveSwitches(s *switchesDoc, base switches, e Error, at func(string) int
 			out.fleetSize = n
 		}
 	}
-	return out
 }
 
 // parseLimits resolves a limits list.
