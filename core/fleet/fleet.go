@@ -73,39 +73,12 @@ var (
 // stops.
 // Configuration mistakes are reported here.
 func New(remote core.Store, opts ...Option) (*Store, error) {
-	if remote == nil {
-		return nil, errors.New("fleet: New: nil remote store; pass the Redis store (redisstore.New)")
+	if err := checkRemote(remote); err != nil {
+		return nil, err
 	}
-	if ls, ok := remote.(core.LocalStore); ok && ls.Local() {
-		return nil, errors.New("fleet: New: the remote store is an embedded store; the fleet tier belongs in front of a shared remote store (Redis)")
-	}
-	if _, ok := remote.(*Store); ok {
-		return nil, errors.New("fleet: New: the remote store is already a fleet tier")
-	}
-	cfg := config{
-		maxLease:  DefaultMaxLease,
-		maxKeys:   DefaultMaxKeys,
-		threshold: DefaultBreakerThreshold,
-		coolDown:  DefaultCoolDown,
-		probe:     DefaultProbeInterval,
-		fleetSize: DefaultFleetSize,
-		failMode:  core.FailLocal,
-		clock:     core.SystemClock{},
-	}
-	for _, o := range opts {
-		if o == nil {
-			return nil, errors.New("fleet: New: nil Option")
-		}
-		o(&cfg)
-	}
-	if len(cfg.errs) > 0 {
-		return nil, fmt.Errorf("fleet: New: %w", errors.Join(cfg.errs...))
-	}
-	if cfg.mode == core.ModeDefault {
-		cfg.mode = core.ModeExact
-		if cfg.sync > 0 {
-			cfg.mode = core.ModeWriteBack
-		}
+	cfg, err := newConfig(opts)
+	if err != nil {
+		return nil, err
 	}
 	local, err := memstore.New(memstore.WithClock(cfg.clock))
 	if err != nil {
@@ -139,6 +112,52 @@ func New(remote core.Store, opts ...Option) (*Store, error) {
 	}()
 	go s.probeLoop()
 	return s, nil
+}
+
+// checkRemote refuses a remote store the tier cannot stand in front of:
+// none, an embedded store, a tier.
+func checkRemote(remote core.Store) error {
+	if remote == nil {
+		return errors.New("fleet: New: nil remote store; pass the Redis store (redisstore.New)")
+	}
+	if ls, ok := remote.(core.LocalStore); ok && ls.Local() {
+		return errors.New("fleet: New: the remote store is an embedded store; the fleet tier belongs in front of a shared remote store (Redis)")
+	}
+	if _, ok := remote.(*Store); ok {
+		return errors.New("fleet: New: the remote store is already a fleet tier")
+	}
+	return nil
+}
+
+// newConfig applies opts over the defaults and resolves the default
+// mode: write-back when WithSync is given, else exact.
+func newConfig(opts []Option) (config, error) {
+	cfg := config{
+		maxLease:  DefaultMaxLease,
+		maxKeys:   DefaultMaxKeys,
+		threshold: DefaultBreakerThreshold,
+		coolDown:  DefaultCoolDown,
+		probe:     DefaultProbeInterval,
+		fleetSize: DefaultFleetSize,
+		failMode:  core.FailLocal,
+		clock:     core.SystemClock{},
+	}
+	for _, o := range opts {
+		if o == nil {
+			return config{}, errors.New("fleet: New: nil Option")
+		}
+		o(&cfg)
+	}
+	if len(cfg.errs) > 0 {
+		return config{}, fmt.Errorf("fleet: New: %w", errors.Join(cfg.errs...))
+	}
+	if cfg.mode == core.ModeDefault {
+		cfg.mode = core.ModeExact
+		if cfg.sync > 0 {
+			cfg.mode = core.ModeWriteBack
+		}
+	}
+	return cfg, nil
 }
 
 // FallsBackLocally reports true: for a policy with core.FailLocal the tier
