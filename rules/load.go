@@ -456,10 +456,18 @@ func yamlContext(msg string, ln *lines, doc *fileDoc) *Error {
 		}
 		bestLine = m[""]
 		e.Section, e.Index, e.Field, e.Name = section, index, "", ""
+		// the field on the error's line; none when several share it (a
+		// flow mapping such as {route: x, limits: y}): the line alone
+		// cannot tell which, and a map's order must not pick one
+		ambiguous := false
 		for f, l := range m {
 			if f != "" && l == line {
+				ambiguous = e.Field != ""
 				e.Field = f
 			}
+		}
+		if ambiguous {
+			e.Field = ""
 		}
 		if section == "rules" && index < len(doc.Rules) {
 			e.Name = doc.Rules[index].Name
