@@ -243,7 +243,7 @@ func (l *lane) spawn() {
 }
 
 // sender is one sender goroutine's buffers, reused from pipeline to
-// pipeline so that a batch allocates only its commands.
+// pipeline so that a batch allocates little beyond its commands.
 type sender struct {
 	batch  []*call
 	cmds   []onceCmd
@@ -330,8 +330,9 @@ func (l *lane) flush(s *sender, batch []*call) {
 		defer cancel()
 	}
 	cmds := s.cmds[:len(live)]
+	defer clear(cmds) // no reply outlives its batch in the buffer
 	l.exec(ctx, s, live, cmds)
-	again := 0
+	again := 0 // live[:again]: the calls to send again, over answered ones
 	for i, c := range live {
 		if err := cmds[i].Err(); err != nil && isNoScript(err) && c.args[0] == "evalsha" {
 			// the script did not run: EVAL sends it with its source
@@ -351,7 +352,6 @@ func (l *lane) flush(s *sender, batch []*call) {
 			c.done <- struct{}{}
 		}
 	}
-	clear(cmds)
 }
 
 // exec sends calls as one pipeline of onceCmds: go-redis retries no
