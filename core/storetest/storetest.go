@@ -26,8 +26,10 @@
 // Stores under test must honour the now argument of Take (the Redis store
 // with its client-time option). The suite uses testify's require and
 // assert; failures name the policy, the step and the time.
-// testdata/extstore is a store written as a module of its own that runs
-// the suite; TestExternalStore builds it.
+// testdata/extstore and testdata/ownmath are stores written as modules of
+// their own that run the suites (ownmath with its own arithmetic, so with
+// the differential, the verbs and the registry); TestExternalStore builds
+// them.
 package storetest
 
 import (
