@@ -16,10 +16,10 @@ import (
 //   - extstore decides with core's own Decide (Options.CoreDecides: no
 //     differential) and runs Run.
 //   - ownmath does its own arithmetic for single-limit GCRA and
-//     fixed-window policies: it runs Run with its differential, RunVerbs
-//     and RunRegistry, and the output must show those subtests passing
-//     for the policies it decides itself, so that the outside run keeps
-//     proving that a store's own arithmetic is checked.
+//     fixed-window policies: it runs Run with its differential, RunVerbs,
+//     RunVerbsDifferential and RunRegistry, and the output must show those
+//     subtests passing for the policies it decides itself, so that the
+//     outside run keeps proving that a store's own arithmetic is checked.
 func TestExternalStore(t *testing.T) {
 	root, err := filepath.Abs(filepath.Join("..", ".."))
 	if err != nil {
@@ -35,6 +35,8 @@ func TestExternalStore(t *testing.T) {
 			"TestConformance/Run/Differential/fw", "TestConformance/Run/Differential/gcra-counted",
 			"TestConformance/Run/Differential/fw-counted", "TestConformance/Run/Differential/fw-shadow",
 			"TestConformance/Verbs/verbs-gcra", "TestConformance/Verbs/verbs-fixed_window",
+			"TestConformance/VerbsDifferential/gcra", "TestConformance/VerbsDifferential/fw-counted",
+			"TestConformance/VerbsDifferential/verbs-gcra", "TestConformance/VerbsDifferential/verbs-fixed_window",
 			"TestConformance/Registry/ReplacingTakesTheNameOver",
 		}},
 	} {

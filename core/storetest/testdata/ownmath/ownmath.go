@@ -175,6 +175,7 @@ func (s *Store) apply(key string, p *core.Policy, now time.Time, cost int64, cha
 	cost = min(cost, 2*t.capa+1) // beyond it every result saturates
 	t.step(st, n, 0, evalOnly)   // normalize a clock step first
 	switch {
+	case cost == 0: // nothing to charge or return
 	case t.p.Algorithm == core.GCRA && charge:
 		st[0] = max(st[0], min(max(st[0], n)+cost*t.t, n+2*t.tau))
 	case t.p.Algorithm == core.GCRA:
