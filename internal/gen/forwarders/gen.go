@@ -73,6 +73,20 @@ func (s *source) classify() error {
 			s.fwd[name] = true
 		}
 	}
+	// byList classifies a type or a function by the lists, then the rule.
+	byList := func(name string, option bool) {
+		_, listedNot := notForwarded[name]
+		switch {
+		case slices.Contains(forwarded, name):
+			mark(name, true)
+		case listedNot:
+			mark(name, false)
+		case option:
+			mark(name, true)
+		default:
+			unclassified = append(unclassified, name)
+		}
+	}
 	// Types and functions first: constants are classified by their type.
 	for _, f := range s.files {
 		for _, d := range f.Decls {
@@ -83,36 +97,16 @@ func (s *source) classify() error {
 					continue
 				}
 				s.syms[d.Name.Name] = true
-				if !d.Name.IsExported() {
-					continue
-				}
-				_, listedNot := notForwarded[d.Name.Name]
-				switch {
-				case slices.Contains(forwarded, d.Name.Name):
-					mark(d.Name.Name, true)
-				case listedNot:
-					mark(d.Name.Name, false)
-				case isOption(d.Type):
-					mark(d.Name.Name, true)
-				default:
-					unclassified = append(unclassified, d.Name.Name)
+				if d.Name.IsExported() {
+					byList(d.Name.Name, isOption(d.Type))
 				}
 			case *ast.GenDecl:
 				for _, sp := range d.Specs {
 					switch sp := sp.(type) {
 					case *ast.TypeSpec:
 						s.syms[sp.Name.Name] = true
-						if !sp.Name.IsExported() {
-							continue
-						}
-						_, listedNot := notForwarded[sp.Name.Name]
-						switch {
-						case slices.Contains(forwarded, sp.Name.Name):
-							mark(sp.Name.Name, true)
-						case listedNot:
-							mark(sp.Name.Name, false)
-						default:
-							unclassified = append(unclassified, sp.Name.Name)
+						if sp.Name.IsExported() {
+							byList(sp.Name.Name, false)
 						}
 					case *ast.ValueSpec:
 						for _, n := range sp.Names {

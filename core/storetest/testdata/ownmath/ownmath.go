@@ -89,25 +89,7 @@ func (s *Store) Take(_ context.Context, key string, p *core.Policy, now time.Tim
 
 // Peek is the decision a request of cost would get, consuming nothing.
 func (s *Store) Peek(_ context.Context, key string, p *core.Policy, now time.Time, cost int64) (core.Decision, error) {
-	if cost < 0 {
-		return core.Decision{}, core.ErrInvalidCost
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	t, st, err := s.state(key, p)
-	if err != nil {
-		return core.Decision{}, err
-	}
-	var d core.Decision
-	if !t.own {
-		t.c.PeekTo(&d, st, make([]int64, len(st)), now.UnixMicro(), cost)
-		return d, nil
-	}
-	mode := writeIfOK
-	if p.CountDenied {
-		mode = writeAlways
-	}
-	return t.decision(t.step(append([]int64(nil), st...), clampNow(now), cost, mode)), nil
+	return s.verb(key, p, now, cost, 'P')
 }
 
 // Reset forgets key's state under p.
@@ -126,14 +108,14 @@ func (s *Store) Reset(_ context.Context, key string, p *core.Policy) error {
 // time moves on by cost × t, to at most two full quotas ahead of now; the
 // fixed window's count grows, to at most the capacity.
 func (s *Store) Charge(_ context.Context, key string, p *core.Policy, now time.Time, cost int64) (core.Decision, error) {
-	return s.apply(key, p, now, cost, true)
+	return s.verb(key, p, now, cost, 'C')
 }
 
 // Credit returns up to cost units: GCRA's arrival time moves back by
 // cost × t, never before now (a full bucket); the fixed window in force
 // counts fewer, never below 0 (an ended window gets nothing back).
 func (s *Store) Credit(_ context.Context, key string, p *core.Policy, now time.Time, cost int64) (core.Decision, error) {
-	return s.apply(key, p, now, cost, false)
+	return s.verb(key, p, now, cost, 'R')
 }
 
 // RegisterPolicy claims p's name for p's configuration; core's registry
@@ -152,7 +134,8 @@ func (s *Store) RegisterPolicy(p *core.Policy, replaces ...core.Registration) (c
 	return c, nil
 }
 
-func (s *Store) apply(key string, p *core.Policy, now time.Time, cost int64, charge bool) (core.Decision, error) {
+// verb applies v to key: 'P' a peek, 'C' a charge, 'R' a refund.
+func (s *Store) verb(key string, p *core.Policy, now time.Time, cost int64, v byte) (core.Decision, error) {
 	if cost < 0 {
 		return core.Decision{}, core.ErrInvalidCost
 	}
@@ -163,15 +146,28 @@ func (s *Store) apply(key string, p *core.Policy, now time.Time, cost int64, cha
 		return core.Decision{}, err
 	}
 	var d core.Decision
-	if !t.own {
-		if charge {
-			t.c.ChargeTo(&d, st, now.UnixMicro(), cost)
-		} else {
-			t.c.RefundTo(&d, st, now.UnixMicro(), cost)
+	switch {
+	case !t.own && v == 'P':
+		t.c.PeekTo(&d, st, make([]int64, len(st)), now.UnixMicro(), cost)
+	case !t.own && v == 'C':
+		t.c.ChargeTo(&d, st, now.UnixMicro(), cost)
+	case !t.own:
+		t.c.RefundTo(&d, st, now.UnixMicro(), cost)
+	case v == 'P':
+		mode := writeIfOK
+		if p.CountDenied {
+			mode = writeAlways
 		}
-		return d, nil
+		d = t.decision(t.step(append([]int64(nil), st...), clampNow(now), cost, mode))
+	default:
+		d = t.apply(st, clampNow(now), cost, v == 'C')
 	}
-	n := clampNow(now)
+	return d, nil
+}
+
+// apply charges (or refunds) cost on st at now (µs) and reports the key's
+// state afterwards.
+func (t *table) apply(st []int64, n, cost int64, charge bool) core.Decision {
 	cost = min(cost, 2*t.capa+1) // beyond it every result saturates
 	t.step(st, n, 0, evalOnly)   // normalize a clock step first
 	switch {
@@ -194,7 +190,7 @@ func (s *Store) apply(key string, p *core.Policy, now time.Time, cost int64, cha
 	// whether (and when) one of cost 1 would be admitted.
 	r0 := t.step(append([]int64(nil), st...), n, 0, evalOnly)
 	r1 := t.step(append([]int64(nil), st...), n, 1, evalOnly)
-	return t.decision(res{ok: r1.ok, remaining: r0.remaining, reset: r0.reset, retry: r1.retry, never: r1.never}), nil
+	return t.decision(res{ok: r1.ok, remaining: r0.remaining, reset: r0.reset, retry: r1.retry, never: r1.never})
 }
 
 // state returns p's table and key's state in it, made on first use.
