@@ -34,7 +34,7 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/limitkit/limitkit/internal/exampleapp"
+	"github.com/limitkit/limitkit/_examples/exampleapp"
 )
 
 const runFor = 12 * time.Second

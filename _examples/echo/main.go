@@ -20,8 +20,8 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/limitkit/limitkit/_examples/exampleapp"
 	"github.com/limitkit/limitkit/echolimit"
-	"github.com/limitkit/limitkit/internal/exampleapp"
 	"github.com/limitkit/limitkit/keyfuncs"
 )
 

@@ -19,8 +19,8 @@ import (
 	"github.com/gofiber/fiber/v2"
 	"github.com/gofiber/fiber/v2/middleware/adaptor"
 
+	"github.com/limitkit/limitkit/_examples/exampleapp"
 	"github.com/limitkit/limitkit/fiberlimit"
-	"github.com/limitkit/limitkit/internal/exampleapp"
 )
 
 // view is the keyfuncs.Request view of a fiber context the dispatcher

@@ -19,8 +19,8 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/limitkit/limitkit/_examples/exampleapp"
 	"github.com/limitkit/limitkit/ginlimit"
-	"github.com/limitkit/limitkit/internal/exampleapp"
 	"github.com/limitkit/limitkit/keyfuncs"
 )
 

@@ -47,10 +47,10 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
+	"github.com/limitkit/limitkit/_examples/exampleapp"
 	"github.com/limitkit/limitkit/core"
 	"github.com/limitkit/limitkit/grpclimit"
 	"github.com/limitkit/limitkit/httplimit"
-	"github.com/limitkit/limitkit/internal/exampleapp"
 	"github.com/limitkit/limitkit/keyfuncs"
 	"github.com/limitkit/limitkit/rules"
 )

@@ -18,8 +18,8 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
+	"github.com/limitkit/limitkit/_examples/exampleapp"
 	"github.com/limitkit/limitkit/core"
-	"github.com/limitkit/limitkit/internal/exampleapp"
 	"github.com/limitkit/limitkit/internal/redistest"
 )
 

@@ -36,7 +36,7 @@ import (
 	"os"
 	"time"
 
-	"github.com/limitkit/limitkit/internal/exampleapp"
+	"github.com/limitkit/limitkit/_examples/exampleapp"
 )
 
 func main() {

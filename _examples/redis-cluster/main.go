@@ -41,7 +41,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/limitkit/limitkit/internal/exampleapp"
+	"github.com/limitkit/limitkit/_examples/exampleapp"
 )
 
 func main() {

@@ -2,11 +2,13 @@
 // their command-line flags, the store (embedded or Redis), one limiter per
 // rule of a rules file, the key function each rule names, and the
 // dispatch that picks a request's rule and hands it to that rule's
-// adapter middleware. It is internal: applications serve their rules
-// files with package rules/serve, which this package builds on (a
-// middleware per rule with the options the rule asks for); what is left
-// here is the examples' own wiring (flags, store, metrics, identity,
-// reload logging).
+// adapter middleware. It lives beside the examples, not in internal/, so
+// that an example copied into another module still builds (it imports
+// github.com/limitkit/limitkit/_examples/exampleapp); it is no API of
+// limitkit's. Applications serve their rules files with package
+// rules/serve, which this package builds on (a middleware per rule with
+// the options the rule asks for); what is left here is the examples' own
+// wiring (flags, store, metrics, identity, reload logging).
 //
 // # Identity
 //
