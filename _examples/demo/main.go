@@ -105,7 +105,7 @@ func run(out io.Writer) error {
 		return err
 	}
 	defer app.Close()
-	h, err := app.HTTPHandler()
+	_, h, err := app.HTTPHandler()
 	if err != nil {
 		return err
 	}

@@ -23,6 +23,7 @@ import (
 	"github.com/limitkit/limitkit/_examples/exampleapp"
 	"github.com/limitkit/limitkit/echolimit"
 	"github.com/limitkit/limitkit/keyfuncs"
+	"github.com/limitkit/limitkit/rules/serve"
 )
 
 func main() {
@@ -34,13 +35,14 @@ func main() {
 		log.Fatal(err)
 	}
 	defer app.Close()
-	// One echolimit middleware per rule, rebuilt when the rules reload; the
-	// dispatcher picks the request's in the rules snapshot it acquired.
-	d, err := exampleapp.NewDispatch(app, echolimit.NewMiddleware)
+	// One echolimit middleware per rule (package rules/serve), rebuilt when
+	// the rules reload; srv picks the request's in the rules snapshot it
+	// acquired.
+	srv, err := serve.New(app.ServeConfig(), app.Rules, echolimit.NewMiddleware)
 	if err != nil {
 		log.Fatal(err)
 	}
-	defer app.StartReloads()() // SIGHUP, and -watch
+	defer app.StartReloads(srv)() // SIGHUP, and -watch
 
 	e := echo.New()
 	e.HideBanner = true
@@ -58,10 +60,13 @@ func main() {
 	}
 	e.Use(func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) error {
-			snap := d.Acquire()
+			if c.Path() == exampleapp.MetricsPath {
+				return next(c) // the scraper is never limited
+			}
+			snap := srv.Acquire()
 			defer snap.Release()
 			// c.Path is the matched route ("/api1", "/*").
-			if mw, ok := d.Middleware(snap, keyfuncs.FromHTTP(c.Request()), c.Path()); ok {
+			if mw, ok := srv.Middleware(snap, keyfuncs.FromHTTP(c.Request()), c.Path()); ok {
 				return mw(next)(c)
 			}
 			return next(c)
@@ -72,7 +77,7 @@ func main() {
 			return c.Blob(http.StatusOK, "application/json", exampleapp.Reply(endpoint, app.Caller(keyfuncs.FromHTTP(c.Request()))))
 		}
 	}
-	e.GET(exampleapp.MetricsPath, echo.WrapHandler(app.MetricsHandler())) // no rule: not limited
+	e.GET(exampleapp.MetricsPath, echo.WrapHandler(app.MetricsHandler()))
 	e.GET("/api1", reply("GET /api1"))
 	e.GET("/api2", reply("GET /api2"))
 	e.POST("/api2", reply("POST /api2"))

@@ -21,9 +21,10 @@ import (
 
 	"github.com/limitkit/limitkit/_examples/exampleapp"
 	"github.com/limitkit/limitkit/fiberlimit"
+	"github.com/limitkit/limitkit/rules/serve"
 )
 
-// view is the keyfuncs.Request view of a fiber context the dispatcher
+// view is the keyfuncs.Request view of a fiber context srv.Middleware
 // needs to match a rule (the adapter has its own for deciding).
 type view struct{ c *fiber.Ctx }
 
@@ -53,14 +54,15 @@ func main() {
 		log.Fatal(err)
 	}
 	defer app.Close()
-	// One fiberlimit middleware per rule, rebuilt when the rules reload;
-	// the dispatcher picks the request's in the rules snapshot it acquired.
-	d, err := exampleapp.NewDispatch(app, fiberlimit.NewMiddleware)
+	// One fiberlimit middleware per rule (package rules/serve), rebuilt
+	// when the rules reload; srv picks the request's in the rules snapshot
+	// it acquired.
+	srv, err := serve.New(app.ServeConfig(), app.Rules, fiberlimit.NewMiddleware)
 	if err != nil {
 		log.Fatal(err)
 	}
-	defer app.StartReloads()() // SIGHUP, and -watch
-	// The dispatcher is the first handler of each route (not app.Use),
+	defer app.StartReloads(srv)() // SIGHUP, and -watch
+	// dispatch is the first handler of each route (not app.Use),
 	// so that c.Route() is the matched route.
 	dispatch := func(c *fiber.Ctx) error {
 		if app.OTel != nil { // -otel: a server span per request, on which its decision shows
@@ -68,9 +70,9 @@ func main() {
 			defer end()
 			c.SetUserContext(ctx)
 		}
-		snap := d.Acquire()
+		snap := srv.Acquire()
 		defer snap.Release()
-		if mw, ok := d.Middleware(snap, view{c}, c.Route().Path); ok {
+		if mw, ok := srv.Middleware(snap, view{c}, c.Route().Path); ok {
 			return mw(c)
 		}
 		return c.Next()

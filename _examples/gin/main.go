@@ -22,6 +22,7 @@ import (
 	"github.com/limitkit/limitkit/_examples/exampleapp"
 	"github.com/limitkit/limitkit/ginlimit"
 	"github.com/limitkit/limitkit/keyfuncs"
+	"github.com/limitkit/limitkit/rules/serve"
 )
 
 func main() {
@@ -33,13 +34,14 @@ func main() {
 		log.Fatal(err)
 	}
 	defer app.Close()
-	// One ginlimit middleware per rule, rebuilt when the rules reload; the
-	// dispatcher picks the request's in the rules snapshot it acquired.
-	d, err := exampleapp.NewDispatch(app, ginlimit.NewMiddleware)
+	// One ginlimit middleware per rule (package rules/serve), rebuilt when
+	// the rules reload; srv picks the request's in the rules snapshot it
+	// acquired.
+	srv, err := serve.New(app.ServeConfig(), app.Rules, ginlimit.NewMiddleware)
 	if err != nil {
 		log.Fatal(err)
 	}
-	defer app.StartReloads()() // SIGHUP, and -watch
+	defer app.StartReloads(srv)() // SIGHUP, and -watch
 
 	gin.SetMode(gin.ReleaseMode)
 	r := gin.New()
@@ -53,10 +55,13 @@ func main() {
 		})
 	}
 	r.Use(func(c *gin.Context) {
-		snap := d.Acquire()
+		if c.FullPath() == exampleapp.MetricsPath {
+			return // the scraper is never limited
+		}
+		snap := srv.Acquire()
 		defer snap.Release()
 		// FullPath is the matched route ("" for NoRoute: the path is used).
-		if mw, ok := d.Middleware(snap, keyfuncs.FromHTTP(c.Request), c.FullPath()); ok {
+		if mw, ok := srv.Middleware(snap, keyfuncs.FromHTTP(c.Request), c.FullPath()); ok {
 			mw(c)
 		}
 	})
@@ -65,7 +70,7 @@ func main() {
 			c.Data(http.StatusOK, "application/json", exampleapp.Reply(endpoint, app.Caller(keyfuncs.FromHTTP(c.Request))))
 		}
 	}
-	r.GET(exampleapp.MetricsPath, gin.WrapH(app.MetricsHandler())) // no rule: not limited
+	r.GET(exampleapp.MetricsPath, gin.WrapH(app.MetricsHandler()))
 	r.GET("/api1", reply("GET /api1"))
 	r.GET("/api2", reply("GET /api2"))
 	r.POST("/api2", reply("POST /api2"))
@@ -83,7 +88,7 @@ func main() {
 		reply("GET /")(c)
 	})
 
-	srv := &http.Server{Handler: r, ReadHeaderTimeout: 5 * time.Second}
+	hs := &http.Server{Handler: r, ReadHeaderTimeout: 5 * time.Second}
 	app.LogStartup("gin", ln)
-	log.Fatal(srv.Serve(ln))
+	log.Fatal(hs.Serve(ln))
 }

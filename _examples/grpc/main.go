@@ -53,6 +53,7 @@ import (
 	"github.com/limitkit/limitkit/httplimit"
 	"github.com/limitkit/limitkit/keyfuncs"
 	"github.com/limitkit/limitkit/rules"
+	"github.com/limitkit/limitkit/rules/serve"
 )
 
 //go:embed rules.yaml
@@ -70,7 +71,7 @@ func run(args []string) error {
 		return err
 	}
 	defer s.app.Close()
-	defer s.app.StartReloads()() // SIGHUP reloads -rules; -watch also on change
+	defer s.app.StartReloads(s.rules)() // SIGHUP reloads -rules; -watch also on change
 	if s.app.StoreErr != nil {
 		log.Printf("WARNING: started degraded (-allow-degraded): %v; each rule's fail mode decides until the store answers", s.app.StoreErr)
 	}
@@ -84,9 +85,10 @@ func run(args []string) error {
 
 // server is the example wired and listening, not yet serving.
 type server struct {
-	app *exampleapp.App
-	srv *grpc.Server
-	ln  net.Listener
+	app   *exampleapp.App
+	rules *serve.Server[rule] // the rules served: an interceptor pair each
+	srv   *grpc.Server
+	ln    net.Listener
 }
 
 // start parses the flags, builds the app (store, rules, a limiter and an
@@ -109,19 +111,21 @@ func start(args []string, opts ...exampleapp.Option) (*server, error) {
 	if err != nil {
 		return nil, err
 	}
-	d, err := exampleapp.NewDispatch(app, newRule)
+	// One rule's interceptors per rule (package rules/serve), rebuilt when
+	// the rules reload.
+	rs, err := serve.New(app.ServeConfig(), app.Rules, newRule)
 	if err != nil {
 		app.Close()
 		return nil, err
 	}
-	srv := grpc.NewServer(grpc.UnaryInterceptor(unary(d)), grpc.StreamInterceptor(stream(d)))
+	srv := grpc.NewServer(grpc.UnaryInterceptor(unary(rs)), grpc.StreamInterceptor(stream(rs)))
 	srv.RegisterService(&echoService, struct{}{})
 	ln, err := exampleapp.Listen(cfg.Addr)
 	if err != nil {
 		app.Close()
 		return nil, err
 	}
-	return &server{app: app, srv: srv, ln: ln}, nil
+	return &server{app: app, rules: rs, srv: srv, ln: ln}, nil
 }
 
 // rule is one rule's interceptors.
@@ -146,11 +150,11 @@ func newRule(l *core.Limiter, opts ...httplimit.Option) (rule, error) {
 
 // unary hands each call to its rule's interceptor, in the rules snapshot
 // serving when it arrived; a call no rule matches is not limited.
-func unary(d *exampleapp.Dispatch[rule]) grpc.UnaryServerInterceptor {
+func unary(rs *serve.Server[rule]) grpc.UnaryServerInterceptor {
 	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-		snap := d.Acquire()
+		snap := rs.Acquire()
 		defer snap.Release()
-		if r, ok := d.Middleware(snap, grpclimit.NewRequest(ctx, info.FullMethod), info.FullMethod); ok {
+		if r, ok := rs.Middleware(snap, grpclimit.NewRequest(ctx, info.FullMethod), info.FullMethod); ok {
 			return r.unary(ctx, req, info, handler)
 		}
 		return handler(ctx, req)
@@ -158,11 +162,11 @@ func unary(d *exampleapp.Dispatch[rule]) grpc.UnaryServerInterceptor {
 }
 
 // stream is unary's counterpart for streams, decided when they open.
-func stream(d *exampleapp.Dispatch[rule]) grpc.StreamServerInterceptor {
+func stream(rs *serve.Server[rule]) grpc.StreamServerInterceptor {
 	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
-		snap := d.Acquire()
+		snap := rs.Acquire()
 		defer snap.Release()
-		if r, ok := d.Middleware(snap, grpclimit.NewRequest(ss.Context(), info.FullMethod), info.FullMethod); ok {
+		if r, ok := rs.Middleware(snap, grpclimit.NewRequest(ss.Context(), info.FullMethod), info.FullMethod); ok {
 			return r.stream(srv, ss, info, handler)
 		}
 		return handler(srv, ss)

@@ -25,9 +25,9 @@ import (
 
 var t0 = time.Unix(1_700_000_000, 0)
 
-// serve starts the example with args (plus -addr on a free loopback
+// serveExample starts the example with args (plus -addr on a free loopback
 // port) and opts, and returns it with a client over TCP.
-func serve(t *testing.T, args []string, opts ...exampleapp.Option) (*server, *grpc.ClientConn) {
+func serveExample(t *testing.T, args []string, opts ...exampleapp.Option) (*server, *grpc.ClientConn) {
 	t.Helper()
 	s, err := start(append([]string{"-addr", "127.0.0.1:0"}, args...), opts...)
 	if err != nil {
@@ -103,7 +103,7 @@ const (
 // 10; each method its own quota; a denial's RetryInfo is the exact wait.
 func TestDefaultRules(t *testing.T) {
 	clock := core.NewManualClock(t0)
-	s, cc := serve(t, []string{"-jwt-secret", "example-secret"}, exampleapp.WithClock(clock))
+	s, cc := serveExample(t, []string{"-jwt-secret", "example-secret"}, exampleapp.WithClock(clock))
 	if a := invoke(t, cc, shout, "x-api-key", "alice"); a.code != codes.OK || a.out != "HI" {
 		t.Fatalf("Shout: %v %q", a.st, a.out)
 	}
@@ -157,7 +157,7 @@ func TestDefaultRules(t *testing.T) {
 // Chat streams a minute per peer IP, 20 per API key; the messages on an
 // admitted stream are not counted.
 func TestStreamsLimitedAtOpen(t *testing.T) {
-	_, cc := serve(t, nil, exampleapp.WithClock(core.NewManualClock(t0)))
+	_, cc := serveExample(t, nil, exampleapp.WithClock(core.NewManualClock(t0)))
 	open := func(md ...string) (codes.Code, metadata.MD) {
 		ctx, cancel := context.WithTimeout(metadata.AppendToOutgoingContext(context.Background(), md...), 10*time.Second)
 		defer cancel()
@@ -219,7 +219,7 @@ rules:
 `
 	write(wildcard)
 	clock := core.NewManualClock(t0)
-	s, cc := serve(t, []string{"-rules", file}, exampleapp.WithClock(clock))
+	s, cc := serveExample(t, []string{"-rules", file}, exampleapp.WithClock(clock))
 	if s.app.RulesInfo != file {
 		t.Fatalf("rules: %s", s.app.RulesInfo)
 	}
@@ -234,7 +234,7 @@ rules:
 	check(say, "k2", 3)
 	write(wildcard + `  - {name: say, route: /limitkit.example.Echo/Say, key: api_key, limits: ["5 per 1m"]}
 `)
-	if _, err := s.app.ReloadRules(); err != nil {
+	if _, err := s.app.ReloadRules(s.rules); err != nil {
 		t.Fatal(err)
 	}
 	check(say, "k3", 5)
@@ -249,7 +249,7 @@ func TestTrustedProxiesFlag(t *testing.T) {
 		if trusted {
 			args = []string{"-trusted-proxies", "127.0.0.0/8"}
 		}
-		_, cc := serve(t, args, exampleapp.WithClock(core.NewManualClock(t0)))
+		_, cc := serveExample(t, args, exampleapp.WithClock(core.NewManualClock(t0)))
 		n1, _ := quota(t, cc, say, 12, "x-forwarded-for", "198.51.100.1")
 		n2, _ := quota(t, cc, say, 12, "x-forwarded-for", "198.51.100.2")
 		want := map[bool][2]int{false: {5, 0}, true: {5, 5}}[trusted]
@@ -284,7 +284,7 @@ rules:
 `), 0o600); err != nil {
 			t.Fatal(err)
 		}
-		s, cc := serve(t, []string{"-redis", "redis://" + srv.Addr, "-sync", sync, "-rules", file})
+		s, cc := serveExample(t, []string{"-redis", "redis://" + srv.Addr, "-sync", sync, "-rules", file})
 		wantInfo := map[string]string{"0": "fleet tier (exact", "50ms": "write-back, sync 50ms"}[sync]
 		if !strings.Contains(s.app.StoreInfo, wantInfo) {
 			t.Fatalf("-sync %s: store %s", sync, s.app.StoreInfo)

@@ -77,11 +77,11 @@ func main() {
 		log.Fatal(err)
 	}
 	defer app.Close()
-	h, err := app.HTTPHandler()
+	rs, h, err := app.HTTPHandler() // the rules served by serve.NewNetHTTP
 	if err != nil {
 		log.Fatal(err)
 	}
-	defer app.StartReloads()() // SIGHUP reloads -rules; -watch also on change
+	defer app.StartReloads(rs)() // SIGHUP reloads -rules; -watch also on change
 	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
 	app.LogStartup("redis-cluster", ln)
 	log.Fatal(srv.Serve(ln))
