@@ -412,3 +412,25 @@ func scriptCalls(info string) int {
 	}
 	return n
 }
+
+// TestCutFlag: a program's own flag, in each form the flag package
+// accepts, leaves the shared flags in order.
+func TestCutFlag(t *testing.T) {
+	for _, c := range []struct {
+		args  []string
+		value string
+		found bool
+		rest  []string
+	}{
+		{[]string{"-addr", ":1", "-cluster", "a:1,b:2", "-watch", "2s"}, "a:1,b:2", true, []string{"-addr", ":1", "-watch", "2s"}},
+		{[]string{"--cluster=a:1", "-addr=:1"}, "a:1", true, []string{"-addr=:1"}},
+		{[]string{"-cluster", "a:1", "-cluster=b:2"}, "b:2", true, nil},
+		{[]string{"-addr", ":1"}, "", false, []string{"-addr", ":1"}},
+		{[]string{"-clusterx", "v", "-cluster"}, "", false, []string{"-clusterx", "v"}},
+	} {
+		value, found, rest := CutFlag(c.args, "cluster")
+		assert.Equal(t, c.value, value, c.args)
+		assert.Equal(t, c.found, found, c.args)
+		assert.Equal(t, c.rest, rest, c.args)
+	}
+}

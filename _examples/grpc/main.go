@@ -31,6 +31,14 @@
 // peer address is the client). LIMITKIT_API_KEYS, when set, lists the
 // valid x-api-key values as over HTTP; unset, every x-api-key is a key
 // of its own.
+//
+// -metrics-addr, this program's own flag, serves the Prometheus metrics
+// over HTTP at /metrics on a second address (the HTTP examples' metrics:
+// limitkit_decisions_total by rule and outcome, the configured limits,
+// ...); empty, the default, serves none:
+//
+//	go run ./_examples/grpc -metrics-addr :9090 &
+//	curl -s localhost:9090/metrics | grep limitkit_decisions_total
 package main
 
 import (
@@ -38,11 +46,14 @@ import (
 	_ "embed"
 	"errors"
 	"flag"
+	"fmt"
 	"io"
 	"log"
 	"net"
+	"net/http"
 	"os"
 	"strings"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/types/known/wrapperspb"
@@ -75,11 +86,18 @@ func run(args []string) error {
 	if s.app.StoreErr != nil {
 		log.Printf("WARNING: started degraded (-allow-degraded): %v; each rule's fail mode decides until the store answers", s.app.StoreErr)
 	}
+	if s.metrics != nil {
+		go func() { _ = s.metrics.Serve(s.metricsLn) }()
+		defer s.metrics.Close()
+	}
 	if s.app.SampleToken != "" {
 		log.Printf("no -jwt-secret: generated one; a token for user alice (metadata authorization: Bearer <token>):\n%s", s.app.SampleToken)
 	}
 	log.Printf("grpc example listening on %s; store: %s; rules: %s (%d rules); fail modes: %s",
 		s.ln.Addr(), s.app.StoreInfo, s.app.RulesInfo, len(s.app.Rules.Rules()), s.app.FailModes())
+	if s.metrics != nil {
+		log.Printf("metrics: http://%s%s", s.metricsLn.Addr(), exampleapp.MetricsPath)
+	}
 	return s.srv.Serve(s.ln)
 }
 
@@ -89,12 +107,16 @@ type server struct {
 	rules *serve.Server[rule] // the rules served: an interceptor pair each
 	srv   *grpc.Server
 	ln    net.Listener
+	// the metrics over HTTP with -metrics-addr; nil without
+	metrics   *http.Server
+	metricsLn net.Listener
 }
 
 // start parses the flags, builds the app (store, rules, a limiter and an
-// interceptor per rule) and the gRPC server, and binds -addr. opts are
-// for tests (a clock).
+// interceptor per rule) and the gRPC server, and binds -addr (and
+// -metrics-addr). opts are for tests (a clock).
 func start(args []string, opts ...exampleapp.Option) (*server, error) {
+	metricsAddr, _, args := exampleapp.CutFlag(args, "metrics-addr")
 	cfg, err := exampleapp.ParseFlagsAddr("grpc", ":50051", args, nil)
 	if err != nil {
 		return nil, err
@@ -120,12 +142,24 @@ func start(args []string, opts ...exampleapp.Option) (*server, error) {
 	}
 	srv := grpc.NewServer(grpc.UnaryInterceptor(unary(rs)), grpc.StreamInterceptor(stream(rs)))
 	srv.RegisterService(&echoService, struct{}{})
-	ln, err := exampleapp.Listen(cfg.Addr)
-	if err != nil {
+	s := &server{app: app, rules: rs, srv: srv}
+	if metricsAddr != "" {
+		if s.metricsLn, err = net.Listen("tcp", metricsAddr); err != nil {
+			app.Close()
+			return nil, fmt.Errorf("-metrics-addr %s: %w", metricsAddr, err)
+		}
+		mux := http.NewServeMux()
+		mux.Handle("GET "+exampleapp.MetricsPath, app.MetricsHandler())
+		s.metrics = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	}
+	if s.ln, err = exampleapp.Listen(cfg.Addr); err != nil {
+		if s.metricsLn != nil {
+			s.metricsLn.Close()
+		}
 		app.Close()
 		return nil, err
 	}
-	return &server{app: app, rules: rs, srv: srv, ln: ln}, nil
+	return s, nil
 }
 
 // rule is one rule's interceptors.

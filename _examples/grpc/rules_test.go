@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -10,6 +12,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -34,6 +38,10 @@ func serveExample(t *testing.T, args []string, opts ...exampleapp.Option) (*serv
 		t.Fatal(err)
 	}
 	go func() { _ = s.srv.Serve(s.ln) }()
+	if s.metrics != nil {
+		go func() { _ = s.metrics.Serve(s.metricsLn) }()
+		t.Cleanup(func() { _ = s.metrics.Close() })
+	}
 	t.Cleanup(func() { s.srv.Stop(); _ = s.app.Close() })
 	cc, err := grpc.NewClient(s.ln.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
@@ -344,4 +352,25 @@ func scriptCalls(info string) int {
 		}
 	}
 	return n
+}
+
+// TestMetricsAddr: with -metrics-addr the calls' decisions and the rules'
+// configured limits are served over HTTP at /metrics; without it nothing
+// listens besides -addr.
+func TestMetricsAddr(t *testing.T) {
+	s, cc := serveExample(t, []string{"-metrics-addr", "127.0.0.1:0"}, exampleapp.WithClock(core.NewManualClock(t0)))
+	n, _ := quota(t, cc, say, 10)
+	require.Equal(t, 5, n, "anonymous Say: 5 per peer IP")
+	resp, err := http.Get("http://" + s.metricsLn.Addr().String() + exampleapp.MetricsPath)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	assert.Contains(t, string(body), `limitkit_decisions_total{outcome="allowed",policy="say-ip"} 5`)
+	assert.Contains(t, string(body), `limitkit_decisions_total{outcome="denied",policy="say-ip"} 1`)
+	assert.Contains(t, string(body), `limitkit_limit_requests{limit="0",policy="say-ip",window="60"} 5`)
+
+	s, _ = serveExample(t, nil)
+	assert.Nil(t, s.metrics)
 }
