@@ -44,6 +44,15 @@ func main() {
 	}
 	defer app.StartReloads(srv)() // SIGHUP, and -watch
 
+	e := newEcho(app, srv)
+	e.Listener = ln
+	app.LogStartup("echo", ln)
+	log.Fatal(e.Start(""))
+}
+
+// newEcho is the example API on echo, each request limited by its rule
+// of srv.
+func newEcho(app *exampleapp.App, srv *serve.Server[echo.MiddlewareFunc]) *echo.Echo {
 	e := echo.New()
 	e.HideBanner = true
 	e.HidePort = true    // LogStartup says where
@@ -90,7 +99,5 @@ func main() {
 	e.GET("/*", reply("GET /")) // any other GET
 
 	e.Server.ReadHeaderTimeout = 5 * time.Second
-	e.Listener = ln
-	app.LogStartup("echo", ln)
-	log.Fatal(e.Start(""))
+	return e
 }

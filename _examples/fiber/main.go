@@ -62,6 +62,14 @@ func main() {
 		log.Fatal(err)
 	}
 	defer app.StartReloads(srv)() // SIGHUP, and -watch
+	f := newFiber(app, srv)
+	app.LogStartup("fiber", ln)
+	log.Fatal(f.Listener(ln))
+}
+
+// newFiber is the example API on fiber, each request limited by its rule
+// of srv.
+func newFiber(app *exampleapp.App, srv *serve.Server[fiber.Handler]) *fiber.App {
 	// dispatch is the first handler of each route (not app.Use),
 	// so that c.Route() is the matched route.
 	dispatch := func(c *fiber.Ctx) error {
@@ -96,7 +104,5 @@ func main() {
 		return c.Status(code).Send(body)
 	})
 	f.Get("/*", dispatch, reply("GET /")) // any other GET
-
-	app.LogStartup("fiber", ln)
-	log.Fatal(f.Listener(ln))
+	return f
 }

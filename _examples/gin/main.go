@@ -43,6 +43,14 @@ func main() {
 	}
 	defer app.StartReloads(srv)() // SIGHUP, and -watch
 
+	hs := &http.Server{Handler: newRouter(app, srv), ReadHeaderTimeout: 5 * time.Second}
+	app.LogStartup("gin", ln)
+	log.Fatal(hs.Serve(ln))
+}
+
+// newRouter is the example API on gin, each request limited by its rule
+// of srv.
+func newRouter(app *exampleapp.App, srv *serve.Server[gin.HandlerFunc]) *gin.Engine {
 	gin.SetMode(gin.ReleaseMode)
 	r := gin.New()
 	r.Use(gin.Recovery())
@@ -87,8 +95,5 @@ func main() {
 		}
 		reply("GET /")(c)
 	})
-
-	hs := &http.Server{Handler: r, ReadHeaderTimeout: 5 * time.Second}
-	app.LogStartup("gin", ln)
-	log.Fatal(hs.Serve(ln))
+	return r
 }
