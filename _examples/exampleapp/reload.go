@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"sync"
 	"syscall"
@@ -30,6 +31,9 @@ const MinWatch = 10 * time.Millisecond
 
 // errNoRulesFile is the reload error of an app serving the embedded table.
 var errNoRulesFile = errors.New("no -rules file: the embedded endpoint table cannot change; start with -rules <file> to reload rules")
+
+// errNoServer is the reload error of a nil Server.
+var errNoServer = errors.New("exampleapp: nil Server: pass the *serve.Server that serves App.Rules to StartReloads or ReloadRules")
 
 // Server is what an App reloads its rules file into: a *serve.Server of
 // any adapter (serve.New, serve.NewNetHTTP), serving [App.Rules] with
@@ -119,6 +123,10 @@ func (a *App) reloadFile(srv Server, trigger string, force bool) (ch rules.Chang
 	a.reload.mu.Lock()
 	defer a.reload.mu.Unlock()
 	log := a.logger()
+	if v := reflect.ValueOf(srv); srv == nil || v.Kind() == reflect.Pointer && v.IsNil() {
+		log.Error("rules reload: no server to reload into", "trigger", trigger, "reason", errNoServer.Error())
+		return rules.Change{}, true, errNoServer
+	}
 	if a.reload.file == "" {
 		log.Warn("rules reload: nothing to reload", "trigger", trigger, "reason", errNoRulesFile.Error())
 		return rules.Change{}, true, errNoRulesFile

@@ -166,6 +166,12 @@ func TestReloadWithoutRulesFile(t *testing.T) {
 	assert.ErrorContains(t, err, "no -rules file")
 	assert.Equal(t, gen, srv.Generation())
 	assert.Contains(t, logs.String(), "nothing to reload")
+
+	var none *serve.Server[http.Handler]
+	_, err = app.ReloadRules(none)
+	assert.ErrorContains(t, err, "nil Server", "an error, not a panic")
+	_, err = app.ReloadRules(nil)
+	assert.ErrorContains(t, err, "nil Server")
 }
 
 // TestWatchPoll drives the watcher's check directly: it reloads when the
