@@ -306,23 +306,65 @@ func New(cfg Config, opts ...Option) (*App, error) {
 	for _, f := range opts {
 		f(&o)
 	}
-	a := &App{Rules: rules.Default(), RulesInfo: "embedded endpoint table (rules/default.yaml)"}
+	a := &App{}
+	if err := a.loadRules(cfg, &o); err != nil {
+		return nil, err
+	}
+	if err := a.setupIdentity(cfg, &o); err != nil {
+		return nil, err
+	}
+	a.Metrics = metrics.MustNew()
+	a.Registry = prometheus.NewRegistry()
+	a.Registry.MustRegister(a.Metrics, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	if err := a.setupOTel(cfg, &o); err != nil {
+		a.Close()
+		return nil, err
+	}
+	if err := a.openStore(cfg, &o); err != nil {
+		a.Close()
+		return nil, err
+	}
+	a.lopts = o.limiterOptions(a.observer())
+	a.reload.file, a.reload.watch = cfg.RulesFile, cfg.Watch
+	a.reload.logger, a.reload.logSet = o.logger, o.logSet
+	// elastic rules: capacity limits in the store, load on a.InFlight
+	a.signals = rules.NewSignals(rules.SignalEnv{Store: a.Store, InFlight: &a.InFlight, Options: a.lopts})
+	var err error
+	if a.Rules, err = a.Rules.WithSignals(a.signals); err != nil {
+		a.Close()
+		return nil, err
+	}
+	return a, nil
+}
+
+// loadRules sets the rules: the -rules file, else WithDefaultRules', else
+// rules.Default().
+func (a *App) loadRules(cfg Config, o *options) error {
+	a.Rules, a.RulesInfo = rules.Default(), "embedded endpoint table (rules/default.yaml)"
 	if o.rules != nil {
 		a.Rules, a.RulesInfo = o.rules, o.rulesInfo
 	}
 	if cfg.RulesFile != "" {
 		s, sum, err := readRules(cfg.RulesFile)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		a.Rules, a.RulesInfo = s, cfg.RulesFile
 		a.reload.sum = sum
 	}
+	return nil
+}
+
+// setupIdentity sets how callers are known: the client IP (-trusted-
+// proxies), the JWT secret (generated, with a sample token, when none is
+// configured) and the principal: a verified JWT's sub, or a listed API
+// key (any key with WithAnyAPIKey and none listed).
+func (a *App) setupIdentity(cfg Config, o *options) error {
 	var err error
 	if len(cfg.TrustedProxies) > 0 {
 		a.IP, err = keyfuncs.XForwardedFor(cfg.TrustedProxies...)
 		if err != nil {
-			return nil, fmt.Errorf("-trusted-proxies: %w", err)
+			return fmt.Errorf("-trusted-proxies: %w", err)
 		}
 	} else {
 		a.IP = keyfuncs.PeerIP()
@@ -333,16 +375,16 @@ func New(cfg Config, opts ...Option) (*App, error) {
 		_, _ = rand.Read(a.secret)
 		a.SampleToken, err = a.Token("alice", time.Hour)
 		if err != nil {
-			return nil, err
+			return err
 		}
 	}
 	jwtKey, err := keyfuncs.JWTClaim(keyfuncs.JWTConfig{Methods: []string{"HS256"}, Key: a.secret})
 	if err != nil {
-		return nil, err
+		return err
 	}
 	apiKey, err := keyfuncs.APIKey("X-API-Key", "")
 	if err != nil {
-		return nil, err
+		return err
 	}
 	valid := make([][]byte, len(cfg.APIKeys))
 	for i, k := range cfg.APIKeys {
@@ -365,19 +407,13 @@ func New(cfg Config, opts ...Option) (*App, error) {
 	}
 	a.jwtKey, a.listedKey = jwtKey, listedKey
 	a.Principal = keyfuncs.FirstOf(keyfuncs.Tagged("user", jwtKey), keyfuncs.Tagged("key", listedKey))
+	return nil
+}
 
-	a.Metrics = metrics.MustNew()
-	a.Registry = prometheus.NewRegistry()
-	a.Registry.MustRegister(a.Metrics, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	if err := a.setupOTel(cfg, &o); err != nil {
-		a.Close()
-		return nil, err
-	}
-	if err := a.openStore(cfg, &o); err != nil {
-		a.Close()
-		return nil, err
-	}
-	lopts := []core.Option{core.WithObserver(a.observer())}
+// limiterOptions are every limiter's options: the observer, and the
+// clock, logger, log interval and store deadline New was given.
+func (o *options) limiterOptions(obs core.Observer) []core.Option {
+	lopts := []core.Option{core.WithObserver(obs)}
 	if o.clock != nil {
 		lopts = append(lopts, core.WithClock(o.clock))
 	}
@@ -390,16 +426,7 @@ func New(cfg Config, opts ...Option) (*App, error) {
 	if o.timeout != 0 {
 		lopts = append(lopts, core.WithTimeout(o.timeout))
 	}
-	a.reload.file, a.reload.watch = cfg.RulesFile, cfg.Watch
-	a.reload.logger, a.reload.logSet = o.logger, o.logSet
-	// elastic rules: capacity limits in the store, load on a.InFlight
-	a.signals = rules.NewSignals(rules.SignalEnv{Store: a.Store, InFlight: &a.InFlight, Options: lopts})
-	if a.Rules, err = a.Rules.WithSignals(a.signals); err != nil {
-		a.Close()
-		return nil, err
-	}
-	a.lopts = lopts
-	return a, nil
+	return lopts
 }
 
 // ServeConfig is the serve.Config that serves the app's rules: the
