@@ -29,6 +29,8 @@
 //     takes, and the middleware engine adapters (yours too) are built on.
 //   - github.com/limitkit/limitkit/rules: limits as data (YAML or JSON
 //     files), reloaded atomically.
+//   - github.com/limitkit/limitkit/rules/serve: a rules file served through
+//     any adapter: a middleware per rule, a dispatcher, reloads.
 //   - github.com/limitkit/limitkit/metrics and otellimit: Prometheus and
 //     OpenTelemetry observers.
 //

@@ -3,6 +3,9 @@
 package benchmarks
 
 import (
+	"os"
+	"strconv"
+	"strings"
 	"syscall"
 	"time"
 	"unsafe"
@@ -29,4 +32,21 @@ func processCPU() time.Duration {
 		return 0
 	}
 	return time.Duration(ts.Nano())
+}
+
+// threadSched returns the time the main thread of process pid (a
+// redis-server's event loop) has spent on a CPU and waiting in the run
+// queue for one (/proc/<pid>/task/<pid>/schedstat), or 0s when unknown.
+func threadSched(pid string) (run, wait time.Duration) {
+	data, err := os.ReadFile("/proc/" + pid + "/task/" + pid + "/schedstat")
+	if err != nil {
+		return 0, 0
+	}
+	f := strings.Fields(string(data))
+	if len(f) < 2 {
+		return 0, 0
+	}
+	r, _ := strconv.ParseInt(f[0], 10, 64)
+	w, _ := strconv.ParseInt(f[1], 10, 64)
+	return time.Duration(r), time.Duration(w)
 }

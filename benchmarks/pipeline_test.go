@@ -62,6 +62,11 @@ var pipeLibs = []struct {
 //     cpu: the scripts plus reading, parsing and answering), and
 //     <lib>-client-cpu-µs/op: this process's (the library, go-redis, the
 //     goroutines; 0 off Linux);
+//   - <lib>-redis-on-cpu-%: the share of the wall time redis-server's
+//     event loop spent on a CPU, and <lib>-redis-runq-%: spent ready to
+//     run but waiting for a CPU that other processes held (the mean over
+//     the masters, from /proc/<pid>/task/<pid>/schedstat; 0 off Linux):
+//     what is left of 100 % Redis sat idle, waiting for commands;
 //
 // and for the pipelined library: x-plain and x-redis_rate (its
 // decisions/s over theirs), p99/plain, and floor/x: the decisions/s
@@ -101,7 +106,7 @@ func BenchmarkPipelining(b *testing.B) {
 					}
 				}
 				chunk := max(1000, 16*conc)
-				type figs struct{ perSec, p50, p99, usec, client, server []float64 }
+				type figs struct{ perSec, p50, p99, usec, client, server, oncpu, runq []float64 }
 				res := make([]figs, len(pipeLibs))
 				var ratios [4][]float64 // x-plain, x-redis_rate, p99/plain, floor/x
 				var calls, decisions float64
@@ -123,6 +128,9 @@ func BenchmarkPipelining(b *testing.B) {
 							r.usec = append(r.usec, (s1.usec-s0.usec)/max(1, s1.calls-s0.calls))
 							r.client = append(r.client, float64((c1-c0).Nanoseconds())/1e3/float64(chunk))
 							r.server = append(r.server, (s1.cpu-s0.cpu)*1e6/float64(chunk))
+							wall := elapsed.Seconds() * float64(len(tg.servers)) / 100
+							r.oncpu = append(r.oncpu, (s1.run-s0.run)/wall)
+							r.runq = append(r.runq, (s1.wait-s0.wait)/wall)
 						}
 						last := func(j int) (perSec, p99, usec float64) {
 							r := res[j]
@@ -151,6 +159,8 @@ func BenchmarkPipelining(b *testing.B) {
 					b.ReportMetric(median(res[j].usec), lib.name+"-redis-µs/op")
 					b.ReportMetric(median(res[j].client), lib.name+"-client-cpu-µs/op")
 					b.ReportMetric(median(res[j].server), lib.name+"-server-cpu-µs/op")
+					b.ReportMetric(median(res[j].oncpu), lib.name+"-redis-on-cpu-%")
+					b.ReportMetric(median(res[j].runq), lib.name+"-redis-runq-%")
 				}
 				for i, name := range []string{"x-plain", "x-redis_rate", "p99/plain", "floor/x"} {
 					b.ReportMetric(median(ratios[i]), name)
@@ -199,16 +209,22 @@ func percentile(xs []float64, q float64) float64 {
 }
 
 // scriptStats sums EVALSHA's and EVAL's calls and usec (INFO
-// commandstats) and the servers' CPU seconds (INFO cpu) over servers.
-func scriptStats(b *testing.B, servers []*redistest.Server) (s struct{ calls, usec, cpu float64 }) {
+// commandstats), the servers' CPU seconds (INFO cpu) and their event
+// loops' seconds on a CPU and waiting for one (threadSched) over servers.
+func scriptStats(b *testing.B, servers []*redistest.Server) (s struct{ calls, usec, cpu, run, wait float64 }) {
 	b.Helper()
 	for _, srv := range servers {
-		info, err := srv.Do("INFO", "cpu", "commandstats")
+		info, err := srv.Do("INFO", "server", "cpu", "commandstats")
 		if err != nil {
 			b.Fatal(err)
 		}
 		for _, line := range strings.Split(info, "\n") {
 			k, v, ok := strings.Cut(strings.TrimSpace(line), ":")
+			if k == "process_id" {
+				run, wait := threadSched(v)
+				s.run += run.Seconds()
+				s.wait += wait.Seconds()
+			}
 			if k == "used_cpu_user" || k == "used_cpu_sys" {
 				x, _ := strconv.ParseFloat(v, 64)
 				s.cpu += x

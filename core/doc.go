@@ -26,7 +26,7 @@
 //	if !d.Allowed { /* 429, retry after d.RetryAfter */ }
 //
 // core imports no third-party package and no HTTP framework. Adapters
-// (nethttp, ginlimit, echolimit, fiberlimit) turn a request into a key and a
+// (nethttp, ginlimit, echolimit, fiberlimit, grpclimit) turn a request into a key and a
 // [Decision] into a response; stores (core/memstore, core/redisstore) hold
 // the per-key state.
 //

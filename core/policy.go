@@ -296,6 +296,29 @@ func (p *Policy) Validate() error {
 	if p == nil {
 		return errors.New("core: nil policy")
 	}
+	if err := p.validateName(); err != nil {
+		return err
+	}
+	if err := p.validateLimits(); err != nil {
+		return err
+	}
+	if err := p.validateSwitches(); err != nil {
+		return err
+	}
+	if err := p.validateElastic(); err != nil {
+		return err
+	}
+	for i, l := range p.Limits {
+		if effective(l.capacity(), p.SoftPercent) > maxRequests {
+			return fmt.Errorf("core: policy %q: limits[%d]: limit with soft overage exceeds %d", p.Name, i, maxRequests)
+		}
+	}
+	return p.validateWork()
+}
+
+// validateName checks that p's name is 1 to 64 of the bytes
+// [A-Za-z0-9_.:/-].
+func (p *Policy) validateName() error {
 	if p.Name == "" {
 		return errors.New("core: policy name is empty; give every policy a name")
 	}
@@ -308,6 +331,12 @@ func (p *Policy) Validate() error {
 			return fmt.Errorf("core: policy %q: name byte %q not allowed (use [A-Za-z0-9_.:/-])", p.Name, c)
 		}
 	}
+	return nil
+}
+
+// validateLimits checks p's algorithm, its limits under it, and the
+// sliding counter's buckets.
+func (p *Policy) validateLimits() error {
 	if p.Algorithm >= numAlgorithms {
 		return fmt.Errorf("core: policy %q: unknown algorithm %d", p.Name, p.Algorithm)
 	}
@@ -335,6 +364,12 @@ func (p *Policy) Validate() error {
 	case p.Buckets != 0:
 		return fmt.Errorf("core: policy %q: buckets applies to sliding_counter only; remove it", p.Name)
 	}
+	return nil
+}
+
+// validateSwitches checks p's soft percent, fail mode, mode, sync and
+// fleet size.
+func (p *Policy) validateSwitches() error {
 	if p.SoftPercent < 0 || p.SoftPercent > 1000 {
 		return fmt.Errorf("core: policy %q: soft_percent must be in [0, 1000], got %d", p.Name, p.SoftPercent)
 	}
@@ -353,15 +388,7 @@ func (p *Policy) Validate() error {
 	if p.FleetSize < 0 || p.FleetSize > MaxFleetSize {
 		return fmt.Errorf("core: policy %q: fleet_size must be in [0, %d], got %d", p.Name, MaxFleetSize, p.FleetSize)
 	}
-	if err := p.validateElastic(); err != nil {
-		return err
-	}
-	for i, l := range p.Limits {
-		if effective(l.capacity(), p.SoftPercent) > maxRequests {
-			return fmt.Errorf("core: policy %q: limits[%d]: limit with soft overage exceeds %d", p.Name, i, maxRequests)
-		}
-	}
-	return p.validateWork()
+	return nil
 }
 
 // MaxLimits is the most limits a [Policy] may have.

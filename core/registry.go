@@ -113,7 +113,8 @@ type nameClaims struct {
 	gen  uint64  // changes when another configuration takes the name over
 }
 
-// PolicyClaim is one claim made by [PolicyRegistry.Claim]. It is a
+// For store implementers: PolicyClaim is one claim made by
+// [PolicyRegistry.Claim]. It is a
 // [Registration]; a store that wraps it in its own keeps it to pass to a
 // later Claim as one of the replaced.
 type PolicyClaim struct {

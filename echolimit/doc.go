@@ -109,3 +109,5 @@
 // that handler's closure pointer, because echo applies e.Use middleware
 // per request; TestWrapCache fails if that stops holding.
 package echolimit
+
+//go:generate go run ../internal/gen/forwarders

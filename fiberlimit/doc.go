@@ -114,3 +114,5 @@
 // strict routing), and a test fails when fiber.Version differs from the
 // version verified (internals_test.go says what to re-check).
 package fiberlimit
+
+//go:generate go run ../internal/gen/forwarders

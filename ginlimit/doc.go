@@ -109,3 +109,5 @@
 // gin.Version differs from the version verified (internals_test.go says
 // what to re-check before updating it).
 package ginlimit
+
+//go:generate go run ../internal/gen/forwarders

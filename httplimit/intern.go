@@ -54,6 +54,7 @@ func (t *internTable) intern(b []byte) string {
 }
 
 // Intern returns b as a string without allocating when the same bytes were
-// interned recently (see the table above). Adapters use it for values
+// interned recently (a direct-mapped cache of immutable entries, so a
+// busy client's address is rendered once). Adapters use it for values
 // they must render, like fasthttp's peer address.
 func Intern(b []byte) string { return interned.intern(b) }

@@ -83,30 +83,8 @@ type JWTConfig struct {
 // the token prefer [ClaimFromContext]. Construction fails on a missing or
 // mismatched key, no methods, or "none".
 func JWTClaim(cfg JWTConfig) (Func, error) {
-	if len(cfg.Methods) == 0 {
-		return nil, errors.New("keyfuncs: JWTConfig.Methods is empty: pin the algorithms your issuer signs with, e.g. []string{\"RS256\"}")
-	}
-	if (cfg.Key == nil) == (cfg.Keyfunc == nil) {
-		return nil, errors.New("keyfuncs: set exactly one of JWTConfig.Key and JWTConfig.Keyfunc")
-	}
-	for _, m := range cfg.Methods {
-		if strings.EqualFold(m, "none") {
-			return nil, errors.New("keyfuncs: JWTConfig.Methods contains \"none\": unsigned tokens can never identify a client")
-		}
-		if jwt.GetSigningMethod(m) == nil {
-			return nil, fmt.Errorf("keyfuncs: unknown JWT signing method %q", m)
-		}
-		if cfg.Key != nil {
-			if err := checkKeyType(m, cfg.Key); err != nil {
-				return nil, err
-			}
-		}
-	}
-	if cfg.MaxTokenBytes < 0 {
-		return nil, fmt.Errorf("keyfuncs: JWTConfig.MaxTokenBytes is %d: use 0 for the default or a positive bound", cfg.MaxTokenBytes)
-	}
-	if cfg.Leeway < 0 {
-		return nil, fmt.Errorf("keyfuncs: JWTConfig.Leeway is negative (%v)", cfg.Leeway)
+	if err := cfg.check(); err != nil {
+		return nil, err
 	}
 	claim := cfg.Claim
 	if claim == "" {
@@ -116,35 +94,12 @@ func JWTClaim(cfg JWTConfig) (Func, error) {
 	if header == "" {
 		header = "Authorization"
 	}
-	if !isToken(header) {
-		return nil, fmt.Errorf("keyfuncs: JWTConfig.Header %q is not a valid header name", cfg.Header)
-	}
 	bearer := strings.EqualFold(header, "Authorization")
 	maxLen := cfg.MaxTokenBytes
 	if maxLen == 0 {
 		maxLen = DefaultMaxTokenBytes
 	}
-	opts := []jwt.ParserOption{
-		jwt.WithLeeway(cfg.Leeway),
-	}
-	if !cfg.AllowMissingExpiry {
-		opts = append(opts, jwt.WithExpirationRequired())
-	}
-	if cfg.Issuer != "" {
-		opts = append(opts, jwt.WithIssuer(cfg.Issuer))
-	}
-	if cfg.Audience != "" {
-		opts = append(opts, jwt.WithAudience(cfg.Audience))
-	}
-	if cfg.Now != nil {
-		opts = append(opts, jwt.WithTimeFunc(cfg.Now))
-	}
-	// read-only after construction: safe for concurrent use
-	v := &jwtVerifier{validator: jwt.NewValidator(opts...), key: cfg.Key, keyfunc: cfg.Keyfunc, methods: make(map[string]jwt.SigningMethod, len(cfg.Methods))}
-	for _, m := range cfg.Methods {
-		v.methods[m] = jwt.GetSigningMethod(m)
-	}
-
+	v := newJWTVerifier(&cfg)
 	return func(r Request) (string, error) {
 		tok := trimOWS(r.Header(header))
 		if bearer {
@@ -165,6 +120,66 @@ func JWTClaim(cfg JWTConfig) (Func, error) {
 		}
 		return claimKey(claims, claim)
 	}, nil
+}
+
+// check reports the first mistake in cfg: no methods, "none" or an
+// unknown method, not exactly one of Key and Keyfunc, a key that cannot
+// verify a method, a negative bound or leeway, an invalid header name.
+func (cfg *JWTConfig) check() error {
+	if len(cfg.Methods) == 0 {
+		return errors.New("keyfuncs: JWTConfig.Methods is empty: pin the algorithms your issuer signs with, e.g. []string{\"RS256\"}")
+	}
+	if (cfg.Key == nil) == (cfg.Keyfunc == nil) {
+		return errors.New("keyfuncs: set exactly one of JWTConfig.Key and JWTConfig.Keyfunc")
+	}
+	for _, m := range cfg.Methods {
+		if strings.EqualFold(m, "none") {
+			return errors.New("keyfuncs: JWTConfig.Methods contains \"none\": unsigned tokens can never identify a client")
+		}
+		if jwt.GetSigningMethod(m) == nil {
+			return fmt.Errorf("keyfuncs: unknown JWT signing method %q", m)
+		}
+		if cfg.Key != nil {
+			if err := checkKeyType(m, cfg.Key); err != nil {
+				return err
+			}
+		}
+	}
+	if cfg.MaxTokenBytes < 0 {
+		return fmt.Errorf("keyfuncs: JWTConfig.MaxTokenBytes is %d: use 0 for the default or a positive bound", cfg.MaxTokenBytes)
+	}
+	if cfg.Leeway < 0 {
+		return fmt.Errorf("keyfuncs: JWTConfig.Leeway is negative (%v)", cfg.Leeway)
+	}
+	if cfg.Header != "" && !isToken(cfg.Header) {
+		return fmt.Errorf("keyfuncs: JWTConfig.Header %q is not a valid header name", cfg.Header)
+	}
+	return nil
+}
+
+// newJWTVerifier builds the verifier of a checked cfg. It is read-only
+// after construction: safe for concurrent use.
+func newJWTVerifier(cfg *JWTConfig) *jwtVerifier {
+	opts := []jwt.ParserOption{
+		jwt.WithLeeway(cfg.Leeway),
+	}
+	if !cfg.AllowMissingExpiry {
+		opts = append(opts, jwt.WithExpirationRequired())
+	}
+	if cfg.Issuer != "" {
+		opts = append(opts, jwt.WithIssuer(cfg.Issuer))
+	}
+	if cfg.Audience != "" {
+		opts = append(opts, jwt.WithAudience(cfg.Audience))
+	}
+	if cfg.Now != nil {
+		opts = append(opts, jwt.WithTimeFunc(cfg.Now))
+	}
+	v := &jwtVerifier{validator: jwt.NewValidator(opts...), key: cfg.Key, keyfunc: cfg.Keyfunc, methods: make(map[string]jwt.SigningMethod, len(cfg.Methods))}
+	for _, m := range cfg.Methods {
+		v.methods[m] = jwt.GetSigningMethod(m)
+	}
+	return v
 }
 
 var (

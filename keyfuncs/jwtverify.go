@@ -50,44 +50,13 @@ var (
 // verify returns the claims of tok once its signature and claims are
 // valid.
 func (v *jwtVerifier) verify(tok string) (jwt.MapClaims, error) {
-	h, rest, ok := strings.Cut(tok, ".")
-	if !ok {
-		return nil, errJWTShape
-	}
-	payload, sig, ok := strings.Cut(rest, ".")
-	if !ok || strings.IndexByte(sig, '.') >= 0 {
-		return nil, errJWTShape
-	}
-	if len(h) > maxJWTHeaderBytes {
-		return nil, errJWTHeaderLen
-	}
-	hb, err := base64.RawURLEncoding.DecodeString(h)
+	h, payload, sig, err := splitJWS(tok)
 	if err != nil {
-		return nil, fmt.Errorf("%w: header: %w", jwt.ErrTokenMalformed, err)
+		return nil, err
 	}
-	// With a static key only alg is read: decoding into a struct skips the
-	// other members without building them. A Keyfunc gets the whole
-	// header (kid, x5t, ...), as a map.
-	var header map[string]any
-	var alg string
-	if v.key != nil {
-		var h struct {
-			Alg *string `json:"alg"`
-		}
-		if err := decodeBounded(hb, &h); err != nil {
-			return nil, fmt.Errorf("header: %w", err)
-		}
-		if h.Alg == nil {
-			return nil, errJWTNoAlg
-		}
-		alg = *h.Alg
-	} else {
-		if err := decodeBounded(hb, &header); err != nil {
-			return nil, fmt.Errorf("header: %w", err)
-		}
-		if alg, ok = header["alg"].(string); !ok {
-			return nil, errJWTNoAlg
-		}
+	alg, header, err := v.readHeader(h)
+	if err != nil {
+		return nil, err
 	}
 	method := v.methods[alg]
 	if method == nil {
@@ -97,14 +66,72 @@ func (v *jwtVerifier) verify(tok string) (jwt.MapClaims, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: signature: %w", jwt.ErrTokenMalformed, err)
 	}
+	if err := v.checkSignature(tok, tok[:len(h)+1+len(payload)], sb, method, header); err != nil {
+		return nil, err
+	}
+	return v.claims(payload)
+}
+
+// splitJWS cuts a compact JWS into its three segments, refusing a header
+// over maxJWTHeaderBytes.
+func splitJWS(tok string) (header, payload, sig string, err error) {
+	header, rest, ok := strings.Cut(tok, ".")
+	if !ok {
+		return "", "", "", errJWTShape
+	}
+	payload, sig, ok = strings.Cut(rest, ".")
+	if !ok || strings.IndexByte(sig, '.') >= 0 {
+		return "", "", "", errJWTShape
+	}
+	if len(header) > maxJWTHeaderBytes {
+		return "", "", "", errJWTHeaderLen
+	}
+	return header, payload, sig, nil
+}
+
+// readHeader decodes the header segment h and returns its alg. With a
+// static key only alg is read: decoding into a struct skips the other
+// members without building them. A Keyfunc gets the whole header (kid,
+// x5t, ...), as a map, returned too.
+func (v *jwtVerifier) readHeader(h string) (alg string, header map[string]any, err error) {
+	hb, err := base64.RawURLEncoding.DecodeString(h)
+	if err != nil {
+		return "", nil, fmt.Errorf("%w: header: %w", jwt.ErrTokenMalformed, err)
+	}
+	if v.key != nil {
+		var h struct {
+			Alg *string `json:"alg"`
+		}
+		if err := decodeBounded(hb, &h); err != nil {
+			return "", nil, fmt.Errorf("header: %w", err)
+		}
+		if h.Alg == nil {
+			return "", nil, errJWTNoAlg
+		}
+		return *h.Alg, nil, nil
+	}
+	if err := decodeBounded(hb, &header); err != nil {
+		return "", nil, fmt.Errorf("header: %w", err)
+	}
+	alg, ok := header["alg"].(string)
+	if !ok {
+		return "", nil, errJWTNoAlg
+	}
+	return alg, header, nil
+}
+
+// checkSignature verifies the signature sb of signed (tok's
+// header.payload) with the static key or the Keyfunc's, which sees the
+// header before the claims are decoded.
+func (v *jwtVerifier) checkSignature(tok, signed string, sb []byte, method jwt.SigningMethod, header map[string]any) error {
 	key := v.key
 	if key == nil {
-		// The Keyfunc sees the header; the claims are not decoded yet.
+		var err error
 		if key, err = v.keyfunc(&jwt.Token{Raw: tok, Method: method, Header: header, Claims: jwt.MapClaims{}, Signature: sb}); err != nil {
-			return nil, fmt.Errorf("%w: keyfunc: %w", jwt.ErrTokenUnverifiable, err)
+			return fmt.Errorf("%w: keyfunc: %w", jwt.ErrTokenUnverifiable, err)
 		}
 	}
-	signed := tok[:len(h)+1+len(payload)]
+	var err error
 	if set, ok := key.(jwt.VerificationKeySet); ok {
 		err = errors.New("keyfunc returned an empty key set")
 		for _, k := range set.Keys {
@@ -116,8 +143,13 @@ func (v *jwtVerifier) verify(tok string) (jwt.MapClaims, error) {
 		err = method.Verify(signed, sb, key)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("%w: %w", jwt.ErrTokenSignatureInvalid, err)
+		return fmt.Errorf("%w: %w", jwt.ErrTokenSignatureInvalid, err)
 	}
+	return nil
+}
+
+// claims decodes the verified payload segment and validates its claims.
+func (v *jwtVerifier) claims(payload string) (jwt.MapClaims, error) {
 	pb, err := base64.RawURLEncoding.DecodeString(payload)
 	if err != nil {
 		return nil, fmt.Errorf("%w: claims: %w", jwt.ErrTokenMalformed, err)

@@ -95,3 +95,5 @@
 // later ones skip building the key.
 // See the package benchmarks.
 package nethttp
+
+//go:generate go run ../internal/gen/forwarders

@@ -73,6 +73,13 @@ func resolveSwitches(s *switchesDoc, base switches, e Error, at func(string) int
 	if s.CountDenied != nil {
 		out.countDenied = *s.CountDenied
 	}
+	resolveServing(s, &out, fail)
+	return out
+}
+
+// resolveServing applies s's switches of how a policy is served (fail
+// mode, mode, sync, elastic, fleet size) over out.
+func resolveServing(s *switchesDoc, out *switches, fail func(field, msg string)) {
 	if s.FailMode != nil {
 		m, err := core.ParseFailMode(*s.FailMode)
 		if err != nil {
@@ -111,7 +118,6 @@ func resolveSwitches(s *switchesDoc, base switches, e Error, at func(string) int
 			out.fleetSize = n
 		}
 	}
-	return out
 }
 
 // parseLimits resolves a limits list.
@@ -216,151 +222,201 @@ func build(doc *fileDoc, ln *lines, c *collector) *Set {
 	s := &Set{}
 	names := map[string]string{} // policy name -> where it was defined
 	for i := range doc.Rules {
-		d := &doc.Rules[i]
-		e := Error{Section: "rules", Index: i, Name: d.Name}
-		at := func(f string) int { return lineOf(ln.rules, i, f) }
-		fail := func(field, msg string) {
-			e := e
-			e.Field, e.Line, e.Msg = field, at(field), msg
-			c.add(&e)
-		}
-		r := Rule{Name: d.Name, Route: d.Route, Index: i, Line: at("")}
-		switch {
-		case d.Name == "":
-			fail("name", "is empty; give every rule a unique name (it names the policy)")
-		case !validName(d.Name, false):
-			fail("name", "use 1 to 64 of the characters A-Z a-z 0-9 _ . : -")
-		case names[d.Name] != "":
-			fail("name", fmt.Sprintf("already used by %s; names must be unique", names[d.Name]))
-		default:
-			names[d.Name] = fmt.Sprintf("rules[%d]", i)
-		}
-		for _, m := range d.Methods {
-			switch u := strings.ToUpper(strings.TrimSpace(m)); {
-			case u == "*" || u == "ANY":
-				if len(d.Methods) != 1 {
-					fail("methods", fmt.Sprintf("%q means any method; it cannot be combined with others", m))
-				}
-			case !slices.Contains(httpMethods, u):
-				fail("methods", unknownMethod(m))
-			case slices.Contains(r.Methods, u):
-				fail("methods", fmt.Sprintf("%s is listed twice", u))
-			default:
-				r.Methods = append(r.Methods, u)
-			}
-		}
-		var err error
-		if r.pat, err = compilePattern(d.Route); err != nil {
-			fail("route", err.Error())
-		}
-		if r.Identity, err = ParseIdentity(d.Identity); err != nil {
-			fail("identity", err.Error())
-		}
-		switch {
-		case d.Key != "":
-			if r.Key, err = ParseKey(d.Key); err != nil {
-				fail("key", err.Error())
-			}
-		case r.Identity == Authenticated:
-			r.Key = Key{Kind: KeyUser}
-		default:
-			r.Key = Key{Kind: KeyIP}
-		}
-		if r.Key.Kind == KeyUser && r.Identity != Authenticated {
-			fail("key", "key user needs identity: authenticated (anonymous callers have no user); use key: ip, or set identity: authenticated")
-		}
-		if r.Key.Kind == KeyAPIKey && r.Identity == Anonymous {
-			fail("key", "anonymous callers present no API key; use key: ip")
-		}
-		sw := resolveSwitches(&d.switchesDoc, base, e, at, c)
-		r.Algorithm, r.Buckets, r.Shadow, r.SoftPercent, r.CountDenied, r.FailMode =
-			sw.algorithm, sw.buckets, sw.shadow, sw.softPercent, sw.countDenied, sw.failMode
-		r.Mode, r.Sync, r.FleetSize, r.Elastic = sw.mode, sw.sync, sw.fleetSize, sw.elastic
-		if len(d.Limits) > 0 || len(d.Tiers) == 0 {
-			r.Limits = parseLimits(d.Limits, e, at, c)
-		}
-		claim := func(field, name string) {
-			if where := names[name]; where != "" {
-				fail(field, fmt.Sprintf("its policy name %q is already used by %s; rename one", name, where))
-				return
-			}
-			names[name] = fmt.Sprintf("rules[%d] %s", i, field)
-		}
-		resolvePolicies(d, &r, e, at, c, fail, claim)
-		if (len(r.Limits) == len(d.Limits) || len(d.Limits) == 0) && len(r.Limits) > 0 && validName(r.Name, false) {
-			p := r.Policy()
-			validatePolicy(&p, e, at, c)
-			for _, x := range r.extraPolicies() {
-				if len(x.Limits) > 0 {
-					validatePolicy(&x, e, at, c)
-				}
-			}
-		}
-		s.rules = append(s.rules, r)
+		s.rules = append(s.rules, buildRule(&doc.Rules[i], i, base, ln, names, c))
 	}
 	checkTies(s.rules, c)
 	for i := range doc.Descriptors {
-		d := &doc.Descriptors[i]
-		e := Error{Section: "descriptors", Index: i, Name: d.Domain + "/" + d.Key}
-		at := func(f string) int { return lineOf(ln.descriptors, i, f) }
-		fail := func(field, msg string) {
-			e := e
-			e.Field, e.Line, e.Msg = field, at(field), msg
-			c.add(&e)
+		s.descriptors = append(s.descriptors, buildDescriptor(&doc.Descriptors[i], i, base, ln, names, c))
+	}
+	s.order = precedenceOrder(s.rules)
+	return s
+}
+
+// buildRule validates rules[i] and resolves it over the defaults base,
+// registering the policy names it defines in names (policy name -> where).
+func buildRule(d *ruleDoc, i int, base switches, ln *lines, names map[string]string, c *collector) Rule {
+	e := Error{Section: "rules", Index: i, Name: d.Name}
+	at, fail := entryReporter(e, ln.rules, c)
+	r := Rule{Name: d.Name, Route: d.Route, Index: i, Line: at("")}
+	claimRuleName(d.Name, i, names, fail)
+	r.Methods = parseMethods(d.Methods, fail)
+	var err error
+	if r.pat, err = compilePattern(d.Route); err != nil {
+		fail("route", err.Error())
+	}
+	if r.Identity, err = ParseIdentity(d.Identity); err != nil {
+		fail("identity", err.Error())
+	}
+	r.Key = resolveKey(d.Key, r.Identity, fail)
+	sw := resolveSwitches(&d.switchesDoc, base, e, at, c)
+	r.Algorithm, r.Buckets, r.Shadow, r.SoftPercent, r.CountDenied, r.FailMode =
+		sw.algorithm, sw.buckets, sw.shadow, sw.softPercent, sw.countDenied, sw.failMode
+	r.Mode, r.Sync, r.FleetSize, r.Elastic = sw.mode, sw.sync, sw.fleetSize, sw.elastic
+	if len(d.Limits) > 0 || len(d.Tiers) == 0 {
+		r.Limits = parseLimits(d.Limits, e, at, c)
+	}
+	claim := func(field, name string) {
+		if where := names[name]; where != "" {
+			fail(field, fmt.Sprintf("its policy name %q is already used by %s; rename one", name, where))
+			return
 		}
-		ds := Descriptor{Domain: d.Domain, Key: d.Key, Index: i, Line: at("")}
-		okName := true
-		for _, f := range []struct{ field, v string }{{"domain", d.Domain}, {"key", d.Key}} {
-			if !validName(f.v, false) || len(d.Domain)+len(d.Key) > 63 {
-				fail(f.field, "use 1 to 63 of the characters A-Z a-z 0-9 _ . : - (domain and key together)")
-				okName = false
+		names[name] = fmt.Sprintf("rules[%d] %s", i, field)
+	}
+	resolvePolicies(d, &r, e, at, c, fail, claim)
+	if (len(r.Limits) == len(d.Limits) || len(d.Limits) == 0) && len(r.Limits) > 0 && validName(r.Name, false) {
+		p := r.Policy()
+		validatePolicy(&p, e, at, c)
+		for _, x := range r.extraPolicies() {
+			if len(x.Limits) > 0 {
+				validatePolicy(&x, e, at, c)
 			}
 		}
-		if okName {
-			if where := names[ds.Name()]; where != "" {
-				fail("key", fmt.Sprintf("%s is already defined by %s", ds.Name(), where))
+	}
+	return r
+}
+
+// entryReporter returns, for the entry e of a section whose field lines
+// are lines, the line of a field ("" for the entry's own) and the
+// function that reports a problem in a field.
+func entryReporter(e Error, lines []map[string]int, c *collector) (at func(string) int, fail func(field, msg string)) {
+	at = func(f string) int { return lineOf(lines, e.Index, f) }
+	fail = func(field, msg string) {
+		e := e
+		e.Field, e.Line, e.Msg = field, at(field), msg
+		c.add(&e)
+	}
+	return at, fail
+}
+
+// claimRuleName checks the name of rules[i] and registers it in names.
+func claimRuleName(name string, i int, names map[string]string, fail func(field, msg string)) {
+	switch {
+	case name == "":
+		fail("name", "is empty; give every rule a unique name (it names the policy)")
+	case !validName(name, false):
+		fail("name", "use 1 to 64 of the characters A-Z a-z 0-9 _ . : -")
+	case names[name] != "":
+		fail("name", fmt.Sprintf("already used by %s; names must be unique", names[name]))
+	default:
+		names[name] = fmt.Sprintf("rules[%d]", i)
+	}
+}
+
+// parseMethods resolves a rule's methods: upper-cased, each once; none
+// (or "*" alone) for any method.
+func parseMethods(methods []string, fail func(field, msg string)) []string {
+	var out []string
+	for _, m := range methods {
+		switch u := strings.ToUpper(strings.TrimSpace(m)); {
+		case u == "*" || u == "ANY":
+			if len(methods) != 1 {
+				fail("methods", fmt.Sprintf("%q means any method; it cannot be combined with others", m))
 			}
-			names[ds.Name()] = fmt.Sprintf("descriptors[%d]", i)
-		}
-		switch {
-		case len(d.Limits) > 0 && (d.Unit != "" || d.Requests != 0):
-			fail("limits", "write either unit and requests, or limits, not both")
-		case len(d.Limits) > 0:
-			ds.Limits = parseLimits(d.Limits, e, at, c)
-		case d.Unit == "" || d.Requests <= 0:
-			fail("requests", "write unit (second, minute, hour, day) and requests (> 0), e.g. unit: minute, requests: 10")
+		case !slices.Contains(httpMethods, u):
+			fail("methods", unknownMethod(m))
+		case slices.Contains(out, u):
+			fail("methods", fmt.Sprintf("%s is listed twice", u))
 		default:
-			w, err := parseWindow(strings.TrimSpace(d.Unit))
-			if err != nil {
-				fail("unit", err.Error())
-			} else {
-				ds.Limits = []core.Limit{{Requests: d.Requests, Window: w}}
-			}
+			out = append(out, u)
 		}
-		sw := resolveSwitches(&d.switchesDoc, base, e, at, c)
-		ds.Algorithm, ds.Buckets, ds.Shadow, ds.SoftPercent, ds.CountDenied, ds.FailMode =
-			sw.algorithm, sw.buckets, sw.shadow, sw.softPercent, sw.countDenied, sw.failMode
-		ds.Mode, ds.Sync, ds.FleetSize, ds.Elastic = sw.mode, sw.sync, sw.fleetSize, sw.elastic
-		if len(ds.Limits) > 0 && okName {
-			p := ds.Policy()
-			validatePolicy(&p, e, at, c)
+	}
+	return out
+}
+
+// resolveKey parses a rule's key, defaulting to the user for an
+// authenticated rule and to the IP otherwise, and checks that callers of
+// the rule's identity present it.
+func resolveKey(text string, id Identity, fail func(field, msg string)) Key {
+	var k Key
+	switch {
+	case text != "":
+		var err error
+		if k, err = ParseKey(text); err != nil {
+			fail("key", err.Error())
 		}
-		s.descriptors = append(s.descriptors, ds)
+	case id == Authenticated:
+		k = Key{Kind: KeyUser}
+	default:
+		k = Key{Kind: KeyIP}
 	}
-	s.order = make([]int, len(s.rules))
-	for i := range s.order {
-		s.order[i] = i
+	if k.Kind == KeyUser && id != Authenticated {
+		fail("key", "key user needs identity: authenticated (anonymous callers have no user); use key: ip, or set identity: authenticated")
 	}
-	slices.SortStableFunc(s.order, func(i, j int) int {
-		if precedes(&s.rules[i], &s.rules[j]) {
+	if k.Kind == KeyAPIKey && id == Anonymous {
+		fail("key", "anonymous callers present no API key; use key: ip")
+	}
+	return k
+}
+
+// buildDescriptor validates descriptors[i] and resolves it over the
+// defaults base, registering its policy name in names.
+func buildDescriptor(d *descriptorDoc, i int, base switches, ln *lines, names map[string]string, c *collector) Descriptor {
+	e := Error{Section: "descriptors", Index: i, Name: d.Domain + "/" + d.Key}
+	at, fail := entryReporter(e, ln.descriptors, c)
+	ds := Descriptor{Domain: d.Domain, Key: d.Key, Index: i, Line: at("")}
+	okName := true
+	for _, f := range []struct{ field, v string }{{"domain", d.Domain}, {"key", d.Key}} {
+		if !validName(f.v, false) || len(d.Domain)+len(d.Key) > 63 {
+			fail(f.field, "use 1 to 63 of the characters A-Z a-z 0-9 _ . : - (domain and key together)")
+			okName = false
+		}
+	}
+	if okName {
+		if where := names[ds.Name()]; where != "" {
+			fail("key", fmt.Sprintf("%s is already defined by %s", ds.Name(), where))
+		}
+		names[ds.Name()] = fmt.Sprintf("descriptors[%d]", i)
+	}
+	ds.Limits = descriptorLimits(d, e, at, c, fail)
+	sw := resolveSwitches(&d.switchesDoc, base, e, at, c)
+	ds.Algorithm, ds.Buckets, ds.Shadow, ds.SoftPercent, ds.CountDenied, ds.FailMode =
+		sw.algorithm, sw.buckets, sw.shadow, sw.softPercent, sw.countDenied, sw.failMode
+	ds.Mode, ds.Sync, ds.FleetSize, ds.Elastic = sw.mode, sw.sync, sw.fleetSize, sw.elastic
+	if len(ds.Limits) > 0 && okName {
+		p := ds.Policy()
+		validatePolicy(&p, e, at, c)
+	}
+	return ds
+}
+
+// descriptorLimits resolves a descriptor's limits, written as limits or
+// as envoy's unit and requests.
+func descriptorLimits(d *descriptorDoc, e Error, at func(string) int, c *collector, fail func(field, msg string)) []core.Limit {
+	switch {
+	case len(d.Limits) > 0 && (d.Unit != "" || d.Requests != 0):
+		fail("limits", "write either unit and requests, or limits, not both")
+	case len(d.Limits) > 0:
+		return parseLimits(d.Limits, e, at, c)
+	case d.Unit == "" || d.Requests <= 0:
+		fail("requests", "write unit (second, minute, hour, day) and requests (> 0), e.g. unit: minute, requests: 10")
+	default:
+		w, err := parseWindow(strings.TrimSpace(d.Unit))
+		if err != nil {
+			fail("unit", err.Error())
+		} else {
+			return []core.Limit{{Requests: d.Requests, Window: w}}
+		}
+	}
+	return nil
+}
+
+// precedenceOrder lists the indexes of rules most specific first, file
+// order breaking ties.
+func precedenceOrder(rules []Rule) []int {
+	order := make([]int, len(rules))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortStableFunc(order, func(i, j int) int {
+		if precedes(&rules[i], &rules[j]) {
 			return -1
 		}
-		if precedes(&s.rules[j], &s.rules[i]) {
+		if precedes(&rules[j], &rules[i]) {
 			return 1
 		}
 		return 0
 	})
-	return s
+	return order
 }
 
 // httpMethods are the methods a rule may list: RFC 9110's and PATCH

@@ -471,3 +471,19 @@ rules:
 		assert.Contains(t, err.Error(), want)
 	}
 }
+
+// TestYAMLErrorFieldIsDeterministic: a YAML error on a line holding
+// several fields of one rule (a flow mapping) names no field: the line
+// alone cannot tell which, and picking one in a map's order named a
+// different field from run to run. The same input must always give the
+// same message.
+func TestYAMLErrorFieldIsDeterministic(t *testing.T) {
+	in := "rules:\n  - {name: a, route: \"GET /x\", limits: [\"10/m\"], route: \"GET /y\"}\n"
+	want := `rules: line 2: rules[0]: mapping key "route" already defined at line 2`
+	for i := 0; i < 50; i++ {
+		_, err := Parse([]byte(in), YAML)
+		if err == nil || err.Error() != want {
+			t.Fatalf("run %d: got %v, want %s", i, err, want)
+		}
+	}
+}

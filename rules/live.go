@@ -316,66 +316,18 @@ func (l *Live[H]) drained(s *Snapshot[H]) {
 func (l *Live[H]) compile(set *Set, prev *Snapshot[H]) (*Snapshot[H], Change, []*core.Policy, error) {
 	s := &Snapshot[H]{set: set, live: l}
 	policies := set.Policies()
-	var ch Change
 	prevBy := map[string]*core.Limiter{}
 	if prev != nil {
 		for _, lim := range prev.limiters {
 			prevBy[lim.Policy().Name] = lim
 		}
 	}
-	var rebuilt []*core.Policy
-	for i := range policies {
-		p := &policies[i]
-		old := prevBy[p.Name]
-		if old != nil && reflect.DeepEqual(*old.Policy(), *p) {
-			s.limiters = append(s.limiters, old)
-			continue
-		}
-		lim, err := core.NewLimiter(l.store, *p, l.limiterOpts(p.Name, prev)...)
-		if err != nil {
-			s.releaseNew(prev)
-			return nil, Change{}, nil, fmt.Errorf("rules: policy %q: %w", p.Name, err)
-		}
-		s.limiters = append(s.limiters, lim)
-		rebuilt = append(rebuilt, lim.Policy())
-		switch {
-		case old == nil:
-			ch.Added = append(ch.Added, p.Name)
-		case !sameLimits(old.Policy(), p):
-			ch.LimitsChanged = append(ch.LimitsChanged, LimitChange{Name: p.Name, Old: limitsText(old.Policy()), New: limitsText(p)})
-		}
+	ch, rebuilt, err := l.compileLimiters(s, policies, prev, prevBy)
+	if err != nil {
+		return nil, Change{}, nil, err
 	}
 	if prev != nil {
-		now := map[string]bool{}
-		for i := range policies {
-			now[policies[i].Name] = true
-		}
-		for _, lim := range prev.limiters {
-			if n := lim.Policy().Name; !now[n] {
-				ch.Removed = append(ch.Removed, n)
-			}
-		}
-		// Updated, in file order: a new Limiter on the same limits, or the
-		// same Limiter for a rule whose matching changed.
-		for i := range policies {
-			name := policies[i].Name
-			old := prevBy[name]
-			switch {
-			case old == nil:
-			case s.limiters[i] != old:
-				if sameLimits(old.Policy(), &policies[i]) {
-					ch.Updated = append(ch.Updated, name)
-				}
-			case i < len(set.rules):
-				if o, ok := prev.set.Rule(name); ok && !sameMatch(o, &set.rules[i]) {
-					ch.Updated = append(ch.Updated, name)
-				} else {
-					ch.Unchanged++
-				}
-			case i < len(set.rules)+len(set.descriptors): // a rule's added policies are counted with it
-				ch.Unchanged++
-			}
-		}
+		s.diffFrom(&ch, policies, prev, prevBy)
 	}
 	s.handlers = make([]H, len(set.rules))
 	s.index()
@@ -390,6 +342,74 @@ func (l *Live[H]) compile(set *Set, prev *Snapshot[H]) (*Snapshot[H], Change, []
 		}
 	}
 	return s, ch, rebuilt, nil
+}
+
+// compileLimiters gives s one Limiter per policy: prev's (found in prevBy
+// by name) when its policy is equal, else a new one. It returns the
+// Change's Added and LimitsChanged and the policies it built Limiters
+// for; on an error, s holds no new Limiter.
+func (l *Live[H]) compileLimiters(s *Snapshot[H], policies []core.Policy, prev *Snapshot[H], prevBy map[string]*core.Limiter) (Change, []*core.Policy, error) {
+	var ch Change
+	var rebuilt []*core.Policy
+	for i := range policies {
+		p := &policies[i]
+		old := prevBy[p.Name]
+		if old != nil && reflect.DeepEqual(*old.Policy(), *p) {
+			s.limiters = append(s.limiters, old)
+			continue
+		}
+		lim, err := core.NewLimiter(l.store, *p, l.limiterOpts(p.Name, prev)...)
+		if err != nil {
+			s.releaseNew(prev)
+			return Change{}, nil, fmt.Errorf("rules: policy %q: %w", p.Name, err)
+		}
+		s.limiters = append(s.limiters, lim)
+		rebuilt = append(rebuilt, lim.Policy())
+		switch {
+		case old == nil:
+			ch.Added = append(ch.Added, p.Name)
+		case !sameLimits(old.Policy(), p):
+			ch.LimitsChanged = append(ch.LimitsChanged, LimitChange{Name: p.Name, Old: limitsText(old.Policy()), New: limitsText(p)})
+		}
+	}
+	return ch, rebuilt, nil
+}
+
+// diffFrom adds to ch what s, compiled from policies, changes from prev
+// besides Added and LimitsChanged: the policies Removed, Updated and
+// Unchanged.
+func (s *Snapshot[H]) diffFrom(ch *Change, policies []core.Policy, prev *Snapshot[H], prevBy map[string]*core.Limiter) {
+	set := s.set
+	now := map[string]bool{}
+	for i := range policies {
+		now[policies[i].Name] = true
+	}
+	for _, lim := range prev.limiters {
+		if n := lim.Policy().Name; !now[n] {
+			ch.Removed = append(ch.Removed, n)
+		}
+	}
+	// Updated, in file order: a new Limiter on the same limits, or the
+	// same Limiter for a rule whose matching changed.
+	for i := range policies {
+		name := policies[i].Name
+		old := prevBy[name]
+		switch {
+		case old == nil:
+		case s.limiters[i] != old:
+			if sameLimits(old.Policy(), &policies[i]) {
+				ch.Updated = append(ch.Updated, name)
+			}
+		case i < len(set.rules):
+			if o, ok := prev.set.Rule(name); ok && !sameMatch(o, &set.rules[i]) {
+				ch.Updated = append(ch.Updated, name)
+			} else {
+				ch.Unchanged++
+			}
+		case i < len(set.rules)+len(set.descriptors): // a rule's added policies are counted with it
+			ch.Unchanged++
+		}
+	}
 }
 
 // sameLimits reports whether a and b decide alike on one state: what the

@@ -293,89 +293,114 @@ func parseYAML(data []byte, doc *fileDoc, ln *lines, c *collector) bool {
 		c.add(&Error{Index: -1, Line: top.Line, Msg: "the file must be a mapping with a rules: list"})
 		return false
 	}
-	// First pass over the node tree: unknown fields with their line and the
-	// rule they are in, and the line of every field. It covers every
-	// mapping of the schema, so the typed decode below need not be strict.
-	structural := false // a section of the wrong kind: the decode would fail on it too
-	addKeys := func(n *yaml.Node, known []string, e Error) map[string]int {
-		m := map[string]int{"": n.Line}
-		if n.Kind != yaml.MappingNode {
-			e.Line, e.Msg = n.Line, "must be a mapping (field: value)"
-			c.add(&e)
-			structural = true
-			return m
-		}
-		for i := 0; i+1 < len(n.Content); i += 2 {
-			k := n.Content[i]
-			m[k.Value] = k.Line
-			if !contains(known, k.Value) && !c.full() {
-				e := e
-				e.Line, e.Msg = k.Line, unknownField(k.Value, known)
-				c.add(&e)
-			}
-		}
-		return m
+	w := &yamlWalk{c: c}
+	w.top(top, ln)
+	if w.structural {
+		return false
 	}
-	named := func(n *yaml.Node, fields ...string) string {
-		if n.Kind != yaml.MappingNode {
-			return ""
-		}
-		var parts []string
-		for _, f := range fields {
-			for i := 0; i+1 < len(n.Content); i += 2 {
-				if n.Content[i].Value == f {
-					parts = append(parts, n.Content[i+1].Value)
-				}
-			}
-		}
-		return strings.Join(parts, "/")
-	}
-	checkLimits := func(n *yaml.Node, e Error) {
-		for i := 0; i+1 < len(n.Content); i += 2 {
-			if n.Content[i].Value != "limits" || n.Content[i+1].Kind != yaml.SequenceNode {
-				continue
-			}
-			for j, l := range n.Content[i+1].Content {
-				if l.Kind == yaml.MappingNode {
-					e := e
-					e.Field = fmt.Sprintf("limits[%d]", j)
-					addKeys(l, limitKeys, e)
-				}
-			}
-		}
-	}
-	addKeys(top, topKeys, Error{Index: -1})
+	return decodeYAML(data, doc, ln, c)
+}
+
+// yamlWalk is the first pass over a YAML rules file's node tree: unknown
+// fields with their line and the rule they are in, and the line of every
+// field. It covers every mapping of the schema, so the typed decode
+// (decodeYAML) need not be strict.
+type yamlWalk struct {
+	c *collector
+	// structural: a section of the wrong kind; the decode would fail on it too
+	structural bool
+}
+
+// top walks the file's top-level mapping and every rule and descriptor.
+func (w *yamlWalk) top(top *yaml.Node, ln *lines) {
+	w.addKeys(top, topKeys, Error{Index: -1})
 	for i := 0; i+1 < len(top.Content); i += 2 {
 		k, v := top.Content[i].Value, top.Content[i+1]
 		switch k {
 		case "defaults":
-			ln.defaults = addKeys(v, switchKeys, Error{Section: "defaults", Index: -1})
+			ln.defaults = w.addKeys(v, switchKeys, Error{Section: "defaults", Index: -1})
 		case "rules", "descriptors":
 			if v.Kind != yaml.SequenceNode {
-				c.add(&Error{Line: v.Line, Section: k, Index: -1, Msg: "must be a list (- name: ...)"})
-				structural = true
+				w.c.add(&Error{Line: v.Line, Section: k, Index: -1, Msg: "must be a list (- name: ...)"})
+				w.structural = true
 				continue
 			}
 			for j, item := range v.Content {
 				if k == "rules" {
-					e := Error{Section: k, Index: j, Name: named(item, "name")}
-					ln.rules = append(ln.rules, addKeys(item, ruleKeys, e))
-					checkLimits(item, e)
-					checkPoliciesYAML(item, e, addKeys)
+					e := Error{Section: k, Index: j, Name: yamlNamed(item, "name")}
+					ln.rules = append(ln.rules, w.addKeys(item, ruleKeys, e))
+					w.checkLimits(item, e)
+					checkPoliciesYAML(item, e, w.addKeys)
 				} else {
-					e := Error{Section: k, Index: j, Name: named(item, "domain", "key")}
-					ln.descriptors = append(ln.descriptors, addKeys(item, descriptorKeys, e))
-					checkLimits(item, e)
+					e := Error{Section: k, Index: j, Name: yamlNamed(item, "domain", "key")}
+					ln.descriptors = append(ln.descriptors, w.addKeys(item, descriptorKeys, e))
+					w.checkLimits(item, e)
 				}
 			}
 		}
 	}
-	if structural {
-		return false
+}
+
+// addKeys reports n's fields that are not in known, under e, and returns
+// the line of each field ("" for n's own).
+func (w *yamlWalk) addKeys(n *yaml.Node, known []string, e Error) map[string]int {
+	m := map[string]int{"": n.Line}
+	if n.Kind != yaml.MappingNode {
+		e.Line, e.Msg = n.Line, "must be a mapping (field: value)"
+		w.c.add(&e)
+		w.structural = true
+		return m
 	}
-	// Second pass: the typed decode. A type error leaves fields zero, which
-	// would raise false problems later: stop after reporting it. (yaml
-	// reports a repeated key as a type error too.)
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k := n.Content[i]
+		m[k.Value] = k.Line
+		if !contains(known, k.Value) && !w.c.full() {
+			e := e
+			e.Line, e.Msg = k.Line, unknownField(k.Value, known)
+			w.c.add(&e)
+		}
+	}
+	return m
+}
+
+// checkLimits reports unknown fields in the structured limits of the
+// entry n.
+func (w *yamlWalk) checkLimits(n *yaml.Node, e Error) {
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		if n.Content[i].Value != "limits" || n.Content[i+1].Kind != yaml.SequenceNode {
+			continue
+		}
+		for j, l := range n.Content[i+1].Content {
+			if l.Kind == yaml.MappingNode {
+				e := e
+				e.Field = fmt.Sprintf("limits[%d]", j)
+				w.addKeys(l, limitKeys, e)
+			}
+		}
+	}
+}
+
+// yamlNamed joins the values of fields of the mapping n with '/': an
+// entry's name for messages, before the typed decode.
+func yamlNamed(n *yaml.Node, fields ...string) string {
+	if n.Kind != yaml.MappingNode {
+		return ""
+	}
+	var parts []string
+	for _, f := range fields {
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			if n.Content[i].Value == f {
+				parts = append(parts, n.Content[i+1].Value)
+			}
+		}
+	}
+	return strings.Join(parts, "/")
+}
+
+// decodeYAML is the second pass: the typed decode. A type error leaves
+// fields zero, which would raise false problems later: it reports false
+// after reporting it. (yaml reports a repeated key as a type error too.)
+func decodeYAML(data []byte, doc *fileDoc, ln *lines, c *collector) bool {
 	if err := yaml.NewDecoder(bytes.NewReader(data)).Decode(doc); err != nil {
 		var te *yaml.TypeError
 		if errors.As(err, &te) {
@@ -431,10 +456,18 @@ func yamlContext(msg string, ln *lines, doc *fileDoc) *Error {
 		}
 		bestLine = m[""]
 		e.Section, e.Index, e.Field, e.Name = section, index, "", ""
+		// the field on the error's line; none when several share it (a
+		// flow mapping such as {route: x, limits: y}): the line alone
+		// cannot tell which, and a map's order must not pick one
+		ambiguous := false
 		for f, l := range m {
 			if f != "" && l == line {
+				ambiguous = e.Field != ""
 				e.Field = f
 			}
+		}
+		if ambiguous {
+			e.Field = ""
 		}
 		if section == "rules" && index < len(doc.Rules) {
 			e.Name = doc.Rules[index].Name
@@ -583,88 +616,109 @@ func (w *jsonWalk) value(x jsonCtx, depth int) bool {
 		return false
 	}
 	if d == '[' {
-		switch {
-		case x.kind == ctxTop:
-			w.c.add(&Error{Index: -1, Line: start, Msg: `the file must be an object with a "rules" list`})
+		if !w.array(x, depth, start) {
 			return false
-		case x.kind == ctxOther && (x.path == "rules" || x.path == "descriptors"):
-			x = jsonCtx{kind: ctxEntry, section: x.path}
-		case x.kind == ctxOther && strings.HasSuffix(x.path, ".limits") && x.section != "":
-			x = jsonCtx{kind: ctxLimit, section: x.section, index: x.index, path: x.path}
-		default:
-			x = jsonCtx{path: x.path}
 		}
-		for i := 0; w.dec.More(); i++ {
-			y := x
-			switch y.kind {
-			case ctxEntry:
-				y.index, y.path = i, fmt.Sprintf("%s[%d]", x.section, i)
-			case ctxLimit:
-				y.field, y.path = fmt.Sprintf("limits[%d]", i), fmt.Sprintf("%s[%d]", x.path, i)
-			default:
-				y.path = fmt.Sprintf("%s[%d]", x.path, i)
-			}
-			if !w.value(y, depth+1) {
-				return false
-			}
-		}
-	} else {
-		known := x.known()
-		lines := w.fieldLines(&x, start)
-		seen := map[string]int{}
-		for w.dec.More() {
-			tok, err := w.dec.Token()
-			if err != nil {
-				w.c.add(w.syntax(err))
-				return false
-			}
-			key, _ := tok.(string)
-			line := w.at(w.dec.InputOffset())
-			e := Error{Index: -1, Line: line}
-			if x.kind == ctxEntry || x.kind == ctxLimit {
-				e.Section, e.Index, e.Field = x.section, x.index, x.field
-			} else if x.kind == ctxDefaults {
-				e.Section = "defaults"
-			}
-			if first, dup := seen[key]; dup && !w.c.full() {
-				where := ""
-				if x.kind == ctxOther && x.path != "" {
-					where = " in " + x.path
-				}
-				e.Msg = fmt.Sprintf("key %q appears twice%s (first on line %d); write each key once", key, where, first)
-				w.c.add(&e)
-			} else if !dup {
-				seen[key] = line
-				if lines != nil {
-					lines[key] = line
-				}
-			}
-			if known != nil && !contains(known, key) && !w.c.full() {
-				e.Msg = unknownField(key, known)
-				w.c.add(&e)
-			}
-			y := jsonCtx{path: key, section: x.section, index: x.index}
-			switch {
-			case x.kind == ctxTop && key == "defaults":
-				y.kind = ctxDefaults
-			case x.kind == ctxEntry:
-				y.path = x.path + "." + key
-				if key != "limits" {
-					y.section = ""
-				}
-			case x.kind != ctxTop:
-				y.path, y.section = x.path+"."+key, ""
-			}
-			if !w.value(y, depth+1) {
-				return false
-			}
-		}
+	} else if !w.object(x, depth, start) {
+		return false
 	}
 	if _, err := w.dec.Token(); err != nil { // the closing delimiter
 		w.c.add(w.syntax(err))
 		return false
 	}
 	return true
+}
+
+// array walks the elements of an array whose '[' (on line start) was
+// read; x is the array's context.
+func (w *jsonWalk) array(x jsonCtx, depth, start int) bool {
+	switch {
+	case x.kind == ctxTop:
+		w.c.add(&Error{Index: -1, Line: start, Msg: `the file must be an object with a "rules" list`})
+		return false
+	case x.kind == ctxOther && (x.path == "rules" || x.path == "descriptors"):
+		x = jsonCtx{kind: ctxEntry, section: x.path}
+	case x.kind == ctxOther && strings.HasSuffix(x.path, ".limits") && x.section != "":
+		x = jsonCtx{kind: ctxLimit, section: x.section, index: x.index, path: x.path}
+	default:
+		x = jsonCtx{path: x.path}
+	}
+	for i := 0; w.dec.More(); i++ {
+		y := x
+		switch y.kind {
+		case ctxEntry:
+			y.index, y.path = i, fmt.Sprintf("%s[%d]", x.section, i)
+		case ctxLimit:
+			y.field, y.path = fmt.Sprintf("limits[%d]", i), fmt.Sprintf("%s[%d]", x.path, i)
+		default:
+			y.path = fmt.Sprintf("%s[%d]", x.path, i)
+		}
+		if !w.value(y, depth+1) {
+			return false
+		}
+	}
+	return true
+}
+
+// object walks the members of an object whose '{' (on line start) was
+// read, reporting repeated and unknown keys; x is the object's context.
+func (w *jsonWalk) object(x jsonCtx, depth, start int) bool {
+	known := x.known()
+	lines := w.fieldLines(&x, start)
+	seen := map[string]int{}
+	for w.dec.More() {
+		tok, err := w.dec.Token()
+		if err != nil {
+			w.c.add(w.syntax(err))
+			return false
+		}
+		key, _ := tok.(string)
+		line := w.at(w.dec.InputOffset())
+		e := Error{Index: -1, Line: line}
+		if x.kind == ctxEntry || x.kind == ctxLimit {
+			e.Section, e.Index, e.Field = x.section, x.index, x.field
+		} else if x.kind == ctxDefaults {
+			e.Section = "defaults"
+		}
+		if first, dup := seen[key]; dup && !w.c.full() {
+			where := ""
+			if x.kind == ctxOther && x.path != "" {
+				where = " in " + x.path
+			}
+			e.Msg = fmt.Sprintf("key %q appears twice%s (first on line %d); write each key once", key, where, first)
+			w.c.add(&e)
+		} else if !dup {
+			seen[key] = line
+			if lines != nil {
+				lines[key] = line
+			}
+		}
+		if known != nil && !contains(known, key) && !w.c.full() {
+			e.Msg = unknownField(key, known)
+			w.c.add(&e)
+		}
+		if !w.value(x.member(key), depth+1) {
+			return false
+		}
+	}
+	return true
+}
+
+// member is the context of the value of x's member key.
+func (x *jsonCtx) member(key string) jsonCtx {
+	y := jsonCtx{path: key, section: x.section, index: x.index}
+	switch {
+	case x.kind == ctxTop && key == "defaults":
+		y.kind = ctxDefaults
+	case x.kind == ctxEntry:
+		y.path = x.path + "." + key
+		if key != "limits" {
+			y.section = ""
+		}
+	case x.kind != ctxTop:
+		y.path, y.section = x.path+"."+key, ""
+	}
+	return y
 }
 
 // parseJSON decodes data into doc, recording field lines in ln and
@@ -679,10 +733,26 @@ func parseJSON(data []byte, doc *fileDoc, ln *lines, c *collector) bool {
 		c.add(&Error{Index: -1, Line: w.at(w.dec.InputOffset()), Msg: "unexpected data after the top-level object"})
 		return false
 	}
-	// Second pass: the typed decode, one section and one entry at a time
-	// so that a type error names its rule. Unknown fields were reported by
-	// the walk. A type error leaves fields zero, which would raise false
-	// problems later: stop after reporting them all.
+	ok := decodeJSON(data, doc, ln, c)
+	// The walk could not know names: add them to its errors.
+	for _, err := range c.errs {
+		if e, ok := err.(*Error); ok && e.Name == "" && e.Index >= 0 {
+			switch {
+			case e.Section == "rules" && e.Index < len(doc.Rules):
+				e.Name = doc.Rules[e.Index].Name
+			case e.Section == "descriptors" && e.Index < len(doc.Descriptors):
+				e.Name = doc.Descriptors[e.Index].Domain + "/" + doc.Descriptors[e.Index].Key
+			}
+		}
+	}
+	return ok
+}
+
+// decodeJSON is the second pass: the typed decode, one section and one
+// entry at a time so that a type error names its rule. Unknown fields
+// were reported by the walk. A type error leaves fields zero, which would
+// raise false problems later: it reports false after reporting them all.
+func decodeJSON(data []byte, doc *fileDoc, ln *lines, c *collector) bool {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	typeErrs := 0
 	fail := func(e *Error) {
@@ -705,50 +775,45 @@ func parseJSON(data []byte, doc *fileDoc, ln *lines, c *collector) bool {
 				fail(&Error{Section: "defaults", Index: -1, Line: ln.defaults[f], Field: f, Msg: msg})
 			}
 		case "rules", "descriptors":
-			if tok, _ := dec.Token(); tok != json.Delim('[') {
-				continue // null, an empty list; the walk rejected anything else
-			}
-			for i := 0; dec.More(); i++ {
-				var err error
-				name := ""
-				if key == "rules" {
-					var r ruleDoc
-					err = dec.Decode(&r)
-					doc.Rules = append(doc.Rules, r)
-					name = r.Name
-				} else {
-					var d descriptorDoc
-					err = dec.Decode(&d)
-					doc.Descriptors = append(doc.Descriptors, d)
-					name = d.Domain + "/" + d.Key
-				}
-				if err != nil {
-					m := ln.rules
-					if key == "descriptors" {
-						m = ln.descriptors
-					}
-					f, msg := jsonMsg(err, nil)
-					fail(&Error{Section: key, Index: i, Name: name, Line: lineOf(m, i, f), Field: f, Msg: msg})
-				}
-			}
-			dec.Token() // ]
+			decodeJSONEntries(dec, key, doc, ln, fail)
 		default:
 			var skip json.RawMessage
 			dec.Decode(&skip)
 		}
 	}
-	// The walk could not know names: add them to its errors.
-	for _, err := range c.errs {
-		if e, ok := err.(*Error); ok && e.Name == "" && e.Index >= 0 {
-			switch {
-			case e.Section == "rules" && e.Index < len(doc.Rules):
-				e.Name = doc.Rules[e.Index].Name
-			case e.Section == "descriptors" && e.Index < len(doc.Descriptors):
-				e.Name = doc.Descriptors[e.Index].Domain + "/" + doc.Descriptors[e.Index].Key
+	return typeErrs == 0
+}
+
+// decodeJSONEntries decodes the list of the section key ("rules" or
+// "descriptors") into doc, one entry at a time.
+func decodeJSONEntries(dec *json.Decoder, key string, doc *fileDoc, ln *lines, fail func(*Error)) {
+	if tok, _ := dec.Token(); tok != json.Delim('[') {
+		return // null, an empty list; the walk rejected anything else
+	}
+	for i := 0; dec.More(); i++ {
+		var err error
+		name := ""
+		if key == "rules" {
+			var r ruleDoc
+			err = dec.Decode(&r)
+			doc.Rules = append(doc.Rules, r)
+			name = r.Name
+		} else {
+			var d descriptorDoc
+			err = dec.Decode(&d)
+			doc.Descriptors = append(doc.Descriptors, d)
+			name = d.Domain + "/" + d.Key
+		}
+		if err != nil {
+			m := ln.rules
+			if key == "descriptors" {
+				m = ln.descriptors
 			}
+			f, msg := jsonMsg(err, nil)
+			fail(&Error{Section: key, Index: i, Name: name, Line: lineOf(m, i, f), Field: f, Msg: msg})
 		}
 	}
-	return typeErrs == 0
+	dec.Token() // ]
 }
 
 // jsonMsg rewrites encoding/json's errors: an unknown field names the

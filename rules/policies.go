@@ -237,6 +237,18 @@ func (s statusDoc) MarshalJSON() ([]byte, error) {
 // with claim, which reports a name already in use.
 func resolvePolicies(d *ruleDoc, r *Rule, e Error, at func(string) int, c *collector, fail func(field, msg string), claim func(field, name string)) {
 	p := &d.policiesDoc
+	resolveTiers(d, r, e, at, c, fail, claim)
+	resolveOverrides(p.Overrides, r, e, at, c, fail, claim)
+	if p.Count != nil {
+		r.Count = resolveCount(p.Count, fail)
+	}
+	resolveAlso(p.Also, r, e, at, c, fail, claim)
+}
+
+// resolveTiers validates d's tier source and tier table into r: the
+// default tier's limits become the rule's, each named tier a policy.
+func resolveTiers(d *ruleDoc, r *Rule, e Error, at func(string) int, c *collector, fail func(field, msg string), claim func(field, name string)) {
+	p := &d.policiesDoc
 	if p.Tier != "" {
 		t, err := ParseTierSource(p.Tier)
 		if err != nil {
@@ -250,47 +262,53 @@ func resolvePolicies(d *ruleDoc, r *Rule, e Error, at func(string) int, c *colle
 	case p.Tier == "" && len(p.Tiers) > 0:
 		fail("tier", "tiers: needs tier: to say where the request's tier is read (claim:plan or header:X-Plan)")
 	}
-	if len(p.Tiers) > 0 {
-		def, hasDef := p.Tiers["default"]
-		switch {
-		case hasDef && len(d.Limits) > 0:
-			fail("limits", "write the default tier's limits once: in tiers.default or in limits, not both")
-		case !hasDef && len(d.Limits) == 0:
-			fail("tiers", "no default tier: add tiers.default (the limits of a request with a missing or unknown tier), or the rule's limits")
-		case hasDef:
-			r.Limits = parseLimits(def, e, at, c)
-		}
-		named := len(p.Tiers)
-		if hasDef {
-			named--
-		}
-		switch {
-		case named > MaxTiers:
-			fail("tiers", fmt.Sprintf("%d tiers, at most %d (each is a policy with its own state)", named, MaxTiers))
-		case named == 0:
-			// every request would get the default: a table with no
-			// tier is a mistake (and would not encode back)
-			fail("tiers", "only a default tier: name at least one tier beside it, e.g. pro: [\"1000 per 1m\"], or drop tier: and tiers: and write the limits in limits:")
-		}
-		for _, name := range sortedNames(p.Tiers) {
-			if name == "default" {
-				continue
-			}
-			if !validName(name, false) {
-				fail("tiers", fmt.Sprintf("tier %q: use 1 to 64 of the characters A-Z a-z 0-9 _ . : -", name))
-				continue
-			}
-			te := e
-			te.Field = "tiers." + name
-			t := Tier{Name: name, Limits: parseLimits(p.Tiers[name], te, at, c)}
-			claim("tiers."+name, TierPolicyName(r.Name, name))
-			r.Tiers = append(r.Tiers, t)
-		}
+	if len(p.Tiers) == 0 {
+		return
 	}
-	if len(p.Overrides) > MaxOverrides {
-		fail("overrides", fmt.Sprintf("%d overrides, at most %d", len(p.Overrides), MaxOverrides))
+	def, hasDef := p.Tiers["default"]
+	switch {
+	case hasDef && len(d.Limits) > 0:
+		fail("limits", "write the default tier's limits once: in tiers.default or in limits, not both")
+	case !hasDef && len(d.Limits) == 0:
+		fail("tiers", "no default tier: add tiers.default (the limits of a request with a missing or unknown tier), or the rule's limits")
+	case hasDef:
+		r.Limits = parseLimits(def, e, at, c)
 	}
-	for _, client := range sortedNames(p.Overrides) {
+	named := len(p.Tiers)
+	if hasDef {
+		named--
+	}
+	switch {
+	case named > MaxTiers:
+		fail("tiers", fmt.Sprintf("%d tiers, at most %d (each is a policy with its own state)", named, MaxTiers))
+	case named == 0:
+		// every request would get the default: a table with no
+		// tier is a mistake (and would not encode back)
+		fail("tiers", "only a default tier: name at least one tier beside it, e.g. pro: [\"1000 per 1m\"], or drop tier: and tiers: and write the limits in limits:")
+	}
+	for _, name := range sortedNames(p.Tiers) {
+		if name == "default" {
+			continue
+		}
+		if !validName(name, false) {
+			fail("tiers", fmt.Sprintf("tier %q: use 1 to 64 of the characters A-Z a-z 0-9 _ . : -", name))
+			continue
+		}
+		te := e
+		te.Field = "tiers." + name
+		t := Tier{Name: name, Limits: parseLimits(p.Tiers[name], te, at, c)}
+		claim("tiers."+name, TierPolicyName(r.Name, name))
+		r.Tiers = append(r.Tiers, t)
+	}
+}
+
+// resolveOverrides validates a rule's per-client overrides into r, in
+// client order.
+func resolveOverrides(overrides map[string][]limitDoc, r *Rule, e Error, at func(string) int, c *collector, fail func(field, msg string), claim func(field, name string)) {
+	if len(overrides) > MaxOverrides {
+		fail("overrides", fmt.Sprintf("%d overrides, at most %d", len(overrides), MaxOverrides))
+	}
+	for _, client := range sortedNames(overrides) {
 		kind, value, ok := strings.Cut(client, ":")
 		if !ok || value == "" || len(value) > 256 || !slices.Contains([]string{"user", "key", "ip"}, kind) {
 			fail("overrides", fmt.Sprintf("client %q: write user:<id>, key:<API key> or ip:<address>", client))
@@ -298,49 +316,56 @@ func resolvePolicies(d *ruleDoc, r *Rule, e Error, at func(string) int, c *colle
 		}
 		oe := e
 		oe.Field = "overrides." + client
-		r.Overrides = append(r.Overrides, Override{Client: client, Limits: parseLimits(p.Overrides[client], oe, at, c)})
+		r.Overrides = append(r.Overrides, Override{Client: client, Limits: parseLimits(overrides[client], oe, at, c)})
 		claim("overrides", OverridePolicyName(r.Name, client))
 	}
-	if p.Count != nil {
-		cnt := &Count{}
-		switch st := p.Count.Status; {
-		case !st.set || (st.text == "" && len(st.codes) == 0):
-			fail("count", `count needs status: the statuses that count, e.g. status: [401] or status: ">=400"`)
-		case st.text != "":
-			t := strings.TrimSpace(st.text)
-			n, err := strconv.Atoi(strings.TrimSpace(strings.TrimPrefix(t, ">=")))
-			if !strings.HasPrefix(t, ">=") || err != nil || n < 100 || n > 599 {
-				fail("count", fmt.Sprintf(`status %q: write a list of codes ([401, 403]) or ">=<code>" (">=400")`, st.text))
+}
+
+// resolveCount validates a rule's count: its statuses, reset_on and
+// charge.
+func resolveCount(d *countDoc, fail func(field, msg string)) *Count {
+	cnt := &Count{}
+	switch st := d.Status; {
+	case !st.set || (st.text == "" && len(st.codes) == 0):
+		fail("count", `count needs status: the statuses that count, e.g. status: [401] or status: ">=400"`)
+	case st.text != "":
+		t := strings.TrimSpace(st.text)
+		n, err := strconv.Atoi(strings.TrimSpace(strings.TrimPrefix(t, ">=")))
+		if !strings.HasPrefix(t, ">=") || err != nil || n < 100 || n > 599 {
+			fail("count", fmt.Sprintf(`status %q: write a list of codes ([401, 403]) or ">=<code>" (">=400")`, st.text))
+		}
+		cnt.AtLeast = n
+	default:
+		for _, code := range st.codes {
+			if code < 100 || code > 599 {
+				fail("count", fmt.Sprintf("status %d is not an HTTP status (100 to 599)", code))
 			}
-			cnt.AtLeast = n
-		default:
-			for _, code := range st.codes {
-				if code < 100 || code > 599 {
-					fail("count", fmt.Sprintf("status %d is not an HTTP status (100 to 599)", code))
-				}
-			}
-			cnt.Statuses = slices.Clone(st.codes)
 		}
-		switch strings.ToLower(strings.TrimSpace(p.Count.ResetOn)) {
-		case "":
-		case "success":
-			cnt.ResetOnSuccess = true
-		default:
-			fail("count", fmt.Sprintf("reset_on %q: the only value is success (a response below 400 that does not count clears the client's count)", p.Count.ResetOn))
-		}
-		switch strings.ToLower(strings.TrimSpace(p.Count.Charge)) {
-		case "", "after":
-		case "first":
-			cnt.ChargeFirst = true
-		default:
-			fail("count", fmt.Sprintf("charge %q: write after (peek before the handler, charge after the response; the default) or first (take before, refund when it does not count)", p.Count.Charge))
-		}
-		r.Count = cnt
+		cnt.Statuses = slices.Clone(st.codes)
 	}
-	if len(p.Also) > MaxAlso {
-		fail("also", fmt.Sprintf("%d checks, at most %d", len(p.Also), MaxAlso))
+	switch strings.ToLower(strings.TrimSpace(d.ResetOn)) {
+	case "":
+	case "success":
+		cnt.ResetOnSuccess = true
+	default:
+		fail("count", fmt.Sprintf("reset_on %q: the only value is success (a response below 400 that does not count clears the client's count)", d.ResetOn))
 	}
-	for j, a := range p.Also {
+	switch strings.ToLower(strings.TrimSpace(d.Charge)) {
+	case "", "after":
+	case "first":
+		cnt.ChargeFirst = true
+	default:
+		fail("count", fmt.Sprintf("charge %q: write after (peek before the handler, charge after the response; the default) or first (take before, refund when it does not count)", d.Charge))
+	}
+	return cnt
+}
+
+// resolveAlso validates a rule's also: checks into r.
+func resolveAlso(also []alsoDoc, r *Rule, e Error, at func(string) int, c *collector, fail func(field, msg string), claim func(field, name string)) {
+	if len(also) > MaxAlso {
+		fail("also", fmt.Sprintf("%d checks, at most %d", len(also), MaxAlso))
+	}
+	for j, a := range also {
 		field := fmt.Sprintf("also[%d]", j)
 		ae := e
 		ae.Field = field + ".limits"

@@ -34,7 +34,8 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/limitkit/limitkit/internal/exampleapp"
+	"github.com/limitkit/limitkit/_examples/exampleapp"
+	"github.com/limitkit/limitkit/rules"
 )
 
 const runFor = 12 * time.Second
@@ -97,6 +98,19 @@ func main() {
 }
 
 func run(out io.Writer) error {
+	if err := demoTraffic(out); err != nil {
+		return err
+	}
+	if err := demoFleet(out); err != nil {
+		return err
+	}
+	return demoElastic(out)
+}
+
+// demoTraffic is the demo's first part: the example API on a loopback
+// port, the clients' traffic for runFor with a status line a second, then
+// the summary table and the decisions /metrics counted.
+func demoTraffic(out io.Writer) error {
 	app, err := exampleapp.New(exampleapp.Config{
 		TrustedProxies: []string{"127.0.0.1/32", "::1/128"},
 		APIKeys:        []string{"demo-key-carol"},
@@ -105,24 +119,13 @@ func run(out io.Writer) error {
 		return err
 	}
 	defer app.Close()
-	h, err := app.HTTPHandler()
+	_, h, err := app.HTTPHandler()
 	if err != nil {
 		return err
 	}
 	srv := httptest.NewServer(h)
 	defer srv.Close()
-
-	alice, _ := app.Token("alice", time.Hour)
-	bob, _ := app.Token("bob", time.Hour)
-	clients := []*client{
-		{name: "alice (jwt)", method: "POST", paths: []string{"/api2"}, rate: 20, ip: "198.51.100.10", token: alice},
-		{name: "bob (jwt)", method: "GET", paths: []string{"/api1", "/api2"}, rate: 6, ip: "198.51.100.10", token: bob},
-		{name: "carol (api key)", method: "GET", paths: []string{"/api3"}, rate: 15, ip: "198.51.100.11", apiKey: "demo-key-carol"},
-		{name: "203.0.113.10", method: "GET", paths: []string{"/", "/api1", "/docs"}, rate: 2, ip: "203.0.113.10"},
-		{name: "203.0.113.66", method: "GET", paths: []string{"/api1", "/api2", "/api3", "/x"}, rate: 10, ip: "203.0.113.66"},
-		{name: "2001:db8::1", method: "GET", paths: []string{"/a"}, rate: 4, ip: "2001:db8::1"},
-		{name: "2001:db8::2", method: "GET", paths: []string{"/b"}, rate: 4, ip: "2001:db8::2"},
-	}
+	clients := demoClients(app)
 
 	fmt.Fprintf(out, "limitkit demo: %s for %v, embedded store, rules/default.yaml:\n", srv.URL, runFor)
 	fmt.Fprintf(out, "(metrics while it runs: curl %s%s; the summary ends with them)\n", srv.URL, exampleapp.MetricsPath)
@@ -133,7 +136,41 @@ func run(out io.Writer) error {
 
 	rec := &recorder{start: time.Now(), byKey: map[[2]string]*tally{}, out: out}
 	httpc := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
-	deadline := rec.start.Add(runFor)
+	done := rec.drive(httpc, srv.URL, app.Rules, clients)
+	rec.statusLines(clients, done)
+	rec.summary(clients)
+	if err := printMetrics(out, httpc, srv.URL+exampleapp.MetricsPath); err != nil {
+		return err
+	}
+	fmt.Fprintln(out, "\nNotes: the two 2001:db8:: clients share one /64 and so one quota; anonymous")
+	fmt.Fprintln(out, "GETs share one per-IP quota across paths; each logged-in endpoint and method has")
+	fmt.Fprintln(out, "its own per-user quota; a 429 carries Retry-After (seconds until the request")
+	fmt.Fprintln(out, "would be allowed). Run the same API on a framework: go run ./_examples/nethttp")
+	fmt.Fprintln(out, "(it serves the same metrics at /metrics; docs/operations.md lists them).")
+	return nil
+}
+
+// demoClients are the simulated callers: three logged in (two JWT users
+// of app, one API key) and four anonymous.
+func demoClients(app *exampleapp.App) []*client {
+	alice, _ := app.Token("alice", time.Hour)
+	bob, _ := app.Token("bob", time.Hour)
+	return []*client{
+		{name: "alice (jwt)", method: "POST", paths: []string{"/api2"}, rate: 20, ip: "198.51.100.10", token: alice},
+		{name: "bob (jwt)", method: "GET", paths: []string{"/api1", "/api2"}, rate: 6, ip: "198.51.100.10", token: bob},
+		{name: "carol (api key)", method: "GET", paths: []string{"/api3"}, rate: 15, ip: "198.51.100.11", apiKey: "demo-key-carol"},
+		{name: "203.0.113.10", method: "GET", paths: []string{"/", "/api1", "/docs"}, rate: 2, ip: "203.0.113.10"},
+		{name: "203.0.113.66", method: "GET", paths: []string{"/api1", "/api2", "/api3", "/x"}, rate: 10, ip: "203.0.113.66"},
+		{name: "2001:db8::1", method: "GET", paths: []string{"/a"}, rate: 4, ip: "2001:db8::1"},
+		{name: "2001:db8::2", method: "GET", paths: []string{"/b"}, rate: 4, ip: "2001:db8::2"},
+	}
+}
+
+// drive sends each client's requests to url at its rate until runFor has
+// passed since r.start, recording each response under the rule of set it
+// falls under; the returned channel is closed when every client is done.
+func (r *recorder) drive(httpc *http.Client, url string, set *rules.Set, clients []*client) <-chan struct{} {
+	deadline := r.start.Add(runFor)
 	var wg sync.WaitGroup
 	for _, c := range clients {
 		wg.Add(1)
@@ -144,44 +181,57 @@ func run(out io.Writer) error {
 			for i := 0; time.Now().Before(deadline); i++ {
 				<-tick.C
 				path := c.paths[i%len(c.paths)]
-				req, _ := http.NewRequest(c.method, srv.URL+path, nil)
-				req.Header.Set("X-Forwarded-For", c.ip)
-				if c.token != "" {
-					req.Header.Set("Authorization", "Bearer "+c.token)
-				}
-				if c.apiKey != "" {
-					req.Header.Set("X-API-Key", c.apiKey)
-				}
-				resp, err := httpc.Do(req)
+				resp, err := c.send(httpc, url+path)
 				if err != nil {
 					continue
 				}
-				_, _ = io.Copy(io.Discard, resp.Body)
-				resp.Body.Close()
 				rule := "(no rule)"
-				if r := app.Rules.Match(c.method, path, c.authenticated()); r != nil {
-					rule = r.Name
+				if m := set.Match(c.method, path, c.authenticated()); m != nil {
+					rule = m.Name
 				}
-				rec.record(c, rule, resp)
+				r.record(c, rule, resp)
 			}
 		}()
 	}
-	// A status line per second.
 	done := make(chan struct{})
 	go func() { wg.Wait(); close(done) }()
+	return done
+}
+
+// send is one request of c to url, its body read and closed.
+func (c *client) send(httpc *http.Client, url string) (*http.Response, error) {
+	req, _ := http.NewRequest(c.method, url, nil)
+	req.Header.Set("X-Forwarded-For", c.ip)
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
+	if c.apiKey != "" {
+		req.Header.Set("X-API-Key", c.apiKey)
+	}
+	resp, err := httpc.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	return resp, nil
+}
+
+// statusLines prints each client's allowed/denied counts every second
+// until done is closed.
+func (r *recorder) statusLines(clients []*client, done <-chan struct{}) {
 	sec := time.NewTicker(time.Second)
 	defer sec.Stop()
-loop:
 	for {
 		select {
 		case <-done:
-			break loop
+			return
 		case <-sec.C:
-			rec.mu.Lock()
+			r.mu.Lock()
 			var parts []string
 			for _, c := range clients {
 				a, d := 0, 0
-				for k, t := range rec.byKey {
+				for k, t := range r.byKey {
 					if k[0] == c.name {
 						a += t.allowed
 						d += t.denied
@@ -189,16 +239,20 @@ loop:
 				}
 				parts = append(parts, fmt.Sprintf("%s %d/%d", strings.Fields(c.name)[0], a, d))
 			}
-			fmt.Fprintf(out, "[%5.1fs] allowed/denied: %s\n", time.Since(rec.start).Seconds(), strings.Join(parts, "  "))
-			rec.mu.Unlock()
+			fmt.Fprintf(r.out, "[%5.1fs] allowed/denied: %s\n", time.Since(r.start).Seconds(), strings.Join(parts, "  "))
+			r.mu.Unlock()
 		}
 	}
+}
 
-	fmt.Fprintln(out, "\nsummary (headers are the last response's):")
-	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
+// summary prints the table of what each client saw under each rule, in
+// the clients' order, then by rule.
+func (r *recorder) summary(clients []*client) {
+	fmt.Fprintln(r.out, "\nsummary (headers are the last response's):")
+	tw := tabwriter.NewWriter(r.out, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "CLIENT\tRULE\tSENT\tALLOWED\tDENIED\tFIRST 429\tX-RateLimit-Limit\tRemaining\tReset\tRetry-After")
 	var keys [][2]string
-	for k := range rec.byKey {
+	for k := range r.byKey {
 		keys = append(keys, k)
 	}
 	order := map[string]int{}
@@ -211,34 +265,22 @@ loop:
 		}
 		return keys[i][1] < keys[j][1]
 	})
+	dash := func(s string) string {
+		if s == "" {
+			return "-"
+		}
+		return s
+	}
 	for _, k := range keys {
-		t := rec.byKey[k]
+		t := r.byKey[k]
 		first := "-"
 		if t.denied > 0 {
 			first = fmt.Sprintf("%.1fs", t.firstDenied.Seconds())
-		}
-		dash := func(s string) string {
-			if s == "" {
-				return "-"
-			}
-			return s
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%s\t%s\t%s\t%s\t%s\n", k[0], k[1], t.sent, t.allowed, t.denied, first,
 			dash(t.last.Get("X-RateLimit-Limit")), dash(t.last.Get("X-RateLimit-Remaining")), dash(t.last.Get("X-RateLimit-Reset")), dash(t.last.Get("Retry-After")))
 	}
 	tw.Flush()
-	if err := printMetrics(out, httpc, srv.URL+exampleapp.MetricsPath); err != nil {
-		return err
-	}
-	fmt.Fprintln(out, "\nNotes: the two 2001:db8:: clients share one /64 and so one quota; anonymous")
-	fmt.Fprintln(out, "GETs share one per-IP quota across paths; each logged-in endpoint and method has")
-	fmt.Fprintln(out, "its own per-user quota; a 429 carries Retry-After (seconds until the request")
-	fmt.Fprintln(out, "would be allowed). Run the same API on a framework: go run ./_examples/nethttp")
-	fmt.Fprintln(out, "(it serves the same metrics at /metrics; docs/operations.md lists them).")
-	if err := demoFleet(out); err != nil {
-		return err
-	}
-	return demoElastic(out)
 }
 
 // printMetrics prints the limitkit_decisions_total series of the demo's

@@ -20,9 +20,10 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/limitkit/limitkit/_examples/exampleapp"
 	"github.com/limitkit/limitkit/echolimit"
-	"github.com/limitkit/limitkit/internal/exampleapp"
 	"github.com/limitkit/limitkit/keyfuncs"
+	"github.com/limitkit/limitkit/rules/serve"
 )
 
 func main() {
@@ -34,14 +35,24 @@ func main() {
 		log.Fatal(err)
 	}
 	defer app.Close()
-	// One echolimit middleware per rule, rebuilt when the rules reload; the
-	// dispatcher picks the request's in the rules snapshot it acquired.
-	d, err := exampleapp.NewDispatch(app, echolimit.NewMiddleware)
+	// One echolimit middleware per rule (package rules/serve), rebuilt when
+	// the rules reload; srv picks the request's in the rules snapshot it
+	// acquired.
+	srv, err := serve.New(app.ServeConfig(), app.Rules, echolimit.NewMiddleware)
 	if err != nil {
 		log.Fatal(err)
 	}
-	defer app.StartReloads()() // SIGHUP, and -watch
+	defer app.StartReloads(srv)() // SIGHUP, and -watch
 
+	e := newEcho(app, srv)
+	e.Listener = ln
+	app.LogStartup("echo", ln)
+	log.Fatal(e.Start(""))
+}
+
+// newEcho is the example API on echo, each request limited by its rule
+// of srv.
+func newEcho(app *exampleapp.App, srv *serve.Server[echo.MiddlewareFunc]) *echo.Echo {
 	e := echo.New()
 	e.HideBanner = true
 	e.HidePort = true    // LogStartup says where
@@ -58,10 +69,13 @@ func main() {
 	}
 	e.Use(func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) error {
-			snap := d.Acquire()
+			if c.Path() == exampleapp.MetricsPath {
+				return next(c) // the scraper is never limited
+			}
+			snap := srv.Acquire()
 			defer snap.Release()
 			// c.Path is the matched route ("/api1", "/*").
-			if mw, ok := d.Middleware(snap, keyfuncs.FromHTTP(c.Request()), c.Path()); ok {
+			if mw, ok := srv.Middleware(snap, keyfuncs.FromHTTP(c.Request()), c.Path()); ok {
 				return mw(next)(c)
 			}
 			return next(c)
@@ -72,7 +86,7 @@ func main() {
 			return c.Blob(http.StatusOK, "application/json", exampleapp.Reply(endpoint, app.Caller(keyfuncs.FromHTTP(c.Request()))))
 		}
 	}
-	e.GET(exampleapp.MetricsPath, echo.WrapHandler(app.MetricsHandler())) // no rule: not limited
+	e.GET(exampleapp.MetricsPath, echo.WrapHandler(app.MetricsHandler()))
 	e.GET("/api1", reply("GET /api1"))
 	e.GET("/api2", reply("GET /api2"))
 	e.POST("/api2", reply("POST /api2"))
@@ -85,7 +99,5 @@ func main() {
 	e.GET("/*", reply("GET /")) // any other GET
 
 	e.Server.ReadHeaderTimeout = 5 * time.Second
-	e.Listener = ln
-	app.LogStartup("echo", ln)
-	log.Fatal(e.Start(""))
+	return e
 }

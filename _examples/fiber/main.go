@@ -19,11 +19,12 @@ import (
 	"github.com/gofiber/fiber/v2"
 	"github.com/gofiber/fiber/v2/middleware/adaptor"
 
+	"github.com/limitkit/limitkit/_examples/exampleapp"
 	"github.com/limitkit/limitkit/fiberlimit"
-	"github.com/limitkit/limitkit/internal/exampleapp"
+	"github.com/limitkit/limitkit/rules/serve"
 )
 
-// view is the keyfuncs.Request view of a fiber context the dispatcher
+// view is the keyfuncs.Request view of a fiber context srv.Middleware
 // needs to match a rule (the adapter has its own for deciding).
 type view struct{ c *fiber.Ctx }
 
@@ -53,14 +54,23 @@ func main() {
 		log.Fatal(err)
 	}
 	defer app.Close()
-	// One fiberlimit middleware per rule, rebuilt when the rules reload;
-	// the dispatcher picks the request's in the rules snapshot it acquired.
-	d, err := exampleapp.NewDispatch(app, fiberlimit.NewMiddleware)
+	// One fiberlimit middleware per rule (package rules/serve), rebuilt
+	// when the rules reload; srv picks the request's in the rules snapshot
+	// it acquired.
+	srv, err := serve.New(app.ServeConfig(), app.Rules, fiberlimit.NewMiddleware)
 	if err != nil {
 		log.Fatal(err)
 	}
-	defer app.StartReloads()() // SIGHUP, and -watch
-	// The dispatcher is the first handler of each route (not app.Use),
+	defer app.StartReloads(srv)() // SIGHUP, and -watch
+	f := newFiber(app, srv)
+	app.LogStartup("fiber", ln)
+	log.Fatal(f.Listener(ln))
+}
+
+// newFiber is the example API on fiber, each request limited by its rule
+// of srv.
+func newFiber(app *exampleapp.App, srv *serve.Server[fiber.Handler]) *fiber.App {
+	// dispatch is the first handler of each route (not app.Use),
 	// so that c.Route() is the matched route.
 	dispatch := func(c *fiber.Ctx) error {
 		if app.OTel != nil { // -otel: a server span per request, on which its decision shows
@@ -68,9 +78,9 @@ func main() {
 			defer end()
 			c.SetUserContext(ctx)
 		}
-		snap := d.Acquire()
+		snap := srv.Acquire()
 		defer snap.Release()
-		if mw, ok := d.Middleware(snap, view{c}, c.Route().Path); ok {
+		if mw, ok := srv.Middleware(snap, view{c}, c.Route().Path); ok {
 			return mw(c)
 		}
 		return c.Next()
@@ -94,7 +104,5 @@ func main() {
 		return c.Status(code).Send(body)
 	})
 	f.Get("/*", dispatch, reply("GET /")) // any other GET
-
-	app.LogStartup("fiber", ln)
-	log.Fatal(f.Listener(ln))
+	return f
 }

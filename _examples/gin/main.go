@@ -19,9 +19,10 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/limitkit/limitkit/_examples/exampleapp"
 	"github.com/limitkit/limitkit/ginlimit"
-	"github.com/limitkit/limitkit/internal/exampleapp"
 	"github.com/limitkit/limitkit/keyfuncs"
+	"github.com/limitkit/limitkit/rules/serve"
 )
 
 func main() {
@@ -33,14 +34,23 @@ func main() {
 		log.Fatal(err)
 	}
 	defer app.Close()
-	// One ginlimit middleware per rule, rebuilt when the rules reload; the
-	// dispatcher picks the request's in the rules snapshot it acquired.
-	d, err := exampleapp.NewDispatch(app, ginlimit.NewMiddleware)
+	// One ginlimit middleware per rule (package rules/serve), rebuilt when
+	// the rules reload; srv picks the request's in the rules snapshot it
+	// acquired.
+	srv, err := serve.New(app.ServeConfig(), app.Rules, ginlimit.NewMiddleware)
 	if err != nil {
 		log.Fatal(err)
 	}
-	defer app.StartReloads()() // SIGHUP, and -watch
+	defer app.StartReloads(srv)() // SIGHUP, and -watch
 
+	hs := &http.Server{Handler: newRouter(app, srv), ReadHeaderTimeout: 5 * time.Second}
+	app.LogStartup("gin", ln)
+	log.Fatal(hs.Serve(ln))
+}
+
+// newRouter is the example API on gin, each request limited by its rule
+// of srv.
+func newRouter(app *exampleapp.App, srv *serve.Server[gin.HandlerFunc]) *gin.Engine {
 	gin.SetMode(gin.ReleaseMode)
 	r := gin.New()
 	r.Use(gin.Recovery())
@@ -53,10 +63,13 @@ func main() {
 		})
 	}
 	r.Use(func(c *gin.Context) {
-		snap := d.Acquire()
+		if c.FullPath() == exampleapp.MetricsPath {
+			return // the scraper is never limited
+		}
+		snap := srv.Acquire()
 		defer snap.Release()
 		// FullPath is the matched route ("" for NoRoute: the path is used).
-		if mw, ok := d.Middleware(snap, keyfuncs.FromHTTP(c.Request), c.FullPath()); ok {
+		if mw, ok := srv.Middleware(snap, keyfuncs.FromHTTP(c.Request), c.FullPath()); ok {
 			mw(c)
 		}
 	})
@@ -65,7 +78,7 @@ func main() {
 			c.Data(http.StatusOK, "application/json", exampleapp.Reply(endpoint, app.Caller(keyfuncs.FromHTTP(c.Request))))
 		}
 	}
-	r.GET(exampleapp.MetricsPath, gin.WrapH(app.MetricsHandler())) // no rule: not limited
+	r.GET(exampleapp.MetricsPath, gin.WrapH(app.MetricsHandler()))
 	r.GET("/api1", reply("GET /api1"))
 	r.GET("/api2", reply("GET /api2"))
 	r.POST("/api2", reply("POST /api2"))
@@ -82,8 +95,5 @@ func main() {
 		}
 		reply("GET /")(c)
 	})
-
-	srv := &http.Server{Handler: r, ReadHeaderTimeout: 5 * time.Second}
-	app.LogStartup("gin", ln)
-	log.Fatal(srv.Serve(ln))
+	return r
 }

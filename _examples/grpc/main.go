@@ -31,6 +31,14 @@
 // peer address is the client). LIMITKIT_API_KEYS, when set, lists the
 // valid x-api-key values as over HTTP; unset, every x-api-key is a key
 // of its own.
+//
+// -metrics-addr, this program's own flag, serves the Prometheus metrics
+// over HTTP at /metrics on a second address (the HTTP examples' metrics:
+// limitkit_decisions_total by rule and outcome, the configured limits,
+// ...); empty, the default, serves none:
+//
+//	go run ./_examples/grpc -metrics-addr :9090 &
+//	curl -s localhost:9090/metrics | grep limitkit_decisions_total
 package main
 
 import (
@@ -38,21 +46,25 @@ import (
 	_ "embed"
 	"errors"
 	"flag"
+	"fmt"
 	"io"
 	"log"
 	"net"
+	"net/http"
 	"os"
 	"strings"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
+	"github.com/limitkit/limitkit/_examples/exampleapp"
 	"github.com/limitkit/limitkit/core"
 	"github.com/limitkit/limitkit/grpclimit"
 	"github.com/limitkit/limitkit/httplimit"
-	"github.com/limitkit/limitkit/internal/exampleapp"
 	"github.com/limitkit/limitkit/keyfuncs"
 	"github.com/limitkit/limitkit/rules"
+	"github.com/limitkit/limitkit/rules/serve"
 )
 
 //go:embed rules.yaml
@@ -70,29 +82,41 @@ func run(args []string) error {
 		return err
 	}
 	defer s.app.Close()
-	defer s.app.StartReloads()() // SIGHUP reloads -rules; -watch also on change
+	defer s.app.StartReloads(s.rules)() // SIGHUP reloads -rules; -watch also on change
 	if s.app.StoreErr != nil {
 		log.Printf("WARNING: started degraded (-allow-degraded): %v; each rule's fail mode decides until the store answers", s.app.StoreErr)
+	}
+	if s.metrics != nil {
+		go func() { _ = s.metrics.Serve(s.metricsLn) }()
+		defer s.metrics.Close()
 	}
 	if s.app.SampleToken != "" {
 		log.Printf("no -jwt-secret: generated one; a token for user alice (metadata authorization: Bearer <token>):\n%s", s.app.SampleToken)
 	}
 	log.Printf("grpc example listening on %s; store: %s; rules: %s (%d rules); fail modes: %s",
 		s.ln.Addr(), s.app.StoreInfo, s.app.RulesInfo, len(s.app.Rules.Rules()), s.app.FailModes())
+	if s.metrics != nil {
+		log.Printf("metrics: http://%s%s", s.metricsLn.Addr(), exampleapp.MetricsPath)
+	}
 	return s.srv.Serve(s.ln)
 }
 
 // server is the example wired and listening, not yet serving.
 type server struct {
-	app *exampleapp.App
-	srv *grpc.Server
-	ln  net.Listener
+	app   *exampleapp.App
+	rules *serve.Server[rule] // the rules served: an interceptor pair each
+	srv   *grpc.Server
+	ln    net.Listener
+	// the metrics over HTTP with -metrics-addr; nil without
+	metrics   *http.Server
+	metricsLn net.Listener
 }
 
 // start parses the flags, builds the app (store, rules, a limiter and an
-// interceptor per rule) and the gRPC server, and binds -addr. opts are
-// for tests (a clock).
+// interceptor per rule) and the gRPC server, and binds -addr (and
+// -metrics-addr). opts are for tests (a clock).
 func start(args []string, opts ...exampleapp.Option) (*server, error) {
+	metricsAddr, _, args := exampleapp.CutFlag(args, "metrics-addr")
 	cfg, err := exampleapp.ParseFlagsAddr("grpc", ":50051", args, nil)
 	if err != nil {
 		return nil, err
@@ -109,19 +133,33 @@ func start(args []string, opts ...exampleapp.Option) (*server, error) {
 	if err != nil {
 		return nil, err
 	}
-	d, err := exampleapp.NewDispatch(app, newRule)
+	// One rule's interceptors per rule (package rules/serve), rebuilt when
+	// the rules reload.
+	rs, err := serve.New(app.ServeConfig(), app.Rules, newRule)
 	if err != nil {
 		app.Close()
 		return nil, err
 	}
-	srv := grpc.NewServer(grpc.UnaryInterceptor(unary(d)), grpc.StreamInterceptor(stream(d)))
+	srv := grpc.NewServer(grpc.UnaryInterceptor(unary(rs)), grpc.StreamInterceptor(stream(rs)))
 	srv.RegisterService(&echoService, struct{}{})
-	ln, err := exampleapp.Listen(cfg.Addr)
-	if err != nil {
+	s := &server{app: app, rules: rs, srv: srv}
+	if metricsAddr != "" {
+		if s.metricsLn, err = net.Listen("tcp", metricsAddr); err != nil {
+			app.Close()
+			return nil, fmt.Errorf("-metrics-addr %s: %w", metricsAddr, err)
+		}
+		mux := http.NewServeMux()
+		mux.Handle("GET "+exampleapp.MetricsPath, app.MetricsHandler())
+		s.metrics = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	}
+	if s.ln, err = exampleapp.Listen(cfg.Addr); err != nil {
+		if s.metricsLn != nil {
+			s.metricsLn.Close()
+		}
 		app.Close()
 		return nil, err
 	}
-	return &server{app: app, srv: srv, ln: ln}, nil
+	return s, nil
 }
 
 // rule is one rule's interceptors.
@@ -146,11 +184,11 @@ func newRule(l *core.Limiter, opts ...httplimit.Option) (rule, error) {
 
 // unary hands each call to its rule's interceptor, in the rules snapshot
 // serving when it arrived; a call no rule matches is not limited.
-func unary(d *exampleapp.Dispatch[rule]) grpc.UnaryServerInterceptor {
+func unary(rs *serve.Server[rule]) grpc.UnaryServerInterceptor {
 	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-		snap := d.Acquire()
+		snap := rs.Acquire()
 		defer snap.Release()
-		if r, ok := d.Middleware(snap, grpclimit.NewRequest(ctx, info.FullMethod), info.FullMethod); ok {
+		if r, ok := rs.Middleware(snap, grpclimit.NewRequest(ctx, info.FullMethod), info.FullMethod); ok {
 			return r.unary(ctx, req, info, handler)
 		}
 		return handler(ctx, req)
@@ -158,11 +196,11 @@ func unary(d *exampleapp.Dispatch[rule]) grpc.UnaryServerInterceptor {
 }
 
 // stream is unary's counterpart for streams, decided when they open.
-func stream(d *exampleapp.Dispatch[rule]) grpc.StreamServerInterceptor {
+func stream(rs *serve.Server[rule]) grpc.StreamServerInterceptor {
 	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
-		snap := d.Acquire()
+		snap := rs.Acquire()
 		defer snap.Release()
-		if r, ok := d.Middleware(snap, grpclimit.NewRequest(ss.Context(), info.FullMethod), info.FullMethod); ok {
+		if r, ok := rs.Middleware(snap, grpclimit.NewRequest(ss.Context(), info.FullMethod), info.FullMethod); ok {
 			return r.stream(srv, ss, info, handler)
 		}
 		return handler(srv, ss)

@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -10,6 +12,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -18,22 +22,26 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
+	"github.com/limitkit/limitkit/_examples/exampleapp"
 	"github.com/limitkit/limitkit/core"
-	"github.com/limitkit/limitkit/internal/exampleapp"
 	"github.com/limitkit/limitkit/internal/redistest"
 )
 
 var t0 = time.Unix(1_700_000_000, 0)
 
-// serve starts the example with args (plus -addr on a free loopback
+// serveExample starts the example with args (plus -addr on a free loopback
 // port) and opts, and returns it with a client over TCP.
-func serve(t *testing.T, args []string, opts ...exampleapp.Option) (*server, *grpc.ClientConn) {
+func serveExample(t *testing.T, args []string, opts ...exampleapp.Option) (*server, *grpc.ClientConn) {
 	t.Helper()
 	s, err := start(append([]string{"-addr", "127.0.0.1:0"}, args...), opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
 	go func() { _ = s.srv.Serve(s.ln) }()
+	if s.metrics != nil {
+		go func() { _ = s.metrics.Serve(s.metricsLn) }()
+		t.Cleanup(func() { _ = s.metrics.Close() })
+	}
 	t.Cleanup(func() { s.srv.Stop(); _ = s.app.Close() })
 	cc, err := grpc.NewClient(s.ln.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
@@ -103,7 +111,7 @@ const (
 // 10; each method its own quota; a denial's RetryInfo is the exact wait.
 func TestDefaultRules(t *testing.T) {
 	clock := core.NewManualClock(t0)
-	s, cc := serve(t, []string{"-jwt-secret", "example-secret"}, exampleapp.WithClock(clock))
+	s, cc := serveExample(t, []string{"-jwt-secret", "example-secret"}, exampleapp.WithClock(clock))
 	if a := invoke(t, cc, shout, "x-api-key", "alice"); a.code != codes.OK || a.out != "HI" {
 		t.Fatalf("Shout: %v %q", a.st, a.out)
 	}
@@ -157,7 +165,7 @@ func TestDefaultRules(t *testing.T) {
 // Chat streams a minute per peer IP, 20 per API key; the messages on an
 // admitted stream are not counted.
 func TestStreamsLimitedAtOpen(t *testing.T) {
-	_, cc := serve(t, nil, exampleapp.WithClock(core.NewManualClock(t0)))
+	_, cc := serveExample(t, nil, exampleapp.WithClock(core.NewManualClock(t0)))
 	open := func(md ...string) (codes.Code, metadata.MD) {
 		ctx, cancel := context.WithTimeout(metadata.AppendToOutgoingContext(context.Background(), md...), 10*time.Second)
 		defer cancel()
@@ -219,7 +227,7 @@ rules:
 `
 	write(wildcard)
 	clock := core.NewManualClock(t0)
-	s, cc := serve(t, []string{"-rules", file}, exampleapp.WithClock(clock))
+	s, cc := serveExample(t, []string{"-rules", file}, exampleapp.WithClock(clock))
 	if s.app.RulesInfo != file {
 		t.Fatalf("rules: %s", s.app.RulesInfo)
 	}
@@ -234,7 +242,7 @@ rules:
 	check(say, "k2", 3)
 	write(wildcard + `  - {name: say, route: /limitkit.example.Echo/Say, key: api_key, limits: ["5 per 1m"]}
 `)
-	if _, err := s.app.ReloadRules(); err != nil {
+	if _, err := s.app.ReloadRules(s.rules); err != nil {
 		t.Fatal(err)
 	}
 	check(say, "k3", 5)
@@ -249,7 +257,7 @@ func TestTrustedProxiesFlag(t *testing.T) {
 		if trusted {
 			args = []string{"-trusted-proxies", "127.0.0.0/8"}
 		}
-		_, cc := serve(t, args, exampleapp.WithClock(core.NewManualClock(t0)))
+		_, cc := serveExample(t, args, exampleapp.WithClock(core.NewManualClock(t0)))
 		n1, _ := quota(t, cc, say, 12, "x-forwarded-for", "198.51.100.1")
 		n2, _ := quota(t, cc, say, 12, "x-forwarded-for", "198.51.100.2")
 		want := map[bool][2]int{false: {5, 0}, true: {5, 5}}[trusted]
@@ -284,7 +292,7 @@ rules:
 `), 0o600); err != nil {
 			t.Fatal(err)
 		}
-		s, cc := serve(t, []string{"-redis", "redis://" + srv.Addr, "-sync", sync, "-rules", file})
+		s, cc := serveExample(t, []string{"-redis", "redis://" + srv.Addr, "-sync", sync, "-rules", file})
 		wantInfo := map[string]string{"0": "fleet tier (exact", "50ms": "write-back, sync 50ms"}[sync]
 		if !strings.Contains(s.app.StoreInfo, wantInfo) {
 			t.Fatalf("-sync %s: store %s", sync, s.app.StoreInfo)
@@ -344,4 +352,25 @@ func scriptCalls(info string) int {
 		}
 	}
 	return n
+}
+
+// TestMetricsAddr: with -metrics-addr the calls' decisions and the rules'
+// configured limits are served over HTTP at /metrics; without it nothing
+// listens besides -addr.
+func TestMetricsAddr(t *testing.T) {
+	s, cc := serveExample(t, []string{"-metrics-addr", "127.0.0.1:0"}, exampleapp.WithClock(core.NewManualClock(t0)))
+	n, _ := quota(t, cc, say, 10)
+	require.Equal(t, 5, n, "anonymous Say: 5 per peer IP")
+	resp, err := http.Get("http://" + s.metricsLn.Addr().String() + exampleapp.MetricsPath)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	assert.Contains(t, string(body), `limitkit_decisions_total{outcome="allowed",policy="say-ip"} 5`)
+	assert.Contains(t, string(body), `limitkit_decisions_total{outcome="denied",policy="say-ip"} 1`)
+	assert.Contains(t, string(body), `limitkit_limit_requests{limit="0",policy="say-ip",window="60"} 5`)
+
+	s, _ = serveExample(t, nil)
+	assert.Nil(t, s.metrics)
 }

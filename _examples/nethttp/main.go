@@ -36,7 +36,7 @@ import (
 	"os"
 	"time"
 
-	"github.com/limitkit/limitkit/internal/exampleapp"
+	"github.com/limitkit/limitkit/_examples/exampleapp"
 )
 
 func main() {
@@ -51,11 +51,13 @@ func run() error {
 		return err
 	}
 	defer app.Close()
-	h, err := app.HTTPHandler()
+	// The example API behind serve.NewNetHTTP: a nethttp middleware per
+	// rule, the request's picked in the rules snapshot it acquired.
+	rs, h, err := app.HTTPHandler()
 	if err != nil {
 		return err
 	}
-	defer app.StartReloads()() // SIGHUP reloads -rules; -watch also on change
+	defer app.StartReloads(rs)() // SIGHUP reloads -rules into rs; -watch also on change
 	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
 	app.LogStartup("nethttp", ln) // one line: the address, the store, the rules
 	return srv.Serve(ln)

@@ -38,29 +38,16 @@ import (
 	"log"
 	"net/http"
 	"os"
-	"strings"
 	"time"
 
-	"github.com/limitkit/limitkit/internal/exampleapp"
+	"github.com/limitkit/limitkit/_examples/exampleapp"
 )
 
 func main() {
 	// -cluster is this program's own flag; the rest are the shared ones.
-	seeds := "127.0.0.1:7000,127.0.0.1:7001,127.0.0.1:7002"
-	var rest []string
-	args := os.Args[1:]
-	for i := 0; i < len(args); i++ {
-		switch a := args[i]; {
-		case a == "-cluster" || a == "--cluster":
-			if i+1 < len(args) {
-				seeds = args[i+1]
-				i++
-			}
-		case strings.HasPrefix(a, "-cluster=") || strings.HasPrefix(a, "--cluster="):
-			seeds = a[strings.IndexByte(a, '=')+1:]
-		default:
-			rest = append(rest, a)
-		}
+	seeds, given, rest := exampleapp.CutFlag(os.Args[1:], "cluster")
+	if !given {
+		seeds = "127.0.0.1:7000,127.0.0.1:7001,127.0.0.1:7002"
 	}
 	client, err := exampleapp.ClusterClient(seeds) // redisstore.NewClient, tuned for a limiter
 	if err != nil {
@@ -77,11 +64,11 @@ func main() {
 		log.Fatal(err)
 	}
 	defer app.Close()
-	h, err := app.HTTPHandler()
+	rs, h, err := app.HTTPHandler() // the rules served by serve.NewNetHTTP
 	if err != nil {
 		log.Fatal(err)
 	}
-	defer app.StartReloads()() // SIGHUP reloads -rules; -watch also on change
+	defer app.StartReloads(rs)() // SIGHUP reloads -rules; -watch also on change
 	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
 	app.LogStartup("redis-cluster", ln)
 	log.Fatal(srv.Serve(ln))

@@ -223,6 +223,14 @@ func BenchmarkFloodOfKeys(b *testing.B) {
 // remote (no network): the fake called directly, the tier passing an
 // admitted request through (exact), a deny-cache hit, and a write-back
 // lease hit; serial and parallel.
+//
+// Take keeps its table loop in its own body: moving the loop into a
+// method of its own (one more call, eleven argument words, the Decision
+// copied back through two frames) cost 10 ns (+20 %) on the deny-cache
+// hit and the lease hit, 51 → 61 ns, in an interleaved A/B of the two
+// shapes in one process. So does the deny cache's TTL, read last in
+// deniesCached's condition: passed in as an argument it was read on
+// every request and cost 1 ns on the lease hit.
 func BenchmarkTierOverhead(b *testing.B) {
 	ctx := context.Background()
 	deny := core.Policy{Name: "deny", Limits: []core.Limit{core.PerHour(1)}}

@@ -150,8 +150,13 @@ func TestClusterMasterDownAffectsOnlyItsKeys(t *testing.T) {
 		require.NotZero(t, hDecided)
 		if raceEnabled {
 			// the race detector slows the process tenfold: requests to
-			// healthy masters can miss their own 50 ms deadline
-			assert.Less(t, share, baseline/2, "a healthy master's keys are decided by Redis")
+			// healthy masters can miss their own 50 ms deadline. None
+			// degraded is the property itself (and passes even when the
+			// baseline's shared breaker, slowed as much, never opened);
+			// some must be well under the baseline's share.
+			if share > 0 {
+				assert.Less(t, share, baseline/2, "a healthy master's keys are decided by Redis")
+			}
 		} else {
 			assert.Zero(t, hDegraded, "a healthy master's keys are decided by Redis")
 		}

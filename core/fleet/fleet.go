@@ -73,39 +73,12 @@ var (
 // stops.
 // Configuration mistakes are reported here.
 func New(remote core.Store, opts ...Option) (*Store, error) {
-	if remote == nil {
-		return nil, errors.New("fleet: New: nil remote store; pass the Redis store (redisstore.New)")
+	if err := checkRemote(remote); err != nil {
+		return nil, err
 	}
-	if ls, ok := remote.(core.LocalStore); ok && ls.Local() {
-		return nil, errors.New("fleet: New: the remote store is an embedded store; the fleet tier belongs in front of a shared remote store (Redis)")
-	}
-	if _, ok := remote.(*Store); ok {
-		return nil, errors.New("fleet: New: the remote store is already a fleet tier")
-	}
-	cfg := config{
-		maxLease:  DefaultMaxLease,
-		maxKeys:   DefaultMaxKeys,
-		threshold: DefaultBreakerThreshold,
-		coolDown:  DefaultCoolDown,
-		probe:     DefaultProbeInterval,
-		fleetSize: DefaultFleetSize,
-		failMode:  core.FailLocal,
-		clock:     core.SystemClock{},
-	}
-	for _, o := range opts {
-		if o == nil {
-			return nil, errors.New("fleet: New: nil Option")
-		}
-		o(&cfg)
-	}
-	if len(cfg.errs) > 0 {
-		return nil, fmt.Errorf("fleet: New: %w", errors.Join(cfg.errs...))
-	}
-	if cfg.mode == core.ModeDefault {
-		cfg.mode = core.ModeExact
-		if cfg.sync > 0 {
-			cfg.mode = core.ModeWriteBack
-		}
+	cfg, err := newConfig(opts)
+	if err != nil {
+		return nil, err
 	}
 	local, err := memstore.New(memstore.WithClock(cfg.clock))
 	if err != nil {
@@ -139,6 +112,52 @@ func New(remote core.Store, opts ...Option) (*Store, error) {
 	}()
 	go s.probeLoop()
 	return s, nil
+}
+
+// checkRemote refuses a remote store the tier cannot stand in front of:
+// none, an embedded store, a tier.
+func checkRemote(remote core.Store) error {
+	if remote == nil {
+		return errors.New("fleet: New: nil remote store; pass the Redis store (redisstore.New)")
+	}
+	if ls, ok := remote.(core.LocalStore); ok && ls.Local() {
+		return errors.New("fleet: New: the remote store is an embedded store; the fleet tier belongs in front of a shared remote store (Redis)")
+	}
+	if _, ok := remote.(*Store); ok {
+		return errors.New("fleet: New: the remote store is already a fleet tier")
+	}
+	return nil
+}
+
+// newConfig applies opts over the defaults and resolves the default
+// mode: write-back when WithSync is given, else exact.
+func newConfig(opts []Option) (config, error) {
+	cfg := config{
+		maxLease:  DefaultMaxLease,
+		maxKeys:   DefaultMaxKeys,
+		threshold: DefaultBreakerThreshold,
+		coolDown:  DefaultCoolDown,
+		probe:     DefaultProbeInterval,
+		fleetSize: DefaultFleetSize,
+		failMode:  core.FailLocal,
+		clock:     core.SystemClock{},
+	}
+	for _, o := range opts {
+		if o == nil {
+			return config{}, errors.New("fleet: New: nil Option")
+		}
+		o(&cfg)
+	}
+	if len(cfg.errs) > 0 {
+		return config{}, fmt.Errorf("fleet: New: %w", errors.Join(cfg.errs...))
+	}
+	if cfg.mode == core.ModeDefault {
+		cfg.mode = core.ModeExact
+		if cfg.sync > 0 {
+			cfg.mode = core.ModeWriteBack
+		}
+	}
+	return cfg, nil
 }
 
 // FallsBackLocally reports true: for a policy with core.FailLocal the tier
@@ -204,6 +223,8 @@ type pinfo struct {
 	failMode    core.FailMode // the policy's, FailOpen read as WithDefaultFailMode's
 }
 
+// info returns p's pinfo, worked out on p's first use (an invalid p is an
+// error).
 func (s *Store) info(p *core.Policy) (*pinfo, error) {
 	if pi := (*s.policies.Load())[p]; pi != nil {
 		return pi, nil
@@ -211,6 +232,12 @@ func (s *Store) info(p *core.Policy) (*pinfo, error) {
 	if err := p.Validate(); err != nil {
 		return nil, fmt.Errorf("fleet: %w", err)
 	}
+	return s.remember(p, s.newInfo(p)), nil
+}
+
+// newInfo works out p's pinfo: its settings read with the tier's
+// defaults, its cost bound and lease cap, its local fallback policy.
+func (s *Store) newInfo(p *core.Policy) *pinfo {
 	pi := &pinfo{p: p, countDenied: p.CountDenied, elastic: p.Elastic != nil, failMode: p.FailMode}
 	if pi.failMode == core.FailOpen {
 		pi.failMode = s.cfg.failMode
@@ -238,7 +265,19 @@ func (s *Store) info(p *core.Policy) (*pinfo, error) {
 	if fleet == 0 {
 		fleet = s.cfg.fleetSize
 	}
-	minCap := int64(1 << 62)
+	minCap := pi.sizeLimits()
+	if pi.writeBack {
+		pi.leaseCap = min(s.cfg.maxLease, minCap/(4*int64(fleet)))
+	}
+	pi.local = localPolicy(p, fleet)
+	return pi
+}
+
+// sizeLimits sets maxCost and fixedUs from pi's policy's limits and
+// returns the smallest capacity.
+func (pi *pinfo) sizeLimits() (minCap int64) {
+	p := pi.p
+	minCap = int64(1 << 62)
 	for _, l := range p.Limits {
 		c := l.Requests
 		if l.Burst > 0 {
@@ -257,9 +296,13 @@ func (s *Store) info(p *core.Policy) (*pinfo, error) {
 			pi.fixedUs = append(pi.fixedUs, max(1, l.Window.Microseconds()))
 		}
 	}
-	if pi.writeBack {
-		pi.leaseCap = min(s.cfg.maxLease, minCap/(4*int64(fleet)))
-	}
+	return minCap
+}
+
+// localPolicy is the embedded store's policy for p on a fleet of fleet
+// servers: each limit divided by the fleet size, decided hard; nil when
+// the divided policy is not valid.
+func localPolicy(p *core.Policy, fleet int) *core.Policy {
 	lp := *p
 	lp.Limits = slices.Clone(p.Limits)
 	for i := range lp.Limits {
@@ -272,14 +315,21 @@ func (s *Store) info(p *core.Policy) (*pinfo, error) {
 	lp.Mode, lp.Sync, lp.FleetSize = core.ModeDefault, 0, 0
 	lp.Elastic = nil // the local fallback decides the divided limits hard
 	lp.Name = localName(&lp)
-	if lp.Validate() == nil {
-		pi.local = &lp
+	if lp.Validate() != nil {
+		return nil
 	}
+	return &lp
+}
+
+// remember publishes pi as p's pinfo and returns it, or the pinfo another
+// goroutine published first. Past maxPolicies policies the map starts
+// afresh.
+func (s *Store) remember(p *core.Policy, pi *pinfo) *pinfo {
 	s.pmu.Lock()
 	defer s.pmu.Unlock()
 	old := *s.policies.Load()
 	if q := old[p]; q != nil {
-		return q, nil
+		return q
 	}
 	m := make(map[*core.Policy]*pinfo, len(old)+1)
 	if len(old) < maxPolicies {
@@ -289,7 +339,7 @@ func (s *Store) info(p *core.Policy) (*pinfo, error) {
 	}
 	m[p] = pi
 	s.policies.Store(&m)
-	return pi, nil
+	return pi
 }
 
 // localName names the embedded store's derived policy: the policy's name
@@ -346,15 +396,11 @@ func (s *Store) Take(ctx context.Context, key string, p *core.Policy, now time.T
 		sh.mu.Lock()
 		e = sh.m[k]
 		if e == nil {
-			if pi.writeBack && cost > 0 {
-				// A key seen for the first time is loaded from the remote
-				// store (no lease yet: its remaining quota is unknown).
-				e = sh.insert(k, pi, s.shardCap)
-			}
+			e = sh.insertFor(k, pi, cost, s.shardCap)
 			break
 		}
 		e.ref = true
-		if cost > 0 && e.denyCost > 0 && (cost == e.denyCost || pi.writeBack && cost > e.denyCost) && t >= e.denyAt && t < e.denyUntil && t-e.denyAt < s.denyTTL() {
+		if s.deniesCached(e, pi, t, cost) {
 			d := e.denied(t)
 			d.Cached = true
 			if pi.countDenied {
@@ -368,42 +414,34 @@ func (s *Store) Take(ctx context.Context, key string, p *core.Policy, now time.T
 			return d, nil
 		}
 		if pi.writeBack && cost > 0 {
-			if t < e.leaseAt && e.leaseAt-t <= pi.syncUs {
-				// The lease was charged after this request started
-				// (concurrent requests read the clock in any order, and a
-				// waiter started before the lease request it waited for):
-				// the request is decided now, after that charge.
-				t = e.leaseAt
-			}
+			t = e.leaseTime(pi, t)
 			if e.lease >= cost && t >= e.leaseAt && t < e.leaseUntil {
-				e.lease -= cost
-				e.used += cost
-				d := e.leased(t)
+				d := e.takeLease(t, cost)
 				sh.queue(e)
 				sh.mu.Unlock()
 				return d, nil
 			}
 			if ch := e.grab; ch != nil && waits < maxWaits {
-				// Another request is leasing for this key: wait for its
-				// round trip rather than making one more.
 				sh.mu.Unlock()
-				select {
-				case <-ch:
-				case <-ctx.Done():
-				}
+				waitGrab(ctx, ch)
 				continue
 			}
-			if e.grab == nil && pi.leaseCap > 0 {
-				if grab = e.want(pi, t); grab > 0 {
-					e.startGrab()
-				}
-			}
+			grab = e.startLease(pi, t)
 		}
 		pending, e.pending = e.pending, 0
 		break
 	}
 	sh.mu.Unlock()
 	return s.remoteTake(ctx, sh, e, k, pi, now, t, cost, pending, grab)
+}
+
+// waitGrab waits for the end of another request's lease request for the
+// key (rather than making one more round trip), or for ctx's.
+func waitGrab(ctx context.Context, ch chan struct{}) {
+	select {
+	case <-ch:
+	case <-ctx.Done():
+	}
 }
 
 var _ core.ElasticStore = (*Store)(nil)

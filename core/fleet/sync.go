@@ -158,16 +158,7 @@ func (s *Store) Sync(ctx context.Context) error {
 
 // syncBatch sends one round trip of ops and applies the results.
 func (s *Store) syncBatch(ctx context.Context, now time.Time, ops []op) error {
-	t := now.UnixMicro()
-	b := make([]core.BatchTake, 0, 2*len(ops))
-	for _, o := range ops {
-		if o.forward > 0 {
-			b = append(b, core.BatchTake{Key: o.e.k.key, Policy: o.e.k.p, Now: now, Cost: o.forward})
-		}
-		if o.renew > 0 {
-			b = append(b, core.BatchTake{Key: o.e.k.key, Policy: o.e.k.p, Now: now, Cost: o.renew})
-		}
-	}
+	b := syncTakes(ops, now)
 	start := time.Now()
 	err := s.takeBatch(ctx, b)
 	lat := time.Since(start)
@@ -183,36 +174,7 @@ func (s *Store) syncBatch(ctx context.Context, now time.Time, ops []op) error {
 			rn = &b[j]
 			j++
 		}
-		e, sh := o.e, o.sh
-		granted := false
-		sh.mu.Lock()
-		if fw != nil && (err != nil || fw.Err != nil) {
-			e.pending = min(e.pending+o.forward, e.pi.maxCost) // not counted yet: next round
-			if !e.gone {
-				sh.queue(e)
-			}
-		}
-		if rn != nil {
-			e.endGrab()
-			if err == nil && rn.Err == nil {
-				d := rn.Decision
-				if d.Allowed && !d.Shadowed {
-					granted = true
-					e.grant(e.pi, t, o.renew, d)
-					e.remaining = d.Remaining
-					e.last, e.lastAt = d, t
-				} else {
-					e.remaining = 0
-				}
-			}
-		}
-		sh.mu.Unlock()
-		if fw != nil && err == nil && fw.Err == nil {
-			s.chargeRest(ctx, e.k.key, e.pi, now, fw.Decision, core.BatchTake{})
-		}
-		if granted {
-			s.chargeLocal(ctx, e.k.key, e.pi, now, o.renew)
-		}
+		s.applySync(ctx, o, fw, rn, err, now)
 	}
 	if o := s.cfg.observer; o != nil {
 		o.Observe(core.Event{Kind: core.EventSync, Keys: len(b), Latency: lat, Err: first})
@@ -221,6 +183,58 @@ func (s *Store) syncBatch(ctx context.Context, now time.Time, ops []op) error {
 		return fmt.Errorf("fleet: sync: %w", first)
 	}
 	return nil
+}
+
+// syncTakes lists the takes of a sync round: for each op, its forward
+// then its renewal, when it has them.
+func syncTakes(ops []op, now time.Time) []core.BatchTake {
+	b := make([]core.BatchTake, 0, 2*len(ops))
+	for _, o := range ops {
+		if o.forward > 0 {
+			b = append(b, core.BatchTake{Key: o.e.k.key, Policy: o.e.k.p, Now: now, Cost: o.forward})
+		}
+		if o.renew > 0 {
+			b = append(b, core.BatchTake{Key: o.e.k.key, Policy: o.e.k.p, Now: now, Cost: o.renew})
+		}
+	}
+	return b
+}
+
+// applySync applies to o's entry the outcome of its forward fw and its
+// renewal rn (nil when o has none; err is the round trip's): a failed
+// forward is pending again, a granted renewal is the new lease.
+func (s *Store) applySync(ctx context.Context, o op, fw, rn *core.BatchTake, err error, now time.Time) {
+	t := now.UnixMicro()
+	e, sh := o.e, o.sh
+	granted := false
+	sh.mu.Lock()
+	if fw != nil && (err != nil || fw.Err != nil) {
+		e.pending = min(e.pending+o.forward, e.pi.maxCost) // not counted yet: next round
+		if !e.gone {
+			sh.queue(e)
+		}
+	}
+	if rn != nil {
+		e.endGrab()
+		if err == nil && rn.Err == nil {
+			d := rn.Decision
+			if d.Allowed && !d.Shadowed {
+				granted = true
+				e.grant(e.pi, t, o.renew, d)
+				e.remaining = d.Remaining
+				e.last, e.lastAt = d, t
+			} else {
+				e.remaining = 0
+			}
+		}
+	}
+	sh.mu.Unlock()
+	if fw != nil && err == nil && fw.Err == nil {
+		s.chargeRest(ctx, e.k.key, e.pi, now, fw.Decision, core.BatchTake{})
+	}
+	if granted {
+		s.chargeLocal(ctx, e.k.key, e.pi, now, o.renew)
+	}
 }
 
 // reportBatch reports the outcome of a sync round trip to each domain's

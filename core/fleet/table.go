@@ -57,6 +57,43 @@ func (e *entry) denied(t int64) core.Decision {
 	return d
 }
 
+// deniesCached reports whether e's cached denial answers a request of
+// cost at t: the same cost (or, in write-back mode, a larger one), within
+// the denial's validity and the deny cache's ttl.
+func (s *Store) deniesCached(e *entry, pi *pinfo, t, cost int64) bool {
+	return cost > 0 && e.denyCost > 0 && (cost == e.denyCost || pi.writeBack && cost > e.denyCost) && t >= e.denyAt && t < e.denyUntil && t-e.denyAt < s.denyTTL()
+}
+
+// leaseTime is the time at which a request started at t uses e's lease:
+// the lease's start when the lease was charged after the request started
+// (concurrent requests read the clock in any order, and a waiter started
+// before the lease request it waited for), so that the request is decided
+// after that charge.
+func (e *entry) leaseTime(pi *pinfo, t int64) int64 {
+	if t < e.leaseAt && e.leaseAt-t <= pi.syncUs {
+		return e.leaseAt
+	}
+	return t
+}
+
+// startLease starts a lease request for e when none is in flight and
+// the policy leases, and returns the units to ask for (0: none).
+func (e *entry) startLease(pi *pinfo, t int64) (grab int64) {
+	if e.grab == nil && pi.leaseCap > 0 {
+		if grab = e.want(pi, t); grab > 0 {
+			e.startGrab()
+		}
+	}
+	return grab
+}
+
+// takeLease admits cost at t from e's lease.
+func (e *entry) takeLease(t, cost int64) core.Decision {
+	e.lease -= cost
+	e.used += cost
+	return e.leased(t)
+}
+
 // leased is the decision for a request admitted from the lease at t: the
 // limit of the last remote decision, an estimate of what remains (the
 // remote store's remaining after the lease was taken plus the units still
@@ -136,6 +173,17 @@ func (sh *shard) queue(e *entry) {
 		e.queued = true
 		sh.dirty = append(sh.dirty, e)
 	}
+}
+
+// insertFor inserts the entry of a key seen for the first time when the
+// request will be loaded into it from the remote store: in write-back
+// mode, for a cost (no lease yet: its remaining quota is unknown).
+// Otherwise it returns nil.
+func (sh *shard) insertFor(k ekey, pi *pinfo, cost int64, capa int) *entry {
+	if pi.writeBack && cost > 0 {
+		return sh.insert(k, pi, capa)
+	}
+	return nil
 }
 
 // insert adds a fresh entry for k. When the shard holds capa entries it

@@ -28,13 +28,39 @@ func (s *Store) TakeBatch(ctx context.Context, batch []core.BatchTake) error {
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	type sent struct {
-		i    int
-		c    *compiled
-		args []any
-		cmd  onceCmd
+	todo := s.prepareBatch(batch)
+	if len(todo) == 0 {
+		return nil
 	}
-	todo := make([]sent, 0, len(batch))
+	err := runBatch(ctx, s.client, todo)
+	retry, failed := s.readBatch(batch, todo, true)
+	if len(retry) > 0 {
+		rerr := runBatch(ctx, s.client, retry)
+		_, refailed := s.readBatch(batch, retry, false)
+		failed += refailed
+		if err == nil || rerr != nil {
+			err = rerr
+		}
+	}
+	if failed == len(todo) && err != nil {
+		return fmt.Errorf("redisstore: TakeBatch: %w", err)
+	}
+	return nil
+}
+
+// batchTake is one entry of a TakeBatch on its way: the entry's index,
+// its compiled policy, its script arguments and its command.
+type batchTake struct {
+	i    int
+	c    *compiled
+	args []any
+	cmd  onceCmd
+}
+
+// prepareBatch clears every entry's result and returns the entries to
+// send; an entry with a nil or invalid policy gets its error instead.
+func (s *Store) prepareBatch(batch []core.BatchTake) []batchTake {
+	todo := make([]batchTake, 0, len(batch))
 	for i := range batch {
 		b := &batch[i]
 		b.Decision, b.Err = core.Decision{}, nil
@@ -47,27 +73,32 @@ func (s *Store) TakeBatch(ctx context.Context, batch []core.BatchTake) error {
 			b.Err = err
 			continue
 		}
-		todo = append(todo, sent{i: i, c: c, args: s.args(c, c.tail, b.Key, b.Now, b.Cost)})
+		todo = append(todo, batchTake{i: i, c: c, args: s.args(c, c.tail, b.Key, b.Now, b.Cost)})
 	}
-	if len(todo) == 0 {
-		return nil
+	return todo
+}
+
+// runBatch sends list's commands in one pipeline and returns the
+// pipeline's error.
+func runBatch(ctx context.Context, client redis.UniversalClient, list []batchTake) error {
+	pipe := client.Pipeline()
+	for j := range list {
+		list[j].cmd = newOnceCmd(ctx, list[j].args)
+		_ = pipe.Process(ctx, list[j].cmd)
 	}
-	run := func(list []sent) error {
-		pipe := s.client.Pipeline()
-		for j := range list {
-			list[j].cmd = newOnceCmd(ctx, list[j].args)
-			_ = pipe.Process(ctx, list[j].cmd)
-		}
-		_, err := pipe.Exec(ctx)
-		return err
-	}
-	err := run(todo)
-	var retry []sent
-	failed := 0
-	for _, t := range todo {
+	_, err := pipe.Exec(ctx)
+	return err
+}
+
+// readBatch writes the result of each of sent's commands into its batch
+// entry and counts the entries that failed. When retryable, an entry
+// whose script Redis had lost is returned, turned into an EVAL, to be
+// sent again instead.
+func (s *Store) readBatch(batch []core.BatchTake, sent []batchTake, retryable bool) (retry []batchTake, failed int) {
+	for _, t := range sent {
 		b := &batch[t.i]
 		if cerr := t.cmd.Err(); cerr != nil {
-			if isNoScript(cerr) {
+			if retryable && isNoScript(cerr) {
 				t.args[0], t.args[1] = "eval", t.c.script.srcArg
 				retry = append(retry, t)
 				continue
@@ -78,25 +109,7 @@ func (s *Store) TakeBatch(ctx context.Context, batch []core.BatchTake) error {
 		}
 		b.Decision, b.Err = decision(t.c, t.cmd.Val(), false)
 	}
-	if len(retry) > 0 {
-		rerr := run(retry)
-		for _, t := range retry {
-			b := &batch[t.i]
-			if cerr := t.cmd.Err(); cerr != nil {
-				b.Err = s.failed(t.c, cerr)
-				failed++
-				continue
-			}
-			b.Decision, b.Err = decision(t.c, t.cmd.Val(), false)
-		}
-		if err == nil || rerr != nil {
-			err = rerr
-		}
-	}
-	if failed == len(todo) && err != nil {
-		return fmt.Errorf("redisstore: TakeBatch: %w", err)
-	}
-	return nil
+	return retry, failed
 }
 
 // args builds the script arguments of one take (Take and TakeBatch). Any

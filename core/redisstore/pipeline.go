@@ -242,10 +242,24 @@ func (l *lane) spawn() {
 	}
 }
 
+// sender is one sender goroutine's buffers, reused from pipeline to
+// pipeline so that a batch allocates little beyond its commands.
+type sender struct {
+	batch  []*call
+	cmds   []onceCmd
+	cmders []redis.Cmder
+	pipe   redis.Pipeliner // reusable: Exec empties it
+}
+
 // send drains the queue in pipelines of at most MaxBatch until it has
 // been empty for senderIdle.
 func (l *lane) send() {
-	batch := make([]*call, 0, l.p.cfg.MaxBatch)
+	s := &sender{
+		batch:  make([]*call, 0, l.p.cfg.MaxBatch),
+		cmds:   make([]onceCmd, l.p.cfg.MaxBatch),
+		cmders: make([]redis.Cmder, l.p.cfg.MaxBatch),
+		pipe:   l.client.Pipeline(),
+	}
 	idle := time.NewTimer(senderIdle)
 	defer idle.Stop()
 	for {
@@ -268,7 +282,7 @@ func (l *lane) send() {
 				}
 			}
 		}
-		batch = append(batch[:0], first)
+		batch := append(s.batch[:0], first)
 	gather:
 		for len(batch) < cap(batch) {
 			select {
@@ -278,14 +292,14 @@ func (l *lane) send() {
 				break gather
 			}
 		}
-		l.flush(batch)
+		l.flush(s, batch)
 		clear(batch)
 	}
 }
 
 // flush sends the batch's live calls in one pipeline and hands each its
 // reply. Calls abandoned while queued are dropped unsent.
-func (l *lane) flush(batch []*call) {
+func (l *lane) flush(s *sender, batch []*call) {
 	live := batch[:0]
 	var deadline time.Time
 	forever := false
@@ -315,23 +329,25 @@ func (l *lane) flush(batch []*call) {
 		ctx, cancel = context.WithDeadline(ctx, deadline)
 		defer cancel()
 	}
-	cmds := make([]onceCmd, len(live))
-	l.exec(ctx, live, cmds)
-	var again []*call
+	cmds := s.cmds[:len(live)]
+	defer clear(cmds) // no reply outlives its batch in the buffer
+	l.exec(ctx, s, live, cmds)
+	again := 0 // live[:again]: the calls to send again, over answered ones
 	for i, c := range live {
 		if err := cmds[i].Err(); err != nil && isNoScript(err) && c.args[0] == "evalsha" {
 			// the script did not run: EVAL sends it with its source
 			c.args[0], c.args[1] = "eval", c.sc.srcArg
-			again = append(again, c)
+			live[again] = c
+			again++
 			continue
 		}
 		c.vals, c.err = cmds[i].Val(), cmds[i].Err()
 		c.done <- struct{}{}
 	}
-	if len(again) > 0 {
-		cmds = cmds[:len(again)]
-		l.exec(ctx, again, cmds)
-		for i, c := range again {
+	if again > 0 {
+		live, cmds = live[:again], cmds[:again]
+		l.exec(ctx, s, live, cmds)
+		for i, c := range live {
 			c.vals, c.err = cmds[i].Val(), cmds[i].Err()
 			c.done <- struct{}{}
 		}
@@ -342,13 +358,15 @@ func (l *lane) flush(batch []*call) {
 // pipeline that holds a NoRetry command, so a batch is written at most
 // once (go-redis's Cluster pipeline still follows MOVED and ASK, per
 // command: replies that say the script did not run).
-func (l *lane) exec(ctx context.Context, calls []*call, cmds []onceCmd) {
-	pipe := l.client.Pipeline()
+func (l *lane) exec(ctx context.Context, s *sender, calls []*call, cmds []onceCmd) {
+	cmders := s.cmders[:len(calls)]
 	for i, c := range calls {
 		cmds[i] = newOnceCmd(ctx, c.args)
-		_ = pipe.Process(ctx, cmds[i])
+		cmders[i] = cmds[i]
 	}
-	if _, err := pipe.Exec(ctx); err != nil {
+	_ = s.pipe.BatchProcess(ctx, cmders...)
+	clear(cmders)
+	if _, err := s.pipe.Exec(ctx); err != nil {
 		for i := range cmds {
 			if cmds[i].Err() == nil && cmds[i].Val() == nil {
 				// a command go-redis left without a reply or an error

@@ -396,6 +396,81 @@ func TestPipeliningNoScript(t *testing.T) {
 	assert.Positive(t, batched(st))
 }
 
+// TestPipeliningNoScriptMixed: one pipeline holds the decisions of two
+// policies, alternately, one whose script Redis has and one whose script
+// it never saw. Only the NOSCRIPT ones go out again (as EVAL): every
+// caller gets its own policy's reply, each script ran once per decision,
+// and both keys count exactly.
+func TestPipeliningNoScriptMixed(t *testing.T) {
+	const n = 12 // decisions per policy
+	srv := redistest.StartNode(t)
+	client := srv.NewClient(t)
+	st := newStore(t, client, WithClientTime(), WithPipelining(Pipelining{}))
+	known := mustPolicy(t, core.Policy{Name: "known", Limits: []core.Limit{core.Per(100, time.Hour)}})
+	fresh := mustPolicy(t, core.Policy{Name: "fresh", Limits: []core.Limit{core.Per(1987, 97*time.Minute)}})
+	// known's script reaches Redis with this first decision (sent
+	// directly: EVALSHA, NOSCRIPT, EVAL); fresh's never did
+	_, err := st.Take(context.Background(), "warm", known, epoch, 1)
+	require.NoError(t, err)
+	c, err := st.policy(fresh)
+	require.NoError(t, err)
+	exists, err := client.ScriptExists(context.Background(), c.script.shaArg.(string)).Result()
+	require.NoError(t, err)
+	require.Equal(t, []bool{false}, exists, "the fresh policy's script is not in Redis yet")
+
+	// the lane looks busy (a send in flight, every sender alive), so the
+	// decisions queue, one after the other: known, fresh, known, ...
+	l := st.pipe.single.Load()
+	require.NotNil(t, l)
+	l.inflight.Add(1)
+	l.senders.Add(defaultSenders)
+	runs0 := scriptRuns(t, srv)
+	decs := make([]core.Decision, 2*n)
+	errs := make([]error, 2*n)
+	var wg sync.WaitGroup
+	deadline := time.Now().Add(10 * time.Second)
+	for i := range 2 * n {
+		p := known
+		if i%2 == 1 {
+			p = fresh
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			decs[i], errs[i] = st.Take(ctx, "k", p, epoch, 1)
+		}()
+		for len(l.q) < i+1 {
+			require.True(t, time.Now().Before(deadline), "decision %d did not queue", i)
+			time.Sleep(time.Millisecond)
+		}
+	}
+	l.inflight.Add(-1)
+	l.senders.Add(-defaultSenders)
+	l.spawn()
+	wg.Wait()
+	for i := range 2 * n {
+		require.NoError(t, errs[i], "decision %d", i)
+		want := "known"
+		if i%2 == 1 {
+			want = "fresh"
+		}
+		assert.Equal(t, want, decs[i].Policy, "decision %d got another's reply", i)
+		assert.True(t, decs[i].Allowed, "decision %d", i)
+	}
+	assert.Equal(t, int64(2*n), scriptRuns(t, srv)-runs0, "script runs")
+	assert.Equal(t, int64(2*n), l.batched.Load(), "the decisions went in pipelines")
+
+	direct := newStore(t, srv.NewClient(t), WithClientTime())
+	d, err := direct.Take(context.Background(), "k", known, epoch, 1)
+	require.NoError(t, err)
+	assert.Equal(t, int64(100-n-1), d.Remaining, "known: remaining after %d pipelined decisions and one more", n)
+	d, err = direct.Take(context.Background(), "k", fresh, epoch, 1)
+	require.NoError(t, err)
+	assert.Equal(t, int64(1987-n-1), d.Remaining, "fresh: remaining after %d pipelined decisions and one more", n)
+}
+
 func TestWithPipeliningRejectsNegative(t *testing.T) {
 	c := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", ContextTimeoutEnabled: true})
 	t.Cleanup(func() { _ = c.Close() })

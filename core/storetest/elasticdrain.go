@@ -63,47 +63,14 @@ func ElasticDrain(t *testing.T, stores func(t *testing.T) []core.Store, opts ...
 
 func elasticDrain(t *testing.T, stores []core.Store, alg core.Algorithm, opts ...core.Option) {
 	t.Helper()
-	const burst, capacity = 200, 100
-	var servers []*core.Limiter
-	for i, s := range stores {
-		capL, err := core.NewLimiter(s, core.Policy{Name: "drain-capacity", Algorithm: alg, Limits: []core.Limit{core.PerMinute(capacity)}}, opts...)
-		require.NoError(t, err)
-		capSig, err := core.NewCapacityLimit(capL, "fleet")
-		require.NoError(t, err)
-		var sig core.CapacitySignal = capSig
-		bs := &barrierSignal{sig: capSig, n: burst - 10, all: make(chan struct{})}
-		if i == 0 {
-			sig = bs
-		}
-		l, err := core.NewLimiter(s, core.Policy{Name: "drain-api", Limits: []core.Limit{core.PerMinute(10)},
-			Elastic: &core.Elastic{CeilingPercent: 200, Signal: sig}}, opts...)
-		require.NoError(t, err)
-		servers = append(servers, l)
-	}
-	ctx := context.Background()
-	var nominal, elastic atomic.Int64
-	var wg sync.WaitGroup
-	for i := 0; i < burst; i++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			// the burst goes through the first server (whose signal holds
-			// the barrier); it shares the capacity with the others
-			d, err := servers[0].Allow(ctx, "attacker")
-			assert.NoError(t, err)
-			switch {
-			case d.Elastic:
-				elastic.Add(1)
-			case d.Allowed:
-				nominal.Add(1)
-			}
-		}()
-	}
-	wg.Wait()
-	require.Equal(t, int64(10), nominal.Load(), "the attacker's nominal admissions")
-	require.Equal(t, int64(10), elastic.Load(), "the attacker's elastic admissions: its ceiling")
+	servers := drainServers(t, stores, alg, opts...)
+	nominal, elastic := drainBurst(t, servers[0])
+	require.Equal(t, int64(10), nominal, "the attacker's nominal admissions")
+	require.Equal(t, int64(10), elastic, "the attacker's elastic admissions: its ceiling")
 
+	ctx := context.Background()
 	var others atomic.Int64
+	var wg sync.WaitGroup
 	for c := 0; c < 18; c++ {
 		wg.Add(1)
 		go func() {
@@ -121,6 +88,59 @@ func elasticDrain(t *testing.T, stores []core.Store, alg core.Algorithm, opts ..
 		}()
 	}
 	wg.Wait()
-	assert.Equal(t, int64(capacity)-elastic.Load(), others.Load(),
+	assert.Equal(t, int64(drainCapacity)-elastic, others.Load(),
 		"the attacker consumed exactly its elastic admissions of the capacity; the others got the rest")
+}
+
+// burstRequests and drainCapacity: the requests of the attacker's burst,
+// and the capacity limit the servers share.
+const burstRequests, drainCapacity = 200, 100
+
+// drainServers builds one elastic Limiter (10 per minute, ceiling 200 %)
+// per store, each signalled by a capacity limit of alg on the store; the
+// first server's signal holds the barrier of the burst.
+func drainServers(t *testing.T, stores []core.Store, alg core.Algorithm, opts ...core.Option) []*core.Limiter {
+	var servers []*core.Limiter
+	for i, s := range stores {
+		capL, err := core.NewLimiter(s, core.Policy{Name: "drain-capacity", Algorithm: alg, Limits: []core.Limit{core.PerMinute(drainCapacity)}}, opts...)
+		require.NoError(t, err)
+		capSig, err := core.NewCapacityLimit(capL, "fleet")
+		require.NoError(t, err)
+		var sig core.CapacitySignal = capSig
+		bs := &barrierSignal{sig: capSig, n: burstRequests - 10, all: make(chan struct{})}
+		if i == 0 {
+			sig = bs
+		}
+		l, err := core.NewLimiter(s, core.Policy{Name: "drain-api", Limits: []core.Limit{core.PerMinute(10)},
+			Elastic: &core.Elastic{CeilingPercent: 200, Signal: sig}}, opts...)
+		require.NoError(t, err)
+		servers = append(servers, l)
+	}
+	return servers
+}
+
+// drainBurst sends the attacker's burst through l, concurrently, and
+// counts its nominal and its elastic admissions.
+func drainBurst(t *testing.T, l *core.Limiter) (nominal, elastic int64) {
+	ctx := context.Background()
+	var nom, ela atomic.Int64
+	var wg sync.WaitGroup
+	for i := 0; i < burstRequests; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			// the burst goes through the first server (whose signal holds
+			// the barrier); it shares the capacity with the others
+			d, err := l.Allow(ctx, "attacker")
+			assert.NoError(t, err)
+			switch {
+			case d.Elastic:
+				ela.Add(1)
+			case d.Allowed:
+				nom.Add(1)
+			}
+		}()
+	}
+	wg.Wait()
+	return nom.Load(), ela.Load()
 }

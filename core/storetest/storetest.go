@@ -19,15 +19,20 @@
 // all-or-nothing, keys are isolated, hostile keys (huge, binary) are
 // harmless, a cost above capacity is never admitted, and time jumps and
 // skewed clocks stay within bounds. A store that keeps a policy registry
-// also runs [RunRegistry]; an elastic store [ElasticDrain]. [ApplyVerb]
-// and [MaxWait] are core's model of the quota verbs, for a store's
-// differential tests of Peek, Charge, Refund and Wait.
+// also runs [RunRegistry]; an elastic store [ElasticDrain]; a
+// core.VerbStore [RunVerbs] (the verbs' contract) and, when it does any of
+// the arithmetic itself, [RunVerbsDifferential] (every verb compared
+// with core's model). [ApplyVerb] and [MaxWait] are core's model of the
+// quota verbs, for a store's own differential tests of Peek, Charge,
+// Refund and Wait.
 //
 // Stores under test must honour the now argument of Take (the Redis store
 // with its client-time option). The suite uses testify's require and
 // assert; failures name the policy, the step and the time.
-// testdata/extstore is a store written as a module of its own that runs
-// the suite; TestExternalStore builds it.
+// testdata/extstore and testdata/ownmath are stores written as modules of
+// their own that run the suites (ownmath with its own arithmetic, so with
+// the differential, the verbs and the registry); TestExternalStore builds
+// them.
 package storetest
 
 import (

@@ -3,6 +3,7 @@ package storetest
 import (
 	"context"
 	"math"
+	"math/rand/v2"
 	"testing"
 	"time"
 
@@ -242,4 +243,82 @@ func verbWait(t *testing.T, l *core.Limiter) {
 	defer cancel()
 	require.ErrorIs(t, l.Wait(dctx, "wait"), core.ErrWaitExceedsDeadline)
 	require.Equal(t, before, peekN(t, l, "wait", 1), "nothing reserved")
+}
+
+// RunVerbsDifferential is [Run]'s differential for the quota verbs: it
+// drives a core.VerbStore and core's model ([ApplyVerb]) through the same
+// random steps — Take, Peek, Charge, Credit and Reset, and Reserve when
+// the store is a core.ReserveStore (at most 2s ahead) — on two keys, with
+// the clock stepping back as well as forward and now and then a huge
+// cost, and requires identical decisions step by step, for every policy
+// of [Policies] and [VerbPolicies]. o.Steps is each sequence's length
+// (default 300); the other options are not used. A store whose decisions
+// are core's own (Options.CoreDecides) need not run it; one that does
+// part of the arithmetic itself should, since [RunVerbs] checks the
+// verbs' contract, not their exact results.
+func RunVerbsDifferential(t *testing.T, f Factory, o Options) {
+	if o.Steps == 0 {
+		o.Steps = 300
+	}
+	const maxWait = 2 * time.Second
+	for i, p := range append(Policies(), VerbPolicies()...) {
+		t.Run(p.Name, func(t *testing.T) {
+			s := f(t)
+			vs, ok := s.(core.VerbStore)
+			require.True(t, ok, "%T is not a core.VerbStore", s)
+			rs, _ := s.(core.ReserveStore)
+			verbs := "AAPCRX"
+			if rs != nil {
+				verbs += "W"
+			}
+			c, err := p.Compile()
+			require.NoError(t, err)
+			w := p.Limits[len(p.Limits)-1].Window
+			rng := rand.New(rand.NewPCG(uint64(i), 11))
+			model := map[string][]int64{}
+			ctx := context.Background()
+			now := Epoch
+			for step := range o.Steps {
+				switch x := rng.IntN(12); {
+				case x == 0:
+					now = now.Add(-time.Duration(rng.Int64N(int64(2 * w))))
+				case x < 4:
+				case x < 10:
+					now = now.Add(time.Duration(rng.Int64N(int64(w / 4))))
+				default:
+					now = now.Add(time.Duration(rng.Int64N(int64(2 * w))))
+				}
+				cost := rng.Int64N(5)
+				if rng.IntN(25) == 0 {
+					cost = math.MaxInt64 - rng.Int64N(2)
+				}
+				key := []string{"a", "b"}[rng.IntN(2)]
+				v := verbs[rng.IntN(len(verbs))]
+				st, ok := model[key]
+				if !ok {
+					st = make([]int64, c.StateWords())
+					model[key] = st
+				}
+				want := ApplyVerb(c, st, v, now.UnixMicro(), cost, maxWait.Microseconds())
+				var got core.Decision
+				switch v {
+				case 'A':
+					got, err = vs.Take(ctx, key, &p, now, cost)
+				case 'P':
+					got, err = vs.Peek(ctx, key, &p, now, cost)
+				case 'C':
+					got, err = vs.Charge(ctx, key, &p, now, cost)
+				case 'R':
+					got, err = vs.Credit(ctx, key, &p, now, cost)
+				case 'W':
+					got, err = rs.Reserve(ctx, key, &p, now, cost, maxWait)
+				case 'X':
+					err = vs.Reset(ctx, key, &p)
+				}
+				require.NoError(t, err, "step %d: %c", step, v)
+				got.Cached = false // where a store tier's denial came from, not what it is
+				require.Equal(t, want, got, "step %d: %c key %q cost %d at %+v", step, v, key, cost, now.Sub(Epoch))
+			}
+		})
+	}
 }

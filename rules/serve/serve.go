@@ -82,6 +82,16 @@ type Config struct {
 	// LimiterOptions are given to every limiter (core.WithClock,
 	// core.WithObserver, core.WithLogger).
 	LimiterOptions []core.Option
+	// OnBuild, when set, is called with each rule and its limiters (its
+	// own, its tiers', overrides' and also: checks') once the rule's
+	// middleware is built: for every rule of the set at New, and of each
+	// set a Reload or Swap brings, unchanged rules included, before that
+	// set serves (a set refused later in the swap never serves). Use it
+	// to export what the limiters are configured with, e.g.
+	// metrics.Metrics.WatchPolicy(*ls.Default.Policy()). It is called
+	// under the Server's reload lock, one call at a time; it must not
+	// call Reload or Swap. Nil: nothing is called.
+	OnBuild func(r *rules.Rule, ls rules.Limiters)
 }
 
 // Server serves a rules set through adapter middlewares of type M
@@ -108,7 +118,11 @@ func New[M any](cfg Config, set *rules.Set, newMW func(*core.Limiter, ...httplim
 			var zero M
 			return zero, err
 		}
-		return newMW(ls.Default, append(opts, extra...)...)
+		m, err := newMW(ls.Default, append(opts, extra...)...)
+		if err == nil && cfg.OnBuild != nil {
+			cfg.OnBuild(r, ls)
+		}
+		return m, err
 	}
 	live, err := rules.NewLiveWith(cfg.Store, set, build, cfg.LimiterOptions...)
 	if err != nil {
@@ -127,6 +141,13 @@ func (s *Server[M]) Reload(path string) (rules.Change, error) { return s.live.Re
 
 // Swap serves set (rules.Live.Swap).
 func (s *Server[M]) Swap(set *rules.Set) (rules.Change, error) { return s.live.Swap(set) }
+
+// Current returns the rule set serving new requests (rules.Live.Current).
+func (s *Server[M]) Current() *rules.Set { return s.live.Current() }
+
+// Generation counts the sets served: 1 for New's, plus one per successful
+// Reload or Swap (rules.Live.Generation).
+func (s *Server[M]) Generation() uint64 { return s.live.Generation() }
 
 // Acquire returns the snapshot serving now; Release it once the request
 // is done.

@@ -1,6 +1,7 @@
 package serve_test
 
 import (
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -255,3 +256,41 @@ func (v fiberView) HeaderValues(name string) []string { return []string{v.c.Get(
 func (v fiberView) Query(name string) string          { return v.c.Query(name) }
 func (v fiberView) RemoteAddr() string                { return v.c.Context().RemoteAddr().String() }
 func (v fiberView) Value(key any) any                 { return v.c.UserContext().Value(key) }
+
+// TestOnBuildCurrentGeneration: OnBuild sees every rule with all its
+// limiters at New and again at each Swap, unchanged rules included;
+// Current and Generation follow the sets served, and a refused set
+// changes neither.
+func TestOnBuildCurrentGeneration(t *testing.T) {
+	store := memstore.MustNew()
+	defer store.Close()
+	set, err := rules.Parse([]byte(file), rules.YAML)
+	require.NoError(t, err)
+	built := map[string][]string{}
+	cfg := serve.Config{Store: store, Identity: identity(t), OnBuild: func(r *rules.Rule, ls rules.Limiters) {
+		got := fmt.Sprintf("%s tiers %d overrides %d also %d", ls.Default.Policy().Name, len(ls.Tiers), len(ls.Overrides), len(ls.Also))
+		built[r.Name] = append(built[r.Name], got)
+	}}
+	srv, err := serve.New(cfg, set, ginlimit.NewMiddleware)
+	require.NoError(t, err)
+	assert.Equal(t, map[string][]string{"api": {"api tiers 1 overrides 1 also 0"}, "login": {"login tiers 0 overrides 0 also 1"}}, built)
+	assert.Same(t, set, srv.Current())
+	assert.Equal(t, uint64(1), srv.Generation())
+
+	next, err := rules.Parse([]byte(strings.Replace(file, `"3 per 15m"`, `"4 per 15m"`, 1)), rules.YAML)
+	require.NoError(t, err)
+	_, err = srv.Swap(next)
+	require.NoError(t, err)
+	assert.Len(t, built["api"], 2, "an unchanged rule's middleware is built again")
+	assert.Len(t, built["login"], 2)
+	assert.Same(t, next, srv.Current())
+	assert.Equal(t, uint64(2), srv.Generation())
+
+	bad, err := rules.Parse([]byte(strings.Replace(file, `"user:vip"`, `"key:k_big"`, 1)), rules.YAML)
+	require.NoError(t, err)
+	_, err = srv.Swap(bad)
+	require.Error(t, err)
+	assert.Len(t, built["api"], 2, "a rule that cannot be served is not reported built")
+	assert.Same(t, next, srv.Current())
+	assert.Equal(t, uint64(2), srv.Generation())
+}

@@ -31,7 +31,7 @@ const OTelStdout = "stdout"
 const OTelInterval = 10 * time.Second
 
 // TracerName is the instrumentation scope of the example's request spans.
-const TracerName = "github.com/limitkit/limitkit/internal/exampleapp"
+const TracerName = "github.com/limitkit/limitkit/_examples/exampleapp"
 
 // WithOTelOutput makes -otel stdout write to w instead of os.Stdout
 // (tests). w must be safe for concurrent use: the metrics and the spans

@@ -218,6 +218,29 @@ func Listen(addr string) (net.Listener, error) {
 	return ln, nil
 }
 
+// CutFlag takes a program's own flag -name (or --name; "-name value" or
+// "-name=value") out of args, for a flag besides the shared ones that
+// [ParseFlags] reads (redis-cluster's -cluster, grpc's -metrics-addr): it
+// returns the last value given, whether one was, and the other arguments
+// in order. A -name with no value after it is dropped.
+func CutFlag(args []string, name string) (value string, found bool, rest []string) {
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		switch {
+		case a == "-"+name || a == "--"+name:
+			if i+1 < len(args) {
+				value, found = args[i+1], true
+				i++
+			}
+		case strings.HasPrefix(a, "-"+name+"=") || strings.HasPrefix(a, "--"+name+"="):
+			value, found = a[strings.IndexByte(a, '=')+1:], true
+		default:
+			rest = append(rest, a)
+		}
+	}
+	return value, found, rest
+}
+
 // Start is what every example's main does before serving: it parses the
 // flags from args (flag.ErrHelp for -h), builds the App with opts (a Redis
 // server is checked: see [Config.AllowDegraded]) and binds -addr. Every

@@ -36,7 +36,7 @@ func TestLoginThrottling(t *testing.T) {
 	app, err := New(Config{JWTSecret: "test-secret-test-secret"}, WithClock(core.NewManualClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))))
 	require.NoError(t, err)
 	defer app.Close()
-	h, err := app.HTTPHandler()
+	_, h, err := app.HTTPHandler()
 	require.NoError(t, err)
 	const ip = "203.0.113.7"
 	var codes []int
@@ -82,7 +82,7 @@ rules:
 // overridden clients each get exactly their own quota; a reload that
 // changes a tier's limit is served.
 func TestPlansThroughHTTP(t *testing.T) {
-	app, h, file, _ := reloadApp(t, plansRules, Config{JWTSecret: "test-secret-test-secret", APIKeys: []string{"k_bigcustomer", "k_small"}})
+	app, srv, h, file, _ := reloadApp(t, plansRules, Config{JWTSecret: "test-secret-test-secret", APIKeys: []string{"k_bigcustomer", "k_small"}})
 	token := func(sub, plan string) map[string]string {
 		claims := map[string]any{}
 		if plan != "" {
@@ -107,7 +107,7 @@ func TestPlansThroughHTTP(t *testing.T) {
 	assert.Equal(t, 2, quota(map[string]string{"X-API-Key": "k_small"}), "another API key: the default")
 
 	writeRules(t, file, strings.Replace(plansRules, `pro: ["5 per 1m"]`, `pro: ["8 per 1m"]`, 1))
-	ch, err := app.ReloadRules()
+	ch, err := app.ReloadRules(srv)
 	require.NoError(t, err)
 	require.Len(t, ch.LimitsChanged, 1)
 	assert.Equal(t, "api/pro", ch.LimitsChanged[0].Name)
@@ -116,10 +116,21 @@ func TestPlansThroughHTTP(t *testing.T) {
 }
 
 // TestAddedPoliciesWatched: the tiers' configured limits are exported
-// like the rules' own.
+// like the rules' own, and a reload exports the new ones.
 func TestAddedPoliciesWatched(t *testing.T) {
-	app, _, _, _ := reloadApp(t, plansRules, Config{JWTSecret: "test-secret-test-secret"})
-	w := httptest.NewRecorder()
-	app.MetricsHandler().ServeHTTP(w, httptest.NewRequest("GET", MetricsPath, nil))
-	assert.Contains(t, w.Body.String(), `limitkit_limit_requests{limit="0",policy="api/pro",window="60"} 5`)
+	app, srv, _, file, _ := reloadApp(t, plansRules, Config{JWTSecret: "test-secret-test-secret"})
+	scrape := func() string {
+		w := httptest.NewRecorder()
+		app.MetricsHandler().ServeHTTP(w, httptest.NewRequest("GET", MetricsPath, nil))
+		return w.Body.String()
+	}
+	out := scrape()
+	assert.Contains(t, out, `limitkit_limit_requests{limit="0",policy="api",window="60"} 2`, "the rule's own (its default tier)")
+	assert.Contains(t, out, `limitkit_limit_requests{limit="0",policy="api/pro",window="60"} 5`)
+	assert.Contains(t, out, `window="60"} 9`, "an override's")
+
+	writeRules(t, file, strings.Replace(plansRules, `pro: ["5 per 1m"]`, `pro: ["8 per 1m"]`, 1))
+	_, err := app.ReloadRules(srv)
+	require.NoError(t, err)
+	assert.Contains(t, scrape(), `limitkit_limit_requests{limit="0",policy="api/pro",window="60"} 8`)
 }

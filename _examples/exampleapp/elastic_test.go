@@ -35,7 +35,7 @@ rules:
 	app, err := New(Config{RulesFile: file}, WithClock(clock))
 	require.NoError(t, err)
 	defer app.Close()
-	h, err := app.HTTPHandler()
+	srv, h, err := app.HTTPHandler()
 	require.NoError(t, err)
 	acme := client{t: t, h: h, ip: "203.0.113.5", hdr: map[string]string{"X-Tenant": "acme"}}
 	n, denied := acme.sendUntilDenied("GET", "/x", 10)
@@ -44,12 +44,12 @@ rules:
 	assert.Equal(t, "2", denied.Header().Get("X-Ratelimit-Limit"), "the nominal limit is advertised")
 	assert.Zero(t, app.InFlight.Load())
 
-	_, err = app.ReloadRules()
+	_, err = app.ReloadRules(srv)
 	require.NoError(t, err)
 	assert.Equal(t, http.StatusTooManyRequests, acme.do("GET", "/x").Code, "state kept across the reload")
 
 	require.NoError(t, os.WriteFile(file, []byte(strings.Replace(src, `"3 per 1h"`, `"9 per 1h"`, 1)), 0o600))
-	_, err = app.ReloadRules()
+	_, err = app.ReloadRules(srv)
 	require.NoError(t, err)
 	n, _ = acme.sendUntilDenied("GET", "/x", 10)
 	assert.Equal(t, 1, n, "a new capacity limit of 9; the key's ceiling (6) leaves 1")

@@ -111,7 +111,7 @@ func TestEndpointTableThroughHTTP(t *testing.T) {
 	require.NoError(t, err)
 	defer app.Close()
 	assert.Empty(t, app.SampleToken, "no sample token when the secret is configured")
-	h, err := app.HTTPHandler()
+	_, h, err := app.HTTPHandler()
 	require.NoError(t, err)
 
 	alice, err := app.Token("alice", time.Hour)
@@ -190,7 +190,7 @@ rules:
 	require.NoError(t, err)
 	defer app.Close()
 	assert.NotEmpty(t, app.SampleToken, "a generated secret comes with a sample token")
-	h, err := app.HTTPHandler()
+	_, h, err := app.HTTPHandler()
 	require.NoError(t, err)
 	proxy := client{t: t, h: h, ip: "10.1.2.3", hdr: map[string]string{"X-Tenant": "acme", "X-Forwarded-For": "203.0.113.5"}}
 	n, denied := proxy.sendUntilDenied("GET", "/x", 5)
@@ -211,7 +211,7 @@ func TestRedisStore(t *testing.T) {
 		app, err := New(Config{JWTSecret: "shared-secret-shared"}, WithRedisClient(c), WithStoreTimeout(redistest.StoreTimeout))
 		require.NoError(t, err)
 		defer app.Close()
-		h, err := app.HTTPHandler()
+		_, h, err := app.HTTPHandler()
 		require.NoError(t, err)
 		hs = append(hs, h)
 	}

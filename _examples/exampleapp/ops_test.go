@@ -107,7 +107,9 @@ func TestRefusedRedisSaysSo(t *testing.T) {
 	app, err := New(Config{Redis: addr, AllowDegraded: true}, WithLogger(nil))
 	require.NoError(t, err)
 	defer app.Close()
-	snap := app.live.Acquire()
+	srv, _, err := app.HTTPHandler()
+	require.NoError(t, err)
+	snap := srv.Acquire()
 	defer snap.Release()
 	r, _ := snap.Set().Rule(app.Rules.Rules()[0].Name)
 	for range 3 {
@@ -197,7 +199,7 @@ func TestMetricsEndpoint(t *testing.T) {
 	app, err := New(Config{})
 	require.NoError(t, err)
 	defer app.Close()
-	h, err := app.HTTPHandler()
+	_, h, err := app.HTTPHandler()
 	require.NoError(t, err)
 	c := client{t: t, h: h, ip: "198.51.100.1"}
 	for range 55 {
@@ -267,7 +269,7 @@ rules:
 		WithLogger(slog.New(slog.NewTextHandler(&logs, nil))), WithLogInterval(interval))
 	require.NoError(t, err)
 	defer app.Close()
-	h, err := app.HTTPHandler()
+	_, h, err := app.HTTPHandler()
 	require.NoError(t, err)
 	ts := httptest.NewServer(h)
 	defer ts.Close()
@@ -358,7 +360,7 @@ rules:
 		} else {
 			assert.Contains(t, app.StoreInfo, "fleet tier (exact")
 		}
-		h, err := app.HTTPHandler()
+		_, h, err := app.HTTPHandler()
 		require.NoError(t, err)
 		rc := redis.NewClient(&redis.Options{Addr: srv.Addr})
 		require.NoError(t, rc.ConfigResetStat(context.Background()).Err())
@@ -409,4 +411,26 @@ func scriptCalls(info string) int {
 		}
 	}
 	return n
+}
+
+// TestCutFlag: a program's own flag, in each form the flag package
+// accepts, leaves the shared flags in order.
+func TestCutFlag(t *testing.T) {
+	for _, c := range []struct {
+		args  []string
+		value string
+		found bool
+		rest  []string
+	}{
+		{[]string{"-addr", ":1", "-cluster", "a:1,b:2", "-watch", "2s"}, "a:1,b:2", true, []string{"-addr", ":1", "-watch", "2s"}},
+		{[]string{"--cluster=a:1", "-addr=:1"}, "a:1", true, []string{"-addr=:1"}},
+		{[]string{"-cluster", "a:1", "-cluster=b:2"}, "b:2", true, nil},
+		{[]string{"-addr", ":1"}, "", false, []string{"-addr", ":1"}},
+		{[]string{"-clusterx", "v", "-cluster"}, "", false, []string{"-clusterx", "v"}},
+	} {
+		value, found, rest := CutFlag(c.args, "cluster")
+		assert.Equal(t, c.value, value, c.args)
+		assert.Equal(t, c.found, found, c.args)
+		assert.Equal(t, c.rest, rest, c.args)
+	}
 }

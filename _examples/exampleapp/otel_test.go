@@ -56,7 +56,7 @@ func TestOTelCountsMatchTraffic(t *testing.T) {
 		WithOTelProviders(sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader)), sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))))
 	require.NoError(t, err)
 	defer app.Close()
-	h, err := app.HTTPHandler()
+	_, h, err := app.HTTPHandler()
 	require.NoError(t, err)
 	const allowed, denied = 5, 3
 	const traceID = "4bf92f3577b34da6a3ce929d0e0e4736"
@@ -181,7 +181,7 @@ func TestOTelStdoutFlag(t *testing.T) {
 	app, err := New(cfg, WithOTelOutput(out))
 	require.NoError(t, err)
 	defer app.Close()
-	h, err := app.HTTPHandler()
+	_, h, err := app.HTTPHandler()
 	require.NoError(t, err)
 	srv := httptest.NewServer(h)
 	defer srv.Close()

@@ -8,6 +8,7 @@ import (
 
 	"github.com/golang-jwt/jwt/v5"
 
+	"github.com/limitkit/limitkit/core"
 	"github.com/limitkit/limitkit/keyfuncs"
 	"github.com/limitkit/limitkit/rules"
 	"github.com/limitkit/limitkit/rules/serve"
@@ -75,16 +76,24 @@ func (a *App) overrideKey(r *rules.Rule, client string) (string, error) {
 	return serve.DefaultOverride(r, client, a.Identity())
 }
 
-// watchAdded exports the configured limits of the policies set's rules
-// add to their own (tiers, overrides, also: checks), whose limiters the
-// middleware constructor does not see; the rules' own are watched as
-// their middlewares are built.
-func (a *App) watchAdded(set *rules.Set) {
-	ps := set.Policies()
-	for _, p := range ps[len(set.Rules())+len(set.Descriptors()):] {
-		a.Metrics.WatchPolicy(p)
+// watchLimiters is the serve.Config's OnBuild: it exports the
+// configured limits of every limiter of rule r (its own, its tiers',
+// overrides' and also: checks') to Metrics, and to OTel when it is on.
+func (a *App) watchLimiters(_ *rules.Rule, ls rules.Limiters) {
+	watch := func(l *core.Limiter) {
+		a.Metrics.WatchPolicy(*l.Policy())
 		if a.OTel != nil {
-			a.OTel.WatchPolicy(p)
+			a.OTel.WatchPolicy(*l.Policy())
 		}
+	}
+	watch(ls.Default)
+	for _, l := range ls.Tiers {
+		watch(l)
+	}
+	for _, l := range ls.Overrides {
+		watch(l)
+	}
+	for _, l := range ls.Also {
+		watch(l)
 	}
 }

@@ -21,6 +21,7 @@ import (
 
 	"github.com/limitkit/limitkit/core"
 	"github.com/limitkit/limitkit/rules"
+	"github.com/limitkit/limitkit/rules/serve"
 )
 
 // logBuf is a slog destination the test reads.
@@ -45,7 +46,7 @@ func (l *logBuf) count(s string) int { return strings.Count(l.String(), s) }
 
 // reloadApp starts an app on the rules in file (written with src), with a
 // manual clock and its log lines in the returned buffer.
-func reloadApp(t *testing.T, src string, cfg Config) (*App, http.Handler, string, *logBuf) {
+func reloadApp(t *testing.T, src string, cfg Config) (*App, *serve.Server[http.Handler], http.Handler, string, *logBuf) {
 	t.Helper()
 	file := filepath.Join(t.TempDir(), "rules.yaml")
 	writeRules(t, file, src)
@@ -55,9 +56,9 @@ func reloadApp(t *testing.T, src string, cfg Config) (*App, http.Handler, string
 		WithLogger(slog.New(slog.NewTextHandler(logs, nil))))
 	require.NoError(t, err)
 	t.Cleanup(func() { app.Close() })
-	h, err := app.HTTPHandler()
+	srv, h, err := app.HTTPHandler()
 	require.NoError(t, err)
-	return app, h, file, logs
+	return app, srv, h, file, logs
 }
 
 func writeRules(t *testing.T, file, src string) {
@@ -88,14 +89,14 @@ func TestParseFlagsWatch(t *testing.T) {
 // that adds a rule keeps the unchanged rule's exact count; one that
 // changes its limits starts it afresh, and the log says so.
 func TestReloadKeepsStateThroughHTTP(t *testing.T) {
-	app, h, file, logs := reloadApp(t, anonRules(5, ""), Config{})
+	app, srv, h, file, logs := reloadApp(t, anonRules(5, ""), Config{})
 	anon := client{t: t, h: h, ip: "198.51.100.7"}
 	for range 3 {
 		require.Equal(t, http.StatusOK, anon.do("GET", "/x").Code)
 	}
 
 	writeRules(t, file, anonRules(5, `  - {name: api3, methods: [GET], route: /api3, identity: anonymous, key: ip, limits: ["10 per 1h"]}`))
-	ch, err := app.ReloadRules()
+	ch, err := app.ReloadRules(srv)
 	require.NoError(t, err)
 	assert.Equal(t, []string{"api3"}, ch.Added)
 	assert.Equal(t, 1, ch.Unchanged)
@@ -107,7 +108,7 @@ func TestReloadKeepsStateThroughHTTP(t *testing.T) {
 	assert.Contains(t, logs.String(), `changes="added [api3]; 1 unchanged"`)
 
 	writeRules(t, file, anonRules(4, ""))
-	ch, err = app.ReloadRules()
+	ch, err = app.ReloadRules(srv)
 	require.NoError(t, err)
 	assert.Equal(t, []rules.LimitChange{{Name: "anon", Old: "gcra 5 per 1h", New: "gcra 4 per 1h"}}, ch.LimitsChanged)
 	assert.Equal(t, []string{"api3"}, ch.Removed)
@@ -116,39 +117,39 @@ func TestReloadKeepsStateThroughHTTP(t *testing.T) {
 	require.NotNil(t, denied)
 	assert.Equal(t, "4", denied.Header().Get("X-RateLimit-Limit"))
 	assert.Contains(t, logs.String(), `msg="rule limits changed" rule=anon old="gcra 5 per 1h" new="gcra 4 per 1h" state="starts afresh`)
-	assert.Equal(t, uint64(4), app.live.Generation(), "New, the dispatcher, two reloads")
+	assert.Equal(t, uint64(3), srv.Generation(), "the set served first, two reloads")
 }
 
 // TestReloadInvalidFileKeepsOld: a file that does not validate is
 // rejected with every problem logged, with its line, and the rules
 // serving keep serving with their state; so is a file that went missing.
 func TestReloadInvalidFileKeepsOld(t *testing.T) {
-	app, h, file, logs := reloadApp(t, anonRules(5, ""), Config{})
+	app, srv, h, file, logs := reloadApp(t, anonRules(5, ""), Config{})
 	anon := client{t: t, h: h, ip: "198.51.100.8"}
 	for range 2 {
 		require.Equal(t, http.StatusOK, anon.do("GET", "/x").Code)
 	}
-	gen := app.live.Generation()
-	before := app.CurrentRules()
+	gen := srv.Generation()
+	before := srv.Current()
 
 	writeRules(t, file, "rules:\n  - name: anon\n    route: /*\n    limts: [\"5 per 1h\"]\n  - {name: b, route: /b, limits: [\"3 per fortnight\"]}\n")
-	_, err := app.ReloadRules()
+	_, err := app.ReloadRules(srv)
 	require.Error(t, err)
 	out := logs.String()
 	assert.Contains(t, out, `level=ERROR msg="rules reload rejected: the previous rules keep serving"`)
 	assert.Contains(t, out, `line 4: rules[0] \"anon\": unknown field \"limts\" (did you mean \"limits\"?)`)
 	assert.Contains(t, out, `line 5: rules[1] \"b\"`)
-	assert.Same(t, before, app.CurrentRules())
-	assert.Equal(t, gen, app.live.Generation())
+	assert.Same(t, before, srv.Current())
+	assert.Equal(t, gen, srv.Generation())
 	n, denied := anon.sendUntilDenied("GET", "/x", 10)
 	assert.Equal(t, 3, n, "the old rule keeps serving, with its count")
 	require.NotNil(t, denied)
 
 	require.NoError(t, os.Remove(file))
-	_, err = app.ReloadRules()
+	_, err = app.ReloadRules(srv)
 	assert.ErrorContains(t, err, "no such file")
 	assert.Contains(t, logs.String(), `msg="rules reload failed: the previous rules keep serving"`)
-	assert.Same(t, before, app.CurrentRules())
+	assert.Same(t, before, srv.Current())
 }
 
 // TestReloadWithoutRulesFile: the embedded table has nothing to reload;
@@ -158,59 +159,69 @@ func TestReloadWithoutRulesFile(t *testing.T) {
 	app, err := New(Config{}, WithLogger(slog.New(slog.NewTextHandler(logs, nil))))
 	require.NoError(t, err)
 	defer app.Close()
-	_, err = app.ReloadRules()
+	srv, _, err := app.HTTPHandler()
+	require.NoError(t, err)
+	gen := srv.Generation()
+	_, err = app.ReloadRules(srv)
 	assert.ErrorContains(t, err, "no -rules file")
+	assert.Equal(t, gen, srv.Generation())
 	assert.Contains(t, logs.String(), "nothing to reload")
+
+	var none *serve.Server[http.Handler]
+	_, err = app.ReloadRules(none)
+	assert.ErrorContains(t, err, "nil Server", "an error, not a panic")
+	_, err = app.ReloadRules(nil)
+	assert.ErrorContains(t, err, "nil Server")
 }
 
 // TestWatchPoll drives the watcher's check directly: it reloads when the
 // content changes, not otherwise; a file that does not validate, or is
 // missing, is logged once until it changes again.
 func TestWatchPoll(t *testing.T) {
-	app, _, file, logs := reloadApp(t, anonRules(5, ""), Config{Watch: time.Second})
-	gen := app.live.Generation()
-	assert.False(t, app.poll(), "the file New loaded is not reloaded")
+	app, srv, _, file, logs := reloadApp(t, anonRules(5, ""), Config{Watch: time.Second})
+	gen := srv.Generation()
+	assert.False(t, app.poll(srv), "the file New loaded is not reloaded")
 	writeRules(t, file, anonRules(5, "")) // rewritten, same content
-	assert.False(t, app.poll())
+	assert.False(t, app.poll(srv))
 
 	writeRules(t, file, anonRules(6, ""))
-	assert.True(t, app.poll())
-	assert.Equal(t, gen+1, app.live.Generation())
-	assert.False(t, app.poll())
+	assert.True(t, app.poll(srv))
+	assert.Equal(t, gen+1, srv.Generation())
+	assert.False(t, app.poll(srv))
 
 	writeRules(t, file, "rules: [{name: x}]\n")
-	assert.True(t, app.poll())
-	assert.False(t, app.poll())
-	assert.False(t, app.poll())
+	assert.True(t, app.poll(srv))
+	assert.False(t, app.poll(srv))
+	assert.False(t, app.poll(srv))
 	assert.Equal(t, 1, logs.count("rules reload rejected"), "logged once per content")
-	assert.Equal(t, gen+1, app.live.Generation())
+	assert.Equal(t, gen+1, srv.Generation())
 
 	require.NoError(t, os.Remove(file))
-	assert.True(t, app.poll())
-	assert.True(t, app.poll(), "a missing file is checked again at every interval")
+	assert.True(t, app.poll(srv))
+	assert.True(t, app.poll(srv), "a missing file is checked again at every interval")
 	assert.Equal(t, 1, logs.count("rules reload failed"), "but logged once")
 
 	writeRules(t, file, anonRules(6, ""))
-	assert.True(t, app.poll(), "back to the content serving, after an invalid one: reloaded, no change")
+	assert.True(t, app.poll(srv), "back to the content serving, after an invalid one: reloaded, no change")
 	assert.Contains(t, logs.String(), `msg="rules reloaded: no change"`)
 	writeRules(t, file, anonRules(7, ""))
-	assert.True(t, app.poll())
-	assert.Equal(t, gen+3, app.live.Generation())
-	r, _ := app.CurrentRules().Rule("anon")
+	assert.True(t, app.poll(srv))
+	assert.Equal(t, gen+3, srv.Generation())
+	r, _ := srv.Current().Rule("anon")
 	assert.Equal(t, int64(7), r.Limits[0].Requests)
 }
 
 // TestStartReloadsSignalAndWatch: SIGHUP reloads the file, and -watch
 // reloads it when it changes, until stop.
 func TestStartReloadsSignalAndWatch(t *testing.T) {
-	app, _, file, _ := reloadApp(t, anonRules(5, ""), Config{Watch: MinWatch})
+	app, srv, _, file, _ := reloadApp(t, anonRules(5, ""), Config{Watch: MinWatch})
 	type attempt struct {
 		trigger string
 		err     error
 	}
 	got := make(chan attempt, 16)
 	app.reload.notify = func(trigger string, _ rules.Change, err error) { got <- attempt{trigger, err} }
-	stop := app.StartReloads()
+	stop := app.StartReloads(srv)
 	defer stop()
 	wait := func() attempt {
 		t.Helper()
@@ -227,7 +238,7 @@ func TestStartReloadsSignalAndWatch(t *testing.T) {
 	a := wait()
 	assert.Equal(t, TriggerWatch, a.trigger)
 	require.NoError(t, a.err)
-	limit := func() int64 { r, _ := app.CurrentRules().Rule("anon"); return r.Limits[0].Requests }
+	limit := func() int64 { r, _ := srv.Current().Rule("anon"); return r.Limits[0].Requests }
 	assert.Equal(t, int64(6), limit())
 
 	require.NoError(t, syscall.Kill(os.Getpid(), syscall.SIGHUP))
@@ -246,7 +257,7 @@ func TestStartReloadsSignalAndWatch(t *testing.T) {
 // Remaining is that limit's count, never the other's), none degraded.
 func TestReloadRaceThroughHTTP(t *testing.T) {
 	const limA, limB = 1_000_000, 3_000_000
-	app, h, file, _ := reloadApp(t, anonRules(limA, ""), Config{})
+	app, srv, h, file, _ := reloadApp(t, anonRules(limA, ""), Config{})
 	const reloads, maxRequests = 1000, 900_000
 	var done atomic.Bool
 	var requests atomic.Int64
@@ -277,7 +288,7 @@ func TestReloadRaceThroughHTTP(t *testing.T) {
 			lim = limB
 		}
 		writeRules(t, file, anonRules(lim, ""))
-		_, err := app.ReloadRules()
+		_, err := app.ReloadRules(srv)
 		require.NoError(t, err)
 		for n := requests.Load(); requests.Load() == n && len(errs) == 0; {
 			runtime.Gosched()

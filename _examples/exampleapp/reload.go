@@ -9,15 +9,13 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"syscall"
 	"time"
 
-	"github.com/limitkit/limitkit/core"
 	"github.com/limitkit/limitkit/core/memstore"
-	"github.com/limitkit/limitkit/httplimit"
 	"github.com/limitkit/limitkit/rules"
 )
 
@@ -34,6 +32,19 @@ const MinWatch = 10 * time.Millisecond
 // errNoRulesFile is the reload error of an app serving the embedded table.
 var errNoRulesFile = errors.New("no -rules file: the embedded endpoint table cannot change; start with -rules <file> to reload rules")
 
+// errNoServer is the reload error of a nil Server.
+var errNoServer = errors.New("exampleapp: nil Server: pass the *serve.Server that serves App.Rules to StartReloads or ReloadRules")
+
+// Server is what an App reloads its rules file into: a *serve.Server of
+// any adapter (serve.New, serve.NewNetHTTP), serving [App.Rules] with
+// [App.ServeConfig].
+type Server interface {
+	// Swap serves set (serve.Server.Swap).
+	Swap(set *rules.Set) (rules.Change, error)
+	// Generation counts the sets served (serve.Server.Generation).
+	Generation() uint64
+}
+
 // reloadState is an App's part for reloading its rules file.
 type reloadState struct {
 	mu      sync.Mutex // serializes reloads
@@ -41,9 +52,8 @@ type reloadState struct {
 	watch   time.Duration
 	logger  *slog.Logger
 	logSet  bool
-	sum     [sha256.Size]byte // of the content last applied or rejected
-	readErr string            // the last read error logged by the watcher
-	build   atomic.Pointer[func(*core.Limiter, ...httplimit.Option) (any, error)]
+	sum     [sha256.Size]byte                                // of the content last applied or rejected
+	readErr string                                           // the last read error logged by the watcher
 	notify  func(trigger string, ch rules.Change, err error) // tests: after each attempt
 }
 
@@ -98,21 +108,25 @@ func (a *App) logger() *slog.Logger {
 }
 
 // ReloadRules reads the -rules file again and, if it validates, swaps it
-// in (see [rules.Live] for what happens to each rule's state); a file that
+// into srv (see [rules.Live] for what happens to each rule's state); a file that
 // does not validate is rejected and the rules serving now keep serving.
 // Either way the outcome is logged with slog: what changed, or every
 // problem with its line. It returns the change, or why nothing changed.
-func (a *App) ReloadRules() (rules.Change, error) {
-	ch, _, err := a.reloadFile(TriggerCall, true)
+func (a *App) ReloadRules(srv Server) (rules.Change, error) {
+	ch, _, err := a.reloadFile(srv, TriggerCall, true)
 	return ch, err
 }
 
 // reloadFile is ReloadRules for trigger; unless force, content equal to
 // the last applied or rejected is skipped (attempted false).
-func (a *App) reloadFile(trigger string, force bool) (ch rules.Change, attempted bool, err error) {
+func (a *App) reloadFile(srv Server, trigger string, force bool) (ch rules.Change, attempted bool, err error) {
 	a.reload.mu.Lock()
 	defer a.reload.mu.Unlock()
 	log := a.logger()
+	if v := reflect.ValueOf(srv); srv == nil || v.Kind() == reflect.Pointer && v.IsNil() {
+		log.Error("rules reload: no server to reload into", "trigger", trigger, "reason", errNoServer.Error())
+		return rules.Change{}, true, errNoServer
+	}
 	if a.reload.file == "" {
 		log.Warn("rules reload: nothing to reload", "trigger", trigger, "reason", errNoRulesFile.Error())
 		return rules.Change{}, true, errNoRulesFile
@@ -137,9 +151,7 @@ func (a *App) reloadFile(trigger string, force bool) (ch rules.Change, attempted
 		set, err = set.WithSignals(a.signals)
 	}
 	if err == nil {
-		if ch, err = a.live.Swap(set); err == nil {
-			a.watchAdded(set)
-		}
+		ch, err = srv.Swap(set)
 	}
 	if err != nil {
 		log.Error("rules reload rejected: the previous rules keep serving", "file", a.reload.file, "trigger", trigger, "error", err.Error())
@@ -150,7 +162,7 @@ func (a *App) reloadFile(trigger string, force bool) (ch rules.Change, attempted
 	if ch.Empty() {
 		msg = "rules reloaded: no change"
 	}
-	log.Info(msg, "file", a.reload.file, "trigger", trigger, "generation", a.live.Generation(), "changes", ch.String())
+	log.Info(msg, "file", a.reload.file, "trigger", trigger, "generation", srv.Generation(), "changes", ch.String())
 	for _, c := range ch.LimitsChanged {
 		log.Info("rule limits changed", "rule", c.Name, "old", c.Old, "new", c.New, "state", a.stateNote())
 	}
@@ -173,7 +185,7 @@ func (a *App) stateNote() string {
 	return "limits unchanged at their position keep their state; changed limits start afresh"
 }
 
-// StartReloads reloads the rules file on SIGHUP and, with -watch, when
+// StartReloads reloads the rules file into srv on SIGHUP and, with -watch, when
 // its content changes (its SHA-256 is checked at each interval; a file
 // that does not validate is logged once, until its content changes
 // again). A reload that fails leaves the rules serving now in place;
@@ -183,7 +195,7 @@ func (a *App) stateNote() string {
 //
 // stop ends the signal handling and the watcher and waits for them; it
 // is idempotent.
-func (a *App) StartReloads() (stop func()) {
+func (a *App) StartReloads(srv Server) (stop func()) {
 	ctx, cancel := context.WithCancel(context.Background())
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, syscall.SIGHUP)
@@ -196,7 +208,7 @@ func (a *App) StartReloads() (stop func()) {
 			case <-ctx.Done():
 				return
 			case <-sig:
-				_, _, _ = a.reloadFile(TriggerSIGHUP, true)
+				_, _, _ = a.reloadFile(srv, TriggerSIGHUP, true)
 			}
 		}
 	}()
@@ -204,7 +216,7 @@ func (a *App) StartReloads() (stop func()) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			a.watch(ctx, a.reload.watch)
+			a.watch(ctx, srv, a.reload.watch)
 		}()
 	}
 	var once sync.Once
@@ -218,7 +230,7 @@ func (a *App) StartReloads() (stop func()) {
 }
 
 // watch polls the rules file every interval until ctx is done.
-func (a *App) watch(ctx context.Context, interval time.Duration) {
+func (a *App) watch(ctx context.Context, srv Server, interval time.Duration) {
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
@@ -226,14 +238,14 @@ func (a *App) watch(ctx context.Context, interval time.Duration) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			a.poll()
+			a.poll(srv)
 		}
 	}
 }
 
 // poll is one check of the watcher: reload when the file's content
 // differs from what was last applied or rejected.
-func (a *App) poll() (attempted bool) {
-	_, attempted, _ = a.reloadFile(TriggerWatch, false)
+func (a *App) poll(srv Server) (attempted bool) {
+	_, attempted, _ = a.reloadFile(srv, TriggerWatch, false)
 	return attempted
 }

@@ -1,12 +1,15 @@
 // Package exampleapp is the wiring the programs under _examples share:
-// their command-line flags, the store (embedded or Redis), one limiter per
-// rule of a rules file, the key function each rule names, and the
-// dispatch that picks a request's rule and hands it to that rule's
-// adapter middleware. It is internal: applications serve their rules
-// files with package rules/serve, which this package builds on (a
-// middleware per rule with the options the rule asks for); what is left
-// here is the examples' own wiring (flags, store, metrics, identity,
-// reload logging).
+// their command-line flags, the store (embedded or Redis), the rules file,
+// the callers' identity, the metrics, and the serve.Config with which each
+// program serves the rules through its adapter (package rules/serve: one
+// limiter and one adapter middleware per rule, and the request's rule
+// picked in the rules snapshot it acquired). It lives beside the examples, not in internal/, so
+// that an example copied into another module still builds (it imports
+// github.com/limitkit/limitkit/_examples/exampleapp); it is no API of
+// limitkit's. Applications serve their rules files with package
+// rules/serve, which this package builds on (a middleware per rule with
+// the options the rule asks for); what is left here is the examples' own
+// wiring (flags, store, metrics, identity, reload logging).
 //
 // # Identity
 //
@@ -16,26 +19,29 @@
 // invalid or expired token is not an identity: the caller is anonymous
 // and limited by IP, never by the user the token claims.
 //
-// # Dispatch
+// # Serving the rules
 //
-// The rules, one limiter per rule and one adapter middleware per rule
-// (built by a serve.Server with the adapter's own NewMiddleware, the
-// options the rule asks for — serve.RuleOptions — and [DegradedHeader])
-// are a [rules.Live]: a snapshot replaced as a whole when
-// the rules file is reloaded. For each request, a [Dispatch] acquires the
-// snapshot serving now, matches its rules against the method, the route
-// pattern the framework matched (or the path when there is none) and
-// whether the caller is authenticated, and hands the request to that
-// rule's middleware, which decides; the request releases the snapshot when
-// done, so it is decided wholly by one set of rules. A request that
-// matches no rule is not limited. Each rule's quota is its own (the rule
-// name is the key scope), so "anonymous-get" on /* is one quota per IP
-// across every GET path.
+// The examples serve the rules with package rules/serve, as an
+// application would: serve.New(app.ServeConfig(), app.Rules, newMW)
+// builds one adapter middleware per rule (the adapter's own
+// NewMiddleware, the options the rule asks for — serve.RuleOptions — and
+// [DegradedHeader]) and keeps them in a [rules.Live]: a snapshot replaced
+// as a whole when the rules file is reloaded. For each request, the
+// example acquires the snapshot serving now (Server.Acquire), asks
+// Server.Middleware for the rule matching the method, the route pattern
+// the framework matched (or the path when there is none) and whether the
+// caller is authenticated, and hands the request to that rule's
+// middleware, which decides; the request releases the snapshot when done,
+// so it is decided wholly by one set of rules. A request that matches no
+// rule is not limited, and [MetricsPath] is never given to the rules.
+// Each rule's quota is its own (the rule name is the key scope), so
+// "anonymous-get" on /* is one quota per IP across every GET path.
 //
 // # Reload
 //
-// [App.StartReloads] reloads the -rules file on SIGHUP and, with -watch,
-// when its content changes; [App.ReloadRules] does it once. A file that
+// [App.StartReloads] reloads the -rules file into the serve.Server on
+// SIGHUP and, with -watch, when its content changes; [App.ReloadRules]
+// does it once. A file that
 // does not validate is rejected, every problem logged with its line, and
 // the rules serving keep serving. On success the change is logged (rules
 // added, removed, whose limits changed, updated, unchanged). Rules whose
@@ -196,9 +202,10 @@ func splitList(s string) []string {
 // App is the shared state of an example server. Build it with [New]; it
 // is safe for concurrent use; Close releases the store.
 type App struct {
-	// Rules is the rules file loaded at start-up. The rules serve through
-	// a [rules.Live] and may be reloaded since (see [App.StartReloads]):
-	// [App.CurrentRules] is the set serving now.
+	// Rules is the rules file loaded at start-up, with the capacity
+	// signals of its elastic rules: serve it with [App.ServeConfig]. The
+	// serve.Server may have reloaded it since (see [App.StartReloads]):
+	// its Current is the set serving now.
 	Rules *rules.Set
 	// Store holds the limiters' state.
 	Store core.Store
@@ -234,9 +241,8 @@ type App struct {
 	secret    []byte
 	jwtKey    keyfuncs.Func
 	listedKey keyfuncs.Func
-	srv       *serve.Server[any] // the rules served: a limiter each, the adapter's middleware each
-	live      *rules.Live[any]   // srv's
-	signals   *rules.Signals     // elastic rules' capacity signals, kept across reloads
+	lopts     []core.Option  // every limiter's: clock, observer, logger, store deadline
+	signals   *rules.Signals // elastic rules' capacity signals, kept across reloads
 	closers   []func() error
 	reload    reloadState
 	tracer    trace.Tracer // the request spans' tracer when OTel is on
@@ -293,29 +299,72 @@ func WithLogInterval(d time.Duration) Option { return func(o *options) { o.logIn
 // not the deadline raise it so that a loaded machine does not fail them.
 func WithStoreTimeout(d time.Duration) Option { return func(o *options) { o.timeout = d } }
 
-// New loads the rules, opens the store, and builds one limiter per rule.
+// New loads the rules and opens the store; serve the rules with
+// [App.ServeConfig].
 func New(cfg Config, opts ...Option) (*App, error) {
 	var o options
 	for _, f := range opts {
 		f(&o)
 	}
-	a := &App{Rules: rules.Default(), RulesInfo: "embedded endpoint table (rules/default.yaml)"}
+	a := &App{}
+	if err := a.loadRules(cfg, &o); err != nil {
+		return nil, err
+	}
+	if err := a.setupIdentity(cfg, &o); err != nil {
+		return nil, err
+	}
+	a.Metrics = metrics.MustNew()
+	a.Registry = prometheus.NewRegistry()
+	a.Registry.MustRegister(a.Metrics, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	if err := a.setupOTel(cfg, &o); err != nil {
+		a.Close()
+		return nil, err
+	}
+	if err := a.openStore(cfg, &o); err != nil {
+		a.Close()
+		return nil, err
+	}
+	a.lopts = o.limiterOptions(a.observer())
+	a.reload.file, a.reload.watch = cfg.RulesFile, cfg.Watch
+	a.reload.logger, a.reload.logSet = o.logger, o.logSet
+	// elastic rules: capacity limits in the store, load on a.InFlight
+	a.signals = rules.NewSignals(rules.SignalEnv{Store: a.Store, InFlight: &a.InFlight, Options: a.lopts})
+	var err error
+	if a.Rules, err = a.Rules.WithSignals(a.signals); err != nil {
+		a.Close()
+		return nil, err
+	}
+	return a, nil
+}
+
+// loadRules sets the rules: the -rules file, else WithDefaultRules', else
+// rules.Default().
+func (a *App) loadRules(cfg Config, o *options) error {
+	a.Rules, a.RulesInfo = rules.Default(), "embedded endpoint table (rules/default.yaml)"
 	if o.rules != nil {
 		a.Rules, a.RulesInfo = o.rules, o.rulesInfo
 	}
 	if cfg.RulesFile != "" {
 		s, sum, err := readRules(cfg.RulesFile)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		a.Rules, a.RulesInfo = s, cfg.RulesFile
 		a.reload.sum = sum
 	}
+	return nil
+}
+
+// setupIdentity sets how callers are known: the client IP (-trusted-
+// proxies), the JWT secret (generated, with a sample token, when none is
+// configured) and the principal: a verified JWT's sub, or a listed API
+// key (any key with WithAnyAPIKey and none listed).
+func (a *App) setupIdentity(cfg Config, o *options) error {
 	var err error
 	if len(cfg.TrustedProxies) > 0 {
 		a.IP, err = keyfuncs.XForwardedFor(cfg.TrustedProxies...)
 		if err != nil {
-			return nil, fmt.Errorf("-trusted-proxies: %w", err)
+			return fmt.Errorf("-trusted-proxies: %w", err)
 		}
 	} else {
 		a.IP = keyfuncs.PeerIP()
@@ -326,16 +375,16 @@ func New(cfg Config, opts ...Option) (*App, error) {
 		_, _ = rand.Read(a.secret)
 		a.SampleToken, err = a.Token("alice", time.Hour)
 		if err != nil {
-			return nil, err
+			return err
 		}
 	}
 	jwtKey, err := keyfuncs.JWTClaim(keyfuncs.JWTConfig{Methods: []string{"HS256"}, Key: a.secret})
 	if err != nil {
-		return nil, err
+		return err
 	}
 	apiKey, err := keyfuncs.APIKey("X-API-Key", "")
 	if err != nil {
-		return nil, err
+		return err
 	}
 	valid := make([][]byte, len(cfg.APIKeys))
 	for i, k := range cfg.APIKeys {
@@ -358,19 +407,13 @@ func New(cfg Config, opts ...Option) (*App, error) {
 	}
 	a.jwtKey, a.listedKey = jwtKey, listedKey
 	a.Principal = keyfuncs.FirstOf(keyfuncs.Tagged("user", jwtKey), keyfuncs.Tagged("key", listedKey))
+	return nil
+}
 
-	a.Metrics = metrics.MustNew()
-	a.Registry = prometheus.NewRegistry()
-	a.Registry.MustRegister(a.Metrics, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	if err := a.setupOTel(cfg, &o); err != nil {
-		a.Close()
-		return nil, err
-	}
-	if err := a.openStore(cfg, &o); err != nil {
-		a.Close()
-		return nil, err
-	}
-	lopts := []core.Option{core.WithObserver(a.observer())}
+// limiterOptions are every limiter's options: the observer, and the
+// clock, logger, log interval and store deadline New was given.
+func (o *options) limiterOptions(obs core.Observer) []core.Option {
+	lopts := []core.Option{core.WithObserver(obs)}
 	if o.clock != nil {
 		lopts = append(lopts, core.WithClock(o.clock))
 	}
@@ -383,29 +426,28 @@ func New(cfg Config, opts ...Option) (*App, error) {
 	if o.timeout != 0 {
 		lopts = append(lopts, core.WithTimeout(o.timeout))
 	}
-	a.reload.file, a.reload.watch = cfg.RulesFile, cfg.Watch
-	a.reload.logger, a.reload.logSet = o.logger, o.logSet
-	// elastic rules: capacity limits in the store, load on a.InFlight
-	a.signals = rules.NewSignals(rules.SignalEnv{Store: a.Store, InFlight: &a.InFlight, Options: lopts})
-	if a.Rules, err = a.Rules.WithSignals(a.signals); err != nil {
-		a.Close()
-		return nil, err
-	}
-	// The rules are served by package rules/serve: a middleware per rule
-	// with the options it asks for; the adapter is the dispatcher's.
-	a.srv, err = serve.New(serve.Config{
+	return lopts
+}
+
+// ServeConfig is the serve.Config that serves the app's rules: the
+// store, the callers' [App.Identity], [DegradedHeader] and the in-flight
+// count ([App.InFlight], the load of elastic rules) on every rule's
+// middleware, the limiters' options (the observer feeding Metrics and
+// OTel, and New's clock, logger and store deadline), and an OnBuild that
+// exports every limiter's configured limits to Metrics (and OTel) as its
+// rule's middleware is built. Serve a.Rules through an adapter with it:
+//
+//	srv, err := serve.New(app.ServeConfig(), app.Rules, ginlimit.NewMiddleware)
+//
+// and reload into srv with [App.StartReloads].
+func (a *App) ServeConfig() serve.Config {
+	return serve.Config{
 		Store:          a.Store,
 		Identity:       a.Identity(),
 		Options:        []httplimit.Option{httplimit.WithDegradedHeader(DegradedHeader), httplimit.WithInFlight(&a.InFlight)},
-		LimiterOptions: lopts,
-	}, a.Rules, a.buildMiddleware)
-	if err != nil {
-		a.Close()
-		return nil, err
+		LimiterOptions: a.lopts,
+		OnBuild:        a.watchLimiters,
 	}
-	a.live = a.srv.Live()
-	a.watchAdded(a.live.Current())
-	return a, nil
 }
 
 // Close releases the store (and the Redis client New opened).
@@ -454,25 +496,6 @@ func (a *App) Caller(r keyfuncs.Request) string {
 // match (serve.RoutePath): net/http's "GET host/api1" becomes "/api1";
 // an empty route falls back to path.
 func RoutePath(route, path string) string { return serve.RoutePath(route, path) }
-
-// Rule returns the rule of the set serving now ([App.CurrentRules]) for a
-// request whose framework matched route (empty when unknown), or nil.
-// [MetricsPath] has no rule: the scraper is never rate limited. A request
-// being limited matches in its snapshot instead ([Dispatch.Middleware]).
-func (a *App) Rule(r keyfuncs.Request, route string) *rules.Rule {
-	return a.match(a.live.Current(), r, route)
-}
-
-func (a *App) match(set *rules.Set, r keyfuncs.Request, route string) *rules.Rule {
-	p := RoutePath(route, r.Path())
-	if p == MetricsPath {
-		return nil
-	}
-	return set.Match(r.Method(), p, a.Authenticated(r))
-}
-
-// CurrentRules returns the rule set serving new requests.
-func (a *App) CurrentRules() *rules.Set { return a.live.Current() }
 
 // Reply is the JSON body the example API answers with.
 func Reply(endpoint, caller string) []byte {

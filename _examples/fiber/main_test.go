@@ -1,0 +1,26 @@
+package main
+
+import (
+	"net/http"
+	"testing"
+
+	"github.com/gofiber/fiber/v2/middleware/adaptor"
+
+	"github.com/limitkit/limitkit/_examples/exampleapp"
+	"github.com/limitkit/limitkit/_examples/exampletest"
+	"github.com/limitkit/limitkit/fiberlimit"
+	"github.com/limitkit/limitkit/rules/serve"
+)
+
+// TestRulesAndMetrics: the default rules limit the API and /metrics is
+// never limited (exampletest.RulesAndMetrics).
+// (Run it with go test ./_examples/fiber; ./... does not reach _examples.)
+func TestRulesAndMetrics(t *testing.T) {
+	exampletest.RulesAndMetrics(t, func(app *exampleapp.App) (http.Handler, error) {
+		srv, err := serve.New(app.ServeConfig(), app.Rules, fiberlimit.NewMiddleware)
+		if err != nil {
+			return nil, err
+		}
+		return adaptor.FiberApp(newFiber(app, srv)), nil
+	})
+}
