@@ -57,7 +57,7 @@ func NewMiddleware(l *core.Limiter, opts ...Option) (echo.MiddlewareFunc, error)
 	if err != nil {
 		return nil, err
 	}
-	deny, _ := e.AdapterValue("WithDenyHandler").(DenyHandler) // declared: has that type when given
+	deny, _ := e.AdapterValue("WithDenyHandler").(DenyHandler)
 	wrap := func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) error {
 			var res httplimit.Result

@@ -72,7 +72,7 @@ func NewMiddleware(l *core.Limiter, opts ...Option) (fiber.Handler, error) {
 	if err != nil {
 		return nil, err
 	}
-	deny, _ := e.AdapterValue("WithDenyHandler").(DenyHandler) // declared: has that type when given
+	deny, _ := e.AdapterValue("WithDenyHandler").(DenyHandler)
 	m := &middleware{e: e, deny: deny, inflight: e.InFlight()}
 	if m.inflight != nil {
 		return m.counted, nil

@@ -63,7 +63,7 @@ func NewMiddleware(l *core.Limiter, opts ...Option) (func(http.Handler) http.Han
 	if err != nil {
 		return nil, err
 	}
-	deny, _ := e.AdapterValue("WithDenyHandler").(DenyHandler) // declared: has that type when given
+	deny, _ := e.AdapterValue("WithDenyHandler").(DenyHandler)
 	route, _ := e.AdapterValue("WithRoute").(func(*http.Request) string)
 	return func(next http.Handler) http.Handler {
 		if next == nil {
