@@ -42,3 +42,39 @@ func TestAnyRouteIndex(t *testing.T) {
 	}
 	assert.True(t, x.AnyMethod(r, "/any", build), "an evicted router is rebuilt")
 }
+
+// TestAnyRouteIndexFacts: the answers remembered per pattern string are
+// the owner's (one string asked on two routers answers for each) and
+// those of the owner's current routes (a rebuild for another pattern
+// renews them); a remembered answer costs no build and no allocation.
+func TestAnyRouteIndexFacts(t *testing.T) {
+	type router struct{ regs [][2]string }
+	builds := 0
+	build := func(owner any) *AnyRoutes {
+		builds++
+		r := owner.(*router)
+		return BuildAnyRoutes(r, []string{"GET", "POST"}, func(yield func(m, p string)) {
+			for _, reg := range r.regs {
+				yield(reg[0], reg[1])
+			}
+		})
+	}
+	var x AnyRouteIndex
+	both := &router{regs: [][2]string{{"GET", "/p"}, {"POST", "/p"}}}
+	getOnly := &router{regs: [][2]string{{"GET", "/p"}}}
+	p := "/p"
+	for i := 0; i < 3; i++ {
+		assert.True(t, x.AnyMethod(both, p, build), "round %d", i)
+		assert.False(t, x.AnyMethod(getOnly, p, build), "round %d", i)
+	}
+	assert.Equal(t, 2, builds)
+
+	r := &router{regs: [][2]string{{"GET", "/q"}}}
+	q := "/q"
+	assert.False(t, x.AnyMethod(r, q, build))
+	assert.False(t, x.AnyMethod(r, q, build))
+	assert.Zero(t, testing.AllocsPerRun(10, func() { x.AnyMethod(r, q, build) }))
+	r.regs = append(r.regs, [2]string{"POST", "/q"}, [2]string{"GET", "/s"}, [2]string{"POST", "/s"})
+	assert.True(t, x.AnyMethod(r, "/s", build), "registered later: rebuilt")
+	assert.True(t, x.AnyMethod(r, q, build), "the rebuilt routes answer, not the remembered fact")
+}
