@@ -143,15 +143,18 @@ func (r *request) Query(name string) string { return keyfuncs.FromHTTP(r.Request
 // RemoteAddr is the TCP peer, not c.ClientIP().
 func (r *request) RemoteAddr() string { return r.Request.RemoteAddr }
 
-// KeyParts implements httplimit.KeyParter: the scope's method, Route and
-// RemoteAddr without three interface calls. FullPath is the route's own
-// string.
+// KeyParts implements httplimit.KeyParter: the request's method, Route
+// and RemoteAddr without three interface calls, and as Table the engine's
+// registrations that say whether the route accepts every method (the
+// scope's method is a function of them, the route and the request's
+// method: the key cache finds it without asking). FullPath is the
+// route's own string.
 func (r *request) KeyParts(route bool) (p httplimit.KeyParts, ok bool) {
 	p.Peer, p.StableRoute = r.Request.RemoteAddr, true
 	if route {
-		p.Route = r.ctx().FullPath()
-		if !r.anyMethod(p.Route) {
-			p.Method = httplimit.NormalMethod(r.Request.Method)
+		p.Method, p.Route = r.Request.Method, r.ctx().FullPath()
+		if e := engineOf(r.ctx()); e != nil && p.Route != "" {
+			p.Table = anyRoutes.Routes(e, buildAnyRoutes).ID()
 		}
 	}
 	return p, true

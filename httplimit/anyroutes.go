@@ -13,8 +13,18 @@ import (
 // Immutable.
 type AnyRoutes struct {
 	owner any
+	id    uint64
 	paths map[string]bool // every registered pattern: true when under every method
 }
+
+// anyRoutesIDs numbers AnyRoutes: an id is never reused.
+var anyRoutesIDs atomic.Uint64
+
+// ID is a number no other AnyRoutes of the process has: a view that gives
+// the request's own method in its [KeyParts] puts it in Table, so that
+// the key cache's entries are those of these routes (whether the route
+// accepts every method is a function of them and the route).
+func (a *AnyRoutes) ID() uint64 { return a.id }
 
 // BuildAnyRoutes indexes the registrations that each calls yield with
 // (method, pattern) for the router owner: a pattern is method-agnostic
@@ -33,7 +43,7 @@ func BuildAnyRoutes(owner any, methods []string, each func(yield func(method, pa
 			seen[p][m] = true
 		}
 	})
-	a := &AnyRoutes{owner: owner, paths: make(map[string]bool, len(seen))}
+	a := &AnyRoutes{owner: owner, id: anyRoutesIDs.Add(1), paths: make(map[string]bool, len(seen))}
 	for p, ms := range seen {
 		a.paths[p] = len(ms) == len(want)
 	}
@@ -100,6 +110,28 @@ func (x *AnyRouteIndex) AnyMethod(owner any, pattern string, build func(owner an
 	return v
 }
 
+// Routes returns owner's AnyRoutes that the index holds, building them
+// with build(owner) when it holds none: the routes AnyMethod answers from
+// until a pattern they do not know rebuilds them.
+func (x *AnyRouteIndex) Routes(owner any, build func(owner any) *AnyRoutes) *AnyRoutes {
+	for i := range x.slots {
+		a := x.slots[i].Load()
+		if a == nil {
+			break // slots fill in order
+		}
+		if a.owner == owner {
+			return a
+		}
+	}
+	a := build(owner)
+	x.slots[x.nextSlot()].Store(a)
+	return a
+}
+
+func (x *AnyRouteIndex) nextSlot() int {
+	return int((x.next.Add(1) - 1) % uint32(len(x.slots)))
+}
+
 // lookup is AnyMethod without the facts: the owner's AnyRoutes, where
 // they are held, and the answer.
 func (x *AnyRouteIndex) lookup(owner any, pattern string, build func(owner any) *AnyRoutes) (*AnyRoutes, int, bool) {
@@ -123,7 +155,7 @@ func (x *AnyRouteIndex) lookup(owner any, pattern string, build func(owner any) 
 		a.paths[pattern] = false // a is not shared yet
 	}
 	if slot < 0 {
-		slot = int((x.next.Add(1) - 1) % uint32(len(x.slots)))
+		slot = x.nextSlot()
 	}
 	x.slots[slot].Store(a)
 	return a, slot, v

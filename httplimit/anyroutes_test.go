@@ -8,8 +8,9 @@ import (
 
 // TestAnyRouteIndex: a pattern is method-agnostic when registered under
 // every method of the set; a pattern registered after the index was
-// built rebuilds it once; one the router never lists costs one rebuild,
-// then is method-specific; routers beyond the slots take turns.
+// built rebuilds it once (and the rebuilt routes have a new ID); one the
+// router never lists costs one rebuild, then is method-specific; routers
+// beyond the slots take turns.
 func TestAnyRouteIndex(t *testing.T) {
 	type router struct{ regs [][2]string }
 	methods := []string{"GET", "POST", "PUT"}
@@ -28,14 +29,21 @@ func TestAnyRouteIndex(t *testing.T) {
 	assert.True(t, x.AnyMethod(r, "/any", build))
 	assert.False(t, x.AnyMethod(r, "/get", build), "PATCH is not one of the set, PUT is missing")
 	assert.Equal(t, 1, builds)
+	id := x.Routes(r, build).ID()
+	assert.NotZero(t, id)
+	assert.Equal(t, 1, builds, "Routes returns the routes held")
 	r.regs = append(r.regs, [2]string{"PUT", "/get"})
 	assert.False(t, x.AnyMethod(r, "/get", build), "known: no rebuild")
 	r.regs = append(r.regs, [2]string{"GET", "/late"}, [2]string{"POST", "/late"}, [2]string{"PUT", "/late"})
 	assert.True(t, x.AnyMethod(r, "/late", build), "registered later: rebuilt")
 	assert.Equal(t, 2, builds)
+	assert.NotEqual(t, id, x.Routes(r, build).ID(), "rebuilt routes have a new ID")
+	other := &router{regs: r.regs}
+	assert.NotEqual(t, x.Routes(r, build).ID(), x.Routes(other, build).ID(), "another router's routes")
+	assert.Equal(t, 3, builds)
 	assert.False(t, x.AnyMethod(r, "/ghost", build))
 	assert.False(t, x.AnyMethod(r, "/ghost", build))
-	assert.Equal(t, 3, builds, "an unlisted pattern costs one rebuild")
+	assert.Equal(t, 4, builds, "an unlisted pattern costs one rebuild")
 	for i := 0; i < 20; i++ {
 		o := &router{regs: [][2]string{{"GET", "/o"}, {"POST", "/o"}, {"PUT", "/o"}}}
 		assert.True(t, x.AnyMethod(o, "/o", build))

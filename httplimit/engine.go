@@ -225,11 +225,10 @@ func (e *Engine) DecideInto(ctx context.Context, req keyfuncs.Request, res *Resu
 			cost = c
 		}
 	}
-	if e.pol != nil {
+	switch {
+	case e.pol != nil:
 		e.decidePolicies(ctx, req, res, cost)
-		return
-	}
-	if len(e.checks) == 1 {
+	case len(e.checks) == 1:
 		c := &e.checks[0]
 		var key string
 		var st keyStatus
@@ -242,27 +241,69 @@ func (e *Engine) DecideInto(ctx context.Context, req keyfuncs.Request, res *Resu
 			e.noKeyResult(res, c, st)
 			return
 		}
-		var err error
-		if e.ownClock {
-			if e.coarse {
-				res.now = core.CoarseClock{}.Now()
-			} else {
-				res.now = e.cfg.clock.Now()
-			}
-			if c.mem == nil {
-				res.Decision, err = c.lim.AllowNAt(ctx, key, res.now, cost)
-			} else if err = c.mem.TakeTo(ctx, key, c.policy, res.now, cost, &res.Decision); err != nil {
-				// the store is closed or refused the policy and consumed
-				// nothing: the Limiter applies the fail mode and logs
-				res.Decision, err = c.lim.AllowNAt(ctx, key, res.now, cost)
-			}
-		} else {
-			res.Decision, err = c.lim.AllowN(ctx, key, cost)
-		}
-		e.finish(ctx, res, err)
-		return
+		e.decideKey(ctx, c, key, cost, res)
+	default:
+		e.decideAll(ctx, req, res, cost)
 	}
-	// one buffer: the scope, then each check's key built after it in place
+}
+
+// PartsKeyed reports whether the engine's store key is a function of a
+// request's [KeyParts] (one check, the default peer-IP key, the default
+// or a fixed scope, no skip or cost function, no tiers, overrides or
+// counting by outcome), so that [Engine.DecidePartsInto] can decide, and
+// whether those parts include the route (the argument of
+// [KeyParter.KeyParts]; false under WithScope). An adapter whose request
+// view costs something to build (an allocation, a pool) asks once, at
+// construction.
+func (e *Engine) PartsKeyed() (ok, route bool) {
+	return e.cacheID != 0 && e.cfg.skip == nil && e.cfg.cost == nil, !e.scopeFixed
+}
+
+// DecidePartsInto decides a request from its KeyParts p alone, as
+// DecideInto would, when the engine's key cache knows p (a client that
+// asked the route recently), and reports whether it did; otherwise it
+// leaves *res as it was and the adapter calls DecideInto with the
+// request's view (which caches the key for the next request). p must be
+// what the view's KeyParts(route) returns with ok, route as
+// [Engine.PartsKeyed] said; on an engine that is not PartsKeyed it
+// reports false. *res must be the zero Result, as for DecideInto.
+func (e *Engine) DecidePartsInto(ctx context.Context, p *KeyParts, res *Result) bool {
+	if e.cacheID == 0 || e.cfg.skip != nil || e.cfg.cost != nil {
+		return false
+	}
+	key, _ := keys.get(e.cacheID, p)
+	if key == "" {
+		return false
+	}
+	e.decideKey(ctx, &e.checks[0], key, 1, res)
+	return true
+}
+
+// decideKey decides check c for the store key key.
+func (e *Engine) decideKey(ctx context.Context, c *check, key string, cost int64, res *Result) {
+	var err error
+	if e.ownClock {
+		if e.coarse {
+			res.now = core.CoarseClock{}.Now()
+		} else {
+			res.now = e.cfg.clock.Now()
+		}
+		if c.mem == nil {
+			res.Decision, err = c.lim.AllowNAt(ctx, key, res.now, cost)
+		} else if err = c.mem.TakeTo(ctx, key, c.policy, res.now, cost, &res.Decision); err != nil {
+			// the store is closed or refused the policy and consumed
+			// nothing: the Limiter applies the fail mode and logs
+			res.Decision, err = c.lim.AllowNAt(ctx, key, res.now, cost)
+		}
+	} else {
+		res.Decision, err = c.lim.AllowN(ctx, key, cost)
+	}
+	e.finish(ctx, res, err)
+}
+
+// decideAll decides every check, each key built after the scope in one
+// buffer.
+func (e *Engine) decideAll(ctx context.Context, req keyfuncs.Request, res *Result, cost int64) {
 	var kbuf [192]byte
 	scope := e.appendScope(kbuf[:0], req)
 	var cbuf [MaxChecks]core.Check
