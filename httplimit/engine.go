@@ -215,36 +215,7 @@ func (e *Engine) Decide(ctx context.Context, req keyfuncs.Request) Result {
 // not cleared again): adapters keep the Result on their stack and nothing
 // copies or clears it twice.
 func (e *Engine) DecideInto(ctx context.Context, req keyfuncs.Request, res *Result) {
-	if e.cfg.skip != nil && e.cfg.skip(req) {
-		res.Action = Skip
-		return
-	}
-	cost := int64(1)
-	if e.cfg.cost != nil {
-		if c := e.cfg.cost(req); c > 1 {
-			cost = c
-		}
-	}
-	switch {
-	case e.pol != nil:
-		e.decidePolicies(ctx, req, res, cost)
-	case len(e.checks) == 1:
-		c := &e.checks[0]
-		var key string
-		var st keyStatus
-		if e.cacheID != 0 {
-			key, st = e.cachedKey(ctx, c, req)
-		} else {
-			key, st, _ = e.generalKey(ctx, c, req)
-		}
-		if st != keyOK {
-			e.noKeyResult(res, c, st)
-			return
-		}
-		e.decideKey(ctx, c, key, cost, res)
-	default:
-		e.decideAll(ctx, req, res, cost)
-	}
+	e.decide(ctx, req, nil, res)
 }
 
 // PartsKeyed reports whether the engine's store key is a function of a
@@ -271,16 +242,48 @@ func (e *Engine) DecidePartsInto(ctx context.Context, p *KeyParts, res *Result) 
 	if e.cacheID == 0 || e.cfg.skip != nil || e.cfg.cost != nil {
 		return false
 	}
-	key, _ := keys.get(e.cacheID, p)
-	if key == "" {
-		return false
-	}
-	e.decideKey(ctx, &e.checks[0], key, 1, res)
-	return true
+	return e.decide(ctx, nil, p, res)
 }
 
-// decideKey decides check c for the store key key.
-func (e *Engine) decideKey(ctx context.Context, c *check, key string, cost int64, res *Result) {
+// decide is DecideInto for req or, when p is not nil, DecidePartsInto
+// for p (which takes only the one check's branch), in one function: a
+// decision on the common path is a single call from the adapter.
+func (e *Engine) decide(ctx context.Context, req keyfuncs.Request, p *KeyParts, res *Result) bool {
+	if e.cfg.skip != nil && p == nil && e.cfg.skip(req) {
+		res.Action = Skip
+		return true
+	}
+	cost := int64(1)
+	if e.cfg.cost != nil && p == nil {
+		if c := e.cfg.cost(req); c > 1 {
+			cost = c
+		}
+	}
+	if len(e.checks) > 1 || e.pol != nil {
+		if e.pol != nil {
+			e.decidePolicies(ctx, req, res, cost)
+		} else {
+			e.decideAll(ctx, req, res, cost)
+		}
+		return true
+	}
+	c := &e.checks[0]
+	var key string
+	st := keyOK
+	switch {
+	case p != nil:
+		if key, _ = keys.get(e.cacheID, p); key == "" {
+			return false
+		}
+	case e.cacheID != 0:
+		key, st = e.cachedKey(ctx, c, req)
+	default:
+		key, st, _ = e.generalKey(ctx, c, req)
+	}
+	if st != keyOK {
+		e.noKeyResult(res, c, st)
+		return true
+	}
 	var err error
 	if e.ownClock {
 		if e.coarse {
@@ -299,6 +302,7 @@ func (e *Engine) decideKey(ctx context.Context, c *check, key string, cost int64
 		res.Decision, err = c.lim.AllowN(ctx, key, cost)
 	}
 	e.finish(ctx, res, err)
+	return true
 }
 
 // decideAll decides every check, each key built after the scope in one
