@@ -232,12 +232,11 @@ var anyMethods = []string{
 	http.MethodPut, http.MethodTrace, echo.REPORT,
 }
 
-var anyRoutes httplimit.AnyRouteIndex
+var anyRoutes httplimit.AnyRouteIndex[*echo.Echo]
 
 // buildAnyRoutes indexes the routes of every router of the Echo (the
 // default one and each host's).
-func buildAnyRoutes(owner any) *httplimit.AnyRoutes {
-	e := owner.(*echo.Echo)
+func buildAnyRoutes(e *echo.Echo) *httplimit.AnyRoutes[*echo.Echo] {
 	return httplimit.BuildAnyRoutes(e, anyMethods, func(yield func(method, pattern string)) {
 		for _, rt := range e.Routes() {
 			yield(rt.Method, rt.Path)

@@ -177,10 +177,9 @@ var anyMethods = []string{
 	http.MethodTrace,
 }
 
-var anyRoutes httplimit.AnyRouteIndex
+var anyRoutes httplimit.AnyRouteIndex[*gin.Engine]
 
-func buildAnyRoutes(owner any) *httplimit.AnyRoutes {
-	e := owner.(*gin.Engine)
+func buildAnyRoutes(e *gin.Engine) *httplimit.AnyRoutes[*gin.Engine] {
 	return httplimit.BuildAnyRoutes(e, anyMethods, func(yield func(method, pattern string)) {
 		for _, ri := range e.Routes() {
 			yield(ri.Method, ri.Path)

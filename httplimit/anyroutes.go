@@ -11,8 +11,11 @@ import (
 // [ScopeMethod]). It holds every pattern the router had when it was
 // built, so a pattern it does not know is a route registered later.
 // Immutable.
-type AnyRoutes struct {
-	owner any
+//
+// R is the router's type (*gin.Engine, *echo.Echo): a comparable
+// identity, compared per request without an interface.
+type AnyRoutes[R comparable] struct {
+	owner R
 	id    uint64
 	paths map[string]bool // every registered pattern: true when under every method
 }
@@ -24,12 +27,12 @@ var anyRoutesIDs atomic.Uint64
 // the request's own method in its [KeyParts] puts it in Table, so that
 // the key cache's entries are those of these routes (whether the route
 // accepts every method is a function of them and the route).
-func (a *AnyRoutes) ID() uint64 { return a.id }
+func (a *AnyRoutes[R]) ID() uint64 { return a.id }
 
 // BuildAnyRoutes indexes the registrations that each calls yield with
 // (method, pattern) for the router owner: a pattern is method-agnostic
 // when it is registered under every one of methods.
-func BuildAnyRoutes(owner any, methods []string, each func(yield func(method, pattern string))) *AnyRoutes {
+func BuildAnyRoutes[R comparable](owner R, methods []string, each func(yield func(method, pattern string))) *AnyRoutes[R] {
 	want := make(map[string]bool, len(methods))
 	for _, m := range methods {
 		want[m] = true
@@ -43,7 +46,7 @@ func BuildAnyRoutes(owner any, methods []string, each func(yield func(method, pa
 			seen[p][m] = true
 		}
 	})
-	a := &AnyRoutes{owner: owner, id: anyRoutesIDs.Add(1), paths: make(map[string]bool, len(seen))}
+	a := &AnyRoutes[R]{owner: owner, id: anyRoutesIDs.Add(1), paths: make(map[string]bool, len(seen))}
 	for p, ms := range seen {
 		a.paths[p] = len(ms) == len(want)
 	}
@@ -54,8 +57,8 @@ func BuildAnyRoutes(owner any, methods []string, each func(yield func(method, pa
 // most len(slots) of them at once (more take turns: time, never a wrong
 // answer), and remembers the answers per pattern string (see facts). The
 // zero value is ready; it is safe for concurrent use.
-type AnyRouteIndex struct {
-	slots [8]atomic.Pointer[AnyRoutes]
+type AnyRouteIndex[R comparable] struct {
+	slots [8]atomic.Pointer[AnyRoutes[R]]
 	next  atomic.Uint32
 	// facts answers a pattern the router gave before from the very same
 	// string (its address and length: the router's own string, immutable,
@@ -63,7 +66,7 @@ type AnyRouteIndex struct {
 	// address) without hashing it, while the AnyRoutes that answered are
 	// still the owner's in the index: one load and three compares where a
 	// map lookup of the text cost about three times as much.
-	facts  [factSlots]atomic.Pointer[routeFact]
+	facts  [factSlots]atomic.Pointer[routeFact[R]]
 	missed [factSlots]atomic.Uintptr // the address of each slot's last miss
 }
 
@@ -73,10 +76,10 @@ type AnyRouteIndex struct {
 const factSlots = 256
 
 // routeFact is what the index answered for one pattern string.
-type routeFact struct {
-	routes  *AnyRoutes // the owner's routes that answered
-	slot    int        // where routes are held in the index's slots
-	pattern string     // the router's string; its address names it
+type routeFact[R comparable] struct {
+	routes  *AnyRoutes[R] // the owner's routes that answered
+	slot    int           // where routes are held in the index's slots
+	pattern string        // the router's string; its address names it
 	any     bool
 }
 
@@ -95,7 +98,7 @@ func factSlot(pattern string) uint64 {
 // so the index is bounded by the routes; pattern must be the router's own
 // string for the route (the same immutable string every request), which
 // the index may keep.
-func (x *AnyRouteIndex) AnyMethod(owner any, pattern string, build func(owner any) *AnyRoutes) bool {
+func (x *AnyRouteIndex[R]) AnyMethod(owner R, pattern string, build func(owner R) *AnyRoutes[R]) bool {
 	i := factSlot(pattern)
 	if f := x.facts[i].Load(); f != nil && unsafe.StringData(f.pattern) == unsafe.StringData(pattern) &&
 		len(f.pattern) == len(pattern) && x.slots[f.slot].Load() == f.routes && f.routes.owner == owner {
@@ -105,7 +108,7 @@ func (x *AnyRouteIndex) AnyMethod(owner any, pattern string, build func(owner an
 	// a fact on the pattern's second miss in a row in its slot: patterns
 	// taking turns in one slot cost the lookup, never an allocation each
 	if p := uintptr(unsafe.Pointer(unsafe.StringData(pattern))); x.missed[i].Swap(p) == p {
-		x.facts[i].Store(&routeFact{routes: a, slot: slot, pattern: pattern, any: v})
+		x.facts[i].Store(&routeFact[R]{routes: a, slot: slot, pattern: pattern, any: v})
 	}
 	return v
 }
@@ -113,7 +116,7 @@ func (x *AnyRouteIndex) AnyMethod(owner any, pattern string, build func(owner an
 // Routes returns owner's AnyRoutes that the index holds, building them
 // with build(owner) when it holds none: the routes AnyMethod answers from
 // until a pattern they do not know rebuilds them.
-func (x *AnyRouteIndex) Routes(owner any, build func(owner any) *AnyRoutes) *AnyRoutes {
+func (x *AnyRouteIndex[R]) Routes(owner R, build func(owner R) *AnyRoutes[R]) *AnyRoutes[R] {
 	for i := range x.slots {
 		a := x.slots[i].Load()
 		if a == nil {
@@ -128,13 +131,13 @@ func (x *AnyRouteIndex) Routes(owner any, build func(owner any) *AnyRoutes) *Any
 	return a
 }
 
-func (x *AnyRouteIndex) nextSlot() int {
+func (x *AnyRouteIndex[R]) nextSlot() int {
 	return int((x.next.Add(1) - 1) % uint32(len(x.slots)))
 }
 
 // lookup is AnyMethod without the facts: the owner's AnyRoutes, where
 // they are held, and the answer.
-func (x *AnyRouteIndex) lookup(owner any, pattern string, build func(owner any) *AnyRoutes) (*AnyRoutes, int, bool) {
+func (x *AnyRouteIndex[R]) lookup(owner R, pattern string, build func(owner R) *AnyRoutes[R]) (*AnyRoutes[R], int, bool) {
 	slot := -1
 	for i := range x.slots {
 		a := x.slots[i].Load()

@@ -15,16 +15,15 @@ func TestAnyRouteIndex(t *testing.T) {
 	type router struct{ regs [][2]string }
 	methods := []string{"GET", "POST", "PUT"}
 	builds := 0
-	build := func(owner any) *AnyRoutes {
+	build := func(r *router) *AnyRoutes[*router] {
 		builds++
-		r := owner.(*router)
 		return BuildAnyRoutes(r, methods, func(yield func(m, p string)) {
 			for _, reg := range r.regs {
 				yield(reg[0], reg[1])
 			}
 		})
 	}
-	var x AnyRouteIndex
+	var x AnyRouteIndex[*router]
 	r := &router{regs: [][2]string{{"GET", "/any"}, {"POST", "/any"}, {"PUT", "/any"}, {"GET", "/get"}, {"POST", "/get"}, {"PATCH", "/get"}}}
 	assert.True(t, x.AnyMethod(r, "/any", build))
 	assert.False(t, x.AnyMethod(r, "/get", build), "PATCH is not one of the set, PUT is missing")
@@ -58,16 +57,15 @@ func TestAnyRouteIndex(t *testing.T) {
 func TestAnyRouteIndexFacts(t *testing.T) {
 	type router struct{ regs [][2]string }
 	builds := 0
-	build := func(owner any) *AnyRoutes {
+	build := func(r *router) *AnyRoutes[*router] {
 		builds++
-		r := owner.(*router)
 		return BuildAnyRoutes(r, []string{"GET", "POST"}, func(yield func(m, p string)) {
 			for _, reg := range r.regs {
 				yield(reg[0], reg[1])
 			}
 		})
 	}
-	var x AnyRouteIndex
+	var x AnyRouteIndex[*router]
 	both := &router{regs: [][2]string{{"GET", "/p"}, {"POST", "/p"}}}
 	getOnly := &router{regs: [][2]string{{"GET", "/p"}}}
 	p := "/p"
