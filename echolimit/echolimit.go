@@ -169,7 +169,7 @@ type decider struct {
 func (d *decider) decide(c echo.Context, res *httplimit.Result) {
 	if d.parts {
 		p := keyParts(c, d.route)
-		if d.e.DecidePartsInto(c.Request().Context(), &p, res) {
+		if d.e.DecidePartsInto(c.Request().Context(), &p, nil, res) {
 			return
 		}
 	}

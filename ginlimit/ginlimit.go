@@ -48,6 +48,7 @@ func NewMiddleware(l *core.Limiter, opts ...Option) (gin.HandlerFunc, error) {
 	}
 	deny, _ := e.AdapterValue("WithDenyHandler").(DenyHandler)
 	m := &middleware{e: e, deny: deny, inflight: e.InFlight()}
+	m.parts, m.route = e.PartsKeyed()
 	if m.inflight != nil {
 		return m.counted, nil
 	}
@@ -65,9 +66,10 @@ func New(l *core.Limiter, opts ...Option) gin.HandlerFunc {
 }
 
 type middleware struct {
-	e        *httplimit.Engine
-	deny     DenyHandler
-	inflight *core.InFlight
+	e            *httplimit.Engine
+	deny         DenyHandler
+	inflight     *core.InFlight
+	parts, route bool // what e.PartsKeyed says
 }
 
 // counted is handle with WithInFlight: the request is counted from before
@@ -84,7 +86,7 @@ func (m *middleware) counted(c *gin.Context) {
 
 func (m *middleware) handle(c *gin.Context) {
 	var res httplimit.Result
-	m.e.DecideInto(c.Request.Context(), (*request)(c), &res)
+	m.decide(c, &res)
 	if res.Action == httplimit.Skip {
 		return
 	}
@@ -105,6 +107,19 @@ func (m *middleware) handle(c *gin.Context) {
 		WriteRejection(c, rej)
 	}
 	c.Abort()
+}
+
+// decide decides c's request: by its KeyParts, read without an
+// interface call, when the engine's keys are a function of them.
+func (m *middleware) decide(c *gin.Context, res *httplimit.Result) {
+	v := (*request)(c)
+	if m.parts {
+		var p httplimit.KeyParts
+		v.keyParts(&p, m.route)
+		m.e.DecidePartsInto(c.Request.Context(), &p, v, res)
+		return
+	}
+	m.e.DecideInto(c.Request.Context(), v, res)
 }
 
 // WriteRejection writes rej's default denial (status, Content-Type, body)
@@ -150,6 +165,13 @@ func (r *request) RemoteAddr() string { return r.Request.RemoteAddr }
 // method: the key cache finds it without asking). FullPath is the
 // route's own string.
 func (r *request) KeyParts(route bool) (p httplimit.KeyParts, ok bool) {
+	r.keyParts(&p, route)
+	return p, true
+}
+
+// keyParts writes KeyParts into *p, which must be zero (no copy of the
+// struct on the middleware's path).
+func (r *request) keyParts(p *httplimit.KeyParts, route bool) {
 	p.Peer, p.StableRoute = r.Request.RemoteAddr, true
 	if route {
 		p.Method, p.Route = r.Request.Method, r.ctx().FullPath()
@@ -157,7 +179,6 @@ func (r *request) KeyParts(route bool) (p httplimit.KeyParts, ok bool) {
 			p.Table = anyRoutes.Routes(e, buildAnyRoutes).ID()
 		}
 	}
-	return p, true
 }
 
 // AnyMethod implements httplimit.AnyMethodRouter: whether the matched route

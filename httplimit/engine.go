@@ -226,35 +226,40 @@ func (e *Engine) DecideInto(ctx context.Context, req keyfuncs.Request, res *Resu
 // [KeyParter.KeyParts]; false under WithScope). An adapter whose request
 // view costs something to build (an allocation, a pool) asks once, at
 // construction.
-func (e *Engine) PartsKeyed() (ok, route bool) {
-	return e.cacheID != 0 && e.cfg.skip == nil && e.cfg.cost == nil, !e.scopeFixed
-}
+func (e *Engine) PartsKeyed() (ok, route bool) { return e.partsKeyed(), !e.scopeFixed }
 
-// DecidePartsInto decides a request from its KeyParts p alone, as
-// DecideInto would, when the engine's key cache knows p (a client that
-// asked the route recently), and reports whether it did; otherwise it
-// leaves *res as it was and the adapter calls DecideInto with the
-// request's view (which caches the key for the next request). p must be
-// what the view's KeyParts(route) returns with ok, route as
+func (e *Engine) partsKeyed() bool { return e.cacheID != 0 && e.cfg.skip == nil && e.cfg.cost == nil }
+
+// DecidePartsInto decides the request whose KeyParts are p as
+// DecideInto(ctx, req, res) would, and reports whether it did: from the
+// key cache when it knows p (a client that asked the route recently),
+// else on the general path with req, the request's view (whose key is
+// then cached under p). With req nil a cache miss decides nothing: *res
+// is left as it was and the adapter calls DecideInto with a view (an
+// adapter whose view costs something to build builds it only then). p
+// must be what req's KeyParts(route) returns with ok, route as
 // [Engine.PartsKeyed] said; on an engine that is not PartsKeyed it
-// reports false. *res must be the zero Result, as for DecideInto.
-func (e *Engine) DecidePartsInto(ctx context.Context, p *KeyParts, res *Result) bool {
-	if e.cacheID == 0 || e.cfg.skip != nil || e.cfg.cost != nil {
-		return false
-	}
-	return e.decide(ctx, nil, p, res)
+// reports false. *res must be the zero Result, as for DecideInto. The
+// adapter calls the view's KeyParts directly (no interface), and the
+// engine hashes the parts once.
+func (e *Engine) DecidePartsInto(ctx context.Context, p *KeyParts, req keyfuncs.Request, res *Result) bool {
+	return e.decide(ctx, req, p, res)
 }
 
 // decide is DecideInto for req or, when p is not nil, DecidePartsInto
-// for p (which takes only the one check's branch), in one function: a
-// decision on the common path is a single call from the adapter.
+// for p and req (which takes only the one check's branch), in one
+// function: a decision on the common path is a single call from the
+// adapter.
 func (e *Engine) decide(ctx context.Context, req keyfuncs.Request, p *KeyParts, res *Result) bool {
-	if e.cfg.skip != nil && p == nil && e.cfg.skip(req) {
+	if p != nil && !e.partsKeyed() {
+		return false
+	}
+	if e.cfg.skip != nil && e.cfg.skip(req) {
 		res.Action = Skip
 		return true
 	}
 	cost := int64(1)
-	if e.cfg.cost != nil && p == nil {
+	if e.cfg.cost != nil {
 		if c := e.cfg.cost(req); c > 1 {
 			cost = c
 		}
@@ -272,8 +277,12 @@ func (e *Engine) decide(ctx context.Context, req keyfuncs.Request, p *KeyParts, 
 	st := keyOK
 	switch {
 	case p != nil:
-		if key, _ = keys.get(e.cacheID, p); key == "" {
-			return false
+		var slot slotRef
+		if key, slot = keys.get(e.cacheID, p); key == "" {
+			if req == nil {
+				return false
+			}
+			key, st = e.missedKey(ctx, c, req, p, slot)
 		}
 	case e.cacheID != 0:
 		key, st = e.cachedKey(ctx, c, req)
@@ -478,9 +487,16 @@ func (e *Engine) cachedKey(ctx context.Context, c *check, req keyfuncs.Request) 
 	if key != "" {
 		return key, keyOK
 	}
+	return e.missedKey(ctx, c, req, &p, slot)
+}
+
+// missedKey is the general path's key for req, whose parts p the key
+// cache missed at slot: cached under p when it came from the check's own
+// key function (a fallback key may read anything).
+func (e *Engine) missedKey(ctx context.Context, c *check, req keyfuncs.Request, p *KeyParts, slot slotRef) (string, keyStatus) {
 	key, st, own := e.generalKey(ctx, c, req)
 	if st == keyOK && own {
-		keys.put(slot, e.cacheID, &p, key)
+		keys.put(slot, e.cacheID, p, key)
 	}
 	return key, st
 }

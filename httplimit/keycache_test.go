@@ -351,7 +351,8 @@ func TestKeyCacheComparesMethod(t *testing.T) {
 
 // TestDecidePartsInto: a returning client's parts decide as DecideInto
 // does (the same store key and result); parts the cache does not know
-// decide nothing, and so does every engine whose key is not a function of
+// decide nothing without the view, and on the general path with it
+// (caching the key); nothing is decided by every engine whose key is not a function of
 // the parts (skip and cost functions, a key function, tiers, two checks);
 // under WithScope the parts leave the route out.
 func TestDecidePartsInto(t *testing.T) {
@@ -365,7 +366,7 @@ func TestDecidePartsInto(t *testing.T) {
 	req := httpReq("GET", "GET /parts", "198.51.100.9:4711")
 	p := KeyParts{Route: "GET /parts", Peer: "198.51.100.9:4711", StableRoute: true}
 	var res Result
-	require.False(t, e.DecidePartsInto(ctx, &p, &res), "unknown parts")
+	require.False(t, e.DecidePartsInto(ctx, &p, nil, &res), "unknown parts")
 	require.Equal(t, Result{}, res)
 	var want Result
 	for i := 0; i < 2; i++ { // an entry at the second miss
@@ -373,11 +374,23 @@ func TestDecidePartsInto(t *testing.T) {
 		e.DecideInto(ctx, req, &want)
 	}
 	wantKey := st.last()
-	require.True(t, e.DecidePartsInto(ctx, &p, &res))
+	require.True(t, e.DecidePartsInto(ctx, &p, nil, &res))
 	assert.Equal(t, wantKey, st.last())
 	assert.Equal(t, "GET /parts|198.51.100.9", st.last())
 	res.now, want.now = time.Time{}, time.Time{}
 	assert.Equal(t, want, res)
+
+	// with the view, a miss decides on the general path and fills the cache
+	req2 := httpReq("GET", "GET /parts", "198.51.100.9:4712")
+	p2 := KeyParts{Route: "GET /parts", Peer: "198.51.100.9:4712", StableRoute: true}
+	for i := 0; i < 2; i++ {
+		res = Result{}
+		require.True(t, e.DecidePartsInto(ctx, &p2, req2, &res))
+		assert.Equal(t, "GET /parts|198.51.100.9", st.last())
+		assert.True(t, res.decided)
+	}
+	res = Result{}
+	assert.True(t, e.DecidePartsInto(ctx, &p2, nil, &res), "cached by the calls with the view")
 
 	hk, err := keyfuncs.Header("X-Key")
 	require.NoError(t, err)
@@ -395,7 +408,7 @@ func TestDecidePartsInto(t *testing.T) {
 		for i := 0; i < 3; i++ {
 			e.DecideInto(ctx, req, &Result{})
 		}
-		assert.False(t, e.DecidePartsInto(ctx, &p, &res), name)
+		assert.False(t, e.DecidePartsInto(ctx, &p, nil, &res), name)
 	}
 	e, err = NewEngine("x", limiter(t, st, "p"), WithScope("s"))
 	require.NoError(t, err)
