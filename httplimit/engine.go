@@ -226,9 +226,9 @@ func (e *Engine) DecideInto(ctx context.Context, req keyfuncs.Request, res *Resu
 // [KeyParter.KeyParts]; false under WithScope). An adapter whose request
 // view costs something to build (an allocation, a pool) asks once, at
 // construction.
-func (e *Engine) PartsKeyed() (ok, route bool) { return e.partsKeyed(), !e.scopeFixed }
-
-func (e *Engine) partsKeyed() bool { return e.cacheID != 0 && e.cfg.skip == nil && e.cfg.cost == nil }
+func (e *Engine) PartsKeyed() (ok, route bool) {
+	return e.cacheID != 0 && e.cfg.skip == nil && e.cfg.cost == nil, !e.scopeFixed
+}
 
 // DecidePartsInto decides the request whose KeyParts are p as
 // DecideInto(ctx, req, res) would, and reports whether it did: from the
@@ -247,35 +247,38 @@ func (e *Engine) DecidePartsInto(ctx context.Context, p *KeyParts, req keyfuncs.
 }
 
 // decide is DecideInto for req or, when p is not nil, DecidePartsInto
-// for p and req (which takes only the one check's branch), in one
-// function: a decision on the common path is a single call from the
-// adapter.
+// for p and req (which takes only the one check's branch, and reports
+// false on an engine that is not PartsKeyed), in one function: a
+// decision on the common path is a single call from the adapter.
 func (e *Engine) decide(ctx context.Context, req keyfuncs.Request, p *KeyParts, res *Result) bool {
-	if p != nil && !e.partsKeyed() {
-		return false
-	}
-	if e.cfg.skip != nil && e.cfg.skip(req) {
-		res.Action = Skip
-		return true
-	}
 	cost := int64(1)
-	if e.cfg.cost != nil {
-		if c := e.cfg.cost(req); c > 1 {
-			cost = c
+	if e.cfg.skip != nil || e.cfg.cost != nil {
+		if p != nil {
+			return false
+		}
+		if e.cfg.skip != nil && e.cfg.skip(req) {
+			res.Action = Skip
+			return true
+		}
+		if e.cfg.cost != nil {
+			if c := e.cfg.cost(req); c > 1 {
+				cost = c
+			}
 		}
 	}
 	if len(e.checks) > 1 || e.pol != nil {
-		if e.pol != nil {
-			e.decidePolicies(ctx, req, res, cost)
-		} else {
-			e.decideAll(ctx, req, res, cost)
+		if p != nil {
+			return false
 		}
+		e.decideAll(ctx, req, res, cost)
 		return true
 	}
 	c := &e.checks[0]
 	var key string
 	st := keyOK
 	switch {
+	case p != nil && e.cacheID == 0:
+		return false
 	case p != nil:
 		var slot slotRef
 		if key, slot = keys.get(e.cacheID, p); key == "" {
@@ -310,13 +313,21 @@ func (e *Engine) decide(ctx context.Context, req keyfuncs.Request, p *KeyParts, 
 	} else {
 		res.Decision, err = c.lim.AllowN(ctx, key, cost)
 	}
+	if err == nil && res.Decision.Allowed { // finish's common case, without the call
+		res.decided, res.Action = true, Pass
+		return true
+	}
 	e.finish(ctx, res, err)
 	return true
 }
 
 // decideAll decides every check, each key built after the scope in one
-// buffer.
+// buffer, or the tiers, overrides and counting by outcome.
 func (e *Engine) decideAll(ctx context.Context, req keyfuncs.Request, res *Result, cost int64) {
+	if e.pol != nil {
+		e.decidePolicies(ctx, req, res, cost)
+		return
+	}
 	var kbuf [192]byte
 	scope := e.appendScope(kbuf[:0], req)
 	var cbuf [MaxChecks]core.Check
