@@ -237,9 +237,11 @@ func (e *Engine) PartsKeyed() (ok, route bool) {
 // then cached under p). With req nil a cache miss decides nothing: *res
 // is left as it was and the adapter calls DecideInto with a view (an
 // adapter whose view costs something to build builds it only then). p
-// must be what req's KeyParts(route) returns with ok, route as
-// [Engine.PartsKeyed] said; on an engine that is not PartsKeyed it
-// reports false. *res must be the zero Result, as for DecideInto. The
+// must be the parts the engine would read from req, route as
+// [Engine.PartsKeyed] said: what its [KeyParter] returns with ok (for
+// net/http's keyfuncs.HTTPRequest: Peer its RemoteAddr, Route its
+// pattern, StableRoute). On an engine that is not PartsKeyed it reports
+// false. *res must be the zero Result, as for DecideInto. The
 // adapter calls the view's KeyParts directly (no interface), and the
 // engine hashes the parts once.
 func (e *Engine) DecidePartsInto(ctx context.Context, p *KeyParts, req keyfuncs.Request, res *Result) bool {
