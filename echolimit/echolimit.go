@@ -2,7 +2,6 @@ package echolimit
 
 import (
 	"net/http"
-	"reflect"
 	"sync"
 	"sync/atomic"
 	"unsafe"
@@ -58,14 +57,12 @@ func NewMiddleware(l *core.Limiter, opts ...Option) (echo.MiddlewareFunc, error)
 		return nil, err
 	}
 	deny, _ := e.AdapterValue("WithDenyHandler").(DenyHandler)
+	d := decider{e: e}
+	d.parts, d.route = e.PartsKeyed()
 	wrap := func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) error {
 			var res httplimit.Result
-			req := requests.Get().(*request)
-			req.c = c
-			e.DecideInto(c.Request().Context(), req, &res)
-			req.c = nil
-			requests.Put(req)
+			d.decide(c, &res)
 			if res.Action == httplimit.Skip {
 				return next(c)
 			}
@@ -169,6 +166,28 @@ func WriteRejection(c echo.Context, rej Rejection) error {
 	return err
 }
 
+// decider decides a request, from its KeyParts when the engine's key
+// cache knows them (see httplimit.Engine.DecidePartsInto), else through a
+// request view from the pool.
+type decider struct {
+	e            *httplimit.Engine
+	parts, route bool // what e.PartsKeyed says
+}
+
+func (d *decider) decide(c echo.Context, res *httplimit.Result) {
+	if d.parts {
+		p := keyParts(c, d.route)
+		if d.e.DecidePartsInto(c.Request().Context(), &p, nil, res) {
+			return
+		}
+	}
+	req := requests.Get().(*request)
+	req.c = c
+	d.e.DecideInto(c.Request().Context(), req, res)
+	req.c = nil
+	requests.Put(req)
+}
+
 // requests pools the request views: echo.Context is an interface, so the
 // view needs a struct around it, and pooling keeps that struct off the
 // heap per request. Key functions never retain the view
@@ -179,21 +198,29 @@ type request struct{ c echo.Context }
 
 var _ keyfuncs.Request = (*request)(nil)
 
-// KeyParts implements httplimit.KeyParter: the method, the route and the
-// peer in one pass over the context (c.Path() is the route's own string).
+// KeyParts implements httplimit.KeyParter: the request's method, the
+// route and the peer in one pass over the context (c.Path() is the
+// route's own string), and as Table the Echo's registrations that say
+// whether the route accepts every method (the scope's method is a
+// function of them, the route and the request's method: the key cache
+// finds it without asking).
 func (r *request) KeyParts(route bool) (p httplimit.KeyParts, ok bool) {
-	c := r.c
+	return keyParts(r.c, route), true
+}
+
+func keyParts(c echo.Context, route bool) (p httplimit.KeyParts) {
 	hr := c.Request()
 	p.Peer, p.StableRoute = hr.RemoteAddr, true
 	if route {
+		p.Method = hr.Method
 		if !unrouted(c.Handler()) {
 			p.Route = c.Path()
 		}
-		if !anyMethod(c, p.Route) {
-			p.Method = httplimit.NormalMethod(hr.Method)
+		if e := c.Echo(); e != nil && p.Route != "" {
+			p.Table = anyRoutes.Routes(e, buildAnyRoutes).ID()
 		}
 	}
-	return p, true
+	return p
 }
 
 // AnyMethod implements httplimit.AnyMethodRouter: whether the matched route
@@ -213,12 +240,11 @@ var anyMethods = []string{
 	http.MethodPut, http.MethodTrace, echo.REPORT,
 }
 
-var anyRoutes httplimit.AnyRouteIndex
+var anyRoutes httplimit.AnyRouteIndex[*echo.Echo]
 
 // buildAnyRoutes indexes the routes of every router of the Echo (the
 // default one and each host's).
-func buildAnyRoutes(owner any) *httplimit.AnyRoutes {
-	e := owner.(*echo.Echo)
+func buildAnyRoutes(e *echo.Echo) *httplimit.AnyRoutes[*echo.Echo] {
 	return httplimit.BuildAnyRoutes(e, anyMethods, func(yield func(method, pattern string)) {
 		for _, rt := range e.Routes() {
 			yield(rt.Method, rt.Path)
@@ -258,9 +284,20 @@ func unrouted(h echo.HandlerFunc) bool {
 	return p == codePtr(echo.NotFoundHandler) || p == codePtr(echo.MethodNotAllowedHandler)
 }
 
-// codePtr is the code pointer of a function value (reflect's public
-// answer: two functions with the same code compare equal), 0 for nil.
-func codePtr(f echo.HandlerFunc) uintptr { return reflect.ValueOf(f).Pointer() }
+// codePtr is the code pointer of a function value, what
+// reflect.Value.Pointer returns for it (two functions with the same code
+// compare equal), 0 for nil, read as reflect reads it (a func value
+// points at its closure, whose first word is the code) without reflect's
+// overhead: three reflect calls per request cost about as much as the
+// rest of the route's key parts. TestCodePtrMatchesReflect checks it
+// against reflect on every build.
+func codePtr(f echo.HandlerFunc) uintptr {
+	p := funcPtr(f)
+	if p == nil {
+		return 0
+	}
+	return *(*uintptr)(p)
+}
 
 func (r *request) Path() string { return r.c.Request().URL.Path }
 

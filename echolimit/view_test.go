@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
 	"testing"
 
 	"github.com/labstack/echo/v4"
@@ -12,7 +13,6 @@ import (
 
 	"github.com/limitkit/limitkit/core"
 	"github.com/limitkit/limitkit/core/memstore"
-	"github.com/limitkit/limitkit/httplimit"
 	"github.com/limitkit/limitkit/keyfuncs"
 )
 
@@ -165,20 +165,28 @@ func TestMiddlewareAfterLimiter(t *testing.T) {
 	assert.Equal(t, []int{200, 200, 429}, codes)
 }
 
+// TestUnrouted: codePtr is what reflect.Value.Pointer returns (the
+// test that fails when Go changes how a func value is laid out), and
 // unrouted tells echo's not-found and method-not-allowed handlers from
 // other functions and nil.
 func TestUnrouted(t *testing.T) {
 	mk := func(n int) echo.HandlerFunc { return func(echo.Context) error { _ = n; return nil } }
+	top := func(echo.Context) error { return nil }
+	for _, f := range []echo.HandlerFunc{echo.NotFoundHandler, echo.MethodNotAllowedHandler, mk(1), mk(2), top, nil} {
+		assert.Equal(t, reflect.ValueOf(f).Pointer(), codePtr(f), "codePtr must agree with reflect.Value.Pointer")
+	}
 	assert.True(t, unrouted(echo.NotFoundHandler))
 	assert.True(t, unrouted(echo.MethodNotAllowedHandler))
 	assert.True(t, unrouted(nil))
 	assert.False(t, unrouted(mk(3)))
 }
 
-// TestKeyPartsAgree: the view's KeyParts are its scope's method,
-// Route and RemoteAddr, for a routed request, HEAD, a route of e.Any, a
-// 404, a 405 and an odd method (the key cache keys by them instead of the
-// three calls).
+// TestKeyPartsAgree: the view's KeyParts are the request's method, its
+// Route and RemoteAddr, and as Table the ID of the routes that say
+// whether the route accepts every method (none for no route), for a
+// routed request, HEAD, a route of e.Any, a 404, a 405 and an odd method
+// (the key cache keys by them instead of the three calls; the scope is a
+// function of them: keycache_diff_test.go).
 func TestKeyPartsAgree(t *testing.T) {
 	e := echo.New()
 	var n int
@@ -187,11 +195,18 @@ func TestKeyPartsAgree(t *testing.T) {
 			v := &request{c: c}
 			p, ok := v.KeyParts(true)
 			require.True(t, ok)
-			assert.Equal(t, [3]string{httplimit.ScopeMethod(v), v.Route(), v.RemoteAddr()}, [3]string{p.Method, p.Route, p.Peer})
+			assert.Equal(t, [3]string{v.Method(), v.Route(), v.RemoteAddr()}, [3]string{p.Method, p.Route, p.Peer})
+			if p.Route != "" {
+				assert.Equal(t, anyRoutes.Routes(c.Echo(), buildAnyRoutes).ID(), p.Table)
+				assert.NotZero(t, p.Table)
+			} else {
+				assert.Zero(t, p.Table)
+			}
 			assert.True(t, p.StableRoute)
 			p, ok = v.KeyParts(false)
 			require.True(t, ok)
 			assert.Equal(t, [3]string{"", "", v.RemoteAddr()}, [3]string{p.Method, p.Route, p.Peer})
+			assert.Zero(t, p.Table)
 			n++
 			return next(c)
 		}

@@ -74,6 +74,7 @@ func NewMiddleware(l *core.Limiter, opts ...Option) (fiber.Handler, error) {
 	}
 	deny, _ := e.AdapterValue("WithDenyHandler").(DenyHandler)
 	m := &middleware{e: e, deny: deny, inflight: e.InFlight()}
+	m.parts, m.route = e.PartsKeyed()
 	if m.inflight != nil {
 		return m.counted, nil
 	}
@@ -91,9 +92,10 @@ func New(l *core.Limiter, opts ...Option) fiber.Handler {
 }
 
 type middleware struct {
-	e        *httplimit.Engine
-	deny     DenyHandler
-	inflight *core.InFlight // WithInFlight's counter, or nil
+	e            *httplimit.Engine
+	deny         DenyHandler
+	inflight     *core.InFlight // WithInFlight's counter, or nil
+	parts, route bool           // what e.PartsKeyed says
 }
 
 // counted is handle with WithInFlight: the request is counted from before
@@ -107,7 +109,7 @@ func (m *middleware) counted(c *fiber.Ctx) error {
 
 func (m *middleware) handle(c *fiber.Ctx) error {
 	var res httplimit.Result
-	m.e.DecideInto(c.UserContext(), (*request)(c), &res)
+	m.decide(c, &res)
 	if res.Action == httplimit.Skip {
 		return c.Next()
 	}
@@ -145,6 +147,18 @@ func WriteRejection(c *fiber.Ctx, rej Rejection) error {
 	return nil
 }
 
+// decide decides c's request: by its KeyParts, read without an
+// interface call, when the engine's keys are a function of them.
+func (m *middleware) decide(c *fiber.Ctx, res *httplimit.Result) {
+	v := (*request)(c)
+	var p httplimit.KeyParts
+	if m.parts && v.keyParts(&p, m.route) {
+		m.e.DecidePartsInto(c.UserContext(), &p, v, res)
+		return
+	}
+	m.e.DecideInto(c.UserContext(), v, res)
+}
+
 // request is the keyfuncs.Request view of a fiber context: a pointer
 // conversion, so building it does not allocate. Strings it returns are
 // fiber's, valid until the handler returns (keyfuncs never retains them).
@@ -178,18 +192,25 @@ func (r *request) Route() string {
 // table and the path stand for the route the table resolves the path to.
 // A peer that is not IPv4 is left to the general path.
 func (r *request) KeyParts(route bool) (p httplimit.KeyParts, ok bool) {
+	ok = r.keyParts(&p, route)
+	return p, ok
+}
+
+// keyParts writes KeyParts into *p, which must be zero (no copy of the
+// struct on the middleware's path), and reports KeyParts' ok.
+func (r *request) keyParts(p *httplimit.KeyParts, route bool) bool {
 	c := r.ctx()
 	tcp, ok := c.Context().RemoteAddr().(*net.TCPAddr)
 	if !ok {
-		return p, false
+		return false
 	}
 	ip4 := tcp.IP.To4()
 	if ip4 == nil {
-		return p, false
+		return false
 	}
 	p.PeerIP = 1<<32 | uint64(binary.BigEndian.Uint32(ip4))
 	if !route {
-		return p, true
+		return true
 	}
 	p.Method = c.Method()
 	if rt := c.Route(); rt != nil {
@@ -205,7 +226,7 @@ func (r *request) KeyParts(route bool) (p httplimit.KeyParts, ok bool) {
 			}
 		}
 	}
-	return p, true
+	return true
 }
 
 // AnyMethod implements httplimit.AnyMethodRouter: whether the route is

@@ -56,6 +56,7 @@ func NewMiddleware(l *core.Limiter, opts ...Option) (gin.HandlerFunc, error) {
 	}
 	deny, _ := e.AdapterValue("WithDenyHandler").(DenyHandler)
 	m := &middleware{e: e, deny: deny, inflight: e.InFlight()}
+	m.parts, m.route = e.PartsKeyed()
 	if m.inflight != nil {
 		return m.counted, nil
 	}
@@ -73,9 +74,10 @@ func New(l *core.Limiter, opts ...Option) gin.HandlerFunc {
 }
 
 type middleware struct {
-	e        *httplimit.Engine
-	deny     DenyHandler
-	inflight *core.InFlight
+	e            *httplimit.Engine
+	deny         DenyHandler
+	inflight     *core.InFlight
+	parts, route bool // what e.PartsKeyed says
 }
 
 // counted is handle with WithInFlight: the request is counted from before
@@ -92,7 +94,7 @@ func (m *middleware) counted(c *gin.Context) {
 
 func (m *middleware) handle(c *gin.Context) {
 	var res httplimit.Result
-	m.e.DecideInto(c.Request.Context(), (*request)(c), &res)
+	m.decide(c, &res)
 	if res.Action == httplimit.Skip {
 		return
 	}
@@ -113,6 +115,19 @@ func (m *middleware) handle(c *gin.Context) {
 		WriteRejection(c, rej)
 	}
 	c.Abort()
+}
+
+// decide decides c's request: by its KeyParts, read without an
+// interface call, when the engine's keys are a function of them.
+func (m *middleware) decide(c *gin.Context, res *httplimit.Result) {
+	v := (*request)(c)
+	if m.parts {
+		var p httplimit.KeyParts
+		v.keyParts(&p, m.route)
+		m.e.DecidePartsInto(c.Request.Context(), &p, v, res)
+		return
+	}
+	m.e.DecideInto(c.Request.Context(), v, res)
 }
 
 // WriteRejection writes rej's default denial (status, Content-Type, body)
@@ -151,18 +166,27 @@ func (r *request) Query(name string) string { return keyfuncs.FromHTTP(r.Request
 // RemoteAddr is the TCP peer, not c.ClientIP().
 func (r *request) RemoteAddr() string { return r.Request.RemoteAddr }
 
-// KeyParts implements httplimit.KeyParter: the scope's method, Route and
-// RemoteAddr without three interface calls. FullPath is the route's own
-// string.
+// KeyParts implements httplimit.KeyParter: the request's method, Route
+// and RemoteAddr without three interface calls, and as Table the engine's
+// registrations that say whether the route accepts every method (the
+// scope's method is a function of them, the route and the request's
+// method: the key cache finds it without asking). FullPath is the
+// route's own string.
 func (r *request) KeyParts(route bool) (p httplimit.KeyParts, ok bool) {
+	r.keyParts(&p, route)
+	return p, true
+}
+
+// keyParts writes KeyParts into *p, which must be zero (no copy of the
+// struct on the middleware's path).
+func (r *request) keyParts(p *httplimit.KeyParts, route bool) {
 	p.Peer, p.StableRoute = r.Request.RemoteAddr, true
 	if route {
-		p.Route = r.ctx().FullPath()
-		if !r.anyMethod(p.Route) {
-			p.Method = httplimit.NormalMethod(r.Request.Method)
+		p.Method, p.Route = r.Request.Method, r.ctx().FullPath()
+		if e := engineOf(r.ctx()); e != nil && p.Route != "" {
+			p.Table = anyRoutes.Routes(e, buildAnyRoutes).ID()
 		}
 	}
-	return p, true
 }
 
 // AnyMethod implements httplimit.AnyMethodRouter: whether the matched route
@@ -182,10 +206,9 @@ var anyMethods = []string{
 	http.MethodTrace,
 }
 
-var anyRoutes httplimit.AnyRouteIndex
+var anyRoutes httplimit.AnyRouteIndex[*gin.Engine]
 
-func buildAnyRoutes(owner any) *httplimit.AnyRoutes {
-	e := owner.(*gin.Engine)
+func buildAnyRoutes(e *gin.Engine) *httplimit.AnyRoutes[*gin.Engine] {
 	return httplimit.BuildAnyRoutes(e, anyMethods, func(yield func(method, pattern string)) {
 		for _, ri := range e.Routes() {
 			yield(ri.Method, ri.Path)

@@ -7,14 +7,14 @@ import (
 	"github.com/gin-gonic/gin"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-
-	"github.com/limitkit/limitkit/httplimit"
 )
 
-// TestKeyPartsAgree: the view's KeyParts are its scope's method, Route
-// and RemoteAddr, for a routed request, HEAD, a route of r.Any, a 404, a
-// 405 and an odd method (the key cache keys by them instead of the three
-// calls).
+// TestKeyPartsAgree: the view's KeyParts are the request's method, its
+// Route and RemoteAddr, and as Table the ID of the routes that say
+// whether the route accepts every method (none for no route), for a
+// routed request, HEAD, a route of r.Any, a 404, a 405 and an odd method
+// (the key cache keys by them instead of the three calls; the scope is a
+// function of them: keycache_diff_test.go).
 func TestKeyPartsAgree(t *testing.T) {
 	gin.SetMode(gin.ReleaseMode)
 	e := gin.New()
@@ -24,11 +24,18 @@ func TestKeyPartsAgree(t *testing.T) {
 		v := (*request)(c)
 		p, ok := v.KeyParts(true)
 		require.True(t, ok)
-		assert.Equal(t, [3]string{httplimit.ScopeMethod(v), v.Route(), v.RemoteAddr()}, [3]string{p.Method, p.Route, p.Peer})
+		assert.Equal(t, [3]string{v.Method(), v.Route(), v.RemoteAddr()}, [3]string{p.Method, p.Route, p.Peer})
+		if p.Route != "" {
+			assert.Equal(t, anyRoutes.Routes(engineOf(c), buildAnyRoutes).ID(), p.Table)
+			assert.NotZero(t, p.Table)
+		} else {
+			assert.Zero(t, p.Table)
+		}
 		assert.True(t, p.StableRoute)
 		p, ok = v.KeyParts(false)
 		require.True(t, ok)
 		assert.Equal(t, [3]string{"", "", v.RemoteAddr()}, [3]string{p.Method, p.Route, p.Peer})
+		assert.Zero(t, p.Table)
 		n++
 	})
 	e.GET("/items/:id", func(c *gin.Context) {})

@@ -1,6 +1,9 @@
 package httplimit
 
-import "sync/atomic"
+import (
+	"sync/atomic"
+	"unsafe"
+)
 
 // AnyRoutes says which route patterns of one router are registered under
 // every method of a set (the methods gin's r.Any or echo's e.Any
@@ -8,15 +11,28 @@ import "sync/atomic"
 // [ScopeMethod]). It holds every pattern the router had when it was
 // built, so a pattern it does not know is a route registered later.
 // Immutable.
-type AnyRoutes struct {
-	owner any
+//
+// R is the router's type (*gin.Engine, *echo.Echo): a comparable
+// identity, compared per request without an interface.
+type AnyRoutes[R comparable] struct {
+	owner R
+	id    uint64
 	paths map[string]bool // every registered pattern: true when under every method
 }
+
+// anyRoutesIDs numbers AnyRoutes: an id is never reused.
+var anyRoutesIDs atomic.Uint64
+
+// ID is a number no other AnyRoutes of the process has: a view that gives
+// the request's own method in its [KeyParts] puts it in Table, so that
+// the key cache's entries are those of these routes (whether the route
+// accepts every method is a function of them and the route).
+func (a *AnyRoutes[R]) ID() uint64 { return a.id }
 
 // BuildAnyRoutes indexes the registrations that each calls yield with
 // (method, pattern) for the router owner: a pattern is method-agnostic
 // when it is registered under every one of methods.
-func BuildAnyRoutes(owner any, methods []string, each func(yield func(method, pattern string))) *AnyRoutes {
+func BuildAnyRoutes[R comparable](owner R, methods []string, each func(yield func(method, pattern string))) *AnyRoutes[R] {
 	want := make(map[string]bool, len(methods))
 	for _, m := range methods {
 		want[m] = true
@@ -30,7 +46,7 @@ func BuildAnyRoutes(owner any, methods []string, each func(yield func(method, pa
 			seen[p][m] = true
 		}
 	})
-	a := &AnyRoutes{owner: owner, paths: make(map[string]bool, len(seen))}
+	a := &AnyRoutes[R]{owner: owner, id: anyRoutesIDs.Add(1), paths: make(map[string]bool, len(seen))}
 	for p, ms := range seen {
 		a.paths[p] = len(ms) == len(want)
 	}
@@ -39,10 +55,38 @@ func BuildAnyRoutes(owner any, methods []string, each func(yield func(method, pa
 
 // AnyRouteIndex holds the AnyRoutes of the routers a process serves, at
 // most len(slots) of them at once (more take turns: time, never a wrong
-// answer). The zero value is ready; it is safe for concurrent use.
-type AnyRouteIndex struct {
-	slots [8]atomic.Pointer[AnyRoutes]
+// answer), and remembers the answers per pattern string (see facts). The
+// zero value is ready; it is safe for concurrent use.
+type AnyRouteIndex[R comparable] struct {
+	slots [8]atomic.Pointer[AnyRoutes[R]]
 	next  atomic.Uint32
+	// facts answers a pattern the router gave before from the very same
+	// string (its address and length: the router's own string, immutable,
+	// which the fact keeps alive so that no other string can take its
+	// address) without hashing it, while the AnyRoutes that answered are
+	// still the owner's in the index: one load and three compares where a
+	// map lookup of the text cost about three times as much.
+	facts  [factSlots]atomic.Pointer[routeFact[R]]
+	missed [factSlots]atomic.Uintptr // the address of each slot's last miss
+}
+
+// factSlots bounds the facts of one index: a fact is a pointer and a
+// small struct, and patterns beyond it take turns (time, never a wrong
+// answer).
+const factSlots = 256
+
+// routeFact is what the index answered for one pattern string.
+type routeFact[R comparable] struct {
+	routes  *AnyRoutes[R] // the owner's routes that answered
+	slot    int           // where routes are held in the index's slots
+	pattern string        // the router's string; its address names it
+	any     bool
+}
+
+// factSlot is where the facts of pattern's string go.
+func factSlot(pattern string) uint64 {
+	h := (uint64(uintptr(unsafe.Pointer(unsafe.StringData(pattern)))) ^ uint64(len(pattern))) * 0x9e3779b97f4a7c15
+	return h >> (64 - 8)
 }
 
 // AnyMethod reports whether pattern is registered under every method on
@@ -51,8 +95,49 @@ type AnyRouteIndex struct {
 // pattern still unknown after a rebuild (one the router's listing does
 // not name) is recorded as method-specific, so it costs one rebuild, not
 // one per request. Patterns come from the router, never from the client,
-// so the index is bounded by the routes.
-func (x *AnyRouteIndex) AnyMethod(owner any, pattern string, build func(owner any) *AnyRoutes) bool {
+// so the index is bounded by the routes; pattern must be the router's own
+// string for the route (the same immutable string every request), which
+// the index may keep.
+func (x *AnyRouteIndex[R]) AnyMethod(owner R, pattern string, build func(owner R) *AnyRoutes[R]) bool {
+	i := factSlot(pattern)
+	if f := x.facts[i].Load(); f != nil && unsafe.StringData(f.pattern) == unsafe.StringData(pattern) &&
+		len(f.pattern) == len(pattern) && x.slots[f.slot].Load() == f.routes && f.routes.owner == owner {
+		return f.any
+	}
+	a, slot, v := x.lookup(owner, pattern, build)
+	// a fact on the pattern's second miss in a row in its slot: patterns
+	// taking turns in one slot cost the lookup, never an allocation each
+	if p := uintptr(unsafe.Pointer(unsafe.StringData(pattern))); x.missed[i].Swap(p) == p {
+		x.facts[i].Store(&routeFact[R]{routes: a, slot: slot, pattern: pattern, any: v})
+	}
+	return v
+}
+
+// Routes returns owner's AnyRoutes that the index holds, building them
+// with build(owner) when it holds none: the routes AnyMethod answers from
+// until a pattern they do not know rebuilds them.
+func (x *AnyRouteIndex[R]) Routes(owner R, build func(owner R) *AnyRoutes[R]) *AnyRoutes[R] {
+	for i := range x.slots {
+		a := x.slots[i].Load()
+		if a == nil {
+			break // slots fill in order
+		}
+		if a.owner == owner {
+			return a
+		}
+	}
+	a := build(owner)
+	x.slots[x.nextSlot()].Store(a)
+	return a
+}
+
+func (x *AnyRouteIndex[R]) nextSlot() int {
+	return int((x.next.Add(1) - 1) % uint32(len(x.slots)))
+}
+
+// lookup is AnyMethod without the facts: the owner's AnyRoutes, where
+// they are held, and the answer.
+func (x *AnyRouteIndex[R]) lookup(owner R, pattern string, build func(owner R) *AnyRoutes[R]) (*AnyRoutes[R], int, bool) {
 	slot := -1
 	for i := range x.slots {
 		a := x.slots[i].Load()
@@ -61,7 +146,7 @@ func (x *AnyRouteIndex) AnyMethod(owner any, pattern string, build func(owner an
 		}
 		if a.owner == owner {
 			if v, ok := a.paths[pattern]; ok {
-				return v
+				return a, i, v
 			}
 			slot = i
 			break
@@ -73,8 +158,8 @@ func (x *AnyRouteIndex) AnyMethod(owner any, pattern string, build func(owner an
 		a.paths[pattern] = false // a is not shared yet
 	}
 	if slot < 0 {
-		slot = int((x.next.Add(1) - 1) % uint32(len(x.slots)))
+		slot = x.nextSlot()
 	}
 	x.slots[slot].Store(a)
-	return v
+	return a, slot, v
 }

@@ -139,7 +139,13 @@
 // every method, as gin's r.Any does; [AnyRoutes] indexes a router's
 // registrations for it). The adapters of this module use them; a test
 // comparing a view with and without them ([DefaultScope] keys as the
-// default scope without the cache) keeps them honest.
+// default scope without the cache) keeps them honest. An adapter may
+// also read its request's KeyParts itself, without an interface call,
+// and decide with [Engine.DecidePartsInto] when [Engine.PartsKeyed] says
+// the engine's keys are a function of them (the default key and scope):
+// a returning client is then decided from the parts alone, and a view
+// that costs something to build (echolimit's, pooled) is built only on a
+// key-cache miss.
 //
 // The directory testdata/extadapter holds an adapter written as a module
 // of its own, with only this public API; a test of this package builds

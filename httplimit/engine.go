@@ -225,54 +225,121 @@ func (e *Engine) Decide(ctx context.Context, req keyfuncs.Request) Result {
 // not cleared again): adapters keep the Result on their stack and nothing
 // copies or clears it twice.
 func (e *Engine) DecideInto(ctx context.Context, req keyfuncs.Request, res *Result) {
-	if e.cfg.skip != nil && e.cfg.skip(req) {
-		res.Action = Skip
-		return
-	}
+	e.decide(ctx, req, nil, res)
+}
+
+// PartsKeyed reports whether the engine's store key is a function of a
+// request's [KeyParts] (one check, the default peer-IP key, the default
+// or a fixed scope, no skip or cost function, no tiers, overrides or
+// counting by outcome), so that [Engine.DecidePartsInto] can decide, and
+// whether those parts include the route (the argument of
+// [KeyParter.KeyParts]; false under WithScope). An adapter whose request
+// view costs something to build (an allocation, a pool) asks once, at
+// construction.
+func (e *Engine) PartsKeyed() (ok, route bool) {
+	return e.cacheID != 0 && e.cfg.skip == nil && e.cfg.cost == nil, !e.scopeFixed
+}
+
+// DecidePartsInto decides the request whose KeyParts are p as
+// DecideInto(ctx, req, res) would, and reports whether it did: from the
+// key cache when it knows p (a client that asked the route recently),
+// else on the general path with req, the request's view (whose key is
+// then cached under p). With req nil a cache miss decides nothing: *res
+// is left as it was and the adapter calls DecideInto with a view (an
+// adapter whose view costs something to build builds it only then). p
+// must be the parts the engine would read from req, route as
+// [Engine.PartsKeyed] said: what its [KeyParter] returns with ok (for
+// net/http's keyfuncs.HTTPRequest: Peer its RemoteAddr, Route its
+// pattern, StableRoute). On an engine that is not PartsKeyed it reports
+// false. *res must be the zero Result, as for DecideInto. The
+// adapter calls the view's KeyParts directly (no interface), and the
+// engine hashes the parts once.
+func (e *Engine) DecidePartsInto(ctx context.Context, p *KeyParts, req keyfuncs.Request, res *Result) bool {
+	return e.decide(ctx, req, p, res)
+}
+
+// decide is DecideInto for req or, when p is not nil, DecidePartsInto
+// for p and req (which takes only the one check's branch, and reports
+// false on an engine that is not PartsKeyed), in one function: a
+// decision on the common path is a single call from the adapter.
+func (e *Engine) decide(ctx context.Context, req keyfuncs.Request, p *KeyParts, res *Result) bool {
 	cost := int64(1)
-	if e.cfg.cost != nil {
-		if c := e.cfg.cost(req); c > 1 {
-			cost = c
+	if e.cfg.skip != nil || e.cfg.cost != nil {
+		if p != nil {
+			return false
+		}
+		if e.cfg.skip != nil && e.cfg.skip(req) {
+			res.Action = Skip
+			return true
+		}
+		if e.cfg.cost != nil {
+			if c := e.cfg.cost(req); c > 1 {
+				cost = c
+			}
 		}
 	}
+	if len(e.checks) > 1 || e.pol != nil {
+		if p != nil {
+			return false
+		}
+		e.decideAll(ctx, req, res, cost)
+		return true
+	}
+	c := &e.checks[0]
+	var key string
+	st := keyOK
+	switch {
+	case p != nil && e.cacheID == 0:
+		return false
+	case p != nil:
+		var slot slotRef
+		if key, slot = keys.get(e.cacheID, p); key == "" {
+			if req == nil {
+				return false
+			}
+			key, st = e.missedKey(ctx, c, req, p, slot)
+		}
+	case e.cacheID != 0:
+		key, st = e.cachedKey(ctx, c, req)
+	default:
+		key, st, _ = e.generalKey(ctx, c, req)
+	}
+	if st != keyOK {
+		e.noKeyResult(res, c, st)
+		return true
+	}
+	var err error
+	if e.ownClock {
+		if e.coarse {
+			res.now = core.CoarseClock{}.Now()
+		} else {
+			res.now = e.cfg.clock.Now()
+		}
+		if c.mem == nil {
+			res.Decision, err = c.lim.AllowNAt(ctx, key, res.now, cost)
+		} else if err = c.mem.TakeTo(ctx, key, c.policy, res.now, cost, &res.Decision); err != nil {
+			// the store is closed or refused the policy and consumed
+			// nothing: the Limiter applies the fail mode and logs
+			res.Decision, err = c.lim.AllowNAt(ctx, key, res.now, cost)
+		}
+	} else {
+		res.Decision, err = c.lim.AllowN(ctx, key, cost)
+	}
+	if err == nil && res.Decision.Allowed { // finish's common case, without the call
+		res.decided, res.Action = true, Pass
+		return true
+	}
+	e.finish(ctx, res, err)
+	return true
+}
+
+// decideAll decides every check, each key built after the scope in one
+// buffer, or the tiers, overrides and counting by outcome.
+func (e *Engine) decideAll(ctx context.Context, req keyfuncs.Request, res *Result, cost int64) {
 	if e.pol != nil {
 		e.decidePolicies(ctx, req, res, cost)
 		return
 	}
-	if len(e.checks) == 1 {
-		c := &e.checks[0]
-		var key string
-		var st keyStatus
-		if e.cacheID != 0 {
-			key, st = e.cachedKey(ctx, c, req)
-		} else {
-			key, st, _ = e.generalKey(ctx, c, req)
-		}
-		if st != keyOK {
-			e.noKeyResult(res, c, st)
-			return
-		}
-		var err error
-		if e.ownClock {
-			if e.coarse {
-				res.now = core.CoarseClock{}.Now()
-			} else {
-				res.now = e.cfg.clock.Now()
-			}
-			if c.mem == nil {
-				res.Decision, err = c.lim.AllowNAt(ctx, key, res.now, cost)
-			} else if err = c.mem.TakeTo(ctx, key, c.policy, res.now, cost, &res.Decision); err != nil {
-				// the store is closed or refused the policy and consumed
-				// nothing: the Limiter applies the fail mode and logs
-				res.Decision, err = c.lim.AllowNAt(ctx, key, res.now, cost)
-			}
-		} else {
-			res.Decision, err = c.lim.AllowN(ctx, key, cost)
-		}
-		e.finish(ctx, res, err)
-		return
-	}
-	// one buffer: the scope, then each check's key built after it in place
 	var kbuf [192]byte
 	scope := e.appendScope(kbuf[:0], req)
 	var cbuf [MaxChecks]core.Check
@@ -443,9 +510,16 @@ func (e *Engine) cachedKey(ctx context.Context, c *check, req keyfuncs.Request) 
 	if key != "" {
 		return key, keyOK
 	}
+	return e.missedKey(ctx, c, req, &p, slot)
+}
+
+// missedKey is the general path's key for req, whose parts p the key
+// cache missed at slot: cached under p when it came from the check's own
+// key function (a fallback key may read anything).
+func (e *Engine) missedKey(ctx context.Context, c *check, req keyfuncs.Request, p *KeyParts, slot slotRef) (string, keyStatus) {
 	key, st, own := e.generalKey(ctx, c, req)
 	if st == keyOK && own {
-		keys.put(slot, e.cacheID, &p, key)
+		keys.put(slot, e.cacheID, p, key)
 	}
 	return key, st
 }

@@ -37,12 +37,16 @@ const (
 
 // KeyParts is what a request's default store key is a function of, given
 // the engine: the scope's method ([ScopeMethod]: "" for a route that
-// accepts every method, HEAD as GET; a view may give the request's own
-// method instead, at the cost of one entry per method) and the route (or,
-// when Table is not zero, a
-// path that the route table Table names resolves to a route), and the
-// TCP peer as RemoteAddr's text or, when Peer is "", as PeerIP (an IPv4
-// address in the low 32 bits, with bit 32 set).
+// accepts every method, HEAD as GET) and the route, and the TCP peer as
+// RemoteAddr's text or, when Peer is "", as PeerIP (an IPv4 address in
+// the low 32 bits, with bit 32 set). Table, when not zero, names the
+// router's state the other parts are read in, a number never used for
+// another: a route table that resolves Route, a path, to its route
+// (fiberlimit under app.Use), or the router's registrations
+// ([AnyRoutes.ID]) that say whether Route accepts every method. With a
+// Table that says the latter, or a route that names its method, a view
+// may give the request's own method instead of the scope's, at the cost
+// of one entry per method.
 //
 // StableRoute says that Route is a router's own pattern string, the same
 // string for every request of the route (net/http's Pattern, gin's

@@ -9,11 +9,13 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 	"unsafe"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/limitkit/limitkit/core"
 	"github.com/limitkit/limitkit/keyfuncs"
 )
 
@@ -345,4 +347,72 @@ func TestKeyCacheComparesMethod(t *testing.T) {
 		got, _ = keys.get(id, &pb)
 		assert.Empty(t, got, "%s was answered by %s's entry", b, a)
 	}
+}
+
+// TestDecidePartsInto: a returning client's parts decide as DecideInto
+// does (the same store key and result); parts the cache does not know
+// decide nothing without the view, and on the general path with it
+// (caching the key); nothing is decided by every engine whose key is not a function of
+// the parts (skip and cost functions, a key function, tiers, two checks);
+// under WithScope the parts leave the route out.
+func TestDecidePartsInto(t *testing.T) {
+	ctx := context.Background()
+	st := &keyStore{}
+	e, err := NewEngine("x", limiter(t, st, "p"))
+	require.NoError(t, err)
+	ok, route := e.PartsKeyed()
+	require.True(t, ok)
+	require.True(t, route)
+	req := httpReq("GET", "GET /parts", "198.51.100.9:4711")
+	p := KeyParts{Route: "GET /parts", Peer: "198.51.100.9:4711", StableRoute: true}
+	var res Result
+	require.False(t, e.DecidePartsInto(ctx, &p, nil, &res), "unknown parts")
+	require.Equal(t, Result{}, res)
+	var want Result
+	for i := 0; i < 2; i++ { // an entry at the second miss
+		want = Result{}
+		e.DecideInto(ctx, req, &want)
+	}
+	wantKey := st.last()
+	require.True(t, e.DecidePartsInto(ctx, &p, nil, &res))
+	assert.Equal(t, wantKey, st.last())
+	assert.Equal(t, "GET /parts|198.51.100.9", st.last())
+	res.now, want.now = time.Time{}, time.Time{}
+	assert.Equal(t, want, res)
+
+	// with the view, a miss decides on the general path and fills the cache
+	req2 := httpReq("GET", "GET /parts", "198.51.100.9:4712")
+	p2 := KeyParts{Route: "GET /parts", Peer: "198.51.100.9:4712", StableRoute: true}
+	for i := 0; i < 2; i++ {
+		res = Result{}
+		require.True(t, e.DecidePartsInto(ctx, &p2, req2, &res))
+		assert.Equal(t, "GET /parts|198.51.100.9", st.last())
+		assert.True(t, res.decided)
+	}
+	res = Result{}
+	assert.True(t, e.DecidePartsInto(ctx, &p2, nil, &res), "cached by the calls with the view")
+
+	hk, err := keyfuncs.Header("X-Key")
+	require.NoError(t, err)
+	for name, opts := range map[string][]Option{
+		"skip":       {WithSkip(func(keyfuncs.Request) bool { return false })},
+		"cost":       {WithCost(func(keyfuncs.Request) int64 { return 1 })},
+		"key":        {WithKey(hk)},
+		"tiers":      {WithTiers(func(keyfuncs.Request) (string, error) { return "", nil }, map[string]*core.Limiter{"t": limiter(t, st, "t")})},
+		"two checks": {WithCheck(limiter(t, st, "q"), hk)},
+	} {
+		e, err := NewEngine("x", limiter(t, st, "p"), opts...)
+		require.NoError(t, err, name)
+		ok, _ := e.PartsKeyed()
+		assert.False(t, ok, name)
+		for i := 0; i < 3; i++ {
+			e.DecideInto(ctx, req, &Result{})
+		}
+		assert.False(t, e.DecidePartsInto(ctx, &p, nil, &res), name)
+	}
+	e, err = NewEngine("x", limiter(t, st, "p"), WithScope("s"))
+	require.NoError(t, err)
+	ok, route = e.PartsKeyed()
+	assert.True(t, ok)
+	assert.False(t, route)
 }

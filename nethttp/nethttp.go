@@ -65,12 +65,13 @@ func NewMiddleware(l *core.Limiter, opts ...Option) (func(http.Handler) http.Han
 	}
 	deny, _ := e.AdapterValue("WithDenyHandler").(DenyHandler)
 	route, _ := e.AdapterValue("WithRoute").(func(*http.Request) string)
+	parts, routeParts := e.PartsKeyed()
 	return func(next http.Handler) http.Handler {
 		if next == nil {
 			next = http.NotFoundHandler()
 		}
 		mux, _ := next.(*http.ServeMux)
-		h := &handler{e: e, next: next, mux: mux, deny: deny, route: route}
+		h := &handler{e: e, next: next, mux: mux, deny: deny, route: route, parts: parts && route == nil, routeParts: routeParts}
 		if e.InFlight() != nil {
 			return &counted{h: h, f: e.InFlight()}
 		}
@@ -107,6 +108,8 @@ type handler struct {
 	mux   *http.ServeMux
 	deny  DenyHandler
 	route func(*http.Request) string // WithRoute, or nil
+	// parts: decide by KeyParts (see decide); routeParts: with the route
+	parts, routeParts bool
 }
 
 func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -119,11 +122,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	var res httplimit.Result
-	if h.route != nil && r.Pattern == "" {
-		h.e.DecideInto(r.Context(), routedRequest{keyfuncs.FromHTTP(r), h.route(r)}, &res)
-	} else {
-		h.e.DecideInto(r.Context(), keyfuncs.FromHTTP(r), &res)
-	}
+	h.decide(r, &res)
 	if res.Action == httplimit.Skip {
 		next.ServeHTTP(w, r)
 		return
@@ -143,6 +142,25 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	WriteRejection(w, rej)
+}
+
+// decide decides r: by its KeyParts, the peer and the ServeMux pattern
+// (what the engine reads from net/http's view), when the engine's keys are
+// a function of them; with WithRoute before the mux has routed r, through
+// a view giving the route WithRoute resolves; else through net/http's view.
+func (h *handler) decide(r *http.Request, res *httplimit.Result) {
+	switch {
+	case h.parts:
+		p := httplimit.KeyParts{Peer: r.RemoteAddr, StableRoute: true}
+		if h.routeParts {
+			p.Route = r.Pattern
+		}
+		h.e.DecidePartsInto(r.Context(), &p, keyfuncs.FromHTTP(r), res)
+	case h.route != nil && r.Pattern == "":
+		h.e.DecideInto(r.Context(), routedRequest{keyfuncs.FromHTTP(r), h.route(r)}, res)
+	default:
+		h.e.DecideInto(r.Context(), keyfuncs.FromHTTP(r), res)
+	}
 }
 
 // direct reports whether the handler the mux gave for r (whose Pattern
