@@ -17,7 +17,7 @@ type compiled struct {
 	etail    []any    // the elastic take's (an elastic policy's only)
 	suffixes []string // per-limit key suffixes
 	soft     []int64  // per-limit soft overage (effective − nominal capacity)
-	softE    []int64  // per-limit soft margin of the elastic take's reply (see scripts.go)
+	softE    []int64  // per-limit soft margin of the elastic take's reply (see lua_generic.go)
 	hashPre  []byte   // policy name and a NUL, hashed before the key
 	maxEff   int64    // the largest effective capacity over the limits
 }
@@ -86,7 +86,7 @@ type figures struct {
 	eff      int64 // capacity raised by the soft percentage
 	soft     int64 // eff − capa
 	ceil     int64 // elastic ceiling; eff for a hard policy
-	softE    int64 // soft margin of the elastic take's reply (see scripts.go)
+	softE    int64 // soft margin of the elastic take's reply (see lua_generic.go)
 	buckets  int64 // sliding counter's buckets (at least 1)
 }
 
@@ -171,7 +171,7 @@ func countDenied(p *core.Policy) string {
 }
 
 // Each builder below returns a script's ARGV after now and cost in the
-// order its comment in scripts.go lists them.
+// order its comment in lua_generic.go lists them.
 
 // gcra1E is gcra1E's: T, capacity × T, ceiling × T, mode.
 func (f figures) gcra1E(mode string) []any {

@@ -12,7 +12,7 @@ import (
 // luaGCRA1E: GCRA, one limit, elastic (core.Policy.Elastic), written out
 // as the hard luaGCRA1 is: one GET, at most one write. It reads and writes
 // the tat as the other GCRA scripts do and replies in the generic scripts'
-// shape, with the elastic flag (see the calling convention in scripts.go).
+// shape, with the elastic flag (see the calling convention in lua_generic.go).
 //
 //	ARGV[3]  emission interval T
 //	ARGV[4]  tolerance tau = capacity × T

@@ -364,7 +364,7 @@ func (s *Store) failed(c *compiled, err error) error {
 // Policy.decision does. The reply's remaining count is against the
 // binding limit's effective capacity (the ceiling's, for an elastic
 // take); the decision's is against its nominal one. The reply's sixth
-// element, when present, is the elastic flag (see scripts.go).
+// element, when present, is the elastic flag (see lua_generic.go).
 func decision(c *compiled, v []int64, elastic bool) (core.Decision, error) {
 	p := c.p
 	if len(v) != 5 && len(v) != 6 || v[0] < 0 || v[0] > 1 || v[1] < 0 || v[1] >= int64(len(p.Limits)) ||

@@ -120,7 +120,7 @@ func (s *Store) verb(ctx context.Context, verb, key string, p *core.Policy, now 
 }
 
 // verbTail is the generic scripts' ARGV after now and cost for c's policy
-// (see scripts.go), with the elastic mode "0": the verbs decide against
+// (see lua_generic.go), with the elastic mode "0": the verbs decide against
 // the nominal limits.
 func (s *Store) verbTail(c *compiled) []any {
 	p := c.p

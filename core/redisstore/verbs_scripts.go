@@ -10,7 +10,7 @@ import (
 // core's verbs (core/verbs_model.go) the way the generic scripts port
 // Decide: each is one generic algorithm body (its decode, encode, expires
 // and step, read from the generic script) followed by the verb. They take
-// the generic scripts' calling convention (see scripts.go: server TIME
+// the generic scripts' calling convention (see lua_generic.go: server TIME
 // unless WithClientTime, keys under one hash tag, ARGV[5] "0"), with the
 // cost clamped by Go to 2 × the largest capacity + 1 (every result
 // saturates beyond it; integers stay exact in Lua's doubles); Reserve
