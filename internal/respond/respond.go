@@ -223,6 +223,7 @@ type epochText struct {
 	sec, stamp int64
 	n          int
 	s          string
+	vals       []string // s as a header value: one element, capacity 1 (see SetHTTPTriple)
 }
 
 // epochUpdates bounds the cache entries made per second: enough for a
@@ -270,6 +271,7 @@ func EpochString(sec, nowSec int64) string {
 		return ""
 	}
 	e := &epochText{sec: sec, stamp: nowSec, n: n, s: strconv.FormatInt(sec, 10)}
+	e.vals = []string{e.s}
 	lastEpoch.Store(e)
 	return e.s
 }
@@ -405,23 +407,73 @@ func SetHTTP(h http.Header, f *Fields) {
 	}
 }
 
+// Values is v as a header value that can be shared between responses:
+// a one-element slice of capacity 1, so that http.Header.Add appends to
+// a copy. [SetHTTPTriple] stores such slices in the header map itself
+// rather than a copy per response; net/http, gin and echo (and
+// http.Header's methods) replace a field's slice, never write into it.
+func Values(v string) []string { return []string{v}[0:1:1] }
+
 // SetHTTPTriple writes the X-RateLimit triple into h, as [SetHTTP] of a
-// Fields holding HeaderLimit = limit, HeaderRemaining = remaining and
-// HeaderReset = reset (or, when reset is "", resetN) writes it, in one
-// allocation and without the Fields: the common response's headers.
-// limit must not be empty.
-func SetHTTPTriple(h http.Header, limit string, remaining int64, reset string, resetN int64) {
-	if reset != "" && remaining >= SmallInts && remaining < 1e16 {
-		// the common response: a ready-made reset, a remaining count
-		// formatted straight into the block
-		blk := new(httpBlock3s)
-		n := putInt(blk.data[:], remaining)
-		blk.vals[0], blk.vals[1], blk.vals[2] = limit, unsafe.String(&blk.data[0], n), reset
-		h[HeaderLimit] = blk.vals[0:1:1]
-		h[HeaderRemaining] = blk.vals[1:2:2]
-		h[HeaderReset] = blk.vals[2:3:3]
-		return
+// Fields holding HeaderLimit = limit[0], HeaderRemaining = remaining and
+// HeaderReset = reset (or, when reset is "", resetN) writes it, in at
+// most one allocation and without the Fields: the common response's
+// headers. limit is the limit's text as [Values] gives it, stored as is:
+// it must not be empty.
+//
+// Values that are the same for many responses are not copied per
+// response: the limit's slice, a ready-made reset's (the one
+// [EpochString] gave, whose cache entry holds its slice) and a
+// remaining count below [SmallInts] (a slice of the ready-made texts)
+// are stored as shared slices of capacity 1. A response then allocates
+// only for a larger remaining count, 32 bytes.
+func SetHTTPTriple(h http.Header, limit []string, remaining int64, reset string, resetN int64) {
+	if reset != "" {
+		if p := lastEpoch.Load(); p != nil && p.s == reset {
+			// the common response: shared limit and reset values, the
+			// remaining count ready-made or formatted into a small block
+			var rem []string
+			if remaining >= 0 && remaining < SmallInts {
+				rem = smallInts[remaining : remaining+1 : remaining+1]
+			} else if remaining >= SmallInts && remaining < 1e16 {
+				blk := newRemBlock()
+				n := putInt(blk.data[:], remaining)
+				blk.vals[0] = unsafe.String(&blk.data[0], n)
+				rem = blk.vals[:]
+			}
+			if rem != nil {
+				h[HeaderLimit] = limit
+				h[HeaderRemaining] = rem
+				h[HeaderReset] = p.vals
+				return
+			}
+		}
 	}
+	setHTTPTriple(h, limit[0], remaining, reset, resetN)
+}
+
+// remBlock is one formatted header value and its bytes, in one 32-byte
+// allocation.
+type remBlock struct {
+	vals [1]string
+	data [16]byte
+}
+
+// newRemBlock allocates a zeroed remBlock as pointer-free memory: the
+// only pointer it ever holds, vals[0]'s, points into its own data, so the
+// garbage collector has nothing to trace in it (any pointer to the
+// string, or to the slice, keeps the whole block alive, as a pointer
+// into an object does) and need not scan it. A pointer-free allocation
+// skips the heap bitmap writes and the scanning that a remBlock typed
+// allocation pays.
+func newRemBlock() *remBlock {
+	return (*remBlock)(unsafe.Pointer(new([unsafe.Sizeof(remBlock{})]byte)))
+}
+
+// setHTTPTriple is SetHTTPTriple with every value in one new block: for
+// a reset not from the cache or a remaining count out of the fast path's
+// range.
+func setHTTPTriple(h http.Header, limit string, remaining int64, reset string, resetN int64) {
 	var tmp [40]byte
 	used := 0
 	rem := ""
