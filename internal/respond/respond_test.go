@@ -3,6 +3,7 @@ package respond
 import (
 	"encoding/json"
 	"math"
+	"math/rand"
 	"net/http"
 	"runtime"
 	"strconv"
@@ -423,4 +424,25 @@ func TestSetHTTPTripleBlockSurvivesGC(t *testing.T) {
 		}
 	}
 	assert.Equal(t, "1000007", kept)
+}
+
+// put16Digits writes what strconv does, for every digit count, around
+// every power of ten and at random, through the whole range it serves.
+func TestPut16Digits(t *testing.T) {
+	vals := []uint64{1, 9, 10, 99, 100, 1023, 1024, 9999, 10000, 99_999_999, 1e8, 1e8 + 1, 1e16 - 1, 1234567890123456}
+	for p := uint64(1); p < 1e16; p *= 10 {
+		vals = append(vals, p-1, p, p+1, 2*p-1, 5*p, 9*p+p-1)
+	}
+	rng := rand.New(rand.NewSource(1))
+	for range 100_000 {
+		vals = append(vals, uint64(rng.Int63n(1e16)), uint64(rng.Int63n(1e8)), uint64(rng.Int63n(1e4)))
+	}
+	for _, v := range vals {
+		if v == 0 || v >= 1e16 {
+			continue
+		}
+		var d [16]byte
+		i := put16Digits(&d, v)
+		require.Equal(t, strconv.FormatUint(v, 10), string(d[i:]), "%d", v)
+	}
 }
