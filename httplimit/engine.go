@@ -742,34 +742,35 @@ type Triple struct {
 // returned struct is copied in 16-byte moves that stall on the 8-byte
 // stores just made, about 7 ns).
 func (e *Engine) Triple(res *Result, t *Triple) bool {
-	return e.triple(res, t) != nil
+	lt, reset, resetN := e.triple(res)
+	if lt == nil {
+		return false
+	}
+	t.Limit, t.Remaining, t.Reset, t.ResetN = lt.s, res.Decision.Remaining, reset, resetN
+	return true
 }
 
-// triple is Triple reporting the limit's text as e.limitText's entry, or
-// nil for false.
-func (e *Engine) triple(res *Result, t *Triple) *limitText {
+// triple is Triple returning the limit's text as e.limitText's entry (nil
+// for false), the reset's ready-made text or "" and the reset value, in
+// registers: stores through a *Triple would each test the write barrier.
+func (e *Engine) triple(res *Result) (lt *limitText, reset string, resetN int64) {
 	d := &res.Decision
 	if res.Action != Pass || !res.decided || d.Limit.Requests <= 0 ||
 		e.cfg.headers&(HeaderXRateLimit|HeaderIETF) != HeaderXRateLimit || (res.Degraded && e.cfg.degraded != "") {
-		return nil
+		return nil, "", 0
 	}
-	lt := e.limitEntry(d.Limit.Requests)
-	if lt == nil {
-		return nil
+	if lt = e.limitEntry(d.Limit.Requests); lt == nil {
+		return nil, "", 0
 	}
-	t.Limit = lt.s
-	t.Remaining = d.Remaining
 	if e.cfg.reset == ResetDelta {
-		t.Reset, t.ResetN = "", respond.CeilSeconds(d.ResetAfter)
-	} else {
-		now := res.now
-		if now.IsZero() {
-			now = e.cfg.clock.Now()
-		}
-		t.ResetN = respond.EpochSeconds(now, d.ResetAfter)
-		t.Reset = respond.EpochString(t.ResetN, now.Unix())
+		return lt, "", respond.CeilSeconds(d.ResetAfter)
 	}
-	return lt
+	now := res.now
+	if now.IsZero() {
+		now = e.cfg.clock.Now()
+	}
+	resetN = respond.EpochSeconds(now, d.ResetAfter)
+	return lt, respond.EpochString(resetN, now.Unix()), resetN
 }
 
 // SetHTTP writes the header fields for res into h: what Fields, then
@@ -780,9 +781,8 @@ func (e *Engine) triple(res *Result, t *Triple) *limitText {
 // middleware replaces such a field (Header.Set, Add, Del), as net/http,
 // gin and echo do, and never writes into its slice.
 func (e *Engine) SetHTTP(res *Result, h http.Header) {
-	var t Triple
-	if lt := e.triple(res, &t); lt != nil {
-		respond.SetHTTPTriple(h, lt.vals, t.Remaining, t.Reset, t.ResetN)
+	if lt, reset, resetN := e.triple(res); lt != nil {
+		respond.SetHTTPTriple(h, lt.vals, res.Decision.Remaining, reset, resetN)
 		return
 	}
 	var f respond.Fields
