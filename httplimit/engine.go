@@ -94,10 +94,17 @@ type Engine struct {
 	cfg         Config             // the options, with defaults filled in: the fallback key, the clock
 }
 
-// limitText is a limit size and its decimal form.
+// limitText is a limit size, its decimal form and that as a header
+// value shared by every response (respond.Values).
 type limitText struct {
-	n int64
-	s string
+	n    int64
+	s    string
+	vals []string
+}
+
+func newLimitText(n int64) limitText {
+	s := respond.Itoa(n)
+	return limitText{n, s, respond.Values(s)}
 }
 
 // NewEngine validates the options and builds the Engine applying lim
@@ -162,7 +169,7 @@ func newEngine(a *Adapter, lim *core.Limiter, opts []Option) (*Engine, error) {
 		}
 		seen[p.Name] = true
 		for i, l := range p.Limits {
-			e.limitText = append(e.limitText, limitText{l.Requests, respond.Itoa(l.Requests)})
+			e.limitText = append(e.limitText, newLimitText(l.Requests))
 			if len(pf) > 0 {
 				pf = append(pf, ", "...)
 			}
@@ -735,35 +742,47 @@ type Triple struct {
 // returned struct is copied in 16-byte moves that stall on the 8-byte
 // stores just made, about 7 ns).
 func (e *Engine) Triple(res *Result, t *Triple) bool {
+	lt, reset, resetN := e.triple(res)
+	if lt == nil {
+		return false
+	}
+	t.Limit, t.Remaining, t.Reset, t.ResetN = lt.s, res.Decision.Remaining, reset, resetN
+	return true
+}
+
+// triple is Triple returning the limit's text as e.limitText's entry (nil
+// for false), the reset's ready-made text or "" and the reset value, in
+// registers: stores through a *Triple would each test the write barrier.
+func (e *Engine) triple(res *Result) (lt *limitText, reset string, resetN int64) {
 	d := &res.Decision
 	if res.Action != Pass || !res.decided || d.Limit.Requests <= 0 ||
 		e.cfg.headers&(HeaderXRateLimit|HeaderIETF) != HeaderXRateLimit || (res.Degraded && e.cfg.degraded != "") {
-		return false
+		return nil, "", 0
 	}
-	if t.Limit = e.limitString(d.Limit.Requests); t.Limit == "" {
-		return false
+	if lt = e.limitEntry(d.Limit.Requests); lt == nil {
+		return nil, "", 0
 	}
-	t.Remaining = d.Remaining
 	if e.cfg.reset == ResetDelta {
-		t.Reset, t.ResetN = "", respond.CeilSeconds(d.ResetAfter)
-	} else {
-		now := res.now
-		if now.IsZero() {
-			now = e.cfg.clock.Now()
-		}
-		t.ResetN = respond.EpochSeconds(now, d.ResetAfter)
-		t.Reset = respond.EpochString(t.ResetN, now.Unix())
+		return lt, "", respond.CeilSeconds(d.ResetAfter)
 	}
-	return true
+	now := res.now
+	if now.IsZero() {
+		now = e.cfg.clock.Now()
+	}
+	resetN = respond.EpochSeconds(now, d.ResetAfter)
+	return lt, respond.EpochString(resetN, now.Unix()), resetN
 }
 
 // SetHTTP writes the header fields for res into h: what Fields, then
 // respond.SetHTTP, write. The common response (see Triple) is written
-// without building the Fields.
+// without building the Fields, and its values that many responses have
+// in common (the limit, a reset instant, a small remaining count) are
+// slices shared between responses, of capacity 1: code after the
+// middleware replaces such a field (Header.Set, Add, Del), as net/http,
+// gin and echo do, and never writes into its slice.
 func (e *Engine) SetHTTP(res *Result, h http.Header) {
-	var t Triple
-	if e.Triple(res, &t) {
-		respond.SetHTTPTriple(h, t.Limit, t.Remaining, t.Reset, t.ResetN)
+	if lt, reset, resetN := e.triple(res); lt != nil {
+		respond.SetHTTPTriple(h, lt.vals, res.Decision.Remaining, reset, resetN)
 		return
 	}
 	var f respond.Fields
@@ -774,12 +793,20 @@ func (e *Engine) SetHTTP(res *Result, h http.Header) {
 // limitString is the decimal form of limit size n, formatted at New, or
 // "" for a size none of the checks has.
 func (e *Engine) limitString(n int64) string {
-	for i := range e.limitText {
-		if e.limitText[i].n == n {
-			return e.limitText[i].s
-		}
+	if lt := e.limitEntry(n); lt != nil {
+		return lt.s
 	}
 	return ""
+}
+
+// limitEntry is limit size n's entry of e.limitText, or nil.
+func (e *Engine) limitEntry(n int64) *limitText {
+	for i := range e.limitText {
+		if e.limitText[i].n == n {
+			return &e.limitText[i]
+		}
+	}
+	return nil
 }
 
 // limitID is the IETF identifier of d's binding limit.

@@ -51,7 +51,7 @@ func (e *Engine) initPolicies(p *policySpec) error {
 		c.mem, _ = l.DirectStore().(*memstore.Store)
 		var pf []byte
 		for i, lim := range pp.Limits {
-			e.limitText = append(e.limitText, limitText{lim.Requests, respond.Itoa(lim.Requests)})
+			e.limitText = append(e.limitText, newLimitText(lim.Requests))
 			if len(pf) > 0 {
 				pf = append(pf, ", "...)
 			}

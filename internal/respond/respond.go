@@ -9,6 +9,7 @@
 package respond
 
 import (
+	"encoding/binary"
 	"math/bits"
 	"net/http"
 	"strconv"
@@ -223,6 +224,7 @@ type epochText struct {
 	sec, stamp int64
 	n          int
 	s          string
+	vals       []string // s as a header value: one element, capacity 1 (see SetHTTPTriple)
 }
 
 // epochUpdates bounds the cache entries made per second: enough for a
@@ -270,6 +272,7 @@ func EpochString(sec, nowSec int64) string {
 		return ""
 	}
 	e := &epochText{sec: sec, stamp: nowSec, n: n, s: strconv.FormatInt(sec, 10)}
+	e.vals = []string{e.s}
 	lastEpoch.Store(e)
 	return e.s
 }
@@ -405,23 +408,106 @@ func SetHTTP(h http.Header, f *Fields) {
 	}
 }
 
+// Values is v as a header value that can be shared between responses:
+// a one-element slice of capacity 1, so that http.Header.Add appends to
+// a copy. [SetHTTPTriple] stores such slices in the header map itself
+// rather than a copy per response; net/http, gin and echo (and
+// http.Header's methods) replace a field's slice, never write into it.
+func Values(v string) []string { return []string{v}[0:1:1] }
+
 // SetHTTPTriple writes the X-RateLimit triple into h, as [SetHTTP] of a
-// Fields holding HeaderLimit = limit, HeaderRemaining = remaining and
-// HeaderReset = reset (or, when reset is "", resetN) writes it, in one
-// allocation and without the Fields: the common response's headers.
-// limit must not be empty.
-func SetHTTPTriple(h http.Header, limit string, remaining int64, reset string, resetN int64) {
-	if reset != "" && remaining >= SmallInts && remaining < 1e16 {
-		// the common response: a ready-made reset, a remaining count
-		// formatted straight into the block
-		blk := new(httpBlock3s)
-		n := putInt(blk.data[:], remaining)
-		blk.vals[0], blk.vals[1], blk.vals[2] = limit, unsafe.String(&blk.data[0], n), reset
-		h[HeaderLimit] = blk.vals[0:1:1]
-		h[HeaderRemaining] = blk.vals[1:2:2]
-		h[HeaderReset] = blk.vals[2:3:3]
-		return
+// Fields holding HeaderLimit = limit[0], HeaderRemaining = remaining and
+// HeaderReset = reset (or, when reset is "", resetN) writes it, in at
+// most one allocation and without the Fields: the common response's
+// headers. limit is the limit's text as [Values] gives it, stored as is:
+// it must not be empty.
+//
+// Values that are the same for many responses are not copied per
+// response: the limit's slice, a ready-made reset's (the one
+// [EpochString] gave, whose cache entry holds its slice) and a
+// remaining count below [SmallInts] (a slice of the ready-made texts)
+// are stored as shared slices of capacity 1. A response then allocates
+// only for a larger remaining count, 32 bytes.
+func SetHTTPTriple(h http.Header, limit []string, remaining int64, reset string, resetN int64) {
+	if reset != "" {
+		if p := lastEpoch.Load(); p != nil && p.s == reset {
+			// the common response: shared limit and reset values, the
+			// remaining count ready-made or formatted into a small block
+			var rem []string
+			if remaining >= 0 && remaining < SmallInts {
+				rem = smallInts[remaining : remaining+1 : remaining+1]
+			} else if remaining >= SmallInts && remaining < 1e16 {
+				blk := newRemBlock()
+				i := put16Digits(&blk.data, uint64(remaining))
+				blk.vals[0] = unsafe.String(&blk.data[i], len(blk.data)-i)
+				rem = blk.vals[:]
+			}
+			if rem != nil {
+				h[HeaderLimit] = limit
+				h[HeaderRemaining] = rem
+				h[HeaderReset] = p.vals
+				return
+			}
+		}
 	}
+	setHTTPTriple(h, limit[0], remaining, reset, resetN)
+}
+
+// put16Digits writes the decimal form of u (0 < u < 1e16) right-aligned
+// in d, behind leading zeros, and returns where it starts. The digits
+// are computed eight at a time in the lanes of a 64-bit word (SWAR:
+// two 4-digit halves, each split into two pairs, each pair into two
+// digits, by multiplications that divide every lane at once), about a
+// third of the instructions of a division per pair.
+func put16Digits(d *[16]byte, u uint64) int {
+	hi, lo := eightDigits(u/1e8), eightDigits(u%1e8)
+	binary.LittleEndian.PutUint64(d[:8], hi|0x3030303030303030)
+	binary.LittleEndian.PutUint64(d[8:], lo|0x3030303030303030)
+	// leading zeros: the zero bytes at the start, the low ones of hi
+	if hi != 0 {
+		return bits.TrailingZeros64(hi) / 8
+	}
+	return 8 + bits.TrailingZeros64(lo)/8
+}
+
+// eightDigits is x (< 1e8) as eight decimal digits (values 0..9, not
+// yet ASCII), the most significant in the low byte: the order they take
+// in memory when stored little-endian.
+func eightDigits(x uint64) uint64 {
+	// two 4-digit halves in 32-bit lanes, the high half first
+	v := x/10000 | x%10000<<32
+	// each half (< 10000) / 100 by 10486/2^20, exact below 10000; the
+	// shift drags the high lane's bits into the low lane above bit 11,
+	// which the mask drops
+	q := (v * 10486 >> 20) & 0x0000007F0000007F
+	v = q | (v-q*100)<<16 // pairs in 16-bit lanes
+	// each pair (< 100) / 10 by 103/2^10, exact below 100
+	q = (v * 103 >> 10) & 0x000F000F000F000F
+	return q | (v-q*10)<<8
+}
+
+// remBlock is one formatted header value and its bytes, in one 32-byte
+// allocation.
+type remBlock struct {
+	vals [1]string
+	data [16]byte
+}
+
+// newRemBlock allocates a zeroed remBlock as pointer-free memory: the
+// only pointer it ever holds, vals[0]'s, points into its own data, so the
+// garbage collector has nothing to trace in it (any pointer to the
+// string, or to the slice, keeps the whole block alive, as a pointer
+// into an object does) and need not scan it. A pointer-free allocation
+// skips the heap bitmap writes and the scanning that a remBlock typed
+// allocation pays.
+func newRemBlock() *remBlock {
+	return (*remBlock)(unsafe.Pointer(new([unsafe.Sizeof(remBlock{})]byte)))
+}
+
+// setHTTPTriple is SetHTTPTriple with every value in one new block: for
+// a reset not from the cache or a remaining count out of the fast path's
+// range.
+func setHTTPTriple(h http.Header, limit string, remaining int64, reset string, resetN int64) {
 	var tmp [40]byte
 	used := 0
 	rem := ""

@@ -3,7 +3,9 @@ package respond
 import (
 	"encoding/json"
 	"math"
+	"math/rand"
 	"net/http"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -352,5 +354,95 @@ func TestPutInt(t *testing.T) {
 		f.AddInt(HeaderRemaining, v)
 		got, _ := f.Get(HeaderRemaining)
 		require.Equal(t, strconv.FormatInt(v, 10), got)
+	}
+}
+
+// SetHTTPTriple's shared values: the same header map SetHTTP writes, each
+// value a slice of capacity 1 (so that Header.Add on one response copies
+// instead of writing into what other responses share), no allocation for
+// a small remaining count and one for a larger one.
+func TestSetHTTPTripleSharedValues(t *testing.T) {
+	limit := Values("1000000000")
+	const sec = 1_700_000_300
+	for _, remaining := range []int64{0, 7, SmallInts - 1, SmallInts, 999_999_999, 1e16 - 1, 1e16, -1} {
+		reset := EpochString(sec, sec-1)
+		require.NotEmpty(t, reset)
+		var f Fields
+		f.AddStatic(HeaderLimit, limit[0])
+		f.AddInt(HeaderRemaining, remaining)
+		f.AddStatic(HeaderReset, reset)
+		want := http.Header{}
+		SetHTTP(want, &f)
+		h1, h2 := http.Header{}, http.Header{}
+		SetHTTPTriple(h1, limit, remaining, reset, sec)
+		SetHTTPTriple(h2, limit, remaining, reset, sec)
+		require.Equal(t, want, h1, "remaining %d", remaining)
+		for _, name := range []string{HeaderLimit, HeaderRemaining, HeaderReset} {
+			require.Equal(t, 1, cap(h1[name]), "%s, remaining %d", name, remaining)
+			h1.Add(name, "x")
+		}
+		assert.Equal(t, want, h2, "an Add to one response changed another's, remaining %d", remaining)
+		assert.Equal(t, []string{"1000000000"}, limit)
+	}
+	if raceEnabled {
+		return // allocation counts differ under -race
+	}
+	reset := EpochString(sec, sec-1)
+	h := http.Header{}
+	assert.Equal(t, 0.0, testing.AllocsPerRun(100, func() { SetHTTPTriple(h, limit, 999, reset, sec) }))
+	assert.Equal(t, 1.0, testing.AllocsPerRun(100, func() { SetHTTPTriple(h, limit, 999_999_999, reset, sec) }))
+}
+
+// The remaining count's pointer-free block (newRemBlock) stays alive and
+// intact while only the header map, or only the value string, refers to
+// it, across collections that reuse freed memory.
+func TestSetHTTPTripleBlockSurvivesGC(t *testing.T) {
+	limit := Values("1000")
+	reset := EpochString(1_700_000_400, 1_700_000_399)
+	hs := make([]http.Header, 200)
+	for i := range hs {
+		hs[i] = http.Header{}
+		SetHTTPTriple(hs[i], limit, 1_000_000+int64(i), reset, 1_700_000_400)
+	}
+	kept := hs[7][HeaderRemaining][0] // only the string
+	hs[7] = nil
+	for range 3 {
+		runtime.GC()
+		sink := make([][]byte, 0, 1000)
+		for range 1000 {
+			b := make([]byte, 32)
+			for j := range b {
+				b[j] = 'z'
+			}
+			sink = append(sink, b)
+		}
+		runtime.KeepAlive(sink)
+	}
+	for i, h := range hs {
+		if h != nil {
+			require.Equal(t, strconv.Itoa(1_000_000+i), h.Get(HeaderRemaining))
+		}
+	}
+	assert.Equal(t, "1000007", kept)
+}
+
+// put16Digits writes what strconv does, for every digit count, around
+// every power of ten and at random, through the whole range it serves.
+func TestPut16Digits(t *testing.T) {
+	vals := []uint64{1, 9, 10, 99, 100, 1023, 1024, 9999, 10000, 99_999_999, 1e8, 1e8 + 1, 1e16 - 1, 1234567890123456}
+	for p := uint64(1); p < 1e16; p *= 10 {
+		vals = append(vals, p-1, p, p+1, 2*p-1, 5*p, 9*p+p-1)
+	}
+	rng := rand.New(rand.NewSource(1))
+	for range 100_000 {
+		vals = append(vals, uint64(rng.Int63n(1e16)), uint64(rng.Int63n(1e8)), uint64(rng.Int63n(1e4)))
+	}
+	for _, v := range vals {
+		if v == 0 || v >= 1e16 {
+			continue
+		}
+		var d [16]byte
+		i := put16Digits(&d, v)
+		require.Equal(t, strconv.FormatUint(v, 10), string(d[i:]), "%d", v)
 	}
 }
