@@ -742,11 +742,26 @@ type Triple struct {
 // returned struct is copied in 16-byte moves that stall on the 8-byte
 // stores just made, about 7 ns).
 func (e *Engine) Triple(res *Result, t *Triple) bool {
-	lt, reset, resetN := e.triple(res)
+	d := &res.Decision
+	if res.Action != Pass || !res.decided || d.Limit.Requests <= 0 ||
+		e.cfg.headers&(HeaderXRateLimit|HeaderIETF) != HeaderXRateLimit || (res.Degraded && e.cfg.degraded != "") {
+		return false
+	}
+	lt := e.limitEntry(d.Limit.Requests)
 	if lt == nil {
 		return false
 	}
-	t.Limit, t.Remaining, t.Reset, t.ResetN = lt.s, res.Decision.Remaining, reset, resetN
+	t.Limit, t.Remaining = lt.s, d.Remaining
+	if e.cfg.reset == ResetDelta {
+		t.Reset, t.ResetN = "", respond.CeilSeconds(d.ResetAfter)
+		return true
+	}
+	now := res.now
+	if now.IsZero() {
+		now = e.cfg.clock.Now()
+	}
+	t.ResetN = respond.EpochSeconds(now, d.ResetAfter)
+	t.Reset = respond.EpochString(t.ResetN, now.Unix())
 	return true
 }
 
