@@ -58,9 +58,10 @@ func (f *Fields) At(i int) (name string, dyn []byte, static string) { return f.f
 // formatted value: for tests and deny handlers, not the request path.
 func (f *Fields) Get(name string) (string, bool) { return f.f.Get(name) }
 
-// IntText is the decimal form of v for a header value: written at the
-// start of buf (at least 20 bytes) and returned, or, for 0 <= v < 1024,
-// a view of a ready-made constant, so that it formats nothing. The result
+// IntText is the decimal form of v for a header value: written into buf
+// (at least 20 bytes; not necessarily at its start) and returned, or,
+// for 0 <= v < 1024, a view of a ready-made constant, so that it formats
+// nothing. The result
 // is read-only (it may alias a string): pass it to an API that copies it,
 // as fasthttp's header setters do. For adapters writing a [Triple]'s
 // Remaining and ResetN.

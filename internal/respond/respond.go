@@ -149,12 +149,18 @@ var pow10 = [...]uint64{1, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10,
 	1e11, 1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19}
 
 // IntText is the decimal form of v: ready-made (a constant) for
-// 0 <= v < SmallInts, else written at the start of buf, which must hold
-// 20 bytes; the result aliases buf then.
+// 0 <= v < SmallInts, else written into buf (not necessarily at its
+// start), which must hold 20 bytes; the result aliases buf then.
 func IntText(buf []byte, v int64) []byte {
 	if v >= 0 && v < SmallInts {
 		s := smallInts[v]
 		return unsafe.Slice(unsafe.StringData(s), len(s))
+	}
+	if v >= SmallInts && v < 1e16 && len(buf) >= 16 {
+		// eight digits per step (put16Digits), as SetHTTPTriple formats
+		// a remaining count: a 10-digit count is what a large limit gives
+		i := put16Digits((*[16]byte)(buf[:16]), uint64(v))
+		return buf[i:16]
 	}
 	return buf[:putInt(buf, v)]
 }

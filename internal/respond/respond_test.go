@@ -446,3 +446,27 @@ func TestPut16Digits(t *testing.T) {
 		require.Equal(t, strconv.FormatUint(v, 10), string(d[i:]), "%d", v)
 	}
 }
+
+// TestIntText: IntText's three forms (a ready-made constant, eight digits
+// at a time below 1e16, a digit pair at a time above) give strconv's text
+// around every power of ten, at the edges of int64 and at random values.
+func TestIntText(t *testing.T) {
+	check := func(v int64) {
+		var buf [20]byte
+		if got, want := string(IntText(buf[:], v)), strconv.FormatInt(v, 10); got != want {
+			t.Fatalf("IntText(%d) = %q, want %q", v, got, want)
+		}
+	}
+	for p := int64(1); p > 0 && p <= 1e18; p *= 10 {
+		for _, v := range []int64{p - 1, p, p + 1, -p, -p - 1} {
+			check(v)
+		}
+	}
+	for _, v := range []int64{0, SmallInts - 1, SmallInts, 1<<30 - 7, 1e16 - 1, 1e16, math.MaxInt64, math.MinInt64} {
+		check(v)
+	}
+	r := rand.New(rand.NewSource(1))
+	for range 100000 {
+		check(int64(r.Uint64() >> r.Intn(64)))
+	}
+}
