@@ -17,8 +17,10 @@ import (
 // into a temporary module named module whose go.mod requires
 // github.com/limitkit/limitkit, replaced by the checkout at root, and
 // pins root's dependency versions (root's go.sum is copied), then runs
-// the go command with each of cmds in it, offline (GOPROXY=off: the
-// module cache already holds what this repository's own tests build). It
+// the go command with each of cmds in it, with the caller's GOPROXY: a
+// module only the copied code imports (an example's exporter, say) is
+// downloaded into the cache at the versions go.sum pins, as the go
+// command would for a user's fresh module. It
 // fails t with the command's output at the first command that fails, and
 // returns the outputs.
 func Run(t testing.TB, root, module string, files map[string]string, cmds ...[]string) []string {
@@ -47,7 +49,7 @@ func Run(t testing.TB, root, module string, files map[string]string, cmds ...[]s
 	for _, args := range cmds {
 		cmd := exec.Command(goBin, args...)
 		cmd.Dir = dir
-		cmd.Env = append(os.Environ(), "GOFLAGS=-mod=mod", "GOPROXY=off", "GOWORK=off", "GOTOOLCHAIN=local")
+		cmd.Env = append(os.Environ(), "GOFLAGS=-mod=mod", "GOWORK=off", "GOTOOLCHAIN=local")
 		out, err := cmd.CombinedOutput()
 		if err != nil {
 			t.Fatalf("go %s in module %s: %v\n%s", strings.Join(args, " "), module, err, out)
