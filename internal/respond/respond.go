@@ -436,7 +436,7 @@ func Values(v string) []string { return []string{v}[0:1:1] }
 // only for a larger remaining count, 32 bytes.
 func SetHTTPTriple(h http.Header, limit []string, remaining int64, reset string, resetN int64) {
 	if reset != "" {
-		if p := lastEpoch.Load(); p != nil && p.s == reset {
+		if p := lastEpoch.Load(); p != nil && sameString(p.s, reset) {
 			// the common response: shared limit and reset values, the
 			// remaining count ready-made or formatted into a small block
 			var rem []string
@@ -591,4 +591,11 @@ func bytesString(b []byte) string {
 		return ""
 	}
 	return unsafe.String(&b[0], len(b))
+}
+
+// sameString is a == b, true at once for the same string (EpochString's
+// result is the cache entry's own): the compare the common response
+// makes, without a call when the pointers match.
+func sameString(a, b string) bool {
+	return len(a) == len(b) && (unsafe.StringData(a) == unsafe.StringData(b) || a == b)
 }
