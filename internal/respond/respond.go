@@ -351,15 +351,9 @@ const maxEpochOffset = 100 * 366 * 24 * time.Hour
 // EpochSeconds is the Unix time, in whole seconds rounded up, of now + d:
 // the instant at which a quota that resets in d is full again.
 func EpochSeconds(now time.Time, d time.Duration) int64 {
-	if d < 0 {
-		d = 0
-	}
-	if d > maxEpochOffset {
-		d = maxEpochOffset
-	}
-	sec := now.Unix() + int64(d/time.Second)
-	ns := int64(now.Nanosecond()) + int64(d%time.Second)
-	sec += ns / int64(time.Second)
+	d = min(max(d, 0), maxEpochOffset)
+	ns := int64(now.Nanosecond()) + int64(d) // below 2^63: one division
+	sec := now.Unix() + ns/int64(time.Second)
 	if ns%int64(time.Second) != 0 {
 		sec++
 	}
