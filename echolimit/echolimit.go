@@ -57,12 +57,18 @@ func NewMiddleware(l *core.Limiter, opts ...Option) (echo.MiddlewareFunc, error)
 		return nil, err
 	}
 	deny, _ := e.AdapterValue("WithDenyHandler").(DenyHandler)
-	d := decider{e: e}
-	d.parts, d.route = e.PartsKeyed()
+	parts, route := e.PartsKeyed()
 	wrap := func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) error {
+			// decided from the KeyParts when the engine's key cache knows
+			// them (see httplimit.Engine.DecidePartsInto), else through a
+			// request view
 			var res httplimit.Result
-			d.decide(c, &res)
+			var p httplimit.KeyParts
+			hr := c.Request()
+			if !parts || !e.DecidePartsInto(hr.Context(), keyParts(&p, c, hr, route), nil, &res) {
+				decideView(e, c, hr, &res)
+			}
 			if res.Action == httplimit.Skip {
 				return next(c)
 			}
@@ -82,12 +88,12 @@ func NewMiddleware(l *core.Limiter, opts ...Option) (echo.MiddlewareFunc, error)
 			return WriteRejection(c, rej)
 		}
 	}
-	wc := new(wrapCache)
+	cached := new(wrapCache).middleware(wrap)
 	if f := e.InFlight(); f != nil {
 		// WithInFlight: the request is counted from before the decision
 		// until the rest of the chain has returned
 		return func(next echo.HandlerFunc) echo.HandlerFunc {
-			h := wc.wrap(next, wrap)
+			h := cached(next)
 			return func(c echo.Context) error {
 				f.Enter()
 				defer f.Exit()
@@ -95,7 +101,7 @@ func NewMiddleware(l *core.Limiter, opts ...Option) (echo.MiddlewareFunc, error)
 			}
 		}, nil
 	}
-	return func(next echo.HandlerFunc) echo.HandlerFunc { return wc.wrap(next, wrap) }, nil
+	return cached, nil
 }
 
 // echo applies e.Use middleware per request (echo.applyMiddleware), so
@@ -124,7 +130,30 @@ type wrapEntry struct {
 // funcPtr is the pointer of a function value: its closure.
 func funcPtr(f echo.HandlerFunc) unsafe.Pointer { return *(*unsafe.Pointer)(unsafe.Pointer(&f)) }
 
-func (wc *wrapCache) wrap(next echo.HandlerFunc, build func(echo.HandlerFunc) echo.HandlerFunc) echo.HandlerFunc {
+// middleware is build behind the cache: echo calls it per request.
+func (wc *wrapCache) middleware(build echo.MiddlewareFunc) echo.MiddlewareFunc {
+	return func(next echo.HandlerFunc) echo.HandlerFunc {
+		if h := wc.hit(next); h != nil {
+			return h
+		}
+		return wc.miss(next, build)
+	}
+}
+
+// hit is the handler built for next when its entry has been returned
+// before, else nil; small enough to inline where echo calls the
+// middleware.
+func (wc *wrapCache) hit(next echo.HandlerFunc) echo.HandlerFunc {
+	p := funcPtr(next)
+	if e := wc.slots[(uintptr(p)>>4)%wrapSlots].Load(); e != nil && e.next == p && e.used.Load() {
+		return e.h // entries hold no nil next
+	}
+	return nil
+}
+
+// miss is the handler for next when hit finds none: an entry's, or
+// build's.
+func (wc *wrapCache) miss(next echo.HandlerFunc, build echo.MiddlewareFunc) echo.HandlerFunc {
 	p := funcPtr(next)
 	if p == nil {
 		return build(next)
@@ -166,24 +195,12 @@ func WriteRejection(c echo.Context, rej Rejection) error {
 	return err
 }
 
-// decider decides a request, from its KeyParts when the engine's key
-// cache knows them (see httplimit.Engine.DecidePartsInto), else through a
-// request view from the pool.
-type decider struct {
-	e            *httplimit.Engine
-	parts, route bool // what e.PartsKeyed says
-}
-
-func (d *decider) decide(c echo.Context, res *httplimit.Result) {
-	if d.parts {
-		p := keyParts(c, d.route)
-		if d.e.DecidePartsInto(c.Request().Context(), &p, nil, res) {
-			return
-		}
-	}
+// decideView decides c, whose request is hr, through a request view
+// from the pool.
+func decideView(e *httplimit.Engine, c echo.Context, hr *http.Request, res *httplimit.Result) {
 	req := requests.Get().(*request)
 	req.c = c
-	d.e.DecideInto(c.Request().Context(), req, res)
+	e.DecideInto(hr.Context(), req, res)
 	req.c = nil
 	requests.Put(req)
 }
@@ -205,17 +222,19 @@ var _ keyfuncs.Request = (*request)(nil)
 // function of them, the route and the request's method: the key cache
 // finds it without asking).
 func (r *request) KeyParts(route bool) (p httplimit.KeyParts, ok bool) {
-	return keyParts(r.c, route), true
+	keyParts(&p, r.c, r.c.Request(), route)
+	return p, true
 }
 
-func keyParts(c echo.Context, route bool) (p httplimit.KeyParts) {
-	hr := c.Request()
+// keyParts fills the zero *p from c, whose request is hr, and returns p.
+func keyParts(p *httplimit.KeyParts, c echo.Context, hr *http.Request, route bool) *httplimit.KeyParts {
 	p.Peer, p.StableRoute = hr.RemoteAddr, true
 	if route {
 		p.Method = hr.Method
-		if !unrouted(c.Handler()) {
-			p.Route = c.Path()
+		if unrouted(c.Handler()) {
+			return p
 		}
+		p.Route = c.Path()
 		if e := c.Echo(); e != nil && p.Route != "" {
 			p.Table = anyRoutes.Routes(e, buildAnyRoutes).ID()
 		}
@@ -277,11 +296,8 @@ func (r *request) Route() string {
 // echo's router sets when no route serves the request. Function values
 // compare by their code pointers.
 func unrouted(h echo.HandlerFunc) bool {
-	if h == nil {
-		return true
-	}
 	p := codePtr(h)
-	return p == codePtr(echo.NotFoundHandler) || p == codePtr(echo.MethodNotAllowedHandler)
+	return p == 0 || p == codePtr(echo.NotFoundHandler) || p == codePtr(echo.MethodNotAllowedHandler)
 }
 
 // codePtr is the code pointer of a function value, what

@@ -97,15 +97,16 @@ func TestWrapCache(t *testing.T) {
 		return func(echo.Context) error { calls = append(calls, name); return nil }
 	}
 	a, b := mk("a"), mk("b")
-	ha := wc.wrap(a, build)
-	require.Equal(t, funcPtr(ha), funcPtr(wc.wrap(a, build)), "same next, same handler")
-	hb := wc.wrap(b, build)
+	mw := wc.middleware(build)
+	ha := mw(a)
+	require.Equal(t, funcPtr(ha), funcPtr(mw(a)), "same next, same handler")
+	hb := mw(b)
 	require.NoError(t, ha(nil))
 	require.NoError(t, hb(nil))
-	require.NoError(t, wc.wrap(a, build)(nil))
+	require.NoError(t, mw(a)(nil))
 	assert.Equal(t, []string{"a", "b", "a"}, calls)
 	assert.Equal(t, 2, builds)
-	assert.Nil(t, wc.wrap(nil, func(echo.HandlerFunc) echo.HandlerFunc { return nil }))
+	assert.Nil(t, wc.middleware(func(echo.HandlerFunc) echo.HandlerFunc { return nil })(nil))
 }
 
 // TestWrapCacheAllocs: a wrap for the same next allocates nothing, and a
@@ -123,9 +124,10 @@ func TestWrapCacheAllocs(t *testing.T) {
 	}
 	calls := 0
 	a := func(echo.Context) error { calls++; return nil }
-	_ = wc.wrap(a, build)
-	assert.Zero(t, testing.AllocsPerRun(100, func() { _ = wc.wrap(a, build) }))
-	fresh := new(wrapCache)
+	mw := wc.middleware(build)
+	_ = mw(a)
+	assert.Zero(t, testing.AllocsPerRun(100, func() { _ = mw(a) }))
+	fresh := new(wrapCache).middleware(build)
 	without := testing.AllocsPerRun(100, func() {
 		n := 0
 		next := func(echo.Context) error { n++; return nil } // a new closure each run
@@ -134,7 +136,7 @@ func TestWrapCacheAllocs(t *testing.T) {
 	assert.Equal(t, without, testing.AllocsPerRun(100, func() {
 		n := 0
 		next := func(echo.Context) error { n++; return nil }
-		_ = fresh.wrap(next, build)
+		_ = fresh(next)
 	}), "a new next each time costs what it did without the cache")
 	assert.Positive(t, without, "a build allocates: the comparison means something")
 	assert.Equal(t, 1+101+101, builds, "a is built once; every new next is built (AllocsPerRun runs 1 + 100 times)")

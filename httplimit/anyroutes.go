@@ -117,6 +117,14 @@ func (x *AnyRouteIndex[R]) AnyMethod(owner R, pattern string, build func(owner R
 // with build(owner) when it holds none: the routes AnyMethod answers from
 // until a pattern they do not know rebuilds them.
 func (x *AnyRouteIndex[R]) Routes(owner R, build func(owner R) *AnyRoutes[R]) *AnyRoutes[R] {
+	if a := x.slots[0].Load(); a != nil && a.owner == owner {
+		return a // a process's first router: no loop to set up
+	}
+	return x.routes(owner, build)
+}
+
+// routes is Routes past the first slot.
+func (x *AnyRouteIndex[R]) routes(owner R, build func(owner R) *AnyRoutes[R]) *AnyRoutes[R] {
 	for i := range x.slots {
 		a := x.slots[i].Load()
 		if a == nil {

@@ -140,13 +140,18 @@ type slotRef struct {
 func hashString(h uint64, s string) uint64 {
 	b := unsafe.Slice(unsafe.StringData(s), len(s))
 	h ^= uint64(len(b)) * 0x9e3779b97f4a7c15
-	for len(b) > 16 {
+	for len(b) > 32 {
 		h = mix(h, binary.LittleEndian.Uint64(b), binary.LittleEndian.Uint64(b[8:]))
 		b = b[16:]
 	}
-	// the last 1 to 16 bytes as two words (overlapping when over 8)
+	// the last 1 to 32 bytes as two words (overlapping when over 8) or,
+	// over 16, four (the last two overlapping the first): an IPv4 peer's
+	// RemoteAddr in two multiplications, without the loop
 	var x, y uint64
 	switch n := len(b); {
+	case n > 16:
+		h = mix(h, binary.LittleEndian.Uint64(b), binary.LittleEndian.Uint64(b[8:]))
+		x, y = binary.LittleEndian.Uint64(b[n-16:]), binary.LittleEndian.Uint64(b[n-8:])
 	case n >= 8:
 		x, y = binary.LittleEndian.Uint64(b), binary.LittleEndian.Uint64(b[n-8:])
 	case n >= 4:

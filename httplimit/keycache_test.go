@@ -416,3 +416,24 @@ func TestDecidePartsInto(t *testing.T) {
 	assert.True(t, ok)
 	assert.False(t, route)
 }
+
+// TestHashStringEveryByte: every byte of a part, at every length up to
+// several rounds of the loop, changes its hash (a byte the hash skipped
+// would put parts that differ only there in one slot every time).
+func TestHashStringEveryByte(t *testing.T) {
+	const seed = 0x243f6a8885a308d3
+	for n := 1; n <= 80; n++ {
+		b := make([]byte, n)
+		for i := range b {
+			b[i] = byte('a' + i%26)
+		}
+		h := hashString(seed, string(b))
+		for i := range b {
+			c := append([]byte(nil), b...)
+			c[i] ^= 0x10
+			if hashString(seed, string(c)) == h {
+				t.Fatalf("length %d: byte %d does not change the hash", n, i)
+			}
+		}
+	}
+}

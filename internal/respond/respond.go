@@ -351,15 +351,9 @@ const maxEpochOffset = 100 * 366 * 24 * time.Hour
 // EpochSeconds is the Unix time, in whole seconds rounded up, of now + d:
 // the instant at which a quota that resets in d is full again.
 func EpochSeconds(now time.Time, d time.Duration) int64 {
-	if d < 0 {
-		d = 0
-	}
-	if d > maxEpochOffset {
-		d = maxEpochOffset
-	}
-	sec := now.Unix() + int64(d/time.Second)
-	ns := int64(now.Nanosecond()) + int64(d%time.Second)
-	sec += ns / int64(time.Second)
+	d = min(max(d, 0), maxEpochOffset)
+	ns := int64(now.Nanosecond()) + int64(d) // below 2^63: one division
+	sec := now.Unix() + ns/int64(time.Second)
 	if ns%int64(time.Second) != 0 {
 		sec++
 	}
@@ -436,7 +430,7 @@ func Values(v string) []string { return []string{v}[0:1:1] }
 // only for a larger remaining count, 32 bytes.
 func SetHTTPTriple(h http.Header, limit []string, remaining int64, reset string, resetN int64) {
 	if reset != "" {
-		if p := lastEpoch.Load(); p != nil && p.s == reset {
+		if p := lastEpoch.Load(); p != nil && sameString(p.s, reset) {
 			// the common response: shared limit and reset values, the
 			// remaining count ready-made or formatted into a small block
 			var rem []string
@@ -591,4 +585,11 @@ func bytesString(b []byte) string {
 		return ""
 	}
 	return unsafe.String(&b[0], len(b))
+}
+
+// sameString is a == b, true at once for the same string (EpochString's
+// result is the cache entry's own): the compare the common response
+// makes, without a call when the pointers match.
+func sameString(a, b string) bool {
+	return len(a) == len(b) && (unsafe.StringData(a) == unsafe.StringData(b) || a == b)
 }

@@ -57,6 +57,26 @@ func TestEpochSeconds(t *testing.T) {
 	assert.Equal(t, t0.Add(maxEpochOffset).Unix(), big, "capped, no overflow")
 }
 
+// TestEpochSecondsCeil: EpochSeconds is now + d rounded up to the
+// second, as time's own arithmetic computes it, for instants and
+// durations on both sides of a second's boundary.
+func TestEpochSecondsCeil(t *testing.T) {
+	nanos := []int{0, 1, 499_999_999, 500_000_000, 999_999_999}
+	ds := []time.Duration{0, 1, time.Second - 1, time.Second, time.Second + 1, 1500 * time.Millisecond,
+		time.Hour - 1, time.Hour, 90*24*time.Hour + 999_999_999}
+	for _, ns := range nanos {
+		now := time.Unix(1_700_000_000, int64(ns))
+		for _, d := range ds {
+			end := now.Add(d)
+			want := end.Unix()
+			if end.Nanosecond() != 0 {
+				want++
+			}
+			assert.Equal(t, want, EpochSeconds(now, d), "now +%dns, d %v", ns, d)
+		}
+	}
+}
+
 func TestWindowSeconds(t *testing.T) {
 	assert.Equal(t, int64(1), WindowSeconds(500*time.Millisecond))
 	assert.Equal(t, int64(60), WindowSeconds(time.Minute))
