@@ -137,6 +137,11 @@ func (c *Config) checkAdapter(a *Adapter) {
 	if c.pol.count != nil && !a.Outcome {
 		c.fail("httplimit.WithOutcome counts by the response's outcome, which a %s middleware does not report (it never calls Engine.Outcome): remove it", a.Name)
 	}
+	if c.pol.byStatus && c.pol.byAdapter != "" {
+		c.fail("%s and httplimit.WithOutcome both set counting by outcome, their Counts seeing different numbers "+
+			"(httplimit.WithOutcome's, also an HTTP adapter's WithOutcome and a rules file's count:, sees HTTP statuses): give one of the two",
+			c.pol.byAdapter)
+	}
 }
 
 // declared returns a's declaration of the adapter option name, or nil.
