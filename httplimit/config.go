@@ -138,4 +138,4 @@ func (c *Config) setAdapterValue(adapter, name string, v any) *adapterValue {
 	return &c.adapter[len(c.adapter)-1]
 }
 
-var errNoLimiter = errors.New("nil *core.Limiter: build one with core.NewLimiter(memstore.New(), policy)")
+var errNoLimiter = errors.New("nil *core.Limiter: build one with core.NewLimiter(memstore.MustNew(), policy)")
