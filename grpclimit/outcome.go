@@ -61,10 +61,10 @@ type Outcome struct {
 // the HTTP adapters' option (and what a rules file's count: builds), also
 // works on gRPC: its Count sees the code's [HTTPStatus] (StatusIn(401)
 // counts Unauthenticated). Give one of the two: New fails when given
-// both, in either order. Errors of the store calls after the handler go to the
-// error hook ([httplimit.WithErrorHook]), which names the code as "status
-// 1000+code" (status 1016: Unauthenticated); an OK call is status 200.
-// o.Count must not be nil.
+// both, in either order. Errors of the store calls after the handler go
+// to the error hook ([httplimit.WithErrorHook]), which names the code as
+// "status 1000+code" (status 1016: Unauthenticated); an OK call is status
+// 200. o.Count must not be nil.
 func WithOutcome(o Outcome) Option {
 	var count func(int) bool
 	if c := o.Count; c != nil {

@@ -16,8 +16,8 @@ import (
 // applied in order; a later option overrides an earlier one of the same
 // kind (except [WithCheck], which accumulates). An Option is immutable:
 // one value may configure any number of middlewares, of any adapter —
-// except one made by [AdapterOption] (a deny handler), which only its own
-// adapter accepts.
+// except one made by [AdapterOption] (a deny handler) or [AdapterOutcome],
+// which only its own adapter accepts.
 type Option func(*Config)
 
 // Config is a middleware's configuration: what the options build, and
