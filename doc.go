@@ -5,7 +5,8 @@
 // the key out of a request and answer a denial with 429 Too Many Requests
 // and the rate-limit headers; stores keep the state in process or in
 // Redis. Dependencies point one way: adapters → the middleware engine →
-// keyfuncs → core ← stores.
+// keyfuncs and core ← stores (keyfuncs does not import core; see
+// ARCHITECTURE.md for every import).
 //
 // # What users import
 //

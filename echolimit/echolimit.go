@@ -305,7 +305,7 @@ func unrouted(h echo.HandlerFunc) bool {
 // compare equal), 0 for nil, read as reflect reads it (a func value
 // points at its closure, whose first word is the code) without reflect's
 // overhead: three reflect calls per request cost about as much as the
-// rest of the route's key parts. TestCodePtrMatchesReflect checks it
+// rest of the route's key parts. TestUnrouted (view_test.go) checks it
 // against reflect on every build.
 func codePtr(f echo.HandlerFunc) uintptr {
 	p := funcPtr(f)

@@ -72,7 +72,7 @@ type Interceptor struct {
 // mark, and reports outcomes.
 var adapter = httplimit.Adapter{
 	Name:           "grpclimit",
-	Options:        []httplimit.OptionDecl{httplimit.DeclareOption[func(codes.Code) bool](outcomeMark)},
+	Options:        []httplimit.OptionDecl{httplimit.DeclareOption[func(int) bool](outcomeMark)},
 	Outcome:        true,
 	NoHTTPResponse: true,
 	Denials: "grpclimit answers a denial with a status: codes.ResourceExhausted with RetryInfo, " +

@@ -60,28 +60,26 @@ type Outcome struct {
 // redisstore, the fleet tier), or New fails. [httplimit.WithOutcome],
 // the HTTP adapters' option (and what a rules file's count: builds), also
 // works on gRPC: its Count sees the code's [HTTPStatus] (StatusIn(401)
-// counts Unauthenticated). Give one of the two, not both: the last one's
-// Count applies, and after a WithOutcome an httplimit.WithOutcome's Count
-// would see this option's numbering, not HTTP statuses. Errors of the store calls after the handler go to the
-// error hook ([httplimit.WithErrorHook]), which names the code as "status
-// 1000+code" (status 1016: Unauthenticated); an OK call is status 200.
-// o.Count must not be nil.
+// counts Unauthenticated). Give one of the two: New fails when given
+// both, in either order. Errors of the store calls after the handler go
+// to the error hook ([httplimit.WithErrorHook]), which names the code as
+// "status 1000+code" (status 1016: Unauthenticated); an OK call is status
+// 200. o.Count must not be nil.
 func WithOutcome(o Outcome) Option {
-	mark := httplimit.AdapterOption("grpclimit", outcomeMark, o.Count) // fails on a nil Count
-	count := o.Count
-	opt := httplimit.WithOutcome(httplimit.Outcome{
-		Count:          func(s int) bool { return count(codeOf(s)) },
+	var count func(int) bool
+	if c := o.Count; c != nil {
+		count = func(s int) bool { return c(codeOf(s)) }
+	}
+	return httplimit.AdapterOutcome("grpclimit", outcomeMark, httplimit.Outcome{
+		Count:          count,
 		ResetOnSuccess: o.ResetOnSuccess,
 		ChargeFirst:    o.ChargeFirst,
 	})
-	return func(c *httplimit.Config) {
-		mark(c)
-		opt(c)
-	}
 }
 
-// outcomeMark is the name WithOutcome's adapter value (o.Count) is
-// stored under: New accepts counting by outcome only with it.
+// outcomeMark is the name of WithOutcome's adapter option (its Count
+// over the engine's status numbers): New tells it from
+// httplimit.WithOutcome by it.
 const outcomeMark = "WithOutcome"
 
 // CodeIn returns an [Outcome] Count that accepts exactly the given codes

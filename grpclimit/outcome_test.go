@@ -377,6 +377,32 @@ func TestOutcomeMistakes(t *testing.T) {
 	grpclimit.MustNew(lim()).StreamServerInterceptor(grpclimit.PerMessage(grpclimit.MustNew(lim(), opt)))
 }
 
+// TestOutcomeGivenTwoWays: grpclimit.WithOutcome and httplimit.WithOutcome
+// (a rules file's count:) together are a construction error in either
+// order, naming both; before, the last one's Count applied, and after a
+// grpclimit.WithOutcome an httplimit.WithOutcome's Count saw gRPC
+// numbering instead of HTTP statuses.
+func TestOutcomeGivenTwoWays(t *testing.T) {
+	l := newLimiter(t, 1, core.NewManualClock(t0))
+	byCode := grpclimit.WithOutcome(grpclimit.Outcome{Count: grpclimit.CodeIn(codes.Unauthenticated)})
+	byStatus := httplimit.WithOutcome(httplimit.Outcome{Count: httplimit.StatusIn(401)})
+	const want = "grpclimit: grpclimit.WithOutcome and httplimit.WithOutcome both set counting by outcome, their Counts seeing different numbers " +
+		"(httplimit.WithOutcome's, also an HTTP adapter's WithOutcome and a rules file's count:, sees HTTP statuses): give one of the two"
+	for name, opts := range map[string][]grpclimit.Option{
+		"grpclimit first": {byCode, byStatus},
+		"httplimit first": {byStatus, byCode},
+	} {
+		if _, err := grpclimit.New(l, opts...); err == nil || err.Error() != want {
+			t.Errorf("%s: err = %v, want %q", name, err, want)
+		}
+	}
+	for _, opts := range [][]grpclimit.Option{{byCode}, {byStatus}, {byCode, byCode}, {byStatus, byStatus}} {
+		if _, err := grpclimit.New(l, opts...); err != nil {
+			t.Errorf("one way of counting (%d options): %v", len(opts), err)
+		}
+	}
+}
+
 // WithTiers and WithOverrides pass through: the tier (metadata x-plan)
 // picks the limiter, an override's key gets its own, each with its own
 // quota, and the metadata describes the chosen policy.

@@ -12,8 +12,10 @@ import (
 // adapter options it reads, and what of the common options it can
 // honour. The engine rejects, at construction and with an error naming
 // the option, every option the adapter would silently ignore: another
-// adapter's option, an adapter option the adapter does not declare or of
-// another type, [WithOutcome] given to an adapter that never reports
+// adapter's option (the error names this adapter's equivalent: its
+// option of the same name, or for another's [AdapterOutcome] its
+// WithOutcome, which the HTTP adapters re-export), an adapter option the
+// adapter does not declare or of another type, [WithOutcome] given to an adapter that never reports
 // outcomes, [WithDenyStatus] or [WithDenyBody] given to one that writes
 // no HTTP response. The zero value (with a Name) describes an HTTP
 // adapter without adapter options that does not count by outcome: what
@@ -42,7 +44,7 @@ type Adapter struct {
 	NoHTTPResponse bool
 	// Denials tells a user what to do instead, in the errors rejecting an
 	// option this adapter cannot honour (an HTTP-only option, another
-	// adapter's deny handler): how its denials are shaped and customised,
+	// adapter's WithDenyHandler): how its denials are shaped and customised,
 	// e.g. "grpclimit denies with codes.ResourceExhausted and its
 	// details". Optional.
 	Denials string
@@ -98,19 +100,11 @@ func AdapterOptionValue[T any](e *Engine, name string) (T, error) {
 // and converts the values of its declared adapter options to their
 // declared types.
 func (c *Config) checkAdapter(a *Adapter) {
-	instead := ""
-	if a.Denials != "" {
-		instead = " (" + a.Denials + ")"
-	}
 	for i := range c.adapter {
 		v := &c.adapter[i]
 		if v.adapter != a.Name {
-			hint := "package " + a.Name + " has no equivalent" + instead
-			if a.declared(v.name) != nil {
-				hint = "use " + a.Name + "." + v.name
-			}
-			c.fail("%s.%s is an option of package %s, given to a %s middleware: %s",
-				v.adapter, v.name, v.adapter, a.Name, hint)
+			c.fail("%s.%s is an option of package %s, given to %s middleware: %s",
+				v.adapter, v.name, v.adapter, article(a.Name), a.equivalent(v))
 			continue
 		}
 		d := a.declared(v.name)
@@ -131,12 +125,54 @@ func (c *Config) checkAdapter(a *Adapter) {
 		v.v = cv.Interface()
 	}
 	if a.NoHTTPResponse && len(c.httpOnly) > 0 {
-		c.fail("httplimit.%s shapes an HTTP response, which a %s middleware does not write: remove it%s",
-			c.httpOnly[0], a.Name, instead)
+		c.fail("httplimit.%s shapes an HTTP response, which %s middleware does not write: remove it%s",
+			c.httpOnly[0], article(a.Name), a.denials())
 	}
 	if c.pol.count != nil && !a.Outcome {
-		c.fail("httplimit.WithOutcome counts by the response's outcome, which a %s middleware does not report (it never calls Engine.Outcome): remove it", a.Name)
+		c.fail("httplimit.WithOutcome counts by the response's outcome, which %s middleware does not report (it never calls Engine.Outcome): remove it", article(a.Name))
 	}
+	if c.pol.byStatus && c.pol.byAdapter != "" {
+		c.fail("%s and httplimit.WithOutcome both set counting by outcome, their Counts seeing different numbers "+
+			"(httplimit.WithOutcome's, also an HTTP adapter's WithOutcome and a rules file's count:, sees HTTP statuses): give one of the two",
+			c.pol.byAdapter)
+	}
+}
+
+// equivalent tells the user of adapter a what to use in place of another
+// adapter's option v: a's option of the same name; for counting by
+// outcome, the common WithOutcome (which the HTTP adapters re-export);
+// else that a has none, with how a denies in place of another's deny
+// handler.
+func (a *Adapter) equivalent(v *adapterValue) string {
+	switch {
+	case a.declared(v.name) != nil:
+		return "use " + a.Name + "." + v.name
+	case v.outcome && a.Outcome && a.NoHTTPResponse:
+		return "use httplimit.WithOutcome, whose Count sees HTTP statuses"
+	case v.outcome && a.Outcome:
+		return "use " + a.Name + ".WithOutcome, whose Count sees HTTP statuses"
+	case v.name == "WithDenyHandler":
+		return "package " + a.Name + " has no equivalent" + a.denials()
+	}
+	return "package " + a.Name + " has no equivalent"
+}
+
+// denials is a.Denials as the end of an error: what to do instead of an
+// option a cannot honour.
+func (a *Adapter) denials() string {
+	if a.Denials == "" {
+		return ""
+	}
+	return " (" + a.Denials + ")"
+}
+
+// article returns name with its indefinite article, by its first letter:
+// "a nethttp", "an echolimit".
+func article(name string) string {
+	if name != "" && strings.ContainsRune("aeiouAEIOU", rune(name[0])) {
+		return "an " + name
+	}
+	return "a " + name
 }
 
 // declared returns a's declaration of the adapter option name, or nil.

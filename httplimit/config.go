@@ -16,8 +16,8 @@ import (
 // applied in order; a later option overrides an earlier one of the same
 // kind (except [WithCheck], which accumulates). An Option is immutable:
 // one value may configure any number of middlewares, of any adapter —
-// except one made by [AdapterOption] (a deny handler), which only its own
-// adapter accepts.
+// except one made by [AdapterOption] (a deny handler) or [AdapterOutcome],
+// which only its own adapter accepts.
 type Option func(*Config)
 
 // Config is a middleware's configuration: what the options build, and
@@ -56,6 +56,7 @@ type Config struct {
 type adapterValue struct {
 	adapter, name string
 	v             any
+	outcome       bool // set by AdapterOutcome: counting by outcome
 }
 
 type keySpec struct {
@@ -120,14 +121,21 @@ func AdapterOption(adapter, name string, v any) Option {
 			c.fail("%s.%s(nil): pass a value, or leave the option out", adapter, name)
 			return
 		}
-		for i := range c.adapter {
-			if c.adapter[i].adapter == adapter && c.adapter[i].name == name {
-				c.adapter[i].v = v
-				return
-			}
-		}
-		c.adapter = append(c.adapter, adapterValue{adapter: adapter, name: name, v: v})
+		c.setAdapterValue(adapter, name, v)
 	}
 }
 
-var errNoLimiter = errors.New("nil *core.Limiter: build one with core.NewLimiter(memstore.New(), policy)")
+// setAdapterValue sets the value of adapter's option name to v, in place
+// of an earlier one, and returns its entry.
+func (c *Config) setAdapterValue(adapter, name string, v any) *adapterValue {
+	for i := range c.adapter {
+		if c.adapter[i].adapter == adapter && c.adapter[i].name == name {
+			c.adapter[i].v, c.adapter[i].outcome = v, false
+			return &c.adapter[i]
+		}
+	}
+	c.adapter = append(c.adapter, adapterValue{adapter: adapter, name: name, v: v})
+	return &c.adapter[len(c.adapter)-1]
+}
+
+var errNoLimiter = errors.New("nil *core.Limiter: build one with core.NewLimiter(memstore.MustNew(), policy)")

@@ -21,21 +21,24 @@ import (
 	"github.com/limitkit/limitkit/nethttp"
 )
 
-// TestDenyHandlerOfAnotherAdapter guards the cross-adapter mistake:
+// grpcDenials is how grpclimit's errors say it denies, in place of a deny
+// handler it has no equivalent of.
+const grpcDenials = "grpclimit answers a denial with a status: codes.ResourceExhausted with RetryInfo, " +
+	"QuotaFailure and ErrorInfo details and the retry-after and grpc-retry-pushback-ms trailers " +
+	"(see grpclimit.Interceptor); wrap the interceptor to change it"
+
+// TestOptionOfAnotherAdapter guards the cross-adapter mistake:
 // nethttp.NewMiddleware(l, ginlimit.WithDenyHandler(h)) compiled and
 // silently sent the default 429. Every adapter must reject every other
-// adapter's WithDenyHandler at construction, naming both, and accept its
-// own.
-func TestDenyHandlerOfAnotherAdapter(t *testing.T) {
+// adapter's own option at construction, naming both and what to use
+// instead — the receiving package's equivalent when it has one
+// (nethttp.WithOutcome for grpclimit.WithOutcome, not "no equivalent"),
+// "no equivalent" only when it has none, with how grpclimit denies only
+// in place of a deny handler — and accept its own.
+func TestOptionOfAnotherAdapter(t *testing.T) {
 	store := memstore.MustNew()
 	defer store.Close()
 	l := core.MustNewLimiter(store, core.Policy{Name: "api", Limits: []core.Limit{core.PerMinute(1)}})
-	handlers := map[string]httplimit.Option{
-		"nethttp":    nethttp.WithDenyHandler(func(http.ResponseWriter, *http.Request, nethttp.Rejection) {}),
-		"ginlimit":   ginlimit.WithDenyHandler(func(*gin.Context, ginlimit.Rejection) {}),
-		"echolimit":  echolimit.WithDenyHandler(func(echo.Context, echolimit.Rejection) error { return nil }),
-		"fiberlimit": fiberlimit.WithDenyHandler(func(*fiber.Ctx, fiberlimit.Rejection) error { return nil }),
-	}
 	build := map[string]func(...httplimit.Option) error{
 		"nethttp":    func(o ...httplimit.Option) error { _, err := nethttp.NewMiddleware(l, o...); return err },
 		"ginlimit":   func(o ...httplimit.Option) error { _, err := ginlimit.NewMiddleware(l, o...); return err },
@@ -43,24 +46,50 @@ func TestDenyHandlerOfAnotherAdapter(t *testing.T) {
 		"fiberlimit": func(o ...httplimit.Option) error { _, err := fiberlimit.NewMiddleware(l, o...); return err },
 		"grpclimit":  func(o ...httplimit.Option) error { _, err := grpclimit.New(l, o...); return err },
 	}
-	for adapter, b := range build {
-		for owner, opt := range handlers {
-			t.Run(owner+" to "+adapter, func(t *testing.T) {
-				err := b(httplimit.WithScope("x"), opt)
-				if owner == adapter {
+	article := map[string]string{"nethttp": "a", "ginlimit": "a", "echolimit": "an", "fiberlimit": "a", "grpclimit": "a"}
+	denyHints := map[string]string{ // what each adapter answers to another's WithDenyHandler
+		"nethttp":    "use nethttp.WithDenyHandler",
+		"ginlimit":   "use ginlimit.WithDenyHandler",
+		"echolimit":  "use echolimit.WithDenyHandler",
+		"fiberlimit": "use fiberlimit.WithDenyHandler",
+		"grpclimit":  "package grpclimit has no equivalent (" + grpcDenials + ")",
+	}
+	for _, tc := range []struct {
+		name  string // as the user wrote it
+		opt   httplimit.Option
+		hints map[string]string // by receiving adapter; the owner is absent
+	}{
+		{"nethttp.WithDenyHandler", nethttp.WithDenyHandler(func(http.ResponseWriter, *http.Request, nethttp.Rejection) {}), denyHints},
+		{"ginlimit.WithDenyHandler", ginlimit.WithDenyHandler(func(*gin.Context, ginlimit.Rejection) {}), denyHints},
+		{"echolimit.WithDenyHandler", echolimit.WithDenyHandler(func(echo.Context, echolimit.Rejection) error { return nil }), denyHints},
+		{"fiberlimit.WithDenyHandler", fiberlimit.WithDenyHandler(func(*fiber.Ctx, fiberlimit.Rejection) error { return nil }), denyHints},
+		{"nethttp.WithRoute", nethttp.WithRoute(func(*http.Request) string { return "/x" }), map[string]string{
+			"ginlimit":   "package ginlimit has no equivalent",
+			"echolimit":  "package echolimit has no equivalent",
+			"fiberlimit": "package fiberlimit has no equivalent",
+			"grpclimit":  "package grpclimit has no equivalent",
+		}},
+		{"grpclimit.WithOutcome", grpclimit.WithOutcome(grpclimit.Outcome{Count: grpclimit.CodeNotOK}), map[string]string{
+			"nethttp":    "use nethttp.WithOutcome, whose Count sees HTTP statuses",
+			"ginlimit":   "use ginlimit.WithOutcome, whose Count sees HTTP statuses",
+			"echolimit":  "use echolimit.WithOutcome, whose Count sees HTTP statuses",
+			"fiberlimit": "use fiberlimit.WithOutcome, whose Count sees HTTP statuses",
+		}},
+	} {
+		owner, _, _ := strings.Cut(tc.name, ".")
+		for adapter, b := range build {
+			t.Run(tc.name+" to "+adapter, func(t *testing.T) {
+				err := b(httplimit.WithScope("x"), tc.opt)
+				if adapter == owner {
 					if err != nil {
-						t.Fatalf("own deny handler refused: %v", err)
+						t.Fatalf("own option refused: %v", err)
 					}
 					return
 				}
-				want := fmt.Sprintf("%s: %s.WithDenyHandler is an option of package %s, given to a %s middleware: use %s.WithDenyHandler",
-					adapter, owner, owner, adapter, adapter)
-				if adapter == "grpclimit" {
-					want = fmt.Sprintf("grpclimit: %s.WithDenyHandler is an option of package %s, given to a grpclimit middleware: package grpclimit has no equivalent (grpclimit answers a denial with a status: codes.ResourceExhausted",
-						owner, owner)
-				}
-				if err == nil || !strings.Contains(err.Error(), want) {
-					t.Fatalf("err = %v, want %q", err, want)
+				want := fmt.Sprintf("%s: %s is an option of package %s, given to %s %s middleware: %s",
+					adapter, tc.name, owner, article[adapter], adapter, tc.hints[adapter])
+				if err == nil || err.Error() != want {
+					t.Fatalf("err = %v\nwant  %s", err, want)
 				}
 			})
 		}
@@ -68,32 +97,15 @@ func TestDenyHandlerOfAnotherAdapter(t *testing.T) {
 }
 
 // TestRouteOfAnotherAdapter: nethttp.WithRoute, an adapter option since
-// the engine moved to httplimit, is refused by every other adapter at
-// construction (gin, echo and fiber know their routes; a resolver given
-// to them would be silently ignored), and a nil resolver is refused by
-// nethttp itself.
+// the engine moved to httplimit, is refused by every other adapter
+// (TestOptionOfAnotherAdapter), and a nil resolver is refused by nethttp
+// itself.
 func TestRouteOfAnotherAdapter(t *testing.T) {
 	store := memstore.MustNew()
 	defer store.Close()
 	l := core.MustNewLimiter(store, core.Policy{Name: "api", Limits: []core.Limit{core.PerMinute(1)}})
-	route := nethttp.WithRoute(func(*http.Request) string { return "/x" })
-	_, err := nethttp.NewMiddleware(l, route)
-	if err != nil {
-		t.Fatalf("nethttp refused its own WithRoute: %v", err)
-	}
 	if _, err := nethttp.NewMiddleware(l, nethttp.WithRoute(nil)); err == nil || !strings.Contains(err.Error(), "nethttp.WithRoute(nil)") {
 		t.Fatalf("WithRoute(nil): err = %v", err)
-	}
-	for adapter, b := range map[string]func() error{
-		"ginlimit":   func() error { _, err := ginlimit.NewMiddleware(l, route); return err },
-		"echolimit":  func() error { _, err := echolimit.NewMiddleware(l, route); return err },
-		"fiberlimit": func() error { _, err := fiberlimit.NewMiddleware(l, route); return err },
-		"grpclimit":  func() error { _, err := grpclimit.New(l, route); return err },
-	} {
-		want := adapter + ": nethttp.WithRoute is an option of package nethttp, given to a " + adapter + " middleware"
-		if err := b(); err == nil || !strings.Contains(err.Error(), want) {
-			t.Errorf("%s: err = %v, want %q", adapter, err, want)
-		}
 	}
 }
 
@@ -113,8 +125,8 @@ func TestGRPCRefusesHTTPResponseOptions(t *testing.T) {
 		{ginlimit.WithDenyBody("text/plain", []byte("slow down")), "WithDenyBody"},
 	} {
 		_, err := grpclimit.New(l, tc.opt)
-		want := "grpclimit: httplimit." + tc.name + " shapes an HTTP response, which a grpclimit middleware does not write: remove it (grpclimit answers a denial with a status: codes.ResourceExhausted"
-		if err == nil || !strings.HasPrefix(err.Error(), want) {
+		want := "grpclimit: httplimit." + tc.name + " shapes an HTTP response, which a grpclimit middleware does not write: remove it (" + grpcDenials + ")"
+		if err == nil || err.Error() != want {
 			t.Errorf("grpclimit.New with %s: err = %v, want %q", tc.name, err, want)
 		}
 		if _, err := nethttp.NewMiddleware(l, tc.opt); err != nil {

@@ -106,7 +106,28 @@ func WithOutcome(o Outcome) Option {
 			c.fail("WithOutcome: Outcome.Count is nil; pass which statuses count, e.g. httplimit.StatusIn(401)")
 			return
 		}
-		c.pol.count, c.pol.resetOnSuccess, c.pol.chargeFirst = o.Count, o.ResetOnSuccess, o.ChargeFirst
+		c.pol.setOutcome(o)
+		c.pol.byStatus = true
+	}
+}
+
+// AdapterOutcome is [WithOutcome] for an adapter whose outcomes are not
+// HTTP statuses: o.Count sees the numbers the adapter passes to
+// [Engine.Outcome] (grpclimit.WithOutcome counts by gRPC code). It is the
+// adapter option name of adapter, as [AdapterOption] with o.Count as its
+// value: only that adapter accepts it, and only when it declares name
+// with the type func(int) bool. Given together with WithOutcome, in either
+// order, it is a construction error: one Count would see the other's
+// numbering. A nil o.Count is a mistake the engine reports.
+func AdapterOutcome(adapter, name string, o Outcome) Option {
+	return func(c *Config) {
+		if o.Count == nil {
+			c.fail("%s.%s: Outcome.Count is nil; pass which outcomes count", adapter, name)
+			return
+		}
+		c.setAdapterValue(adapter, name, o.Count).outcome = true
+		c.pol.setOutcome(o)
+		c.pol.byAdapter = adapter + "." + name
 	}
 }
 
@@ -120,6 +141,12 @@ type policySpec struct {
 	count          func(status int) bool
 	resetOnSuccess bool
 	chargeFirst    bool
+	byStatus       bool   // WithOutcome was given
+	byAdapter      string // an AdapterOutcome was given: its adapter.name
+}
+
+func (p *policySpec) setOutcome(o Outcome) {
+	p.count, p.resetOnSuccess, p.chargeFirst = o.Count, o.ResetOnSuccess, o.ChargeFirst
 }
 
 // StatusAtLeast returns an [Outcome] Count that accepts statuses >= min

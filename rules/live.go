@@ -123,7 +123,7 @@ type Snapshot[H any] struct {
 // Live per policy name).
 func NewLive[H any](store core.Store, set *Set, build func(*Rule, *core.Limiter) (H, error), opts ...core.Option) (*Live[H], error) {
 	if store == nil {
-		return nil, fmt.Errorf("rules: NewLive: nil store; pass the store the limiters share (memstore.New() for the embedded one)")
+		return nil, fmt.Errorf("rules: NewLive: nil store; pass the store the limiters share (memstore.MustNew() for the embedded one)")
 	}
 	if set == nil {
 		return nil, fmt.Errorf("rules: NewLive: nil set; load one with LoadFile or use Default()")
@@ -137,7 +137,7 @@ func NewLive[H any](store core.Store, set *Set, build func(*Rule, *core.Limiter)
 
 func newLive[H any](store core.Store, set *Set, build func(*Rule, Limiters) (H, error), opts []core.Option) (*Live[H], error) {
 	if store == nil {
-		return nil, fmt.Errorf("rules: NewLive: nil store; pass the store the limiters share (memstore.New() for the embedded one)")
+		return nil, fmt.Errorf("rules: NewLive: nil store; pass the store the limiters share (memstore.MustNew() for the embedded one)")
 	}
 	if set == nil {
 		return nil, fmt.Errorf("rules: NewLive: nil set; load one with LoadFile or use Default()")

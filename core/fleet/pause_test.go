@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/limitkit/limitkit/core"
+	"github.com/limitkit/limitkit/core/memstore"
 	"github.com/limitkit/limitkit/core/redisstore"
 	"github.com/limitkit/limitkit/internal/redistest"
 	"github.com/redis/go-redis/v9"
@@ -42,9 +43,13 @@ import (
 //     CPU-starved machine can itself miss its deadline, so the time and
 //     the probe commands it took are reported, not asserted.
 //   - Requests decided while the breaker was open do not wait for Redis:
-//     their p99 is below a fifth of the store deadline (10ms) without the
-//     race detector (.ci/run runs this test in its non-race step; typically
-//     under 1ms, reported), and is reported under it.
+//     their p99 is within half the store deadline (25ms) of the p99 of a
+//     baseline measured by the same goroutines at the same moments, a
+//     decision by a plain memstore Limiter (the work the local fallback
+//     does, with no breaker or Redis client in front of it). A loaded
+//     machine delays both alike; a request that waited for Redis would
+//     wait up to the deadline (50ms). Both p99s are reported (typically
+//     well under 1ms).
 //   - Once the tiers are closed no goroutine is left behind.
 func TestRedisPausedMidTraffic(t *testing.T) {
 	const tiers, perTier = 4, 16
@@ -55,7 +60,7 @@ func TestRedisPausedMidTraffic(t *testing.T) {
 	var clients []*redis.Client
 	var stores []*Store
 	var lims []*core.Limiter
-	ev := &events{}
+	ev := &fallbackCount{}
 	obs := make([]*closeCounter, tiers)
 	pol := core.Policy{Name: "paused", FailMode: core.FailLocal, FleetSize: tiers, Limits: []core.Limit{core.Per(1<<30, time.Hour)}}
 	for i := 0; i < tiers; i++ {
@@ -75,6 +80,9 @@ func TestRedisPausedMidTraffic(t *testing.T) {
 	var paid int                // requests started after the pause that waited for the deadline
 	var paidLate int            // requests started and ended with their breaker open that sent a command
 	var openLat []time.Duration // latencies of those requests
+	var baseLat []time.Duration // a memstore Limiter's, right after each of them
+	baseStore := memstore.MustNew()
+	baseLim := core.MustNewLimiter(baseStore, core.Policy{Name: "baseline", Limits: []core.Limit{core.Per(1<<30, time.Hour)}})
 	var wg sync.WaitGroup
 	ctx := context.Background()
 	for g := 0; g < tiers*perTier; g++ {
@@ -91,6 +99,12 @@ func TestRedisPausedMidTraffic(t *testing.T) {
 				d, err := lim.Allow(context.WithValue(ctx, sentKey{}, rec), "k")
 				el := time.Since(start)
 				late := open && o.closes.Load() == closes
+				var bel time.Duration
+				if late {
+					bstart := time.Now()
+					_, _ = baseLim.Allow(ctx, "k")
+					bel = time.Since(bstart)
+				}
 				mu.Lock()
 				// a request that sent a command and timed out waited on
 				// Redis; one that timed out without sending was only
@@ -103,6 +117,7 @@ func TestRedisPausedMidTraffic(t *testing.T) {
 						paidLate++ // the breaker was open throughout, yet it sent
 					}
 					openLat = append(openLat, el)
+					baseLat = append(baseLat, bel)
 				}
 				mu.Unlock()
 				if !d.Allowed {
@@ -149,18 +164,20 @@ func TestRedisPausedMidTraffic(t *testing.T) {
 	closedAfter := time.Since(resumed)
 	phase.Store(3)
 	wg.Wait()
+	require.NoError(t, baseStore.Close())
 
 	mu.Lock()
 	defer mu.Unlock()
 	require.NotEmpty(t, openLat)
 	slices.Sort(openLat)
-	p99 := openLat[len(openLat)*99/100]
+	slices.Sort(baseLat)
+	p99, baseP99 := openLat[len(openLat)*99/100], baseLat[len(baseLat)*99/100]
 	probes := make([]int64, tiers)
 	for i, o := range obs {
 		probes[i] = o.probesAtClose.Load() - probesBefore[i]
 	}
-	t.Logf("paid the deadline after the pause: %d requests (%d goroutines); with the breaker open: %d decisions, p50 %v, p99 %v, max %v; closed %v after SIGCONT, probe commands started after SIGCONT per tier %v (cool-down %v, probe %v)",
-		paid, tiers*perTier, len(openLat), openLat[len(openLat)/2], p99, openLat[len(openLat)-1], closedAfter, probes, coolDown, probe)
+	t.Logf("paid the deadline after the pause: %d requests (%d goroutines); with the breaker open: %d decisions, p50 %v, p99 %v (baseline %v), max %v; closed %v after SIGCONT, probe commands started after SIGCONT per tier %v (cool-down %v, probe %v)",
+		paid, tiers*perTier, len(openLat), openLat[len(openLat)/2], p99, baseP99, openLat[len(openLat)-1], closedAfter, probes, coolDown, probe)
 	// Only requests sent before their tier's breaker opened may pay: the
 	// ones a goroutine sent while its tier had seen fewer than the
 	// threshold (3) of the first wave's failures; under load a goroutine
@@ -170,13 +187,10 @@ func TestRedisPausedMidTraffic(t *testing.T) {
 	// probes reach Redis: paidLate is that check.
 	assert.LessOrEqual(t, paid, tiers*perTier*(3+2*int(starveGrace/core.DefaultTimeout)), "a goroutine pays the deadline at most threshold times, plus the starvation grace")
 	assert.LessOrEqual(t, paidLate, tiers*(1+int(3*probe/probe)), "with the breakers open, only the probes reach Redis")
-	if !raceEnabled {
-		// p99 is typically well under 1 ms (reported above); what a
-		// loaded machine cannot move is that no request with its breaker
-		// open waits anything like the store's deadline
-		assert.Less(t, p99, core.DefaultTimeout/5, "with the breaker open no request waits for Redis")
-	}
-	assert.NotEmpty(t, ev.kinds(core.EventFallback))
+	// a loaded machine delays the baseline as much; a request waiting
+	// for Redis would add up to the deadline
+	assert.Less(t, p99, baseP99+core.DefaultTimeout/2, "with the breaker open no request waits for Redis (p99 against the baseline's)")
+	assert.NotZero(t, ev.n.Load(), "fallback events")
 
 	for _, s := range stores {
 		require.NoError(t, s.Close())
@@ -191,6 +205,18 @@ func TestRedisPausedMidTraffic(t *testing.T) {
 	if n := runtime.NumGoroutine(); n > base {
 		buf := make([]byte, 1<<20)
 		t.Errorf("goroutines leaked: %d, before %d:\n%s", n, base, buf[:runtime.Stack(buf, true)])
+	}
+}
+
+// fallbackCount counts fallback events. It stores nothing else: a
+// recorder appending every event under one mutex (events) delays the
+// decisions whose latency the test measures, by the copies of its growing
+// slice.
+type fallbackCount struct{ n atomic.Int64 }
+
+func (f *fallbackCount) Observe(e core.Event) {
+	if e.Kind == core.EventFallback {
+		f.n.Add(1)
 	}
 }
 

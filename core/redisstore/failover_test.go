@@ -2,6 +2,8 @@ package redisstore
 
 import (
 	"context"
+	"net"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -98,20 +100,30 @@ func TestRecoveryAfterRestart(t *testing.T) {
 	t.Cleanup(func() { _ = c.Close() })
 	s := newStore(t, c)
 	p := mustPolicy(t, core.Policy{Name: "restart", Limits: []core.Limit{core.PerMinute(1000)}})
-	take := func() error {
-		ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	takeWithin := func(d time.Duration) error {
+		ctx, cancel := context.WithTimeout(context.Background(), d)
 		defer cancel()
 		_, err := s.Take(ctx, "k", p, time.Time{}, 1)
 		return err
 	}
-	require.NoError(t, take())
+	take := func() error { return takeWithin(50 * time.Millisecond) }
+	require.NoError(t, takeWithin(2*time.Second), "the first decision (loads the script)")
 	srv.Kill()
+	// a refused dial fails at once: one attempt (DialerRetries 1; go-redis's
+	// default tries 5 times 100 ms apart), reported as a connection error.
+	// Counted, not timed, and under a long deadline (2 s), so that a
+	// loaded machine can neither fail it nor turn a refusal into a timeout.
+	// Once PoolSize dials have failed the pool also re-dials in the
+	// background, once a second: those may fall in a decision's window.
+	dials := &dialCount{}
+	c.(*redis.Client).AddHook(dials)
 	for i := 0; i < 3*c.(*redis.Client).Options().PoolSize; i++ {
-		start := time.Now()
-		err := take()
+		before, start := dials.n.Load(), time.Now()
+		err := takeWithin(2 * time.Second)
+		background := 1 + int64(time.Since(start)/time.Second)
 		require.Error(t, err)
-		require.Equal(t, core.ErrorConnection, core.ClassifyError(err), "%v", err)
-		require.Less(t, time.Since(start), 30*time.Millisecond, "a refused dial fails at once")
+		require.Equal(t, core.ErrorConnection, core.ClassifyError(err), "a refused dial fails at once: %v", err)
+		require.LessOrEqual(t, dials.n.Load()-before, 1+background, "dial attempts in one decision's window: its own and the pool's background re-dials")
 	}
 	srv.Restart()
 	back := time.Now()
@@ -122,4 +134,21 @@ func TestRecoveryAfterRestart(t *testing.T) {
 	took := time.Since(back)
 	t.Logf("decisions fail for %v after Redis answers again", took.Round(time.Millisecond))
 	assert.LessOrEqual(t, took, 1500*time.Millisecond, "go-redis re-dials once a second")
+}
+
+// dialCount counts a client's dial attempts (go-redis dials on a context
+// of its own, so they cannot be told apart by the decision's).
+type dialCount struct{ n atomic.Int64 }
+
+func (d *dialCount) DialHook(next redis.DialHook) redis.DialHook {
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		d.n.Add(1)
+		return next(ctx, network, addr)
+	}
+}
+
+func (d *dialCount) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
+
+func (d *dialCount) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
 }

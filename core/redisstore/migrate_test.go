@@ -2,7 +2,10 @@ package redisstore
 
 import (
 	"context"
+	"errors"
 	"net"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -60,16 +63,49 @@ func TestTryAgainDuringSlotMigration(t *testing.T) {
 	host, port, _ := net.SplitHostPort(dst.Addr)
 	do(src, "MIGRATE", host, port, "", "0", "5000", "KEYS", keys[0])
 
+	// the second key moves once the decision has been answered TRYAGAIN:
+	// synchronised on that reply, not on a sleep, so that a loaded machine
+	// cannot move it before the decision is sent, or after its deadline
+	tryAgain := &replySeen{want: "TRYAGAIN", seen: make(chan struct{})}
+	cc.AddHook(tryAgain)
 	moved := make(chan error, 1)
 	go func() {
-		time.Sleep(20 * time.Millisecond)
+		select {
+		case <-tryAgain.seen:
+		case <-time.After(10 * time.Second):
+			moved <- errors.New("no TRYAGAIN reply within 10 s")
+			return
+		}
 		_, err := src.Do("MIGRATE", host, port, "", "0", "5000", "KEYS", keys[1])
 		moved <- err
 	}()
-	dctx, dcancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	dctx, dcancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer dcancel()
 	d, err := s.Take(dctx, "k", p, epoch, 1)
 	require.NoError(t, <-moved)
 	require.NoError(t, err, "kind %v", core.ClassifyError(err))
 	assert.Equal(t, int64(8), d.Remaining, "decided on the migrated state")
+}
+
+// replySeen closes seen at the first command whose error contains want.
+type replySeen struct {
+	want string
+	seen chan struct{}
+	once sync.Once
+}
+
+func (r *replySeen) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (r *replySeen) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		err := next(ctx, cmd)
+		if err != nil && strings.Contains(err.Error(), r.want) {
+			r.once.Do(func() { close(r.seen) })
+		}
+		return err
+	}
+}
+
+func (r *replySeen) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
 }

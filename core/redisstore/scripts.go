@@ -12,7 +12,7 @@ import (
 )
 
 // The scripts' sources: lua_generic.go (one per algorithm, any policy, and
-// the calling convention), lua_single.go (one limit of each algorithm,
+// the calling convention; the sliding log's in lua_slidinglog.go), lua_single.go (one limit of each algorithm,
 // written out) and lua_multi.go (several GCRA or fixed-window limits).
 
 // script is a Lua script run with EVALSHA, falling back to EVAL when

@@ -92,7 +92,7 @@ func TestOtherAdaptersOptionIsAnError(t *testing.T) {
 // nothing; a misspelt adapter option is refused rather than ignored.
 func TestWhatItCannotHonourIsAnError(t *testing.T) {
 	_, err := extadapter.New(limiter(t), httplimit.WithOutcome(httplimit.Outcome{Count: httplimit.StatusIn(401)}))
-	if want := "extadapter: httplimit.WithOutcome counts by the response's outcome, which a extadapter middleware does not report (it never calls Engine.Outcome): remove it"; err == nil || err.Error() != want {
+	if want := "extadapter: httplimit.WithOutcome counts by the response's outcome, which an extadapter middleware does not report (it never calls Engine.Outcome): remove it"; err == nil || err.Error() != want {
 		t.Fatalf("WithOutcome: err = %v, want %q", err, want)
 	}
 	_, err = extadapter.New(limiter(t), httplimit.AdapterOption("extadapter", "WithDenyHandlr",

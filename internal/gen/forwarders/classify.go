@@ -4,7 +4,7 @@ package main
 // is exactly one of:
 //
 //   - an option: a function whose only result is Option. Forwarded,
-//     unless listed in notForwarded (AdapterOption). So a new With*
+//     unless listed in notForwarded (AdapterOption, AdapterOutcome). So a new With*
 //     option needs no entry here: go generate ./... forwards it.
 //   - listed in forwarded: a type (forwarded as an alias, with the
 //     exported constants of that type: a constant's type is its own
@@ -37,6 +37,7 @@ var forwarded = []string{
 // re-export, and why: users reach them, if ever, as httplimit.X.
 var notForwarded = map[string]string{
 	"AdapterOption":   "builds an adapter's own options (WithDenyHandler); for adapter authors",
+	"AdapterOutcome":  "builds an adapter's own counting by outcome (grpclimit.WithOutcome); for adapter authors",
 	"Config":          "what options write; adapter authors' and the engine's",
 	"Engine":          "the engine an adapter wraps",
 	"NewEngine":       "builds the engine an adapter wraps",
