@@ -256,14 +256,15 @@ func (l *Limiter) AllowN(ctx context.Context, key string, cost int64) (d Decisio
 	return l.allowNAt(ctx, key, now, cost)
 }
 
-// DirectStore returns the Limiter's store when it is a [DirectStore] and
-// a successful TakeTo of it, with [Limiter.Policy] and a cost > 0, is
-// exactly the Limiter's answer: no [Observer], no elastic policy. It
-// returns nil otherwise. A caller that needs the decision somewhere of
-// its own (the middleware adapters) calls TakeTo directly; when TakeTo
-// returns an error (the store is closed, or refuses the policy), or for a
-// cost of 0, it decides through the Limiter instead, which applies the
-// policy's FailMode and logs.
+// DirectStore returns the Limiter's store when a successful TakeTo of it,
+// with [Limiter.Policy] and a cost > 0, is exactly the Limiter's answer:
+// the store is a [DirectStore] whose Local reports true, and the Limiter
+// has no [Observer] and no elastic policy. It returns nil otherwise. A
+// caller that needs the decision somewhere of its own (the middleware
+// adapters) calls TakeTo directly; when TakeTo returns an error (the
+// store is closed, or refuses the policy), or for a cost of 0, it decides
+// through the Limiter instead, which applies the policy's FailMode and
+// logs.
 func (l *Limiter) DirectStore() DirectStore { return l.direct }
 
 // Clock returns the limiter's clock ([CoarseClock] unless WithClock).
