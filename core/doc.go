@@ -70,7 +70,9 @@
 // state of [Compiled.StateWords] int64 words and whose [Compiled.ExpiresAt]
 // says when that state is back to a fresh key's; [EmissionInterval] and
 // [MaxNow] are the constants a port to another runtime (the Redis store's
-// Lua) must share. [LocalStore], [BatchStore] (with [BatchTake]),
+// Lua) must share. [LocalStore], [DirectStore] (a local store
+// whose TakeTo writes into the caller's [Decision]: the HTTP middleware
+// calls it instead of the Limiter), [BatchStore] (with [BatchTake]),
 // [FallbackStore], [DomainStore], [VerbStore], [ReserveStore],
 // [ElasticStore], [KindError] and [PolicyRegistrar] (with
 // [PolicyRegistry]: a store that keys state by policy name refuses, at

@@ -84,20 +84,34 @@ func TestFastPathStoreFailure(t *testing.T) {
 	}
 }
 
-// DirectStore is the store exactly when the Limiter's answer is the
-// store's own decision: a local store, no observer, no elastic policy.
+// directMapStore is localMapStore with TakeTo: a core.DirectStore
+// written outside the module's stores.
+type directMapStore struct{ localMapStore }
+
+func (s directMapStore) TakeTo(key string, p *core.Policy, now time.Time, cost int64, d *core.Decision) (err error) {
+	*d, err = s.Take(context.Background(), key, p, now, cost)
+	return err
+}
+
+// DirectStore is the store exactly when it is a core.DirectStore and the
+// Limiter's answer is the store's own decision: a local store, no
+// observer, no elastic policy.
 func TestDirectStore(t *testing.T) {
 	p := core.Policy{Name: "p", Limits: []core.Limit{core.PerMinute(2)}}
-	local := localMapStore{newMapStore()}
-	l, err := core.NewLimiter(local, p)
+	direct := directMapStore{localMapStore{newMapStore()}}
+	l, err := core.NewLimiter(direct, p)
 	require.NoError(t, err)
-	assert.Equal(t, core.Store(local), l.DirectStore())
+	assert.Equal(t, core.DirectStore(direct), l.DirectStore())
 
-	l, err = core.NewLimiter(local, p, core.WithObserver(core.ObserverFunc(func(core.Event) {})))
+	l, err = core.NewLimiter(localMapStore{newMapStore()}, p)
+	require.NoError(t, err)
+	assert.Nil(t, l.DirectStore(), "a local store without TakeTo")
+
+	l, err = core.NewLimiter(direct, p, core.WithObserver(core.ObserverFunc(func(core.Event) {})))
 	require.NoError(t, err)
 	assert.Nil(t, l.DirectStore(), "an observer must see every decision")
 
-	l, err = core.NewLimiter(newMapStore(), p)
+	l, err = core.NewLimiter(nonLocal{direct}, p)
 	require.NoError(t, err)
 	assert.Nil(t, l.DirectStore(), "a store that does I/O gets a deadline per call")
 
@@ -111,12 +125,17 @@ func TestDirectStore(t *testing.T) {
 	assert.Nil(t, l.DirectStore(), "an elastic policy asks the capacity signal after a denial")
 }
 
+// nonLocal is a DirectStore whose Local reports false.
+type nonLocal struct{ directMapStore }
+
+func (nonLocal) Local() bool { return false }
+
 // takeViaTakeTo is the embedded store with a Take that is TakeTo
 // behind a wrapper.
 type takeViaTakeTo struct{ *memstore.Store }
 
 func (s takeViaTakeTo) Take(ctx context.Context, key string, p *core.Policy, now time.Time, cost int64) (d core.Decision, err error) {
-	err = s.TakeTo(ctx, key, p, now, cost, &d)
+	err = s.TakeTo(key, p, now, cost, &d)
 	return d, err
 }
 

@@ -38,6 +38,7 @@ type Limiter struct {
 	log      storeLog
 	fast     bool           // local store, no observer, not elastic: Take's decision is the answer unless it fails
 	fastEl   bool           // the same for an elastic policy: the answer unless it fails or hints at room
+	direct   DirectStore    // the store, when fast and it is a DirectStore
 	coarse   bool           // clock is CoarseClock
 	replaces []Registration // Replacing: the registrations this Limiter takes over from
 	reg      Registration   // the store registration (PolicyRegistrar), or nil
@@ -148,6 +149,9 @@ func NewLimiter(store Store, policy Policy, opts ...Option) (*Limiter, error) {
 	}
 	l.fast = l.local && l.observer == nil && policy.Elastic == nil
 	l.fastEl = l.local && l.observer == nil && policy.Elastic != nil
+	if ds, ok := store.(DirectStore); ok && l.fast {
+		l.direct = ds
+	}
 	if policy.Elastic != nil {
 		if _, ok := store.(ElasticStore); !ok {
 			return nil, fmt.Errorf("core: policy %q: elastic throttling needs a store that implements core.ElasticStore (memstore, redisstore, fleet); %T does not", policy.Name, store)
@@ -252,21 +256,16 @@ func (l *Limiter) AllowN(ctx context.Context, key string, cost int64) (d Decisio
 	return l.allowNAt(ctx, key, now, cost)
 }
 
-// DirectStore returns the Limiter's store when a successful Take of it
-// is exactly the Limiter's answer, so that a caller that needs the
-// decision somewhere of its own (the middleware adapters) may call the
-// store directly, with [Limiter.Policy] and a cost >= 0: a store that
-// does no I/O (see [LocalStore]), no [Observer], no elastic policy. It
-// returns nil otherwise. When the store returns an error, the caller must
-// decide through the Limiter instead (which applies the policy's
-// FailMode and logs); that is only exact for a store whose failed Take
-// consumed nothing, as memstore's.
-func (l *Limiter) DirectStore() Store {
-	if l.fast {
-		return l.store
-	}
-	return nil
-}
+// DirectStore returns the Limiter's store when a successful TakeTo of it,
+// with [Limiter.Policy] and a cost > 0, is exactly the Limiter's answer:
+// the store is a [DirectStore] whose Local reports true, and the Limiter
+// has no [Observer] and no elastic policy. It returns nil otherwise. A
+// caller that needs the decision somewhere of its own (the middleware
+// adapters) calls TakeTo directly; when TakeTo returns an error (the
+// store is closed, or refuses the policy), or for a cost of 0, it decides
+// through the Limiter instead, which applies the policy's FailMode and
+// logs.
+func (l *Limiter) DirectStore() DirectStore { return l.direct }
 
 // Clock returns the limiter's clock ([CoarseClock] unless WithClock).
 func (l *Limiter) Clock() Clock { return l.clock }

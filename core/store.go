@@ -35,6 +35,27 @@ type LocalStore interface {
 	Local() bool
 }
 
+// For store implementers: DirectStore is a [LocalStore] that can write a
+// decision into a [Decision] the caller owns. A caller that keeps the
+// decision inside a larger result (the HTTP middleware keeps it in the
+// request's result on its stack) gets it from [Limiter.DirectStore] and
+// calls TakeTo instead of [Limiter.AllowNAt], so that the 80-byte Decision
+// is not returned and copied through the Limiter's frames. Any store may
+// implement it, not only the module's; core/storetest checks that TakeTo
+// decides as Take.
+type DirectStore interface {
+	LocalStore
+	// TakeTo is Take (with no context: the store does no I/O) writing
+	// the decision into *d, which it overwrites whole, and returning
+	// only the error. d is never nil and may point into the caller's
+	// stack, hidden from the compiler's escape analysis: TakeTo must not
+	// keep d, or any pointer into *d, after it returns. A call that
+	// returns an error must consume nothing: the caller then decides
+	// through the Limiter, which calls Take and applies the policy's
+	// FailMode.
+	TakeTo(key string, p *Policy, now time.Time, cost int64, d *Decision) error
+}
+
 // For store implementers: FallbackStore is a [Store] in front of a remote store that can decide by
 // itself when the remote store fails: for a policy with [FailLocal] it
 // returns a Degraded decision together with the error, and the [Limiter]

@@ -128,7 +128,7 @@ func BenchmarkEngineSetHTTP(b *testing.B) {
 }
 
 // BenchmarkDecideDirectStore measures the engine's second code path for
-// the embedded store: "direct" calls memstore.TakeTo with the engine's
+// a core.DirectStore: "direct" calls the memstore's TakeTo with the engine's
 // clock reading and writes the decision into the Result; "limiter" is the
 // same decision through core.Limiter.AllowNAt on a store the engine does
 // not recognise (TestDirectTakeMatchesLimiter holds the two to the same
@@ -152,7 +152,7 @@ func BenchmarkDecideDirectStore(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			if (e.checks[0].mem == nil) != hide {
+			if (e.checks[0].direct == nil) != hide {
 				b.Fatal("the engine took the other path")
 			}
 			r := keyfuncs.FromHTTP(benchRequest())

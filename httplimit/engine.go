@@ -8,9 +8,9 @@ import (
 	"net/netip"
 	"strings"
 	"time"
+	"unsafe"
 
 	"github.com/limitkit/limitkit/core"
-	"github.com/limitkit/limitkit/core/memstore"
 	"github.com/limitkit/limitkit/internal/hostport"
 	"github.com/limitkit/limitkit/internal/respond"
 	"github.com/limitkit/limitkit/keyfuncs"
@@ -62,7 +62,7 @@ type Result struct {
 
 type check struct {
 	lim    *core.Limiter
-	mem    *memstore.Store // lim's store when a Take of it is lim's answer (see core.Limiter.DirectStore)
+	direct core.DirectStore // lim.DirectStore(): a TakeTo of it is lim's answer
 	key    keySpec
 	policy *core.Policy
 	ids    []string
@@ -162,7 +162,7 @@ func newEngine(a *Adapter, lim *core.Limiter, opts []Option) (*Engine, error) {
 	for _, s := range specs {
 		p := s.lim.Policy()
 		c := check{lim: s.lim, key: defKey(s.key), policy: p, ids: respond.LimitIDs(p), body: respond.QuotaExceededBody(e.cfg.status, p.Name)}
-		c.mem, _ = s.lim.DirectStore().(*memstore.Store)
+		c.direct = s.lim.DirectStore()
 		e.checks = append(e.checks, c)
 		if seen[p.Name] {
 			continue
@@ -322,9 +322,9 @@ func (e *Engine) decide(ctx context.Context, req keyfuncs.Request, p *KeyParts, 
 		} else {
 			res.now = e.cfg.clock.Now()
 		}
-		if c.mem == nil {
+		if c.direct == nil {
 			res.Decision, err = c.lim.AllowNAt(ctx, key, res.now, cost)
-		} else if err = c.mem.TakeTo(ctx, key, c.policy, res.now, cost, &res.Decision); err != nil {
+		} else if err = c.direct.TakeTo(key, c.policy, res.now, cost, unseen(&res.Decision)); err != nil {
 			// the store is closed or refused the policy and consumed
 			// nothing: the Limiter applies the fail mode and logs
 			res.Decision, err = c.lim.AllowNAt(ctx, key, res.now, cost)
@@ -886,4 +886,13 @@ func (e *Engine) Reject(res *Result) Rejection {
 		r.Body = c.body
 	}
 	return r
+}
+
+// unseen is d, hidden from escape analysis (read back from a uintptr's
+// memory): a pointer passed through an interface call escapes, and with
+// it the adapter's Result, an allocation per request. TakeTo must not
+// keep d (core.DirectStore), so that the Result may stay on the stack.
+func unseen(d *core.Decision) *core.Decision {
+	x := uintptr(unsafe.Pointer(d))
+	return *(**core.Decision)(unsafe.Pointer(&x))
 }

@@ -5,7 +5,6 @@ import (
 	"fmt"
 
 	"github.com/limitkit/limitkit/core"
-	"github.com/limitkit/limitkit/core/memstore"
 	"github.com/limitkit/limitkit/internal/respond"
 	"github.com/limitkit/limitkit/keyfuncs"
 )
@@ -48,7 +47,7 @@ func (e *Engine) initPolicies(p *policySpec) error {
 	mk := func(l *core.Limiter) *check {
 		pp := l.Policy()
 		c := &check{lim: l, key: prim.key, policy: pp, ids: respond.LimitIDs(pp), body: respond.QuotaExceededBody(e.cfg.status, pp.Name)}
-		c.mem, _ = l.DirectStore().(*memstore.Store)
+		c.direct = l.DirectStore()
 		var pf []byte
 		for i, lim := range pp.Limits {
 			e.limitText = append(e.limitText, newLimitText(lim.Requests))

@@ -24,3 +24,37 @@ func TestAdaptersUseThePublicAPI(t *testing.T) {
 		}
 	}
 }
+
+// TestEngineKnowsNoStore: httplimit, and every package of the module it
+// imports, import core and none of its stores (core/memstore,
+// core/redisstore, core/fleet): a store gets the engine's direct path by
+// implementing core.DirectStore, as a store written outside the module
+// can.
+func TestEngineKnowsNoStore(t *testing.T) {
+	const mod = "github.com/limitkit/limitkit/"
+	seen := map[string]bool{}
+	var visit func(path, from string)
+	visit = func(path, from string) {
+		if seen[path] {
+			return
+		}
+		seen[path] = true
+		if strings.HasPrefix(path, mod+"core/") {
+			t.Errorf("%s imports %s: the engine must depend on core only", from, path)
+			return
+		}
+		pkg, err := build.ImportDir(filepath.Join("..", strings.TrimPrefix(path, mod)), 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, imp := range pkg.Imports {
+			if strings.HasPrefix(imp, mod) {
+				visit(imp, path)
+			}
+		}
+	}
+	visit(mod+"httplimit", "")
+	if !seen[mod+"core"] {
+		t.Fatalf("the walk did not reach core: %v", seen)
+	}
+}

@@ -31,13 +31,14 @@ func (s *Store) Take(_ context.Context, key string, p *core.Policy, now time.Tim
 	return d, nil
 }
 
+var _ core.DirectStore = (*Store)(nil)
+
 // TakeTo is Take writing the decision into *d, which it overwrites
-// whole, and returning only the error: for a caller that keeps the
-// decision in a larger result and calls the Store directly (the
-// middleware adapters, when [core.Limiter.DirectStore] is this Store),
-// so that no Decision is copied on the way. d must not be nil; TakeTo
-// does not keep it. A call that returns an error consumes no quota.
-func (s *Store) TakeTo(_ context.Context, key string, p *core.Policy, now time.Time, cost int64, d *core.Decision) error {
+// whole, and returning only the error (see core.DirectStore): for a
+// caller that keeps the decision in a larger result, so that no Decision
+// is copied on the way. d must not be nil; TakeTo does not keep it. A
+// call that returns an error consumes no quota.
+func (s *Store) TakeTo(key string, p *core.Policy, now time.Time, cost int64, d *core.Decision) error {
 	t := s.last.Load()
 	if t == nil || t.key != p || s.closed.Load() {
 		return s.decide(d, key, p, now, cost, false)

@@ -14,7 +14,8 @@ import (
 // TestConformance is run, offline.
 //
 //   - extstore decides with core's own Decide (Options.CoreDecides: no
-//     differential) and runs Run.
+//     differential) and runs Run; it is a core.DirectStore, so Run checks
+//     its TakeTo.
 //   - ownmath does its own arithmetic for single-limit GCRA and
 //     fixed-window policies: it runs Run with its differential, RunVerbs,
 //     RunVerbsDifferential and RunRegistry, and the output must show those
@@ -29,7 +30,7 @@ func TestExternalStore(t *testing.T) {
 		module string
 		ran    []string // subtests that must have passed
 	}{
-		{"extstore", []string{"TestConformance/ExactUnderConcurrency"}},
+		{"extstore", []string{"TestConformance/ExactUnderConcurrency", "TestConformance/DirectTakeTo/gcra"}},
 		{"ownmath", []string{
 			"TestConformance/Run/Differential/gcra", "TestConformance/Run/Differential/gcra-burst",
 			"TestConformance/Run/Differential/fw", "TestConformance/Run/Differential/gcra-counted",

@@ -1,7 +1,8 @@
 // Package extstore is a core.Store written outside limitkit's module with
 // only its public API: one map under one mutex, deciding with core's own
-// math (Policy.Compile, Compiled.Decide). A toy — its key count is not
-// bounded — that shows what a store author writes and runs the
+// math (Policy.Compile, Compiled.DecideTo). A toy — its key count is not
+// bounded — that shows what a store author writes, including the optional
+// core.DirectStore (the HTTP middleware then calls TakeTo itself), and runs the
 // conformance suite of core/storetest; storetest's TestExternalStore
 // builds and tests this module against the checkout it runs in.
 package extstore
@@ -29,18 +30,29 @@ type table struct {
 	keys map[string][]int64
 }
 
-var _ core.Store = (*Store)(nil)
+var _ core.DirectStore = (*Store)(nil)
+
+// Local reports true: the store does no I/O (core.LocalStore).
+func (s *Store) Local() bool { return true }
 
 // Take applies cost to key under p at now: one atomic check-and-consume
 // under the store's lock.
-func (s *Store) Take(_ context.Context, key string, p *core.Policy, now time.Time, cost int64) (core.Decision, error) {
+func (s *Store) Take(_ context.Context, key string, p *core.Policy, now time.Time, cost int64) (d core.Decision, err error) {
+	err = s.TakeTo(key, p, now, cost, &d)
+	return d, err
+}
+
+// TakeTo is Take writing the decision into *d (core.DirectStore); it does
+// not keep d. A call that fails consumes nothing.
+func (s *Store) TakeTo(key string, p *core.Policy, now time.Time, cost int64, d *core.Decision) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	t, ok := s.policies[p.Name]
 	if !ok {
 		c, err := p.Compile()
 		if err != nil {
-			return core.Decision{}, err
+			*d = core.Decision{}
+			return err
 		}
 		if s.policies == nil {
 			s.policies = map[string]*table{}
@@ -53,5 +65,6 @@ func (s *Store) Take(_ context.Context, key string, p *core.Policy, now time.Tim
 		st = make([]int64, t.c.StateWords()) // all zero: a fresh key
 		t.keys[key] = st
 	}
-	return t.c.Decide(st, now.UnixMicro(), cost), nil
+	t.c.DecideTo(d, st, now.UnixMicro(), cost)
+	return nil
 }
