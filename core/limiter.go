@@ -124,7 +124,7 @@ func Replacing(old ...*Limiter) Option {
 // says what to change. [Limiter.Release] ends the registration.
 func NewLimiter(store Store, policy Policy, opts ...Option) (*Limiter, error) {
 	if store == nil {
-		return nil, fmt.Errorf("core: NewLimiter: nil store; use memstore.New() for the embedded store")
+		return nil, fmt.Errorf("core: NewLimiter: nil store; use memstore.MustNew() (or memstore.New()) for the embedded store")
 	}
 	policy.Limits = slices.Clone(policy.Limits)
 	if err := policy.Validate(); err != nil {
