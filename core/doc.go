@@ -71,7 +71,7 @@
 // says when that state is back to a fresh key's; [EmissionInterval] and
 // [MaxNow] are the constants a port to another runtime (the Redis store's
 // Lua) must share. [LocalStore], [BatchStore] (with [BatchTake]),
-// [FallbackStore], [DomainStore], [VerbStore], [ReserveStore],
+// [FallbackStore], [DeadlineStore], [DomainStore], [VerbStore], [ReserveStore],
 // [ElasticStore], [KindError] and [PolicyRegistrar] (with
 // [PolicyRegistry]: a store that keys state by policy name refuses, at
 // [NewLimiter], a name that a live policy of other limits holds) are
