@@ -147,37 +147,58 @@ type call struct {
 	done  chan struct{} // receives once when vals and err are set (buffered 1)
 	vals  []int64
 	err   error
+	argv  [10]any // args' array when they fit
+	key   keyArg  // args' key on a node that is not a Cluster's
 }
 
 var callPool = sync.Pool{New: func() any { return &call{done: make(chan struct{}, 1)} }}
 
-// run runs sc with args as script.run does, batched with the other
+// take is s.Take's script call under c, batched (see do).
+func (p *pipeliner) take(ctx context.Context, dl time.Time, s *Store, c *compiled, key string, now time.Time, cost int64) ([]int64, error) {
+	cl := callPool.Get().(*call)
+	var ka *keyArg
+	if _, ok := s.client.(*redis.ClusterClient); !ok {
+		ka = &cl.key // a Cluster's lane is found by the key's text
+	}
+	cl.args = s.appendArgs(cl.argv[:0], ka, c, c.tail, key, now, cost)
+	return p.do(ctx, dl, s.client, c.script, cl)
+}
+
+// run runs sc with args as script.run does, batched (see do).
+func (p *pipeliner) run(ctx context.Context, dl time.Time, client redis.UniversalClient, sc *script, args []any) ([]int64, error) {
+	c := callPool.Get().(*call)
+	c.args = args
+	return p.do(ctx, dl, client, sc, c)
+}
+
+// do runs sc with c.args as script.run does, batched with the other
 // decisions for the same node, by dl (zero: none) and ctx's deadline,
 // whichever is earlier. A queued call's deadline is kept by its lane's
-// sweep, without a context of its own.
-func (p *pipeliner) run(ctx context.Context, dl time.Time, client redis.UniversalClient, sc *script, args []any) ([]int64, error) {
+// sweep, without a context of its own. c comes from callPool, and goes
+// back to it unless a pipeline may still hold it.
+func (p *pipeliner) do(ctx context.Context, dl time.Time, client redis.UniversalClient, sc *script, c *call) ([]int64, error) {
 	if d, ok := ctx.Deadline(); ok && (dl.IsZero() || d.Before(dl)) {
 		dl = d
 	}
-	l := p.lane(ctx, dl, client, args)
-	if l == nil {
-		return runBy(ctx, dl, client, sc, args)
-	}
-	// nothing in flight to the node: send at once, as without pipelining
-	if l.inflight.CompareAndSwap(0, 1) {
-		vals, err := runBy(ctx, dl, client, sc, args)
-		l.inflight.Add(-1)
+	l := p.lane(ctx, dl, client, c.args)
+	// nothing in flight to the node (or no lane): send at once, as
+	// without pipelining
+	if l == nil || l.inflight.CompareAndSwap(0, 1) {
+		vals, err := runBy(ctx, dl, client, sc, c.args)
+		if l != nil {
+			l.inflight.Add(-1)
+		}
+		c.recycle()
 		return vals, err
 	}
 	if err := ctx.Err(); err != nil {
+		c.recycle()
 		return nil, err
 	}
-	c := callPool.Get().(*call)
-	c.dl, c.sc, c.args = dl, sc, args
+	c.dl, c.sc = dl, sc
 	c.state.Store(callQueued)
 	if err := l.enqueue(ctx, c); err != nil {
-		c.reset()
-		callPool.Put(c)
+		c.recycle()
 		return nil, err
 	}
 	if done := ctx.Done(); done == nil {
@@ -195,21 +216,23 @@ func (p *pipeliner) run(ctx context.Context, dl time.Time, client redis.Universa
 		}
 	}
 	vals, err := c.vals, c.err
+	if err != nil && redis.HasErrorPrefix(err, "TRYAGAIN") {
+		// the script did not run: the plain path waits and sends again
+		vals, err = runBy(ctx, dl, client, sc, c.args)
+	}
 	if c.state.Load() == callAnswered {
 		// its sender is done with it (an expired call may still be in
 		// a pipeline: it is not reused)
-		c.reset()
-		callPool.Put(c)
-	}
-	if err != nil && redis.HasErrorPrefix(err, "TRYAGAIN") {
-		// the script did not run: the plain path waits and sends again
-		return runBy(ctx, dl, client, sc, args)
+		c.recycle()
 	}
 	return vals, err
 }
 
-func (c *call) reset() {
+// recycle clears c and puts it back in callPool.
+func (c *call) recycle() {
 	c.dl, c.sc, c.args, c.vals, c.err = time.Time{}, nil, nil, nil, nil
+	clear(c.argv[:])
+	callPool.Put(c)
 }
 
 // due reports whether c's deadline is at or before now.

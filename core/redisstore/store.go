@@ -325,7 +325,15 @@ func (s *Store) take(ctx context.Context, dl time.Time, key string, p *core.Poli
 	if err != nil {
 		return core.Decision{}, err
 	}
-	vals, err := s.run(ctx, dl, c, s.args(c, c.tail, key, now, cost))
+	var vals []int64
+	if s.pipe != nil {
+		vals, err = s.pipe.take(ctx, dl, s, c, key, now, cost)
+		if err != nil {
+			err = s.failed(c, err)
+		}
+	} else {
+		vals, err = s.run(ctx, dl, c, s.args(c, c.tail, key, now, cost))
+	}
 	if err != nil {
 		return core.Decision{}, err
 	}
