@@ -56,7 +56,12 @@ const senderIdle = time.Second
 // whose context ends while it is queued returns the context's error and
 // is never sent; one whose context ends after it was sent returns the
 // error at once (Redis may have counted it, as after a timeout without
-// pipelining).
+// pipelining). The deadline [Store.TakeBy] is given (a core.Limiter's
+// per-call deadline) bounds it alike without a context per decision:
+// one timer per node, armed for the earliest deadline waiting, answers a
+// decision whose deadline passed, queued (never sent) or in a pipeline,
+// with context.DeadlineExceeded, however long the pipelines ahead of it
+// wait for a hung Redis.
 //
 // No decision is ever sent twice. A pipeline that fails on the
 // connection (reset, EOF, timeout) after it was written fails every

@@ -55,9 +55,10 @@ const tagLen = 12
 // store was built with [WithClientTime]. Decisions are identical to
 // (*core.Policy).Decide on the same sequence of (time, cost).
 //
-// The deadline of each call comes from its context (core.Limiter gives
-// every call one); the client must have ContextTimeoutEnabled, which New
-// checks, so a hung or dead Redis never blocks past it.
+// The deadline of each call comes from its context, or from TakeBy's
+// deadline (core.Limiter gives every call one); the client must have
+// ContextTimeoutEnabled, which New checks, so a hung or dead Redis never
+// blocks past it.
 //
 // A Store holds no connections of its own, and no goroutines unless built
 // with [WithPipelining]: the caller owns the client and closes it. Build one with [New]; the zero Store is
