@@ -82,8 +82,10 @@ const senderIdle = time.Second
 // replaces, but one slow script delays the decisions batched with it.
 // Failure: a broken connection fails a whole batch, not one decision.
 // Resources: the store then starts goroutines (Senders per node at most,
-// started on demand, ending after a second with nothing to send), so it
-// is no longer free of goroutines; a Store needs no Close either way.
+// started on demand, ending after a second with nothing to send, and
+// the deadline timer's sweep, run when the earliest deadline waiting
+// comes), so it is no longer free of goroutines; a Store needs no Close
+// either way.
 // Pipelines hold up to Senders connections per node of the client's pool.
 //
 // Negative fields are an error.
