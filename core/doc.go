@@ -73,7 +73,7 @@
 // Lua) must share. [LocalStore], [DirectStore] (a local store
 // whose TakeTo writes into the caller's [Decision]: the HTTP middleware
 // calls it instead of the Limiter), [BatchStore] (with [BatchTake]),
-// [FallbackStore], [DomainStore], [VerbStore], [ReserveStore],
+// [FallbackStore], [DeadlineStore], [DomainStore], [VerbStore], [ReserveStore],
 // [ElasticStore], [KindError] and [PolicyRegistrar] (with
 // [PolicyRegistry]: a store that keys state by policy name refuses, at
 // [NewLimiter], a name that a live policy of other limits holds) are

@@ -30,6 +30,7 @@ const DefaultTimeout = 50 * time.Millisecond
 // safe for concurrent use.
 type Limiter struct {
 	store    Store
+	bounded  DeadlineStore // store, when it takes deadlines itself (remote stores only)
 	policy   *Policy
 	clock    Clock
 	timeout  time.Duration
@@ -146,6 +147,9 @@ func NewLimiter(store Store, policy Policy, opts ...Option) (*Limiter, error) {
 	}
 	if ls, ok := store.(LocalStore); ok && ls.Local() {
 		l.local = true
+	}
+	if ds, ok := store.(DeadlineStore); ok && !l.local {
+		l.bounded = ds
 	}
 	l.fast = l.local && l.observer == nil && policy.Elastic == nil
 	l.fastEl = l.local && l.observer == nil && policy.Elastic != nil
@@ -308,11 +312,7 @@ func (l *Limiter) allowNAt(ctx context.Context, key string, now time.Time, cost 
 		if l.observer != nil {
 			start = time.Now()
 		}
-		if err = ctx.Err(); err == nil {
-			cctx, cancel := context.WithTimeout(ctx, l.timeout)
-			d, err = l.store.Take(cctx, key, l.policy, now, cost)
-			cancel()
-		}
+		d, err = l.remoteTake(ctx, key, now, cost)
 	}
 	kind := EventDecision
 	if cost == 0 {
@@ -333,6 +333,21 @@ func (l *Limiter) allowNAt(ctx context.Context, key string, now time.Time, cost 
 		l.observer.Observe(e)
 	}
 	return d, err
+}
+
+// remoteTake is a remote store's Take within the per-call deadline: the
+// store's TakeBy when it bounds its own calls, else Take under a
+// context.WithTimeout.
+func (l *Limiter) remoteTake(ctx context.Context, key string, now time.Time, cost int64) (Decision, error) {
+	if err := ctx.Err(); err != nil {
+		return Decision{}, err
+	}
+	if l.bounded != nil {
+		return l.bounded.TakeBy(ctx, time.Now().Add(l.timeout), key, l.policy, now, cost)
+	}
+	cctx, cancel := context.WithTimeout(ctx, l.timeout)
+	defer cancel()
+	return l.store.Take(cctx, key, l.policy, now, cost)
 }
 
 // peeked turns the store's decision of a cost of 0 into a peek's: denied

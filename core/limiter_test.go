@@ -3,6 +3,7 @@ package core_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"runtime"
 	"strings"
 	"testing"
@@ -226,4 +227,54 @@ func coarseTickerRunning() bool {
 	buf := make([]byte, 1<<20)
 	n := runtime.Stack(buf, true)
 	return strings.Contains(string(buf[:n]), "core.coarseTicker")
+}
+
+// deadlineStore is a mapStore that takes deadlines as times
+// (core.DeadlineStore), recording what the Limiter gave it.
+type deadlineStore struct {
+	*mapStore
+	takes    int
+	deadline time.Time
+	ctx      context.Context
+}
+
+func (d *deadlineStore) Take(ctx context.Context, key string, p *core.Policy, now time.Time, cost int64) (core.Decision, error) {
+	d.takes++
+	return d.mapStore.Take(ctx, key, p, now, cost)
+}
+
+func (d *deadlineStore) TakeBy(ctx context.Context, deadline time.Time, key string, p *core.Policy, now time.Time, cost int64) (core.Decision, error) {
+	d.deadline, d.ctx = deadline, ctx
+	if d.err != nil {
+		return core.Decision{}, d.err
+	}
+	return d.mapStore.Take(ctx, key, p, now, cost)
+}
+
+// TestLimiterDeadlineStore: a Limiter on a DeadlineStore calls TakeBy
+// with its per-call deadline as a time, now plus WithTimeout, and the
+// caller's own context (no context.WithTimeout per decision); a store
+// deadline that passes is a timeout of the store, not the caller's.
+func TestLimiterDeadlineStore(t *testing.T) {
+	st := &deadlineStore{mapStore: newMapStore()}
+	l, err := core.NewLimiter(st, core.Policy{Name: "p", Limits: []core.Limit{core.PerSecond(10)}}, core.WithTimeout(time.Hour))
+	require.NoError(t, err)
+	type key struct{}
+	ctx := context.WithValue(context.Background(), key{}, 1)
+	before := time.Now()
+	d, err := l.Allow(ctx, "k")
+	after := time.Now()
+	require.NoError(t, err)
+	assert.True(t, d.Allowed)
+	assert.Zero(t, st.takes, "Take was called instead of TakeBy")
+	assert.Equal(t, ctx, st.ctx, "TakeBy gets the caller's context")
+	assert.False(t, st.deadline.Before(before.Add(time.Hour)) || st.deadline.After(after.Add(time.Hour)),
+		"deadline %v, want now + 1h (%v to %v)", st.deadline, before.Add(time.Hour), after.Add(time.Hour))
+
+	st.err = fmt.Errorf("store: %w", context.DeadlineExceeded)
+	_, err = l.Allow(ctx, "k")
+	var se *core.StoreError
+	require.ErrorAs(t, err, &se)
+	assert.True(t, se.Timeout())
+	assert.NotErrorIs(t, err, core.ErrCallerDone, "the store's deadline passed, not the caller's")
 }

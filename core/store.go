@@ -56,6 +56,23 @@ type DirectStore interface {
 	TakeTo(key string, p *Policy, now time.Time, cost int64, d *Decision) error
 }
 
+// For store implementers: DeadlineStore is a [Store] that bounds its
+// calls by a deadline it is given as a time: a [Limiter] then calls
+// TakeBy with its per-call deadline (now plus [WithTimeout]'s duration)
+// instead of Take with a context.WithTimeout per decision, whose timer
+// and allocations cost more than a batched remote decision (the Redis
+// store with pipelining enforces the deadlines of its queued calls
+// itself).
+type DeadlineStore interface {
+	Store
+	// TakeBy is Take bounded by deadline as well as by ctx: it returns by
+	// deadline, or by ctx's own deadline if that is earlier, or when ctx
+	// is done, whichever comes first; past deadline, with an error that
+	// wraps context.DeadlineExceeded, as Take's when ctx's deadline
+	// passes. A zero deadline is none. Safe for concurrent use.
+	TakeBy(ctx context.Context, deadline time.Time, key string, p *Policy, now time.Time, cost int64) (Decision, error)
+}
+
 // For store implementers: FallbackStore is a [Store] in front of a remote store that can decide by
 // itself when the remote store fails: for a policy with [FailLocal] it
 // returns a Degraded decision together with the error, and the [Limiter]

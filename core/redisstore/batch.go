@@ -116,21 +116,52 @@ func (s *Store) readBatch(batch []core.BatchTake, sent []batchTake, retryable bo
 // cost above every capacity decides like capacity+1 (denied, never
 // retryable, the same state written): clamping keeps Lua's products exact.
 func (s *Store) args(c *compiled, tail []any, key string, now time.Time, cost int64) []any {
+	return s.appendArgs(make([]any, 0, 3+len(c.suffixes)+2+len(tail)), nil, c, tail, key, now, cost)
+}
+
+// appendArgs appends args' arguments to dst; with ka non-nil, a single
+// key goes in as ka's reused bytes instead of a new string.
+func (s *Store) appendArgs(dst []any, ka *keyArg, c *compiled, tail []any, key string, now time.Time, cost int64) []any {
 	cost = min(max(cost, 0), c.maxEff+1)
-	args := make([]any, 3, 3+len(c.suffixes)+2+len(tail))
-	args[0], args[1], args[2] = "evalsha", c.script.shaArg, c.nkeys
+	dst = append(dst, "evalsha", c.script.shaArg, c.nkeys)
 	var kb [maxKeyBase + 8]byte
 	base := s.keyBase(kb[:0], c, key)
-	for _, suf := range c.suffixes {
-		args = append(args, string(append(base, suf...)))
+	if ka != nil && len(c.suffixes) == 1 {
+		dst = append(dst, ka.set(base, c.suffixes[0]))
+	} else {
+		for _, suf := range c.suffixes {
+			dst = append(dst, string(append(base, suf...)))
+		}
 	}
 	if s.clientTime {
-		args = append(args, max(now.UnixMicro(), 0))
+		dst = append(dst, max(now.UnixMicro(), 0))
 	} else {
-		args = append(args, "")
+		dst = append(dst, "")
 	}
-	args = append(args, cost)
-	return append(args, tail...)
+	dst = append(dst, cost)
+	return append(dst, tail...)
+}
+
+// keyArg is a key argument reused from call to call: its bytes, and the
+// same bytes boxed once as a []byte, so that a call of a key of the
+// same length as the last allocates nothing for it.
+type keyArg struct {
+	b   []byte
+	box any // b, boxed
+}
+
+// set writes base and suf into k and returns k boxed.
+func (k *keyArg) set(base []byte, suf string) any {
+	n := len(base) + len(suf)
+	if len(k.b) != n || k.box == nil {
+		if cap(k.b) < n {
+			k.b = make([]byte, n, max(n, 64))
+		}
+		k.b = k.b[:n]
+		k.box = k.b
+	}
+	copy(k.b[copy(k.b, base):], suf)
+	return k.box
 }
 
 // Ping checks that Redis answers: PING to the node, or to every shard of a

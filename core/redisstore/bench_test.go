@@ -6,6 +6,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -355,4 +356,54 @@ func BenchmarkWorstCase(b *testing.B) {
 			c.Del(ctx, ks...)
 		})
 	}
+}
+
+// BenchmarkPipelinedHotKey is one hot key decided by 64 goroutines
+// through a Limiter on a pipelined store (never-binding quota, Redis
+// time): the client's side of benchmarks' BenchmarkPipelining/node/c=64,
+// alone, for CPU profiles of the client's cost per decision.
+//
+//	go test -run '^$' -bench PipelinedHotKey -cpuprofile cpu.out ./core/redisstore/
+func BenchmarkPipelinedHotKey(b *testing.B) {
+	srv := redistest.StartNode(b)
+	opt := srv.ClientOptions()
+	opt.PoolSize = benchGoroutines
+	c := redis.NewClient(opt)
+	b.Cleanup(func() { c.Close() })
+	s := newStore(b, c, WithPipelining(Pipelining{}))
+	l, err := core.NewLimiter(s, core.Policy{Name: "hot", Limits: []core.Limit{core.Per(1_000_000_000, time.Hour)}}, core.WithTimeout(5*time.Second))
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	if _, err := l.Allow(ctx, "hot"); err != nil {
+		b.Fatal(err)
+	}
+	if err := c.ConfigResetStat(ctx).Err(); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	b.SetParallelism(max(1, benchGoroutines/runtime.GOMAXPROCS(0)))
+	cpu0 := processCPU()
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			if d, err := l.Allow(ctx, "hot"); err != nil || !d.Allowed {
+				b.Error(d, err)
+				return
+			}
+		}
+	})
+	b.StopTimer()
+	b.ReportMetric(float64((processCPU()-cpu0).Microseconds())/float64(b.N), "client-cpu-µs/op")
+	reportScriptStats(b, ctx, c)
+}
+
+// processCPU is the CPU time this process has used (user and system).
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

@@ -157,7 +157,11 @@
 // # Deadlines and failures
 //
 // The store does not arm its own timer: the context passed to Take bounds
-// the call, and [core.Limiter] gives each call one (50 ms by default).
+// the call, and [core.Limiter] gives each call a deadline (50 ms by
+// default), as a time to [Store.TakeBy] (the store implements
+// core.DeadlineStore), which bounds the call's context by it; under
+// [WithPipelining] a queued decision's deadline is kept by its node's
+// queue instead (see there).
 // go-redis applies a context deadline to socket reads and writes only when
 // the client's ContextTimeoutEnabled option is set; [New] refuses a
 // *redis.Client, *redis.ClusterClient or *redis.Ring without it, so a

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -55,7 +56,12 @@ const senderIdle = time.Second
 // whose context ends while it is queued returns the context's error and
 // is never sent; one whose context ends after it was sent returns the
 // error at once (Redis may have counted it, as after a timeout without
-// pipelining).
+// pipelining). The deadline [Store.TakeBy] is given (a core.Limiter's
+// per-call deadline) bounds it alike without a context per decision:
+// one timer per node, armed for the earliest deadline waiting, answers a
+// decision whose deadline passed, queued (never sent) or in a pipeline,
+// with context.DeadlineExceeded, however long the pipelines ahead of it
+// wait for a hung Redis.
 //
 // No decision is ever sent twice. A pipeline that fails on the
 // connection (reset, EOF, timeout) after it was written fails every
@@ -76,8 +82,10 @@ const senderIdle = time.Second
 // replaces, but one slow script delays the decisions batched with it.
 // Failure: a broken connection fails a whole batch, not one decision.
 // Resources: the store then starts goroutines (Senders per node at most,
-// started on demand, ending after a second with nothing to send), so it
-// is no longer free of goroutines; a Store needs no Close either way.
+// started on demand, ending after a second with nothing to send, and
+// the deadline timer's sweep, run when the earliest deadline waiting
+// comes), so it is no longer free of goroutines; a Store needs no Close
+// either way.
 // Pipelines hold up to Senders connections per node of the client's pool.
 //
 // Negative fields are an error.
@@ -105,105 +113,163 @@ type pipeliner struct {
 	cfg    Pipelining
 	single atomic.Pointer[lane] // the lane of a client that is not a Cluster
 	lanes  sync.Map             // a Cluster's lanes: *redis.Client (master) → *lane
+	mapped atomic.Bool          // a Cluster's slot map was loaded: finding a lane does no I/O
 }
 
 // lane is one Redis node's queue and its senders.
 type lane struct {
 	p        *pipeliner
 	client   redis.UniversalClient
-	q        chan *call
-	inflight atomic.Int32 // script calls being sent: direct ones and pipelines
-	senders  atomic.Int32 // sender goroutines alive
-	batched  atomic.Int64 // decisions sent in pipelines (tests read it)
+	inflight atomic.Int32  // script calls being sent: direct ones and pipelines
+	batched  atomic.Int64  // decisions sent in pipelines (tests read it)
+	wake     chan struct{} // a token for an idle sender (buffered 1)
+	watch    *time.Timer   // runs sweep at watchAt
+
+	mu      sync.Mutex
+	q       []*call       // queued calls, oldest first, at most MaxQueue
+	room    chan struct{} // closed when q has room again; nil while nobody waits for it
+	senders []*sender     // the sender goroutines alive
+	busy    int           // senders that look alive without a goroutine (tests)
+	idle    int           // senders waiting for work
+	watchAt time.Time     // when watch runs sweep; zero: not armed
 }
 
-// call states: a queued call is taken by a sender, or abandoned by its
-// caller, whichever comes first.
+// call states: a queued call is taken by a sender, abandoned by its
+// caller, or expired by sweep, whichever comes first; a taken call is
+// answered by its sender or expired by sweep.
 const (
 	callQueued int32 = iota
 	callTaken
 	callAbandoned
+	callAnswered
+	callExpired
 )
 
 // call is one decision in a lane's queue.
 type call struct {
-	ctx   context.Context
+	dl    time.Time // the caller's deadline; zero: none
 	sc    *script
 	args  []any
 	state atomic.Int32
 	done  chan struct{} // receives once when vals and err are set (buffered 1)
 	vals  []int64
 	err   error
+	argv  [10]any // args' array when they fit
+	key   keyArg  // args' key on a node that is not a Cluster's
 }
 
 var callPool = sync.Pool{New: func() any { return &call{done: make(chan struct{}, 1)} }}
 
-// run runs sc with args as script.run does, batched with the other
-// decisions for the same node.
-func (p *pipeliner) run(ctx context.Context, client redis.UniversalClient, sc *script, args []any) ([]int64, error) {
-	l := p.lane(ctx, client, args)
-	if l == nil {
-		return sc.run(ctx, client, args)
+// take is s.Take's script call under c, batched (see do).
+func (p *pipeliner) take(ctx context.Context, dl time.Time, s *Store, c *compiled, key string, now time.Time, cost int64) ([]int64, error) {
+	cl := callPool.Get().(*call)
+	var ka *keyArg
+	if _, ok := s.client.(*redis.ClusterClient); !ok {
+		ka = &cl.key // a Cluster's lane is found by the key's text
 	}
-	// nothing in flight to the node: send at once, as without pipelining
-	if l.inflight.CompareAndSwap(0, 1) {
-		vals, err := sc.run(ctx, client, args)
-		l.inflight.Add(-1)
+	cl.args = s.appendArgs(cl.argv[:0], ka, c, c.tail, key, now, cost)
+	return p.do(ctx, dl, s.client, c.script, cl)
+}
+
+// run runs sc with args as script.run does, batched (see do).
+func (p *pipeliner) run(ctx context.Context, dl time.Time, client redis.UniversalClient, sc *script, args []any) ([]int64, error) {
+	c := callPool.Get().(*call)
+	c.args = args
+	return p.do(ctx, dl, client, sc, c)
+}
+
+// do runs sc with c.args as script.run does, batched with the other
+// decisions for the same node, by dl (zero: none) and ctx's deadline,
+// whichever is earlier. A queued call's deadline is kept by its lane's
+// sweep, without a context of its own. c comes from callPool, and goes
+// back to it unless a pipeline may still hold it.
+func (p *pipeliner) do(ctx context.Context, dl time.Time, client redis.UniversalClient, sc *script, c *call) ([]int64, error) {
+	if d, ok := ctx.Deadline(); ok && (dl.IsZero() || d.Before(dl)) {
+		dl = d
+	}
+	l := p.lane(ctx, dl, client, c.args)
+	// nothing in flight to the node (or no lane): send at once, as
+	// without pipelining
+	if l == nil || l.inflight.CompareAndSwap(0, 1) {
+		vals, err := runBy(ctx, dl, client, sc, c.args)
+		if l != nil {
+			l.inflight.Add(-1)
+		}
+		c.recycle()
 		return vals, err
 	}
 	if err := ctx.Err(); err != nil {
+		c.recycle()
 		return nil, err
 	}
-	c := callPool.Get().(*call)
-	c.ctx, c.sc, c.args = ctx, sc, args
+	c.dl, c.sc = dl, sc
 	c.state.Store(callQueued)
-	select {
-	case l.q <- c:
-	default:
+	if err := l.enqueue(ctx, c); err != nil {
+		c.recycle()
+		return nil, err
+	}
+	if done := ctx.Done(); done == nil {
+		<-c.done
+	} else {
 		select {
-		case l.q <- c:
-		case <-ctx.Done():
-			c.reset()
-			callPool.Put(c)
+		case <-c.done:
+		case <-done:
+			// queued: never sent, and dropped by the lane (c is not
+			// reused: the queue holds it). Sent: the reply no longer
+			// matters (Redis may have counted the decision, as after a
+			// timeout without pipelining); c stays with its sender.
+			c.state.CompareAndSwap(callQueued, callAbandoned)
 			return nil, ctx.Err()
 		}
-	}
-	if l.senders.Load() < int32(p.cfg.Senders) {
-		l.spawn()
-	}
-	select {
-	case <-c.done:
-	case <-ctx.Done():
-		if c.state.CompareAndSwap(callQueued, callAbandoned) {
-			// never sent; the sender that finds it drops it (and it
-			// is not reused: the queue still holds it)
-			return nil, ctx.Err()
-		}
-		// sent: the reply no longer matters (Redis may have counted the
-		// decision, as after a timeout without pipelining). c stays
-		// with its sender, which writes to it once more.
-		return nil, ctx.Err()
 	}
 	vals, err := c.vals, c.err
-	c.reset()
-	callPool.Put(c)
-	switch {
-	case err == nil:
-		return vals, nil
-	case redis.HasErrorPrefix(err, "TRYAGAIN"):
+	if err != nil && redis.HasErrorPrefix(err, "TRYAGAIN") {
 		// the script did not run: the plain path waits and sends again
-		return sc.run(ctx, client, args)
+		vals, err = runBy(ctx, dl, client, sc, c.args)
 	}
-	return nil, err
+	if c.state.Load() == callAnswered {
+		// its sender is done with it (an expired call may still be in
+		// a pipeline: it is not reused)
+		c.recycle()
+	}
+	return vals, err
 }
 
-func (c *call) reset() {
-	c.ctx, c.sc, c.args, c.vals, c.err = nil, nil, nil, nil, nil
+// recycle clears c and puts it back in callPool.
+func (c *call) recycle() {
+	c.dl, c.sc, c.args, c.vals, c.err = time.Time{}, nil, nil, nil, nil
+	clear(c.argv[:])
+	callPool.Put(c)
 }
+
+// due reports whether c's deadline is at or before now.
+func (c *call) due(now time.Time) bool {
+	return !c.dl.IsZero() && !now.Before(c.dl)
+}
+
+// runBy is sc.run bounded by dl (zero: none) as well as by ctx.
+func runBy(ctx context.Context, dl time.Time, client redis.UniversalClient, sc *script, args []any) ([]int64, error) {
+	ctx, cancel := withDeadline(ctx, dl)
+	defer cancel()
+	return sc.run(ctx, client, args)
+}
+
+// withDeadline is ctx bounded by dl, ctx itself when dl is zero or not
+// before ctx's own deadline.
+func withDeadline(ctx context.Context, dl time.Time) (context.Context, context.CancelFunc) {
+	if d, ok := ctx.Deadline(); dl.IsZero() || ok && !dl.Before(d) {
+		return ctx, noCancel
+	}
+	return context.WithDeadline(ctx, dl)
+}
+
+func noCancel() {}
 
 // lane returns the lane of the node that holds args' keys, nil when it
-// cannot tell (a Cluster whose slot map is not loaded).
-func (p *pipeliner) lane(ctx context.Context, client redis.UniversalClient, args []any) *lane {
+// cannot tell (a Cluster whose slot map is not loaded). Until a
+// Cluster's slot map was loaded once, finding the node may load it,
+// bounded by dl.
+func (p *pipeliner) lane(ctx context.Context, dl time.Time, client redis.UniversalClient, args []any) *lane {
 	cc, ok := client.(*redis.ClusterClient)
 	if !ok {
 		if l := p.single.Load(); l != nil {
@@ -213,7 +279,16 @@ func (p *pipeliner) lane(ctx context.Context, client redis.UniversalClient, args
 		return p.single.Load()
 	}
 	key, _ := args[3].(string)
-	node, err := cc.MasterForKey(ctx, key)
+	var node *redis.Client
+	var err error
+	if p.mapped.Load() {
+		node, err = cc.MasterForKey(ctx, key)
+	} else {
+		lctx, cancel := withDeadline(ctx, dl)
+		node, err = cc.MasterForKey(lctx, key)
+		cancel()
+		p.mapped.Store(err == nil)
+	}
 	if err != nil {
 		return nil
 	}
@@ -225,133 +300,268 @@ func (p *pipeliner) lane(ctx context.Context, client redis.UniversalClient, args
 }
 
 func (p *pipeliner) newLane(client redis.UniversalClient) *lane {
-	return &lane{p: p, client: client, q: make(chan *call, p.cfg.MaxQueue)}
+	l := &lane{p: p, client: client, wake: make(chan struct{}, 1)}
+	l.watch = time.AfterFunc(time.Hour, l.sweep)
+	l.watch.Stop()
+	return l
 }
 
-// spawn starts a sender unless Senders are alive.
+// enqueue queues c, waiting for room within ctx and c's deadline when
+// the queue is full, and gets a sender to it: an idle one, or a new one
+// unless Senders are alive.
+func (l *lane) enqueue(ctx context.Context, c *call) error {
+	l.mu.Lock()
+	for len(l.q) >= l.p.cfg.MaxQueue {
+		if l.room == nil {
+			l.room = make(chan struct{})
+		}
+		room := l.room
+		l.mu.Unlock()
+		if err := waitRoom(ctx, c.dl, room); err != nil {
+			return err
+		}
+		l.mu.Lock()
+	}
+	l.q = append(l.q, c)
+	l.arm(c.dl)
+	if l.idle > 0 {
+		select {
+		case l.wake <- struct{}{}:
+		default: // a token is waiting already
+		}
+	} else {
+		l.spawn()
+	}
+	l.mu.Unlock()
+	return nil
+}
+
+// waitRoom waits until room is closed, ctx is done or dl (zero: none)
+// passes.
+func waitRoom(ctx context.Context, dl time.Time, room chan struct{}) error {
+	var expire <-chan time.Time
+	if !dl.IsZero() {
+		t := time.NewTimer(time.Until(dl))
+		defer t.Stop()
+		expire = t.C
+	}
+	select {
+	case <-room:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-expire:
+		return context.DeadlineExceeded
+	}
+}
+
+// spawn starts a sender unless Senders are alive. l.mu is held.
 func (l *lane) spawn() {
-	for {
-		n := l.senders.Load()
-		if n >= int32(l.p.cfg.Senders) {
-			return
+	if len(l.senders)+l.busy >= l.p.cfg.Senders {
+		return
+	}
+	s := &sender{
+		cmds:   make([]onceCmd, l.p.cfg.MaxBatch),
+		again:  make([]onceCmd, l.p.cfg.MaxBatch),
+		cmders: make([]redis.Cmder, l.p.cfg.MaxBatch),
+		pipe:   l.client.Pipeline(),
+	}
+	l.senders = append(l.senders, s)
+	go l.send(s)
+}
+
+// arm makes sure sweep runs by dl (zero: none). l.mu is held.
+func (l *lane) arm(dl time.Time) {
+	if dl.IsZero() || !l.watchAt.IsZero() && !dl.Before(l.watchAt) {
+		return
+	}
+	l.watchAt = dl
+	l.watch.Reset(time.Until(dl))
+}
+
+// sweep answers every queued or in-flight call whose deadline passed
+// with context.DeadlineExceeded (a queued one is never sent), drops the
+// abandoned calls from the queue, and arms itself for the next
+// deadline: the calls of a hung Redis return by their deadlines,
+// however long the pipelines ahead of them are bounded for.
+func (l *lane) sweep() {
+	now := time.Now()
+	var late []*call
+	var next time.Time
+	l.mu.Lock()
+	keep := l.q[:0]
+	for _, c := range l.q {
+		if c.state.Load() != callQueued {
+			continue // abandoned
 		}
-		if l.senders.CompareAndSwap(n, n+1) {
-			go l.send()
-			return
+		if c.due(now) && c.state.CompareAndSwap(callQueued, callExpired) {
+			late = append(late, c)
+			continue
 		}
+		keep = append(keep, c)
+		next = earliest(next, c.dl)
+	}
+	clear(l.q[len(keep):])
+	l.q = keep
+	for _, s := range l.senders {
+		for _, c := range s.live {
+			if c.due(now) && c.state.CompareAndSwap(callTaken, callExpired) {
+				late = append(late, c)
+			} else if c.state.Load() == callTaken {
+				next = earliest(next, c.dl)
+			}
+		}
+	}
+	l.watchAt = time.Time{}
+	l.arm(next)
+	l.openRoom()
+	l.mu.Unlock()
+	for _, c := range late {
+		c.err = context.DeadlineExceeded
+		c.done <- struct{}{}
+	}
+}
+
+// earliest is the earlier of two deadlines, zero being none.
+func earliest(a, b time.Time) time.Time {
+	if a.IsZero() || !b.IsZero() && b.Before(a) {
+		return b
+	}
+	return a
+}
+
+// openRoom wakes the callers waiting for room in the queue, if it has
+// some. l.mu is held.
+func (l *lane) openRoom() {
+	if l.room != nil && len(l.q) < l.p.cfg.MaxQueue {
+		close(l.room)
+		l.room = nil
 	}
 }
 
 // sender is one sender goroutine's buffers, reused from pipeline to
 // pipeline so that a batch allocates little beyond its commands.
 type sender struct {
-	batch  []*call
+	live   []*call // the calls in flight (sweep reads it under the lane's mu)
+	spare  []*call // an empty queue, swapped with the lane's when it takes it whole
+	resend []*call // the calls sent again as EVAL
 	cmds   []onceCmd
+	again  []onceCmd // resend's commands
 	cmders []redis.Cmder
 	pipe   redis.Pipeliner // reusable: Exec empties it
 }
 
 // send drains the queue in pipelines of at most MaxBatch until it has
 // been empty for senderIdle.
-func (l *lane) send() {
-	s := &sender{
-		batch:  make([]*call, 0, l.p.cfg.MaxBatch),
-		cmds:   make([]onceCmd, l.p.cfg.MaxBatch),
-		cmders: make([]redis.Cmder, l.p.cfg.MaxBatch),
-		pipe:   l.client.Pipeline(),
-	}
+func (l *lane) send(s *sender) {
 	idle := time.NewTimer(senderIdle)
 	defer idle.Stop()
+	l.mu.Lock()
 	for {
-		var first *call
+		for len(s.live) == 0 && len(l.q) > 0 {
+			l.take(s)
+		}
+		if len(s.live) > 0 {
+			l.mu.Unlock()
+			l.flush(s)
+			l.mu.Lock()
+			continue
+		}
+		l.idle++
+		l.mu.Unlock()
+		idle.Reset(senderIdle)
+		expired := false
 		select {
-		case first = <-l.q:
-		default:
-			idle.Reset(senderIdle)
-			select {
-			case first = <-l.q:
-			case <-idle.C:
-				l.senders.Add(-1)
-				// a caller that queued before the decrement saw this
-				// sender alive and started none: look once more
-				select {
-				case first = <-l.q:
-					l.senders.Add(1)
-				default:
-					return
-				}
-			}
+		case <-l.wake:
+		case <-idle.C:
+			expired = true
 		}
-		batch := append(s.batch[:0], first)
-	gather:
-		for len(batch) < cap(batch) {
-			select {
-			case c := <-l.q:
-				batch = append(batch, c)
-			default:
-				break gather
-			}
+		l.mu.Lock()
+		l.idle--
+		if expired && len(l.q) == 0 {
+			l.senders = slices.DeleteFunc(l.senders, func(o *sender) bool { return o == s })
+			l.mu.Unlock()
+			return
 		}
-		l.flush(s, batch)
-		clear(batch)
 	}
 }
 
-// flush sends the batch's live calls in one pipeline and hands each its
-// reply. Calls abandoned while queued are dropped unsent.
-func (l *lane) flush(s *sender, batch []*call) {
-	live := batch[:0]
-	var deadline time.Time
-	forever := false
-	for _, c := range batch {
-		if !c.state.CompareAndSwap(callQueued, callTaken) {
-			continue
-		}
-		live = append(live, c)
-		if d, ok := c.ctx.Deadline(); !ok {
-			forever = true
-		} else if d.After(deadline) {
-			deadline = d
+// take moves up to MaxBatch calls from the queue to s.live, the ones
+// still queued. l.mu is held.
+func (l *lane) take(s *sender) {
+	n := min(len(l.q), l.p.cfg.MaxBatch)
+	for _, c := range l.q[:n] {
+		if c.state.CompareAndSwap(callQueued, callTaken) {
+			s.live = append(s.live, c)
 		}
 	}
-	if len(live) == 0 {
-		return
+	if n == len(l.q) {
+		clear(l.q)
+		l.q, s.spare = s.spare[:0], l.q[:0]
+	} else {
+		k := copy(l.q, l.q[n:])
+		clear(l.q[k:])
+		l.q = l.q[:k]
 	}
+	l.openRoom()
+}
+
+// flush sends s.live in one pipeline and hands each call its reply.
+func (l *lane) flush(s *sender) {
+	live := s.live
 	l.inflight.Add(1)
 	defer l.inflight.Add(-1)
 	l.batched.Add(int64(len(live)))
-	// the batch's context: the latest of its calls' deadlines (a caller
-	// whose own ends sooner stops waiting); none if one has none, and then
-	// the client's read timeout bounds it
-	ctx := context.Background()
-	if !forever {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithDeadline(ctx, deadline)
-		defer cancel()
+	// the pipeline's context: the latest of its calls' deadlines (sweep
+	// answers a call whose own passes sooner); none if one has none, and
+	// then the client's read timeout bounds it
+	var dl time.Time
+	for _, c := range live {
+		if c.dl.IsZero() {
+			dl = time.Time{}
+			break
+		}
+		if c.dl.After(dl) {
+			dl = c.dl
+		}
 	}
+	ctx, cancel := withDeadline(context.Background(), dl)
+	defer cancel()
 	cmds := s.cmds[:len(live)]
-	defer clear(cmds) // no reply outlives its batch in the buffer
 	l.exec(ctx, s, live, cmds)
-	again := 0 // live[:again]: the calls to send again, over answered ones
+	resend := s.resend[:0]
 	for i, c := range live {
 		if err := cmds[i].Err(); err != nil && isNoScript(err) && c.args[0] == "evalsha" {
 			// the script did not run: EVAL sends it with its source
 			c.args[0], c.args[1] = "eval", c.sc.srcArg
-			live[again] = c
-			again++
-			continue
+			resend = append(resend, c)
 		}
-		c.vals, c.err = cmds[i].Val(), cmds[i].Err()
-		c.done <- struct{}{}
 	}
-	if again > 0 {
-		live, cmds = live[:again], cmds[:again]
-		l.exec(ctx, s, live, cmds)
-		for i, c := range live {
-			c.vals, c.err = cmds[i].Val(), cmds[i].Err()
+	again := s.again[:len(resend)]
+	if len(resend) > 0 {
+		l.exec(ctx, s, resend, again)
+	}
+	l.mu.Lock()
+	s.live = live[:0] // answered from here on: sweep leaves them
+	l.mu.Unlock()
+	j := 0
+	for i, c := range live {
+		cmd := cmds[i]
+		if j < len(resend) && resend[j] == c {
+			cmd = again[j]
+			j++
+		}
+		if c.state.CompareAndSwap(callTaken, callAnswered) {
+			c.vals, c.err = cmd.Val(), cmd.Err()
 			c.done <- struct{}{}
 		}
 	}
+	// no reply or call outlives its batch in the buffers
+	clear(cmds)
+	clear(again)
+	clear(live)
+	clear(resend)
+	s.resend = resend[:0]
 }
 
 // exec sends calls as one pipeline of onceCmds: go-redis retries no

@@ -41,17 +41,14 @@ func TestPipeliningNeverSendsTwiceCluster(t *testing.T) {
 		// queue all n before a sender runs, so that they go in one
 		// pipeline: while the lane looks busy (a send in flight, every
 		// sender alive) callers only queue
-		l.inflight.Add(1)
-		l.senders.Add(defaultSenders)
+		hold(l)
 		cutCluster(t, cl, hot, proxy, st, p, key, n, func() {
 			deadline := time.Now().Add(time.Minute)
-			for len(l.q) < n {
-				require.True(t, time.Now().Before(deadline), "%d of %d decisions queued", len(l.q), n)
+			for queued(l) < n {
+				require.True(t, time.Now().Before(deadline), "%d of %d decisions queued", queued(l), n)
 				time.Sleep(time.Millisecond)
 			}
-			l.inflight.Add(-1)
-			l.senders.Add(-defaultSenders)
-			l.spawn()
+			release(l)
 		})
 		assert.Equal(t, int64(n), l.batched.Load(), "the n decisions were pipelined")
 	})

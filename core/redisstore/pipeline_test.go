@@ -63,6 +63,30 @@ func batched(s *Store) int64 {
 	return n
 }
 
+// hold makes l look busy, a send in flight and every sender alive, so
+// that decisions queue; release undoes it and gets a sender to them.
+func hold(l *lane) {
+	l.inflight.Add(1)
+	l.mu.Lock()
+	l.busy += l.p.cfg.Senders
+	l.mu.Unlock()
+}
+
+func release(l *lane) {
+	l.inflight.Add(-1)
+	l.mu.Lock()
+	l.busy -= l.p.cfg.Senders
+	l.spawn()
+	l.mu.Unlock()
+}
+
+// queued is the number of calls in l's queue.
+func queued(l *lane) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.q)
+}
+
 // exactUnderPipelining makes 64 goroutines over three pipelined stores
 // (one client each) take 1 from 4 keys at one frozen instant, for each
 // case policy, and checks that exactly what core's Decide admits in
@@ -256,8 +280,7 @@ func TestPipeliningNeverSendsTwice(t *testing.T) {
 	// callers only queue
 	l := st.pipe.single.Load()
 	require.NotNil(t, l)
-	l.inflight.Add(1)
-	l.senders.Add(defaultSenders)
+	hold(l)
 	runs0 := scriptRuns(t, srv)
 	proxy.swallowing.Store(true)
 	errs := make([]error, n)
@@ -272,13 +295,11 @@ func TestPipeliningNeverSendsTwice(t *testing.T) {
 		}()
 	}
 	deadline := time.Now().Add(10 * time.Second)
-	for len(l.q) < n {
-		require.True(t, time.Now().Before(deadline), "%d of %d decisions queued", len(l.q), n)
+	for queued(l) < n {
+		require.True(t, time.Now().Before(deadline), "%d of %d decisions queued", queued(l), n)
 		time.Sleep(time.Millisecond)
 	}
-	l.inflight.Add(-1)
-	l.senders.Add(-defaultSenders)
-	l.spawn()
+	release(l)
 	// the server runs all n (their replies are dropped); then cut
 	for scriptRuns(t, srv)-runs0 < n {
 		require.True(t, time.Now().Before(deadline), "the server ran %d of %d decisions", scriptRuns(t, srv)-runs0, n)
@@ -330,8 +351,8 @@ func TestPipeliningContextWhileQueued(t *testing.T) {
 		}()
 	}
 	deadline := time.Now().Add(10 * time.Second)
-	for l.inflight.Load() < 2 || len(l.q) > 0 {
-		require.True(t, time.Now().Before(deadline), "inflight %d, queued %d", l.inflight.Load(), len(l.q))
+	for l.inflight.Load() < 2 || queued(l) > 0 {
+		require.True(t, time.Now().Before(deadline), "inflight %d, queued %d", l.inflight.Load(), queued(l))
 		time.Sleep(time.Millisecond)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -340,7 +361,7 @@ func TestPipeliningContextWhileQueued(t *testing.T) {
 		_, err := st.Take(ctx, "k", p, epoch, 1)
 		res <- err
 	}()
-	for len(l.q) == 0 {
+	for queued(l) == 0 {
 		require.True(t, time.Now().Before(deadline), "the third decision did not queue")
 		time.Sleep(time.Millisecond)
 	}
@@ -353,7 +374,7 @@ func TestPipeliningContextWhileQueued(t *testing.T) {
 	}
 	srv.Resume()
 	wg.Wait()
-	for l.inflight.Load() > 0 || len(l.q) > 0 {
+	for l.inflight.Load() > 0 || queued(l) > 0 {
 		require.True(t, time.Now().Before(deadline.Add(10*time.Second)), "the queue did not drain")
 		time.Sleep(time.Millisecond)
 	}
@@ -422,8 +443,7 @@ func TestPipeliningNoScriptMixed(t *testing.T) {
 	// decisions queue, one after the other: known, fresh, known, ...
 	l := st.pipe.single.Load()
 	require.NotNil(t, l)
-	l.inflight.Add(1)
-	l.senders.Add(defaultSenders)
+	hold(l)
 	runs0 := scriptRuns(t, srv)
 	decs := make([]core.Decision, 2*n)
 	errs := make([]error, 2*n)
@@ -441,14 +461,12 @@ func TestPipeliningNoScriptMixed(t *testing.T) {
 			defer cancel()
 			decs[i], errs[i] = st.Take(ctx, "k", p, epoch, 1)
 		}()
-		for len(l.q) < i+1 {
+		for queued(l) < i+1 {
 			require.True(t, time.Now().Before(deadline), "decision %d did not queue", i)
 			time.Sleep(time.Millisecond)
 		}
 	}
-	l.inflight.Add(-1)
-	l.senders.Add(-defaultSenders)
-	l.spawn()
+	release(l)
 	wg.Wait()
 	for i := range 2 * n {
 		require.NoError(t, errs[i], "decision %d", i)
@@ -491,8 +509,7 @@ func TestPipeliningQueueBounded(t *testing.T) {
 	l := st.pipe.single.Load()
 	require.NotNil(t, l)
 	// the lane looks busy: a send in flight and every sender alive
-	l.inflight.Add(1)
-	l.senders.Add(defaultSenders)
+	hold(l)
 
 	first := make(chan error, 1)
 	go func() {
@@ -500,7 +517,7 @@ func TestPipeliningQueueBounded(t *testing.T) {
 		first <- err
 	}()
 	deadline := time.Now().Add(10 * time.Second)
-	for len(l.q) < 1 {
+	for queued(l) < 1 {
 		require.True(t, time.Now().Before(deadline), "the first decision did not queue")
 		time.Sleep(time.Millisecond)
 	}
@@ -508,13 +525,92 @@ func TestPipeliningQueueBounded(t *testing.T) {
 	defer cancel()
 	_, err = st.Take(ctx, "k", p, epoch, 1)
 	require.ErrorIs(t, err, context.DeadlineExceeded, "the second decision waits for room within its context")
-	assert.Equal(t, 1, len(l.q), "the full queue took nothing more")
+	assert.Equal(t, 1, queued(l), "the full queue took nothing more")
 
-	l.inflight.Add(-1)
-	l.senders.Add(-defaultSenders)
-	l.spawn()
+	release(l)
 	require.NoError(t, <-first)
 	d, err := st.Take(context.Background(), "k", p, epoch, 1)
 	require.NoError(t, err)
 	assert.Equal(t, int64(100-2), d.Remaining, "the decision that found the queue full was sent: remaining counts it")
+}
+
+// TestPipeliningQueuedDeadline: with the node frozen, one decision is
+// sent directly and one in a pipeline (Senders 1), both by a far
+// deadline; a third, by a near deadline given as a time (TakeBy, as a
+// Limiter gives it), queues behind them: it returns
+// context.DeadlineExceeded by its own deadline, not theirs, and is never
+// sent (after the node resumes, the key counts two).
+func TestPipeliningQueuedDeadline(t *testing.T) {
+	srv := redistest.StartNode(t)
+	client := srv.NewClient(t)
+	st := newStore(t, client, WithClientTime(), WithPipelining(Pipelining{Senders: 1}))
+	p := mustPolicy(t, core.Policy{Name: "qd", Limits: []core.Limit{core.Per(100, time.Hour)}})
+	require.NoError(t, st.Preload(context.Background(), p))
+	_, err := st.Take(context.Background(), "warm", p, epoch, 1)
+	require.NoError(t, err)
+	l := st.pipe.single.Load()
+	require.NotNil(t, l)
+
+	srv.Pause()
+	var wg sync.WaitGroup
+	for range 2 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, err := st.TakeBy(context.Background(), time.Now().Add(time.Minute), "k", p, epoch, 1)
+			assert.NoError(t, err)
+		}()
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for l.inflight.Load() < 2 || queued(l) > 0 {
+		require.True(t, time.Now().Before(deadline), "inflight %d, queued %d", l.inflight.Load(), queued(l))
+		time.Sleep(time.Millisecond)
+	}
+	start := time.Now()
+	_, err = st.TakeBy(context.Background(), start.Add(100*time.Millisecond), "k", p, epoch, 1)
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	assert.Less(t, time.Since(start), 30*time.Second, "the queued decision waited for the pipelines ahead of it")
+	srv.Resume()
+	wg.Wait()
+	d, err := st.Take(context.Background(), "k", p, epoch, 1)
+	require.NoError(t, err)
+	assert.Equal(t, int64(100-3), d.Remaining, "the expired queued decision was sent: remaining counts it")
+}
+
+// TestLaneSweep: sweep answers the calls whose deadline passed, queued
+// or in a pipeline, with context.DeadlineExceeded, leaves the others,
+// drops abandoned ones from the queue, and arms itself for the earliest
+// deadline left.
+func TestLaneSweep(t *testing.T) {
+	c := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", ContextTimeoutEnabled: true})
+	t.Cleanup(func() { _ = c.Close() })
+	p := &pipeliner{cfg: Pipelining{MaxBatch: defaultMaxBatch, MaxQueue: defaultMaxQueue, Senders: defaultSenders}}
+	l := p.newLane(c)
+	now := time.Now()
+	mk := func(state int32, dl time.Time) *call {
+		c := &call{done: make(chan struct{}, 1), dl: dl}
+		c.state.Store(state)
+		return c
+	}
+	pastQ, laterQ := mk(callQueued, now.Add(-time.Second)), mk(callQueued, now.Add(time.Hour))
+	noneQ, gone := mk(callQueued, time.Time{}), mk(callAbandoned, now.Add(-time.Second))
+	pastF, laterF := mk(callTaken, now.Add(-time.Second)), mk(callTaken, now.Add(30*time.Minute))
+	l.q = []*call{pastQ, gone, laterQ, noneQ}
+	l.senders = []*sender{{live: []*call{pastF, laterF}}}
+	l.sweep()
+	for name, c := range map[string]*call{"queued": pastQ, "in flight": pastF} {
+		select {
+		case <-c.done:
+			assert.ErrorIs(t, c.err, context.DeadlineExceeded, name)
+			assert.Equal(t, callExpired, c.state.Load(), name)
+		default:
+			t.Errorf("the %s call past its deadline was not answered", name)
+		}
+	}
+	for name, c := range map[string]*call{"queued": laterQ, "queued without deadline": noneQ, "in flight": laterF} {
+		assert.Empty(t, c.done, "the %s call before its deadline was answered", name)
+	}
+	assert.Equal(t, []*call{laterQ, noneQ}, l.q, "the queue keeps the live calls")
+	assert.Equal(t, laterF.dl, l.watchAt, "armed for the earliest deadline left")
+	l.watch.Stop()
 }

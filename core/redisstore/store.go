@@ -55,9 +55,10 @@ const tagLen = 12
 // store was built with [WithClientTime]. Decisions are identical to
 // (*core.Policy).Decide on the same sequence of (time, cost).
 //
-// The deadline of each call comes from its context (core.Limiter gives
-// every call one); the client must have ContextTimeoutEnabled, which New
-// checks, so a hung or dead Redis never blocks past it.
+// The deadline of each call comes from its context, or from TakeBy's
+// deadline (core.Limiter gives every call one); the client must have
+// ContextTimeoutEnabled, which New checks, so a hung or dead Redis never
+// blocks past it.
 //
 // A Store holds no connections of its own, and no goroutines unless built
 // with [WithPipelining]: the caller owns the client and closes it. Build one with [New]; the zero Store is
@@ -291,6 +292,30 @@ func (s *Store) keyBase(dst []byte, c *compiled, key string) []byte {
 // "redisstore: ..." wrapping the cause (context.DeadlineExceeded on a
 // timeout), with a zero Decision.
 func (s *Store) Take(ctx context.Context, key string, p *core.Policy, now time.Time, cost int64) (core.Decision, error) {
+	return s.take(ctx, time.Time{}, key, p, now, cost)
+}
+
+var _ core.DeadlineStore = (*Store)(nil)
+
+// TakeBy is Take bounded by deadline as well as by ctx (see
+// core.DeadlineStore; a zero deadline is none). Under [WithPipelining]
+// a decision that queues has its deadline kept by the pipeliner, with
+// no context of its own; without it, or sent at once, the call runs
+// under a context bounded by deadline, as Take's.
+func (s *Store) TakeBy(ctx context.Context, deadline time.Time, key string, p *core.Policy, now time.Time, cost int64) (core.Decision, error) {
+	if s.pipe == nil && !deadline.IsZero() {
+		if ctx == nil {
+			ctx = context.Background()
+		}
+		var cancel context.CancelFunc
+		ctx, cancel = withDeadline(ctx, deadline)
+		defer cancel()
+	}
+	return s.take(ctx, deadline, key, p, now, cost)
+}
+
+// take is Take and TakeBy: dl (zero: none) bounds the call besides ctx.
+func (s *Store) take(ctx context.Context, dl time.Time, key string, p *core.Policy, now time.Time, cost int64) (core.Decision, error) {
 	if p == nil {
 		return core.Decision{}, errors.New("redisstore: Take: nil policy")
 	}
@@ -301,7 +326,15 @@ func (s *Store) Take(ctx context.Context, key string, p *core.Policy, now time.T
 	if err != nil {
 		return core.Decision{}, err
 	}
-	vals, err := s.run(ctx, c, s.args(c, c.tail, key, now, cost))
+	var vals []int64
+	if s.pipe != nil {
+		vals, err = s.pipe.take(ctx, dl, s, c, key, now, cost)
+		if err != nil {
+			err = s.failed(c, err)
+		}
+	} else {
+		vals, err = s.run(ctx, dl, c, s.args(c, c.tail, key, now, cost))
+	}
 	if err != nil {
 		return core.Decision{}, err
 	}
@@ -329,22 +362,22 @@ func (s *Store) TakeElastic(ctx context.Context, key string, p *core.Policy, now
 	if c.etail == nil {
 		return s.Take(ctx, key, p, now, cost)
 	}
-	vals, err := s.run(ctx, c, s.args(c, c.etail, key, now, cost))
+	vals, err := s.run(ctx, time.Time{}, c, s.args(c, c.etail, key, now, cost))
 	if err != nil {
 		return core.Decision{}, err
 	}
 	return decision(c, vals, true)
 }
 
-// run runs c's script with args once (see script.run). An error asks a
-// Cluster client to reload its slot map when it says the map may be
-// stale, and comes back as "redisstore: policy ...: " wrapping the cause,
-// a *ReplyError for an error reply.
-func (s *Store) run(ctx context.Context, c *compiled, args []any) ([]int64, error) {
+// run runs c's script with args once (see script.run), by dl (zero:
+// none) and ctx. An error asks a Cluster client to reload its slot map
+// when it says the map may be stale, and comes back as "redisstore:
+// policy ...: " wrapping the cause, a *ReplyError for an error reply.
+func (s *Store) run(ctx context.Context, dl time.Time, c *compiled, args []any) ([]int64, error) {
 	var vals []int64
 	var err error
 	if s.pipe != nil {
-		vals, err = s.pipe.run(ctx, s.client, c.script, args)
+		vals, err = s.pipe.run(ctx, dl, s.client, c.script, args)
 	} else {
 		vals, err = c.script.run(ctx, s.client, args)
 	}
