@@ -89,8 +89,9 @@
 // derived from it once (the checks, the limits' decimal forms, the
 // RateLimit-Policy field, each policy's problem body). Adding an option
 // is a field on Config, a With function in options.go, and its use in
-// engine.go; if some adapters cannot honour it, the option tags the
-// Config and adapter.go refuses it for them.
+// the engine (engine.go builds it; decide.go, keys.go, scope.go and
+// response.go run it); if some adapters cannot honour it, the option
+// tags the Config and adapter.go refuses it for them.
 //
 // # Writing an adapter
 //

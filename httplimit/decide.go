@@ -1,0 +1,204 @@
+package httplimit
+
+import (
+	"context"
+	"unsafe"
+
+	"github.com/limitkit/limitkit/core"
+	"github.com/limitkit/limitkit/keyfuncs"
+)
+
+// Decide runs the skip hook, derives each check's key, and decides.
+// ctx is the request's context (the store deadline derives from it).
+func (e *Engine) Decide(ctx context.Context, req keyfuncs.Request) Result {
+	var r Result
+	e.DecideInto(ctx, req, &r)
+	return r
+}
+
+// DecideInto is Decide writing the result into *res, which must be the
+// zero Result (a fresh variable; the fields a decision leaves unset are
+// not cleared again): adapters keep the Result on their stack and nothing
+// copies or clears it twice.
+func (e *Engine) DecideInto(ctx context.Context, req keyfuncs.Request, res *Result) {
+	e.decide(ctx, req, nil, res)
+}
+
+// PartsKeyed reports whether the engine's store key is a function of a
+// request's [KeyParts] (one check, the default peer-IP key, the default
+// or a fixed scope, no skip or cost function, no tiers, overrides or
+// counting by outcome), so that [Engine.DecidePartsInto] can decide, and
+// whether those parts include the route (the argument of
+// [KeyParter.KeyParts]; false under WithScope). An adapter whose request
+// view costs something to build (an allocation, a pool) asks once, at
+// construction.
+func (e *Engine) PartsKeyed() (ok, route bool) {
+	return e.cacheID != 0 && e.cfg.skip == nil && e.cfg.cost == nil, !e.scopeFixed
+}
+
+// DecidePartsInto decides the request whose KeyParts are p as
+// DecideInto(ctx, req, res) would, and reports whether it did: from the
+// key cache when it knows p (a client that asked the route recently),
+// else on the general path with req, the request's view (whose key is
+// then cached under p). With req nil a cache miss decides nothing: *res
+// is left as it was and the adapter calls DecideInto with a view (an
+// adapter whose view costs something to build builds it only then). p
+// must be the parts the engine would read from req, route as
+// [Engine.PartsKeyed] said: what its [KeyParter] returns with ok (for
+// net/http's keyfuncs.HTTPRequest: Peer its RemoteAddr, Route its
+// pattern, StableRoute). On an engine that is not PartsKeyed it reports
+// false. *res must be the zero Result, as for DecideInto. The
+// adapter calls the view's KeyParts directly (no interface), and the
+// engine hashes the parts once.
+func (e *Engine) DecidePartsInto(ctx context.Context, p *KeyParts, req keyfuncs.Request, res *Result) bool {
+	return e.decide(ctx, req, p, res)
+}
+
+// decide is DecideInto for req or, when p is not nil, DecidePartsInto
+// for p and req (which takes only the one check's branch, and reports
+// false on an engine that is not PartsKeyed), in one function: a
+// decision on the common path is a single call from the adapter.
+func (e *Engine) decide(ctx context.Context, req keyfuncs.Request, p *KeyParts, res *Result) bool {
+	cost := int64(1)
+	if e.cfg.skip != nil || e.cfg.cost != nil {
+		if p != nil {
+			return false
+		}
+		if e.cfg.skip != nil && e.cfg.skip(req) {
+			res.Action = Skip
+			return true
+		}
+		if e.cfg.cost != nil {
+			if c := e.cfg.cost(req); c > 1 {
+				cost = c
+			}
+		}
+	}
+	if len(e.checks) > 1 || e.pol != nil {
+		if p != nil {
+			return false
+		}
+		e.decideAll(ctx, req, res, cost)
+		return true
+	}
+	c := &e.checks[0]
+	var key string
+	st := keyOK
+	switch {
+	case p != nil && e.cacheID == 0:
+		return false
+	case p != nil:
+		var slot slotRef
+		if key, slot = keys.get(e.cacheID, p); key == "" {
+			if req == nil {
+				return false
+			}
+			key, st = e.missedKey(ctx, c, req, p, slot)
+		}
+	case e.cacheID != 0:
+		key, st = e.cachedKey(ctx, c, req)
+	default:
+		key, st, _ = e.generalKey(ctx, c, req)
+	}
+	if st != keyOK {
+		e.noKeyResult(res, c, st)
+		return true
+	}
+	var err error
+	if e.ownClock {
+		if e.coarse {
+			res.now = core.CoarseClock{}.Now()
+		} else {
+			res.now = e.cfg.clock.Now()
+		}
+		if c.direct == nil {
+			res.Decision, err = c.lim.AllowNAt(ctx, key, res.now, cost)
+		} else if err = c.direct.TakeTo(key, c.policy, res.now, cost, unseen(&res.Decision)); err != nil {
+			// the store is closed or refused the policy and consumed
+			// nothing: the Limiter applies the fail mode and logs
+			res.Decision, err = c.lim.AllowNAt(ctx, key, res.now, cost)
+		}
+	} else {
+		res.Decision, err = c.lim.AllowN(ctx, key, cost)
+	}
+	if err == nil && res.Decision.Allowed { // finish's common case, without the call
+		res.decided, res.Action = true, Pass
+		return true
+	}
+	e.finish(ctx, res, err)
+	return true
+}
+
+// decideAll decides every check, each key built after the scope in one
+// buffer, or the tiers, overrides and counting by outcome.
+func (e *Engine) decideAll(ctx context.Context, req keyfuncs.Request, res *Result, cost int64) {
+	if e.pol != nil {
+		e.decidePolicies(ctx, req, res, cost)
+		return
+	}
+	var kbuf [192]byte
+	scope := e.appendScope(kbuf[:0], req)
+	var cbuf [MaxChecks]core.Check
+	list := cbuf[:0]
+	for i := range e.checks {
+		c := &e.checks[i]
+		key, st, _ := e.key(ctx, c, req, scope)
+		switch st {
+		case keySkip:
+			continue
+		case keyDeny:
+			e.noKeyResult(res, c, st)
+			return
+		}
+		list = append(list, core.Check{Limiter: c.lim, Key: key, Cost: cost})
+	}
+	if len(list) == 0 {
+		res.Action = Pass
+		return
+	}
+	var err error
+	res.Decision, err = core.AllowAll(ctx, list...)
+	e.finish(ctx, res, err)
+}
+
+func (e *Engine) noKeyResult(res *Result, c *check, st keyStatus) {
+	if st == keySkip {
+		res.Action = Pass
+		return
+	}
+	res.Action, res.Reason = Deny, ReasonNoKey
+	res.Decision = core.Decision{Policy: c.policy.Name, RetryAfter: core.Never}
+}
+
+// finish sets the action of the decision in res.Decision.
+func (e *Engine) finish(ctx context.Context, res *Result, err error) {
+	if err != nil {
+		e.report(ctx, err)
+	}
+	res.decided = true
+	switch d := &res.Decision; {
+	case d.Allowed:
+		res.Action = Pass
+		res.Degraded = err != nil
+	case d.Degraded && d.Limit.Requests == 0:
+		// a fail mode denied: no limit was consulted (503)
+		res.Action, res.Reason = Deny, ReasonUnavailable
+	default:
+		res.Action, res.Reason = Deny, ReasonLimited
+	}
+}
+
+func (e *Engine) report(ctx context.Context, err error) {
+	if e.cfg.onError != nil {
+		e.cfg.onError(ctx, err)
+	}
+}
+
+// unseen is d, hidden from escape analysis (read back from a uintptr's
+// memory): a pointer passed through an interface call escapes, and with
+// it the adapter's Result, an allocation per request. TakeTo must not
+// keep d (core.DirectStore), so that the Result may stay on the stack.
+func unseen(d *core.Decision) *core.Decision {
+	x := uintptr(unsafe.Pointer(d))
+	return *(**core.Decision)(unsafe.Pointer(&x))
+}

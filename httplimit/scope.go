@@ -1,0 +1,89 @@
+package httplimit
+
+import (
+	"net/http"
+	"strings"
+
+	"github.com/limitkit/limitkit/keyfuncs"
+)
+
+// AnyMethodRouter is implemented by request views that know whether the
+// route the request matched accepts every method: gin's r.Any, echo's
+// e.Any and fiber's app.All register one path under every method, and
+// such a route has one quota per client, whatever the method.
+type AnyMethodRouter interface {
+	// AnyMethod reports whether the matched route is registered under
+	// every method the framework's "any" registration uses.
+	AnyMethod() bool
+}
+
+// ScopeMethod is the method part of req's default scope, for a route
+// that does not name its method itself: "" when the route accepts every
+// method (a net/http ServeMux pattern without a method, whose handler
+// serves them all, or a view's [AnyMethodRouter] says so); otherwise the
+// request's method, with HEAD as GET (a GET route serves HEAD: net/http
+// and fiber route HEAD to it, and a client must not get a second quota by
+// asking for headers only) and methods outside RFC 9110 and PATCH as
+// "OTHER", so a client inventing methods cannot mint new namespaces.
+func ScopeMethod(req keyfuncs.Request) string {
+	switch r := req.(type) {
+	case keyfuncs.HTTPRequest:
+		return ""
+	case AnyMethodRouter:
+		if r.AnyMethod() {
+			return ""
+		}
+	}
+	return NormalMethod(req.Method())
+}
+
+// NormalMethod is m as a scope names it: HEAD as GET, m when it is
+// another RFC 9110 method or PATCH, else "OTHER".
+func NormalMethod(m string) string {
+	switch m {
+	case http.MethodHead:
+		return http.MethodGet
+	case http.MethodGet, http.MethodPost, http.MethodPut, http.MethodPatch,
+		http.MethodDelete, http.MethodOptions, http.MethodConnect, http.MethodTrace:
+		return m
+	}
+	return "OTHER"
+}
+
+// DefaultScope is the scope an engine without WithScope or WithScopeFunc
+// gives req, as a scope function: a middleware built with
+// WithScopeFunc(DefaultScope) keys exactly as the default one but never
+// uses the key cache, so tests can compare the two.
+func DefaultScope(req keyfuncs.Request) string {
+	var e Engine
+	var b [128]byte
+	return string(e.appendScope(b[:0], req))
+}
+
+// appendScope appends the key namespace: the fixed scope, the scope
+// function's result, or by default "METHOD route" ("GET /users/:id"). A
+// route that already names its method or a host (net/http's
+// "GET /users/{id}", "example.com/x") is used as is; a route that accepts
+// every method (see [ScopeMethod]) is the route alone ("/api2"); another
+// route starting with "/" gets the method prepended; an unknown route ("")
+// gives the empty scope.
+func (e *Engine) appendScope(b []byte, req keyfuncs.Request) []byte {
+	if e.scopeFixed {
+		return append(b, e.scope...)
+	}
+	if e.cfg.scopeFunc != nil {
+		return append(b, e.cfg.scopeFunc(req)...)
+	}
+	route := req.Route()
+	if route == "" {
+		return b
+	}
+	if strings.IndexByte(route, ' ') >= 0 || route[0] != '/' {
+		return append(b, route...)
+	}
+	if m := ScopeMethod(req); m != "" {
+		b = append(b, m...)
+		b = append(b, ' ')
+	}
+	return append(b, route...)
+}
