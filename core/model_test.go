@@ -9,9 +9,10 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// The reference models below are written independently of algo.go, as
-// plainly as possible: a list of admitted timestamps, a map of windows, a
-// continuous token bucket in integer µs of credit.
+// The reference models below are written independently of algo.go,
+// algo_rate.go and algo_window.go, as plainly as possible: a list of
+// admitted timestamps, a map of windows, a continuous token bucket in
+// integer µs of credit.
 
 type event struct{ at, cost int64 }
 

@@ -4,8 +4,9 @@ import "time"
 
 // This file holds the math of the quota verbs beyond Take (Peek, Charge,
 // Refund and the reservation behind Wait), shared by every store like
-// algo.go's. Each works on a key's state words in place, in whole µs, with
-// every product bounded as in algo.go (costs are clamped first), so that
+// Take's (algo.go, algo_rate.go, algo_window.go). Each works on a key's
+// state words in place, in whole µs, with every product bounded as in
+// Take's (costs are clamped first), so that
 // the Lua port computes the same integers.
 //
 // What Charge and Refund do per algorithm (k: one limit; C its effective

@@ -1,7 +1,7 @@
 package redisstore
 
-// The Lua scripts port core's algorithms (core/algo.go, (*core.Policy).Decide)
-// line by line. Redis's Lua computes on doubles; every quantity is an
+// The Lua scripts port core's algorithms (core/algo.go and the algo_*.go
+// files beside it, (*core.Policy).Decide) line by line. Redis's Lua computes on doubles; every quantity is an
 // integer below 2^53 (µs since the epoch, counts below 2^31), so integer
 // math is exact, and the one floating-point formula (the sliding counter's
 // estimate) is evaluated in the same order as in Go: sum + oldest*((L-e)/L).

@@ -15,8 +15,8 @@
 // verb subtests of the policies decided here. A toy: one mutex, no bound
 // on its keys.
 //
-// Its arithmetic is the one core documents (core/algo.go and
-// core/verbs_model.go state it), re-derived here; if core's model ever
+// Its arithmetic is the one core documents (core/algo.go, its
+// algo_*.go files and core/verbs_model.go state it), re-derived here; if core's model ever
 // changes, this file must follow, as any store's.
 package ownmath
 
