@@ -3,7 +3,6 @@ package core_test
 import (
 	"context"
 	"errors"
-	"slices"
 	"testing"
 	"time"
 
@@ -12,6 +11,7 @@ import (
 
 	"github.com/limitkit/limitkit/core"
 	"github.com/limitkit/limitkit/core/memstore"
+	"github.com/limitkit/limitkit/internal/benchalt"
 )
 
 // localMapStore is mapStore declaring itself local: Limiters take their
@@ -169,44 +169,15 @@ func BenchmarkHotKeyWrittenOut(b *testing.B) {
 	defer wrapped.Close()
 	l, w := limiter(plain), limiter(takeViaTakeTo{wrapped})
 	ctx := context.Background()
-	names := []string{"AllowN", "wrapper", "through"}
-	ways := []func() (core.Decision, error){
-		func() (core.Decision, error) { return l.AllowN(ctx, "user:42", 1) },
-		func() (core.Decision, error) { return w.AllowN(ctx, "user:42", 1) },
-		func() (core.Decision, error) { return allowNThroughAt(l, ctx, "user:42", 1) },
-	}
-	const chunk = 1000
-	ns := make([][]float64, len(ways))
-	for b.Loop() {
-		for j, allow := range ways {
-			t0 := time.Now()
-			for range chunk {
-				if d, _ := allow(); !d.Allowed {
-					b.Fatal("denied")
-				}
-			}
-			ns[j] = append(ns[j], float64(time.Since(t0))/chunk)
+	allowed := func(d core.Decision, _ error) {
+		if !d.Allowed {
+			b.Fatal("denied")
 		}
 	}
-	for j := range ways {
-		if j > 0 {
-			diff := make([]float64, len(ns[0]))
-			for i := range diff {
-				diff[i] = ns[j][i] - ns[0][i]
-			}
-			b.ReportMetric(median(diff), "ns:"+names[j]+"-AllowN")
-		}
-		b.ReportMetric(median(ns[j]), "ns:"+names[j])
+	ways := []func(){
+		func() { allowed(l.AllowN(ctx, "user:42", 1)) },
+		func() { allowed(w.AllowN(ctx, "user:42", 1)) },
+		func() { allowed(allowNThroughAt(l, ctx, "user:42", 1)) },
 	}
-}
-
-// median is the middle of xs (the mean of the two middle ones for an
-// even count); xs is sorted in place.
-func median(xs []float64) float64 {
-	slices.Sort(xs)
-	n := len(xs)
-	if n == 0 {
-		return 0
-	}
-	return (xs[(n-1)/2] + xs[n/2]) / 2
+	benchalt.Ways(b, 1000, []string{"AllowN", "wrapper", "through"}, ways)
 }
