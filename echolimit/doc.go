@@ -103,11 +103,10 @@
 // requests the unmatched scope, e.Routes() and e.Routers() for routes of
 // e.Any. A returning client is decided from the context's key parts
 // alone (httplimit.Engine.DecidePartsInto); the request view, a pooled
-// struct around the context, is built only when the key cache misses (an
-// earlier version built interface values by hand to skip the pool; the
-// pool cost about 10 ns a request). Two unsafe reads remain, of Go's own
-// representation of a function value, not of echo: the code pointer,
-// read as reflect.Value.Pointer reads it (three reflect calls a request
+// struct around the context, is built only when the key cache misses, so
+// a returning client's request takes nothing from the pool. Two unsafe
+// reads remain, of Go's own representation of a function value, not of
+// echo: the code pointer, read as reflect.Value.Pointer reads it (three reflect calls a request
 // cost about as much as the rest of the key parts; TestUnrouted compares
 // the two on every build), and the closure pointer: the middleware keeps
 // the handler it built for each next handler keyed by that handler's
