@@ -84,32 +84,18 @@ func (e *Engine) fields(res *Result, f *respond.Fields) {
 // caller reads the fields where Triple stored them (BenchmarkTripleShapes
 // measures what returning them as a struct would cost, ns:value-out).
 func (e *Engine) Triple(res *Result, t *Triple) bool {
-	lt := e.tripleLimit(res)
+	lt, reset, resetN := e.triple(res)
 	if lt == nil {
 		return false
 	}
-	d := &res.Decision
-	t.Limit, t.Remaining = lt.s, d.Remaining
-	if e.cfg.reset == ResetDelta {
-		t.Reset, t.ResetN = "", respond.CeilSeconds(d.ResetAfter)
-		return true
-	}
-	now := res.now
-	if now.IsZero() {
-		now = e.cfg.clock.Now()
-	}
-	t.ResetN = respond.EpochSeconds(now, d.ResetAfter)
-	t.Reset = respond.EpochString(t.ResetN, now.Unix())
+	t.Limit, t.Remaining, t.Reset, t.ResetN = lt.s, res.Decision.Remaining, reset, resetN
 	return true
 }
 
 // triple is Triple returning the limit's text as e.limitText's entry (nil
 // for false), the reset's ready-made text or "" and the reset value, in
 // registers: stores through a *Triple would each test the write barrier.
-// Its reset lines are Triple's written again, so that Triple makes no
-// second call (a helper both call does not inline: too large);
-// BenchmarkTripleShapes measures what Triple calling triple would cost
-// (ns:call-out).
+// Triple and SetHTTP's triple path both call it.
 func (e *Engine) triple(res *Result) (lt *limitText, reset string, resetN int64) {
 	if lt = e.tripleLimit(res); lt == nil {
 		return nil, "", 0
@@ -127,8 +113,7 @@ func (e *Engine) triple(res *Result) (lt *limitText, reset string, resetN int64)
 }
 
 // tripleLimit is the limit's entry when res's header fields are exactly
-// the X-RateLimit triple (see Triple), else nil: the one test Triple and
-// triple share. It inlines into both.
+// the X-RateLimit triple (see Triple), else nil. It inlines into triple.
 func (e *Engine) tripleLimit(res *Result) *limitText {
 	d := &res.Decision
 	if res.Action != Pass || !res.decided || d.Limit.Requests <= 0 ||
