@@ -171,11 +171,12 @@ func (p *pipeliner) take(ctx context.Context, dl time.Time, s *Store, c *compile
 	return p.do(ctx, dl, s.client, c.script, cl)
 }
 
-// run runs sc with args as script.run does, batched (see do).
-func (p *pipeliner) run(ctx context.Context, dl time.Time, client redis.UniversalClient, sc *script, args []any) ([]int64, error) {
+// run runs sc with args as script.run does, batched (see do), by ctx's
+// deadline.
+func (p *pipeliner) run(ctx context.Context, client redis.UniversalClient, sc *script, args []any) ([]int64, error) {
 	c := callPool.Get().(*call)
 	c.args = args
-	return p.do(ctx, dl, client, sc, c)
+	return p.do(ctx, time.Time{}, client, sc, c)
 }
 
 // do runs sc with c.args as script.run does, batched with the other

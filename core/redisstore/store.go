@@ -333,7 +333,7 @@ func (s *Store) take(ctx context.Context, dl time.Time, key string, p *core.Poli
 			err = s.failed(c, err)
 		}
 	} else {
-		vals, err = s.run(ctx, dl, c, s.args(c, c.tail, key, now, cost))
+		vals, err = s.run(ctx, c, s.args(c, c.tail, key, now, cost))
 	}
 	if err != nil {
 		return core.Decision{}, err
@@ -362,22 +362,22 @@ func (s *Store) TakeElastic(ctx context.Context, key string, p *core.Policy, now
 	if c.etail == nil {
 		return s.Take(ctx, key, p, now, cost)
 	}
-	vals, err := s.run(ctx, time.Time{}, c, s.args(c, c.etail, key, now, cost))
+	vals, err := s.run(ctx, c, s.args(c, c.etail, key, now, cost))
 	if err != nil {
 		return core.Decision{}, err
 	}
 	return decision(c, vals, true)
 }
 
-// run runs c's script with args once (see script.run), by dl (zero:
-// none) and ctx. An error asks a Cluster client to reload its slot map
-// when it says the map may be stale, and comes back as "redisstore:
-// policy ...: " wrapping the cause, a *ReplyError for an error reply.
-func (s *Store) run(ctx context.Context, dl time.Time, c *compiled, args []any) ([]int64, error) {
+// run runs c's script with args once (see script.run), by ctx's
+// deadline. An error asks a Cluster client to reload its slot map when
+// it says the map may be stale, and comes back as "redisstore: policy
+// ...: " wrapping the cause, a *ReplyError for an error reply.
+func (s *Store) run(ctx context.Context, c *compiled, args []any) ([]int64, error) {
 	var vals []int64
 	var err error
 	if s.pipe != nil {
-		vals, err = s.pipe.run(ctx, dl, s.client, c.script, args)
+		vals, err = s.pipe.run(ctx, s.client, c.script, args)
 	} else {
 		vals, err = c.script.run(ctx, s.client, args)
 	}
