@@ -47,7 +47,6 @@ func (e *Engine) initPolicies(p *policySpec) error {
 	mk := func(l *core.Limiter) *check {
 		pp := l.Policy()
 		c := &check{lim: l, key: prim.key, policy: pp, ids: respond.LimitIDs(pp), body: respond.QuotaExceededBody(e.cfg.status, pp.Name)}
-		c.direct = l.DirectStore()
 		var pf []byte
 		for i, lim := range pp.Limits {
 			e.limitText = append(e.limitText, newLimitText(lim.Requests))
