@@ -47,11 +47,15 @@ var pipeLibs = []struct {
 // (PoolSize 64).
 //
 // The libraries take turns: a round runs every library for the same
-// number of decisions (16 per goroutine, at least 1,000), and each of the
-// b.N iterations runs rounds until every library made at least 4,000
+// wall time (turn, 100 ms: the goroutines start deciding, and stop
+// starting new decisions when it has passed), and each of the b.N
+// iterations runs rounds until every library made at least 4,000
 // decisions, so a slow second on a shared machine slows them alike; each
 // figure is the median over the rounds, and each ratio the median of the
-// ratios within a round. Per library:
+// ratios within a round. A turn measures the steady state: the
+// goroutines' start and the last decisions' drain take a few of its
+// milliseconds (with turns of a fixed 1,024 decisions, 8 ms at 64
+// goroutines, they were a fifth of the time). Per library:
 //
 //   - <lib>-decisions/s, and <lib>-p50-µs, <lib>-p99-µs: one decision's
 //     latency;
@@ -105,7 +109,6 @@ func BenchmarkPipelining(b *testing.B) {
 						allows[j](k) // every key exists: the steady state
 					}
 				}
-				chunk := max(1000, 16*conc)
 				type figs struct{ perSec, p50, p99, usec, client, server, oncpu, runq []float64 }
 				res := make([]figs, len(pipeLibs))
 				var ratios [4][]float64 // x-plain, x-redis_rate, p99/plain, floor/x
@@ -113,21 +116,24 @@ func BenchmarkPipelining(b *testing.B) {
 				denied := make([]int64, len(pipeLibs))
 				b.ResetTimer()
 				for b.Loop() {
-					for range max(1, 4000/chunk) {
+					made := make([]int, len(pipeLibs)) // this iteration's decisions per library
+					for slices.Min(made) < 4000 {
 						for j := range pipeLibs {
 							s0, c0 := scriptStats(b, tg.servers), processCPU()
-							lat, elapsed, d := runConcurrent(conc, chunk, allows[j], keys)
+							lat, elapsed, d := runConcurrent(conc, turn, allows[j], keys)
 							c1, s1 := processCPU(), scriptStats(b, tg.servers)
+							n := float64(len(lat))
+							made[j] += len(lat)
 							denied[j] += d
 							calls += s1.calls - s0.calls
-							decisions += float64(chunk)
+							decisions += n
 							r := &res[j]
-							r.perSec = append(r.perSec, float64(chunk)/elapsed.Seconds())
+							r.perSec = append(r.perSec, n/elapsed.Seconds())
 							r.p50 = append(r.p50, percentile(lat, 0.50))
 							r.p99 = append(r.p99, percentile(lat, 0.99))
 							r.usec = append(r.usec, (s1.usec-s0.usec)/max(1, s1.calls-s0.calls))
-							r.client = append(r.client, float64((c1-c0).Nanoseconds())/1e3/float64(chunk))
-							r.server = append(r.server, (s1.cpu-s0.cpu)*1e6/float64(chunk))
+							r.client = append(r.client, float64((c1-c0).Nanoseconds())/1e3/n)
+							r.server = append(r.server, (s1.cpu-s0.cpu)*1e6/n)
 							wall := elapsed.Seconds() * float64(len(tg.servers)) / 100
 							r.oncpu = append(r.oncpu, (s1.run-s0.run)/wall)
 							r.runq = append(r.runq, (s1.wait-s0.wait)/wall)
@@ -171,25 +177,31 @@ func BenchmarkPipelining(b *testing.B) {
 	}
 }
 
-// runConcurrent makes n decisions with conc goroutines, goroutine g
-// deciding keys g, g+conc, ... modulo len(keys), and returns every
-// decision's latency in µs, the wall time and the denials.
-func runConcurrent(conc, n int, allow allowFunc, keys []string) ([]float64, time.Duration, int64) {
-	var next, denied atomic.Int64
+// turn is how long each library decides in a round of BenchmarkPipelining.
+const turn = 100 * time.Millisecond
+
+// runConcurrent makes decisions with conc goroutines for d (each starts
+// no decision after d has passed), goroutine g deciding keys g, g+conc,
+// ... modulo len(keys), and returns every decision's latency in µs, the
+// wall time until the last decision returned and the denials.
+func runConcurrent(conc int, d time.Duration, allow allowFunc, keys []string) ([]float64, time.Duration, int64) {
+	var denied atomic.Int64
 	lats := make([][]float64, conc)
 	var wg sync.WaitGroup
 	start := time.Now()
+	end := start.Add(d)
 	for g := range conc {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			mine := make([]float64, 0, n/conc+1)
-			for i := g; next.Add(1) <= int64(n); i += conc {
-				t0 := time.Now()
+			var mine []float64
+			for i, t0 := g, time.Now(); t0.Before(end); i += conc {
 				if !allow(keys[i%len(keys)]) {
 					denied.Add(1)
 				}
-				mine = append(mine, float64(time.Since(t0).Nanoseconds())/1e3)
+				t1 := time.Now()
+				mine = append(mine, float64(t1.Sub(t0).Nanoseconds())/1e3)
+				t0 = t1
 			}
 			lats[g] = mine
 		}()
