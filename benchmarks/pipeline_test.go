@@ -1,7 +1,9 @@
 package benchmarks
 
 import (
+	"context"
 	"fmt"
+	"os/exec"
 	"slices"
 	"strconv"
 	"strings"
@@ -78,6 +80,18 @@ var pipeLibs = []struct {
 // over the decisions/s it made (1: Redis's CPU is the only limit).
 // scripts/op is script calls per decision over every library (1).
 //
+// On one node, each round also runs the reference: redis-benchmark (the
+// C client that comes with redis-server) sending the very EVALSHA the
+// store sends, with as many requests in flight as there are goroutines
+// (min(4, goroutines) connections, pipelining the rest), for as many
+// requests as the pipelined library decided in its turn; ref-floor/x is
+// its floor/x, ref-decisions/s its rate (as redis-benchmark measures it).
+// It shows how near to the floor a client that costs next to nothing
+// gets on the same machine: Redis also spends CPU outside the script
+// (reading, parsing, answering), which the floor leaves out. The
+// reference is left out, with a log line, where redis-benchmark is not
+// installed.
+//
 //	cd benchmarks && go test -run '^$' -bench BenchmarkPipelining -benchtime 5x .
 func BenchmarkPipelining(b *testing.B) {
 	node := redistest.StartNode(b)
@@ -112,6 +126,11 @@ func BenchmarkPipelining(b *testing.B) {
 				type figs struct{ perSec, p50, p99, usec, client, server, oncpu, runq []float64 }
 				res := make([]figs, len(pipeLibs))
 				var ratios [4][]float64 // x-plain, x-redis_rate, p99/plain, floor/x
+				var refArgs []string    // the store's EVALSHA, for the reference
+				var refFloor, refPerSec []float64
+				if len(tg.servers) == 1 {
+					refArgs = storeScript(b, tg.servers[0].Addr, keys[0])
+				}
 				var calls, decisions float64
 				denied := make([]int64, len(pipeLibs))
 				b.ResetTimer()
@@ -150,6 +169,11 @@ func BenchmarkPipelining(b *testing.B) {
 						ratios[1] = append(ratios[1], pp/rr)
 						ratios[2] = append(ratios[2], p99/plain99)
 						ratios[3] = append(ratios[3], float64(len(tg.servers))*1e6/usec/pp)
+						if refArgs != nil {
+							perSec, usec := reference(b, tg.servers[0], refArgs, conc, int(pp*turn.Seconds()))
+							refPerSec = append(refPerSec, perSec)
+							refFloor = append(refFloor, 1e6/usec/perSec)
+						}
 					}
 				}
 				b.StopTimer()
@@ -172,9 +196,86 @@ func BenchmarkPipelining(b *testing.B) {
 					b.ReportMetric(median(ratios[i]), name)
 				}
 				b.ReportMetric(calls/decisions, "scripts/op")
+				if len(refFloor) > 0 {
+					b.ReportMetric(median(refPerSec), "ref-decisions/s")
+					b.ReportMetric(median(refFloor), "ref-floor/x")
+				}
 			})
 		}
 	}
+}
+
+// storeScript returns the arguments of the EVALSHA a GCRA Limiter on the
+// node at addr sends for key (the same with and without pipelining), its
+// script loaded, or nil with a log line when redis-benchmark is not
+// installed.
+func storeScript(b *testing.B, addr, key string) []string {
+	b.Helper()
+	if _, err := exec.LookPath("redis-benchmark"); err != nil {
+		b.Logf("no reference: redis-benchmark is not installed (%v)", err)
+		return nil
+	}
+	c := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true})
+	defer c.Close()
+	var args []string
+	c.AddHook(evalshaHook(func(a []any) {
+		args = args[:0]
+		for _, x := range a {
+			args = append(args, fmt.Sprint(x))
+		}
+	}))
+	if !kitGCRA()(c)(key) || len(args) == 0 {
+		b.Fatalf("reference: no EVALSHA seen for %s (args %q)", key, args)
+	}
+	return args
+}
+
+// evalshaHook is a go-redis hook that hands f the arguments of each
+// EVALSHA its client sends alone.
+type evalshaHook func(args []any)
+
+func (h evalshaHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h evalshaHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if cmd.Name() == "evalsha" {
+			h(cmd.Args())
+		}
+		return next(ctx, cmd)
+	}
+}
+
+func (h evalshaHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+// reference runs redis-benchmark against srv: n times args, with conc
+// requests in flight over min(4, conc) connections, and returns the
+// requests per second it measured and the script's µs per call in INFO
+// commandstats over the run.
+func reference(b *testing.B, srv *redistest.Server, args []string, conc, n int) (perSec, usec float64) {
+	b.Helper()
+	conns := min(4, conc)
+	cmdArgs := append([]string{"-h", "127.0.0.1", "-p", strconv.Itoa(srv.Port),
+		"-c", strconv.Itoa(conns), "-P", strconv.Itoa(conc / conns),
+		"-n", strconv.Itoa(max(n, 1000)), "--csv"}, args...)
+	s0 := scriptStats(b, []*redistest.Server{srv})
+	out, err := exec.Command("redis-benchmark", cmdArgs...).CombinedOutput()
+	s1 := scriptStats(b, []*redistest.Server{srv})
+	if err != nil || strings.Contains(string(out), "Error") {
+		b.Fatalf("redis-benchmark %q: %v\n%s", cmdArgs, err, out)
+	}
+	// --csv: a header line, then "test","rps",...
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	fields := strings.Split(lines[len(lines)-1], ",")
+	if len(fields) < 2 {
+		b.Fatalf("redis-benchmark: unexpected output %q", out)
+	}
+	perSec, err = strconv.ParseFloat(strings.Trim(fields[1], `"`), 64)
+	if err != nil || s1.calls-s0.calls < float64(n) {
+		b.Fatalf("redis-benchmark: rps %q (%v), %v script calls for %d requests", fields[1], err, s1.calls-s0.calls, n)
+	}
+	return perSec, (s1.usec - s0.usec) / (s1.calls - s0.calls)
 }
 
 // turn is how long each library decides in a round of BenchmarkPipelining.
