@@ -648,6 +648,11 @@ func TestLaneFullBatches(t *testing.T) {
 	}
 	assert.True(t, l.ready(), "MaxBatch (4) queued, 6 in flight")
 	assert.Len(t, l.wake, 1, "the idle sender is woken for MaxBatch queued")
+	full := &pipeliner{cfg: Pipelining{MaxBatch: 8, MaxQueue: 2, Senders: 3}}
+	lf := full.newLane(c)
+	lf.q = []*call{mk(callQueued), mk(callQueued)}
+	lf.senders = l.senders
+	assert.True(t, lf.ready(), "a full queue (2), 6 in flight")
 
 	// a sender goroutine, with another sender's pipeline of 3 in flight
 	l = p.newLane(c)
