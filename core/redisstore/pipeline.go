@@ -48,20 +48,26 @@ const senderIdle = time.Second
 //
 // How it sends: a decision that finds nothing in flight to its node is
 // sent at once by its caller, exactly as without the option (a lone
-// caller waits for nothing). Otherwise it joins the node's queue (at
-// most MaxQueue, per node; a Cluster's nodes each have their own, chosen
-// by the key's slot), and up to Senders goroutines per node drain it, at
-// most MaxBatch decisions per pipeline, sending as soon as they are free:
-// no timer, no window. The caller's context bounds the wait: a decision
-// whose context ends while it is queued returns the context's error and
-// is never sent; one whose context ends after it was sent returns the
-// error at once (Redis may have counted it, as after a timeout without
-// pipelining). The deadline [Store.TakeBy] is given (a core.Limiter's
-// per-call deadline) bounds it alike without a context per decision:
-// one timer per node, armed for the earliest deadline waiting, answers a
-// decision whose deadline passed, queued (never sent) or in a pipeline,
-// with context.DeadlineExceeded, however long the pipelines ahead of it
-// wait for a hung Redis.
+// caller waits for nothing). Otherwise it joins the node's queue (at most
+// MaxQueue, per node; a Cluster's nodes each have their own, chosen by
+// the key's slot), and up to Senders goroutines per node drain it, at
+// most MaxBatch decisions per pipeline. A free sender takes the queue at
+// once when no pipeline is in flight; while some are, once it holds as
+// many decisions as they do (or MaxBatch, or MaxQueue), at the latest
+// when they came back. Redis runs the pipelines one after the other, so
+// the next one goes out while the one before runs, whole rather than as
+// the few decisions queued first (pipelines of one or two cost Redis a
+// read and a write each, and left it idle between them). No timer, no
+// window. The caller's context bounds the wait: a decision whose context
+// ends while it is queued returns the context's error and is never sent;
+// one whose context ends after it was sent returns the error at once
+// (Redis may have counted it, as after a timeout without pipelining). The
+// deadline [Store.TakeBy] is given (a core.Limiter's per-call deadline)
+// bounds it alike without a context per decision: one timer per node,
+// armed for the earliest deadline waiting, answers a decision whose
+// deadline passed, queued (never sent) or in a pipeline, with
+// context.DeadlineExceeded, however long the pipelines ahead of it wait
+// for a hung Redis.
 //
 // No decision is ever sent twice. A pipeline that fails on the
 // connection (reset, EOF, timeout) after it was written fails every
@@ -326,9 +332,11 @@ func (l *lane) enqueue(ctx context.Context, c *call) error {
 	l.q = append(l.q, c)
 	l.arm(c.dl)
 	if l.idle > 0 {
-		select {
-		case l.wake <- struct{}{}:
-		default: // a token is waiting already
+		if l.ready() {
+			select {
+			case l.wake <- struct{}{}:
+			default: // a token is waiting already
+			}
 		}
 	} else {
 		l.spawn()
@@ -459,7 +467,7 @@ func (l *lane) send(s *sender) {
 	defer idle.Stop()
 	l.mu.Lock()
 	for {
-		for len(s.live) == 0 && len(l.q) > 0 {
+		for len(s.live) == 0 && len(l.q) > 0 && l.ready() {
 			l.take(s)
 		}
 		if len(s.live) > 0 {
@@ -485,6 +493,20 @@ func (l *lane) send(s *sender) {
 			return
 		}
 	}
+}
+
+// ready reports whether a free sender takes the queue: no pipeline is
+// in flight, or the queue holds as many calls as the pipelines in flight
+// (MaxBatch at most; a full queue, whose callers wait for room, always
+// is taken). Otherwise the queue waits to grow, or for the sender of a
+// pipeline in flight to be free (ready then: its calls were answered).
+// A direct send is not counted: it is one call. l.mu is held.
+func (l *lane) ready() bool {
+	n := 0
+	for _, o := range l.senders {
+		n += len(o.live)
+	}
+	return len(l.q) >= min(n, l.p.cfg.MaxBatch, l.p.cfg.MaxQueue)
 }
 
 // take moves up to MaxBatch calls from the queue to s.live, the ones

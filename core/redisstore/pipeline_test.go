@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"regexp"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -613,4 +614,81 @@ func TestLaneSweep(t *testing.T) {
 	assert.Equal(t, []*call{laterQ, noneQ}, l.q, "the queue keeps the live calls")
 	assert.Equal(t, laterF.dl, l.watchAt, "armed for the earliest deadline left")
 	l.watch.Stop()
+}
+
+// TestLaneFullBatches: while a pipeline of 3 is in flight, an idle
+// sender leaves 1 and then 2 queued decisions waiting (it is not woken
+// for them, and does not take them when it looks), and takes the queue
+// once it holds 3, in one pipeline; with nothing in flight, or once the
+// queue holds MaxBatch, it takes at once.
+func TestLaneFullBatches(t *testing.T) {
+	c := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", ContextTimeoutEnabled: true, DialerRetries: 1})
+	t.Cleanup(func() { _ = c.Close() })
+	p := &pipeliner{cfg: Pipelining{MaxBatch: 4, MaxQueue: defaultMaxQueue, Senders: 2}}
+	mk := func(state int32) *call {
+		c := &call{done: make(chan struct{}, 1), args: []any{"evalsha", "0", 0}}
+		c.state.Store(state)
+		return c
+	}
+	// the rule, and enqueue's wake token for an idle sender (one that
+	// looks idle, without a goroutine)
+	l := p.newLane(c)
+	l.idle = 1
+	require.NoError(t, l.enqueue(context.Background(), mk(callQueued)))
+	assert.True(t, l.ready(), "nothing in flight: take one")
+	assert.Len(t, l.wake, 1, "nothing in flight: the idle sender is woken for one")
+	<-l.wake
+	l.senders = []*sender{{live: []*call{mk(callTaken), mk(callTaken), mk(callTaken), mk(callTaken), mk(callTaken), mk(callTaken)}}}
+	for i := 2; i <= 4; i++ {
+		require.NoError(t, l.enqueue(context.Background(), mk(callQueued)))
+		if i < 4 {
+			assert.False(t, l.ready(), "%d queued, 6 in flight", i)
+			assert.Empty(t, l.wake, "the idle sender was woken for %d queued, 6 in flight", i)
+		}
+	}
+	assert.True(t, l.ready(), "MaxBatch (4) queued, 6 in flight")
+	assert.Len(t, l.wake, 1, "the idle sender is woken for MaxBatch queued")
+	full := &pipeliner{cfg: Pipelining{MaxBatch: 8, MaxQueue: 2, Senders: 3}}
+	lf := full.newLane(c)
+	lf.q = []*call{mk(callQueued), mk(callQueued)}
+	lf.senders = l.senders
+	assert.True(t, lf.ready(), "a full queue (2), 6 in flight")
+
+	// a sender goroutine, with another sender's pipeline of 3 in flight
+	l = p.newLane(c)
+	other := &sender{live: []*call{mk(callTaken), mk(callTaken), mk(callTaken)}}
+	l.senders = []*sender{other}
+	idleWith := func(n int) {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			l.mu.Lock()
+			idle, q := l.idle, len(l.q)
+			l.mu.Unlock()
+			if idle == 1 {
+				require.Equal(t, n, q, "decisions left queued by the idle sender")
+				return
+			}
+			require.True(t, time.Now().Before(deadline), "the sender did not go idle")
+			time.Sleep(time.Millisecond)
+		}
+	}
+	calls := []*call{mk(callQueued), mk(callQueued), mk(callQueued)}
+	require.NoError(t, l.enqueue(context.Background(), calls[0])) // starts the sender
+	idleWith(1)
+	require.NoError(t, l.enqueue(context.Background(), calls[1]))
+	idleWith(2)
+	require.NoError(t, l.enqueue(context.Background(), calls[2]))
+	for i, c := range calls {
+		select {
+		case <-c.done:
+			assert.Error(t, c.err, "call %d: the node is unreachable", i)
+		case <-time.After(10 * time.Second):
+			t.Fatalf("call %d was not sent with 3 queued, 3 in flight", i)
+		}
+	}
+	assert.Equal(t, int64(3), l.batched.Load(), "decisions sent in pipelines")
+	l.mu.Lock()
+	l.senders = slices.DeleteFunc(l.senders, func(s *sender) bool { return s == other })
+	l.mu.Unlock()
 }
