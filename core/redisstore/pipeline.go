@@ -17,20 +17,22 @@ import (
 // [WithPipelining].
 type Pipelining struct {
 	// MaxBatch is the most decisions one pipeline carries (0: 128; at
-	// most 65,536: a batch that big already keeps Redis busy for tens of
-	// milliseconds, during which every decision queued behind it waits).
+	// most 65,536: at a few microseconds of Redis CPU per script, a batch
+	// that big keeps Redis busy for a few hundred milliseconds, during
+	// which every decision queued behind it waits).
 	MaxBatch int
 	// MaxQueue is the most decisions waiting for a pipeline per queue
 	// (one per Redis node, one for a whole Ring; see [WithPipelining])
-	// (0: 4096; at most 16,777,216, about 2 GB of waiting decisions:
-	// a queue that long waits minutes for a node that serves a few
-	// hundred thousand decisions a second). A caller that finds the
-	// queue full waits for room within its context.
+	// (0: 4096; at most 16,777,216: gigabytes of waiting decisions, a
+	// minute's work for a node that serves a few hundred thousand a
+	// second). A caller that finds the queue full waits for room within
+	// its context.
 	MaxQueue int
-	// Senders is the most pipelines in flight at once per queue (0: 2; at most 64: each holds a connection of the client's pool,
-	// and Redis runs one script at a time, so more than a few in flight
-	// only lengthen its input queue), each on its own connection: while
-	// Redis runs one batch, the next is being gathered and sent.
+	// Senders is the most pipelines in flight at once per queue (0: 2;
+	// at most 64: each holds a connection of the client's pool, and
+	// Redis runs one script at a time, so more than a few in flight only
+	// lengthen its input queue), each on its own connection: while Redis
+	// runs one batch, the next is being gathered and sent.
 	Senders int
 }
 

@@ -544,8 +544,7 @@ func TestPipeliningQueueBounded(t *testing.T) {
 // (after the node resumes, the key counts two).
 func TestPipeliningQueuedDeadline(t *testing.T) {
 	srv := redistest.StartNode(t)
-	client := srv.NewClient(t)
-	st := newStore(t, client, WithClientTime(), WithPipelining(Pipelining{Senders: 1}))
+	st := newStore(t, patientClient(t, srv), WithClientTime(), WithPipelining(Pipelining{Senders: 1}))
 	p := mustPolicy(t, core.Policy{Name: "qd", Limits: []core.Limit{core.Per(100, time.Hour)}})
 	require.NoError(t, st.Preload(context.Background(), p))
 	_, err := st.Take(context.Background(), "warm", p, epoch, 1)
