@@ -207,9 +207,11 @@ func redisClient(t *testing.T, srv *redistest.Server, n int) *redis.Client {
 
 // TestElasticCapacityAcrossTwoStores: two Stores (two app servers, two
 // clients) on one Redis share the fleet-wide capacity limit. Ten keys,
-// limit 10 each, ceiling 1000% (never binding), capacity 60: 1,000
-// goroutines split over the two servers admit exactly 100 nominal and 60
-// elastic requests in total.
+// limit 10 each, ceiling 1000% (never binding), capacity 60. First
+// server 0 alone, 130 goroutines, 13 per key: exactly 100 nominal and 30
+// elastic. Then server 1 alone, 500 goroutines: nothing nominal is left
+// and exactly the 30 elastic server 0 left (60 if the capacity were not
+// shared). Then 1,000 goroutines split over both servers: nothing.
 func TestElasticCapacityAcrossTwoStores(t *testing.T) {
 	srv := redistest.StartNode(t)
 	clock := core.WithClock(core.NewManualClock(epoch.Truncate(time.Hour)))
@@ -224,26 +226,37 @@ func TestElasticCapacityAcrossTwoStores(t *testing.T) {
 			Elastic: &core.Elastic{CeilingPercent: 1000, Signal: sig}}, clock, core.WithTimeout(time.Minute))
 		require.NoError(t, err)
 	}
-	var nominal, elastic [2]atomic.Int64
-	var wg sync.WaitGroup
-	for i := 0; i < 1000; i++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			d, err := servers[i%2].Allow(context.Background(), "user"+strconv.Itoa(i%10))
-			assert.NoError(t, err)
-			if d.Elastic {
-				elastic[i%2].Add(1)
-			} else if d.Allowed {
-				nominal[i%2].Add(1)
-			}
-		}()
+	// run makes n goroutines, the i-th on server on(i) and key i%10,
+	// and returns what each server admitted nominally and elastically
+	run := func(n int, on func(i int) int) (nominal, elastic [2]int64) {
+		var nom, el [2]atomic.Int64
+		var wg sync.WaitGroup
+		for i := 0; i < n; i++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				s := on(i)
+				d, err := servers[s].Allow(context.Background(), "user"+strconv.Itoa(i%10))
+				assert.NoError(t, err)
+				if d.Elastic {
+					el[s].Add(1)
+				} else if d.Allowed {
+					nom[s].Add(1)
+				}
+			}()
+		}
+		wg.Wait()
+		return [2]int64{nom[0].Load(), nom[1].Load()}, [2]int64{el[0].Load(), el[1].Load()}
 	}
-	wg.Wait()
-	assert.Equal(t, int64(100), nominal[0].Load()+nominal[1].Load())
-	assert.Equal(t, int64(60), elastic[0].Load()+elastic[1].Load())
-	assert.Positive(t, elastic[0].Load(), "both servers drew from the shared capacity")
-	assert.Positive(t, elastic[1].Load())
+	nominal, elastic := run(130, func(int) int { return 0 })
+	assert.Equal(t, [2]int64{100, 0}, nominal, "server 0 alone: nominal")
+	assert.Equal(t, [2]int64{30, 0}, elastic, "server 0 alone: elastic")
+	nominal, elastic = run(500, func(int) int { return 1 })
+	assert.Equal(t, [2]int64{0, 0}, nominal, "server 1 alone: nominal")
+	assert.Equal(t, [2]int64{0, 30}, elastic, "server 1 alone: elastic, what server 0 left of the shared capacity")
+	nominal, elastic = run(1000, func(i int) int { return i % 2 })
+	assert.Equal(t, [2]int64{0, 0}, nominal, "both: nominal")
+	assert.Equal(t, [2]int64{0, 0}, elastic, "both: elastic")
 }
 
 // TestElasticKeys: an elastic policy's keys differ from the same policy's

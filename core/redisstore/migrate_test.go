@@ -3,7 +3,6 @@ package redisstore
 import (
 	"context"
 	"errors"
-	"net"
 	"strings"
 	"sync"
 	"testing"
@@ -36,32 +35,9 @@ func TestTryAgainDuringSlotMigration(t *testing.T) {
 	require.NoError(t, err)
 	keys, err := s.Keys(p, "k")
 	require.NoError(t, err)
-	byAddr := map[string]*redistest.Server{}
-	for _, n := range cl.Nodes {
-		byAddr[n.Addr] = n
-	}
-	m, err := cc.MasterForKey(ctx, keys[0])
-	require.NoError(t, err)
-	src := byAddr[m.Options().Addr]
-	dst := cl.Nodes[0]
-	if dst == src {
-		dst = cl.Nodes[1]
-	}
-	slot, err := src.Do("CLUSTER", "KEYSLOT", keys[0])
-	require.NoError(t, err)
-	srcID, err := src.Do("CLUSTER", "MYID")
-	require.NoError(t, err)
-	dstID, err := dst.Do("CLUSTER", "MYID")
-	require.NoError(t, err)
-	do := func(n *redistest.Server, args ...string) {
-		t.Helper()
-		_, err := n.Do(args...)
-		require.NoError(t, err, "%v", args)
-	}
-	do(dst, "CLUSTER", "SETSLOT", slot, "IMPORTING", srcID)
-	do(src, "CLUSTER", "SETSLOT", slot, "MIGRATING", dstID)
-	host, port, _ := net.SplitHostPort(dst.Addr)
-	do(src, "MIGRATE", host, port, "", "0", "5000", "KEYS", keys[0])
+	m := newSlotMigration(t, cl, cc, keys[0])
+	m.start()
+	require.NoError(t, m.move(keys[0]))
 
 	// the second key moves once the decision has been answered TRYAGAIN:
 	// synchronised on that reply, not on a sleep, so that a loaded machine
@@ -76,8 +52,7 @@ func TestTryAgainDuringSlotMigration(t *testing.T) {
 			moved <- errors.New("no TRYAGAIN reply within 10 s")
 			return
 		}
-		_, err := src.Do("MIGRATE", host, port, "", "0", "5000", "KEYS", keys[1])
-		moved <- err
+		moved <- m.move(keys[1])
 	}()
 	dctx, dcancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer dcancel()

@@ -13,17 +13,26 @@ import (
 )
 
 // Pipelining configures [WithPipelining]. The zero value takes every
-// default.
+// default. Each field is between 0 (its default) and its bound; see
+// [WithPipelining].
 type Pipelining struct {
-	// MaxBatch is the most decisions one pipeline carries (0: 128).
+	// MaxBatch is the most decisions one pipeline carries (0: 128; at
+	// most 65,536: at a few microseconds of Redis CPU per script, a batch
+	// that big keeps Redis busy for a few hundred milliseconds, during
+	// which every decision queued behind it waits).
 	MaxBatch int
-	// MaxQueue is the most decisions waiting for a pipeline per Redis
-	// node (0: 4096). A caller that finds the queue full waits for room
-	// within its context.
+	// MaxQueue is the most decisions waiting for a pipeline per queue
+	// (one per Redis node, one for a whole Ring; see [WithPipelining])
+	// (0: 4096; at most 16,777,216: gigabytes of waiting decisions, a
+	// minute's work for a node that serves a few hundred thousand a
+	// second). A caller that finds the queue full waits for room within
+	// its context.
 	MaxQueue int
-	// Senders is the most pipelines in flight at once per Redis node
-	// (0: 2), each on its own connection: while Redis runs one batch, the
-	// next is being gathered and sent.
+	// Senders is the most pipelines in flight at once per queue (0: 2;
+	// at most 64: each holds a connection of the client's pool, and
+	// Redis runs one script at a time, so more than a few in flight only
+	// lengthen its input queue), each on its own connection: while Redis
+	// runs one batch, the next is being gathered and sent.
 	Senders int
 }
 
@@ -32,6 +41,13 @@ const (
 	defaultMaxBatch = 128
 	defaultMaxQueue = 4096
 	defaultSenders  = 2
+)
+
+// Bounds of Pipelining's fields (see Pipelining).
+const (
+	maxMaxBatch = 1 << 16
+	maxMaxQueue = 1 << 24
+	maxSenders  = 64
 )
 
 // senderIdle is how long a sender goroutine with nothing to send waits
@@ -48,22 +64,31 @@ const senderIdle = time.Second
 //
 // How it sends: a decision that finds nothing in flight to its node is
 // sent at once by its caller, exactly as without the option (a lone
-// caller waits for nothing). Otherwise it joins the node's queue (at most
-// MaxQueue, per node; a Cluster's nodes each have their own, chosen by
-// the key's slot), and up to Senders goroutines per node drain it, at
-// most MaxBatch decisions per pipeline. A free sender takes the queue at
-// once when no pipeline is in flight; while some are, once it holds as
-// many decisions as they do (or MaxBatch, or MaxQueue), at the latest
-// when they came back. Redis runs the pipelines one after the other, so
-// the next one goes out while the one before runs, whole rather than as
-// the few decisions queued first (pipelines of one or two cost Redis a
-// read and a write each, and left it idle between them). No timer, no
-// window. The caller's context bounds the wait: a decision whose context
-// ends while it is queued returns the context's error and is never sent;
-// one whose context ends after it was sent returns the error at once
-// (Redis may have counted it, as after a timeout without pipelining). The
+// caller waits for nothing). Otherwise it joins the node's queue (at
+// most MaxQueue), and up to Senders goroutines per queue drain it, at
+// most MaxBatch decisions per pipeline. A Cluster's masters each have
+// their own queue, chosen by the key's slot. Any other client has one
+// queue: a Ring too, for all its shards (go-redis's Ring pipeline splits
+// each batch by shard and returns when every shard answered, so a slow
+// shard delays the other shards' decisions batched with its own, and
+// MaxQueue and Senders bound the Ring as a whole). A free sender takes
+// the queue at once when no pipeline is in flight; while some are, once
+// it holds as many decisions as they do (or MaxBatch, or MaxQueue), at
+// the latest when they came back. Redis runs the pipelines one after the
+// other, so the next one goes out while the one before runs, whole
+// rather than as the few decisions queued first (pipelines of one or two
+// cost Redis a read and a write each, and left it idle between them). No
+// timer, no window.
+//
+// The caller's context bounds the wait: a decision whose context ends
+// before a sender takes it from the queue returns the context's error
+// and is never sent (a sender checks each call's context as it takes
+// it); one whose context ends after that returns the error at once, and
+// Redis may have counted it, as after a timeout without pipelining. The
 // deadline [Store.TakeBy] is given (a core.Limiter's per-call deadline)
-// bounds it alike without a context per decision: one timer per node,
+// bounds it alike without a context per decision: a decision whose
+// deadline has passed when a sender would take it is answered with
+// context.DeadlineExceeded and never sent, and one timer per queue,
 // armed for the earliest deadline waiting, answers a decision whose
 // deadline passed, queued (never sent) or in a pipeline, with
 // context.DeadlineExceeded, however long the pipelines ahead of it wait
@@ -87,18 +112,24 @@ const senderIdle = time.Second
 // it; under load that is shorter than the queue of connections it
 // replaces, but one slow script delays the decisions batched with it.
 // Failure: a broken connection fails a whole batch, not one decision.
-// Resources: the store then starts goroutines (Senders per node at most,
+// Resources: the store then starts goroutines (Senders per queue at most,
 // started on demand, ending after a second with nothing to send, and
 // the deadline timer's sweep, run when the earliest deadline waiting
 // comes), so it is no longer free of goroutines; a Store needs no Close
 // either way.
-// Pipelines hold up to Senders connections per node of the client's pool.
+// Pipelines hold up to Senders connections per queue of the client's pool.
 //
-// Negative fields are an error.
+// A field out of its range (negative, or above MaxBatch 65,536,
+// MaxQueue 16,777,216, Senders 64) is an error, when the store is built.
 func WithPipelining(cfg Pipelining) Option {
 	return func(s *Store) error {
-		if cfg.MaxBatch < 0 || cfg.MaxQueue < 0 || cfg.Senders < 0 {
-			return fmt.Errorf("redisstore: WithPipelining(%+v): negative field", cfg)
+		for _, f := range []struct {
+			name   string
+			v, max int
+		}{{"MaxBatch", cfg.MaxBatch, maxMaxBatch}, {"MaxQueue", cfg.MaxQueue, maxMaxQueue}, {"Senders", cfg.Senders, maxSenders}} {
+			if f.v < 0 || f.v > f.max {
+				return fmt.Errorf("redisstore: WithPipelining: %s is %d; it must be between 0 (the default) and %d", f.name, f.v, f.max)
+			}
 		}
 		if cfg.MaxBatch == 0 {
 			cfg.MaxBatch = defaultMaxBatch
@@ -109,7 +140,7 @@ func WithPipelining(cfg Pipelining) Option {
 		if cfg.Senders == 0 {
 			cfg.Senders = defaultSenders
 		}
-		s.pipe = &pipeliner{cfg: cfg}
+		s.pipe = &pipeliner{cfg: cfg, idle: senderIdle}
 		return nil
 	}
 }
@@ -117,6 +148,7 @@ func WithPipelining(cfg Pipelining) Option {
 // pipeliner batches a store's script calls per Redis node.
 type pipeliner struct {
 	cfg    Pipelining
+	idle   time.Duration        // senderIdle (tests shorten it)
 	single atomic.Pointer[lane] // the lane of a client that is not a Cluster
 	lanes  sync.Map             // a Cluster's lanes: *redis.Client (master) → *lane
 	mapped atomic.Bool          // a Cluster's slot map was loaded: finding a lane does no I/O
@@ -162,6 +194,8 @@ type call struct {
 	err   error
 	argv  [10]any // args' array when they fit
 	key   keyArg  // args' key on a node that is not a Cluster's
+
+	quit <-chan struct{} // the caller's ctx.Done(); nil: none
 }
 
 var callPool = sync.Pool{New: func() any { return &call{done: make(chan struct{}, 1)} }}
@@ -209,7 +243,7 @@ func (p *pipeliner) do(ctx context.Context, dl time.Time, client redis.Universal
 		c.recycle()
 		return nil, err
 	}
-	c.dl, c.sc = dl, sc
+	c.dl, c.sc, c.quit = dl, sc, ctx.Done()
 	c.state.Store(callQueued)
 	if err := l.enqueue(ctx, c); err != nil {
 		c.recycle()
@@ -244,7 +278,7 @@ func (p *pipeliner) do(ctx context.Context, dl time.Time, client redis.Universal
 
 // recycle clears c and puts it back in callPool.
 func (c *call) recycle() {
-	c.dl, c.sc, c.args, c.vals, c.err = time.Time{}, nil, nil, nil, nil
+	c.dl, c.sc, c.args, c.vals, c.err, c.quit = time.Time{}, nil, nil, nil, nil, nil
 	clear(c.argv[:])
 	callPool.Put(c)
 }
@@ -369,12 +403,7 @@ func (l *lane) spawn() {
 	if len(l.senders)+l.busy >= l.p.cfg.Senders {
 		return
 	}
-	s := &sender{
-		cmds:   make([]onceCmd, l.p.cfg.MaxBatch),
-		again:  make([]onceCmd, l.p.cfg.MaxBatch),
-		cmders: make([]redis.Cmder, l.p.cfg.MaxBatch),
-		pipe:   l.client.Pipeline(),
-	}
+	s := &sender{pipe: l.client.Pipeline()} // its buffers grow as batches do
 	l.senders = append(l.senders, s)
 	go l.send(s)
 }
@@ -463,7 +492,7 @@ type sender struct {
 // send drains the queue in pipelines of at most MaxBatch until it has
 // been empty for senderIdle.
 func (l *lane) send(s *sender) {
-	idle := time.NewTimer(senderIdle)
+	idle := time.NewTimer(l.p.idle)
 	defer idle.Stop()
 	l.mu.Lock()
 	for {
@@ -478,7 +507,7 @@ func (l *lane) send(s *sender) {
 		}
 		l.idle++
 		l.mu.Unlock()
-		idle.Reset(senderIdle)
+		idle.Reset(l.p.idle)
 		expired := false
 		select {
 		case <-l.wake:
@@ -510,10 +539,26 @@ func (l *lane) ready() bool {
 }
 
 // take moves up to MaxBatch calls from the queue to s.live, the ones
-// still queued. l.mu is held.
+// still queued whose context has not ended; it answers those whose
+// deadline passed with context.DeadlineExceeded, as sweep does, and drops
+// those whose context ended. l.mu is held.
 func (l *lane) take(s *sender) {
 	n := min(len(l.q), l.p.cfg.MaxBatch)
+	now := time.Now()
 	for _, c := range l.q[:n] {
+		if c.due(now) {
+			if c.state.CompareAndSwap(callQueued, callExpired) {
+				c.err = context.DeadlineExceeded
+				c.done <- struct{}{} // buffered: answered once
+			}
+			continue
+		}
+		select {
+		case <-c.quit:
+			c.state.CompareAndSwap(callQueued, callAbandoned)
+			continue
+		default:
+		}
 		if c.state.CompareAndSwap(callQueued, callTaken) {
 			s.live = append(s.live, c)
 		}
@@ -550,7 +595,7 @@ func (l *lane) flush(s *sender) {
 	}
 	ctx, cancel := withDeadline(context.Background(), dl)
 	defer cancel()
-	cmds := s.cmds[:len(live)]
+	cmds := grow(&s.cmds, len(live))
 	l.exec(ctx, s, live, cmds)
 	resend := s.resend[:0]
 	for i, c := range live {
@@ -560,7 +605,7 @@ func (l *lane) flush(s *sender) {
 			resend = append(resend, c)
 		}
 	}
-	again := s.again[:len(resend)]
+	again := grow(&s.again, len(resend))
 	if len(resend) > 0 {
 		l.exec(ctx, s, resend, again)
 	}
@@ -592,7 +637,7 @@ func (l *lane) flush(s *sender) {
 // once (go-redis's Cluster pipeline still follows MOVED and ASK, per
 // command: replies that say the script did not run).
 func (l *lane) exec(ctx context.Context, s *sender, calls []*call, cmds []onceCmd) {
-	cmders := s.cmders[:len(calls)]
+	cmders := grow(&s.cmders, len(calls))
 	for i, c := range calls {
 		cmds[i] = newOnceCmd(ctx, c.args)
 		cmders[i] = cmds[i]
@@ -607,6 +652,13 @@ func (l *lane) exec(ctx context.Context, s *sender, calls []*call, cmds []onceCm
 			}
 		}
 	}
+}
+
+// grow makes *b n long, reallocating it only when it is shorter than n,
+// and returns it.
+func grow[T any](b *[]T, n int) []T {
+	*b = slices.Grow((*b)[:0], n)[:n]
+	return *b
 }
 
 // errNoReply is the error of a pipelined decision left without a reply

@@ -538,13 +538,14 @@ func TestPipeliningQueueBounded(t *testing.T) {
 // TestPipeliningQueuedDeadline: with the node frozen, one decision is
 // sent directly and one in a pipeline (Senders 1), both by a far
 // deadline; a third, by a near deadline given as a time (TakeBy, as a
-// Limiter gives it), queues behind them: it returns
-// context.DeadlineExceeded by its own deadline, not theirs, and is never
-// sent (after the node resumes, the key counts two).
+// Limiter gives it), queues behind them, next to a fourth queued first
+// by a deadline 20 s away. The third returns context.DeadlineExceeded
+// while the fourth is still queued, the lane's timer armed for it (a
+// sweep 20 s late would have expired both at once), and neither is sent
+// (after the node resumes, the key counts two).
 func TestPipeliningQueuedDeadline(t *testing.T) {
 	srv := redistest.StartNode(t)
-	client := srv.NewClient(t)
-	st := newStore(t, client, WithClientTime(), WithPipelining(Pipelining{Senders: 1}))
+	st := newStore(t, patientClient(t, srv), WithClientTime(), WithPipelining(Pipelining{Senders: 1}))
 	p := mustPolicy(t, core.Policy{Name: "qd", Limits: []core.Limit{core.Per(100, time.Hour)}})
 	require.NoError(t, st.Preload(context.Background(), p))
 	_, err := st.Take(context.Background(), "warm", p, epoch, 1)
@@ -567,15 +568,32 @@ func TestPipeliningQueuedDeadline(t *testing.T) {
 		require.True(t, time.Now().Before(deadline), "inflight %d, queued %d", l.inflight.Load(), queued(l))
 		time.Sleep(time.Millisecond)
 	}
-	start := time.Now()
-	_, err = st.TakeBy(context.Background(), start.Add(100*time.Millisecond), "k", p, epoch, 1)
+	ctx, cancel := context.WithCancel(context.Background())
+	far := time.Now().Add(20 * time.Second)
+	fourth := make(chan error, 1)
+	go func() {
+		_, err := st.TakeBy(ctx, far, "k", p, epoch, 1)
+		fourth <- err
+	}()
+	for queued(l) == 0 {
+		require.True(t, time.Now().Before(deadline), "the fourth decision did not queue")
+		time.Sleep(time.Millisecond)
+	}
+	_, err = st.TakeBy(context.Background(), time.Now().Add(100*time.Millisecond), "k", p, epoch, 1)
 	require.ErrorIs(t, err, context.DeadlineExceeded)
-	assert.Less(t, time.Since(start), 30*time.Second, "the queued decision waited for the pipelines ahead of it")
+	assert.Equal(t, 1, queued(l), "the fourth decision expired with the third: the sweep came late")
+	assert.Empty(t, fourth, "the fourth decision returned with the third")
+	l.mu.Lock()
+	armed := l.watchAt
+	l.mu.Unlock()
+	assert.Equal(t, far, armed, "the timer is armed for the fourth decision's deadline")
+	cancel()
+	require.ErrorIs(t, <-fourth, context.Canceled)
 	srv.Resume()
 	wg.Wait()
 	d, err := st.Take(context.Background(), "k", p, epoch, 1)
 	require.NoError(t, err)
-	assert.Equal(t, int64(100-3), d.Remaining, "the expired queued decision was sent: remaining counts it")
+	assert.Equal(t, int64(100-3), d.Remaining, "an expired or cancelled queued decision was sent: remaining counts it")
 }
 
 // TestLaneSweep: sweep answers the calls whose deadline passed, queued
