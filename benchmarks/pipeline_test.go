@@ -29,8 +29,8 @@ func kitGCRA(opts ...redisstore.Option) func(c redis.UniversalClient) allowFunc 
 }
 
 // pipeLibs are the libraries of BenchmarkPipelining, in the order they
-// take turns (plain and pipelined next to each other; the ratios read
-// them at these indexes).
+// take turns (each opens a round in turn; the ratios read them at these
+// indexes).
 var pipeLibs = []struct {
 	name string
 	new  func(c redis.UniversalClient) allowFunc
@@ -87,7 +87,8 @@ var pipeLibs = []struct {
 // C client that comes with redis-server) sending the very EVALSHA the
 // store sends, with as many requests in flight as there are goroutines
 // (min(4, goroutines) connections, pipelining the rest), for as many
-// requests as the pipelined library decided in its turn; ref-floor/x is
+// requests as the pipelined library decided in its turn (at least 5,000:
+// redis-benchmark times its run in whole milliseconds); ref-floor/x is
 // its floor/x, ref-decisions/s its rate (as redis-benchmark measures it).
 // It shows how near to the floor a client that costs next to nothing
 // gets on the same machine: Redis also spends CPU outside the script
@@ -118,6 +119,7 @@ func BenchmarkPipelining(b *testing.B) {
 		}
 		for _, conc := range []int{1, 64, 1024} {
 			b.Run(fmt.Sprintf("%s/c=%d", tg.name, conc), func(b *testing.B) {
+				b.ReportAllocs()
 				allows := make([]allowFunc, len(pipeLibs))
 				for j, lib := range pipeLibs {
 					allows[j] = lib.new(tg.client)
@@ -264,7 +266,7 @@ func reference(b *testing.B, srv *redistest.Server, args []string, conc, n int) 
 	conns := min(4, conc)
 	cmdArgs := append([]string{"-h", "127.0.0.1", "-p", strconv.Itoa(srv.Port),
 		"-c", strconv.Itoa(conns), "-P", strconv.Itoa(conc / conns),
-		"-n", strconv.Itoa(max(n, 1000)), "--csv"}, args...)
+		"-n", strconv.Itoa(max(n, 5000)), "--csv"}, args...)
 	s0 := scriptStats(b, []*redistest.Server{srv})
 	out, err := exec.Command("redis-benchmark", cmdArgs...).CombinedOutput()
 	s1 := scriptStats(b, []*redistest.Server{srv})

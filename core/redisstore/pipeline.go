@@ -73,8 +73,10 @@ const senderIdle = time.Second
 // shard delays the other shards' decisions batched with its own, and
 // MaxQueue and Senders bound the Ring as a whole). A free sender takes
 // the queue at once when no pipeline is in flight; while some are, once
-// it holds as many decisions as they do (or MaxBatch, or MaxQueue), at
-// the latest when they came back. Redis runs the pipelines one after the
+// it holds as many decisions as they still wait for (or MaxBatch, or
+// MaxQueue), at the latest when they came back or have been out for 2 ms
+// (far longer than a round trip and a batch take: a stalled connection,
+// waiting for its read timeout, holds no decision back). Redis runs the pipelines one after the
 // other, so the next one goes out while the one before runs, whole
 // rather than as the few decisions queued first (pipelines of one or two
 // cost Redis a read and a write each, and left it idle between them). No
@@ -366,7 +368,7 @@ func (l *lane) enqueue(ctx context.Context, c *call) error {
 	l.q = append(l.q, c)
 	l.arm(c.dl)
 	if l.idle > 0 {
-		if l.ready() {
+		if ok, _ := l.ready(time.Now()); ok {
 			select {
 			case l.wake <- struct{}{}:
 			default: // a token is waiting already
@@ -445,6 +447,7 @@ func (l *lane) sweep() {
 		for _, c := range s.live {
 			if c.due(now) && c.state.CompareAndSwap(callTaken, callExpired) {
 				late = append(late, c)
+				s.open--
 			} else if c.state.Load() == callTaken {
 				next = earliest(next, c.dl)
 			}
@@ -480,9 +483,11 @@ func (l *lane) openRoom() {
 // sender is one sender goroutine's buffers, reused from pipeline to
 // pipeline so that a batch allocates little beyond its commands.
 type sender struct {
-	live   []*call // the calls in flight (sweep reads it under the lane's mu)
-	spare  []*call // an empty queue, swapped with the lane's when it takes it whole
-	resend []*call // the calls sent again as EVAL
+	live   []*call   // the calls in flight (sweep reads it under the lane's mu)
+	open   int       // of live, the calls sweep has not answered (l.mu)
+	sentAt time.Time // when live was taken (l.mu)
+	spare  []*call   // an empty queue, swapped with the lane's when it takes it whole
+	resend []*call   // the calls sent again as EVAL
 	cmds   []onceCmd
 	again  []onceCmd // resend's commands
 	cmders []redis.Cmder
@@ -496,7 +501,13 @@ func (l *lane) send(s *sender) {
 	defer idle.Stop()
 	l.mu.Lock()
 	for {
-		for len(s.live) == 0 && len(l.q) > 0 && l.ready() {
+		var hold time.Duration // the queue waits for a pipeline in flight this long at most
+		for len(s.live) == 0 && len(l.q) > 0 {
+			ok, wait := l.ready(time.Now())
+			if !ok {
+				hold = wait
+				break
+			}
 			l.take(s)
 		}
 		if len(s.live) > 0 {
@@ -507,7 +518,11 @@ func (l *lane) send(s *sender) {
 		}
 		l.idle++
 		l.mu.Unlock()
-		idle.Reset(l.p.idle)
+		if hold > 0 && hold < l.p.idle {
+			idle.Reset(hold) // then take the queue: see ready
+		} else {
+			idle.Reset(l.p.idle)
+		}
 		expired := false
 		select {
 		case <-l.wake:
@@ -524,18 +539,39 @@ func (l *lane) send(s *sender) {
 	}
 }
 
-// ready reports whether a free sender takes the queue: no pipeline is
-// in flight, or the queue holds as many calls as the pipelines in flight
-// (MaxBatch at most; a full queue, whose callers wait for room, always
-// is taken). Otherwise the queue waits to grow, or for the sender of a
-// pipeline in flight to be free (ready then: its calls were answered).
-// A direct send is not counted: it is one call. l.mu is held.
-func (l *lane) ready() bool {
+// maxHold is how long a pipeline in flight holds the queue back (see
+// ready): a round trip and a batch's scripts take far less (at 64
+// goroutines on one node, about 0.3 ms), so a pipeline out longer is
+// stalled (a dead connection waiting for its read timeout, a node paused)
+// and free senders send what is queued on other connections, as they
+// would without the rule.
+const maxHold = 2 * time.Millisecond
+
+// ready reports whether a free sender takes the queue at now: no
+// pipeline is in flight, or the queue holds as many calls as the
+// pipelines in flight for less than maxHold still wait for (MaxBatch at
+// most; a full queue, whose callers wait for room, always is taken).
+// Otherwise the queue waits to grow, for the sender of a pipeline in
+// flight to be free (ready then: its calls were answered), or wait, when
+// the oldest such pipeline is out for maxHold (then ask again). Calls
+// sweep answered are not waited for. A direct send is not counted: it is
+// one call. l.mu is held.
+func (l *lane) ready(now time.Time) (ok bool, wait time.Duration) {
 	n := 0
 	for _, o := range l.senders {
-		n += len(o.live)
+		left := o.sentAt.Add(maxHold).Sub(now)
+		if o.open == 0 || left <= 0 {
+			continue
+		}
+		n += o.open
+		if wait == 0 || left < wait {
+			wait = left
+		}
 	}
-	return len(l.q) >= min(n, l.p.cfg.MaxBatch, l.p.cfg.MaxQueue)
+	if len(l.q) >= min(n, l.p.cfg.MaxBatch, l.p.cfg.MaxQueue) {
+		return true, 0
+	}
+	return false, wait
 }
 
 // take moves up to MaxBatch calls from the queue to s.live, the ones
@@ -563,6 +599,7 @@ func (l *lane) take(s *sender) {
 			s.live = append(s.live, c)
 		}
 	}
+	s.open, s.sentAt = len(s.live), now
 	if n == len(l.q) {
 		clear(l.q)
 		l.q, s.spare = s.spare[:0], l.q[:0]
@@ -610,7 +647,7 @@ func (l *lane) flush(s *sender) {
 		l.exec(ctx, s, resend, again)
 	}
 	l.mu.Lock()
-	s.live = live[:0] // answered from here on: sweep leaves them
+	s.live, s.open = live[:0], 0 // answered from here on: sweep leaves them
 	l.mu.Unlock()
 	j := 0
 	for i, c := range live {

@@ -615,7 +615,7 @@ func TestLaneSweep(t *testing.T) {
 	noneQ, gone := mk(callQueued, time.Time{}), mk(callAbandoned, now.Add(-time.Second))
 	pastF, laterF := mk(callTaken, now.Add(-time.Second)), mk(callTaken, now.Add(30*time.Minute))
 	l.q = []*call{pastQ, gone, laterQ, noneQ}
-	l.senders = []*sender{{live: []*call{pastF, laterF}}}
+	l.senders = []*sender{{live: []*call{pastF, laterF}, open: 2}}
 	l.sweep()
 	for name, c := range map[string]*call{"queued": pastQ, "in flight": pastF} {
 		select {
@@ -631,6 +631,7 @@ func TestLaneSweep(t *testing.T) {
 	}
 	assert.Equal(t, []*call{laterQ, noneQ}, l.q, "the queue keeps the live calls")
 	assert.Equal(t, laterF.dl, l.watchAt, "armed for the earliest deadline left")
+	assert.Equal(t, 1, l.senders[0].open, "the pipeline's calls sweep has not answered")
 	l.watch.Stop()
 }
 
@@ -642,39 +643,74 @@ func TestLaneSweep(t *testing.T) {
 func TestLaneFullBatches(t *testing.T) {
 	c := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", ContextTimeoutEnabled: true, DialerRetries: 1})
 	t.Cleanup(func() { _ = c.Close() })
-	p := &pipeliner{cfg: Pipelining{MaxBatch: 4, MaxQueue: defaultMaxQueue, Senders: 2}}
+	p := &pipeliner{cfg: Pipelining{MaxBatch: 4, MaxQueue: defaultMaxQueue, Senders: 2}, idle: senderIdle}
 	mk := func(state int32) *call {
 		c := &call{done: make(chan struct{}, 1), args: []any{"evalsha", "0", 0}}
 		c.state.Store(state)
 		return c
 	}
+	// a sender (without a goroutine) whose pipeline of n went out at
+	// sent; a sentAt in the future keeps it from ever being stalled
+	inFlight := func(n int, sent time.Time) *sender {
+		o := &sender{open: n, sentAt: sent}
+		for range n {
+			o.live = append(o.live, mk(callTaken))
+		}
+		return o
+	}
+	never := time.Now().Add(time.Hour)
+	ready := func(l *lane) bool { ok, _ := l.ready(time.Now()); return ok }
 	// the rule, and enqueue's wake token for an idle sender (one that
 	// looks idle, without a goroutine)
 	l := p.newLane(c)
 	l.idle = 1
 	require.NoError(t, l.enqueue(context.Background(), mk(callQueued)))
-	assert.True(t, l.ready(), "nothing in flight: take one")
+	assert.True(t, ready(l), "nothing in flight: take one")
 	assert.Len(t, l.wake, 1, "nothing in flight: the idle sender is woken for one")
 	<-l.wake
-	l.senders = []*sender{{live: []*call{mk(callTaken), mk(callTaken), mk(callTaken), mk(callTaken), mk(callTaken), mk(callTaken)}}}
+	l.senders = []*sender{inFlight(6, never)}
 	for i := 2; i <= 4; i++ {
 		require.NoError(t, l.enqueue(context.Background(), mk(callQueued)))
 		if i < 4 {
-			assert.False(t, l.ready(), "%d queued, 6 in flight", i)
+			assert.False(t, ready(l), "%d queued, 6 in flight", i)
 			assert.Empty(t, l.wake, "the idle sender was woken for %d queued, 6 in flight", i)
 		}
 	}
-	assert.True(t, l.ready(), "MaxBatch (4) queued, 6 in flight")
+	assert.True(t, ready(l), "MaxBatch (4) queued, 6 in flight")
 	assert.Len(t, l.wake, 1, "the idle sender is woken for MaxBatch queued")
 	full := &pipeliner{cfg: Pipelining{MaxBatch: 8, MaxQueue: 2, Senders: 3}}
 	lf := full.newLane(c)
 	lf.q = []*call{mk(callQueued), mk(callQueued)}
 	lf.senders = l.senders
-	assert.True(t, lf.ready(), "a full queue (2), 6 in flight")
+	assert.True(t, ready(lf), "a full queue (2), 6 in flight")
+
+	// calls sweep answered, and a stalled pipeline, hold nothing back
+	l = p.newLane(c)
+	l.q = []*call{mk(callQueued)}
+	now := time.Now()
+	answered := inFlight(6, now)
+	answered.open = 0
+	l.senders = []*sender{answered}
+	ok, _ := l.ready(now)
+	assert.True(t, ok, "6 in flight, all answered by sweep")
+	answered.open = 2
+	ok, _ = l.ready(now)
+	assert.False(t, ok, "1 queued, 2 of 6 in flight not answered")
+	l.q = append(l.q, mk(callQueued))
+	ok, _ = l.ready(now)
+	assert.True(t, ok, "2 queued, 2 of 6 in flight not answered")
+	l.senders = []*sender{inFlight(6, now.Add(-maxHold/2)), inFlight(3, now.Add(-maxHold/4))}
+	ok, wait := l.ready(now)
+	assert.False(t, ok, "9 in flight for less than maxHold")
+	assert.Equal(t, maxHold/2, wait, "until the older pipeline is out for maxHold")
+	ok, _ = l.ready(now.Add(maxHold / 2))
+	assert.False(t, ok, "3 still in flight for less than maxHold")
+	ok, _ = l.ready(now.Add(maxHold * 3 / 4))
+	assert.True(t, ok, "both pipelines out for maxHold: stalled")
 
 	// a sender goroutine, with another sender's pipeline of 3 in flight
 	l = p.newLane(c)
-	other := &sender{live: []*call{mk(callTaken), mk(callTaken), mk(callTaken)}}
+	other := inFlight(3, never)
 	l.senders = []*sender{other}
 	idleWith := func(n int) {
 		t.Helper()
@@ -709,4 +745,20 @@ func TestLaneFullBatches(t *testing.T) {
 	l.mu.Lock()
 	l.senders = slices.DeleteFunc(l.senders, func(s *sender) bool { return s == other })
 	l.mu.Unlock()
+
+	// a stalled pipeline: a sender goroutine, whose idle time outlasts the
+	// test, sends a decision queued behind it once it is out for maxHold
+	slow := &pipeliner{cfg: p.cfg, idle: 30 * time.Second}
+	l = slow.newLane(c)
+	stalled := inFlight(3, time.Now())
+	l.senders = []*sender{stalled}
+	late := mk(callQueued)
+	require.NoError(t, l.enqueue(context.Background(), late))
+	select {
+	case <-late.done:
+		assert.Error(t, late.err, "the node is unreachable")
+	case <-time.After(10 * time.Second):
+		t.Fatal("a decision queued behind a stalled pipeline was not sent")
+	}
+	assert.Equal(t, int64(1), l.batched.Load(), "decisions sent in pipelines")
 }
