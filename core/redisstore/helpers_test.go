@@ -2,6 +2,8 @@ package redisstore
 
 import (
 	"context"
+	"net"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -76,3 +78,50 @@ func (r *ref) take(key string, now time.Time, cost int64) core.Decision {
 }
 
 type atomicInt = atomic.Int64
+
+// tcpProxy forwards the TCP connections it accepts to a target: pipe
+// gets each accepted connection (c) with its own connection to the
+// target (s) and copies between them. closeAll closes every one so far;
+// the end of the test closes the listener and them.
+type tcpProxy struct {
+	ln    net.Listener
+	mu    sync.Mutex
+	conns []net.Conn
+}
+
+func startTCPProxy(t *testing.T, target string, pipe func(c, s net.Conn)) *tcpProxy {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	p := &tcpProxy{ln: ln}
+	t.Cleanup(func() { _ = ln.Close(); p.closeAll() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			s, err := net.Dial("tcp", target)
+			if err != nil {
+				_ = c.Close()
+				continue
+			}
+			p.mu.Lock()
+			p.conns = append(p.conns, c, s)
+			p.mu.Unlock()
+			pipe(c, s)
+		}
+	}()
+	return p
+}
+
+func (p *tcpProxy) addr() string { return p.ln.Addr().String() }
+
+func (p *tcpProxy) closeAll() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, c := range p.conns {
+		_ = c.Close()
+	}
+	p.conns = nil
+}

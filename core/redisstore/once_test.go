@@ -4,7 +4,6 @@ import (
 	"context"
 	"io"
 	"net"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -22,46 +21,14 @@ import (
 // client's connection instead: the server ran the command, the client
 // sees EOF.
 type cutProxy struct {
-	ln     net.Listener
-	target string
-	cut    atomic.Int32
-	mu     sync.Mutex
-	conns  []net.Conn
+	*tcpProxy
+	cut atomic.Int32
 }
 
 func startCutProxy(t *testing.T, target string) *cutProxy {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	p := &cutProxy{ln: ln, target: target}
-	go p.serve()
-	t.Cleanup(func() {
-		_ = ln.Close()
-		p.mu.Lock()
-		for _, c := range p.conns {
-			_ = c.Close()
-		}
-		p.mu.Unlock()
-	})
-	return p
-}
-
-func (p *cutProxy) addr() string { return p.ln.Addr().String() }
-
-func (p *cutProxy) serve() {
-	for {
-		c, err := p.ln.Accept()
-		if err != nil {
-			return
-		}
-		s, err := net.Dial("tcp", p.target)
-		if err != nil {
-			_ = c.Close()
-			continue
-		}
-		p.mu.Lock()
-		p.conns = append(p.conns, c, s)
-		p.mu.Unlock()
+	p := &cutProxy{}
+	p.tcpProxy = startTCPProxy(t, target, func(c, s net.Conn) {
 		go func() { _, _ = io.Copy(s, c); _ = s.Close() }()
 		go func() {
 			buf := make([]byte, 64<<10)
@@ -83,7 +50,8 @@ func (p *cutProxy) serve() {
 				}
 			}
 		}()
-	}
+	})
+	return p
 }
 
 // TestNoDoubleChargeAfterBrokenReply: the connection breaks after Redis

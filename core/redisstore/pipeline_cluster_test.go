@@ -43,11 +43,7 @@ func TestPipeliningNeverSendsTwiceCluster(t *testing.T) {
 		// sender alive) callers only queue
 		hold(l)
 		cutCluster(t, cl, hot, proxy, st, p, key, n, func() {
-			deadline := time.Now().Add(time.Minute)
-			for queued(l) < n {
-				require.True(t, time.Now().Before(deadline), "%d of %d decisions queued", queued(l), n)
-				time.Sleep(time.Millisecond)
-			}
+			waitFor(t, func() bool { return queued(l) == n }, "%d decisions queued", n)
 			release(l)
 		})
 		assert.Equal(t, int64(n), l.batched.Load(), "the n decisions were pipelined")
@@ -78,7 +74,7 @@ func cutClusterStore(t *testing.T, cl *redistest.Cluster, hot *redistest.Server,
 	var dialer net.Dialer
 	o.Dialer = func(ctx context.Context, network, addr string) (net.Conn, error) {
 		if addr == hot.Addr {
-			addr = proxy.ln.Addr().String()
+			addr = proxy.addr()
 		}
 		return dialer.DialContext(ctx, network, addr)
 	}
@@ -87,8 +83,7 @@ func cutClusterStore(t *testing.T, cl *redistest.Cluster, hot *redistest.Server,
 	st := newStore(t, cc, WithClientTime(), WithPipelining(Pipelining{}))
 	require.NoError(t, st.Preload(context.Background(), p))
 	keys := keysOn(t, st, cc, p, hot, 2)
-	_, err := st.Take(context.Background(), keys[0], p, epoch, 1)
-	require.NoError(t, err)
+	takeOne(t, st, keys[0], p)
 	rk, err := st.Keys(p, keys[1])
 	require.NoError(t, err)
 	m, err := cc.MasterForKey(context.Background(), rk[0])
@@ -120,26 +115,16 @@ func cutCluster(t *testing.T, cl *redistest.Cluster, hot *redistest.Server, prox
 	errs := make([]error, n)
 	var wg sync.WaitGroup
 	for i := range n {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			// the deadline only ends a hang; the cut ends the calls
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 			defer cancel()
 			decs[i], errs[i] = st.Take(ctx, key, p, epoch, 1)
-		}()
+		})
 	}
 	release()
 	// hot runs all n (their replies are dropped); then cut
-	deadline := time.Now().Add(time.Minute)
-	for {
-		h, _ := runs()
-		if h-hot0 >= int64(n) {
-			break
-		}
-		require.True(t, time.Now().Before(deadline), "hot ran %d of %d decisions", h-hot0, n)
-		time.Sleep(time.Millisecond)
-	}
+	waitFor(t, func() bool { h, _ := runs(); return h-hot0 >= int64(n) }, "hot ran %d decisions", n)
 	proxy.swallowing.Store(false)
 	proxy.cut()
 	wg.Wait()
@@ -167,7 +152,5 @@ func cutCluster(t *testing.T, cl *redistest.Cluster, hot *redistest.Server, prox
 	// the state counts each run once: a store straight to the Cluster
 	// sees 1000 - runs - 1 left after its own
 	plain := newStore(t, cl.NewClient(t), WithClientTime())
-	d, err := plain.Take(context.Background(), key, p, epoch, 1)
-	require.NoError(t, err)
-	assert.Equal(t, 1000-hotRan-1, d.Remaining, "remaining after %d script runs and one more", hotRan)
+	assert.Equal(t, 1000-hotRan-1, takeOne(t, plain, key, p).Remaining, "remaining after %d script runs and one more", hotRan)
 }

@@ -23,8 +23,7 @@ import (
 // once panicked in a sender's buffers with the lane's mutex held), with
 // a message naming the field and its range.
 func TestWithPipeliningBounds(t *testing.T) {
-	c := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", ContextTimeoutEnabled: true})
-	t.Cleanup(func() { _ = c.Close() })
+	c := unreachableClient(t)
 	for _, f := range []struct {
 		name string
 		max  int
@@ -59,23 +58,8 @@ func TestPipeliningBuffersGrow(t *testing.T) {
 	st, _, _ := nodeStore(t, WithPipelining(Pipelining{MaxBatch: 65536, Senders: 1}))
 	st.pipe.idle = time.Hour // the sender is still there when the test looks
 	p := mustPolicy(t, core.Policy{Name: "grow", Limits: []core.Limit{core.Per(100, time.Hour)}})
-	_, err := st.Take(context.Background(), "warm", p, epoch, 1)
-	require.NoError(t, err)
-	l := st.pipe.single.Load()
-	require.NotNil(t, l)
-	hold(l)
-	var wg sync.WaitGroup
-	for range n {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			_, err := st.Take(context.Background(), "k", p, epoch, 1)
-			assert.NoError(t, err)
-		}()
-	}
-	waitFor(t, func() bool { return queued(l) == n }, "%d decisions queued", n)
-	release(l)
-	wg.Wait()
+	l := warmLane(t, st, p)
+	takeTogether(t, st, l, p, n)
 	require.Equal(t, int64(n), l.batched.Load(), "one pipeline of %d", n)
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -86,37 +70,12 @@ func TestPipeliningBuffersGrow(t *testing.T) {
 	assert.Zero(t, cap(s.again), "again: nothing was sent again")
 }
 
-// patientClient is a client of srv whose reads and writes wait two
-// minutes, so that a frozen server fails no pipeline before the
-// deadlines a test gives its decisions.
-func patientClient(t *testing.T, srv *redistest.Server) *redis.Client {
-	o := srv.ClientOptions()
-	o.ReadTimeout, o.WriteTimeout = 2*time.Minute, 2*time.Minute
-	c := redis.NewClient(o)
-	t.Cleanup(func() { _ = c.Close() })
-	return c
-}
-
-// waitFor polls cond every millisecond for up to a minute, failing the
-// test if it never holds.
-func waitFor(t *testing.T, cond func() bool, format string, args ...any) {
-	t.Helper()
-	deadline := time.Now().Add(time.Minute)
-	for !cond() {
-		require.True(t, time.Now().Before(deadline), "timed out waiting: "+fmt.Sprintf(format, args...))
-		time.Sleep(time.Millisecond)
-	}
-}
-
 // TestLaneTakeSkipsEnded: take sends neither a queued call whose
 // deadline passed (answered context.DeadlineExceeded, as sweep does) nor
 // one whose context ended (left abandoned, unanswered: its caller
 // returns the context's error), and takes the others in order.
 func TestLaneTakeSkipsEnded(t *testing.T) {
-	c := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", ContextTimeoutEnabled: true})
-	t.Cleanup(func() { _ = c.Close() })
-	p := &pipeliner{cfg: Pipelining{MaxBatch: defaultMaxBatch, MaxQueue: defaultMaxQueue, Senders: defaultSenders}}
-	l := p.newLane(c)
+	l := defaultLane(t)
 	now := time.Now()
 	mk := func(dl time.Time, quit chan struct{}) *call {
 		c := &call{done: make(chan struct{}, 1), dl: dl, quit: quit}
@@ -159,23 +118,16 @@ func TestPipeliningInFlightDeadline(t *testing.T) {
 	srv := redistest.StartNode(t)
 	st := newStore(t, patientClient(t, srv), WithClientTime(), WithPipelining(Pipelining{Senders: 1}))
 	p := mustPolicy(t, core.Policy{Name: "ifd", Limits: []core.Limit{core.Per(100, time.Hour)}})
-	_, err := st.Take(context.Background(), "warm", p, epoch, 1)
-	require.NoError(t, err)
-	l := st.pipe.single.Load()
-	require.NotNil(t, l)
+	l := warmLane(t, st, p)
 	hold(l)
-	a := make(chan error, 1)
-	go func() {
+	a := queueOne(t, l, 1, "A", func() error {
 		_, err := st.TakeBy(context.Background(), time.Now().Add(2*time.Minute), "k", p, epoch, 1)
-		a <- err
-	}()
-	waitFor(t, func() bool { return queued(l) == 1 }, "A queued")
-	b := make(chan error, 1)
-	go func() {
+		return err
+	})
+	b := queueOne(t, l, 2, "B", func() error {
 		_, err := st.TakeBy(context.Background(), time.Now().Add(10*time.Second), "k", p, epoch, 1)
-		b <- err
-	}()
-	waitFor(t, func() bool { return queued(l) == 2 }, "B queued")
+		return err
+	})
 	srv.Pause()
 	release(l)
 	// both go in one pipeline (unless B's 10 s passed before a sender
@@ -193,9 +145,7 @@ func TestPipeliningInFlightDeadline(t *testing.T) {
 	assert.Empty(t, a, "A returned with B")
 	srv.Resume()
 	require.NoError(t, <-a)
-	d, err := st.Take(context.Background(), "k", p, epoch, 1)
-	require.NoError(t, err)
-	assert.Equal(t, int64(100-3), d.Remaining, "A and B ran once each")
+	assert.Equal(t, int64(100-3), takeOne(t, st, "k", p).Remaining, "A and B ran once each")
 }
 
 // TestPipeliningSendersExit: with the idle time shortened, every sender
@@ -205,10 +155,7 @@ func TestPipeliningSendersExit(t *testing.T) {
 	st, _, _ := nodeStore(t, WithPipelining(Pipelining{}))
 	st.pipe.idle = 20 * time.Millisecond
 	p := mustPolicy(t, core.Policy{Name: "idle", Limits: []core.Limit{core.Per(1e6, time.Hour)}})
-	_, err := st.Take(context.Background(), "warm", p, epoch, 1)
-	require.NoError(t, err)
-	l := st.pipe.single.Load()
-	require.NotNil(t, l)
+	l := warmLane(t, st, p)
 	senders := func() int {
 		l.mu.Lock()
 		defer l.mu.Unlock()
@@ -217,19 +164,7 @@ func TestPipeliningSendersExit(t *testing.T) {
 	for round := range 2 {
 		batched0 := l.batched.Load()
 		// queue behind a held lane, so that a sender starts
-		hold(l)
-		var wg sync.WaitGroup
-		for range 16 {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				_, err := st.Take(context.Background(), "k", p, epoch, 1)
-				assert.NoError(t, err)
-			}()
-		}
-		waitFor(t, func() bool { return queued(l) == 16 }, "round %d: decisions queued", round)
-		release(l)
-		wg.Wait()
+		takeTogether(t, st, l, p, 16)
 		// a sender ran them
 		assert.Equal(t, int64(16), l.batched.Load()-batched0, "round %d: pipelined", round)
 		waitFor(t, func() bool { return senders() == 0 }, "round %d: senders exit when idle", round)
@@ -265,9 +200,7 @@ func TestPipeliningLimiterExact(t *testing.T) {
 	var admitted [3]atomic.Int64
 	var wg sync.WaitGroup
 	for g := range goroutines {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			l := ls[g%len(ls)]
 			for range perG {
 				d, err := l.l.Allow(context.Background(), "hot")
@@ -278,7 +211,7 @@ func TestPipeliningLimiterExact(t *testing.T) {
 					admitted[l.i].Add(1)
 				}
 			}
-		}()
+		})
 	}
 	wg.Wait()
 	for i, n := range limits {
@@ -328,9 +261,7 @@ func TestPipeliningNoScriptMidTraffic(t *testing.T) {
 	var decided, admitted atomic.Int64
 	var wg sync.WaitGroup
 	for range goroutines {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			// every flush up to the 20th comes while this one decides
 			for i := 0; i < perG || flushed.Load() < flushes; i++ {
 				d, err := st.Take(context.Background(), "k", p, epoch, 1)
@@ -342,7 +273,7 @@ func TestPipeliningNoScriptMidTraffic(t *testing.T) {
 					admitted.Add(1)
 				}
 			}
-		}()
+		})
 	}
 	wg.Wait()
 	stop.Store(true)
@@ -428,26 +359,16 @@ func TestPipeliningSlotMigration(t *testing.T) {
 	cc := cl.NewClient(t)
 	st := newStore(t, cc, WithClientTime(), WithPipelining(Pipelining{}))
 	p := mustPolicy(t, core.Policy{Name: "reshard", Limits: []core.Limit{core.Per(limit, time.Hour)}})
-	_, err := st.Take(context.Background(), "k", p, epoch, 1)
-	require.NoError(t, err)
+	takeOne(t, st, "k", p)
 	keys, err := st.Keys(p, "k")
 	require.NoError(t, err)
 	m := newSlotMigration(t, cl, cc, keys[0])
-	runs := func() int64 {
-		var n int64
-		for _, srv := range cl.Nodes {
-			n += scriptRuns(t, srv)
-		}
-		return n
-	}
-	runs0, ask0, moved0 := runs(), errorCount(t, m.src, "ASK"), errorCount(t, m.src, "MOVED")
+	runs0, ask0, moved0 := scriptRunsAll(t, cl.Nodes), errorCount(t, m.src, "ASK"), errorCount(t, m.src, "MOVED")
 	var admitted atomic.Int64
 	round := func(name string) {
 		var wg sync.WaitGroup
 		for range goroutines {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
+			wg.Go(func() {
 				for range perG {
 					d, err := st.Take(context.Background(), "k", p, epoch, 1)
 					if !assert.NoError(t, err, name) {
@@ -457,7 +378,7 @@ func TestPipeliningSlotMigration(t *testing.T) {
 						admitted.Add(1)
 					}
 				}
-			}()
+			})
 		}
 		wg.Wait()
 	}
@@ -470,7 +391,7 @@ func TestPipeliningSlotMigration(t *testing.T) {
 	m.finish()
 	round("moved slot")
 	assert.Positive(t, errorCount(t, m.src, "MOVED")-moved0, "src answered MOVED")
-	assert.Equal(t, int64(4*goroutines*perG), runs()-runs0, "script runs, one per decision")
+	assert.Equal(t, int64(4*goroutines*perG), scriptRunsAll(t, cl.Nodes)-runs0, "script runs, one per decision")
 	assert.Equal(t, int64(limit-1), admitted.Load(), "admitted")
 	assert.Positive(t, batched(st), "pipelined")
 }
@@ -493,8 +414,7 @@ func TestPipeliningRing(t *testing.T) {
 	st := newStore(t, clients[0], WithClientTime(), WithPipelining(Pipelining{}))
 	p := mustPolicy(t, core.Policy{Name: "ring1", Limits: []core.Limit{core.Per(10, time.Hour)}})
 	for i := range 8 {
-		_, err := st.Take(context.Background(), "k"+strconv.Itoa(i), p, epoch, 1)
-		require.NoError(t, err)
+		takeOne(t, st, "k"+strconv.Itoa(i), p)
 	}
 	assert.NotNil(t, st.pipe.single.Load(), "the Ring's one lane")
 	st.pipe.lanes.Range(func(k, _ any) bool { t.Errorf("a lane per node: %v", k); return true })

@@ -54,6 +54,16 @@ func scriptRuns(t testing.TB, srv *redistest.Server) int64 {
 	return n
 }
 
+// scriptRunsAll is scriptRuns summed over servers.
+func scriptRunsAll(t testing.TB, servers []*redistest.Server) int64 {
+	t.Helper()
+	var n int64
+	for _, srv := range servers {
+		n += scriptRuns(t, srv)
+	}
+	return n
+}
+
 // batched is the number of decisions s sent in pipelines.
 func batched(s *Store) int64 {
 	var n int64
@@ -62,30 +72,6 @@ func batched(s *Store) int64 {
 	}
 	s.pipe.lanes.Range(func(_, v any) bool { n += v.(*lane).batched.Load(); return true })
 	return n
-}
-
-// hold makes l look busy, a send in flight and every sender alive, so
-// that decisions queue; release undoes it and gets a sender to them.
-func hold(l *lane) {
-	l.inflight.Add(1)
-	l.mu.Lock()
-	l.busy += l.p.cfg.Senders
-	l.mu.Unlock()
-}
-
-func release(l *lane) {
-	l.inflight.Add(-1)
-	l.mu.Lock()
-	l.busy -= l.p.cfg.Senders
-	l.spawn()
-	l.mu.Unlock()
-}
-
-// queued is the number of calls in l's queue.
-func queued(l *lane) int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return len(l.q)
 }
 
 // exactUnderPipelining makes 64 goroutines over three pipelined stores
@@ -110,16 +96,11 @@ func exactUnderPipelining(t *testing.T, clients []redis.UniversalClient, servers
 				want++
 			}
 		}
-		runs0 := int64(0)
-		for _, srv := range servers {
-			runs0 += scriptRuns(t, srv)
-		}
+		runs0 := scriptRunsAll(t, servers)
 		var admitted, failed atomic.Int64
 		var wg sync.WaitGroup
 		for g := range goroutines {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
+			wg.Go(func() {
 				st := stores[g%len(stores)]
 				for i := range perG {
 					d, err := st.Take(context.Background(), "k"+strconv.Itoa((g*perG+i)%keys), p, epoch, 1)
@@ -131,13 +112,10 @@ func exactUnderPipelining(t *testing.T, clients []redis.UniversalClient, servers
 						admitted.Add(1)
 					}
 				}
-			}()
+			})
 		}
 		wg.Wait()
-		runs := -runs0
-		for _, srv := range servers {
-			runs += scriptRuns(t, srv)
-		}
+		runs := scriptRunsAll(t, servers) - runs0
 		require.Zero(t, failed.Load(), "%s", p.Name)
 		assert.Equal(t, int64(want), admitted.Load(), "%s: admitted", p.Name)
 		assert.Equal(t, int64(goroutines*perG), runs, "%s: script runs, one per decision", p.Name)
@@ -179,81 +157,55 @@ func TestPipeliningExactCluster(t *testing.T) {
 // connection: the server ran the commands, the client never hears of
 // them.
 type swallowProxy struct {
-	ln         net.Listener
+	*tcpProxy
 	swallowing atomic.Bool
-	mu         sync.Mutex
-	conns      []net.Conn
 }
 
 func startSwallowProxy(t *testing.T, target string) *swallowProxy {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	p := &swallowProxy{ln: ln}
-	t.Cleanup(func() { _ = ln.Close(); p.cut() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			s, err := net.Dial("tcp", target)
-			if err != nil {
-				_ = c.Close()
-				continue
-			}
-			p.mu.Lock()
-			p.conns = append(p.conns, c, s)
-			p.mu.Unlock()
-			var scripted atomic.Bool
-			go func() {
-				buf := make([]byte, 64<<10)
-				var tail []byte
-				for {
-					n, err := c.Read(buf)
-					if n > 0 {
-						seen := append(tail, buf[:n]...)
-						if p.swallowing.Load() && bytes.Contains(bytes.ToLower(seen), []byte("evalsha")) {
-							scripted.Store(true)
-						}
-						tail = append(tail[:0], seen[max(0, len(seen)-8):]...)
-						if _, werr := s.Write(buf[:n]); werr != nil {
-							return
-						}
+	p := &swallowProxy{}
+	p.tcpProxy = startTCPProxy(t, target, func(c, s net.Conn) {
+		var scripted atomic.Bool
+		go func() {
+			buf := make([]byte, 64<<10)
+			var tail []byte
+			for {
+				n, err := c.Read(buf)
+				if n > 0 {
+					seen := append(tail, buf[:n]...)
+					if p.swallowing.Load() && bytes.Contains(bytes.ToLower(seen), []byte("evalsha")) {
+						scripted.Store(true)
 					}
-					if err != nil {
-						_ = s.Close()
+					tail = append(tail[:0], seen[max(0, len(seen)-8):]...)
+					if _, werr := s.Write(buf[:n]); werr != nil {
 						return
 					}
 				}
-			}()
-			go func() {
-				buf := make([]byte, 64<<10)
-				for {
-					n, err := s.Read(buf)
-					if n > 0 && !scripted.Load() {
-						if _, werr := c.Write(buf[:n]); werr != nil {
-							return
-						}
-					}
-					if err != nil {
-						_ = c.Close()
+				if err != nil {
+					_ = s.Close()
+					return
+				}
+			}
+		}()
+		go func() {
+			buf := make([]byte, 64<<10)
+			for {
+				n, err := s.Read(buf)
+				if n > 0 && !scripted.Load() {
+					if _, werr := c.Write(buf[:n]); werr != nil {
 						return
 					}
 				}
-			}()
-		}
-	}()
+				if err != nil {
+					_ = c.Close()
+					return
+				}
+			}
+		}()
+	})
 	return p
 }
 
-func (p *swallowProxy) cut() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	for _, c := range p.conns {
-		_ = c.Close()
-	}
-	p.conns = nil
-}
+func (p *swallowProxy) cut() { p.closeAll() }
 
 // TestPipeliningNeverSendsTwice: one pipeline of 32 decisions whose
 // replies are lost when the connection is cut after the server ran them
@@ -265,7 +217,7 @@ func TestPipeliningNeverSendsTwice(t *testing.T) {
 	srv := redistest.StartNode(t)
 	proxy := startSwallowProxy(t, srv.Addr)
 	o := srv.ClientOptions()
-	o.Addr = proxy.ln.Addr().String()
+	o.Addr = proxy.addr()
 	o.MaxRetries = 5 // go-redis would retry a plain command 5 times
 	o.ReadTimeout, o.WriteTimeout = 30*time.Second, 30*time.Second
 	client := redis.NewClient(o)
@@ -273,41 +225,25 @@ func TestPipeliningNeverSendsTwice(t *testing.T) {
 	st := newStore(t, client, WithClientTime(), WithPipelining(Pipelining{}))
 	p := mustPolicy(t, core.Policy{Name: "cut", Limits: []core.Limit{core.Per(1000, time.Hour)}})
 	require.NoError(t, st.Preload(context.Background(), p))
-	_, err := st.Take(context.Background(), "warm", p, epoch, 1)
-	require.NoError(t, err)
+	l := warmLane(t, st, p)
 
 	// queue all n before a sender runs, so that they go in one pipeline:
 	// while the lane looks busy (a send in flight, every sender alive)
 	// callers only queue
-	l := st.pipe.single.Load()
-	require.NotNil(t, l)
 	hold(l)
 	runs0 := scriptRuns(t, srv)
 	proxy.swallowing.Store(true)
 	errs := make([]error, n)
-	var wg sync.WaitGroup
-	for i := range n {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			defer cancel()
-			_, errs[i] = st.Take(ctx, "victim", p, epoch, 1)
-		}()
-	}
-	deadline := time.Now().Add(10 * time.Second)
-	for queued(l) < n {
-		require.True(t, time.Now().Before(deadline), "%d of %d decisions queued", queued(l), n)
-		time.Sleep(time.Millisecond)
-	}
+	wait := queueN(t, l, n, func(i int) {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_, errs[i] = st.Take(ctx, "victim", p, epoch, 1)
+	})
 	release(l)
 	// the server runs all n (their replies are dropped); then cut
-	for scriptRuns(t, srv)-runs0 < n {
-		require.True(t, time.Now().Before(deadline), "the server ran %d of %d decisions", scriptRuns(t, srv)-runs0, n)
-		time.Sleep(time.Millisecond)
-	}
+	waitFor(t, func() bool { return scriptRuns(t, srv)-runs0 >= n }, "the server ran %d decisions", n)
 	proxy.cut()
-	wg.Wait()
+	wait()
 	for i, err := range errs {
 		require.Error(t, err, "decision %d", i)
 		assert.False(t, errors.Is(err, context.DeadlineExceeded), "decision %d timed out instead of failing on the cut: %v", i, err)
@@ -319,9 +255,7 @@ func TestPipeliningNeverSendsTwice(t *testing.T) {
 	// the state counts each decision once: a fresh store straight to the
 	// server sees 1000 - n - 1 left after its own
 	direct := newStore(t, srv.NewClient(t), WithClientTime())
-	d, err := direct.Take(context.Background(), "victim", p, epoch, 1)
-	require.NoError(t, err)
-	assert.Equal(t, int64(1000-n-1), d.Remaining, "remaining after %d cut decisions and one more", n)
+	assert.Equal(t, int64(1000-n-1), takeOne(t, direct, "victim", p).Remaining, "remaining after %d cut decisions and one more", n)
 }
 
 // TestPipeliningContextWhileQueued: with the node frozen, one decision is
@@ -334,54 +268,30 @@ func TestPipeliningContextWhileQueued(t *testing.T) {
 	st := newStore(t, client, WithClientTime(), WithPipelining(Pipelining{Senders: 1}))
 	p := mustPolicy(t, core.Policy{Name: "q", Limits: []core.Limit{core.Per(100, time.Hour)}})
 	require.NoError(t, st.Preload(context.Background(), p))
-	_, err := st.Take(context.Background(), "warm", p, epoch, 1)
-	require.NoError(t, err)
-	l := st.pipe.single.Load()
-	require.NotNil(t, l)
+	l := warmLane(t, st, p)
 
-	srv.Pause()
-	var wg sync.WaitGroup
-	for range 2 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			defer cancel()
-			_, err := st.Take(ctx, "k", p, epoch, 1)
-			assert.NoError(t, err)
-		}()
-	}
-	deadline := time.Now().Add(10 * time.Second)
-	for l.inflight.Load() < 2 || queued(l) > 0 {
-		require.True(t, time.Now().Before(deadline), "inflight %d, queued %d", l.inflight.Load(), queued(l))
-		time.Sleep(time.Millisecond)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	res := make(chan error, 1)
-	go func() {
+	wait := freezeTwoInFlight(t, srv, l, func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
 		_, err := st.Take(ctx, "k", p, epoch, 1)
-		res <- err
-	}()
-	for queued(l) == 0 {
-		require.True(t, time.Now().Before(deadline), "the third decision did not queue")
-		time.Sleep(time.Millisecond)
-	}
+		return err
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	third := queueOne(t, l, 1, "the third decision", func() error {
+		_, err := st.Take(ctx, "k", p, epoch, 1)
+		return err
+	})
 	cancel()
 	select {
-	case err := <-res:
+	case err := <-third:
 		require.ErrorIs(t, err, context.Canceled)
 	case <-time.After(10 * time.Second):
 		t.Fatal("a cancelled queued decision did not return")
 	}
 	srv.Resume()
-	wg.Wait()
-	for l.inflight.Load() > 0 || queued(l) > 0 {
-		require.True(t, time.Now().Before(deadline.Add(10*time.Second)), "the queue did not drain")
-		time.Sleep(time.Millisecond)
-	}
-	d, err := st.Take(context.Background(), "k", p, epoch, 1)
-	require.NoError(t, err)
-	assert.Equal(t, int64(100-3), d.Remaining, "the cancelled decision was sent: remaining counts it")
+	wait()
+	waitFor(t, func() bool { return l.inflight.Load() == 0 && queued(l) == 0 }, "the queue to drain")
+	assert.Equal(t, int64(100-3), takeOne(t, st, "k", p).Remaining, "the cancelled decision was sent: remaining counts it")
 }
 
 // TestPipeliningNoScript: after SCRIPT FLUSH, concurrent pipelined
@@ -400,16 +310,14 @@ func TestPipeliningNoScript(t *testing.T) {
 		var admitted atomic.Int64
 		var wg sync.WaitGroup
 		for range goroutines {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
+			wg.Go(func() {
 				for range perG {
 					d, err := st.Take(context.Background(), "k", p, epoch, 1)
 					if assert.NoError(t, err) && d.Allowed {
 						admitted.Add(1)
 					}
 				}
-			}()
+			})
 		}
 		wg.Wait()
 		assert.Equal(t, int64(min(100-round*100, goroutines*perG)), admitted.Load(), "round %d", round)
@@ -432,8 +340,7 @@ func TestPipeliningNoScriptMixed(t *testing.T) {
 	fresh := mustPolicy(t, core.Policy{Name: "fresh", Limits: []core.Limit{core.Per(1987, 97*time.Minute)}})
 	// known's script reaches Redis with this first decision (sent
 	// directly: EVALSHA, NOSCRIPT, EVAL); fresh's never did
-	_, err := st.Take(context.Background(), "warm", known, epoch, 1)
-	require.NoError(t, err)
+	l := warmLane(t, st, known)
 	c, err := st.policy(fresh)
 	require.NoError(t, err)
 	exists, err := client.ScriptExists(context.Background(), c.script.shaArg.(string)).Result()
@@ -442,33 +349,27 @@ func TestPipeliningNoScriptMixed(t *testing.T) {
 
 	// the lane looks busy (a send in flight, every sender alive), so the
 	// decisions queue, one after the other: known, fresh, known, ...
-	l := st.pipe.single.Load()
-	require.NotNil(t, l)
 	hold(l)
 	runs0 := scriptRuns(t, srv)
 	decs := make([]core.Decision, 2*n)
-	errs := make([]error, 2*n)
-	var wg sync.WaitGroup
-	deadline := time.Now().Add(10 * time.Second)
+	done := make([]<-chan error, 2*n)
 	for i := range 2 * n {
 		p := known
 		if i%2 == 1 {
 			p = fresh
 		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		done[i] = queueOne(t, l, i+1, fmt.Sprintf("decision %d", i), func() (err error) {
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
-			decs[i], errs[i] = st.Take(ctx, "k", p, epoch, 1)
-		}()
-		for queued(l) < i+1 {
-			require.True(t, time.Now().Before(deadline), "decision %d did not queue", i)
-			time.Sleep(time.Millisecond)
-		}
+			decs[i], err = st.Take(ctx, "k", p, epoch, 1)
+			return err
+		})
 	}
 	release(l)
-	wg.Wait()
+	errs := make([]error, 2*n)
+	for i := range done {
+		errs[i] = <-done[i]
+	}
 	for i := range 2 * n {
 		require.NoError(t, errs[i], "decision %d", i)
 		want := "known"
@@ -482,17 +383,12 @@ func TestPipeliningNoScriptMixed(t *testing.T) {
 	assert.Equal(t, int64(2*n), l.batched.Load(), "the decisions went in pipelines")
 
 	direct := newStore(t, srv.NewClient(t), WithClientTime())
-	d, err := direct.Take(context.Background(), "k", known, epoch, 1)
-	require.NoError(t, err)
-	assert.Equal(t, int64(100-n-1), d.Remaining, "known: remaining after %d pipelined decisions and one more", n)
-	d, err = direct.Take(context.Background(), "k", fresh, epoch, 1)
-	require.NoError(t, err)
-	assert.Equal(t, int64(1987-n-1), d.Remaining, "fresh: remaining after %d pipelined decisions and one more", n)
+	assert.Equal(t, int64(100-n-1), takeOne(t, direct, "k", known).Remaining, "known: remaining after %d pipelined decisions and one more", n)
+	assert.Equal(t, int64(1987-n-1), takeOne(t, direct, "k", fresh).Remaining, "fresh: remaining after %d pipelined decisions and one more", n)
 }
 
 func TestWithPipeliningRejectsNegative(t *testing.T) {
-	c := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", ContextTimeoutEnabled: true})
-	t.Cleanup(func() { _ = c.Close() })
+	c := unreachableClient(t)
 	_, err := New(c, WithPipelining(Pipelining{Senders: -1}))
 	require.Error(t, err)
 }
@@ -505,34 +401,23 @@ func TestPipeliningQueueBounded(t *testing.T) {
 	srv := redistest.StartNode(t)
 	st := newStore(t, srv.NewClient(t), WithClientTime(), WithPipelining(Pipelining{MaxQueue: 1}))
 	p := mustPolicy(t, core.Policy{Name: "bounded", Limits: []core.Limit{core.Per(100, time.Hour)}})
-	_, err := st.Take(context.Background(), "warm", p, epoch, 1)
-	require.NoError(t, err)
-	l := st.pipe.single.Load()
-	require.NotNil(t, l)
+	l := warmLane(t, st, p)
 	// the lane looks busy: a send in flight and every sender alive
 	hold(l)
 
-	first := make(chan error, 1)
-	go func() {
+	first := queueOne(t, l, 1, "the first decision", func() error {
 		_, err := st.Take(context.Background(), "k", p, epoch, 1)
-		first <- err
-	}()
-	deadline := time.Now().Add(10 * time.Second)
-	for queued(l) < 1 {
-		require.True(t, time.Now().Before(deadline), "the first decision did not queue")
-		time.Sleep(time.Millisecond)
-	}
+		return err
+	})
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
-	_, err = st.Take(ctx, "k", p, epoch, 1)
+	_, err := st.Take(ctx, "k", p, epoch, 1)
 	require.ErrorIs(t, err, context.DeadlineExceeded, "the second decision waits for room within its context")
 	assert.Equal(t, 1, queued(l), "the full queue took nothing more")
 
 	release(l)
 	require.NoError(t, <-first)
-	d, err := st.Take(context.Background(), "k", p, epoch, 1)
-	require.NoError(t, err)
-	assert.Equal(t, int64(100-2), d.Remaining, "the decision that found the queue full was sent: remaining counts it")
+	assert.Equal(t, int64(100-2), takeOne(t, st, "k", p).Remaining, "the decision that found the queue full was sent: remaining counts it")
 }
 
 // TestPipeliningQueuedDeadline: with the node frozen, one decision is
@@ -548,38 +433,19 @@ func TestPipeliningQueuedDeadline(t *testing.T) {
 	st := newStore(t, patientClient(t, srv), WithClientTime(), WithPipelining(Pipelining{Senders: 1}))
 	p := mustPolicy(t, core.Policy{Name: "qd", Limits: []core.Limit{core.Per(100, time.Hour)}})
 	require.NoError(t, st.Preload(context.Background(), p))
-	_, err := st.Take(context.Background(), "warm", p, epoch, 1)
-	require.NoError(t, err)
-	l := st.pipe.single.Load()
-	require.NotNil(t, l)
+	l := warmLane(t, st, p)
 
-	srv.Pause()
-	var wg sync.WaitGroup
-	for range 2 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			_, err := st.TakeBy(context.Background(), time.Now().Add(time.Minute), "k", p, epoch, 1)
-			assert.NoError(t, err)
-		}()
-	}
-	deadline := time.Now().Add(10 * time.Second)
-	for l.inflight.Load() < 2 || queued(l) > 0 {
-		require.True(t, time.Now().Before(deadline), "inflight %d, queued %d", l.inflight.Load(), queued(l))
-		time.Sleep(time.Millisecond)
-	}
+	wait := freezeTwoInFlight(t, srv, l, func() error {
+		_, err := st.TakeBy(context.Background(), time.Now().Add(time.Minute), "k", p, epoch, 1)
+		return err
+	})
 	ctx, cancel := context.WithCancel(context.Background())
 	far := time.Now().Add(20 * time.Second)
-	fourth := make(chan error, 1)
-	go func() {
+	fourth := queueOne(t, l, 1, "the fourth decision", func() error {
 		_, err := st.TakeBy(ctx, far, "k", p, epoch, 1)
-		fourth <- err
-	}()
-	for queued(l) == 0 {
-		require.True(t, time.Now().Before(deadline), "the fourth decision did not queue")
-		time.Sleep(time.Millisecond)
-	}
-	_, err = st.TakeBy(context.Background(), time.Now().Add(100*time.Millisecond), "k", p, epoch, 1)
+		return err
+	})
+	_, err := st.TakeBy(context.Background(), time.Now().Add(100*time.Millisecond), "k", p, epoch, 1)
 	require.ErrorIs(t, err, context.DeadlineExceeded)
 	assert.Equal(t, 1, queued(l), "the fourth decision expired with the third: the sweep came late")
 	assert.Empty(t, fourth, "the fourth decision returned with the third")
@@ -590,10 +456,8 @@ func TestPipeliningQueuedDeadline(t *testing.T) {
 	cancel()
 	require.ErrorIs(t, <-fourth, context.Canceled)
 	srv.Resume()
-	wg.Wait()
-	d, err := st.Take(context.Background(), "k", p, epoch, 1)
-	require.NoError(t, err)
-	assert.Equal(t, int64(100-3), d.Remaining, "an expired or cancelled queued decision was sent: remaining counts it")
+	wait()
+	assert.Equal(t, int64(100-3), takeOne(t, st, "k", p).Remaining, "an expired or cancelled queued decision was sent: remaining counts it")
 }
 
 // TestLaneSweep: sweep answers the calls whose deadline passed, queued
@@ -601,10 +465,7 @@ func TestPipeliningQueuedDeadline(t *testing.T) {
 // drops abandoned ones from the queue, and arms itself for the earliest
 // deadline left.
 func TestLaneSweep(t *testing.T) {
-	c := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", ContextTimeoutEnabled: true})
-	t.Cleanup(func() { _ = c.Close() })
-	p := &pipeliner{cfg: Pipelining{MaxBatch: defaultMaxBatch, MaxQueue: defaultMaxQueue, Senders: defaultSenders}}
-	l := p.newLane(c)
+	l := defaultLane(t)
 	now := time.Now()
 	mk := func(state int32, dl time.Time) *call {
 		c := &call{done: make(chan struct{}, 1), dl: dl}
