@@ -503,12 +503,13 @@ func (l *lane) send(s *sender) {
 	for {
 		var hold time.Duration // the queue waits for a pipeline in flight this long at most
 		for len(s.live) == 0 && len(l.q) > 0 {
-			ok, wait := l.ready(time.Now())
+			now := time.Now()
+			ok, wait := l.ready(now)
 			if !ok {
 				hold = wait
 				break
 			}
-			l.take(s)
+			l.take(s, now)
 		}
 		if len(s.live) > 0 {
 			l.mu.Unlock()
@@ -577,10 +578,10 @@ func (l *lane) ready(now time.Time) (ok bool, wait time.Duration) {
 // take moves up to MaxBatch calls from the queue to s.live, the ones
 // still queued whose context has not ended; it answers those whose
 // deadline passed with context.DeadlineExceeded, as sweep does, and drops
-// those whose context ended. l.mu is held.
-func (l *lane) take(s *sender) {
+// those whose context ended, now being the time it takes them at (the
+// one ready was asked at). l.mu is held.
+func (l *lane) take(s *sender, now time.Time) {
 	n := min(len(l.q), l.p.cfg.MaxBatch)
-	now := time.Now()
 	for _, c := range l.q[:n] {
 		if c.due(now) {
 			if c.state.CompareAndSwap(callQueued, callExpired) {

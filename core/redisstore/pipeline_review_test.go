@@ -89,7 +89,7 @@ func TestLaneTakeSkipsEnded(t *testing.T) {
 	l.q = []*call{past, later, cancelled, none, open}
 	s := &sender{}
 	l.mu.Lock()
-	l.take(s)
+	l.take(s, time.Now())
 	l.mu.Unlock()
 	assert.Equal(t, []*call{later, none, open}, s.live, "the calls sent")
 	assert.Equal(t, 3, s.open, "the pipeline's calls not answered yet")
