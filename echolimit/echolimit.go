@@ -75,9 +75,7 @@ func NewMiddleware(l *core.Limiter, opts ...Option) (echo.MiddlewareFunc, error)
 			e.SetHTTP(&res, c.Response().Header())
 			if res.Action == httplimit.Pass {
 				if e.CountsOutcome() {
-					err := next(c)
-					e.Outcome(c.Request().Context(), &res, outcomeStatus(c, err))
-					return err
+					return serveCounted(e, &res, next, c)
 				}
 				return next(c)
 			}

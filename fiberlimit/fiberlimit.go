@@ -123,9 +123,7 @@ func (m *middleware) handle(c *fiber.Ctx) error {
 	}
 	if res.Action == httplimit.Pass {
 		if m.e.CountsOutcome() {
-			err := c.Next()
-			m.e.Outcome(c.UserContext(), &res, outcomeStatus(c, err))
-			return err
+			return m.serveCounted(c, &res)
 		}
 		return c.Next()
 	}

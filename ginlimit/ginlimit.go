@@ -103,8 +103,7 @@ func (m *middleware) handle(c *gin.Context) {
 		if m.e.CountsOutcome() {
 			// counting by outcome: the rest of the chain runs here, so
 			// that its status is known
-			c.Next()
-			m.e.Outcome(c.Request.Context(), &res, c.Writer.Status())
+			m.serveCounted(c, &res)
 		}
 		return
 	}
@@ -115,6 +114,29 @@ func (m *middleware) handle(c *gin.Context) {
 		WriteRejection(c, rej)
 	}
 	c.Abort()
+}
+
+// serveCounted runs the rest of the chain and settles the request's
+// outcome: the status written or set (gin writes a status set with
+// c.Status when the chain ends), httplimit.OutcomeUnwritten when the
+// chain neither wrote anything nor set a status other than gin's default
+// 200, httplimit.OutcomePanic when it panicked (the panic goes on
+// unchanged to the recovery middleware outside this one); the engine
+// makes a request whose context has ended a counted failure.
+func (m *middleware) serveCounted(c *gin.Context, res *httplimit.Result) {
+	done := false
+	defer func() {
+		if !done {
+			m.e.Outcome(c.Request.Context(), res, httplimit.OutcomePanic)
+		}
+	}()
+	c.Next()
+	done = true
+	status := c.Writer.Status()
+	if !c.Writer.Written() && status == http.StatusOK {
+		status = httplimit.OutcomeUnwritten
+	}
+	m.e.Outcome(c.Request.Context(), res, status)
 }
 
 // decide decides c's request: by its KeyParts, read without an

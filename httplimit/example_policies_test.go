@@ -25,7 +25,9 @@ func ExampleWithOutcome() {
 	h := limit(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.PostFormValue("password") != "demo" {
 			w.WriteHeader(http.StatusUnauthorized)
+			return
 		}
+		_, _ = w.Write([]byte("welcome")) // a handler that writes nothing would be a counted failure
 	}))
 	login := func(password string) int {
 		r := httptest.NewRequest("POST", "/login", strings.NewReader("username=alice&password="+password))

@@ -93,13 +93,21 @@ type Outcome struct {
 // implement the quota verbs (memstore, redisstore, the fleet tier), or New
 // fails. A denial (429, 403, 503) written by the middleware itself is
 // never counted. Adapters read the status after the handler: net/http's
-// from a wrapped ResponseWriter (200 when the handler writes nothing; the
-// wrapper implements Flush and Unwrap, so http.ResponseController reaches
-// the connection's writer, but a handler that type-asserts
-// http.Hijacker on w directly must use the ResponseController),
-// gin's c.Writer.Status(), echo's response status or the returned
-// *echo.HTTPError's code (500 for another error), fiber's response status
-// or the returned *fiber.Error's code.
+// from a wrapped ResponseWriter (the first status of 200 or more; a Write
+// or Flush before any status is 200; the wrapper implements Flush and
+// Unwrap, so http.ResponseController reaches the connection's writer, but
+// a handler that type-asserts http.Hijacker on w directly must use the
+// ResponseController), gin's c.Writer.Status(), echo's response status or
+// the returned *echo.HTTPError's code (500 for another error), fiber's
+// response status or the returned *fiber.Error's code.
+//
+// Counting by outcome fails safe: a handler that panicked
+// ([OutcomePanic]; the panic goes on unchanged), one that wrote no status
+// ([OutcomeUnwritten]) and a request whose context had ended when the
+// handler returned ([OutcomeCanceled]: the client went away, whatever was
+// written) are each a counted failure, charged whatever o.Count says and
+// never a success. docs/policies.md tabulates every outcome for each
+// adapter.
 func WithOutcome(o Outcome) Option {
 	return func(c *Config) {
 		if o.Count == nil {

@@ -3,6 +3,8 @@ package httplimit
 import (
 	"context"
 	"fmt"
+	"strconv"
+	"time"
 
 	"github.com/limitkit/limitkit/core"
 	"github.com/limitkit/limitkit/internal/respond"
@@ -203,25 +205,65 @@ func peekAll(ctx context.Context, checks []core.Check) (core.Decision, error) {
 // ([WithOutcome]).
 func (e *Engine) CountsOutcome() bool { return e.pol != nil && e.pol.count != nil }
 
+// Outcomes that are no response status, which an adapter passes to
+// [Engine.Outcome] in place of one. Each is a counted failure whatever
+// Outcome.Count says: charged on every check (under ChargeFirst: the
+// quota taken is kept), never a success, never a reset. Counting by
+// outcome fails safe: a request whose outcome is unknown is charged, so
+// that a client cannot make its attempts free by crashing the handler or
+// by hanging up.
+const (
+	// OutcomePanic: the handler panicked (or called runtime.Goexit). The
+	// adapter settles the request and lets the panic go on unchanged.
+	OutcomePanic = -1
+	// OutcomeUnwritten: the handler returned without writing a status
+	// (net/http would answer 200 with an empty body, but nothing says the
+	// handler succeeded: it may have given up on a client that went away).
+	OutcomeUnwritten = -2
+	// OutcomeCanceled: the request's context had ended when the handler
+	// returned (the client went away, the request was cancelled, its
+	// deadline passed), whatever status was written. [Engine.Outcome]
+	// finds it by itself from the context it is given; adapters need not
+	// pass it.
+	OutcomeCanceled = -3
+)
+
+// OutcomeTimeout bounds the store calls that settle a request after its
+// response ([Engine.Outcome]): they run on a context detached from the
+// request's cancellation (a client that hangs up before its failure is
+// answered is still charged) with this deadline of its own, so that
+// settling never outlives a hung store by more. Each limiter's own store
+// deadline (core.WithTimeout, 50 ms by default) applies within it.
+const OutcomeTimeout = time.Second
+
 // Outcome settles a request admitted under [WithOutcome] once its
-// response status is known: a counting status is charged on every check
-// (unless ChargeFirst took it already), a status that does not count is
-// refunded under ChargeFirst, and with ResetOnSuccess a success (below
-// 400) that does not count resets the primary check's key. It does
-// nothing for a request it has nothing to settle (denied, skipped, or an
-// engine without WithOutcome); calling it twice settles once. The store
-// calls run without ctx's cancellation (a client that hangs up before
-// its failure is answered is still charged) and report their errors to
-// the error hook.
+// outcome is known: status is the response's status, or one of
+// [OutcomePanic], [OutcomeUnwritten], [OutcomeCanceled]. A counting
+// status is charged on every check (unless ChargeFirst took it already),
+// a status that does not count is refunded under ChargeFirst, and with
+// ResetOnSuccess a success (below 400) that does not count resets the
+// primary check's key. When ctx has ended (ctx.Err() is not nil) the
+// outcome is OutcomeCanceled, whatever status says: a request whose
+// client went away is a counted failure, never a success.
+//
+// It does nothing for a request it has nothing to settle (denied,
+// skipped, or an engine without WithOutcome); a second call for the same
+// res settles nothing. The store calls run on a context detached from
+// ctx's cancellation, with [OutcomeTimeout] as its deadline, and report
+// their errors to the error hook.
 func (e *Engine) Outcome(ctx context.Context, res *Result, status int) {
 	o := res.out
 	if o == nil {
 		return
 	}
 	res.out = nil
-	ctx = context.WithoutCancel(ctx)
+	if ctx.Err() != nil {
+		status = OutcomeCanceled
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), OutcomeTimeout)
+	defer cancel()
 	p := e.pol
-	counts := p.count(status)
+	counts := status < 0 || p.count(status)
 	for i := 0; i < o.n; i++ {
 		var err error
 		switch {
@@ -231,7 +273,7 @@ func (e *Engine) Outcome(ctx context.Context, res *Result, status int) {
 			_, err = o.lims[i].Refund(ctx, o.keys[i], o.cost)
 		}
 		if err != nil {
-			e.report(ctx, fmt.Errorf("%s: outcome of status %d, policy %q: %w", e.pkg, status, o.lims[i].Policy().Name, err))
+			e.report(ctx, fmt.Errorf("%s: outcome %s, policy %q: %w", e.pkg, outcomeText(status), o.lims[i].Policy().Name, err))
 		}
 	}
 	if !counts && p.resetOK && status < 400 && o.primary {
@@ -239,4 +281,17 @@ func (e *Engine) Outcome(ctx context.Context, res *Result, status int) {
 			e.report(ctx, fmt.Errorf("%s: reset on success, policy %q: %w", e.pkg, o.lims[0].Policy().Name, err))
 		}
 	}
+}
+
+// outcomeText names an outcome in error messages.
+func outcomeText(status int) string {
+	switch status {
+	case OutcomePanic:
+		return "panic"
+	case OutcomeUnwritten:
+		return "unwritten (no status)"
+	case OutcomeCanceled:
+		return "canceled (the request's context ended)"
+	}
+	return "of status " + strconv.Itoa(status)
 }

@@ -7,7 +7,9 @@ import (
 )
 
 // statusWriter records the status a handler writes, for counting by
-// outcome (httplimit.WithOutcome). Unwrap lets http.ResponseController
+// outcome (httplimit.WithOutcome): the first final (non-1xx) status
+// written, or 200 once a body or a Flush went out first; 0 while nothing
+// was. Unwrap lets http.ResponseController
 // reach the connection's own writer (Flush, deadlines, hijacking).
 type statusWriter struct {
 	http.ResponseWriter
@@ -40,13 +42,24 @@ func (s *statusWriter) Flush() {
 
 func (s *statusWriter) Unwrap() http.ResponseWriter { return s.ResponseWriter }
 
-// serveCounted runs next and settles the request's outcome with the
-// status it wrote (200 when it wrote nothing, as net/http answers).
+// serveCounted runs next and settles the request's outcome: the status
+// it wrote (Flush before any status is 200, as net/http sends),
+// httplimit.OutcomeUnwritten when it wrote none, httplimit.OutcomePanic
+// when it panicked (the panic goes on unchanged; the charge is made on
+// the way out), and the engine makes a request whose context has ended a
+// counted failure.
 func serveCounted(e *httplimit.Engine, res *httplimit.Result, next http.Handler, w http.ResponseWriter, r *http.Request) {
 	sw := &statusWriter{ResponseWriter: w}
+	done := false
+	defer func() {
+		if !done {
+			e.Outcome(r.Context(), res, httplimit.OutcomePanic)
+		}
+	}()
 	next.ServeHTTP(sw, r)
+	done = true
 	if sw.status == 0 {
-		sw.status = http.StatusOK
+		sw.status = httplimit.OutcomeUnwritten
 	}
 	e.Outcome(r.Context(), res, sw.status)
 }

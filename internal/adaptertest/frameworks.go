@@ -1,6 +1,7 @@
 package adaptertest
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"net"
@@ -39,13 +40,19 @@ func colonScope(method, path string) string {
 	return method + " " + path
 }
 
-// serveHTTP serves req with h through an httptest recorder.
-func serveHTTP(h http.Handler, req Request) Response {
+// serveHTTP serves req with h through an httptest recorder. The
+// request's context carries its cancel function (the client going away,
+// see ActGone); a panic is recovered into a Response (see Panicked).
+func serveHTTP(h http.Handler, req Request) (resp Response) {
+	defer recovered(&resp)
 	var body io.Reader
 	if req.Body != "" {
 		body = strings.NewReader(req.Body)
 	}
 	r := httptest.NewRequest(req.Method, req.Target, body)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	r = r.WithContext(context.WithValue(ctx, cancelKey{}, cancel))
 	r.RemoteAddr = req.Peer
 	for k, v := range req.Header {
 		r.Header.Set(k, v)
@@ -64,6 +71,9 @@ func NetHTTP() Harness {
 			mux := http.NewServeMux()
 			for _, rt := range app.Routes {
 				var h http.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+					if httpAct(r) {
+						return
+					}
 					if f := r.Header.Get(ReplyForm); f != "" {
 						_, _ = w.Write([]byte("form:" + r.PostFormValue(f)))
 						return
@@ -136,6 +146,9 @@ func Gin() Harness {
 					hs = append(hs, mw)
 				}
 				hs = append(hs, func(c *gin.Context) {
+					if httpAct(c.Request) {
+						return
+					}
 					if f := c.GetHeader(ReplyForm); f != "" {
 						c.String(http.StatusOK, "form:"+c.PostForm(f))
 						return
@@ -191,6 +204,9 @@ func Echo() Harness {
 					mws = append(mws, mw)
 				}
 				ok := func(c echo.Context) error {
+					if httpAct(c.Request()) {
+						return nil
+					}
 					if f := c.Request().Header.Get(ReplyForm); f != "" {
 						return c.String(http.StatusOK, "form:"+c.FormValue(f))
 					}
@@ -247,6 +263,9 @@ func Fiber() Harness {
 					hs = append(hs, mw)
 				}
 				hs = append(hs, func(c *fiber.Ctx) error {
+					if fiberAct(c) {
+						return nil
+					}
 					if f := c.Get(ReplyForm); f != "" {
 						return c.SendString("form:" + c.FormValue(f))
 					}
@@ -300,7 +319,8 @@ func FastCtx(ctx *fasthttp.RequestCtx, req Request) {
 	ctx.Init(&fr, addr, nil)
 }
 
-func serveFast(h fasthttp.RequestHandler, req Request) Response {
+func serveFast(h fasthttp.RequestHandler, req Request) (resp Response) {
+	defer recovered(&resp)
 	var ctx fasthttp.RequestCtx
 	FastCtx(&ctx, req)
 	h(&ctx)

@@ -73,4 +73,8 @@ var notForwarded = map[string]string{
 	"ContentTypeProblem": "the default bodies' media type, for adapters",
 	"MaxFields":          "the bound of Fields, for adapters",
 	"IntText":            "formats a Triple's numbers, for adapters writing headers",
+	"OutcomePanic":       "an outcome that is no status, which an adapter passes to Engine.Outcome",
+	"OutcomeUnwritten":   "an outcome that is no status, which an adapter passes to Engine.Outcome",
+	"OutcomeCanceled":    "an outcome that is no status, which Engine.Outcome finds from the context",
+	"OutcomeTimeout":     "the deadline of Engine.Outcome's store calls; documented at httplimit.OutcomeTimeout",
 }
