@@ -19,8 +19,12 @@
 // verified. The scope of every key is the full method name
 // ("/pkg.Service/Method"): each method has its own quota per client, a
 // unary and a stream method alike. [httplimit.WithScope] and [httplimit.WithScopeFunc]
-// change that. The health service ("/grpc.health.v1.Health/") and server
-// reflection ("/grpc.reflection.") are never limited ([Exempt]).
+// change that. Behind grpc.UnknownServiceHandler (a proxy) the client
+// names the method: every method the server did not register shares one
+// scope, [UnregisteredRoute], so that invented names never give a client
+// fresh quota. The health service's and server reflection's methods are
+// never limited when the server registered them, matched exactly
+// ([Exempt]); any other name under those services is limited.
 //
 // A stream is admitted, and charged once, when it opens. The messages on
 // an admitted stream are not limited unless the stream interceptor is

@@ -86,9 +86,10 @@ var adapter = httplimit.Adapter{
 //
 // Defaults: the key is the transport peer's IP (port stripped, IPv6 by
 // /64; no metadata is trusted); the scope is the full method name, so
-// each method has its own quota per client; health checks
-// ("/grpc.health.v1.Health/") and reflection ("/grpc.reflection.") are
-// never limited. The HTTP-only options [httplimit.WithDenyStatus] and
+// each method has its own quota per client, and every method the server
+// did not register (a call served by grpc.UnknownServiceHandler) shares
+// one, [UnregisteredRoute]; the registered health checking and reflection
+// methods ([Exempt], matched exactly) are never limited. The HTTP-only options [httplimit.WithDenyStatus] and
 // [httplimit.WithDenyBody], and the HTTP adapters' own options (their
 // WithDenyHandler, nethttp.WithRoute), are refused with an error naming
 // them; header options name metadata keys; [httplimit.WithTiers] and [httplimit.WithOverrides]
@@ -115,11 +116,23 @@ func MustNew(l *core.Limiter, opts ...Option) *Interceptor {
 	return i
 }
 
-// Exempt reports whether fullMethod is exempt by default: the health
-// checking service and server reflection (v1 and v1alpha).
+// Exempt reports whether fullMethod is exempt by default: exactly a method
+// of the health checking service (grpc.health.v1.Health: Check, Watch,
+// List) or of server reflection (grpc.reflection.v1 and v1alpha
+// ServerReflection: ServerReflectionInfo). The interceptors exempt a call
+// only when the server also registered the method: behind
+// grpc.UnknownServiceHandler (a proxy), a call to one of these names that
+// the server does not serve itself is limited as any unregistered method
+// ([UnregisteredRoute]), and so is any other name under those services
+// ("/grpc.health.v1.Health/Nope").
 func Exempt(fullMethod string) bool {
-	return strings.HasPrefix(fullMethod, "/grpc.health.v1.Health/") ||
-		strings.HasPrefix(fullMethod, "/grpc.reflection.")
+	switch fullMethod {
+	case "/grpc.health.v1.Health/Check", "/grpc.health.v1.Health/Watch", "/grpc.health.v1.Health/List",
+		"/grpc.reflection.v1.ServerReflection/ServerReflectionInfo",
+		"/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo":
+		return true
+	}
+	return false
 }
 
 // UnaryServerInterceptor returns the unary interceptor: the call is
@@ -133,7 +146,7 @@ func (i *Interceptor) UnaryServerInterceptor() grpc.UnaryServerInterceptor {
 		if i.outcome {
 			return i.unaryCounted(ctx, req, info, handler)
 		}
-		if err := i.admit(ctx, info.FullMethod, nil); err != nil {
+		if err := i.admit(ctx, info.FullMethod, true, nil); err != nil {
 			return nil, err
 		}
 		return handler(ctx, req)
@@ -145,10 +158,17 @@ func (i *Interceptor) UnaryServerInterceptor() grpc.UnaryServerInterceptor {
 // handler's code after it.
 func (i *Interceptor) unaryCounted(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
 	var res httplimit.Result
-	if st := i.decide(ctx, info.FullMethod, nil, false, &res); st != nil {
+	if st := i.decide(ctx, info.FullMethod, true, nil, false, &res); st != nil {
 		return nil, st.Err()
 	}
+	done := false
+	defer func() {
+		if !done {
+			i.e.Outcome(ctx, &res, httplimit.OutcomePanic)
+		}
+	}()
 	resp, err := handler(ctx, req)
+	done = true
 	i.settle(ctx, &res, err)
 	return resp, err
 }
@@ -170,14 +190,24 @@ func (i *Interceptor) StreamServerInterceptor(opts ...StreamOption) grpc.StreamS
 			i.inFlight.Enter()
 			defer i.inFlight.Exit()
 		}
+		// grpc-go hands the unknown-service handler's calls a nil srv
+		registered := srv != nil
 		var res httplimit.Result
-		if st := i.decide(ss.Context(), info.FullMethod, ss, false, &res); st != nil {
+		if st := i.decide(ss.Context(), info.FullMethod, registered, ss, false, &res); st != nil {
 			return st.Err()
 		}
-		err := i.serveStream(srv, ss, info, handler, so.perMessage)
-		if i.outcome {
-			i.settle(ss.Context(), &res, err)
+		if !i.outcome {
+			return i.serveStream(srv, ss, info, handler, so.perMessage)
 		}
+		done := false
+		defer func() {
+			if !done {
+				i.e.Outcome(ss.Context(), &res, httplimit.OutcomePanic)
+			}
+		}()
+		err := i.serveStream(srv, ss, info, handler, so.perMessage)
+		done = true
+		i.settle(ss.Context(), &res, err)
 		return err
 	}
 }
@@ -185,10 +215,11 @@ func (i *Interceptor) StreamServerInterceptor(opts ...StreamOption) grpc.StreamS
 // serveStream runs the handler of an admitted stream, its received
 // messages limited by perMessage when set.
 func (i *Interceptor) serveStream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler, perMessage *Interceptor) error {
-	if perMessage == nil || Exempt(info.FullMethod) {
+	registered := srv != nil
+	if perMessage == nil || registered && Exempt(info.FullMethod) {
 		return handler(srv, ss)
 	}
-	ms := &messageStream{ServerStream: ss, ic: perMessage, method: info.FullMethod}
+	ms := &messageStream{ServerStream: ss, ic: perMessage, method: info.FullMethod, registered: registered}
 	err := handler(srv, ms)
 	if d := ms.denied.Load(); d != nil {
 		// the denial ends the stream, whatever the handler made of
@@ -229,9 +260,10 @@ func PerMessage(m *Interceptor) StreamOption {
 // messageStream charges each received message to ic.
 type messageStream struct {
 	grpc.ServerStream
-	ic     *Interceptor
-	method string
-	denied atomic.Pointer[status.Status]
+	ic         *Interceptor
+	method     string
+	registered bool // the server registered method
+	denied     atomic.Pointer[status.Status]
 }
 
 // RecvMsg receives the next message and decides it; after a denial it
@@ -244,7 +276,7 @@ func (s *messageStream) RecvMsg(m any) error {
 		return err
 	}
 	var res httplimit.Result
-	if st := s.ic.decide(s.Context(), s.method, s.ServerStream, true, &res); st != nil {
+	if st := s.ic.decide(s.Context(), s.method, s.registered, s.ServerStream, true, &res); st != nil {
 		s.denied.Store(st)
 		return st.Err()
 	}
@@ -254,9 +286,9 @@ func (s *messageStream) RecvMsg(m any) error {
 // admit decides the call and writes its metadata to ss, or for a unary
 // call (ss nil) through the context (grpc.SetHeader, grpc.SetTrailer: no
 // sink value to allocate); a non-nil error is the denial's status.
-func (i *Interceptor) admit(ctx context.Context, fullMethod string, ss grpc.ServerStream) error {
+func (i *Interceptor) admit(ctx context.Context, fullMethod string, registered bool, ss grpc.ServerStream) error {
 	var res httplimit.Result
-	if st := i.decide(ctx, fullMethod, ss, false, &res); st != nil {
+	if st := i.decide(ctx, fullMethod, registered, ss, false, &res); st != nil {
 		return st.Err()
 	}
 	return nil
@@ -266,13 +298,15 @@ func (i *Interceptor) admit(ctx context.Context, fullMethod string, ss grpc.Serv
 // stream ss, and returns the denial's status, or nil. An admitted call's
 // metadata goes in the headers, an admitted message writes none, and a
 // denial's metadata goes in the trailers. The decision is left in res
-// (zero for an exempt method), for the outcome under WithOutcome.
-func (i *Interceptor) decide(ctx context.Context, fullMethod string, ss grpc.ServerStream, message bool, res *httplimit.Result) *status.Status {
-	if Exempt(fullMethod) {
+// (zero for an exempt method), for the outcome under WithOutcome. A
+// method the server did not register (registered false) is never exempt
+// and has the route UnregisteredRoute.
+func (i *Interceptor) decide(ctx context.Context, fullMethod string, registered bool, ss grpc.ServerStream, message bool, res *httplimit.Result) *status.Status {
+	if registered && Exempt(fullMethod) {
 		return nil
 	}
 	var req Request
-	req.init(ctx, fullMethod)
+	req.init(ctx, fullMethod, registered)
 	i.e.DecideInto(ctx, &req, res)
 	if res.Action == httplimit.Skip {
 		return nil

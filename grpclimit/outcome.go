@@ -50,7 +50,12 @@ type Outcome struct {
 // handler's error (codes.OK for nil), a context error as grpc-go maps it
 // (context.Canceled is Canceled, context.DeadlineExceeded is
 // DeadlineExceeded), codes.Unknown for any other error. A stream's code
-// is its handler's (one charge per stream, after it ends); the messages
+// is its handler's (one charge per stream, after it ends). Counting fails
+// safe: a handler that panicked (the panic goes on unchanged) and a call
+// whose context had ended when its handler returned (the client
+// cancelled, its deadline passed), whatever code the handler returned,
+// are each a counted failure, charged whatever o.Count says and never a
+// success (httplimit.OutcomePanic, httplimit.OutcomeCanceled). The messages
 // [PerMessage] limits are not counted by outcome, and PerMessage panics
 // when given an Interceptor with WithOutcome. Denials written by the
 // interceptor itself are never counted. The rate-limit metadata is that

@@ -19,7 +19,11 @@ import (
 // functions, [WithSkip], [WithCost] and [WithScopeFunc]:
 //
 //   - Method is "POST" (every gRPC call is an HTTP/2 POST);
-//   - Route and Path are the full method name, "/pkg.Service/Method";
+//   - Path is the full method name, "/pkg.Service/Method", as the client
+//     sent it; Route is the same for a method the server registered, and
+//     [UnregisteredRoute] for any other (a call served by
+//     grpc.UnknownServiceHandler, whose name the client chose), so that
+//     the default scope, which is the Route, is one for all of them;
 //   - Header and HeaderValues read the incoming metadata (names in any
 //     case; gRPC lowercases them), so keyfuncs.APIKey("x-api-key") and
 //     keyfuncs.BearerJWT read metadata as they read HTTP headers;
@@ -36,6 +40,7 @@ import (
 type Request struct {
 	ctx        context.Context
 	fullMethod string
+	route      string // fullMethod, or UnregisteredRoute
 	peer       net.Addr
 	peerRead   bool // peer holds peer.FromContext's answer: read on first use
 }
@@ -48,15 +53,31 @@ var (
 )
 
 // NewRequest returns the view of the call with context ctx (the server
-// call's context, carrying its metadata and peer) to fullMethod.
+// call's context, carrying its metadata and peer) to fullMethod, a method
+// the server registered.
 func NewRequest(ctx context.Context, fullMethod string) *Request {
 	r := &Request{}
-	r.init(ctx, fullMethod)
+	r.init(ctx, fullMethod, true)
 	return r
 }
 
-func (r *Request) init(ctx context.Context, fullMethod string) {
-	r.ctx, r.fullMethod = ctx, fullMethod
+// UnregisteredRoute is the Route of a call to a method the server has not
+// registered: one served by grpc.UnknownServiceHandler (a proxy), whose
+// full method name is whatever the client sent. Every such call shares
+// this route, and so, with the default scope, one quota per client: a
+// client cannot give itself a fresh quota per invented method name. The
+// interceptors tell an unregistered method by the service implementation
+// grpc-go hands a stream interceptor, which is nil for the unknown-service
+// handler (a service registered with a nil implementation reads as
+// unregistered too); a unary interceptor only ever sees registered
+// methods.
+const UnregisteredRoute = "(unregistered)"
+
+func (r *Request) init(ctx context.Context, fullMethod string, registered bool) {
+	r.ctx, r.fullMethod, r.route = ctx, fullMethod, fullMethod
+	if !registered {
+		r.route = UnregisteredRoute
+	}
 }
 
 // addr is the transport peer, looked up once: a call keyed by metadata
@@ -71,16 +92,20 @@ func (r *Request) addr() net.Addr {
 	return r.peer
 }
 
-// FullMethod is the full method name, "/pkg.Service/Method".
+// FullMethod is the full method name, "/pkg.Service/Method", as the
+// client sent it.
 func (r *Request) FullMethod() string { return r.fullMethod }
 
 // Method implements [keyfuncs.Request]: always "POST".
 func (r *Request) Method() string { return "POST" }
 
-// Route implements [keyfuncs.Request]: the full method name.
-func (r *Request) Route() string { return r.fullMethod }
+// Route implements [keyfuncs.Request]: the full method name of a
+// registered method, else [UnregisteredRoute].
+func (r *Request) Route() string { return r.route }
 
-// Path implements [keyfuncs.Request]: the full method name.
+// Path implements [keyfuncs.Request]: the full method name, as the client
+// sent it (chosen by the client for an unregistered method: a scope or key
+// built from it lets the client pick its quota).
 func (r *Request) Path() string { return r.fullMethod }
 
 // AnyMethod tells the engine that a gRPC method has one quota whatever
@@ -192,7 +217,7 @@ func (r *Request) KeyParts(route bool) (p httplimit.KeyParts, ok bool) {
 	b := a.As4()
 	p.PeerIP = 1<<32 | uint64(binary.BigEndian.Uint32(b[:]))
 	if route {
-		p.Route = r.fullMethod // Method "": a gRPC method accepts one HTTP method
+		p.Route = r.route // Method "": a gRPC method accepts one HTTP method
 	}
 	return p, true
 }
