@@ -32,6 +32,8 @@ import (
 //
 //	AllowN, Allow, AllowNAt (cost > 0)   EventDecision
 //	AllowN with cost 0, Peek, PeekN      EventPeek
+//	PeekDecision                         EventDecision (a peek that decides a request
+//	                                     counted by outcome; consumes nothing)
 //	Charge                               EventCharge
 //	Refund                               EventRefund
 //	Reset                                EventReset

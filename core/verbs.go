@@ -101,6 +101,25 @@ func (l *Limiter) Peek(ctx context.Context, key string) (Decision, error) {
 // [VerbStore], ErrUnsupported; a store failure, the policy's fail-mode
 // decision and a *StoreError, as AllowN.
 func (l *Limiter) PeekN(ctx context.Context, key string, cost int64) (Decision, error) {
+	return l.peek(ctx, key, cost, EventPeek)
+}
+
+// PeekDecision is PeekN for a request that the peek decides and whose
+// charge waits for its outcome (counting by outcome,
+// httplimit.WithOutcome: a client over its limit is denied on the peek;
+// an admitted request is charged only when its response counts). It
+// consumes nothing, as PeekN, and answers as PeekN, but the observer sees
+// an [EventDecision] (allowed, denied or degraded), so that metrics count
+// such a request as they count AllowN's: the deny ratio of a login
+// limiter shows a brute force. The Charge or Refund that settles the
+// request later is an EventCharge or EventRefund, never a second
+// decision. A usage screen that only reads a key wants PeekN.
+func (l *Limiter) PeekDecision(ctx context.Context, key string, cost int64) (Decision, error) {
+	return l.peek(ctx, key, cost, EventDecision)
+}
+
+// peek is PeekN, reported to the observer as kind.
+func (l *Limiter) peek(ctx context.Context, key string, cost int64, kind EventKind) (Decision, error) {
 	if cost < 0 {
 		return Decision{Policy: l.policy.Name, RetryAfter: Never}, ErrInvalidCost
 	}
@@ -113,7 +132,7 @@ func (l *Limiter) PeekN(ctx context.Context, key string, cost int64) (Decision, 
 	d, err := l.call(ctx, func(ctx context.Context) (Decision, error) {
 		return vs.Peek(ctx, key, l.policy, now, cost)
 	})
-	l.observe(ctx, EventPeek, d, err, start)
+	l.observe(ctx, kind, d, err, start)
 	return d, err
 }
 

@@ -201,3 +201,28 @@ func TestOutcomeFailsSafe(t *testing.T) {
 		}
 	}
 }
+
+// Issue 37: the check before the handler of a request counted by outcome
+// is a decision to the observer (core.EventDecision, allowed or denied),
+// so that metrics see a brute force; the charge after is an EventCharge.
+func TestOutcomePeekIsADecision(t *testing.T) {
+	ms := memstore.MustNew()
+	defer ms.Close()
+	var mu sync.Mutex
+	events := map[string]int{}
+	obs := core.ObserverFunc(func(ev core.Event) {
+		mu.Lock()
+		events[ev.Kind.String()+"/"+ev.Outcome.String()]++
+		mu.Unlock()
+	})
+	l := core.MustNewLimiter(ms, core.Policy{Name: "login", Algorithm: core.FixedWindow, Limits: []core.Limit{core.PerMinute(2)}}, core.WithObserver(obs))
+	e, err := NewAdapterEngine(counting, l, WithOutcome(Outcome{Count: StatusIn(401)}))
+	require.NoError(t, err)
+	r, _ := http.NewRequest("POST", "http://example.com/login", nil)
+	r.Pattern, r.RemoteAddr = "POST /login", "203.0.113.7:1"
+	for range 3 {
+		res := e.Decide(context.Background(), keyfuncs.FromHTTP(r))
+		e.Outcome(context.Background(), &res, 401)
+	}
+	assert.Equal(t, map[string]int{"decision/allowed": 2, "decision/denied": 1, "charge/allowed": 1, "charge/denied": 1}, events)
+}

@@ -173,14 +173,15 @@ func (e *Engine) decidePolicies(ctx context.Context, req keyfuncs.Request, res *
 	}
 }
 
-// peekAll is core.AllowAll with PeekN: the binding decision of checks,
-// consuming nothing.
+// peekAll is core.AllowAll with PeekDecision: the binding decision of
+// checks, consuming nothing, each check's peek a decision to the
+// observer (metrics count the request as allowed or denied).
 func peekAll(ctx context.Context, checks []core.Check) (core.Decision, error) {
 	best := core.Decision{Allowed: true, Remaining: -1}
 	var firstErr error
 	for i := range checks {
 		c := &checks[i]
-		d, err := c.Limiter.PeekN(ctx, c.Key, c.Cost)
+		d, err := c.Limiter.PeekDecision(ctx, c.Key, c.Cost)
 		if err != nil && firstErr == nil {
 			firstErr = err
 		}

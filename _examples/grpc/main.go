@@ -16,7 +16,8 @@
 // Each method has its own quota per caller. A denial is RESOURCE_EXHAUSTED with RetryInfo, QuotaFailure
 // and ErrorInfo details and the grpc-retry-pushback-ms trailer; every
 // limited call carries x-ratelimit-limit, -remaining and -reset metadata.
-// Health checks and reflection are never limited.
+// The health checking and reflection services are never limited when a
+// server registers them (grpclimit.Exempt; this one registers neither).
 //
 // The flags are the HTTP examples', with the same meaning: -addr; -rules,
 // a rules file whose routes are full method names (/pkg.Service/Method,
