@@ -172,8 +172,8 @@ func TestUnaryAllocs(t *testing.T) {
 
 // TestUnaryOutcomeAllocs pins the allocations of an admitted call under
 // WithOutcome that does not count (a peek, nothing charged): the request
-// view, what the engine keeps for the outcome, and the store calls'
-// context without cancellation.
+// view and what the engine keeps for the outcome (with nothing to settle,
+// no detached context is made).
 func TestUnaryOutcomeAllocs(t *testing.T) {
 	if raceEnabled {
 		t.Skip("the race detector allocates")

@@ -261,10 +261,14 @@ func (e *Engine) Outcome(ctx context.Context, res *Result, status int) {
 	if ctx.Err() != nil {
 		status = OutcomeCanceled
 	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), OutcomeTimeout)
-	defer cancel()
 	p := e.pol
 	counts := status < 0 || p.count(status)
+	reset := !counts && p.resetOK && status < 400 && o.primary
+	if counts == p.first && !reset {
+		return // nothing to charge, refund or reset
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), OutcomeTimeout)
+	defer cancel()
 	for i := 0; i < o.n; i++ {
 		var err error
 		switch {
@@ -277,7 +281,7 @@ func (e *Engine) Outcome(ctx context.Context, res *Result, status int) {
 			e.report(ctx, fmt.Errorf("%s: outcome %s, policy %q: %w", e.pkg, outcomeText(status), o.lims[i].Policy().Name, err))
 		}
 	}
-	if !counts && p.resetOK && status < 400 && o.primary {
+	if reset {
 		if err := o.lims[0].Reset(ctx, o.keys[0]); err != nil {
 			e.report(ctx, fmt.Errorf("%s: reset on success, policy %q: %w", e.pkg, o.lims[0].Policy().Name, err))
 		}
