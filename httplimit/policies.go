@@ -93,8 +93,8 @@ type Outcome struct {
 // implement the quota verbs (memstore, redisstore, the fleet tier), or New
 // fails. A denial (429, 403, 503) written by the middleware itself is
 // never counted. Adapters read the status after the handler: net/http's
-// from a wrapped ResponseWriter (the first status of 200 or more; a Write
-// or Flush before any status is 200; the wrapper implements Flush and
+// from a wrapped ResponseWriter (the first status of 200 or more, or 101
+// Switching Protocols; a Write or Flush before any status is 200; the wrapper implements Flush and
 // Unwrap, so http.ResponseController reaches the connection's writer, but
 // a handler that type-asserts http.Hijacker on w directly must use the
 // ResponseController), gin's c.Writer.Status(), echo's response status or

@@ -7,9 +7,10 @@ import (
 )
 
 // statusWriter records the status a handler writes, for counting by
-// outcome (httplimit.WithOutcome): the first final (non-1xx) status
-// written, or 200 once a body or a Flush went out first; 0 while nothing
-// was. Unwrap lets http.ResponseController
+// outcome (httplimit.WithOutcome): the first final status written (200
+// or more, or 101 Switching Protocols, after which net/http sends no
+// other; not another 1xx), or 200 once a body or a Flush went out first;
+// 0 while nothing was (a connection hijacked without a status included). Unwrap lets http.ResponseController
 // reach the connection's own writer (Flush, deadlines, hijacking).
 type statusWriter struct {
 	http.ResponseWriter
@@ -17,7 +18,7 @@ type statusWriter struct {
 }
 
 func (s *statusWriter) WriteHeader(code int) {
-	if s.status == 0 && code >= 200 {
+	if s.status == 0 && (code >= 200 || code == http.StatusSwitchingProtocols) {
 		s.status = code
 	}
 	s.ResponseWriter.WriteHeader(code)

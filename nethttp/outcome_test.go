@@ -66,3 +66,19 @@ func TestOutcomeFlushBeforeStatusIs200(t *testing.T) {
 	assert.Equal(t, 200, w.Code)
 	assert.Equal(t, "1", w.Header().Get("X-Ratelimit-Remaining"), "the flushed response was a success: the count was reset")
 }
+
+// 101 Switching Protocols is a final status (net/http sends no other
+// after it; a websocket library writes it, then hijacks): the upgrade is
+// a success that Count decides, not a response with no status (a counted
+// failure charged on every upgrade).
+func TestOutcomeSwitchingProtocolsIsAStatus(t *testing.T) {
+	serve := loginServer(t, func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Upgrade", "websocket")
+		w.WriteHeader(http.StatusSwitchingProtocols)
+	})
+	for i := 0; i < 3; i++ {
+		w := serve()
+		require.Equal(t, http.StatusSwitchingProtocols, w.Code, "upgrade %d: admitted", i+1)
+		assert.Equal(t, "1", w.Header().Get("X-Ratelimit-Remaining"), "upgrade %d: no upgrade before it was charged", i+1)
+	}
+}
