@@ -1,6 +1,8 @@
 package ginlimit
 
 import (
+	"bufio"
+	"net"
 	"net/http"
 	"reflect"
 	"unsafe"
@@ -120,10 +122,14 @@ func (m *middleware) handle(c *gin.Context) {
 // outcome: the status written or set (gin writes a status set with
 // c.Status when the chain ends), httplimit.OutcomeUnwritten when the
 // chain neither wrote anything nor set a status other than gin's default
-// 200, httplimit.OutcomePanic when it panicked (the panic goes on
-// unchanged to the recovery middleware outside this one); the engine
-// makes a request whose context has ended a counted failure.
+// 200 (a connection hijacked with no status set included: gin reads it
+// as written, with its default 200), httplimit.OutcomePanic when it
+// panicked (the panic goes on unchanged to the recovery middleware
+// outside this one); the engine makes a request whose context has ended
+// a counted failure.
 func (m *middleware) serveCounted(c *gin.Context, res *httplimit.Result) {
+	hw := &hijackWriter{ResponseWriter: c.Writer}
+	c.Writer = hw
 	done := false
 	defer func() {
 		if !done {
@@ -132,12 +138,32 @@ func (m *middleware) serveCounted(c *gin.Context, res *httplimit.Result) {
 	}()
 	c.Next()
 	done = true
+	if c.Writer == hw {
+		c.Writer = hw.ResponseWriter
+	}
 	status := c.Writer.Status()
-	if !c.Writer.Written() && status == http.StatusOK {
+	if status == http.StatusOK && (!c.Writer.Written() || hw.hijacked) {
 		status = httplimit.OutcomeUnwritten
 	}
 	m.e.Outcome(c.Request.Context(), res, status)
 }
+
+// hijackWriter records whether the chain hijacked the connection, for
+// counting by outcome: gin marks a hijacked response written, with its
+// default status 200, whatever the handler sent on the connection.
+type hijackWriter struct {
+	gin.ResponseWriter
+	hijacked bool
+}
+
+// Hijack implements http.Hijacker, forwarding to gin's writer.
+func (w *hijackWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	w.hijacked = true
+	return w.ResponseWriter.Hijack()
+}
+
+// Unwrap returns gin's writer, for http.ResponseController.
+func (w *hijackWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 // decide decides c's request: by its KeyParts, read without an
 // interface call, when the engine's keys are a function of them.
