@@ -40,9 +40,12 @@ import (
 type Request struct {
 	ctx        context.Context
 	fullMethod string
-	route      string // fullMethod, or UnregisteredRoute
 	peer       net.Addr
 	peerRead   bool // peer holds peer.FromContext's answer: read on first use
+	// unregistered: the server did not register fullMethod (Route is
+	// UnregisteredRoute); a bool, not a route string, keeps the view in
+	// the 64-byte size class
+	unregistered bool
 }
 
 var (
@@ -74,10 +77,7 @@ func NewRequest(ctx context.Context, fullMethod string) *Request {
 const UnregisteredRoute = "(unregistered)"
 
 func (r *Request) init(ctx context.Context, fullMethod string, registered bool) {
-	r.ctx, r.fullMethod, r.route = ctx, fullMethod, fullMethod
-	if !registered {
-		r.route = UnregisteredRoute
-	}
+	r.ctx, r.fullMethod, r.unregistered = ctx, fullMethod, !registered
 }
 
 // addr is the transport peer, looked up once: a call keyed by metadata
@@ -101,7 +101,12 @@ func (r *Request) Method() string { return "POST" }
 
 // Route implements [keyfuncs.Request]: the full method name of a
 // registered method, else [UnregisteredRoute].
-func (r *Request) Route() string { return r.route }
+func (r *Request) Route() string {
+	if r.unregistered {
+		return UnregisteredRoute
+	}
+	return r.fullMethod
+}
 
 // Path implements [keyfuncs.Request]: the full method name, as the client
 // sent it (chosen by the client for an unregistered method: a scope or key
@@ -217,7 +222,7 @@ func (r *Request) KeyParts(route bool) (p httplimit.KeyParts, ok bool) {
 	b := a.As4()
 	p.PeerIP = 1<<32 | uint64(binary.BigEndian.Uint32(b[:]))
 	if route {
-		p.Route = r.route // Method "": a gRPC method accepts one HTTP method
+		p.Route = r.Route() // Method "": a gRPC method accepts one HTTP method
 	}
 	return p, true
 }
