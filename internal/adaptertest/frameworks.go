@@ -64,6 +64,10 @@ func NetHTTP() Harness {
 			mux := http.NewServeMux()
 			for _, rt := range app.Routes {
 				var h http.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+					if r.Header.Get(ReplyIdentity) != "" {
+						_, _ = w.Write([]byte(identityReply(nethttp.Identity(r))))
+						return
+					}
 					if f := r.Header.Get(ReplyForm); f != "" {
 						_, _ = w.Write([]byte("form:" + r.PostFormValue(f)))
 						return
@@ -136,6 +140,10 @@ func Gin() Harness {
 					hs = append(hs, mw)
 				}
 				hs = append(hs, func(c *gin.Context) {
+					if c.GetHeader(ReplyIdentity) != "" {
+						c.String(http.StatusOK, identityReply(ginlimit.Identity(c)))
+						return
+					}
 					if f := c.GetHeader(ReplyForm); f != "" {
 						c.String(http.StatusOK, "form:"+c.PostForm(f))
 						return
@@ -191,6 +199,9 @@ func Echo() Harness {
 					mws = append(mws, mw)
 				}
 				ok := func(c echo.Context) error {
+					if c.Request().Header.Get(ReplyIdentity) != "" {
+						return c.String(http.StatusOK, identityReply(echolimit.Identity(c)))
+					}
 					if f := c.Request().Header.Get(ReplyForm); f != "" {
 						return c.String(http.StatusOK, "form:"+c.FormValue(f))
 					}
@@ -247,6 +258,9 @@ func Fiber() Harness {
 					hs = append(hs, mw)
 				}
 				hs = append(hs, func(c *fiber.Ctx) error {
+					if c.Get(ReplyIdentity) != "" {
+						return c.SendString(identityReply(fiberlimit.Identity(c)))
+					}
 					if f := c.Get(ReplyForm); f != "" {
 						return c.SendString("form:" + c.FormValue(f))
 					}
