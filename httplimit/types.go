@@ -144,6 +144,7 @@ const (
 // NoKeyMode says what a middleware does when a check's key function finds
 // no key (keyfuncs.ErrNoKey) or invalid key material (any other error,
 // which is also reported to the [WithErrorHook] hook); for [WithNoKey].
+// A *keyfuncs.Refusal is neither: it is always refused ([ReasonRefused]).
 // The zero value is [NoKeyFallback].
 type NoKeyMode uint8
 
