@@ -280,3 +280,34 @@ func mustFormField(t testing.TB) keyfuncs.Func {
 	require.NoError(t, err)
 	return f
 }
+
+// endless is a body of endless 'x' bytes that counts what was read.
+type endless struct{ n int }
+
+func (e *endless) Read(p []byte) (int, error) {
+	for i := range p {
+		p[i] = 'x'
+	}
+	e.n += len(p)
+	return len(p), nil
+}
+
+// TestFormFieldReadsAtMostTheBound: a hostile body of unbounded length,
+// declared or not, costs at most MaxFormBody+1 bytes read (none when its
+// declared length is over the bound) and is refused with 413.
+func TestFormFieldReadsAtMostTheBound(t *testing.T) {
+	user := mustFormField(t)
+	for _, length := range []int64{-1, 1 << 40} {
+		body := &endless{}
+		r := httptest.NewRequest("POST", "/login", io.MultiReader(strings.NewReader("username=alice&p="), body))
+		r.Header.Set("Content-Type", urlencoded)
+		r.ContentLength = length
+		_, err := user(keyfuncs.FromHTTP(r))
+		assert.Equal(t, 413, refusal(err), "%v", err)
+		if length < 0 {
+			assert.Equal(t, keyfuncs.MaxFormBody+1, body.n+len("username=alice&p="), "bytes read")
+		} else {
+			assert.Zero(t, body.n, "a declared length over the bound is not read")
+		}
+	}
+}
