@@ -34,5 +34,19 @@ func Identity(ctx context.Context) (string, bool) {
 // adapter does for an admitted request whose [Result.Identity] reports
 // true (and what a test of a handler does to stand in for the limiter).
 func ContextWithIdentity(ctx context.Context, id string) context.Context {
-	return context.WithValue(ctx, identityKey{}, id)
+	return &identityCtx{Context: ctx, id: id}
+}
+
+// identityCtx is context.WithValue(ctx, identityKey{}, id) in one
+// allocation: the string is boxed only when Identity asks for it.
+type identityCtx struct {
+	context.Context
+	id string
+}
+
+func (c *identityCtx) Value(key any) any {
+	if _, ok := key.(identityKey); ok {
+		return c.id
+	}
+	return c.Context.Value(key)
 }
