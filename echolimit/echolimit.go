@@ -74,6 +74,9 @@ func NewMiddleware(l *core.Limiter, opts ...Option) (echo.MiddlewareFunc, error)
 			}
 			e.SetHTTP(&res, c.Response().Header())
 			if res.Action == httplimit.Pass {
+				if id, ok := res.Identity(); ok { // for Identity, in the handler
+					c.SetRequest(hr.WithContext(httplimit.ContextWithIdentity(hr.Context(), id)))
+				}
 				if e.CountsOutcome() {
 					return serveCounted(e, &res, next, c)
 				}

@@ -122,6 +122,9 @@ func (m *middleware) handle(c *fiber.Ctx) error {
 		setFields(&c.Response().Header, &f)
 	}
 	if res.Action == httplimit.Pass {
+		if id, ok := res.Identity(); ok { // for Identity, in the handler
+			c.Locals(identityLocal{}, id)
+		}
 		if m.e.CountsOutcome() {
 			return m.serveCounted(c, &res)
 		}

@@ -102,6 +102,9 @@ func (m *middleware) handle(c *gin.Context) {
 	}
 	m.e.SetHTTP(&res, c.Writer.Header())
 	if res.Action == httplimit.Pass {
+		if id, ok := res.Identity(); ok { // for Identity, in the handler
+			c.Request = c.Request.WithContext(httplimit.ContextWithIdentity(c.Request.Context(), id))
+		}
 		if m.e.CountsOutcome() {
 			// counting by outcome: the rest of the chain runs here, so
 			// that its status is known

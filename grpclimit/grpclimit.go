@@ -392,12 +392,15 @@ func mdName(name string) string {
 //     (RATE_LIMIT_EXCEEDED);
 //   - ReasonUnavailable (a FailClosed store failed): Unavailable, with
 //     RetryInfo of 1 s, as HTTP's Retry-After: 1;
-//   - ReasonNoKey: Unauthenticated, no details, no pushback.
+//   - ReasonNoKey: Unauthenticated, no details, no pushback;
+//   - ReasonRefused (a keyfuncs.Refusal): InvalidArgument, likewise.
 func denial(rej Rejection) (*status.Status, string) {
 	d := &rej.Decision
 	switch rej.Reason {
 	case httplimit.ReasonNoKey:
 		return status.New(codes.Unauthenticated, "limitkit: the call carries no rate-limit key"), ""
+	case httplimit.ReasonRefused:
+		return status.New(codes.InvalidArgument, "limitkit: the call's rate-limit key cannot be read"), ""
 	case httplimit.ReasonUnavailable:
 		st := status.New(codes.Unavailable, "limitkit: rate limiter unavailable")
 		if wd, err := st.WithDetails(

@@ -98,10 +98,15 @@ func (e *Engine) decide(ctx context.Context, req keyfuncs.Request, p *KeyParts, 
 	case e.cacheID != 0:
 		key, st = e.cachedKey(ctx, c, req)
 	default:
-		key, st, _ = e.generalKey(ctx, c, req)
+		var kbuf [192]byte
+		scope := e.appendScope(kbuf[:0], req)
+		var own bool
+		if key, st, own = e.key(ctx, c, req, scope); own && c.key.fn != nil {
+			res.ident = key[len(scope)+1:]
+		}
 	}
 	if st != keyOK {
-		e.noKeyResult(res, c, st)
+		e.noKeyResult(res, c, st, key)
 		return true
 	}
 	var err error
@@ -142,13 +147,17 @@ func (e *Engine) decideAll(ctx context.Context, req keyfuncs.Request, res *Resul
 	list := cbuf[:0]
 	for i := range e.checks {
 		c := &e.checks[i]
-		key, st, _ := e.key(ctx, c, req, scope)
+		key, st, own := e.key(ctx, c, req, scope)
 		switch st {
 		case keySkip:
 			continue
-		case keyDeny:
-			e.noKeyResult(res, c, st)
+		case keyOK:
+		default:
+			e.noKeyResult(res, c, st, key)
 			return
+		}
+		if i == 0 && own && c.key.fn != nil {
+			res.ident = key[len(scope)+1:]
 		}
 		list = append(list, core.Check{Limiter: c.lim, Key: key, Cost: cost})
 	}
@@ -161,12 +170,18 @@ func (e *Engine) decideAll(ctx context.Context, req keyfuncs.Request, res *Resul
 	e.finish(ctx, res, err)
 }
 
-func (e *Engine) noKeyResult(res *Result, c *check, st keyStatus) {
+// noKeyResult is the result of check c without a key (st is not keyOK):
+// skip it, deny for want of a key, or refuse (a keyfuncs.Refusal's status,
+// detail its Detail).
+func (e *Engine) noKeyResult(res *Result, c *check, st keyStatus, detail string) {
 	if st == keySkip {
 		res.Action = Pass
 		return
 	}
 	res.Action, res.Reason = Deny, ReasonNoKey
+	if st >= 400 {
+		res.Reason, res.refused, res.refusal = ReasonRefused, uint16(st), detail
+	}
 	res.Decision = core.Decision{Policy: c.policy.Name, RetryAfter: core.Never}
 }
 

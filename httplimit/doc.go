@@ -108,8 +108,11 @@
 //		next()
 //	case httplimit.Pass:
 //		e.SetHTTP(&res, header)                 // or e.Fields(&res, &f) for another header type
+//		if id, ok := res.Identity(); ok {       // the WithKey key charged, for the handler
+//			ctx = httplimit.ContextWithIdentity(ctx, id)
+//		}
 //		next()
-//	case httplimit.Deny:
+//	case httplimit.Deny:                        // quota, store, no key, or a refused key
 //		e.SetHTTP(&res, header)
 //		rej := e.Reject(&res)                   // status, Retry-After, content type and body
 //		write(rej.Status, rej.ContentType, rej.Body)
@@ -118,7 +121,10 @@
 // The view is the framework's request as a keyfuncs.Request: method,
 // route pattern (the framework's matched pattern, never the raw path),
 // header, query, the TCP peer address as the server saw it, and context
-// values; keyfuncs.FromHTTP is the view of an *http.Request. The
+// values; keyfuncs.FromHTTP is the view of an *http.Request. A view that
+// implements keyfuncs.HTTPRequester or keyfuncs.BodyRequester lets
+// keyfuncs.FormField read the body; without either, a request with a
+// body is refused by a form key (415), never keyed by another key. The
 // [Adapter] description says what else the adapter honours, so that the
 // engine refuses what it would ignore. An adapter with options of its
 // own (a deny handler) defines them with [AdapterOption], declares them

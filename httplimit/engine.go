@@ -38,7 +38,20 @@ type Result struct {
 	now      time.Time // when the decision was taken, for epoch headers; zero: read the clock
 	chk      *check    // the primary check's tier or override (policies_engine.go), nil for checks[0]
 	out      *outcome  // what to charge once the response is known (policies_engine.go)
+	ident    string    // the primary check's client key from its WithKey function (Identity)
+	refused  uint16    // ReasonRefused: the keyfuncs.Refusal's status
+	refusal  string    // ReasonRefused: its Detail
 }
+
+// Identity is the client key the primary check (the limiter passed to
+// New) was decided under, when it came from that check's [WithKey] key
+// function: for keyfuncs.FormField("username"), the username (bounded by
+// keyfuncs.Bound) whose count the request was charged to. It reports
+// false when the primary check used an IP key (the default, [WithIPKey]),
+// the fallback key, or no key (skipped, denied, refused). Adapters put it
+// on the admitted request's context ([ContextWithIdentity]) for the
+// handler.
+func (r *Result) Identity() (string, bool) { return r.ident, r.ident != "" }
 
 type check struct {
 	lim    *core.Limiter

@@ -23,13 +23,25 @@ const keySep = '|'
 // from keyfuncs.Bound's "~<hex>" digests.
 const fallbackPrefix = "~fb/"
 
-type keyStatus uint8
+// keyStatus is what a check's key derivation gave: a key, skip the
+// check, deny for want of a key, or a refusal: a keyfuncs.Refusal's HTTP
+// status (400 and up), the key string then carrying its Detail.
+type keyStatus uint16
 
 const (
 	keyOK keyStatus = iota
 	keySkip
 	keyDeny
 )
+
+// refusedStatus is the keyStatus of a refusal (keyfuncs.Refusal): its
+// status, which is 400 or more; a status out of 400-499 is refused as 400.
+func refusedStatus(r *keyfuncs.Refusal) keyStatus {
+	if r.Status < 400 || r.Status > 499 {
+		return 400
+	}
+	return keyStatus(r.Status)
+}
 
 // PeerAddrer is implemented by request views that hold the TCP peer as an
 // address (fiberlimit's: fasthttp keeps a net.Addr), so the default key
@@ -110,6 +122,12 @@ func (e *Engine) key(ctx context.Context, c *check, req keyfuncs.Request, scope 
 	b, err := appendKey(b, c.key, req)
 	if err == nil {
 		return interned.intern(b), keyOK, true
+	}
+	var ref *keyfuncs.Refusal
+	if errors.As(err, &ref) {
+		// the identity is there but unreadable as the handler would read
+		// it: refused, never keyed by the fallback nor skipped
+		return ref.Detail, refusedStatus(ref), false
 	}
 	if !errors.Is(err, keyfuncs.ErrNoKey) {
 		e.report(ctx, fmt.Errorf("%s: key for policy %q: %w", e.pkg, c.policy.Name, err))

@@ -15,7 +15,10 @@ import (
 // proxy, pass a trusted-proxy resolver (keyfuncs.XForwardedFor(cidrs...))
 // to [WithIPKey], or its Key method here. A key function that returns
 // keyfuncs.ErrNoKey or "" follows [WithNoKey]; keys longer than 256 bytes
-// are hashed (keyfuncs.Bound).
+// are hashed (keyfuncs.Bound). A *keyfuncs.Refusal (keyfuncs.FormField's
+// for a body it cannot read as the handler would) refuses the request
+// with its status ([ReasonRefused]) whatever WithNoKey says. The key of
+// an admitted request reaches its handler as [Identity].
 func WithKey(f keyfuncs.Func) Option {
 	return func(c *Config) {
 		if f == nil {

@@ -141,12 +141,16 @@ func (e *Engine) decidePolicies(ctx context.Context, req keyfuncs.Request, res *
 		switch st {
 		case keySkip:
 			continue
-		case keyDeny:
-			e.noKeyResult(res, c, st)
+		case keyOK:
+		default:
+			e.noKeyResult(res, c, st, key)
 			return
 		}
 		if i == 0 {
 			primary = true
+			if own && c.key.fn != nil {
+				res.ident = key[n:]
+			}
 			if c = e.choose(req, key[n:], own); c != &e.checks[0] {
 				res.chk = c
 			}

@@ -48,7 +48,7 @@ func (e *Engine) fields(res *Result, f *respond.Fields) {
 		}
 	}
 	retry, hasRetry := int64(0), false
-	if res.Action == Deny && res.Reason != ReasonNoKey {
+	if res.Action == Deny && res.Reason != ReasonNoKey && res.Reason != ReasonRefused {
 		retry, hasRetry = respond.RetryAfterSeconds(d.RetryAfter)
 	}
 	if hasRetry && e.cfg.headers&HeaderRetryAfter != 0 {
@@ -185,7 +185,7 @@ func (e *Engine) limitID(d *core.Decision) string {
 // Reject describes a denial (res.Action == Deny).
 func (e *Engine) Reject(res *Result) Rejection {
 	r := Rejection{Reason: res.Reason, Decision: res.Decision}
-	if res.Reason != ReasonNoKey {
+	if res.Reason != ReasonNoKey && res.Reason != ReasonRefused {
 		r.RetryAfter, _ = respond.RetryAfterSeconds(res.Decision.RetryAfter)
 	}
 	switch res.Reason {
@@ -195,6 +195,9 @@ func (e *Engine) Reject(res *Result) Rejection {
 	case ReasonNoKey:
 		// not a quota denial: neither the quota status nor a quota body
 		r.Status, r.ContentType, r.Body = respond.NoKeyStatus, respond.ContentTypeProblem, e.noKeyBody
+		return r
+	case ReasonRefused:
+		r.Status, r.ContentType, r.Body = int(res.refused), respond.ContentTypeProblem, respond.RefusedBody(int(res.refused), res.refusal)
 		return r
 	}
 	r.Status = e.cfg.status

@@ -29,9 +29,21 @@ const (
 	// that names no policy, no X-RateLimit-* fields, no Retry-After;
 	// nothing is counted. [WithDenyStatus] and [WithDenyBody] do not apply.
 	ReasonNoKey
+	// ReasonRefused: a check's key function returned a keyfuncs.Refusal:
+	// the request carries the identity it keys by in a form it cannot read
+	// the way the handler would (keyfuncs.FormField: a body over its
+	// bound, another encoding, bad escaping, the field in the query
+	// string, conflicting values). The request is refused whatever
+	// [WithNoKey] says, never keyed by the fallback key: the refusal's
+	// status (400 Bad Request, 413 Content Too Large or 415 Unsupported
+	// Media Type) with a plain RFC 9457 problem carrying its detail
+	// ({"type":"about:blank","title":"Bad Request","status":400,
+	// "detail":"..."}), no X-RateLimit-* fields, no Retry-After; nothing
+	// is counted. [WithDenyStatus] and [WithDenyBody] do not apply.
+	ReasonRefused
 )
 
-// String returns "limited", "unavailable" or "no_key" (for logs and
+// String returns "limited", "unavailable", "no_key" or "refused" (for logs and
 // metrics labels), or "Reason(n)" for any other value.
 func (r Reason) String() string {
 	switch r {
@@ -41,6 +53,8 @@ func (r Reason) String() string {
 		return "unavailable"
 	case ReasonNoKey:
 		return "no_key"
+	case ReasonRefused:
+		return "refused"
 	}
 	return fmt.Sprintf("Reason(%d)", uint8(r))
 }
@@ -61,7 +75,8 @@ type Rejection struct {
 	Decision core.Decision
 	// Status is the status the default denial sends: the configured
 	// denial status (429 unless [WithDenyStatus]) for ReasonLimited, 503
-	// for ReasonUnavailable, 403 for ReasonNoKey.
+	// for ReasonUnavailable, 403 for ReasonNoKey, the refusal's (400, 413,
+	// 415) for ReasonRefused.
 	Status int
 	// RetryAfter is the Retry-After value in whole seconds (the core's
 	// exact RetryAfter rounded up, at least 1), or 0 when none applies:
@@ -129,6 +144,7 @@ const (
 // NoKeyMode says what a middleware does when a check's key function finds
 // no key (keyfuncs.ErrNoKey) or invalid key material (any other error,
 // which is also reported to the [WithErrorHook] hook); for [WithNoKey].
+// A *keyfuncs.Refusal is neither: it is always refused ([ReasonRefused]).
 // The zero value is [NoKeyFallback].
 type NoKeyMode uint8
 

@@ -57,7 +57,9 @@ func Tagged(tag string, fn Func) Func {
 // FirstOf returns the key of the first fn that yields one. A fn that fails,
 // whether with [ErrNoKey] or because its material is invalid (an expired or
 // forged token), is skipped, so a request with a bad token is keyed by the
-// next function rather than by what the token claims. If every fn fails, the
+// next function rather than by what the token claims; a [Refusal] (the
+// request carries an identity the fn cannot read as the handler would) is
+// returned at once, never replaced by a weaker key. If every fn fails, the
 // result is the first error that is not ErrNoKey, else an error wrapping
 // ErrNoKey.
 //
@@ -78,6 +80,9 @@ func FirstOf(fns ...Func) Func {
 			k, err := fn(r)
 			if err == nil {
 				return k, nil
+			}
+			if refused(err) {
+				return "", err // never keyed by a weaker function
 			}
 			if firstErr == nil && !errors.Is(err, ErrNoKey) {
 				firstErr = err

@@ -268,6 +268,40 @@ func TestJWTKeyfuncRotation(t *testing.T) {
 	assertRejected(t, fn, bearer(t, s))
 }
 
+// TestJWTKeySetVerifiesWithAnyKey: a Keyfunc returning a
+// jwt.VerificationKeySet (a JWKS in rotation) accepts a token signed by
+// any key of the set, whatever its place, and rejects one signed by
+// none of them.
+func TestJWTKeySetVerifiesWithAnyKey(t *testing.T) {
+	k := keys()
+	set := jwt.VerificationKeySet{Keys: []jwt.VerificationKey{&k.ec.PublicKey, &k.ec2.PublicKey}}
+	fn := must(JWTClaim(JWTConfig{
+		Methods: []string{"ES256"},
+		Keyfunc: func(*jwt.Token) (any, error) { return set, nil },
+		Now:     fixedNow,
+	}))
+	for name, priv := range map[string]*ecdsa.PrivateKey{"first": k.ec, "second": k.ec2} {
+		s, err := jwt.NewWithClaims(jwt.SigningMethodES256, claimsFor("alice-"+name)).SignedString(priv)
+		require.NoError(t, err)
+		got, err := fn(bearer(t, s))
+		require.NoError(t, err, "signed by the set's %s key", name)
+		assert.Equal(t, "alice-"+name, got)
+	}
+	other, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	require.NoError(t, err)
+	s, err := jwt.NewWithClaims(jwt.SigningMethodES256, claimsFor("victim")).SignedString(other)
+	require.NoError(t, err)
+	assertRejected(t, fn, bearer(t, s))
+	empty := must(JWTClaim(JWTConfig{
+		Methods: []string{"ES256"},
+		Keyfunc: func(*jwt.Token) (any, error) { return jwt.VerificationKeySet{}, nil },
+		Now:     fixedNow,
+	}))
+	s, err = jwt.NewWithClaims(jwt.SigningMethodES256, claimsFor("alice")).SignedString(k.ec)
+	require.NoError(t, err)
+	assertRejected(t, empty, bearer(t, s))
+}
+
 func TestJWTIssuerAndAudience(t *testing.T) {
 	fn := must(JWTClaim(JWTConfig{Methods: []string{"HS256"}, Key: hmacKey, Now: fixedNow, Issuer: "https://auth.example", Audience: "api"}))
 	claims := func(iss, aud string) jwt.MapClaims {

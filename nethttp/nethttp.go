@@ -129,6 +129,9 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	h.e.SetHTTP(&res, w.Header())
 	if res.Action == httplimit.Pass {
+		if id, ok := res.Identity(); ok { // for Identity, in the handler
+			r = r.WithContext(httplimit.ContextWithIdentity(r.Context(), id))
+		}
 		if h.e.CountsOutcome() {
 			serveCounted(h.e, &res, next, w, r)
 			return

@@ -41,6 +41,12 @@ const (
 	// ReasonNoKey: no key could be derived and [NoKeyDeny] (or a failed
 	// fallback) denies.
 	ReasonNoKey = httplimit.ReasonNoKey
+	// ReasonRefused: a check's key function returned a keyfuncs.Refusal:
+	// the request carries the identity it keys by in a form it cannot read
+	// the way the handler would (keyfuncs.FormField: a body over its
+	// bound, another encoding, bad escaping, the field in the query
+	// string, conflicting values).
+	ReasonRefused = httplimit.ReasonRefused
 )
 
 // Rejection describes a denial to an adapter's DenyHandler (see each

@@ -16,7 +16,8 @@
 //	    identity: authenticated   # authenticated | anonymous | any (default any)
 //	    key: user             # user | api_key | ip | header:<Name> | form:<field>
 //	                          #   (default: user when authenticated, else ip;
-//	                          #   form: a field of a form body, read up to 64 KiB)
+//	                          #   form: a field of a form body, read up to 64 KiB;
+//	                          #   what it cannot read is refused: 400, 413, 415)
 //	    algorithm: gcra       # gcra | token_bucket | fixed_window | sliding_log | sliding_counter
 //	    limits:               # one or more; all must hold
 //	      - 500 per 15m

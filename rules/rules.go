@@ -81,10 +81,15 @@ const (
 	// own header values and can rotate them to escape the limit.
 	KeyHeader
 	// KeyForm counts by the value of the form field named in [Key.Field]
-	// of an application/x-www-form-urlencoded body (keyfuncs.FormField:
-	// the body read up to 64 KiB and restored for the handler). A login
-	// rule keys on the username this way. Client-chosen: pair it with an
-	// IP check (also:) so that rotating usernames does not escape.
+	// of an urlencoded or multipart form body (keyfuncs.FormField: the
+	// body read up to 64 KiB and restored for the handler; a request whose
+	// field it cannot read as the frameworks would — a longer body,
+	// another encoding, bad escaping, the field in the query string,
+	// conflicting values — is refused with 400, 413 or 415, never keyed
+	// by the IP; the handler reads the counted value with
+	// httplimit.Identity). A login rule keys on the username this way.
+	// Client-chosen: pair it with an IP check (also:) so that rotating
+	// usernames does not escape.
 	KeyForm
 )
 

@@ -93,7 +93,10 @@ func newEcho(app *exampleapp.App, srv *serve.Server[echo.MiddlewareFunc]) *echo.
 	e.GET("/api3", reply("GET /api3"))
 	e.GET(exampleapp.PlansPath, reply(exampleapp.PlansPattern))
 	e.POST(exampleapp.LoginPath, func(c echo.Context) error {
-		code, body := exampleapp.Login(c.FormValue("username"), c.FormValue("password"))
+		// the username the login rule counted, never one parsed again
+		// (c.FormValue would also read the query string)
+		user, _ := echolimit.Identity(c)
+		code, body := exampleapp.Login(user, c.FormValue("password"))
 		return c.Blob(code, "application/json", body)
 	})
 	e.GET("/*", reply("GET /")) // any other GET

@@ -14,11 +14,22 @@ import (
 // never limited (exampletest.RulesAndMetrics).
 // (Run it with go test ./_examples/echo; ./... does not reach _examples.)
 func TestRulesAndMetrics(t *testing.T) {
-	exampletest.RulesAndMetrics(t, func(app *exampleapp.App) (http.Handler, error) {
-		srv, err := serve.New(app.ServeConfig(), app.Rules, echolimit.NewMiddleware)
-		if err != nil {
-			return nil, err
-		}
-		return newEcho(app, srv), nil
-	})
+	exampletest.RulesAndMetrics(t, newHandler)
+}
+
+// TestLoginSplit: one username guessed from 20 IPs in every encoding
+// reaches the login handler's password check at most 10 times
+// (exampletest.LoginSplit), the handler checking the username the login
+// rule counted.
+func TestLoginSplit(t *testing.T) {
+	exampletest.LoginSplit(t, newHandler)
+}
+
+// newHandler is the example's API on the app's rules, as main serves it.
+func newHandler(app *exampleapp.App) (http.Handler, error) {
+	srv, err := serve.New(app.ServeConfig(), app.Rules, echolimit.NewMiddleware)
+	if err != nil {
+		return nil, err
+	}
+	return newEcho(app, srv), nil
 }

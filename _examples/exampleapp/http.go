@@ -4,6 +4,7 @@ import (
 	"net/http"
 
 	"github.com/limitkit/limitkit/keyfuncs"
+	"github.com/limitkit/limitkit/nethttp"
 	"github.com/limitkit/limitkit/rules/serve"
 )
 
@@ -29,7 +30,9 @@ func (a *App) HTTPHandler() (*serve.Server[http.Handler], http.Handler, error) {
 		})
 	}
 	mux.HandleFunc(LoginPattern, func(w http.ResponseWriter, r *http.Request) {
-		code, body := Login(r.PostFormValue("username"), r.PostFormValue("password"))
+		// the username the login rule counted, never one parsed again
+		user, _ := nethttp.Identity(r)
+		code, body := Login(user, r.PostFormValue("password"))
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(code)
 		_, _ = w.Write(body)

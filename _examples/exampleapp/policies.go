@@ -27,9 +27,21 @@ const (
 )
 
 // Login answers a login attempt: 200 and a JSON body naming the user
-// when password is [DemoPassword], 401 otherwise.
+// when password is [DemoPassword], 401 otherwise; 400 for an empty
+// username, whose password is not checked. The example servers pass as username the identity the
+// login rule charged (nethttp.Identity, ginlimit.Identity,
+// echolimit.Identity, fiberlimit.Identity), never a username parsed from
+// the request again, so that the password is checked for exactly the
+// username whose failures are counted: a request whose username the
+// rule's key could not read was refused (400, 413 or 415) before the
+// handler, and one without a username has no identity (400). A rules
+// file whose login rule does not key by form:username gives no identity:
+// every login then fails with 400.
 func Login(username, password string) (int, []byte) {
-	if username != "" && password == DemoPassword {
+	if username == "" {
+		return http.StatusBadRequest, []byte(`{"ok":false,"error":"no username"}` + "\n")
+	}
+	if password == DemoPassword {
 		return http.StatusOK, fmt.Appendf(nil, `{"ok":true,"user":%q}`+"\n", username)
 	}
 	return http.StatusUnauthorized, []byte(`{"ok":false,"error":"invalid username or password"}` + "\n")

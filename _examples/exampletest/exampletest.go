@@ -5,6 +5,8 @@
 package exampletest
 
 import (
+	"fmt"
+	"mime/multipart"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -50,4 +52,130 @@ func RulesAndMetrics(t *testing.T, newHandler func(*exampleapp.App) (http.Handle
 	if body := get(exampleapp.MetricsPath).Body.String(); !strings.Contains(body, counted) {
 		t.Errorf("/metrics has no %s:\n%s", counted, body)
 	}
+}
+
+// LoginSplit is issue 40's login split through an example's real
+// handler, on the default rules (login: 10 failures per 15 minutes per
+// username, keyed by the form field, falling back to the IP): one
+// username guessed from 20 IPs, 3 wrong passwords each, in every
+// encoding a framework's form parsing might accept. At most 10 guesses
+// reach the login handler (a 401 from it) in each encoding: the ones the
+// username's count admits when the rule reads the username, none when it
+// cannot and the request is refused with the stated status (400 bad
+// escaping, ';', conflicting values or the username in the query string;
+// 413 a body over 64 KiB; 415 another content type), never keyed by
+// the IP.
+func LoginSplit(t *testing.T, newHandler func(*exampleapp.App) (http.Handler, error)) {
+	t.Helper()
+	pad := strings.Repeat("x", 64<<10)
+	const form = "application/x-www-form-urlencoded"
+	multipartForm := func(fields ...string) (string, string) {
+		var b strings.Builder
+		w := multipart.NewWriter(&b)
+		for i := 0; i+1 < len(fields); i += 2 {
+			_ = w.WriteField(fields[i], fields[i+1])
+		}
+		_ = w.Close()
+		return b.String(), w.FormDataContentType()
+	}
+	for _, e := range []struct {
+		name   string
+		req    func(i int) (target, contentType, body string)
+		status int // the refusal's status, 0 when the username is read
+	}{
+		{"urlencoded", func(i int) (string, string, string) {
+			return "/login", form, fmt.Sprintf("username=victim&password=guess%d", i)
+		}, 0},
+		{"multipart", func(i int) (string, string, string) {
+			b, ct := multipartForm("username", "victim", "password", fmt.Sprintf("guess%d", i))
+			return "/login", ct, b
+		}, 0},
+		{"query", func(i int) (string, string, string) {
+			return "/login?username=victim", form, fmt.Sprintf("password=guess%d", i)
+		}, 400},
+		{"query and decoy body", func(i int) (string, string, string) {
+			return "/login?username=victim", form, fmt.Sprintf("username=decoy%d&password=guess%d", i, i)
+		}, 400},
+		{"badly escaped", func(i int) (string, string, string) {
+			return "/login", form, fmt.Sprintf("username=victim&password=guess%d&x=%%zz", i)
+		}, 400},
+		{"semicolon", func(i int) (string, string, string) {
+			return "/login", form, fmt.Sprintf("username=victim;password=guess%d", i)
+		}, 400},
+		{"decoy first", func(i int) (string, string, string) {
+			return "/login", form, fmt.Sprintf("username=decoy%d&username=victim&password=guess%d", i, i)
+		}, 400},
+		{"over the bound", func(i int) (string, string, string) {
+			return "/login", form, fmt.Sprintf("username=victim&password=guess%d&pad=%s", i, pad)
+		}, 413},
+		{"json", func(i int) (string, string, string) {
+			return "/login", "application/json", fmt.Sprintf(`{"username":"victim","password":"guess%d"}`, i)
+		}, 415},
+	} {
+		t.Run(e.name, func(t *testing.T) {
+			app, err := exampleapp.New(exampleapp.Config{}, exampleapp.WithClock(core.NewManualClock(time.Unix(1_700_000_000, 0))))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer app.Close()
+			h, err := newHandler(app)
+			if err != nil {
+				t.Fatal(err)
+			}
+			checked := 0
+			for ip := range 20 {
+				for guess := range 3 {
+					target, ct, body := e.req(3*ip + guess)
+					r := httptest.NewRequest(http.MethodPost, target, strings.NewReader(body))
+					r.Header.Set("Content-Type", ct)
+					r.RemoteAddr = fmt.Sprintf("192.0.2.%d:4000", ip+1)
+					w := httptest.NewRecorder()
+					h.ServeHTTP(w, r)
+					switch {
+					case w.Code == http.StatusUnauthorized && strings.Contains(w.Body.String(), "invalid username or password"):
+						checked++ // the login handler checked a password
+					case e.status != 0:
+						if w.Code != e.status || !strings.Contains(w.Body.String(), fmt.Sprintf(`"status":%d`, e.status)) {
+							t.Fatalf("guess %d from IP %d: %d %s; want %d and its problem", guess+1, ip+1, w.Code, w.Body, e.status)
+						}
+					case w.Code != http.StatusTooManyRequests:
+						t.Fatalf("guess %d from IP %d: %d %s; want 401 or 429", guess+1, ip+1, w.Code, w.Body)
+					}
+				}
+			}
+			want := 0
+			if e.status == 0 {
+				want = 10
+			}
+			if checked != want {
+				t.Errorf("%d of 60 guesses from 20 IPs reached the password check; want %d (the username's limit is 10)", checked, want)
+			}
+		})
+	}
+	// The handler logs in the username the rule counted (the form field
+	// trimmed), not the field as its framework parses it again.
+	t.Run("identity", func(t *testing.T) {
+		app, err := exampleapp.New(exampleapp.Config{}, exampleapp.WithClock(core.NewManualClock(time.Unix(1_700_000_000, 0))))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer app.Close()
+		h, err := newHandler(app)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range []struct{ body, status, reply string }{
+			{"username=+alice%09&password=" + exampleapp.DemoPassword, "200", `"user":"alice"`},
+			{"password=" + exampleapp.DemoPassword, "400", "no username"},
+		} {
+			r := httptest.NewRequest(http.MethodPost, "/login", strings.NewReader(c.body))
+			r.Header.Set("Content-Type", form)
+			r.RemoteAddr = "192.0.2.1:4000"
+			w := httptest.NewRecorder()
+			h.ServeHTTP(w, r)
+			if fmt.Sprint(w.Code) != c.status || !strings.Contains(w.Body.String(), c.reply) {
+				t.Errorf("POST /login %s: %d %s; want %s with %s", c.body, w.Code, w.Body, c.status, c.reply)
+			}
+		}
+	})
 }

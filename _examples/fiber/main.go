@@ -99,7 +99,10 @@ func newFiber(app *exampleapp.App, srv *serve.Server[fiber.Handler]) *fiber.App 
 	f.Get("/api3", dispatch, reply("GET /api3"))
 	f.Get(exampleapp.PlansPath, dispatch, reply(exampleapp.PlansPattern))
 	f.Post(exampleapp.LoginPath, dispatch, func(c *fiber.Ctx) error {
-		code, body := exampleapp.Login(c.FormValue("username"), c.FormValue("password"))
+		// the username the login rule counted, never one parsed again
+		// (c.FormValue reads the query string before the body)
+		user, _ := fiberlimit.Identity(c)
+		code, body := exampleapp.Login(user, c.FormValue("password"))
 		c.Set(fiber.HeaderContentType, fiber.MIMEApplicationJSON)
 		return c.Status(code).Send(body)
 	})

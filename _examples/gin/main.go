@@ -85,7 +85,9 @@ func newRouter(app *exampleapp.App, srv *serve.Server[gin.HandlerFunc]) *gin.Eng
 	r.GET("/api3", reply("GET /api3"))
 	r.GET(exampleapp.PlansPath, reply(exampleapp.PlansPattern))
 	r.POST(exampleapp.LoginPath, func(c *gin.Context) {
-		code, body := exampleapp.Login(c.PostForm("username"), c.PostForm("password"))
+		// the username the login rule counted, never one parsed again
+		user, _ := ginlimit.Identity(c)
+		code, body := exampleapp.Login(user, c.PostForm("password"))
 		c.Data(code, "application/json", body)
 	})
 	r.NoRoute(func(c *gin.Context) { // any other GET

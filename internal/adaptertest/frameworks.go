@@ -74,6 +74,10 @@ func NetHTTP() Harness {
 					if httpAct(r) {
 						return
 					}
+					if r.Header.Get(ReplyIdentity) != "" {
+						_, _ = w.Write([]byte(identityReply(nethttp.Identity(r))))
+						return
+					}
 					if f := r.Header.Get(ReplyForm); f != "" {
 						_, _ = w.Write([]byte("form:" + r.PostFormValue(f)))
 						return
@@ -149,6 +153,10 @@ func Gin() Harness {
 					if httpAct(c.Request) {
 						return
 					}
+					if c.GetHeader(ReplyIdentity) != "" {
+						c.String(http.StatusOK, identityReply(ginlimit.Identity(c)))
+						return
+					}
 					if f := c.GetHeader(ReplyForm); f != "" {
 						c.String(http.StatusOK, "form:"+c.PostForm(f))
 						return
@@ -206,6 +214,9 @@ func Echo() Harness {
 				ok := func(c echo.Context) error {
 					if httpAct(c.Request()) {
 						return nil
+					}
+					if c.Request().Header.Get(ReplyIdentity) != "" {
+						return c.String(http.StatusOK, identityReply(echolimit.Identity(c)))
 					}
 					if f := c.Request().Header.Get(ReplyForm); f != "" {
 						return c.String(http.StatusOK, "form:"+c.FormValue(f))
@@ -265,6 +276,9 @@ func Fiber() Harness {
 				hs = append(hs, func(c *fiber.Ctx) error {
 					if fiberAct(c) {
 						return nil
+					}
+					if c.Get(ReplyIdentity) != "" {
+						return c.SendString(identityReply(fiberlimit.Identity(c)))
 					}
 					if f := c.Get(ReplyForm); f != "" {
 						return c.SendString("form:" + c.FormValue(f))

@@ -193,6 +193,11 @@ var policyScenarios = []scenario{
 // it), to show that a key function that read the body left it whole.
 const ReplyForm = "X-Reply-Form"
 
+func withBody(r Request, body string) Request {
+	r.Body = body
+	return r
+}
+
 func form(target, peer, body string, kv ...string) Request {
 	r := method(http.MethodPost, target, peer, append([]string{"Content-Type", "application/x-www-form-urlencoded"}, kv...)...)
 	r.Body = body
@@ -218,12 +223,17 @@ func init() {
 			{Req: form("/login", Peer1, "username=alice"), Status: 429, Problem: "login", Header: XRL(2, 0, 60*time.Second).With("Retry-After", "30"), Keys: []string{ka}},
 			// another username from the same peer has its own quota
 			{Req: form("/login", Peer1, "username=bob", ReplyForm, "username"), Status: 200, Body: "form:bob", Header: XRL(2, 1, 30*time.Second), Keys: []string{kb}},
-			// no field, a body over MaxFormBody, malformed encoding, another
-			// content type: no key (here: denied, 403)
+			// the handler's Identity is the username counted
+			{Req: form("/login", Peer1, "username=+bob+", ReplyIdentity, "1"), Status: 200, Body: "identity:bob", Header: XRL(2, 0, 60*time.Second), Keys: []string{kb}},
+			// no field, no body: no key (here: denied, 403)
 			{Req: form("/login", Peer1, "password=x"), Status: 403, Body: NoKeyBody},
-			{Req: form("/login", Peer1, big), Status: 403, Body: NoKeyBody},
-			{Req: form("/login", Peer1, "username=%zz"), Status: 403, Body: NoKeyBody},
 			{Req: method(http.MethodPost, "/login", Peer1, "Content-Type", "application/json"), Status: 403, Body: NoKeyBody},
+			// a body over MaxFormBody, malformed encoding, another content
+			// type: refused with the refusal's status, nothing counted
+			{Req: form("/login", Peer1, big), Status: 413, Body: refusedBody(413, "The form body is over 65536 bytes or 64 parts.")},
+			{Req: form("/login", Peer1, "username=%zz"), Status: 400, Body: refusedBody(400, "The request body is not valid form encoding.")},
+			{Req: withBody(method(http.MethodPost, "/login", Peer1, "Content-Type", "application/json"), `{"username":"alice"}`), Status: 415,
+				Body: refusedBody(415, "The request body must be application/x-www-form-urlencoded or multipart/form-data, without Content-Encoding.")},
 		})
 	}})
 }

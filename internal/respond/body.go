@@ -67,6 +67,17 @@ func NoKeyBody() []byte {
 	return b
 }
 
+// RefusedBody is the body of a refusal (httplimit.ReasonRefused): a plain
+// RFC 9457 "about:blank" problem with the refusal's status and detail,
+// which names no quota:
+//
+//	{"type":"about:blank","title":"Bad Request","status":400,
+//	 "detail":"The request body is not valid form encoding."}
+func RefusedBody(status int, detail string) []byte {
+	b, _ := json.Marshal(problem{Type: "about:blank", Title: http.StatusText(status), Status: status, Detail: detail})
+	return b
+}
+
 // LimitIDs returns the IETF quota-policy identifier of each limit of p: the
 // policy name when p has one limit; "name-<window>" ("api-15m", "api-1m")
 // when it has several, or "name-<index>" if two windows are equal.

@@ -1,0 +1,30 @@
+package main
+
+import (
+	"net/http"
+	"testing"
+
+	"github.com/limitkit/limitkit/_examples/exampleapp"
+	"github.com/limitkit/limitkit/_examples/exampletest"
+)
+
+// newHandler is the example's API on the app's rules, as run serves it.
+func newHandler(app *exampleapp.App) (http.Handler, error) {
+	_, h, err := app.HTTPHandler()
+	return h, err
+}
+
+// TestRulesAndMetrics: the default rules limit the API and /metrics is
+// never limited (exampletest.RulesAndMetrics).
+// (Run it with go test ./_examples/nethttp; ./... does not reach _examples.)
+func TestRulesAndMetrics(t *testing.T) {
+	exampletest.RulesAndMetrics(t, newHandler)
+}
+
+// TestLoginSplit: one username guessed from 20 IPs in every encoding
+// reaches the login handler's password check at most 10 times
+// (exampletest.LoginSplit), the handler checking the username the login
+// rule counted.
+func TestLoginSplit(t *testing.T) {
+	exampletest.LoginSplit(t, newHandler)
+}

@@ -1,0 +1,23 @@
+package echolimit
+
+import (
+	"github.com/labstack/echo/v4"
+
+	"github.com/limitkit/limitkit/httplimit"
+)
+
+// Identity returns the identity the middleware charged c's request under:
+// the client key of its [WithKey] function (a login form's username with
+// keyfuncs.FormField), which the middleware puts on c.Request()'s context
+// ([httplimit.Identity]) before calling the handler. A login handler
+// checks the password of exactly this username, and refuses the request
+// when Identity reports false (no limiter, an IP key, the fallback key),
+// so that the count and the check never see different usernames (echo's
+// c.FormValue prefers the body, fiber's the query). See
+// httplimit.Identity for the bound on its length.
+func Identity(c echo.Context) (string, bool) {
+	if c == nil || c.Request() == nil {
+		return "", false
+	}
+	return httplimit.Identity(c.Request().Context())
+}
