@@ -14,11 +14,21 @@ import (
 // never limited (exampletest.RulesAndMetrics).
 // (Run it with go test ./_examples/echo; ./... does not reach _examples.)
 func TestRulesAndMetrics(t *testing.T) {
-	exampletest.RulesAndMetrics(t, func(app *exampleapp.App) (http.Handler, error) {
-		srv, err := serve.New(app.ServeConfig(), app.Rules, echolimit.NewMiddleware)
-		if err != nil {
-			return nil, err
-		}
-		return newEcho(app, srv), nil
-	})
+	exampletest.RulesAndMetrics(t, newHandler)
+}
+
+// newHandler is the example's API on app, as main serves it.
+func newHandler(app *exampleapp.App) (http.Handler, error) {
+	srv, err := serve.New(app.ServeConfig(), app.Rules, echolimit.NewMiddleware)
+	if err != nil {
+		return nil, err
+	}
+	return newEcho(app, srv), nil
+}
+
+// TestAdmin: with -admin-token the operators unblock a user
+// (exampletest.AdminUnblocksLogin); without it nothing is served there.
+func TestAdmin(t *testing.T) {
+	exampletest.AdminUnblocksLogin(t, newHandler)
+	exampletest.NoAdminWithoutToken(t, newHandler)
 }

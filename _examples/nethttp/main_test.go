@@ -1,0 +1,29 @@
+package main
+
+import (
+	"net/http"
+	"testing"
+
+	"github.com/limitkit/limitkit/_examples/exampleapp"
+	"github.com/limitkit/limitkit/_examples/exampletest"
+)
+
+// newHandler is the example's API on app, as main serves it.
+func newHandler(app *exampleapp.App) (http.Handler, error) {
+	_, h, err := app.HTTPHandler()
+	return h, err
+}
+
+// TestRulesAndMetrics: the default rules limit the API and /metrics is
+// never limited (exampletest.RulesAndMetrics).
+// (Run it with go test ./_examples/nethttp; ./... does not reach _examples.)
+func TestRulesAndMetrics(t *testing.T) {
+	exampletest.RulesAndMetrics(t, newHandler)
+}
+
+// TestAdmin: with -admin-token the operators unblock a user
+// (exampletest.AdminUnblocksLogin); without it nothing is served there.
+func TestAdmin(t *testing.T) {
+	exampletest.AdminUnblocksLogin(t, newHandler)
+	exampletest.NoAdminWithoutToken(t, newHandler)
+}
