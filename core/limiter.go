@@ -215,11 +215,15 @@ func (l *Limiter) Allow(ctx context.Context, key string) (Decision, error) {
 // A negative cost returns ErrInvalidCost with a denying decision.
 //
 // Cost 0 is a peek, here and in [Check]: it consumes nothing and reports
-// whether a request of cost 1 would be allowed now. An exhausted key
-// (Remaining 0) is reported denied (Shadowed under a Shadow policy), with
-// RetryAfter set to ResetAfter, an upper bound of the wait (exact for the
-// fixed window); under soft throttling a peek reports denied once the
-// nominal limit is spent, although the soft margin would still admit. A
+// whether a request of cost 1 would be allowed now, with Remaining what
+// the key admits now (not after one more request, as Peek's). An
+// exhausted key (Remaining 0) is reported denied (Shadowed under a Shadow
+// policy), with RetryAfter the exact wait until a request of cost 1 would
+// be admitted (on a [VerbStore]: the embedded, Redis and fleet stores;
+// ResetAfter, an upper bound, on another store); under soft throttling a
+// peek reports denied once the nominal limit is spent, although the soft
+// margin would still admit (RetryAfter is then ResetAfter). docs/verbs.md
+// tabulates Peek, PeekN(0), AllowN(0) and Usage per algorithm. A
 // peek never draws elastic capacity, and goes to the observer as an
 // [EventPeek], not as a decision.
 //
@@ -321,7 +325,7 @@ func (l *Limiter) allowNAt(ctx context.Context, key string, now time.Time, cost 
 	if err != nil {
 		d, err = l.settle(ctx, d, err)
 	} else if cost == 0 {
-		l.peeked(&d)
+		l.peeked(ctx, &d, key, now)
 	} else if d.ElasticRoom {
 		d = l.elasticTake(ctx, key, now, cost, d)
 	}
@@ -351,13 +355,23 @@ func (l *Limiter) remoteTake(ctx context.Context, key string, now time.Time, cos
 }
 
 // peeked turns the store's decision of a cost of 0 into a peek's: denied
-// when no request of cost 1 would be (see AllowN).
-func (l *Limiter) peeked(d *Decision) {
+// when no request of cost 1 would be (see AllowN), with the exact wait
+// until one would be: a [VerbStore]'s peek of cost 1 (a second store call,
+// made only for an exhausted key), else ResetAfter, an upper bound.
+func (l *Limiter) peeked(ctx context.Context, d *Decision, key string, now time.Time) {
 	d.ElasticRoom = false
 	if !d.Allowed || d.Shadowed || d.Remaining > 0 {
 		return
 	}
 	d.RetryAfter = max(d.ResetAfter, time.Microsecond)
+	if vs, ok := l.store.(VerbStore); ok {
+		one, err := l.call(ctx, func(ctx context.Context) (Decision, error) {
+			return vs.Peek(ctx, key, l.policy, now, 1)
+		})
+		if err == nil && (!one.Allowed || one.Shadowed) {
+			d.RetryAfter = one.RetryAfter
+		}
+	}
 	if l.policy.Shadow {
 		d.Shadowed = true
 	} else {

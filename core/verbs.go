@@ -96,7 +96,9 @@ func (l *Limiter) Peek(ctx context.Context, key string) (Decision, error) {
 // PeekN returns the Decision a request of cost would get now (Allowed,
 // Remaining, RetryAfter and ResetAfter exactly as AllowN would report
 // them), consuming nothing and writing nothing. An exhausted key is
-// reported denied. The observer sees an [EventPeek], not a decision. A
+// reported denied. A cost of 0 answers as AllowN's: Remaining now,
+// Allowed when a request of cost 1 would be, and the exact RetryAfter
+// otherwise; for a usage screen read it through [Limiter.Usage]. The observer sees an [EventPeek], not a decision. A
 // negative cost returns ErrInvalidCost; a store that does not implement
 // [VerbStore], ErrUnsupported; a store failure, the policy's fail-mode
 // decision and a *StoreError, as AllowN.
@@ -132,8 +134,55 @@ func (l *Limiter) peek(ctx context.Context, key string, cost int64, kind EventKi
 	d, err := l.call(ctx, func(ctx context.Context) (Decision, error) {
 		return vs.Peek(ctx, key, l.policy, now, cost)
 	})
+	if err == nil && cost == 0 {
+		l.peeked(ctx, &d, key, now)
+	}
 	l.observe(ctx, kind, d, err, start)
 	return d, err
+}
+
+// Usage is what a usage screen shows for a key: see [Limiter.Usage].
+type Usage struct {
+	// Limit is the binding limit, the one with the least room left now
+	// (of a multi-limit policy, the others have more).
+	Limit Limit
+	// Used is what the key has consumed of Limit's capacity (its burst,
+	// or its requests when it has none): capacity − Remaining, at least
+	// 0. A key charged past its limit shows the capacity, not the debt.
+	Used int64
+	// Remaining is the cost the key would admit now (not after one more
+	// request, as Peek's Remaining). 0 when exhausted; under soft
+	// throttling it counts down to 0 at the nominal limit.
+	Remaining int64
+	// ResetAfter is the time until the key is back to full if nothing more
+	// is consumed; 0 for a key with no state.
+	ResetAfter time.Duration
+	// RetryAfter is 0 when Remaining > 0, else the exact wait until a
+	// request of cost 1 would be admitted.
+	RetryAfter time.Duration
+	// Policy is the limiter's policy name.
+	Policy string
+	// Degraded is true when the store failed and the figures are the
+	// fail mode's (see Decision.Degraded); the error says why.
+	Degraded bool
+}
+
+// Usage reports key's usage now, for a usage screen or an operator:
+// used, remaining now and when it resets, consuming nothing. It is
+// PeekN(ctx, key, 0) read as a usage (see the table in docs/verbs.md): one
+// store call, two for an exhausted key (its exact RetryAfter). The
+// observer sees an [EventPeek]. Errors as PeekN's. Safe for concurrent
+// use.
+func (l *Limiter) Usage(ctx context.Context, key string) (Usage, error) {
+	d, err := l.PeekN(ctx, key, 0)
+	u := Usage{Limit: d.Limit, Remaining: d.Remaining, ResetAfter: d.ResetAfter, Policy: l.policy.Name, Degraded: d.Degraded}
+	if d.Denied() || d.Shadowed {
+		u.RetryAfter = d.RetryAfter
+	}
+	if c := d.Limit.capacity(); c > 0 {
+		u.Used = max(0, c-d.Remaining)
+	}
+	return u, err
 }
 
 // started is the start of a store call to time for the observer: the

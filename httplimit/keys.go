@@ -226,3 +226,26 @@ func appendKey(b []byte, k keySpec, req keyfuncs.Request) ([]byte, error) {
 	}
 	return append(b, s...), nil
 }
+
+// StoreKey is the store key the middleware gives client in scope:
+// scope, '|', and client as it enters the key (longer than 256 bytes:
+// hashed with keyfuncs.Bound, as the middleware does). client is what
+// the check's key function returns for the request (the peer IP
+// "203.0.113.7" by default, an IPv6 client's prefix "2001:db8::/64",
+// keyfuncs.APIKey's hash of the key, a JWT's subject); scope is the
+// middleware's scope: the [WithScope] value, or by default the route's
+// ([RouteScope]).
+//
+// Use it to act on a client's counters from code, with the limiter the
+// middleware was built with: lim.Reset(ctx, httplimit.StoreKey(
+// httplimit.RouteScope("POST", "/login"), "alice")) unblocks alice on
+// POST /login. A middleware with the default scope keeps one key per
+// route for a client: reset each route the middleware covers. Keys made
+// by the fallback key function ([WithFallbackKey]) are not these. Safe
+// for concurrent use.
+func StoreKey(scope, client string) string {
+	if len(client) > maxKeyLen {
+		client = keyfuncs.Bound(client)
+	}
+	return scope + string(keySep) + client
+}

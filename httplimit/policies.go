@@ -37,11 +37,17 @@ func WithTiers(tier keyfuncs.Func, tiers map[string]*core.Limiter) Option {
 }
 
 // WithOverrides gives individual clients their own limiter: a request
-// whose client key — what New's key function ([WithKey]) returns for it,
-// as it enters the store key (longer than 256 bytes: hashed by
-// keyfuncs.Bound) — is one of overrides' keys is
-// decided by that limiter, whatever its tier. Use it for a named
-// customer's contract (its API key gets 50,000 a minute). Each limiter
+// whose client is one of overrides' keys is decided by that limiter,
+// whatever its tier. Use it for a named customer's contract (its API key
+// gets 50,000 a minute). A key names the client as it sends itself — the
+// API key as presented, "k_bigcustomer", which the middleware hashes as
+// its key function does (keyfuncs.APIKey's SHA-256 or HMAC: the key
+// function is run once per override, at construction, on a request
+// presenting the key in every header and query parameter) — or as its
+// client key, what New's key function ([WithKey]) returns for it as it
+// enters the store key (longer than 256 bytes: hashed by keyfuncs.Bound).
+// An override of an IP key names the client key (the address, or an IPv6
+// client's prefix "2001:db8::/64"). Each limiter
 // must have its own policy name, as for [WithTiers]; at most
 // [core.MaxOverrides]. Keys from the fallback key function never match.
 // overrides is copied.

@@ -76,7 +76,16 @@ func (e *Engine) initPolicies(p *policySpec) error {
 		pol.tiers[name] = mk(l)
 	}
 	for key, l := range p.overrides {
-		pol.overrides[key] = mk(l)
+		c := mk(l)
+		pol.overrides[key] = c
+		// the client as it sends itself: the key its key function gives
+		// a request presenting key (an API key's hash), unless another
+		// override names that key itself
+		if d, ok := derivedKey(prim.key, key); ok && d != key {
+			if _, taken := p.overrides[d]; !taken {
+				pol.overrides[d] = c
+			}
+		}
 	}
 	if p.count != nil {
 		lims := []*core.Limiter{}
@@ -303,4 +312,41 @@ func outcomeText(status int) string {
 		return "canceled (the request's context ended)"
 	}
 	return "of status " + strconv.Itoa(status)
+}
+
+// presenting is a request that presents v wherever a key function may
+// look for it: every header and query parameter, nothing else (no peer,
+// no route, no context value).
+type presenting string
+
+func (v presenting) Method() string               { return "GET" }
+func (v presenting) Route() string                { return "" }
+func (v presenting) Path() string                 { return "/" }
+func (v presenting) Header(string) string         { return string(v) }
+func (v presenting) HeaderValues(string) []string { return []string{string(v)} }
+func (v presenting) Query(string) string          { return string(v) }
+func (v presenting) RemoteAddr() string           { return "" }
+func (v presenting) Value(any) any                { return nil }
+
+// derivedKey is the client key the key function k gives a request that
+// presents v in its headers and query (keyfuncs.APIKey: v's hash), as it
+// enters the store key; false when k finds no key in such a request (an
+// IP key, a JWT) or panics.
+func derivedKey(k keySpec, v string) (key string, ok bool) {
+	if k.fn == nil || k.ip != nil || v == "" {
+		return "", false
+	}
+	defer func() {
+		if recover() != nil {
+			key, ok = "", false
+		}
+	}()
+	s, err := k.fn(presenting(v))
+	if err != nil || s == "" {
+		return "", false
+	}
+	if len(s) > maxKeyLen {
+		s = keyfuncs.Bound(s)
+	}
+	return s, true
 }

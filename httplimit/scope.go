@@ -87,3 +87,17 @@ func (e *Engine) appendScope(b []byte, req keyfuncs.Request) []byte {
 	}
 	return append(b, route...)
 }
+
+// RouteScope is the default scope (see [StoreKey]) of a request with
+// method on route, the pattern the router matched ("/users/:id",
+// net/http's "GET /users/{id}"): the route alone when it names its
+// method or a host, or when method is "" (a route that accepts every
+// method, see [ScopeMethod]); otherwise the method as [NormalMethod]
+// names it (HEAD as GET), a space and the route. An empty route is the
+// empty scope.
+func RouteScope(method, route string) string {
+	if route == "" || strings.IndexByte(route, ' ') >= 0 || route[0] != '/' || method == "" {
+		return route
+	}
+	return NormalMethod(method) + " " + route
+}

@@ -8,6 +8,7 @@
 //	lim, err := core.NewLimiter(store, policy, core.WithObserver(m))
 //	m.WatchMemstore("default", store) // when store is a *memstore.Store
 //	m.WatchPolicy(*lim.Policy())       // the configured-limit gauge
+//	m.WatchFleet()                     // when store is a fleet tier: its series at zero
 //	http.Handle("GET /metrics", promhttp.Handler())
 //
 // # Metrics
@@ -45,9 +46,12 @@
 // Labels are policy names (configuration), kinds and outcomes, never keys:
 // no event carries a client key. The number of policy label values is
 // capped ([WithMaxPolicies], default 100); events of later policies are
-// counted under policy="other". Events that span policies (a tier-wide
-// breaker, a sync) carry an empty policy; two tiers observed by one
-// registry need a Metrics each with [WithConstLabels] to tell them apart.
+// counted under policy="other". Events that span policies carry an empty
+// policy: a sync has no policy label; a tier's breaker (one per Redis
+// master, serving every policy) is exported under every known policy,
+// 1 while any of them is open, else 2 while any is half-open, else 0
+// (never policy=""). Two tiers observed by one registry need a Metrics
+// each with [WithConstLabels] to tell them apart.
 //
 // # Cost
 //

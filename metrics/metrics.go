@@ -69,6 +69,14 @@ type Metrics struct {
 
 	storesMu sync.Mutex
 	stores   []watched
+
+	// The fleet tier ([Metrics.WatchFleet]): its breakers serve every
+	// policy and report no policy, so their states are aggregated here
+	// (how many tier breakers are open, half-open) and exported under
+	// every known policy.
+	fleet              atomic.Bool
+	tierOpen, tierHalf atomic.Int64
+	tierSeen           atomic.Bool // a tier breaker reported a transition
 }
 
 const recentSize = 64
@@ -359,6 +367,10 @@ func (m *Metrics) Observe(e core.Event) {
 		if e.To > core.BreakerHalfOpen {
 			return
 		}
+		if e.Policy == "" { // a tier's breaker, serving every policy
+			m.tierBreaker(e.From, e.To)
+			return
+		}
 		p := m.policy(e.Policy)
 		p.breaker.get(func() prometheus.Gauge { return m.breaker.WithLabelValues(p.name) }).Set(float64(e.To))
 		p.transitions[e.To].get(func() prometheus.Counter { return m.transitions.WithLabelValues(p.name, e.To.String()) }).Inc()
@@ -375,6 +387,81 @@ func (m *Metrics) Observe(e core.Event) {
 		if e.Latency > 0 {
 			m.syncLatency.Observe(e.Latency.Seconds())
 		}
+	}
+}
+
+// tierBreaker records a transition of a breaker that serves every
+// policy (the fleet tier's, one per Redis master): the state exported for
+// a policy is 1 while any such breaker is open, else 2 while any is
+// half-open, else 0, and each transition counts under every known policy.
+func (m *Metrics) tierBreaker(from, to core.BreakerState) {
+	m.tierSeen.Store(true)
+	for st, n := range map[core.BreakerState]*atomic.Int64{core.BreakerOpen: &m.tierOpen, core.BreakerHalfOpen: &m.tierHalf} {
+		if from == st && n.Load() > 0 {
+			n.Add(-1)
+		}
+		if to == st {
+			n.Add(1)
+		}
+	}
+	for _, name := range m.knownPolicies() {
+		p := m.policy(name)
+		p.transitions[to].get(func() prometheus.Counter { return m.transitions.WithLabelValues(p.name, to.String()) }).Inc()
+	}
+}
+
+// tierState is the aggregate state of the tier breakers.
+func (m *Metrics) tierState() core.BreakerState {
+	switch {
+	case m.tierOpen.Load() > 0:
+		return core.BreakerOpen
+	case m.tierHalf.Load() > 0:
+		return core.BreakerHalfOpen
+	}
+	return core.BreakerClosed
+}
+
+// knownPolicies are the policy names seen in events or watched
+// ([Metrics.WatchPolicy]).
+func (m *Metrics) knownPolicies() []string {
+	seen := map[string]bool{}
+	var out []string
+	for name := range *m.byName.Load() {
+		seen[name] = true
+		out = append(out, name)
+	}
+	m.policiesMu.Lock()
+	for _, p := range m.policies {
+		if !seen[p.Name] {
+			seen[p.Name] = true
+			out = append(out, p.Name)
+		}
+	}
+	m.policiesMu.Unlock()
+	slices.Sort(out)
+	return out
+}
+
+// WatchFleet says that the limiters' store is a fleet tier (core/fleet)
+// reporting to m, so that the series the shipped dashboard and alerts
+// read exist before the tier's first incident: from the next scrape on,
+// limitkit_syncs_total{result="ok"|"error"} and
+// limitkit_sync_errors_total{kind} are exported (at zero until a sync),
+// and for every known policy (seen in an event, or given to
+// WatchPolicy) limitkit_fallbacks_total and
+// limitkit_deny_cache_hits_total (at zero) and
+// limitkit_breaker_state, the state of the tier's breakers (1 while one
+// is open, else 2 while one is half-open, else 0). Call it once, when the
+// tier is built. A tier's breakers report no policy: without WatchFleet
+// their state is exported under the known policies too, once they have
+// changed, never under an empty policy label. Safe for concurrent use.
+func (m *Metrics) WatchFleet() {
+	m.fleet.Store(true)
+	for _, r := range []string{"ok", "error"} {
+		m.syncs.WithLabelValues(r)
+	}
+	for _, k := range []core.ErrorKind{core.ErrorTimeout, core.ErrorConnection, core.ErrorCircuitOpen, core.ErrorCanceled, core.ErrorOther} {
+		m.syncErrors.WithLabelValues(k.String())
 	}
 }
 
@@ -438,6 +525,17 @@ func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
 
 // Collect implements [prometheus.Collector].
 func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
+	if m.fleet.Load() || m.tierSeen.Load() {
+		st := float64(m.tierState())
+		for _, name := range m.knownPolicies() {
+			p := m.policy(name)
+			if m.fleet.Load() {
+				p.fallbacks.get(func() prometheus.Counter { return m.fallbacks.WithLabelValues(p.name) })
+				p.denyCache.get(func() prometheus.Counter { return m.denyCache.WithLabelValues(p.name) })
+			}
+			p.breaker.get(func() prometheus.Gauge { return m.breaker.WithLabelValues(p.name) }).Set(st)
+		}
+	}
 	for _, c := range m.collectors() {
 		c.Collect(ch)
 	}

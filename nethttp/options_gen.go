@@ -262,11 +262,8 @@ func WithTiers(tier keyfuncs.Func, tiers map[string]*core.Limiter) Option {
 }
 
 // WithOverrides gives individual clients their own limiter: a request
-// whose client key — what New's key function ([WithKey]) returns for it,
-// as it enters the store key (longer than 256 bytes: hashed by
-// keyfuncs.Bound) — is one of overrides' keys is decided by that
-// limiter, whatever its tier. It calls [httplimit.WithOverrides],
-// documented there.
+// whose client is one of overrides' keys is decided by that limiter,
+// whatever its tier. It calls [httplimit.WithOverrides], documented there.
 func WithOverrides(overrides map[string]*core.Limiter) Option {
 	return httplimit.WithOverrides(overrides)
 }

@@ -25,7 +25,8 @@ const maxLimitText = 128
 // word: "second", "minute", "hour", "day" (singular or plural, or the
 // abbreviations s/sec, m/min, h/hr, d). Examples: "900 per 15m",
 // "200 per 1m", "10 per minute", "5 per day", "100/s", "10 per 1s burst 20",
-// "250 per 15 minutes".
+// "250 per 15 minutes". ulule/limiter's form "<requests>-<S|M|H|D>" is
+// accepted too: "1000-H" is "1000 per hour", "5-s" "5 per second".
 //
 // The window is computed exactly: it must be a whole number of
 // microseconds and at most [MaxWindow] (366 days); a longer window is an
@@ -38,12 +39,18 @@ func ParseLimit(s string) (core.Limit, error) {
 	if len(s) > maxLimitText {
 		return core.Limit{}, fmt.Errorf("limit is longer than %d bytes", maxLimitText)
 	}
+	if l, ok, err := parseULule(s); ok {
+		return l, err
+	}
 	f := strings.Fields(strings.ReplaceAll(s, "/", " / "))
 	if len(f) == 0 {
 		return core.Limit{}, errors.New(`empty limit; write e.g. "200 per 1m"`)
 	}
 	n, err := positiveInt(f[0], "requests")
 	if err != nil {
+		if strings.Index(f[0], "-") > 0 {
+			err = fmt.Errorf(`%w (ulule/limiter's form is "<requests>-<S|M|H|D>", e.g. "1000-H", the same as "1000 per hour")`, err)
+		}
 		return core.Limit{}, err
 	}
 	if len(f) < 3 || (!strings.EqualFold(f[1], "per") && f[1] != "/") {
@@ -78,6 +85,35 @@ func ParseLimit(s string) (core.Limit, error) {
 		return core.Limit{}, fmt.Errorf("limit %q: %w", s, err)
 	}
 	return core.Limit{Requests: n, Window: window, Burst: burst}, nil
+}
+
+// parseULule parses ulule/limiter's formatted rate, "<requests>-<period>"
+// with period S, M, H or D (any case): "1000-H" is 1,000 per hour. ok
+// reports whether s has that shape (a dash between a number and one
+// letter).
+func parseULule(s string) (l core.Limit, ok bool, err error) {
+	num, unit, found := strings.Cut(strings.TrimSpace(s), "-")
+	if !found || len(unit) != 1 || num == "" || strings.IndexFunc(num, func(r rune) bool { return r < '0' || r > '9' }) >= 0 {
+		return core.Limit{}, false, nil
+	}
+	n, err := positiveInt(num, "requests")
+	if err != nil {
+		return core.Limit{}, true, fmt.Errorf("limit %q: %w", s, err)
+	}
+	var w time.Duration
+	switch unit {
+	case "S", "s":
+		w = time.Second
+	case "M", "m":
+		w = time.Minute
+	case "H", "h":
+		w = time.Hour
+	case "D", "d":
+		w = 24 * time.Hour
+	default:
+		return core.Limit{}, true, fmt.Errorf(`limit %q: unknown period %q in ulule/limiter's form "<requests>-<S|M|H|D>" (e.g. "1000-H", 1000 per hour)`, s, unit)
+	}
+	return core.Limit{Requests: n, Window: w}, true, nil
 }
 
 func positiveInt(s, what string) (int64, error) {

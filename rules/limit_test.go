@@ -42,6 +42,12 @@ func TestParseLimit(t *testing.T) {
 		{"1 per 7us", core.Per(1, 7*time.Microsecond)},
 		{"1 per 1h0m0.5s", core.Per(1, time.Hour+500*time.Millisecond)},
 		{"1 per 0.000001s", core.Per(1, time.Microsecond)},
+		// ulule/limiter's formatted rates (issue 37)
+		{"1000-H", core.PerHour(1000)},
+		{"5-S", core.PerSecond(5)},
+		{"10-M", core.PerMinute(10)},
+		{" 7-D ", core.PerDay(7)},
+		{"5-s", core.PerSecond(5)},
 	}
 	for _, tt := range tests {
 		t.Run(tt.in, func(t *testing.T) {
@@ -89,6 +95,9 @@ func TestParseLimitErrors(t *testing.T) {
 		{"1 per .s", "not a positive duration"},
 		{"1 per 1x", "not a positive duration"},
 		{strings.Repeat("1", 200), "longer than 128 bytes"},
+		{"1000-W", `unknown period "W" in ulule/limiter's form "<requests>-<S|M|H|D>"`},
+		{"0-H", `requests: "0" is not a positive whole number`},
+		{"1000-HOUR", `ulule/limiter's form is "<requests>-<S|M|H|D>", e.g. "1000-H"`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.in, func(t *testing.T) {

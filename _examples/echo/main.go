@@ -16,6 +16,7 @@ import (
 	"log"
 	"net/http"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -69,8 +70,8 @@ func newEcho(app *exampleapp.App, srv *serve.Server[echo.MiddlewareFunc]) *echo.
 	}
 	e.Use(func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) error {
-			if c.Path() == exampleapp.MetricsPath {
-				return next(c) // the scraper is never limited
+			if c.Path() == exampleapp.MetricsPath || strings.HasPrefix(c.Path(), serve.AdminPath) {
+				return next(c) // the scraper and operators are never limited
 			}
 			snap := srv.Acquire()
 			defer snap.Release()
@@ -87,6 +88,9 @@ func newEcho(app *exampleapp.App, srv *serve.Server[echo.MiddlewareFunc]) *echo.
 		}
 	}
 	e.GET(exampleapp.MetricsPath, echo.WrapHandler(app.MetricsHandler()))
+	if admin := exampleapp.Admin(app, srv); admin != nil { // -admin-token
+		e.Any(serve.AdminPath+"*", echo.WrapHandler(admin))
+	}
 	e.GET("/api1", reply("GET /api1"))
 	e.GET("/api2", reply("GET /api2"))
 	e.POST("/api2", reply("POST /api2"))

@@ -33,3 +33,10 @@ func newHandler(app *exampleapp.App) (http.Handler, error) {
 	}
 	return newEcho(app, srv), nil
 }
+
+// TestAdmin: with -admin-token the operators unblock a user
+// (exampletest.AdminUnblocksLogin); without it nothing is served there.
+func TestAdmin(t *testing.T) {
+	exampletest.AdminUnblocksLogin(t, newHandler)
+	exampletest.NoAdminWithoutToken(t, newHandler)
+}

@@ -88,6 +88,9 @@ const (
 	EnvJWTSecret = "LIMITKIT_JWT_SECRET"
 	// EnvAPIKeys is a comma-separated list of valid API keys.
 	EnvAPIKeys = "LIMITKIT_API_KEYS"
+	// EnvAdminToken is the admin surface's bearer token when
+	// -admin-token is not given.
+	EnvAdminToken = "LIMITKIT_ADMIN_TOKEN"
 )
 
 // Config is what the flags and the environment configure.
@@ -133,11 +136,17 @@ type Config struct {
 	// with its limitkit.decision event, to standard output as JSON; empty
 	// (the default) is Prometheus only.
 	OTel string
+	// AdminToken turns the operators' surface on (-admin-token, else
+	// LIMITKIT_ADMIN_TOKEN): GET and DELETE serve.AdminPath +
+	// "<rule>/<identity>" with "Authorization: Bearer <token>" read and
+	// reset a rule's counters of one identity ([Admin]). Empty (the
+	// default): not mounted.
+	AdminToken string
 }
 
 // ParseFlags parses the examples' flags — -addr, -redis, -rules,
 // -trusted-proxies, -jwt-secret, -allow-degraded, -sync, -fleet-size,
-// -watch and -otel —
+// -watch, -otel and -admin-token —
 // from args, reading the environment
 // through getenv (os.Getenv when nil).
 func ParseFlags(name string, args []string, getenv func(string) string) (Config, error) {
@@ -162,6 +171,7 @@ func ParseFlagsAddr(name, defaultAddr string, args []string, getenv func(string)
 	fs.DurationVar(&cfg.Sync, "sync", 0, "with -redis: the fleet tier's write-back sync interval (e.g. 100ms); 0 = exact: every decision at Redis, behind the exact deny cache and the circuit breaker")
 	fs.IntVar(&cfg.FleetSize, "fleet-size", 1, "with -redis: app servers sharing Redis; rules with fail_mode local divide their limits by it while Redis is down")
 	fs.DurationVar(&cfg.Watch, "watch", 0, "with -rules: also reload the rules file when its content changes, checking it at this interval (e.g. 2s); 0 = reload on SIGHUP only")
+	fs.StringVar(&cfg.AdminToken, "admin-token", "", "serve the admin surface at "+serve.AdminPath+"<rule>/<identity> (GET usage, DELETE reset) to requests with Authorization: Bearer <this token> (default $"+EnvAdminToken+"); empty: not served")
 	fs.StringVar(&cfg.OTel, "otel", "", `"stdout": also export OpenTelemetry metrics (every 10s) and each request's span with its limitkit.decision event to standard output as JSON; empty means Prometheus only`)
 	if err := fs.Parse(args); err != nil {
 		return Config{}, err
@@ -186,6 +196,9 @@ func ParseFlagsAddr(name, defaultAddr string, args []string, getenv func(string)
 		cfg.JWTSecret = getenv(EnvJWTSecret)
 	}
 	cfg.APIKeys = splitList(getenv(EnvAPIKeys))
+	if cfg.AdminToken == "" {
+		cfg.AdminToken = getenv(EnvAdminToken)
+	}
 	return cfg, nil
 }
 
@@ -246,6 +259,7 @@ type App struct {
 	closers   []func() error
 	reload    reloadState
 	tracer    trace.Tracer // the request spans' tracer when OTel is on
+	admin     string       // -admin-token; empty: no admin surface
 }
 
 // Option configures [New].
@@ -306,7 +320,7 @@ func New(cfg Config, opts ...Option) (*App, error) {
 	for _, f := range opts {
 		f(&o)
 	}
-	a := &App{}
+	a := &App{admin: cfg.AdminToken}
 	if err := a.loadRules(cfg, &o); err != nil {
 		return nil, err
 	}

@@ -28,6 +28,7 @@ func TestParseFlags(t *testing.T) {
 		{"defaults", nil, Config{Addr: ":8080", JWTSecret: "from-env", APIKeys: []string{"k1", "k2"}, FleetSize: 1}, ""},
 		{"all flags", []string{"-addr", "127.0.0.1:9", "-redis", "r:6380", "-rules", "x.yaml", "-trusted-proxies", "10.0.0.0/8, 192.168.0.0/16", "-jwt-secret", "s", "-allow-degraded", "-sync", "250ms", "-fleet-size", "4"},
 			Config{Addr: "127.0.0.1:9", Redis: "r:6380", RulesFile: "x.yaml", TrustedProxies: []string{"10.0.0.0/8", "192.168.0.0/16"}, JWTSecret: "s", APIKeys: []string{"k1", "k2"}, AllowDegraded: true, Sync: 250 * time.Millisecond, FleetSize: 4}, ""},
+		{"admin token", []string{"-admin-token", "T"}, Config{Addr: ":8080", JWTSecret: "from-env", APIKeys: []string{"k1", "k2"}, FleetSize: 1, AdminToken: "T"}, ""},
 		{"redis URL", []string{"-redis", "rediss://u:p@r:6380/2"}, Config{Addr: ":8080", Redis: "rediss://u:p@r:6380/2", JWTSecret: "from-env", APIKeys: []string{"k1", "k2"}, FleetSize: 1}, ""},
 		{"negative sync", []string{"-sync", "-1s"}, Config{}, "-sync -1s: want 0 (exact)"},
 		{"huge sync", []string{"-sync", "2h"}, Config{}, "-sync 2h0m0s: want 0 (exact)"},

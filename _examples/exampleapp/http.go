@@ -17,7 +17,9 @@ var Endpoints = []string{"GET /api1", "GET /api2", "POST /api2", "GET /api3", Pl
 // through the nethttp adapter: the ServeMux of [Endpoints] and
 // [LoginPattern] behind serve.NewNetHTTP (with [App.ServeConfig]), which
 // runs each request through its rule's middleware in the rules snapshot
-// the request acquired; and the metrics at [MetricsPath], not limited.
+// the request acquired; the metrics at [MetricsPath] and, with
+// -admin-token, the admin surface at serve.AdminPath ([Admin]), neither
+// limited.
 // With OpenTelemetry on, each request gets a server span (see -otel), on
 // which its rule's decision shows. Reload the rules into the returned
 // Server ([App.StartReloads]).
@@ -43,11 +45,16 @@ func (a *App) HTTPHandler() (*serve.Server[http.Handler], http.Handler, error) {
 	if err != nil {
 		return nil, nil, err
 	}
+	adminGet, adminDelete := "GET "+serve.AdminPath, "DELETE "+serve.AdminPath
+	if admin := Admin(a, srv); admin != nil {
+		mux.Handle(adminGet, admin)
+		mux.Handle(adminDelete, admin)
+	}
 	return srv, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Pattern == "" {
 			_, r.Pattern = mux.Handler(r)
 		}
-		if r.Pattern == metrics { // the scraper is never limited
+		if r.Pattern == metrics || r.Pattern == adminGet || r.Pattern == adminDelete { // the scraper and operators are never limited
 			mux.ServeHTTP(w, r)
 			return
 		}
@@ -58,4 +65,21 @@ func (a *App) HTTPHandler() (*serve.Server[http.Handler], http.Handler, error) {
 		}
 		limited.ServeHTTP(w, r)
 	}), nil
+}
+
+// Admin returns the operators' surface of srv (serve.Server.AdminHandler
+// at serve.AdminPath, authorised by serve.BearerToken of -admin-token),
+// or nil when no -admin-token was given: then the examples mount
+// nothing there. Mount it outside the rules, as /metrics (operators
+// spend no quota): GET serve.AdminPath + "login/alice" reads alice's
+// failed logins, DELETE forgets them.
+func Admin[M any](a *App, srv *serve.Server[M]) http.Handler {
+	if a.admin == "" {
+		return nil
+	}
+	h, err := srv.AdminHandler(serve.AdminConfig{Authorize: serve.BearerToken(a.admin)})
+	if err != nil { // a fixed, valid configuration: a bug here, at start-up
+		panic(err)
+	}
+	return h
 }

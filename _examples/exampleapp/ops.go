@@ -85,6 +85,10 @@ func (a *App) openStore(cfg Config, o *options) error {
 	// closed before the Redis client, so its last sync still reaches Redis
 	a.closers = append([]func() error{tier.Close}, a.closers...)
 	a.Store = tier
+	// the tier's series (breaker state, syncs, fallbacks, its local
+	// store) exist from the first scrape, before any incident
+	a.Metrics.WatchFleet()
+	a.Metrics.WatchMemstore("fleet", tier)
 	tierInfo := fmt.Sprintf(" behind the fleet tier (exact; deny cache; circuit breaker; fleet size %d)", fleetSize)
 	if cfg.Sync > 0 {
 		tierInfo = fmt.Sprintf(" behind the fleet tier (write-back, sync %v; deny cache; circuit breaker; fleet size %d)", cfg.Sync, fleetSize)

@@ -5,16 +5,19 @@
 package exampletest
 
 import (
+	"encoding/json"
 	"fmt"
 	"mime/multipart"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/limitkit/limitkit/_examples/exampleapp"
 	"github.com/limitkit/limitkit/core"
+	"github.com/limitkit/limitkit/rules/serve"
 )
 
 // RulesAndMetrics builds an example's API with newHandler on an App
@@ -178,4 +181,116 @@ func LoginSplit(t *testing.T, newHandler func(*exampleapp.App) (http.Handler, er
 			}
 		}
 	})
+}
+
+// AdminUnblocksLogin builds an example's API with newHandler on an App
+// given -admin-token T (default rules, manual clock) and checks the
+// operators' day (issue 37): 12 failed logins for one username end in
+// 429; the admin GET of login/<username> reports nothing remaining of 10
+// per 15 minutes; a request without the token, or with another, is 401;
+// an unknown rule is 404; the DELETE answers 204 and the next failed
+// login is a 401 again; the admin requests spent no quota.
+func AdminUnblocksLogin(t *testing.T, newHandler func(*exampleapp.App) (http.Handler, error)) {
+	t.Helper()
+	app, err := exampleapp.New(exampleapp.Config{AdminToken: "T"}, exampleapp.WithClock(core.NewManualClock(time.Unix(1_700_000_000, 0))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer app.Close()
+	h, err := newHandler(app)
+	if err != nil {
+		t.Fatal(err)
+	}
+	login := func(user string) int {
+		r := httptest.NewRequest("POST", exampleapp.LoginPath, strings.NewReader(url.Values{"username": {user}, "password": {"wrong"}}.Encode()))
+		r.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		return w.Code
+	}
+	admin := func(method, path, token string) *httptest.ResponseRecorder {
+		r := httptest.NewRequest(method, serve.AdminPath+path, nil)
+		if token != "" {
+			r.Header.Set("Authorization", "Bearer "+token)
+		}
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		if w.Header().Get("X-RateLimit-Limit") != "" {
+			t.Errorf("%s %s: limited by the rules (%v); the admin surface must not be", method, path, w.Header())
+		}
+		return w
+	}
+	var codes []int
+	for range 12 {
+		codes = append(codes, login("alice"))
+	}
+	if want := []int{401, 401, 401, 401, 401, 401, 401, 401, 401, 401, 429, 429}; !equal(codes, want) {
+		t.Fatalf("12 failed logins for alice: %v; want %v (10 per 15 minutes)", codes, want)
+	}
+	for _, c := range []struct {
+		method, path, token string
+		code                int
+	}{
+		{"GET", "login/alice", "", http.StatusUnauthorized},
+		{"GET", "login/alice", "not-T", http.StatusUnauthorized},
+		{"DELETE", "login/alice", "", http.StatusUnauthorized},
+		{"GET", "no-such-rule/alice", "T", http.StatusNotFound},
+	} {
+		if w := admin(c.method, c.path, c.token); w.Code != c.code {
+			t.Errorf("%s %s with token %q: %d %s; want %d", c.method, c.path, c.token, w.Code, w.Body, c.code)
+		}
+	}
+	if got := login("alice"); got != http.StatusTooManyRequests {
+		t.Fatalf("refused admin requests must not unblock alice: %d", got)
+	}
+	w := admin("GET", "login/alice", "T")
+	var u serve.RuleUsage
+	if err := json.Unmarshal(w.Body.Bytes(), &u); w.Code != http.StatusOK || err != nil || len(u.Policies) != 1 {
+		t.Fatalf("GET login/alice: %d %s (%v); want 200 and the login policy", w.Code, w.Body, err)
+	}
+	if p := u.Policies[0]; p.Policy != "login" || p.Limit != 10 || p.Window != 900 || p.Remaining != 0 || p.Used != 10 || p.Reset <= 1_700_000_000 {
+		t.Errorf("GET login/alice: %+v; want login, 10 per 900 s, 10 used, 0 remaining, a reset ahead", p)
+	}
+	if w := admin("DELETE", "login/alice", "T"); w.Code != http.StatusNoContent {
+		t.Fatalf("DELETE login/alice: %d %s; want 204", w.Code, w.Body)
+	}
+	if got := login("alice"); got != http.StatusUnauthorized {
+		t.Errorf("the failed login after the DELETE: %d; want 401 (unblocked)", got)
+	}
+}
+
+// NoAdminWithoutToken checks that an example given no -admin-token
+// serves nothing at serve.AdminPath: no usage, and no reset.
+func NoAdminWithoutToken(t *testing.T, newHandler func(*exampleapp.App) (http.Handler, error)) {
+	t.Helper()
+	app, err := exampleapp.New(exampleapp.Config{}, exampleapp.WithClock(core.NewManualClock(time.Unix(1_700_000_000, 0))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer app.Close()
+	h, err := newHandler(app)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range []string{"GET", "DELETE"} {
+		r := httptest.NewRequest(m, serve.AdminPath+"login/alice", nil)
+		r.Header.Set("Authorization", "Bearer T")
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		if w.Code == http.StatusNoContent || w.Code == http.StatusUnauthorized || strings.Contains(w.Body.String(), `"policies"`) {
+			t.Errorf("%s %slogin/alice without -admin-token: %d %s; want no admin surface", m, serve.AdminPath, w.Code, w.Body)
+		}
+	}
+}
+
+func equal(a, b []int) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
 }

@@ -93,6 +93,10 @@ func newFiber(app *exampleapp.App, srv *serve.Server[fiber.Handler]) *fiber.App 
 	}
 	f := fiber.New(fiber.Config{DisableStartupMessage: true})
 	f.Get(exampleapp.MetricsPath, adaptor.HTTPHandler(app.MetricsHandler())) // no dispatch: not limited
+	// -admin-token: the operators' surface, no dispatch: not limited
+	if admin := exampleapp.Admin(app, srv); admin != nil {
+		f.All(serve.AdminPath+"*", adaptor.HTTPHandler(admin))
+	}
 	f.Get("/api1", dispatch, reply("GET /api1"))
 	f.Get("/api2", dispatch, reply("GET /api2"))
 	f.Post("/api2", dispatch, reply("POST /api2"))

@@ -35,3 +35,10 @@ func newHandler(app *exampleapp.App) (http.Handler, error) {
 	}
 	return adaptor.FiberApp(newFiber(app, srv)), nil
 }
+
+// TestAdmin: with -admin-token the operators unblock a user
+// (exampletest.AdminUnblocksLogin); without it nothing is served there.
+func TestAdmin(t *testing.T) {
+	exampletest.AdminUnblocksLogin(t, newHandler)
+	exampletest.NoAdminWithoutToken(t, newHandler)
+}

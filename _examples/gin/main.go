@@ -15,6 +15,7 @@ import (
 	"log"
 	"net/http"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -63,8 +64,8 @@ func newRouter(app *exampleapp.App, srv *serve.Server[gin.HandlerFunc]) *gin.Eng
 		})
 	}
 	r.Use(func(c *gin.Context) {
-		if c.FullPath() == exampleapp.MetricsPath {
-			return // the scraper is never limited
+		if c.FullPath() == exampleapp.MetricsPath || strings.HasPrefix(c.FullPath(), serve.AdminPath) {
+			return // the scraper and operators are never limited
 		}
 		snap := srv.Acquire()
 		defer snap.Release()
@@ -79,6 +80,9 @@ func newRouter(app *exampleapp.App, srv *serve.Server[gin.HandlerFunc]) *gin.Eng
 		}
 	}
 	r.GET(exampleapp.MetricsPath, gin.WrapH(app.MetricsHandler()))
+	if admin := exampleapp.Admin(app, srv); admin != nil { // -admin-token
+		r.Any(serve.AdminPath+"*identity", gin.WrapH(admin))
+	}
 	r.GET("/api1", reply("GET /api1"))
 	r.GET("/api2", reply("GET /api2"))
 	r.POST("/api2", reply("POST /api2"))

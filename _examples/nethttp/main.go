@@ -12,7 +12,9 @@
 // file, -trusted-proxies CIDRs, -jwt-secret (or LIMITKIT_JWT_SECRET; when
 // neither is set a random secret is generated and a sample token printed).
 // LIMITKIT_API_KEYS lists valid X-API-Key values. Metrics are at /metrics;
-// store failures are logged.
+// store failures are logged. -admin-token T serves the operators' surface:
+// GET /admin/limits/login/alice with "Authorization: Bearer T" reads
+// alice's failed logins, DELETE forgets them (not served without it).
 //
 // -otel stdout also exports to OpenTelemetry, printed to standard output
 // as JSON lines: the otellimit metrics every 10 s (limitkit.decisions by

@@ -28,3 +28,10 @@ func TestRulesAndMetrics(t *testing.T) {
 func TestLoginSplit(t *testing.T) {
 	exampletest.LoginSplit(t, newHandler)
 }
+
+// TestAdmin: with -admin-token the operators unblock a user
+// (exampletest.AdminUnblocksLogin); without it nothing is served there.
+func TestAdmin(t *testing.T) {
+	exampletest.AdminUnblocksLogin(t, newHandler)
+	exampletest.NoAdminWithoutToken(t, newHandler)
+}

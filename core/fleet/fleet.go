@@ -162,6 +162,12 @@ func newConfig(opts []Option) (config, error) {
 // decides from its embedded store when the remote store fails.
 func (s *Store) FallsBackLocally() bool { return true }
 
+// Stats reports the tier's local store (its write-back entries, leases
+// and FailLocal shares): its key count and evictions, as
+// memstore.Store.Stats, so that metrics.Metrics.WatchMemstore can export
+// them. Safe for concurrent use.
+func (s *Store) Stats() memstore.Stats { return s.local.Stats() }
+
 // Close stops the background goroutines, forwards the counts still held
 // locally (denied requests under CountDenied, fallback admissions) in one
 // last sync of at most a second (skipping the domains whose breaker is

@@ -45,4 +45,5 @@ var FragmentImports = [][2]string{
 	{"github.com/limitkit/limitkit/grpclimit", "grpclimit.New"},
 	{"github.com/limitkit/limitkit/httplimit", "httplimit.WithKey"},
 	{"github.com/limitkit/limitkit/rules", "rules.ParseLimit"},
+	{"github.com/limitkit/limitkit/rules/serve", "serve.BearerToken"},
 }

@@ -147,3 +147,51 @@ func TestREADMESnippetsCompile(t *testing.T) {
 	modtest.Run(t, root, "limitkit.test/readme", files, []string{"vet", "./..."})
 	t.Logf("%d snippets compiled, %d left out with a reason", len(files), skipped)
 }
+
+// compiledElsewhere marks a snippet whose code is compiled in the
+// benchmarks module (it needs a peer library this module does not
+// require).
+const compiledElsewhere = "compiled in benchmarks/migrating_test.go"
+
+// TestMigratingSnippetsCompiled (issue 37): docs/migrating.md's "before"
+// snippets use peer libraries, so the main module cannot compile them;
+// each one marked "compiled in benchmarks/migrating_test.go" must appear
+// there verbatim (indentation aside), where .ci/run's go vet of the
+// benchmarks module compiles it.
+func TestMigratingSnippetsCompiled(t *testing.T) {
+	root, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	md, err := os.ReadFile(filepath.Join(root, "docs", "migrating.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	src, err := os.ReadFile(filepath.Join(root, "benchmarks", "migrating_test.go"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dedent := func(s string) string {
+		var b strings.Builder
+		for _, l := range strings.Split(s, "\n") {
+			if l = strings.TrimLeft(l, "\t"); l != "" {
+				b.WriteString(l + "\n")
+			}
+		}
+		return b.String()
+	}
+	code := dedent(string(src))
+	n := 0
+	for _, s := range snippets(t, "docs/migrating.md", string(md)) {
+		if !strings.HasPrefix(s.skip, compiledElsewhere) {
+			continue
+		}
+		n++
+		if !strings.Contains(code, dedent(s.code)) {
+			t.Errorf("docs/migrating.md:%d: the snippet is not in benchmarks/migrating_test.go as written:\n%s", s.line, s.code)
+		}
+	}
+	if n < 4 {
+		t.Errorf("docs/migrating.md: %d snippets marked %q; want one per peer (4)", n, compiledElsewhere)
+	}
+}

@@ -39,6 +39,8 @@ var notForwarded = map[string]string{
 	"AdapterOption":       "builds an adapter's own options (WithDenyHandler); for adapter authors",
 	"Identity":            "each adapter has its own Identity, of its framework's request or context",
 	"ContextWithIdentity": "puts the identity on a request's context; for adapters and handler tests",
+	"StoreKey":            "builds the middleware's store key for operators' code (admin surface), not a middleware option",
+	"RouteScope":          "builds a route's scope for operators' code (admin surface), not a middleware option",
 	"AdapterOutcome":      "builds an adapter's own counting by outcome (grpclimit.WithOutcome); for adapter authors",
 	"Config":              "what options write; adapter authors' and the engine's",
 	"Engine":              "the engine an adapter wraps",

@@ -1,0 +1,264 @@
+package serve_test
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/limitkit/limitkit/core"
+	"github.com/limitkit/limitkit/core/fleet"
+	"github.com/limitkit/limitkit/core/memstore"
+	"github.com/limitkit/limitkit/core/redisstore"
+	"github.com/limitkit/limitkit/internal/redistest"
+	"github.com/limitkit/limitkit/rules"
+	"github.com/limitkit/limitkit/rules/serve"
+)
+
+// adminApp is the test file's rules on store behind serve.NewNetHTTP,
+// with the admin handler mounted at serve.AdminPath (token "T") outside
+// the rules.
+func adminApp(t *testing.T, store core.Store, clock core.Clock) (*serve.Server[http.Handler], http.Handler) {
+	t.Helper()
+	set, err := rules.Parse([]byte(file), rules.YAML)
+	require.NoError(t, err)
+	srv, limited, err := serve.NewNetHTTP(serve.Config{Store: store, Identity: identity(t), LimiterOptions: []core.Option{core.WithClock(clock)}}, set, routes())
+	require.NoError(t, err)
+	admin, err := srv.AdminHandler(serve.AdminConfig{Authorize: serve.BearerToken("T")})
+	require.NoError(t, err)
+	return srv, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasPrefix(r.URL.Path, serve.AdminPath) {
+			admin.ServeHTTP(w, r)
+			return
+		}
+		limited.ServeHTTP(w, r)
+	})
+}
+
+func adminDo(h http.Handler, method, path, token string) *httptest.ResponseRecorder {
+	r := httptest.NewRequest(method, path, nil)
+	if token != "" {
+		r.Header.Set("Authorization", "Bearer "+token)
+	}
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, r)
+	return w
+}
+
+// adminStores are the stores the admin surface must work on: the
+// embedded one, Redis, and the fleet tier in front of Redis.
+func adminStores(t *testing.T) map[string]func(t *testing.T) core.Store {
+	stores := map[string]func(t *testing.T) core.Store{
+		"memstore": func(t *testing.T) core.Store {
+			s := memstore.MustNew()
+			t.Cleanup(func() { s.Close() })
+			return s
+		},
+	}
+	{ // StartNode skips without redis-server, or fails under LIMITKIT_REQUIRE_REDIS=1
+		redis := func(t *testing.T) *redisstore.Store {
+			rs, err := redisstore.New(redistest.StartNode(t).NewClient(t), redisstore.WithClientTime())
+			require.NoError(t, err)
+			return rs
+		}
+		stores["redis"] = func(t *testing.T) core.Store { return redis(t) }
+		stores["fleet"] = func(t *testing.T) core.Store {
+			f, err := fleet.New(redis(t))
+			require.NoError(t, err)
+			t.Cleanup(func() { f.Close() })
+			return f
+		}
+	}
+	return stores
+}
+
+// TestAdminUnblocksLogin (issue 37): 12 failed logins for one username
+// end in 429; the admin GET reports nothing remaining for that username,
+// with the limit, its window and when it resets; the DELETE answers 204
+// and the next failed login is a 401 again; another username and the IP
+// check are untouched. On every store, the fleet tier included.
+func TestAdminUnblocksLogin(t *testing.T) {
+	for name, newStore := range adminStores(t) {
+		t.Run(name, func(t *testing.T) {
+			start := time.Unix(1_700_000_000, 0)
+			clock := core.NewManualClock(start)
+			_, h := adminApp(t, newStore(t), clock)
+			var codes []int
+			for range 4 {
+				codes = append(codes, send(h, "POST", "/login", loginForm("alice", "x")))
+			}
+			assert.Equal(t, []int{401, 401, 401, 429}, codes, "3 per 15m")
+
+			w := adminDo(h, "GET", serve.AdminPath+"login/alice", "T")
+			require.Equal(t, http.StatusOK, w.Code, w.Body.String())
+			assert.Equal(t, "application/json", w.Header().Get("Content-Type"))
+			var u serve.RuleUsage
+			require.NoError(t, json.Unmarshal(w.Body.Bytes(), &u))
+			require.Len(t, u.Policies, 1, "login-ip keys by IP: not alice's")
+			p := u.Policies[0]
+			assert.Equal(t, serve.PolicyUsage{Policy: "login", Kind: "rule", Limits: []string{"3 per 15m"}, Limit: 3, Window: 900,
+				Used: 3, Remaining: 0, Reset: start.Add(15 * time.Minute).Unix(), RetryAfter: p.RetryAfter}, p)
+			assert.Equal(t, (5 * time.Minute).Seconds(), p.RetryAfter, "GCRA 3 per 15m: one guess back every 5 minutes")
+
+			w = adminDo(h, "GET", serve.AdminPath+"login-ip/203.0.113.7", "T")
+			require.Equal(t, http.StatusOK, w.Code, w.Body.String())
+			require.NoError(t, json.Unmarshal(w.Body.Bytes(), &u))
+			assert.Equal(t, []int64{3, 2}, []int64{u.Policies[0].Used, u.Policies[0].Remaining}, "the IP check by its own name: 3 failures of 5")
+
+			w = adminDo(h, "DELETE", serve.AdminPath+"login/alice", "T")
+			assert.Equal(t, http.StatusNoContent, w.Code, w.Body.String())
+			assert.Equal(t, 401, send(h, "POST", "/login", loginForm("alice", "x")), "alice unblocked")
+			w = adminDo(h, "GET", serve.AdminPath+"login/alice", "T")
+			require.NoError(t, json.Unmarshal(w.Body.Bytes(), &u))
+			assert.Equal(t, []int64{1, 2}, []int64{u.Policies[0].Used, u.Policies[0].Remaining}, "one failure since the reset")
+			w = adminDo(h, "GET", serve.AdminPath+"login-ip/203.0.113.7", "T")
+			require.NoError(t, json.Unmarshal(w.Body.Bytes(), &u))
+			assert.Equal(t, int64(4), u.Policies[0].Used, "resetting alice leaves the IP's count")
+		})
+	}
+}
+
+// TestAdminResetsEveryTier: a rule with tiers and overrides keeps one
+// counter per policy; the DELETE forgets the identity's in each, and the
+// GET lists the tiers, or only the override of an identity that has one.
+func TestAdminResetsEveryTier(t *testing.T) {
+	clock := core.NewManualClock(time.Unix(1_700_000_000, 0))
+	store := memstore.MustNew()
+	defer store.Close()
+	_, h := adminApp(t, store, clock)
+	assert.Equal(t, 2, quota(h, "X-User", "a"))
+	assert.Equal(t, 4, quota(h, "X-User", "a", "X-Plan", "pro"))
+	assert.Equal(t, 6, quota(h, "X-User", "vip"))
+
+	w := adminDo(h, "GET", serve.AdminPath+"api/a", "T")
+	var u serve.RuleUsage
+	require.NoError(t, json.Unmarshal(w.Body.Bytes(), &u))
+	var got []string
+	for _, p := range u.Policies {
+		got = append(got, p.Policy+" "+p.Kind+" "+p.Tier)
+		assert.Zero(t, p.Remaining, p.Policy)
+	}
+	assert.Equal(t, []string{"api rule ", "api/pro tier pro"}, got)
+	w = adminDo(h, "GET", serve.AdminPath+"api/vip", "T")
+	require.NoError(t, json.Unmarshal(w.Body.Bytes(), &u))
+	require.Len(t, u.Policies, 1)
+	assert.Equal(t, "override", u.Policies[0].Kind)
+	assert.Equal(t, int64(6), u.Policies[0].Used)
+
+	for _, id := range []string{"a", "vip"} {
+		assert.Equal(t, http.StatusNoContent, adminDo(h, "DELETE", serve.AdminPath+"api/"+id, "T").Code)
+	}
+	assert.Equal(t, 2, quota(h, "X-User", "a"), "the default tier reset")
+	assert.Equal(t, 4, quota(h, "X-User", "a", "X-Plan", "pro"), "the pro tier reset")
+	assert.Equal(t, 6, quota(h, "X-User", "vip"), "the override reset")
+}
+
+// TestAdminRefuses: no token or a wrong one is 401 (before the rule is
+// looked up), an unknown rule 404, an identity that is empty, too long,
+// holds a control character or is no IP for an IP rule 400, another
+// method 405; a nil Authorize or a bad prefix fails at construction.
+func TestAdminRefuses(t *testing.T) {
+	clock := core.NewManualClock(time.Unix(1_700_000_000, 0))
+	store := memstore.MustNew()
+	defer store.Close()
+	srv, h := adminApp(t, store, clock)
+	for _, c := range []struct {
+		method, path, token string
+		code                int
+	}{
+		{"GET", "login/alice", "", 401},
+		{"DELETE", "login/alice", "", 401},
+		{"GET", "login/alice", "t", 401},
+		{"GET", "login/alice", "TT", 401},
+		{"GET", "nope/alice", "", 401},
+		{"GET", "nope/alice", "T", 404},
+		{"DELETE", "nope/alice", "T", 404},
+		{"GET", "login/", "T", 400},
+		{"GET", "login", "T", 400},
+		{"GET", "login/a/b", "T", 400},
+		{"GET", "login/a%01b", "T", 400},
+		{"GET", "login/" + strings.Repeat("x", serve.MaxIdentityLen+1), "T", 400},
+		{"GET", "login-ip/alice", "T", 400},
+		{"POST", "login/alice", "T", 405},
+		{"GET", "login/" + strings.Repeat("x", serve.MaxIdentityLen), "T", 200},
+		{"GET", "login/a%2Fb", "T", 200},
+	} {
+		w := adminDo(h, c.method, serve.AdminPath+c.path, c.token)
+		assert.Equal(t, c.code, w.Code, "%s %s token %q: %s", c.method, c.path, c.token, w.Body.String())
+		if c.code == 401 {
+			assert.NotEmpty(t, w.Header().Get("WWW-Authenticate"))
+		}
+		if c.code != 200 {
+			assert.NotContains(t, w.Body.String(), "xxxxxxxx", "no error body echoes the identity")
+		}
+	}
+	r := httptest.NewRequest("GET", serve.AdminPath+"login/alice", nil)
+	r.Header.Set("Authorization", "bearer T")
+	assert.True(t, serve.BearerToken("T")(r), "the scheme is case-insensitive")
+	assert.False(t, serve.BearerToken("")(r), "an empty token admits nobody")
+	r.Header.Set("Authorization", "Bearer ")
+	assert.False(t, serve.BearerToken("")(r), "an empty token admits nobody, not even an empty bearer")
+	r.Header.Set("Authorization", "Basic T")
+	assert.False(t, serve.BearerToken("T")(r))
+
+	_, err := srv.AdminHandler(serve.AdminConfig{})
+	assert.ErrorContains(t, err, "BearerToken")
+	_, err = srv.AdminHandler(serve.AdminConfig{Authorize: serve.BearerToken("T"), Prefix: "/admin"})
+	assert.ErrorContains(t, err, "must start and end with /")
+}
+
+// TestAdminGoAPI: Usage and ResetIdentity are the handler's verbs for
+// code; an identity is the value the key function reads (an API key as
+// the client sends it, hashed as the key function hashes it; an IPv6
+// address under its /64).
+func TestAdminGoAPI(t *testing.T) {
+	const keyed = `
+rules:
+  - name: bykey
+    route: /k
+    key: api_key
+    limits: ["1 per 1m"]
+  - name: byip
+    route: /i
+    limits: ["1 per 1m"]
+`
+	store := memstore.MustNew()
+	defer store.Close()
+	set, err := rules.Parse([]byte(keyed), rules.YAML)
+	require.NoError(t, err)
+	mux := http.NewServeMux()
+	mux.HandleFunc("/k", func(http.ResponseWriter, *http.Request) {})
+	mux.HandleFunc("/i", func(http.ResponseWriter, *http.Request) {})
+	srv, h, err := serve.NewNetHTTP(serve.Config{Store: store}, set, mux)
+	require.NoError(t, err)
+	ctx := context.Background()
+
+	assert.Equal(t, 200, send(h, "GET", "/k", "", "X-API-Key", "k_secret"))
+	assert.Equal(t, 429, send(h, "GET", "/k", "", "X-API-Key", "k_secret"))
+	u, err := srv.Usage(ctx, "bykey", "k_secret")
+	require.NoError(t, err)
+	assert.Equal(t, int64(1), u.Policies[0].Used, "the API key as sent")
+	require.NoError(t, srv.ResetIdentity(ctx, "bykey", "k_secret"))
+	assert.Equal(t, 200, send(h, "GET", "/k", "", "X-API-Key", "k_secret"))
+
+	r := httptest.NewRequest("GET", "/i", nil)
+	r.RemoteAddr = "[2001:db8::1]:4000"
+	h.ServeHTTP(httptest.NewRecorder(), r)
+	u, err = srv.Usage(ctx, "byip", "2001:db8::2")
+	require.NoError(t, err)
+	assert.Equal(t, int64(1), u.Policies[0].Used, "the same /64")
+	require.NoError(t, srv.ResetIdentity(ctx, "byip", "2001:db8::ffff"))
+	u, err = srv.Usage(ctx, "byip", "2001:db8::1")
+	require.NoError(t, err)
+	assert.Zero(t, u.Policies[0].Used)
+
+	assert.ErrorIs(t, srv.ResetIdentity(ctx, "nope", "x"), serve.ErrUnknownRule)
+	_, err = srv.Usage(ctx, "byip", "not-an-ip")
+	assert.ErrorIs(t, err, serve.ErrBadIdentity)
+}
