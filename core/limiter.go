@@ -123,9 +123,15 @@ func Replacing(old ...*Limiter) Option {
 // CountDenied, Shadow or elastic ceiling; see [SameState]), the store's
 // policy cap is reached, or the store cannot hold its state. Each error
 // says what to change. [Limiter.Release] ends the registration.
+//
+// A nil store, or a typed nil (the *redisstore.Store of an ignored
+// redisstore.New error), is an error here, never a panic later.
 func NewLimiter(store Store, policy Policy, opts ...Option) (*Limiter, error) {
 	if store == nil {
 		return nil, fmt.Errorf("core: NewLimiter: nil store; use memstore.MustNew() (or memstore.New()) for the embedded store")
+	}
+	if err := checkNilStore("NewLimiter", store); err != nil {
+		return nil, err
 	}
 	policy.Limits = slices.Clone(policy.Limits)
 	if err := policy.Validate(); err != nil {

@@ -229,6 +229,7 @@ func build(doc *fileDoc, ln *lines, c *collector) *Set {
 		s.descriptors = append(s.descriptors, buildDescriptor(&doc.Descriptors[i], i, base, ln, names, c))
 	}
 	s.order = precedenceOrder(s.rules)
+	s.index = buildIndex(s.rules, s.order)
 	return s
 }
 

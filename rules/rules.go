@@ -334,6 +334,7 @@ func (d *Descriptor) Policy() core.Policy {
 type Set struct {
 	rules       []Rule
 	order       []int // indexes into rules, most specific first
+	index       *node // the rules' patterns by segment (see Match)
 	descriptors []Descriptor
 	sig         *Signals // attached by WithSignals; nil for none
 }
@@ -375,13 +376,15 @@ func (s *Set) Rule(name string) (*Rule, bool) {
 //
 // Match does not allocate; the returned Rule must not be modified.
 func (s *Set) Match(method, path string, authenticated bool) *Rule {
-	for _, i := range s.order {
-		r := &s.rules[i]
-		if r.Identity.matches(authenticated) && r.matchesMethod(method) && r.pat.match(path) {
-			return r
-		}
+	if s.index == nil || path == "" || path[0] != '/' {
+		return nil // no pattern matches a path without its leading "/"
 	}
-	return nil
+	m := matching{s: s, method: method, auth: authenticated, best: len(s.order)}
+	m.walk(s.index, path[1:])
+	if m.best == len(s.order) {
+		return nil
+	}
+	return &s.rules[s.order[m.best]]
 }
 
 // Policies returns every rule's policy in file order, then every

@@ -61,7 +61,7 @@ func newEcho(app *exampleapp.App, srv *serve.Server[echo.MiddlewareFunc]) *echo.
 		e.Use(func(next echo.HandlerFunc) echo.HandlerFunc {
 			return func(c echo.Context) error {
 				r := c.Request()
-				ctx, end := app.StartSpan(r.Context(), r.Method, c.Path(), r.URL.Path, r.Header.Get)
+				ctx, end := app.StartSpan(r.Context(), r.Method, c.Path(), r.Header.Get)
 				defer end()
 				c.SetRequest(r.WithContext(ctx))
 				return next(c)

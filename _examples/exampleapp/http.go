@@ -59,7 +59,7 @@ func (a *App) HTTPHandler() (*serve.Server[http.Handler], http.Handler, error) {
 			return
 		}
 		if a.tracer != nil {
-			ctx, end := a.StartSpan(r.Context(), r.Method, r.Pattern, r.URL.Path, r.Header.Get)
+			ctx, end := a.StartSpan(r.Context(), r.Method, r.Pattern, r.Header.Get)
 			defer end()
 			r = r.WithContext(ctx)
 		}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"time"
 
@@ -111,22 +112,56 @@ func (a *App) observer() core.Observer {
 
 // StartSpan starts a request's server span when OpenTelemetry is on (-otel,
 // [WithOTelProviders]), so that the limiter's decision shows on it as a
-// limitkit.decision event: named by method and the route the framework
-// matched (the path when none; see [RoutePath]), continuing the caller's
-// trace when header (a request header getter) has a W3C traceparent. It
-// returns the context holding the span and the function that ends it;
-// with OpenTelemetry off, ctx and a no-op. An application would use its
-// framework's OTel middleware (otelhttp.NewHandler, ...) instead; this
-// keeps the examples free of the contrib modules.
-func (a *App) StartSpan(ctx context.Context, method, route, path string, header func(string) string) (context.Context, func()) {
+// limitkit.decision event, continuing the caller's trace when header (a
+// request header getter) has a W3C traceparent. It returns the context
+// holding the span and the function that ends it; with OpenTelemetry off,
+// ctx and a no-op. An application would use its framework's OTel
+// middleware (otelhttp.NewHandler, ...) instead; this keeps the examples
+// free of the contrib modules.
+//
+// The span's name and attributes follow the OpenTelemetry HTTP semantic
+// conventions, from what the server chose, never from what the client
+// sent: the name is "{method} {route}", route the template the framework
+// matched (in the path form of [RoutePath]; "" when none matched, and
+// then the name is the method alone and the span has no http.route), and
+// a method outside the standard set (GET, HEAD, POST, PUT, DELETE,
+// CONNECT, OPTIONS, TRACE, PATCH, case-sensitive) is "_OTHER" in
+// http.request.method and "HTTP" in the name. So the raw path and an
+// invented method never reach a span's name: a client cannot grow the
+// number of distinct span names (nor the cardinality of a backend that
+// aggregates by them).
+func (a *App) StartSpan(ctx context.Context, method, route string, header func(string) string) (context.Context, func()) {
 	if a.tracer == nil {
 		return ctx, func() {}
 	}
 	ctx = propagation.TraceContext{}.Extract(ctx, headerCarrier(header))
-	route = RoutePath(route, path)
-	ctx, span := a.tracer.Start(ctx, method+" "+route, trace.WithSpanKind(trace.SpanKindServer),
-		trace.WithAttributes(attribute.String("http.request.method", method), attribute.String("http.route", route)))
+	name, method, route := spanName(method, route)
+	attrs := []attribute.KeyValue{attribute.String("http.request.method", method)}
+	if route != "" {
+		attrs = append(attrs, attribute.String("http.route", route))
+	}
+	ctx, span := a.tracer.Start(ctx, name, trace.WithSpanKind(trace.SpanKindServer), trace.WithAttributes(attrs...))
 	return ctx, func() { span.End() }
+}
+
+// spanName returns a server span's name, its http.request.method and its
+// http.route (see [App.StartSpan]) for a request's method and the route
+// template its framework matched ("" when none did).
+func spanName(method, route string) (name, spanMethod, spanRoute string) {
+	switch method {
+	case http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodDelete,
+		http.MethodConnect, http.MethodOptions, http.MethodTrace, http.MethodPatch:
+		name = method
+	default:
+		method, name = "_OTHER", "HTTP"
+	}
+	if route != "" {
+		route = RoutePath(route, "")
+	}
+	if route != "" {
+		name += " " + route
+	}
+	return name, method, route
 }
 
 // headerCarrier reads a request's headers for propagation.

@@ -74,7 +74,7 @@ func newFiber(app *exampleapp.App, srv *serve.Server[fiber.Handler]) *fiber.App 
 	// so that c.Route() is the matched route.
 	dispatch := func(c *fiber.Ctx) error {
 		if app.OTel != nil { // -otel: a server span per request, on which its decision shows
-			ctx, end := app.StartSpan(c.UserContext(), c.Method(), c.Route().Path, c.Path(), func(k string) string { return c.Get(k) })
+			ctx, end := app.StartSpan(c.UserContext(), c.Method(), c.Route().Path, func(k string) string { return c.Get(k) })
 			defer end()
 			c.SetUserContext(ctx)
 		}

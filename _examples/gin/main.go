@@ -57,7 +57,7 @@ func newRouter(app *exampleapp.App, srv *serve.Server[gin.HandlerFunc]) *gin.Eng
 	r.Use(gin.Recovery())
 	if app.OTel != nil { // -otel: a server span per request, on which its decision shows
 		r.Use(func(c *gin.Context) {
-			ctx, end := app.StartSpan(c.Request.Context(), c.Request.Method, c.FullPath(), c.Request.URL.Path, c.Request.Header.Get)
+			ctx, end := app.StartSpan(c.Request.Context(), c.Request.Method, c.FullPath(), c.Request.Header.Get)
 			defer end()
 			c.Request = c.Request.WithContext(ctx)
 			c.Next()

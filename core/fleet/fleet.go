@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/maphash"
+	"reflect"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -117,6 +118,9 @@ func New(remote core.Store, opts ...Option) (*Store, error) {
 func checkRemote(remote core.Store) error {
 	if remote == nil {
 		return errors.New("fleet: New: nil remote store; pass the Redis store (redisstore.New)")
+	}
+	if v := reflect.ValueOf(remote); v.Kind() == reflect.Pointer && v.IsNil() {
+		return fmt.Errorf("fleet: New: the remote store is a nil %T (was the error from its constructor ignored?); check redisstore.New's error and pass the store it returns", remote)
 	}
 	if ls, ok := remote.(core.LocalStore); ok && ls.Local() {
 		return errors.New("fleet: New: the remote store is an embedded store; the fleet tier belongs in front of a shared remote store (Redis)")

@@ -43,7 +43,7 @@ func (s *Store) TakeBatch(ctx context.Context, batch []core.BatchTake) error {
 		}
 	}
 	if failed == len(todo) && err != nil {
-		return fmt.Errorf("redisstore: TakeBatch: %w", err)
+		return fmt.Errorf("redisstore: TakeBatch: %w", replyErr(err))
 	}
 	return nil
 }

@@ -229,7 +229,7 @@ func (s *Store) Refund(ctx context.Context, key string, p *core.Policy, now time
 		}
 	}
 	if _, err := sc.run(ctx, s.client, args); err != nil {
-		return fmt.Errorf("redisstore: policy %q: refund: %w", p.Name, err)
+		return fmt.Errorf("redisstore: policy %q: refund: %w", p.Name, replyErr(err))
 	}
 	return nil
 }

@@ -68,7 +68,7 @@ func (s *Store) Reset(ctx context.Context, key string, p *core.Policy) error {
 		args = append(args, string(append(base, suf...)))
 	}
 	if _, err := resetScript.run(ctx, s.client, args); err != nil {
-		return fmt.Errorf("redisstore: policy %q: Reset: %w", p.Name, err)
+		return fmt.Errorf("redisstore: policy %q: Reset: %w", p.Name, replyErr(err))
 	}
 	return nil
 }
@@ -102,7 +102,7 @@ func (s *Store) verb(ctx context.Context, verb, key string, p *core.Policy, now 
 	}
 	vals, err := sc.run(ctx, s.client, args)
 	if err != nil {
-		return core.Decision{}, fmt.Errorf("redisstore: policy %q: %s: %w", p.Name, verb, err)
+		return core.Decision{}, fmt.Errorf("redisstore: policy %q: %s: %w", p.Name, verb, replyErr(err))
 	}
 	if len(vals) == 7 && vals[6] == 1 && vals[1] >= 0 && vals[1] < int64(len(p.Limits)) {
 		// a reservation: admitted, at RetryAfter

@@ -33,7 +33,7 @@ func (s *Store) peekLog(ctx context.Context, c *compiled, key string, now time.T
 	keys := s.keys(c, key)
 	v, err := logRead.rs.Run(ctx, s.client, keys).Slice()
 	if err != nil {
-		return core.Decision{}, fmt.Errorf("redisstore: policy %q: Peek: %w", p.Name, err)
+		return core.Decision{}, fmt.Errorf("redisstore: policy %q: Peek: %w", p.Name, replyErr(err))
 	}
 	if len(v) != 2+len(keys) {
 		return core.Decision{}, fmt.Errorf("redisstore: policy %q: Peek: unexpected reply of %d elements", p.Name, len(v))
