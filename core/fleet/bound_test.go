@@ -199,6 +199,9 @@ func TestSaturatedHostKeepsTheBound(t *testing.T) {
 // it with their next remote decisions, so once it is back the window
 // admits only what those decisions find room for: 104, where 200 without
 // the forwarding.
+// The flap share is off (WithFlapHorizon(0)): these are the full share's
+// terms, as after the store failed for the flap horizon; the flap share's
+// own are TestFlapShareAfterHorizon's.
 func TestFailLocalBoundSteps(t *testing.T) {
 	const tiers, limit = 4, 100
 	ctx := context.Background()
@@ -211,7 +214,7 @@ func TestFailLocalBoundSteps(t *testing.T) {
 		for i := 0; i < tiers; i++ {
 			// a breaker that never opens: every request tries the remote
 			// store, so the steps below are each tier's own decisions
-			tier := newTier(t, remote, WithClock(clk), WithoutDenyCache(), WithBreaker(1<<30, time.Second, time.Second))
+			tier := newTier(t, remote, WithClock(clk), WithoutDenyCache(), WithBreaker(1<<30, time.Second, time.Second), WithFlapHorizon(0))
 			lims = append(lims, core.MustNewLimiter(tier, pol, core.WithClock(clk)))
 		}
 		return remote, lims

@@ -72,7 +72,7 @@ func TestResetDropsTheLease(t *testing.T) {
 func TestCreditRefundsTheLocalShare(t *testing.T) {
 	f := verbFake{fake: newFake()}
 	clk := core.NewManualClock(t0)
-	tier := newTier(t, f, WithClock(clk), withoutSyncLoop())
+	tier := newTier(t, f, WithClock(clk), withoutSyncLoop(), WithFlapHorizon(0))
 	lim := core.MustNewLimiter(tier, core.Policy{Name: "credit", FailMode: core.FailLocal, FleetSize: 2, Limits: []core.Limit{core.PerMinute(10)}},
 		core.WithClock(clk), core.WithLogger(nil))
 	ctx := context.Background()
@@ -157,7 +157,7 @@ func TestDomainCapIsExact(t *testing.T) {
 func TestFailLocalOnTimeoutBeforeBreakerOpens(t *testing.T) {
 	f := newFake()
 	clk := core.NewManualClock(t0)
-	tier := newTier(t, f, WithClock(clk), WithBreaker(1<<30, time.Hour, time.Hour), withoutSyncLoop())
+	tier := newTier(t, f, WithClock(clk), WithBreaker(1<<30, time.Hour, time.Hour), withoutSyncLoop(), WithFlapHorizon(0))
 	lim := core.MustNewLimiter(tier, core.Policy{Name: "timeout-local", FailMode: core.FailLocal, FleetSize: 2, Limits: []core.Limit{core.PerMinute(10)}},
 		core.WithClock(clk), core.WithTimeout(5*time.Millisecond), core.WithLogger(nil))
 	f.hang.Store(true)

@@ -239,7 +239,7 @@ func (domainVerbFake) Domain(key string, _ *core.Policy) string { return key[:1]
 func TestVerbsThroughBreaker(t *testing.T) {
 	f := verbFake{fake: newFake()}
 	clk := core.NewManualClock(t0)
-	tier := newTier(t, f, WithClock(clk), WithBreaker(3, time.Second, 100*time.Millisecond), withoutSyncLoop())
+	tier := newTier(t, f, WithClock(clk), WithBreaker(3, time.Second, 100*time.Millisecond), withoutSyncLoop(), WithFlapHorizon(0))
 	ctx := context.Background()
 	lim := func(p core.Policy) *core.Limiter {
 		return core.MustNewLimiter(tier, p, core.WithClock(clk), core.WithLogger(nil))
@@ -360,7 +360,7 @@ func TestVerbsDeadRedis(t *testing.T) {
 		c := srv.NewClient(t)
 		cnt := &cmdCounter{}
 		c.AddHook(cnt)
-		tier := newTier(t, redisStore(t, c), WithBreaker(3, time.Minute, time.Minute))
+		tier := newTier(t, redisStore(t, c), WithBreaker(3, time.Minute, time.Minute), WithFlapHorizon(0))
 		lim := func(p core.Policy) *core.Limiter {
 			return core.MustNewLimiter(tier, p, core.WithTimeout(5*time.Second), core.WithLogger(nil))
 		}
