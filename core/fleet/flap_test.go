@@ -236,3 +236,45 @@ func TestFlappingRedisFailLocalBoundStop(t *testing.T) {
 		})
 	}
 }
+
+// TestVerbsKeepTheFlapShare: the verbs act on the flap share as on the
+// local share while the store flaps (limit 40 per minute on a fleet of 2:
+// share 20, flap share 5). A charge Redis took spends the flap share; a
+// refund Redis took gives it back; a charge during the outage spends it
+// and a refund during the outage gives it back; a reset restores it; a
+// peek sees it.
+func TestVerbsKeepTheFlapShare(t *testing.T) {
+	f := verbFake{fake: newFake()}
+	clk := core.NewManualClock(t0)
+	tier := newTier(t, f, WithClock(clk), withoutSyncLoop(), withoutProbeLoop(), WithBreaker(1<<30, time.Hour, time.Hour))
+	lim := core.MustNewLimiter(tier, core.Policy{Name: "verbs-flap", FailMode: core.FailLocal, FleetSize: 2, Limits: []core.Limit{core.PerMinute(40)}},
+		core.WithClock(clk), core.WithLogger(nil))
+	ctx := context.Background()
+	peek := func() int64 {
+		d, err := lim.Peek(ctx, "u")
+		require.Error(t, err)
+		require.True(t, d.Degraded)
+		if !d.Allowed {
+			return 0
+		}
+		return d.Remaining + 1
+	}
+	_, err := lim.Charge(ctx, "u", 3)
+	require.NoError(t, err)
+	f.setFail(errDown)
+	assert.Equal(t, int64(2), peek(), "the charge Redis took spent 3 of the flap share of 5")
+	f.setFail(nil)
+	_, err = lim.Refund(ctx, "u", 3)
+	require.NoError(t, err)
+	f.setFail(errDown)
+	assert.Equal(t, int64(5), peek(), "the refund Redis took gave them back")
+	d, err := lim.Charge(ctx, "u", 4)
+	require.Error(t, err)
+	require.True(t, d.Degraded)
+	assert.Equal(t, int64(1), peek(), "a charge during the outage spent the flap share")
+	_, err = lim.Refund(ctx, "u", 2)
+	require.Error(t, err)
+	assert.Equal(t, int64(3), peek(), "a refund during the outage gave to it")
+	require.Error(t, lim.Reset(ctx, "u"))
+	assert.Equal(t, int64(5), peek(), "a reset restored it")
+}
