@@ -95,6 +95,8 @@ func flapPatterns() []flapPattern {
 		periodic("700/300ms", 70, 30),
 		randomPhases("random-100ms", 1, 10, 2000),
 		randomPhases("random-1s", 2, 100, 2000),
+		randomPhases("random-300ms", 3, 30, 2000),
+		randomPhases("random-300ms-b", 4, 30, 2000),
 	}
 }
 
