@@ -4,6 +4,7 @@ import (
 	"context"
 	"math/rand"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -106,8 +107,8 @@ func flapPatterns() []flapPattern {
 // simulateFlap): in exact and in write-back mode, no one-second window
 // admits more than 1.3 × the limit (the flap share's bound is 1.25 L: the
 // remote store's L, and at most a quarter of each tier's share from the
-// tiers cut off). With the flap share off (WithFlapHorizon(0)) the same
-// flaps admit more than 1.3 L in some window of each mode: the
+// tiers cut off). With the flap share off (WithFlapHorizon(0)) the
+// random flaps admit more than 1.3 L in some window of each mode: the
 // simulation reaches the case the flap share is for.
 func TestFlappingStoreFailLocalBoundSim(t *testing.T) {
 	const limit = 100
@@ -118,6 +119,9 @@ func TestFlappingStoreFailLocalBoundSim(t *testing.T) {
 				ws := simulateFlap(t, mode, pat, int64(seed))
 				t.Logf("%s: admitted per window %v", pat.name, ws)
 				assert.LessOrEqual(t, slices.Max(ws), int64(limit*13/10), "%s: a window admitted more than 1.3 × the limit", pat.name)
+				if !strings.HasPrefix(pat.name, "random-") {
+					continue // the contrast needs only a few flaps
+				}
 				off := simulateFlap(t, mode, pat, int64(seed), WithFlapHorizon(0))
 				t.Logf("%s, flap share off: %v", pat.name, off)
 				worstOff = max(worstOff, slices.Max(off))
