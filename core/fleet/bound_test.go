@@ -62,15 +62,13 @@ func hammer(wg *sync.WaitGroup, n int, stop time.Time, f func(g int)) {
 
 // TestFlappingRedisFailLocalBound: CLIENT PAUSE ALL 100 ms every 200 ms,
 // 4 tiers × 4 goroutines on one key, a fixed window of 100 per second,
-// fail mode local (the tier's default): no window admits more than the
-// FailLocal bound of the package documentation, 2L = 200 (Redis admits
-// L, each tier at most its local share L/N), and on average over the
-// windows at most 2L − L/N = 175 (a tier's remote admissions are charged
-// to its local share, and its local admissions to the remote store when
-// it answers again, so only one tier can spend both; the remote decisions
-// still in flight when a tier falls back are charged late, which a single
-// window can exceed 175 by: 176 and 177 were seen on a loaded machine)
-// — where before both were added in most windows: 100 + 4 × 25 = 200.
+// fail mode local (the tier's default): no window admits more than 1.3 ×
+// the limit (the flap share's bound while the store flaps is 1.25 L:
+// Redis admits L, and the tiers cut off at most a quarter of their
+// shares), where the full local share gave 2L at most, 1.46–1.75 L seen,
+// and before the local share was charged, 200 in most windows.
+// TestFlappingRedisFailLocalBoundStop does the same with SIGSTOP, in both
+// modes.
 func TestFlappingRedisFailLocalBound(t *testing.T) {
 	const tiers, perTier, limit = 4, 4, 100
 	srv := redistest.StartNode(t)
@@ -110,13 +108,9 @@ func TestFlappingRedisFailLocalBound(t *testing.T) {
 	if !assert.GreaterOrEqual(t, len(ws), 3, "whole windows counted") {
 		return
 	}
-	var sum int64
 	for _, n := range ws {
-		sum += n
-		assert.LessOrEqual(t, n, int64(2*limit), "the FailLocal bound under a flapping Redis")
+		assert.LessOrEqual(t, n, int64(limit*13/10), "the FailLocal bound under a flapping Redis")
 	}
-	assert.LessOrEqual(t, float64(sum)/float64(len(ws)), float64(2*limit-limit/tiers),
-		"on average a tier's remote admissions are charged to its local share")
 }
 
 // TestSaturatedHostKeepsTheBound: 4 tiers × 16 goroutines on one hot key
@@ -199,6 +193,9 @@ func TestSaturatedHostKeepsTheBound(t *testing.T) {
 // it with their next remote decisions, so once it is back the window
 // admits only what those decisions find room for: 104, where 200 without
 // the forwarding.
+// The flap share is off (WithFlapHorizon(0)): these are the full share's
+// terms, as after the store failed for the flap horizon; the flap share's
+// own are TestFlapShareAfterHorizon's.
 func TestFailLocalBoundSteps(t *testing.T) {
 	const tiers, limit = 4, 100
 	ctx := context.Background()
@@ -211,7 +208,7 @@ func TestFailLocalBoundSteps(t *testing.T) {
 		for i := 0; i < tiers; i++ {
 			// a breaker that never opens: every request tries the remote
 			// store, so the steps below are each tier's own decisions
-			tier := newTier(t, remote, WithClock(clk), WithoutDenyCache(), WithBreaker(1<<30, time.Second, time.Second))
+			tier := newTier(t, remote, WithClock(clk), WithoutDenyCache(), WithBreaker(1<<30, time.Second, time.Second), WithFlapHorizon(0))
 			lims = append(lims, core.MustNewLimiter(tier, pol, core.WithClock(clk)))
 		}
 		return remote, lims

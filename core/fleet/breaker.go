@@ -25,6 +25,10 @@ type breaker struct {
 	fails atomic.Int64  // consecutive failures while closed
 	used  atomic.Bool   // called since the last sweep
 	okAt  atomic.Int64  // the last answered call (starvation clock)
+	// downAt is when (the tier's clock, UnixNano) the first outage since
+	// the last answered call was reported; 0 while the domain answers (see
+	// Store.flapping).
+	downAt atomic.Int64
 
 	mu      sync.Mutex
 	retryAt time.Time // open: when the next half-open probe may go

@@ -45,7 +45,7 @@ func TestBreakerOpensFailsFastAndProbes(t *testing.T) {
 	f := newFake()
 	clk := core.NewManualClock(t0)
 	ev := &events{}
-	tier := newTier(t, pingFake{batchFake{f}}, WithClock(clk), WithObserver(ev), WithBreaker(3, time.Second, 100*time.Millisecond))
+	tier := newTier(t, pingFake{batchFake{f}}, WithClock(clk), WithObserver(ev), WithBreaker(3, time.Second, 100*time.Millisecond), WithFlapHorizon(0))
 	lim := core.MustNewLimiter(tier, core.Policy{Name: "p", Limits: []core.Limit{core.PerMinute(100)}}, core.WithClock(clk))
 	ctx := context.Background()
 
@@ -145,7 +145,7 @@ func TestFailLocalDividesByFleetSize(t *testing.T) {
 	f := newFake()
 	clk := core.NewManualClock(t0)
 	ev := &events{}
-	tier := newTier(t, pingFake{batchFake{f}}, WithClock(clk), WithObserver(ev), WithFleetSize(3), WithBreaker(1, time.Second, time.Second))
+	tier := newTier(t, pingFake{batchFake{f}}, WithClock(clk), WithObserver(ev), WithFleetSize(3), WithBreaker(1, time.Second, time.Second), WithFlapHorizon(0))
 	pol := core.Policy{Name: "local", FailMode: core.FailLocal, FleetSize: 4, Limits: []core.Limit{core.PerMinute(10)}}
 	lim := core.MustNewLimiter(tier, pol, core.WithClock(clk))
 	ctx := context.Background()
@@ -224,7 +224,7 @@ func TestFailLocalAcceptedByLimiter(t *testing.T) {
 func TestFailLocalAfterLimitsChange(t *testing.T) {
 	f := newFake()
 	f.setFail(errDown)
-	tier := newTier(t, pingFake{batchFake{f}}, WithBreaker(1, time.Hour, time.Hour))
+	tier := newTier(t, pingFake{batchFake{f}}, WithBreaker(1, time.Hour, time.Hour), WithFlapHorizon(0))
 	ctx := context.Background()
 	for _, n := range []int64{2, 3} {
 		p := &core.Policy{Name: "reloaded", FailMode: core.FailLocal, Limits: []core.Limit{core.PerMinute(n)}}

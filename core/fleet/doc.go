@@ -160,12 +160,31 @@
 // FailClosed policy gets a zero decision and the error, and the Limiter
 // denies.
 //
+// Flap share. A tier cut off from the remote store (a call timed out, its
+// breaker cooling down) admits from its share what the remote store does
+// not know about yet, while the store keeps admitting the tiers it
+// answers up to the limit; under a flapping store some tiers are cut off
+// in every window (1.46–1.75 L per window was measured with 4 tiers). So
+// until the domain has failed every call of this tier for the flap
+// horizon H (WithFlapHorizon: DefaultFlapHorizon, at least twice the
+// cool-down plus two probe intervals; any answer, probes included, starts
+// it over), a local admission must also fit in the flap share, a quarter
+// of the local share (each limit divided by 4N, at least 1), to which the
+// tier's remote admissions are charged too. While the store flaps, the
+// tiers cut off at any moment then add at most L/4 to the store's L. The
+// price is availability in the first H of a real outage: a quarter of
+// the fleet's limit per window, the full share after H.
+//
 // Bounds. Over the fleet, in every window of a limit of L per window, with
 // N tiers (N = the fleet size) and C the write-back lease cap:
 //
 //	fail mode                     admitted per window, whatever fails
 //	FailClosed                    L in exact mode; L + N×C in write-back (L for the fixed window)
-//	FailLocal (default)           2L at most (Redis admits L, each tier at most its local share
+//	FailLocal (default)           while the store flaps (it answered every tier within the flap
+//	                              horizon): 1.25L (Redis admits L, each tier cut off at most its
+//	                              flap share L/(4N)), L + N when L < 4N, + N×C in write-back;
+//	                              whatever fails:
+//	                              2L at most (Redis admits L, each tier at most its local share
 //	                              L/N), + N×C in write-back; 2L − L/N when no remote decision is
 //	                              in flight as a tier falls back (a tier's remote admissions
 //	                              are charged to its share, so one tier spends both at most);
@@ -175,8 +194,11 @@
 //	                              cached denials still deny
 //
 // TestFailLocalBoundSteps walks the FailLocal terms step by step on a fake
-// clock (175 and 104 of a limit of 100 with 4 tiers);
-// TestFlappingRedisFailLocalBound, TestSaturatedHostKeepsTheBound and
+// clock (175 and 104 of a limit of 100 with 4 tiers, the flap share off);
+// TestFlapShareAfterHorizon the flap share's; TestFlappingStoreFailLocalBoundSim
+// checks 1.3L per window under scripted flaps on a fake store, and
+// TestFlappingRedisFailLocalBoundStop against a Redis stopped and continued
+// every 100 ms; TestFlappingRedisFailLocalBound, TestSaturatedHostKeepsTheBound and
 // TestClusterMasterDownAffectsOnlyItsKeys check the bounds against real
 // Redis servers (a flapping Redis, a starved process, a SIGSTOPped Cluster
 // master).

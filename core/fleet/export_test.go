@@ -11,3 +11,7 @@ func withoutSyncLoop() Option { return func(c *config) { c.noSyncLoop = true } }
 // load, which can make the starvation monitor forgive timeouts for
 // starveGrace.
 func withoutStarvationGrace() Option { return func(c *config) { c.noForgive = true } }
+
+// withoutProbeLoop leaves out the background probe loop, which runs on
+// the wall clock: a test on a manual clock calls probeOpen by hand.
+func withoutProbeLoop() Option { return func(c *config) { c.noProbeLoop = true } }

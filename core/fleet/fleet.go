@@ -104,12 +104,15 @@ func New(remote core.Store, opts ...Option) (*Store, error) {
 		s.wg.Add(1)
 		go s.syncLoop()
 	}
-	s.wg.Add(2)
+	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
 		s.health.run(s.stop)
 	}()
-	go s.probeLoop()
+	if !s.cfg.noProbeLoop {
+		s.wg.Add(1)
+		go s.probeLoop()
+	}
 	return s, nil
 }
 
@@ -466,11 +469,8 @@ func (s *Store) chargeLocal(ctx context.Context, key string, pi *pinfo, now time
 	if pi.failMode != core.FailLocal || pi.local == nil || n <= 0 {
 		return
 	}
-	d, err := s.local.Take(ctx, key, pi.local, now, 0)
-	if err != nil || d.Remaining <= 0 {
-		return
-	}
-	_, _ = s.local.Take(ctx, key, pi.local, now, min(n, d.Remaining))
+	s.chargeShare(ctx, key, pi.local, now, n)
+	s.chargeShare(ctx, key, pi.flap, now, n)
 }
 
 // record stores what a remote decision teaches about the key: a denial
@@ -537,7 +537,7 @@ func (s *Store) fallback(ctx context.Context, key string, pi *pinfo, now time.Ti
 	if pi.failMode != core.FailLocal || pi.local == nil {
 		return core.Decision{}, err
 	}
-	d, lerr := s.local.Take(ctx, key, pi.local, now, cost)
+	d, lerr := s.localTake(ctx, key, pi, now, cost)
 	if lerr != nil {
 		return core.Decision{}, errors.Join(err, lerr)
 	}

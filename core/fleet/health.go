@@ -121,8 +121,14 @@ func (s *Store) report(ctx context.Context, b *breaker, err error) outcome {
 	switch o {
 	case answered:
 		b.okAt.Store(s.health.since())
+		if b.downAt.Load() != 0 {
+			b.downAt.Store(0)
+		}
 		b.success()
 	case outage:
+		if b.downAt.Load() == 0 {
+			b.downAt.CompareAndSwap(0, s.cfg.clock.Now().UnixNano())
+		}
 		b.failure()
 	default:
 		b.neutral()

@@ -30,12 +30,19 @@ const (
 	// DefaultFleetSize divides each limit under FailLocal when neither the
 	// policy nor WithFleetSize says otherwise.
 	DefaultFleetSize = 1
+	// DefaultFlapHorizon is how long a failure domain must fail every call
+	// before FailLocal policies get their full local share (see
+	// WithFlapHorizon).
+	DefaultFlapHorizon = 10 * time.Second
 )
 
 // config is what the options set.
 type config struct {
-	noSyncLoop  bool // tests that sync by hand only (export_test.go)
-	noForgive   bool // tests of the breaker's logic: no starvation grace (export_test.go)
+	noSyncLoop  bool          // tests that sync by hand only (export_test.go)
+	noProbeLoop bool          // tests that probe by hand only (export_test.go)
+	noForgive   bool          // tests of the breaker's logic: no starvation grace (export_test.go)
+	flap        time.Duration // WithFlapHorizon's
+	flapSet     bool          // WithFlapHorizon was given
 	mode        core.Mode
 	sync        time.Duration
 	maxLease    int64
@@ -188,5 +195,31 @@ func WithDefaultFailMode(m core.FailMode) Option {
 			c.errs = append(c.errs, fmt.Errorf("WithDefaultFailMode(%v): pass core.FailLocal, core.FailOpen or core.FailClosed", m))
 		}
 		c.failMode = m
+	}
+}
+
+// WithFlapHorizon sets how long a failure domain must fail every call
+// (no answer at all, probes included) before FailLocal policies are
+// decided from their full local share (each limit divided by the fleet
+// size). Until then — while the remote store flaps, and for the first d
+// of an outage — a local admission must also fit in the flap share, a
+// quarter of the local share (each limit divided by 4 × the fleet size,
+// at least 1), to which every unit the tier admits remotely is charged
+// too: with the remote store answering some calls, the tiers cut off at
+// any moment then admit at most a quarter of the limit on top of what
+// the remote store admits (see the package documentation's bounds). The
+// price is availability in the first d of a real outage: a quarter of
+// the fleet's limit instead of all of it.
+//
+// Default DefaultFlapHorizon, raised to twice the breaker's cool-down
+// plus two probe intervals when those are longer; d = 0 turns the flap
+// share off (the full share at once: up to 2L per window under a
+// flapping store). d must be in [0, 1h].
+func WithFlapHorizon(d time.Duration) Option {
+	return func(c *config) {
+		if d < 0 || d > time.Hour {
+			c.errs = append(c.errs, fmt.Errorf("WithFlapHorizon(%v): must be in [0, 1h]", d))
+		}
+		c.flap, c.flapSet = d, true
 	}
 }

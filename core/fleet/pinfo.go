@@ -14,11 +14,12 @@ type pinfo struct {
 	writeBack   bool
 	countDenied bool
 	denyCache   bool
-	syncUs      int64   // write-back lease lifetime, µs
-	leaseCap    int64   // units leased per key at most
-	maxCost     int64   // costs above this decide alike (the largest effective capacity + 1)
-	fixedUs     []int64 // fixed-window lengths (µs), for lease expiry
-	local       *core.Policy
+	syncUs      int64         // write-back lease lifetime, µs
+	leaseCap    int64         // units leased per key at most
+	maxCost     int64         // costs above this decide alike (the largest effective capacity + 1)
+	fixedUs     []int64       // fixed-window lengths (µs), for lease expiry
+	local       *core.Policy  // the local share: each limit divided by the fleet size
+	flap        *core.Policy  // the flap share: the local share's limits divided by 4 (see share.go); nil: none
 	elastic     bool          // decided at the remote store every time (see Take)
 	failMode    core.FailMode // the policy's, FailOpen read as WithDefaultFailMode's
 }
@@ -70,6 +71,7 @@ func (s *Store) newInfo(p *core.Policy) *pinfo {
 		pi.leaseCap = min(s.cfg.maxLease, minCap/(4*int64(fleet)))
 	}
 	pi.local = localPolicy(p, fleet)
+	pi.flap = flapPolicy(pi.local)
 	return pi
 }
 

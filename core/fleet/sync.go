@@ -64,17 +64,23 @@ func (s *Store) probeLoop() {
 		case <-s.stop:
 			return
 		case <-tk.C:
-			for _, b := range s.dom.open() {
-				k := b.probe.Load()
-				if k == nil || !b.halfOpen(0) {
-					continue
-				}
-				ctx, cancel := context.WithTimeout(context.Background(), max(s.cfg.probe, probeDeadline))
-				_, err := s.remote.Take(ctx, k.key, k.p, s.cfg.clock.Now(), 0)
-				cancel()
-				s.report(context.Background(), b, err)
-			}
+			s.probeOpen()
 		}
+	}
+}
+
+// probeOpen probes each open breaker whose retry time has passed (see
+// probeLoop).
+func (s *Store) probeOpen() {
+	for _, b := range s.dom.open() {
+		k := b.probe.Load()
+		if k == nil || !b.halfOpen(0) {
+			continue
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), max(s.cfg.probe, probeDeadline))
+		_, err := s.remote.Take(ctx, k.key, k.p, s.cfg.clock.Now(), 0)
+		cancel()
+		s.report(context.Background(), b, err)
 	}
 }
 

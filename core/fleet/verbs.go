@@ -119,8 +119,8 @@ func (s *Store) Peek(ctx context.Context, key string, p *core.Policy, now time.T
 		d, err = vs.Peek(ctx, key, p, now, cost)
 		return err
 	}); err != nil {
-		return s.degraded(ctx, pi, err, func(lp *core.Policy) (core.Decision, error) {
-			return s.local.Peek(ctx, key, lp, now, cost)
+		return s.degraded(ctx, pi, err, func(*core.Policy) (core.Decision, error) {
+			return s.localPeek(ctx, key, pi, now, cost)
 		})
 	}
 	return d, nil
@@ -144,6 +144,9 @@ func (s *Store) Reset(ctx context.Context, key string, p *core.Policy) error {
 	if pi.local != nil {
 		_ = s.local.Reset(ctx, key, pi.local)
 	}
+	if pi.flap != nil {
+		_ = s.local.Reset(ctx, key, pi.flap)
+	}
 	return s.remoteVerb(ctx, key, pi, func() error { return vs.Reset(ctx, key, p) })
 }
 
@@ -165,6 +168,9 @@ func (s *Store) Charge(ctx context.Context, key string, p *core.Policy, now time
 		return s.degraded(ctx, pi, err, func(lp *core.Policy) (core.Decision, error) {
 			if cost > 0 && len(key) <= MaxKeyLen && !pi.elastic {
 				s.owe(key, pi, min(cost, pi.maxCost))
+			}
+			if pi.flap != nil {
+				_, _ = s.local.Charge(ctx, key, pi.flap, now, cost)
 			}
 			return s.local.Charge(ctx, key, lp, now, cost)
 		})
@@ -190,11 +196,17 @@ func (s *Store) Credit(ctx context.Context, key string, p *core.Policy, now time
 	}); err != nil {
 		return s.degraded(ctx, pi, err, func(lp *core.Policy) (core.Decision, error) {
 			s.unowe(key, pi, cost)
+			if pi.flap != nil {
+				_, _ = s.local.Credit(ctx, key, pi.flap, now, cost)
+			}
 			return s.local.Credit(ctx, key, lp, now, cost)
 		})
 	}
 	if pi.failMode == core.FailLocal && pi.local != nil {
 		_, _ = s.local.Credit(ctx, key, pi.local, now, cost)
+		if pi.flap != nil {
+			_, _ = s.local.Credit(ctx, key, pi.flap, now, cost)
+		}
 	}
 	return d, nil
 }

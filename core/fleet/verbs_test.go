@@ -115,20 +115,33 @@ func TestVerbsRemoteWithoutVerbs(t *testing.T) {
 // Redis node (client time, a manual clock), write-back mode with leases:
 // a key exhausted everywhere and reset through one tier is admitted on
 // every tier within the deny cache's bound, and the tier that reset does
-// not spend a lease charged before the reset.
+// not spend a lease charged before the reset: it holds leased units when
+// it resets, and its next admission is counted at Redis (a peek's
+// remaining drops from 39 to 38; spending the old lease would leave it at
+// 39).
 func TestResetFleetOverRedis(t *testing.T) {
 	srv := redistest.StartNode(t)
 	clk := core.NewManualClock(time.Now())
 	p := core.Policy{Name: "fleet-reset", Limits: []core.Limit{core.PerMinute(40)}}
 	var ls []*core.Limiter
+	var tiers []*Store
 	for range 4 {
 		tier := newTier(t, redisStore(t, srv.NewClient(t)), WithSync(time.Minute), withoutSyncLoop(), WithDenyCacheTTL(300*time.Millisecond))
+		tiers = append(tiers, tier)
 		ls = append(ls, core.MustNewLimiter(tier, p, core.WithClock(clk), core.WithTimeout(5*time.Second)))
 	}
 	ctx := context.Background()
 	admitted := 0
+	// tier 0's first request loads the key, its second leases 2 units
+	// (one spent at once), its third spends one: it still holds one
+	for range 3 {
+		if d, err := ls[0].Allow(ctx, "u"); err == nil && d.Allowed {
+			admitted++
+		}
+	}
+	require.Positive(t, leaseOf(tiers[0], "u", ls[0].Policy()), "tier 0 holds a lease")
 	for i := 0; i < 80; i++ {
-		if d, err := ls[i%4].Allow(ctx, "u"); err == nil && d.Allowed {
+		if d, err := ls[1+i%3].Allow(ctx, "u"); err == nil && d.Allowed {
 			admitted++
 		}
 	}
@@ -137,6 +150,13 @@ func TestResetFleetOverRedis(t *testing.T) {
 	d, err := ls[0].Peek(ctx, "u")
 	require.NoError(t, err)
 	require.True(t, d.Allowed)
+	require.Equal(t, int64(39), d.Remaining, "Redis reset the key (a peek of 1 leaves 39)")
+	d, err = ls[0].Allow(ctx, "u")
+	require.NoError(t, err)
+	require.True(t, d.Allowed)
+	d, err = ls[0].Peek(ctx, "u")
+	require.NoError(t, err)
+	assert.Equal(t, int64(38), d.Remaining, "the admission after the reset was counted at Redis, not spent from the old lease")
 	clk.Advance(300 * time.Millisecond)
 	for i, l := range ls {
 		d, err := l.Allow(ctx, "u")
@@ -219,7 +239,7 @@ func (domainVerbFake) Domain(key string, _ *core.Policy) string { return key[:1]
 func TestVerbsThroughBreaker(t *testing.T) {
 	f := verbFake{fake: newFake()}
 	clk := core.NewManualClock(t0)
-	tier := newTier(t, f, WithClock(clk), WithBreaker(3, time.Second, 100*time.Millisecond), withoutSyncLoop())
+	tier := newTier(t, f, WithClock(clk), WithBreaker(3, time.Second, 100*time.Millisecond), withoutSyncLoop(), WithFlapHorizon(0))
 	ctx := context.Background()
 	lim := func(p core.Policy) *core.Limiter {
 		return core.MustNewLimiter(tier, p, core.WithClock(clk), core.WithLogger(nil))
@@ -340,7 +360,7 @@ func TestVerbsDeadRedis(t *testing.T) {
 		c := srv.NewClient(t)
 		cnt := &cmdCounter{}
 		c.AddHook(cnt)
-		tier := newTier(t, redisStore(t, c), WithBreaker(3, time.Minute, time.Minute))
+		tier := newTier(t, redisStore(t, c), WithBreaker(3, time.Minute, time.Minute), WithFlapHorizon(0))
 		lim := func(p core.Policy) *core.Limiter {
 			return core.MustNewLimiter(tier, p, core.WithTimeout(5*time.Second), core.WithLogger(nil))
 		}
