@@ -1,5 +1,7 @@
 package fleet
 
+import "github.com/limitkit/limitkit/internal/schedlag"
+
 // withoutSyncLoop leaves out the background sync loop, which runs on the
 // wall clock: a test on a manual clock that syncs by hand decides the
 // same whatever the machine's load.
@@ -11,3 +13,8 @@ func withoutSyncLoop() Option { return func(c *config) { c.noSyncLoop = true } }
 // load, which can make the starvation monitor forgive timeouts for
 // starveGrace.
 func withoutStarvationGrace() Option { return func(c *config) { c.noForgive = true } }
+
+// withLagProbe makes the tier read the process's scheduling latency from
+// p, whose loop it does not run: a test records the lags it wants (a
+// starved process, or none) whatever the machine's load.
+func withLagProbe(p *schedlag.Probe) Option { return func(c *config) { c.lag = p } }
