@@ -39,9 +39,15 @@ type Probe struct {
 	// each slot: the wake-up's time in µs since base (upper 40 bits) and
 	// its lateness in µs (lower 24 bits, at most ~16.7 s)
 	lags [ring]atomic.Uint64
+	// peak is the longest lag recorded within the last Window, as of the
+	// loop's last wake-up (Peak reads it in one load)
+	peak atomic.Int64
 	// touched is the last read (Shared's loop stops when nobody reads)
 	touched atomic.Int64
 }
+
+// Window is how far back Peak looks.
+const Window = 500 * time.Millisecond
 
 // New returns a Probe whose clock starts now; it measures nothing until
 // Run runs.
@@ -75,6 +81,7 @@ func (p *Probe) loop(stop <-chan struct{}, idleStop bool) {
 			p.Record(now, time.Duration(now-prev)-Tick)
 			prev = now
 			p.last.Store(now)
+			p.peak.Store(int64(p.lagSince(now - int64(Window))))
 			if idleStop && time.Duration(now-checked) >= idle {
 				checked = now
 				if p.touched.Swap(0) == 0 {
@@ -104,6 +111,10 @@ func (p *Probe) Record(at int64, lag time.Duration) {
 // and nothing was recorded.
 func (p *Probe) LagSince(start int64) time.Duration {
 	p.touch()
+	return p.lagSince(start)
+}
+
+func (p *Probe) lagSince(start int64) time.Duration {
 	var worst time.Duration
 	now := p.Now()
 	if last := p.last.Load(); last != 0 {
@@ -119,9 +130,18 @@ func (p *Probe) LagSince(start int64) time.Duration {
 	return worst
 }
 
-// Recent returns LagSince over the last window.
-func (p *Probe) Recent(window time.Duration) time.Duration {
-	return p.LagSince(p.Now() - int64(window))
+// Peak returns the longest the process waited to run within the last
+// Window (as of the loop's last wake-up), or how overdue the loop's next
+// wake-up is now if that is longer: one atomic load when the process is
+// not starved. When the loop is not running (a Probe a test records
+// lags in by hand), the longest recorded within the last Window.
+func (p *Probe) Peak() time.Duration {
+	p.touch()
+	last := p.last.Load()
+	if last == 0 {
+		return p.lagSince(p.Now() - int64(Window))
+	}
+	return max(time.Duration(p.peak.Load()), time.Duration(p.Now()-last)-Tick)
 }
 
 // touch notes a read (for Shared's idle stop).
@@ -132,7 +152,7 @@ func (p *Probe) touch() {
 }
 
 // idle is how long Shared's loop runs with no reader before it stops.
-const idle = 2 * time.Second
+const idle = time.Second
 
 var shared struct {
 	once    sync.Once
@@ -142,8 +162,8 @@ var shared struct {
 }
 
 // Shared returns the process's probe, starting its loop when it is not
-// running. The loop stops by itself after idle seconds without a read
-// (LagSince, Recent), and Shared starts it again: a process that stops
+// running. The loop stops by itself after idle (one to two seconds)
+// without a read (LagSince, Peak), and Shared starts it again: a process that stops
 // using the stores has no goroutine left behind. A call is an atomic load
 // when the loop runs.
 func Shared() *Probe {
