@@ -136,6 +136,9 @@
 // breaker after the threshold of timeouts whatever the load. A store that
 // is down in a process starved beyond that opens its breaker up to 3
 // seconds later. A request its caller cancelled says nothing either.
+// The deadline a Limiter gives the tier ([Store.TakeBy]) is moved later
+// by the process's recent wait to run, at most three times its length,
+// as the Redis store's is: on a starved host fewer calls time out.
 //
 // After WithBreaker's threshold of consecutive outages the breaker opens:
 // for the cool-down no request calls that domain, so none waits for the

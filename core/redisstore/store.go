@@ -336,13 +336,8 @@ func (s *Store) TakeBy(ctx context.Context, deadline time.Time, key string, p *c
 	return s.take(ctx, deadline, key, p, now, cost)
 }
 
-// maxStarvedExtension is how many times its own length a deadline is
-// moved later at most for a starved process (see TakeBy).
-const maxStarvedExtension = 3
-
 // starvedDeadline returns dl moved later by the process's recent
-// scheduling latency, at most maxStarvedExtension times the time left
-// until dl (see TakeBy). A zero or passed dl is returned as it is.
+// scheduling latency (see TakeBy and schedlag.Probe.Move).
 func (s *Store) starvedDeadline(dl time.Time) time.Time {
 	if dl.IsZero() {
 		return dl
@@ -351,15 +346,7 @@ func (s *Store) starvedDeadline(dl time.Time) time.Time {
 	if probe == nil {
 		probe = schedlag.Shared()
 	}
-	lag := probe.Peak()
-	if lag <= 0 {
-		return dl
-	}
-	left := time.Until(dl)
-	if left <= 0 {
-		return dl
-	}
-	return dl.Add(min(lag, maxStarvedExtension*left))
+	return probe.Move(dl)
 }
 
 // take is Take and TakeBy: dl (zero: none) bounds the call besides ctx.

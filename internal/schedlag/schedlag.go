@@ -144,6 +144,30 @@ func (p *Probe) Peak() time.Duration {
 	return max(time.Duration(p.peak.Load()), time.Duration(p.Now()-last)-Tick)
 }
 
+// MaxMove is how many times the time left until it a deadline is moved
+// later at most by [Probe.Move].
+const MaxMove = 3
+
+// Move returns a store deadline dl moved later by the process's recent
+// wait to run (Peak), by at most MaxMove times the time left until dl:
+// the rule by which the Redis store and the fleet tier keep a starved
+// host from turning a store's healthy answers into timeouts. A zero or
+// passed dl, or a process that did not wait, gets dl back.
+func (p *Probe) Move(dl time.Time) time.Time {
+	if dl.IsZero() {
+		return dl
+	}
+	lag := p.Peak()
+	if lag <= 0 {
+		return dl
+	}
+	left := time.Until(dl)
+	if left <= 0 {
+		return dl
+	}
+	return dl.Add(min(lag, MaxMove*left))
+}
+
 // touch notes a read (for Shared's idle stop).
 func (p *Probe) touch() {
 	if p.touched.Load() == 0 {

@@ -69,3 +69,28 @@ func waitRunning(p *Probe) bool {
 	}
 	return false
 }
+
+// TestMoveDeadline: a deadline moves later by the recorded wait to run,
+// by at most MaxMove times the time left; not at all with no wait, nor a
+// zero or passed deadline.
+func TestMoveDeadline(t *testing.T) {
+	p := New()
+	dl := time.Now().Add(time.Second)
+	if got := p.Move(dl); !got.Equal(dl) {
+		t.Errorf("no wait: moved by %v", got.Sub(dl))
+	}
+	p.Record(p.Now(), 20*time.Millisecond)
+	if got := p.Move(dl); got.Sub(dl) != 20*time.Millisecond {
+		t.Errorf("a 20 ms wait: moved by %v", got.Sub(dl))
+	}
+	p.Record(p.Now(), 10*time.Second)
+	if got := p.Move(dl).Sub(dl); got > MaxMove*time.Second || got < (MaxMove-1)*time.Second {
+		t.Errorf("a 10 s wait: moved by %v, want about %d s", got, MaxMove)
+	}
+	if past := time.Now().Add(-time.Second); !p.Move(past).Equal(past) {
+		t.Error("a passed deadline moved")
+	}
+	if !p.Move(time.Time{}).IsZero() {
+		t.Error("a zero deadline moved")
+	}
+}
