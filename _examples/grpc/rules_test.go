@@ -292,7 +292,9 @@ rules:
 `), 0o600); err != nil {
 			t.Fatal(err)
 		}
-		s, cc := serveExample(t, []string{"-redis", "redis://" + srv.Addr, "-sync", sync, "-rules", file})
+		// a store deadline a loaded machine does not miss: the subject is
+		// the sync flag, and a fail-open timeout would admit a 401st call
+		s, cc := serveExample(t, []string{"-redis", "redis://" + srv.Addr, "-sync", sync, "-rules", file}, exampleapp.WithStoreTimeout(redistest.StoreTimeout))
 		wantInfo := map[string]string{"0": "fleet tier (exact", "50ms": "write-back, sync 50ms"}[sync]
 		if !strings.Contains(s.app.StoreInfo, wantInfo) {
 			t.Fatalf("-sync %s: store %s", sync, s.app.StoreInfo)

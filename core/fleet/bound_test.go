@@ -115,15 +115,17 @@ func TestFlappingRedisFailLocalBound(t *testing.T) {
 
 // TestSaturatedHostKeepsTheBound: 4 tiers × 16 goroutines on one hot key
 // with a binding quota, on a healthy Redis, in a process starved on
-// purpose (GOMAXPROCS=1 and a busy loop): deadline misses caused by the
-// process itself do not open the breakers (asserted without -race, which
-// slows the process beyond what the starvation monitor forgives), and
-// the fleet admits at most the documented bound: the quota (+ N × lease
-// cap in write-back mode) when Redis decided every request, and the
-// FailLocal bound 2 × quota (+ N × lease cap) when some fell back. Before,
+// purpose (GOMAXPROCS=1 and a busy loop): the fleet admits at most the
+// documented bound, the quota (+ N × lease cap in write-back mode) when
+// Redis decided every request, and the FailLocal bound 2 × quota (+ N ×
+// lease cap) when some fell back, whether or not a breaker opened. Before,
 // three missed deadlines opened a breaker and FailOpen admitted everything
 // for the cool-down (1.2–4.4× the quota in exact mode, 13–25× in
-// write-back).
+// write-back). The breaker openings are reported, not asserted: on a
+// host loaded from outside, redis-server itself is starved too, and a
+// deadline it misses while this process still runs is rightly an outage
+// (TestStarvationForgivesOnlyTheTimeoutsItExplains checks which timeouts
+// a starved process forgives, on an injected scheduler-latency probe).
 func TestSaturatedHostKeepsTheBound(t *testing.T) {
 	if testing.Short() {
 		t.Skip("saturates the process")
@@ -176,9 +178,6 @@ func TestSaturatedHostKeepsTheBound(t *testing.T) {
 			}
 			t.Logf("%v: admitted %d of a quota of %d (bound %d), %d degraded decisions, %d breaker openings", mode, admitted.Load(), quota, bound, degraded.Load(), openings)
 			assert.LessOrEqual(t, admitted.Load(), bound)
-			if !raceEnabled { // under the race detector, reported only
-				assert.Zero(t, openings, "a starved process does not open the breaker of a healthy Redis")
-			}
 		})
 	}
 }

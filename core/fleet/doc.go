@@ -121,15 +121,24 @@
 // timeout or connection) means the domain answered: the request gets its
 // fail mode, the breaker is not touched. Under maxmemory with noeviction,
 // Redis still denies exhausted clients (a denial writes nothing), and so
-// does the tier. A timeout while the process itself is starved (a
-// scheduler-latency monitor saw its goroutines wait more than 10 ms to
-// run within the last 500 ms) is forgiven for as long as the domain
-// answered some call within the last 3 seconds: a process too busy to
-// read its replies is not a store that is down (under a CPU-saturated
-// host, with other load beside it, a healthy Redis's answers were seen
-// more than a second apart); a store that is down in a starved process
-// opens its breaker up to 3 seconds later. A request its
-// caller cancelled says nothing either.
+// does the tier. A timeout that the process's own starvation explains is
+// forgiven for as long as the domain answered some call within the last
+// 3 seconds: a process too busy to read its replies is not a store that
+// is down (under a CPU-saturated host, with other load beside it, a
+// healthy Redis's answers were seen more than a second apart). The tier
+// tells the two apart with a scheduler-latency probe (a goroutine that
+// asks to wake every 5 ms and records how late it woke): a timed-out call
+// is forgiven only when, during that call, the process waited to run at
+// least half the time the call had (its deadline less its start). A busy
+// process whose goroutines still ran within that — it waited 10 or 20 ms
+// to run, and the store gave no answer in 50 — has seen a store that did
+// not answer: an outage, as on an idle host, so a stopped Redis opens its
+// breaker after the threshold of timeouts whatever the load. A store that
+// is down in a process starved beyond that opens its breaker up to 3
+// seconds later. A request its caller cancelled says nothing either.
+// The deadline a Limiter gives the tier ([Store.TakeBy]) is moved later
+// by the process's recent wait to run, at most three times its length,
+// as the Redis store's is: on a starved host fewer calls time out.
 //
 // After WithBreaker's threshold of consecutive outages the breaker opens:
 // for the cool-down no request calls that domain, so none waits for the
@@ -252,6 +261,6 @@
 // Decisions, deny-cache and lease expiry use the now passed to Take (the
 // Limiter's clock). The tier's own work — the breaker's cool-down and the
 // sync rounds' now — uses WithClock. Tests drive both with a
-// core.ManualClock and call [Store.Sync] by hand. The starvation monitor
-// reads the system's monotonic clock.
+// core.ManualClock and call [Store.Sync] by hand. The scheduler-latency
+// probe reads the system's monotonic clock.
 package fleet

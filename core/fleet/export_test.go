@@ -1,5 +1,7 @@
 package fleet
 
+import "github.com/limitkit/limitkit/internal/schedlag"
+
 // withoutSyncLoop leaves out the background sync loop, which runs on the
 // wall clock: a test on a manual clock that syncs by hand decides the
 // same whatever the machine's load.
@@ -15,3 +17,8 @@ func withoutStarvationGrace() Option { return func(c *config) { c.noForgive = tr
 // withoutProbeLoop leaves out the background probe loop, which runs on
 // the wall clock: a test on a manual clock calls probeOpen by hand.
 func withoutProbeLoop() Option { return func(c *config) { c.noProbeLoop = true } }
+
+// withLagProbe makes the tier read the process's scheduling latency from
+// p, whose loop it does not run: a test records the lags it wants (a
+// starved process, or none) whatever the machine's load.
+func withLagProbe(p *schedlag.Probe) Option { return func(c *config) { c.lag = p } }

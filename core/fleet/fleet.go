@@ -12,6 +12,7 @@ import (
 
 	"github.com/limitkit/limitkit/core"
 	"github.com/limitkit/limitkit/core/memstore"
+	"github.com/limitkit/limitkit/internal/schedlag"
 )
 
 // numShards is the number of independently locked parts of the local table.
@@ -43,7 +44,7 @@ type Store struct {
 	cfg    config
 	local  *memstore.Store // FailLocal decisions while the remote is unreachable
 	dom    domains
-	health starvation
+	health *schedlag.Probe // the process's scheduling latency (health.go)
 	seed   maphash.Seed
 
 	openings atomic.Int64 // breaker openings, all domains
@@ -96,7 +97,10 @@ func New(remote core.Store, opts ...Option) (*Store, error) {
 	s.dstore, _ = remote.(core.DomainStore)
 	s.cfg.openings = &s.openings
 	s.dom.init(&s.cfg)
-	s.health.base = time.Now()
+	s.health = schedlag.New()
+	if s.cfg.lag != nil {
+		s.health = s.cfg.lag
+	}
 	for i := range s.shards {
 		s.shards[i].m = make(map[ekey]*entry)
 	}
@@ -107,7 +111,9 @@ func New(remote core.Store, opts ...Option) (*Store, error) {
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
-		s.health.run(s.stop)
+		if s.cfg.lag == nil {
+			s.health.Run(s.stop)
+		}
 	}()
 	if !s.cfg.noProbeLoop {
 		s.wg.Add(1)
@@ -335,8 +341,9 @@ func (s *Store) TakeElastic(ctx context.Context, key string, p *core.Policy, now
 	if !b.allow() {
 		return core.Decision{}, fmt.Errorf("fleet: %w", core.ErrCircuitOpen)
 	}
+	start := s.health.Now()
 	d, err := es.TakeElastic(ctx, key, p, now, min(max(cost, 0), pi.maxCost))
-	s.report(ctx, b, err)
+	s.report(ctx, b, err, start)
 	if err != nil {
 		return core.Decision{}, fmt.Errorf("fleet: %w", err)
 	}
@@ -355,6 +362,7 @@ func (s *Store) remoteTake(ctx context.Context, sh *shard, e *entry, k ekey, pi 
 	}
 	var d core.Decision
 	var err error
+	start := s.health.Now()
 	if pending > 0 {
 		b := [2]core.BatchTake{
 			{Key: k.key, Policy: p, Now: now, Cost: pending},
@@ -375,7 +383,7 @@ func (s *Store) remoteTake(ctx context.Context, sh *shard, e *entry, k ekey, pi 
 		grab = 0
 		d, err = s.remote.Take(ctx, k.key, p, now, cost)
 	}
-	if s.report(ctx, b, err) == outage {
+	if s.report(ctx, b, err, start) == outage {
 		b.probe.Store(&k)
 	}
 	if err != nil {

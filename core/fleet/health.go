@@ -3,69 +3,40 @@ package fleet
 import (
 	"context"
 	"errors"
-	"sync/atomic"
 	"time"
 
 	"github.com/limitkit/limitkit/core"
 )
 
-// Scheduler-latency monitor: a goroutine asks to wake every starveTick and
-// records how late it woke. A process whose own goroutines wait longer
-// than starveLag to run is starved (more runnable goroutines than cores, a
-// busy loop, GOMAXPROCS too low): its remote calls miss their deadlines
-// because the client's goroutines do not run, not because the store is
-// down.
+// A remote call that misses its deadline while the process itself could
+// not run (more runnable goroutines than cores, a busy loop, GOMAXPROCS
+// too low) says nothing about the store: its answer may have been in the
+// socket when the client's goroutine ran again. The tier tells the two
+// apart with a scheduler-latency probe (internal/schedlag: a goroutine
+// that asks to wake every 5 ms and records how late it woke): a timeout
+// is the process's fault only when, during that very call, the process
+// waited to run at least half the time the call had (its deadline less
+// its start; starveLag when it had no deadline). A busy process whose
+// goroutines still ran within that has seen the store not answer: an
+// outage, as on an idle host.
 const (
-	starveTick   = 5 * time.Millisecond
-	starveLag    = 10 * time.Millisecond
-	starveMemory = 500 * time.Millisecond // a lag counts this long after it was seen
+	starveLag = 10 * time.Millisecond // the threshold of a call without a deadline
 	// starveGrace is how long a starved process's timeouts are forgiven
 	// while its domain answers nothing at all: a store that is down in a
 	// starved process still opens its breaker, this much later.
 	starveGrace = 3 * time.Second
 )
 
-// starvation is the monitor's state, in nanoseconds of the monotonic
-// clock since the tier's start (0: never).
-type starvation struct {
-	base   time.Time
-	last   atomic.Int64 // the monitor's last wake-up
-	lagged atomic.Int64 // the last wake-up later than starveLag
-}
-
-// since returns the monotonic nanoseconds since the tier's start.
-func (s *starvation) since() int64 { return int64(time.Since(s.base)) }
-
-// run is the monitor's loop; it stops when stop is closed.
-func (s *starvation) run(stop <-chan struct{}) {
-	tk := time.NewTicker(starveTick)
-	defer tk.Stop()
-	prev := s.since()
-	s.last.Store(prev)
-	for {
-		select {
-		case <-stop:
-			return
-		case <-tk.C:
-			now := s.since()
-			if time.Duration(now-prev) > starveTick+starveLag {
-				s.lagged.Store(now)
-			}
-			prev = now
-			s.last.Store(now)
-		}
+// starvedDuring reports whether the process's own scheduling delay
+// explains a call started at start (on the probe's clock) under ctx
+// missing its deadline: the longest wait to run seen since start is at
+// least half the call's budget.
+func (s *Store) starvedDuring(ctx context.Context, start int64) bool {
+	need := starveLag
+	if dl, ok := ctx.Deadline(); ok {
+		need = dl.Sub(s.health.Time(start)) / 2
 	}
-}
-
-// starved reports whether the process is starved now: the monitor woke
-// late within the last starveMemory, or has not woken for longer than a
-// tick plus starveLag.
-func (s *starvation) starved() bool {
-	now := s.since()
-	if l := s.lagged.Load(); l != 0 && time.Duration(now-l) < starveMemory {
-		return true
-	}
-	return time.Duration(now-s.last.Load()) > starveTick+starveLag
+	return s.health.LagSince(start) >= need
 }
 
 // outcome is what a remote call's error says about its failure domain.
@@ -83,14 +54,15 @@ const (
 	unknown
 )
 
-// classify judges err, returned by a remote call made under ctx. This is
+// classify judges err, returned by a remote call made under ctx that
+// started at start (on the probe's clock: s.health.Now()). This is
 // the one place that decides which errors count towards a breaker:
 // connection failures and timeouts only, by core.ClassifyError's kind.
 // Every other kind — an error reply of the server, and any kind
 // ClassifyError adds for one (OOM, TRYAGAIN, CLUSTERDOWN, MOVED) — means
 // the domain answered; it is returned to the caller (the Limiter applies
 // the fail mode to that request) and never opens a breaker.
-func (s *Store) classify(ctx context.Context, b *breaker, err error) outcome {
+func (s *Store) classify(ctx context.Context, b *breaker, err error, start int64) outcome {
 	if err == nil {
 		return answered
 	}
@@ -98,9 +70,10 @@ func (s *Store) classify(ctx context.Context, b *breaker, err error) outcome {
 	case core.ErrorConnection:
 		return outage
 	case core.ErrorTimeout:
-		// A timeout while the process is starved is forgiven as long as
-		// the domain answered some call within starveGrace.
-		if !s.cfg.noForgive && s.health.starved() && time.Duration(s.health.since()-b.okAt.Load()) < starveGrace {
+		// A timeout that the process's own starvation explains is
+		// forgiven as long as the domain answered some call within
+		// starveGrace.
+		if !s.cfg.noForgive && s.starvedDuring(ctx, start) && time.Duration(s.health.Now()-b.okAt.Load()) < starveGrace {
 			return unknown
 		}
 		return outage
@@ -115,12 +88,13 @@ func (s *Store) classify(ctx context.Context, b *breaker, err error) outcome {
 	return answered
 }
 
-// report records a remote call's outcome with b and returns it.
-func (s *Store) report(ctx context.Context, b *breaker, err error) outcome {
-	o := s.classify(ctx, b, err)
+// report records the outcome of a remote call started at start with b
+// and returns it.
+func (s *Store) report(ctx context.Context, b *breaker, err error, start int64) outcome {
+	o := s.classify(ctx, b, err, start)
 	switch o {
 	case answered:
-		b.okAt.Store(s.health.since())
+		b.okAt.Store(s.health.Now())
 		if b.downAt.Load() != 0 {
 			b.downAt.Store(0)
 		}

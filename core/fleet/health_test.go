@@ -10,6 +10,7 @@ import (
 
 	"github.com/limitkit/limitkit/core"
 	"github.com/limitkit/limitkit/internal/redistest"
+	"github.com/limitkit/limitkit/internal/schedlag"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -113,4 +114,118 @@ func TestClientPauseWrite(t *testing.T) {
 		}
 		return true
 	}, 5*time.Second, 10*time.Millisecond, "the breakers close once decisions succeed")
+}
+
+// slowRemote is a remote store whose every call times out after the
+// process was (as the test says) unable to run for lag: it records that
+// lag with the tier's probe during the call, as the probe's loop would
+// have, then fails as a deadline missed.
+type slowRemote struct {
+	probe *schedlag.Probe
+	lag   time.Duration // recorded during each call (0: none)
+	stale bool          // record it before the call instead
+}
+
+func (r *slowRemote) Take(ctx context.Context, _ string, _ *core.Policy, _ time.Time, _ int64) (core.Decision, error) {
+	if r.lag > 0 && !r.stale {
+		r.probe.Record(r.probe.Now(), r.lag)
+	}
+	return core.Decision{}, fmt.Errorf("slow remote: %w", context.DeadlineExceeded)
+}
+
+// TestStarvationForgivesOnlyTheTimeoutsItExplains: on an injected
+// scheduler-latency probe (no loop: nothing the machine's load does
+// counts), timeouts under a 50 ms deadline are forgiven (the breaker
+// stays closed after 10 of them) only when, during each call, the process
+// waited to run at least half the deadline: 60 ms (the tier moved the
+// later calls' deadlines by the wait it saw, to 110 ms: half is 55); a
+// process that waited 15 ms — busy, but its goroutines ran — has seen
+// the store not answer,
+// and so has one whose long wait came before the call started: the
+// threshold of 3 timeouts opens the breaker, as a stopped Redis beside a
+// busy loop must.
+func TestStarvationForgivesOnlyTheTimeoutsItExplains(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		lag   time.Duration
+		stale bool
+		open  bool
+	}{
+		{"no wait to run", 0, false, true},
+		{"busy: waited 15 ms of 50", 15 * time.Millisecond, false, true},
+		{"starved: waited 60 ms of 50", 60 * time.Millisecond, false, false},
+		{"starved before the call", 60 * time.Millisecond, true, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			probe := schedlag.New()
+			remote := &slowRemote{probe: probe, lag: c.lag, stale: c.stale}
+			if c.stale {
+				probe.Record(probe.Now(), c.lag)
+				time.Sleep(time.Millisecond) // the calls start after it (probe's clock in µs)
+			}
+			tier := newTier(t, remote, withLagProbe(probe), WithBreaker(3, time.Hour, time.Hour))
+			lim := core.MustNewLimiter(tier, core.Policy{Name: "starve", FailMode: core.FailLocal, Limits: []core.Limit{core.Per(1000, time.Hour)}},
+				core.WithTimeout(50*time.Millisecond))
+			for i := 0; i < 10; i++ {
+				_, err := lim.Allow(context.Background(), "k")
+				if i < 3 { // then the breaker may be open
+					require.Equal(t, core.ErrorTimeout, core.ClassifyError(err), "%v", err)
+				}
+			}
+			if c.open {
+				assert.Equal(t, core.BreakerOpen, tier.BreakerState(), "the store did not answer: an outage")
+			} else {
+				assert.Equal(t, core.BreakerClosed, tier.BreakerState(), "the process's own starvation explains the timeouts")
+				assert.Zero(t, tier.BreakerOpenings())
+			}
+		})
+	}
+}
+
+// deadlineRemote answers every take at once, and records the deadline of
+// the last one's context.
+type deadlineRemote struct{ last atomic.Int64 }
+
+func (r *deadlineRemote) Take(ctx context.Context, _ string, p *core.Policy, _ time.Time, _ int64) (core.Decision, error) {
+	if dl, ok := ctx.Deadline(); ok {
+		r.last.Store(dl.UnixNano())
+	}
+	return core.Decision{Allowed: true, Remaining: 1, Policy: p.Name}, nil
+}
+
+// TestStarvedTierMovesTheDeadline: the tier is a core.DeadlineStore whose
+// TakeBy moves the store deadline later by the process's recent wait to
+// run (an injected probe: the machine's load adds nothing), by at most
+// three times its own length: the remote store's call runs under the
+// deadline exactly 30 ms later for a 30 ms wait, three deadlines later
+// for a 10 s one, unmoved for none; a Limiter gives the tier its
+// deadline that way.
+func TestStarvedTierMovesTheDeadline(t *testing.T) {
+	const budget = time.Second
+	pol := &core.Policy{Name: "moved", Limits: []core.Limit{core.Per(1000, time.Hour)}}
+	for _, c := range []struct{ lag, moved time.Duration }{{0, 0}, {30 * time.Millisecond, 30 * time.Millisecond}, {10 * time.Second, 3 * budget}} {
+		probe := schedlag.New()
+		if c.lag > 0 {
+			probe.Record(probe.Now(), c.lag)
+		}
+		remote := &deadlineRemote{}
+		tier := newTier(t, remote, withLagProbe(probe), WithoutDenyCache())
+		dl := time.Now().Add(budget)
+		_, err := tier.TakeBy(context.Background(), dl, "k", pol, time.Now(), 1)
+		require.NoError(t, err)
+		moved := time.Duration(remote.last.Load() - dl.UnixNano())
+		if c.lag < budget {
+			assert.Equal(t, c.moved, moved, "a wait of %v", c.lag)
+		} else {
+			assert.LessOrEqual(t, moved, c.moved, "at most three deadlines")
+			assert.Greater(t, moved, 2*budget, "about three deadlines")
+		}
+		if c.lag == 10*time.Second {
+			lim := core.MustNewLimiter(tier, *pol, core.WithTimeout(budget))
+			before := time.Now()
+			_, err := lim.Allow(context.Background(), "k2")
+			require.NoError(t, err)
+			assert.Greater(t, time.Unix(0, remote.last.Load()).Sub(before), 2*budget, "the Limiter's deadline, moved")
+		}
+	}
 }

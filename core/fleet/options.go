@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/limitkit/limitkit/core"
+	"github.com/limitkit/limitkit/internal/schedlag"
 )
 
 // Defaults, each overridable by an Option.
@@ -59,6 +60,10 @@ type config struct {
 	failMode    core.FailMode // what FailOpen (the zero value) policies fail as
 	errs        []error
 	openings    *atomic.Int64 // the Store's count of breaker openings
+
+	// lag, in tests, is an injected scheduling-latency probe, whose loop
+	// New does not run (export_test.go).
+	lag *schedlag.Probe
 }
 
 // Option configures a [Store].

@@ -77,10 +77,11 @@ func (s *Store) probeOpen() {
 		if k == nil || !b.halfOpen(0) {
 			continue
 		}
+		start := s.health.Now()
 		ctx, cancel := context.WithTimeout(context.Background(), max(s.cfg.probe, probeDeadline))
 		_, err := s.remote.Take(ctx, k.key, k.p, s.cfg.clock.Now(), 0)
+		s.report(ctx, b, err, start) // before cancel: a timeout, not a cancellation
 		cancel()
-		s.report(context.Background(), b, err)
 	}
 }
 
@@ -165,10 +166,10 @@ func (s *Store) Sync(ctx context.Context) error {
 // syncBatch sends one round trip of ops and applies the results.
 func (s *Store) syncBatch(ctx context.Context, now time.Time, ops []op) error {
 	b := syncTakes(ops, now)
-	start := time.Now()
+	start, began := time.Now(), s.health.Now()
 	err := s.takeBatch(ctx, b)
 	lat := time.Since(start)
-	first := s.reportBatch(ctx, ops, b, err)
+	first := s.reportBatch(ctx, ops, b, err, began)
 	j := 0
 	for _, o := range ops {
 		var fw, rn *core.BatchTake
@@ -247,7 +248,7 @@ func (s *Store) applySync(ctx context.Context, o op, fw, rn *core.BatchTake, err
 // breaker, once per domain: answered when one of its entries was answered,
 // else the first entry's outcome (every entry of the round trip when err,
 // the batch as a whole, is set). It returns the first error.
-func (s *Store) reportBatch(ctx context.Context, ops []op, b []core.BatchTake, err error) error {
+func (s *Store) reportBatch(ctx context.Context, ops []op, b []core.BatchTake, err error, start int64) error {
 	type verdict struct {
 		ok  bool
 		err error
@@ -270,7 +271,7 @@ func (s *Store) reportBatch(ctx context.Context, ops []op, b []core.BatchTake, e
 			if e != nil && first == nil {
 				first = e
 			}
-			if e == nil || s.classify(ctx, o.brk, e) == answered {
+			if e == nil || s.classify(ctx, o.brk, e, start) == answered {
 				v.ok = true
 			} else if v.err == nil {
 				v.err = e
@@ -280,9 +281,9 @@ func (s *Store) reportBatch(ctx context.Context, ops []op, b []core.BatchTake, e
 	}
 	for brk, v := range seen {
 		if v.ok {
-			s.report(ctx, brk, nil)
+			s.report(ctx, brk, nil, start)
 		} else {
-			s.report(ctx, brk, v.err)
+			s.report(ctx, brk, v.err, start)
 		}
 	}
 	return first

@@ -79,8 +79,9 @@ func (s *Store) remoteVerb(ctx context.Context, key string, pi *pinfo, call func
 	if !b.allow() {
 		return fmt.Errorf("fleet: %w", core.ErrCircuitOpen)
 	}
+	start := s.health.Now()
 	err := call()
-	if s.report(ctx, b, err) == outage {
+	if s.report(ctx, b, err, start) == outage {
 		b.probe.Store(&ekey{p: pi.p, key: key})
 	}
 	if err != nil {

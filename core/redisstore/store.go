@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/limitkit/limitkit/core"
+	"github.com/limitkit/limitkit/internal/schedlag"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -58,10 +59,16 @@ const tagLen = 12
 // The deadline of each call comes from its context, or from TakeBy's
 // deadline (core.Limiter gives every call one); the client must have
 // ContextTimeoutEnabled, which New checks, so a hung or dead Redis never
-// blocks past it.
+// blocks past it. TakeBy's deadline measures Redis's time, not the
+// process's: it is moved later by the time the process itself recently
+// waited to run (see [Store.TakeBy]), so that a host starved of CPU does
+// not turn healthy answers into timeouts and, under FailOpen, into bulk
+// admissions.
 //
 // A Store holds no connections of its own, and no goroutines unless built
-// with [WithPipelining]: the caller owns the client and closes it. Build one with [New]; the zero Store is
+// with [WithPipelining] (the process's scheduler-latency probe, shared by
+// every Store, runs while TakeBy is called and stops within two seconds
+// after the last call): the caller owns the client and closes it. Build one with [New]; the zero Store is
 // not usable. A Store is safe for concurrent use.
 type Store struct {
 	client     redis.UniversalClient
@@ -77,6 +84,8 @@ type Store struct {
 	reg core.PolicyRegistry // policy names of live Limiters (registrar.go)
 
 	pipe *pipeliner // WithPipelining's batching; nil: one round trip per decision
+
+	lag *schedlag.Probe // tests: an injected probe; nil: schedlag.Shared()
 }
 
 var _ core.Store = (*Store)(nil)
@@ -302,7 +311,20 @@ var _ core.DeadlineStore = (*Store)(nil)
 // a decision that queues has its deadline kept by the pipeliner, with
 // no context of its own; without it, or sent at once, the call runs
 // under a context bounded by deadline, as Take's.
+//
+// A starved host is not a dead store: deadline (the Limiter's store
+// deadline, not ctx's, which is the caller's own) is moved later by the
+// longest the process's goroutines waited to run in the last 500 ms, as
+// a scheduler-latency probe measures it (a goroutine that asks to wake
+// every 5 ms and records how late it woke; the fleet tier reads the
+// same probe), by at most three times the deadline's own length (four
+// in all: 200 ms for core.DefaultTimeout's 50 ms). On a host with CPU
+// to spare the probe reads about 0 and nothing changes: a slow or
+// stopped Redis still fails at the deadline; in a process that could
+// not run, the time it could not run does not count against Redis.
+// ctx's own deadline and cancellation still bound the call.
 func (s *Store) TakeBy(ctx context.Context, deadline time.Time, key string, p *core.Policy, now time.Time, cost int64) (core.Decision, error) {
+	deadline = s.starvedDeadline(deadline)
 	if s.pipe == nil && !deadline.IsZero() {
 		if ctx == nil {
 			ctx = context.Background()
@@ -312,6 +334,19 @@ func (s *Store) TakeBy(ctx context.Context, deadline time.Time, key string, p *c
 		defer cancel()
 	}
 	return s.take(ctx, deadline, key, p, now, cost)
+}
+
+// starvedDeadline returns dl moved later by the process's recent
+// scheduling latency (see TakeBy and schedlag.Probe.Move).
+func (s *Store) starvedDeadline(dl time.Time) time.Time {
+	if dl.IsZero() {
+		return dl
+	}
+	probe := s.lag
+	if probe == nil {
+		probe = schedlag.Shared()
+	}
+	return probe.Move(dl)
 }
 
 // take is Take and TakeBy: dl (zero: none) bounds the call besides ctx.

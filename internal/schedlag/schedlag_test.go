@@ -1,0 +1,96 @@
+package schedlag
+
+import (
+	"testing"
+	"time"
+)
+
+// TestLagSinceCountsOnlyWakeUpsAfterStart: a recorded lag counts for the
+// calls that were under way when it was seen, not for later ones; lags
+// under minLag are not recorded.
+func TestLagSinceCountsOnlyWakeUpsAfterStart(t *testing.T) {
+	p := New() // no loop: only what is recorded by hand
+	p.Record(int64(100*time.Millisecond), 40*time.Millisecond)
+	p.Record(int64(200*time.Millisecond), 10*time.Millisecond)
+	p.Record(int64(300*time.Millisecond), minLag/2)
+	for _, c := range []struct {
+		start int64
+		want  time.Duration
+	}{
+		{0, 40 * time.Millisecond},
+		{int64(100 * time.Millisecond), 40 * time.Millisecond},
+		{int64(150 * time.Millisecond), 10 * time.Millisecond},
+		{int64(250 * time.Millisecond), 0},
+	} {
+		if got := p.LagSince(c.start); got != c.want {
+			t.Errorf("LagSince(%v) = %v, want %v", time.Duration(c.start), got, c.want)
+		}
+	}
+}
+
+// TestLagSinceSeesAnOverdueLoop: a loop that has not woken for longer
+// than a tick reports how overdue it is, before it wakes to record it.
+func TestLagSinceSeesAnOverdueLoop(t *testing.T) {
+	p := New()
+	p.last.Store(p.Now() - int64(time.Second)) // as if the loop last woke 1 s ago
+	if got := p.LagSince(p.Now()); got < time.Second-Tick {
+		t.Errorf("LagSince = %v with the loop 1 s overdue", got)
+	}
+}
+
+// TestSharedStopsWhenIdle: Shared's loop runs while read and stops once
+// nobody reads it (no goroutine left behind), and Shared starts it again.
+func TestSharedStopsWhenIdle(t *testing.T) {
+	p := Shared()
+	deadline := time.Now().Add(10 * time.Second)
+	for p.last.Load() == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("Shared's loop did not start")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	deadline = time.Now().Add(5*idle + 10*time.Second)
+	for p.last.Load() != 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("Shared's loop did not stop with no reader")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if Shared(); !waitRunning(p) {
+		t.Fatal("Shared did not start its loop again")
+	}
+}
+
+func waitRunning(p *Probe) bool {
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+		if p.last.Load() != 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// TestMoveDeadline: a deadline moves later by the recorded wait to run,
+// by at most MaxMove times the time left; not at all with no wait, nor a
+// zero or passed deadline.
+func TestMoveDeadline(t *testing.T) {
+	p := New()
+	dl := time.Now().Add(time.Second)
+	if got := p.Move(dl); !got.Equal(dl) {
+		t.Errorf("no wait: moved by %v", got.Sub(dl))
+	}
+	p.Record(p.Now(), 20*time.Millisecond)
+	if got := p.Move(dl); got.Sub(dl) != 20*time.Millisecond {
+		t.Errorf("a 20 ms wait: moved by %v", got.Sub(dl))
+	}
+	p.Record(p.Now(), 10*time.Second)
+	if got := p.Move(dl).Sub(dl); got > MaxMove*time.Second || got < (MaxMove-1)*time.Second {
+		t.Errorf("a 10 s wait: moved by %v, want about %d s", got, MaxMove)
+	}
+	if past := time.Now().Add(-time.Second); !p.Move(past).Equal(past) {
+		t.Error("a passed deadline moved")
+	}
+	if !p.Move(time.Time{}).IsZero() {
+		t.Error("a zero deadline moved")
+	}
+}
