@@ -278,3 +278,43 @@ func TestLimiterDeadlineStore(t *testing.T) {
 	assert.True(t, se.Timeout())
 	assert.NotErrorIs(t, err, core.ErrCallerDone, "the store's deadline passed, not the caller's")
 }
+
+// appliedFallbackStore fails every call with err and answers d: a store that
+// applied a fallback itself (the fleet tier's FailLocal, or its default
+// fail mode for a policy that sets none).
+type appliedFallbackStore struct {
+	d   core.Decision
+	err error
+}
+
+func (s appliedFallbackStore) Take(context.Context, string, *core.Policy, time.Time, int64) (core.Decision, error) {
+	return s.d, s.err
+}
+
+// TestFailModeReportsTheFallbackTheStoreApplied: when the store answers
+// a failed call with a Degraded decision of its own, the Limiter keeps
+// it and its StoreError names the mode the store applied (a decision
+// under a limit: FailLocal; a denial with no limit: FailClosed), not the
+// policy's FailOpen.
+func TestFailModeReportsTheFallbackTheStoreApplied(t *testing.T) {
+	boom := errors.New("connection refused")
+	for _, tc := range []struct {
+		name string
+		d    core.Decision
+		mode core.FailMode
+	}{
+		{"local", core.Decision{Allowed: true, Degraded: true, Limit: core.PerSecond(3), Remaining: 2}, core.FailLocal},
+		{"closed", core.Decision{Degraded: true}, core.FailClosed},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			l := core.MustNewLimiter(appliedFallbackStore{d: tc.d, err: boom}, core.Policy{Name: "p", Limits: []core.Limit{core.PerSecond(6)}})
+			d, err := l.Allow(context.Background(), "k")
+			var se *core.StoreError
+			require.ErrorAs(t, err, &se)
+			assert.Equal(t, tc.mode, se.Mode, "the mode the store applied")
+			assert.Equal(t, tc.d.Allowed, d.Allowed, "the store's decision is kept")
+			assert.Equal(t, tc.d.Limit, d.Limit)
+			assert.True(t, d.Degraded)
+		})
+	}
+}

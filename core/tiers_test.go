@@ -94,3 +94,30 @@ func ExampleTiers() {
 	// user/bob api 100
 	// key/k_bigcustomer api/bigcustomer 50000
 }
+
+// TestNewTiersCapsAreExact: exactly MaxTiers tiers and MaxOverrides
+// overrides are accepted, one more of either is refused (the boundary
+// itself, not only far beyond it).
+func TestNewTiersCapsAreExact(t *testing.T) {
+	store := memstore.MustNew(memstore.WithMaxPolicies(4 * core.MaxOverrides))
+	defer store.Close()
+	def := tierLimiter(t, store, "api", 1)
+	limiters := func(prefix string, n int) map[string]*core.Limiter {
+		m := make(map[string]*core.Limiter, n)
+		for i := range n {
+			m[strconv.Itoa(i)] = tierLimiter(t, store, prefix+strconv.Itoa(i), 1)
+		}
+		return m
+	}
+	tiers, err := core.NewTiers(def, limiters("api/t", core.MaxTiers), nil)
+	require.NoError(t, err, "MaxTiers tiers are allowed")
+	assert.Len(t, tiers.Limiters(), 1+core.MaxTiers)
+	_, err = core.NewTiers(def, limiters("api/u", core.MaxTiers+1), nil)
+	assert.ErrorContains(t, err, fmt.Sprintf("%d tiers, at most %d", core.MaxTiers+1, core.MaxTiers))
+
+	tiers, err = core.NewTiers(def, nil, limiters("api/o", core.MaxOverrides))
+	require.NoError(t, err, "MaxOverrides overrides are allowed")
+	assert.Len(t, tiers.Limiters(), 1+core.MaxOverrides)
+	_, err = core.NewTiers(def, nil, limiters("api/p", core.MaxOverrides+1))
+	assert.ErrorContains(t, err, fmt.Sprintf("%d overrides, at most %d", core.MaxOverrides+1, core.MaxOverrides))
+}

@@ -306,3 +306,42 @@ func TestVerbsCallerDone(t *testing.T) {
 		})
 	}
 }
+
+// TestWaitHorizonIsTheTightestLimits: a waiter turned away because the
+// reservation queue is full sleeps until its turn comes within the
+// queue of the policy's tightest limit (one full quota's refill of the
+// limit that refills fastest: 1 s for 10/s here), not of its loosest
+// (1 h for 20/h), so that it comes back while it can still reserve.
+func TestWaitHorizonIsTheTightestLimits(t *testing.T) {
+	ctx := context.Background()
+	p := core.Policy{Name: "w", Algorithm: core.GCRA, Limits: []core.Limit{core.PerSecond(10), core.Per(20, time.Hour)}}
+	f := newWaitFixture(t, p, false)
+	// 10 admitted at once, then reservations (one sleep each, the clock
+	// standing still) until the 10/s queue is full and a Wait is turned
+	// away: WaitN then sleeps, asks again, is turned away again...
+	errStop := errors.New("stop")
+	var slept []time.Duration
+	t.Cleanup(core.SetSleep(func(_ context.Context, d time.Duration) error {
+		slept = append(slept, d)
+		if len(slept) > 40 {
+			return errStop
+		}
+		return nil
+	}))
+	var err error
+	for range 40 {
+		if err = f.l.Wait(ctx, "k"); err != nil {
+			break
+		}
+	}
+	require.ErrorIs(t, err, errStop, "a Wait was turned away and slept until stopped")
+	d, err := f.l.Peek(ctx, "k")
+	require.NoError(t, err)
+	require.False(t, d.Allowed)
+	require.Greater(t, d.RetryAfter, time.Second, "the turn lies beyond the 10/s queue")
+	// ...each time for RetryAfter less the tightest limit's queue (1 s),
+	// plus a jitter of at most 5 ms
+	last := slept[len(slept)-1]
+	assert.GreaterOrEqual(t, last, d.RetryAfter-time.Second, "slept %v for a turn %v away", last, d.RetryAfter)
+	assert.LessOrEqual(t, last, d.RetryAfter-time.Second+5*time.Millisecond, "slept %v for a turn %v away", last, d.RetryAfter)
+}

@@ -87,3 +87,35 @@ func TestDecideTierAllocs(t *testing.T) {
 		e.Fields(&res, &f)
 	}), "a returning client of a tier: no allocation")
 }
+
+// TestOverridesMatchOnlyThePrimaryKey: an override applies to the client
+// key New's key function returned; a request without one is keyed by
+// the fallback key ("~fb/" and the peer IP), which never matches an
+// override, even one whose name is that very key.
+func TestOverridesMatchOnlyThePrimaryKey(t *testing.T) {
+	ms := memstore.MustNew()
+	defer ms.Close()
+	apiKey, _ := keyfuncs.Header("X-API-Key")
+	lim := func(name string, n int64) *core.Limiter {
+		return core.MustNewLimiter(ms, core.Policy{Name: name, Limits: []core.Limit{core.PerMinute(n)}})
+	}
+	e, err := NewEngine("x", lim("api", 1), WithKey(apiKey), WithOverrides(map[string]*core.Limiter{
+		"k_big":           lim("api/big", 50),
+		"~fb/203.0.113.7": lim("api/fb", 60),
+	}))
+	require.NoError(t, err)
+	decide := func(key string) Result {
+		r, _ := http.NewRequest("GET", "http://example.com/x", nil)
+		r.Pattern, r.RemoteAddr = "GET /x", "203.0.113.7:1"
+		if key != "" {
+			r.Header.Set("X-API-Key", key)
+		}
+		return e.Decide(context.Background(), keyfuncs.FromHTTP(r))
+	}
+	res := decide("k_big")
+	assert.Equal(t, "api/big", res.Decision.Policy, "the primary key's override")
+	assert.Equal(t, int64(50), res.Decision.Limit.Requests)
+	res = decide("")
+	assert.Equal(t, "api", res.Decision.Policy, "a fallback key is decided by the default, never by an override")
+	assert.Equal(t, int64(1), res.Decision.Limit.Requests)
+}

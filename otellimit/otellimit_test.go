@@ -475,3 +475,21 @@ func TestNewDefaultsToTheGlobalProviders(t *testing.T) {
 	names, _ := spanEvents(t, rec.Ended()[0], "k")
 	assert.Equal(t, []string{"limitkit.decision"}, names)
 }
+
+// TestPolicyCapIsExact: the first MaxPolicies distinct policy names are
+// recorded under their own limitkit.policy value, every later one under
+// OtherPolicy (the cap bounds the series exactly, not one beyond).
+func TestPolicyCapIsExact(t *testing.T) {
+	reader := sdkmetric.NewManualReader()
+	o, err := otellimit.New(otellimit.WithMeterProvider(sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))))
+	require.NoError(t, err)
+	for i := range otellimit.MaxPolicies + 2 {
+		o.Observe(core.Event{Kind: core.EventDecision, Policy: fmt.Sprintf("p%d", i), Outcome: core.OutcomeAllowed})
+	}
+	got := points(t, reader)["limitkit.decisions"]
+	own := func(i int) string { return fmt.Sprintf("limitkit.policy=p%d,limitkit.result=allowed,", i) }
+	assert.Equal(t, 1.0, got[own(otellimit.MaxPolicies-1)], "the MaxPolicies-th name is its own")
+	assert.NotContains(t, got, own(otellimit.MaxPolicies), "the next one is not")
+	assert.Equal(t, 2.0, got["limitkit.policy="+otellimit.OtherPolicy+",limitkit.result=allowed,"], "the two beyond the cap")
+	assert.Len(t, got, otellimit.MaxPolicies+1)
+}

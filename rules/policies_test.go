@@ -1,6 +1,7 @@
 package rules_test
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -164,4 +165,75 @@ func TestLiveTiersReload(t *testing.T) {
 	assert.Same(t, got["api"].Tiers["pro"], snap.RuleLimiters(r).Tiers["pro"])
 	other, _ := s.Rule("api")
 	assert.Nil(t, snap.RuleLimiters(other).Default, "a rule of another set")
+}
+
+// TestAlsoCapIsExact: a rule may have exactly MaxAlso also: checks; one
+// more is refused, naming the cap.
+func TestAlsoCapIsExact(t *testing.T) {
+	rule := func(n int) string {
+		var b strings.Builder
+		b.WriteString("rules:\n  - name: api\n    route: /v1/*\n    limits: [\"1 per 1m\"]\n    also:\n")
+		for i := range n {
+			fmt.Fprintf(&b, "      - {name: also-%d, key: ip, limits: [\"1 per 1m\"]}\n", i)
+		}
+		return b.String()
+	}
+	s, err := rules.Parse([]byte(rule(rules.MaxAlso)), rules.YAML)
+	require.NoError(t, err, "MaxAlso checks are allowed")
+	api, _ := s.Rule("api")
+	assert.Len(t, api.Also, rules.MaxAlso)
+	_, err = rules.Parse([]byte(rule(rules.MaxAlso+1)), rules.YAML)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), fmt.Sprintf("%d checks, at most %d", rules.MaxAlso+1, rules.MaxAlso))
+}
+
+// TestCountChargeRoundTrips: encoding a rule keeps its count: charge
+// (first stays first, after stays the default) and reset_on, in YAML
+// and in JSON.
+func TestCountChargeRoundTrips(t *testing.T) {
+	for _, charge := range []string{"first", "after"} {
+		src := `{"rules":[{"name":"a","route":"/","limits":["1 per 1m"],"count":{"status":[401],"reset_on":"success","charge":"` + charge + `"}}]}`
+		s, err := rules.Parse([]byte(src), rules.JSON)
+		require.NoError(t, err)
+		want := &rules.Count{Statuses: []int{401}, ResetOnSuccess: true, ChargeFirst: charge == "first"}
+		a, _ := s.Rule("a")
+		require.Equal(t, want, a.Count, charge)
+		for _, enc := range []struct {
+			format rules.Format
+			encode func() ([]byte, error)
+		}{{rules.YAML, s.EncodeYAML}, {rules.JSON, s.EncodeJSON}} {
+			b, err := enc.encode()
+			require.NoError(t, err)
+			again, err := rules.Parse(b, enc.format)
+			require.NoError(t, err, "%s", b)
+			a, _ := again.Rule("a")
+			assert.Equal(t, want, a.Count, "charge %s through\n%s", charge, b)
+		}
+	}
+}
+
+// TestSwapKeyOnlyChangeIsAnUpdate: a reload that changes only a rule's
+// key: is an update of the rule (not "unchanged", not an empty change),
+// and the new snapshot's rule keys requests by the new key.
+func TestSwapKeyOnlyChangeIsAnUpdate(t *testing.T) {
+	store := memstore.MustNew()
+	defer store.Close()
+	const v1 = "rules:\n  - {name: api, route: /v1/*, key: ip, limits: [\"5 per 1m\"]}\n  - {name: other, route: /o, limits: [\"5 per 1m\"]}\n"
+	v2 := strings.Replace(v1, "key: ip", "key: \"header:X-Tenant\"", 1)
+	s1, err := rules.Parse([]byte(v1), rules.YAML)
+	require.NoError(t, err)
+	live, err := rules.NewLive[struct{}](store, s1, nil)
+	require.NoError(t, err)
+	s2, err := rules.Parse([]byte(v2), rules.YAML)
+	require.NoError(t, err)
+	ch, err := live.Swap(s2)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"api"}, ch.Updated)
+	assert.Equal(t, 1, ch.Unchanged, "other")
+	assert.False(t, ch.Empty())
+	snap := live.Acquire()
+	defer snap.Release()
+	r := snap.Match("GET", "/v1/items", false)
+	require.NotNil(t, r)
+	assert.Equal(t, rules.Key{Kind: rules.KeyHeader, Header: "X-Tenant"}, r.Key)
 }

@@ -52,7 +52,7 @@ func TestParseFlags(t *testing.T) {
 func TestRoutePath(t *testing.T) {
 	for _, tt := range []struct{ route, path, want string }{
 		{"GET /api1", "/api1", "/api1"},
-		{"GET example.com/api1", "/api1", "/api1"},
+		{"GET example.com/items/{id}", "/items/7", "/items/{id}"},
 		{"/users/:id", "/users/7", "/users/:id"},
 		{"", "/raw", "/raw"},
 		{"GET /", "/anything", "/"},

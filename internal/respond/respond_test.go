@@ -490,3 +490,22 @@ func TestIntText(t *testing.T) {
 		check(int64(r.Uint64() >> r.Intn(64)))
 	}
 }
+
+// TestAddRateLimitWritesTZero: the IETF RateLimit field carries t=0 when
+// the quota resets now (a zero is a value, not an absent parameter);
+// only a negative t leaves the parameter out.
+func TestAddRateLimitWritesTZero(t *testing.T) {
+	var f Fields
+	f.AddRateLimit("api", 0, 0)
+	f.AddRateLimit("api", 3, -1)
+	require.Equal(t, 2, f.Len())
+	_, d, _ := f.At(0)
+	assert.Equal(t, `"api";r=0;t=0`, string(d))
+	_, d, _ = f.At(1)
+	assert.Equal(t, `"api";r=3`, string(d))
+	h := http.Header{}
+	var g Fields
+	g.AddRateLimit("api", 0, 0)
+	SetHTTP(h, &g)
+	assert.Equal(t, `"api";r=0;t=0`, h.Get(HeaderRateLimit))
+}

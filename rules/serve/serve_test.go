@@ -296,3 +296,39 @@ func TestOnBuildCurrentGeneration(t *testing.T) {
 	assert.Same(t, next, srv.Current())
 	assert.Equal(t, uint64(2), srv.Generation())
 }
+
+// TestRoutePath: a route pattern's path is what rules match: the method
+// and a host are dropped (the host case's path differs from the route,
+// so falling back to the path shows), and only an empty or host-only
+// route falls back to the request's path.
+func TestRoutePath(t *testing.T) {
+	for _, tt := range []struct{ route, path, want string }{
+		{"GET /api1", "/api1", "/api1"},
+		{"GET example.com/items/{id}", "/items/7", "/items/{id}"},
+		{"example.com/items/{id}", "/items/7", "/items/{id}"},
+		{"/users/:id", "/users/7", "/users/:id"},
+		{"", "/raw", "/raw"},
+		{"GET /", "/anything", "/"},
+		{"example.com", "/x", "/x"},
+	} {
+		assert.Equal(t, tt.want, serve.RoutePath(tt.route, tt.path), tt.route)
+	}
+}
+
+// TestResetOnSuccessClearsFailures: under `reset_on: success` a
+// successful login clears the failures its user had: after two failures
+// and a success, the user has the full three failures again before the
+// fourth attempt is refused (without the reset the second would be).
+func TestResetOnSuccessClearsFailures(t *testing.T) {
+	store := memstore.MustNew()
+	defer store.Close()
+	set, err := rules.Parse([]byte(file), rules.YAML)
+	require.NoError(t, err)
+	_, h, err := serve.NewNetHTTP(serve.Config{Store: store, Identity: identity(t)}, set, routes())
+	require.NoError(t, err)
+	var codes []int
+	for _, pw := range []string{"x", "x", "demo", "x", "x", "x", "x"} {
+		codes = append(codes, send(h, "POST", "/login", loginForm("erin", pw)))
+	}
+	assert.Equal(t, []int{401, 401, 200, 401, 401, 401, 429}, codes)
+}
