@@ -17,7 +17,9 @@ import (
 // checkout), build offline with `go build ./...`. An example that imports
 // an internal/ package of limitkit, or a file of another folder, fails
 // here. _examples/exampleapp is the examples' shared wiring, a package
-// they import like any other of the module's.
+// they import like any other of the module's. The builds are parallel
+// subtests (each in its own directory; the go commands share the build
+// cache safely): a build spends much of its time linking on one core.
 func TestExamplesBuildAlone(t *testing.T) {
 	root, err := filepath.Abs(filepath.Join("..", ".."))
 	if err != nil {
@@ -36,6 +38,7 @@ func TestExamplesBuildAlone(t *testing.T) {
 		}
 		n++
 		t.Run(name, func(t *testing.T) {
+			t.Parallel()
 			modtest.Run(t, root, "example.com/copied/"+name, files, []string{"build", "./..."})
 		})
 	}
