@@ -15,9 +15,11 @@ import (
 // TestTakeBatchEqualsTake: a batch over many keys and policies decides as
 // the same takes one by one (on another prefix), on a node and on a
 // Cluster (one pipeline per node), and counts one pipeline of commands.
+// On the shared Cluster, on keys of its own.
 func TestTakeBatchEqualsTake(t *testing.T) {
+	t.Parallel()
 	node := redistest.StartNode(t)
-	cl := redistest.StartCluster(t)
+	cl := redistest.SharedCluster(t)
 	pols := []*core.Policy{
 		mustPolicy(t, core.Policy{Name: "g", Limits: []core.Limit{core.Per(3, time.Second)}}),
 		mustPolicy(t, core.Policy{Name: "f2", Algorithm: core.FixedWindow, Limits: []core.Limit{core.Per(9, time.Minute), core.Per(2, time.Second)}}),
@@ -25,8 +27,8 @@ func TestTakeBatchEqualsTake(t *testing.T) {
 	}
 	for name, client := range map[string]redis.UniversalClient{"node": node.NewClient(t), "cluster": cl.NewClient(t)} {
 		t.Run(name, func(t *testing.T) {
-			batched := newStore(t, client, WithClientTime(), WithPrefix("b:"))
-			single := newStore(t, client, WithClientTime(), WithPrefix("s:"))
+			batched := newStore(t, client, WithClientTime(), WithPrefix(redistest.KeyPrefix(t)+"b:"))
+			single := newStore(t, client, WithClientTime(), WithPrefix(redistest.KeyPrefix(t)+"s:"))
 			ctx := context.Background()
 			var b []core.BatchTake
 			for i := 0; i < 60; i++ {

@@ -16,11 +16,13 @@ import (
 // that serves the key's slot — the one whose CLUSTER NODES entry owns the
 // slot of the key's Redis keys — for every key, spreading keys over all
 // three masters; before the client has a slot map it returns "" without
-// I/O; on a node client it is always "".
+// I/O; on a node client it is always "". On the shared Cluster, on keys
+// of its own.
 func TestDomainIsTheKeysMaster(t *testing.T) {
-	cl := redistest.StartCluster(t)
+	t.Parallel()
+	cl := redistest.SharedCluster(t)
 	c := cl.NewClient(t)
-	s := newStore(t, c)
+	s := newStore(t, c, WithPrefix(redistest.KeyPrefix(t)))
 	p := &core.Policy{Name: "dom", Limits: []core.Limit{core.PerMinute(5)}}
 	assert.Empty(t, s.Domain("k", p), "no slot map yet: unknown, and no I/O")
 	ctx := context.Background()

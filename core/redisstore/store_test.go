@@ -416,8 +416,9 @@ func TestMemoryLayout(t *testing.T) {
 // node and on a cluster, for a two-limit policy (the conformance suite
 // covers single limits).
 func TestConcurrentStoresExact(t *testing.T) {
+	t.Parallel()
 	srv := redistest.StartNode(t)
-	cl := redistest.StartCluster(t)
+	cl := redistest.SharedCluster(t) // on keys of its own (KeyPrefix)
 	newClient := map[string]func(t *testing.T) redis.UniversalClient{
 		"node":    func(t *testing.T) redis.UniversalClient { return srv.NewClient(t) },
 		"cluster": func(t *testing.T) redis.UniversalClient { return cl.NewClient(t) },
@@ -429,7 +430,7 @@ func TestConcurrentStoresExact(t *testing.T) {
 					Limits: []core.Limit{core.PerHour(1000), core.PerMinute(250)}})
 				stores := make([]*Store, 8)
 				for i := range stores {
-					stores[i] = newStore(t, nc(t), WithClientTime())
+					stores[i] = newStore(t, nc(t), WithClientTime(), WithPrefix(redistest.KeyPrefix(t)))
 				}
 				admitted := make(chan bool, 800*2)
 				done := make(chan struct{})

@@ -196,13 +196,14 @@ func TestVerbsLogWindowEdge(t *testing.T) {
 // full quota, a charge past the limit is repaid before anything more is
 // admitted, a refund never exceeds a fresh quota.
 func TestVerbsServerTimeAndCluster(t *testing.T) {
+	t.Parallel()
 	node := redistest.StartNode(t)
-	cl := redistest.StartCluster(t)
+	cl := redistest.SharedCluster(t) // on keys of its own (KeyPrefix)
 	for name, client := range map[string]redis.UniversalClient{"node": node.NewClient(t), "cluster": cl.NewClient(t)} {
 		t.Run(name, func(t *testing.T) {
 			var n counter
 			client.AddHook(&n)
-			s := newStore(t, client)
+			s := newStore(t, client, WithPrefix(redistest.KeyPrefix(t)))
 			p := mustPolicy(t, core.Policy{Name: "c", Limits: []core.Limit{core.PerMinute(10)}})
 			l := core.MustNewLimiter(s, *p, core.WithTimeout(5*time.Second))
 			require.NoError(t, s.Preload(context.Background())) // the verb scripts too: no NOSCRIPT, then EVAL

@@ -42,6 +42,7 @@ func TestExternalStore(t *testing.T) {
 		}},
 	} {
 		t.Run(tc.module, func(t *testing.T) {
+			t.Parallel() // two go commands in their own directories
 			files := modtest.Dir(t, filepath.Join("testdata", tc.module))
 			out := modtest.Run(t, root, "example.com/"+tc.module, files,
 				[]string{"vet", "./..."}, []string{"test", "-count=1", "-v", "-run", "TestConformance", "./..."})

@@ -17,7 +17,14 @@ import (
 // checkout), build offline with `go build ./...`. An example that imports
 // an internal/ package of limitkit, or a file of another folder, fails
 // here. _examples/exampleapp is the examples' shared wiring, a package
-// they import like any other of the module's.
+// they import like any other of the module's. The first program that
+// imports exampleapp is built alone (parallel subtests start when this
+// function returns): it compiles what the programs share (exampleapp and
+// limitkit's packages, without -race, so not cached by the tests' own
+// builds), which concurrent go commands on a cold cache would each
+// compile again. The others are parallel subtests (each in its own
+// directory, sharing the build cache): a build then spends most of its
+// time linking, on one core.
 func TestExamplesBuildAlone(t *testing.T) {
 	root, err := filepath.Abs(filepath.Join("..", ".."))
 	if err != nil {
@@ -27,7 +34,7 @@ func TestExamplesBuildAlone(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	n := 0
+	n, warmed := 0, false
 	for _, dir := range dirs {
 		name := filepath.Base(dir)
 		files := programFiles(t, dir)
@@ -35,13 +42,29 @@ func TestExamplesBuildAlone(t *testing.T) {
 			continue
 		}
 		n++
+		alone := !warmed && importsExampleApp(files)
+		warmed = warmed || alone
 		t.Run(name, func(t *testing.T) {
+			if !alone {
+				t.Parallel()
+			}
 			modtest.Run(t, root, "example.com/copied/"+name, files, []string{"build", "./..."})
 		})
 	}
 	if n < 8 {
 		t.Fatalf("found %d example programs under %s, want the 8 documented in _examples/README.md", n, filepath.Join(root, "_examples"))
 	}
+}
+
+// importsExampleApp reports whether a program's files import
+// _examples/exampleapp.
+func importsExampleApp(files map[string]string) bool {
+	for _, content := range files {
+		if strings.Contains(content, `"github.com/limitkit/limitkit/_examples/exampleapp"`) {
+			return true
+		}
+	}
+	return false
 }
 
 // programFiles reads the files of dir that a user copies to run its

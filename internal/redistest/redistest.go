@@ -10,15 +10,23 @@
 // [Server.Stop], [Server.Restart], [Server.Pause] (SIGSTOP: the socket
 // accepts but nothing answers) and [Server.Resume].
 //
-// When redis-server (or, for a cluster, redis-cli) is not on PATH, the test
-// is skipped with a message saying so, unless the environment variable
-// LIMITKIT_REQUIRE_REDIS=1 is set (CI sets it): then the test fails.
+// A cluster is joined with CLUSTER commands (as redis-cli --cluster
+// create does, without its one-second sleeps); a fresh master still
+// refuses to report cluster_state:ok for two seconds after it starts, so a
+// cluster costs about two seconds of waiting. Tests that neither stop nor
+// reconfigure its nodes can share one per test binary: [SharedCluster],
+// with [Main] in the package's TestMain and a [KeyPrefix] per test.
+//
+// When redis-server is not on PATH, the test is skipped with a message
+// saying so, unless the environment variable LIMITKIT_REQUIRE_REDIS=1 is
+// set (CI sets it): then the test fails.
 //
 // The environment variable LIMITKIT_REDIS_SERVER names another server
 // binary, e.g. valkey-server (CI runs the Redis-dependent packages once
-// more with it); the cluster tool is then LIMITKIT_REDIS_CLI, by default
-// valkey-cli for a binary whose name starts with "valkey", else
-// redis-cli. [ServerBinary] and [CLIBinary] report the choice.
+// more with it); the matching cluster tool (for tests that run it) is
+// LIMITKIT_REDIS_CLI, by default valkey-cli for a binary whose name
+// starts with "valkey", else redis-cli. [ServerBinary] and [CLIBinary]
+// report the choice.
 //
 // The helpers poll the server's socket while waiting for readiness; that is
 // the only waiting they do. They are for tests only.
@@ -28,6 +36,7 @@ import (
 	"bufio"
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"os"
 	"os/exec"
@@ -68,7 +77,8 @@ func ServerBinary() string {
 	return "redis-server"
 }
 
-// CLIBinary is the tool that joins a cluster: $LIMITKIT_REDIS_CLI, else
+// CLIBinary is the cluster tool matching ServerBinary (the helpers do not
+// need it; a test that runs it does): $LIMITKIT_REDIS_CLI, else
 // valkey-cli when ServerBinary's name starts with "valkey", else
 // redis-cli.
 func CLIBinary() string {
@@ -94,10 +104,11 @@ type Server struct {
 	// Port+10000.
 	Port int
 
-	t       testing.TB
+	t       owner
 	dir     string
 	args    []string
 	cluster bool
+	shared  bool // SharedCluster's: its process is not the test's to control
 
 	mu     sync.Mutex
 	cmd    *exec.Cmd
@@ -162,14 +173,14 @@ func StartSentinel(t testing.TB, master *Server, name string) *Server {
 	}
 }
 
-func newServer(t testing.TB, bin string, cluster bool, extraArgs []string) *Server {
+func newServer(t owner, bin string, cluster bool, extraArgs []string) *Server {
 	t.Helper()
 	return newServerConf(t, bin, cluster, nil, extraArgs)
 }
 
 // newServerConf is newServer with the arguments first(dir) put before the
 // flags (a config file, for Sentinel).
-func newServerConf(t testing.TB, bin string, cluster bool, first func(dir string) []string, extraArgs []string) *Server {
+func newServerConf(t owner, bin string, cluster bool, first func(dir string) []string, extraArgs []string) *Server {
 	t.Helper()
 	dir := t.TempDir()
 	var lastErr error
@@ -199,7 +210,10 @@ func newServerConf(t testing.TB, bin string, cluster bool, first func(dir string
 			s.args = append(s.args,
 				"--cluster-enabled", "yes",
 				"--cluster-config-file", filepath.Join(dir, "nodes.conf"),
-				"--cluster-node-timeout", "5000")
+				"--cluster-node-timeout", "5000",
+				// a replica's first sync starts at once, not after
+				// the default 5 s wait for more replicas
+				"--repl-diskless-sync-delay", "0")
 		}
 		s.args = append(s.args, extraArgs...)
 		if first != nil {
@@ -365,6 +379,7 @@ func (s *Server) signal(sig syscall.Signal) {
 // waits for it to exit. Restart brings it back on the same port.
 func (s *Server) Kill() {
 	s.t.Helper()
+	s.mustOwn("Kill")
 	s.killWait()
 }
 
@@ -384,6 +399,7 @@ func (s *Server) killWait() {
 // is off, so data is lost) and waits for it to exit.
 func (s *Server) Stop() {
 	s.t.Helper()
+	s.mustOwn("Stop")
 	s.mu.Lock()
 	cmd, done, paused := s.cmd, s.done, s.paused
 	s.cmd = nil
@@ -409,6 +425,7 @@ func (s *Server) Stop() {
 // cluster.
 func (s *Server) Restart() {
 	s.t.Helper()
+	s.mustOwn("Restart")
 	s.killWait()
 	var err error
 	for attempt := 0; attempt < 3; attempt++ {
@@ -424,6 +441,7 @@ func (s *Server) Restart() {
 // answered until Resume. The cleanup resumes and kills a paused server.
 func (s *Server) Pause() {
 	s.t.Helper()
+	s.mustOwn("Pause")
 	s.signal(syscall.SIGSTOP)
 	s.mu.Lock()
 	s.paused = true
@@ -433,6 +451,7 @@ func (s *Server) Pause() {
 // Resume continues a server frozen by Pause.
 func (s *Server) Resume() {
 	s.t.Helper()
+	s.mustOwn("Resume")
 	s.signal(syscall.SIGCONT)
 	s.mu.Lock()
 	s.paused = false
@@ -462,6 +481,14 @@ func (s *Server) cleanup() {
 		_ = cmd.Process.Signal(syscall.SIGCONT)
 	}
 	s.killWait()
+}
+
+// mustOwn panics when s is a shared server: stopping or freezing it would
+// break the other tests that use it.
+func (s *Server) mustOwn(op string) {
+	if s.shared {
+		panic("redistest: " + op + " on a shared server (SharedCluster); start the test's own with StartNode or StartCluster")
+	}
 }
 
 // Do sends one command over a fresh connection (outside any client pool)
@@ -518,9 +545,9 @@ func (c *Cluster) Addrs() []string {
 }
 
 // StartCluster starts three cluster-enabled redis-server processes, joins
-// them with redis-cli --cluster create (16384 slots split over three
-// masters, no replicas) and returns once every node reports
-// cluster_state:ok and knows all three nodes.
+// them into one cluster (16384 slots split over three masters as
+// redis-cli --cluster create splits them, no replicas) and returns once
+// every node reports cluster_state:ok and knows all three nodes.
 func StartCluster(t testing.TB) *Cluster {
 	t.Helper()
 	return startCluster(t, 0)
@@ -537,36 +564,104 @@ func StartClusterWithReplicas(t testing.TB) *Cluster {
 	return startCluster(t, 1)
 }
 
+// startCluster joins the nodes with CLUSTER commands, as redis-cli
+// --cluster create and add-node do (distinct config epochs, slots, MEET,
+// REPLICATE), but polls for each step instead of sleeping a second
+// between its checks as redis-cli does: a cluster is ready in a few
+// hundred milliseconds instead of two to five seconds.
 func startCluster(t testing.TB, replicas int) *Cluster {
 	t.Helper()
+	return joinCluster(t, t, replicas)
+}
+
+// joinCluster starts and joins a cluster whose servers o owns (their
+// directories and cleanup); t is the test that asked for it.
+func joinCluster(t testing.TB, o owner, replicas int) *Cluster {
+	t.Helper()
 	bin := lookup(t, ServerBinary())
-	cli := lookup(t, CLIBinary())
 	c := &Cluster{}
 	for i := 0; i < 3; i++ {
-		c.Nodes = append(c.Nodes, newServer(t, bin, true, nil))
+		c.Nodes = append(c.Nodes, newServer(o, bin, true, nil))
 	}
-	args := append([]string{"--cluster", "create"}, c.Addrs()...)
-	args = append(args, "--cluster-replicas", "0", "--cluster-yes")
-	out, err := exec.Command(cli, args...).CombinedOutput()
-	if err != nil {
-		t.Fatalf("redistest: redis-cli --cluster create: %v\n%s", err, out)
-	}
-	c.WaitReady(t)
 	for i := 0; i < replicas*3; i++ {
-		r := newServer(t, bin, true, nil)
-		m := c.Nodes[i%3]
-		id, err := m.Do("CLUSTER", "MYID")
+		c.Replicas = append(c.Replicas, newServer(o, bin, true, nil))
+	}
+	all := append(append([]*Server(nil), c.Nodes...), c.Replicas...)
+	do := func(s *Server, args ...string) string {
+		t.Helper()
+		out, err := s.Do(args...)
 		if err != nil {
-			t.Fatalf("redistest: CLUSTER MYID on %s: %v", m.Addr, err)
+			t.Fatalf("redistest: %s on %s: %v", strings.Join(args[:min(len(args), 2)], " "), s.Addr, err)
 		}
-		out, err := exec.Command(cli, "--cluster", "add-node", r.Addr, m.Addr, "--cluster-slave", "--cluster-master-id", id).CombinedOutput()
-		if err != nil {
-			t.Fatalf("redistest: redis-cli --cluster add-node %s as replica of %s: %v\n%s", r.Addr, m.Addr, err, out)
+		return out
+	}
+	for i, n := range all {
+		do(n, "CLUSTER", "SET-CONFIG-EPOCH", strconv.Itoa(i+1))
+	}
+	for i, n := range c.Nodes {
+		lo, hi := slotRange(i, len(c.Nodes))
+		if _, err := n.Do("CLUSTER", "ADDSLOTSRANGE", strconv.Itoa(lo), strconv.Itoa(hi)); err != nil {
+			// before Redis 7.0: one argument per slot
+			args := []string{"CLUSTER", "ADDSLOTS"}
+			for s := lo; s <= hi; s++ {
+				args = append(args, strconv.Itoa(s))
+			}
+			do(n, args...)
 		}
-		c.Replicas = append(c.Replicas, r)
+	}
+	for _, n := range all[1:] {
+		do(all[0], "CLUSTER", "MEET", "127.0.0.1", strconv.Itoa(n.Port))
+	}
+	if replicas > 0 {
+		// a replica must know its master before CLUSTER REPLICATE
+		waitKnown(t, all)
+		for i, r := range c.Replicas {
+			id := do(c.Nodes[i%3], "CLUSTER", "MYID")
+			do(r, "CLUSTER", "REPLICATE", id)
+		}
 	}
 	c.WaitReady(t)
 	return c
+}
+
+// slotRange is the i-th of n contiguous slot ranges, split as redis-cli
+// --cluster create splits them (for three masters 0-5460, 5461-10922,
+// 10923-16383).
+func slotRange(i, n int) (lo, hi int) {
+	per := 16384.0 / float64(n)
+	lo = 0
+	if i > 0 {
+		lo = int(math.Round(float64(i)*per-1)) + 1
+	}
+	hi = int(math.Round(float64(i+1)*per - 1))
+	if i == n-1 {
+		hi = 16383
+	}
+	return lo, hi
+}
+
+// waitKnown waits until every node of all knows every other.
+func waitKnown(t testing.TB, all []*Server) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		ok := true
+		var last string
+		for _, n := range all {
+			info, err := n.Do("CLUSTER", "INFO")
+			if err != nil || !strings.Contains(info, "cluster_known_nodes:"+strconv.Itoa(len(all))+"\r") {
+				ok, last = false, fmt.Sprintf("%s: %v %s", n.Addr, err, info)
+				break
+			}
+		}
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("redistest: cluster nodes do not know each other after 30s: %s", last)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 }
 
 // Failover runs CLUSTER FAILOVER [mode] on s, a replica ("FORCE" when its
