@@ -36,8 +36,9 @@ type Probe struct {
 	base time.Time
 	last atomic.Int64 // the loop's last wake-up, ns since base (0: not running)
 	next atomic.Uint64
-	// each slot: the wake-up's time in µs since base (upper 40 bits) and
-	// its lateness in µs (lower 24 bits, at most ~16.7 s)
+	// each slot: the wake-up's time in ms since base (upper 40 bits, 34
+	// years; in µs they wrapped after 12.7 days of uptime) and its
+	// lateness in µs (lower 24 bits, at most ~16.7 s)
 	lags [ring]atomic.Uint64
 	// peak is the longest lag recorded within the last Window, as of the
 	// loop's last wake-up (Peak reads it in one load)
@@ -101,12 +102,12 @@ func (p *Probe) Record(at int64, lag time.Duration) {
 	}
 	us := min(lag.Microseconds(), 1<<24-1)
 	i := p.next.Add(1) % ring
-	p.lags[i].Store(uint64(max(at, 0)/1000)<<24 | uint64(us))
+	p.lags[i].Store(uint64(max(at, 0)/1e6)<<24 | uint64(us))
 }
 
 // LagSince returns the longest the process waited to run since start (ns
 // on the probe's clock): the latest of the wake-ups recorded at or after
-// start, and how overdue the loop's next wake-up is now (a process so
+// start (to the millisecond), and how overdue the loop's next wake-up is now (a process so
 // starved that the loop has not run). Zero when the loop is not running
 // and nothing was recorded.
 func (p *Probe) LagSince(start int64) time.Duration {
@@ -120,7 +121,7 @@ func (p *Probe) lagSince(start int64) time.Duration {
 	if last := p.last.Load(); last != 0 {
 		worst = max(0, time.Duration(now-last)-Tick)
 	}
-	from := uint64(max(start, 0) / 1000)
+	from := uint64(max(start, 0) / 1e6) // to the millisecond
 	for i := range p.lags {
 		v := p.lags[i].Load()
 		if v>>24 >= from && v != 0 {

@@ -94,3 +94,21 @@ func TestMoveDeadline(t *testing.T) {
 		t.Error("a zero deadline moved")
 	}
 }
+
+// TestLagSinceAfterTwoWeeks: a process up for weeks still sees its
+// wake-ups. A slot kept the wake-up's time in µs in 40 bits, which wrap
+// after 12.7 days: past that every recorded lag read as older than any
+// call, forgiveness and the moved deadline stopped silently.
+func TestLagSinceAfterTwoWeeks(t *testing.T) {
+	p := New()
+	for _, up := range []time.Duration{13 * 24 * time.Hour, 400 * 24 * time.Hour} {
+		at := int64(up)
+		p.Record(at, 30*time.Millisecond)
+		if got := p.LagSince(at - int64(10*time.Millisecond)); got != 30*time.Millisecond {
+			t.Errorf("up %v: LagSince just before the wake-up = %v, want 30ms", up, got)
+		}
+		if got := p.LagSince(at + int64(10*time.Millisecond)); got != 0 {
+			t.Errorf("up %v: LagSince after the wake-up = %v, want 0", up, got)
+		}
+	}
+}
