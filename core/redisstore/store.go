@@ -316,8 +316,8 @@ var _ core.DeadlineStore = (*Store)(nil)
 // deadline, not ctx's, which is the caller's own) is moved later by the
 // longest the process's goroutines waited to run in the last 500 ms, as
 // a scheduler-latency probe measures it (a goroutine that asks to wake
-// every 5 ms and records how late it woke; the fleet tier reads the
-// same probe), by at most three times the deadline's own length (four
+// every 5 ms and records how late it woke, shared by every Store; the
+// fleet tier runs one of its own by the same rule), by at most three times the deadline's own length (four
 // in all: 200 ms for core.DefaultTimeout's 50 ms). On a host with CPU
 // to spare the probe reads about 0 and nothing changes: a slow or
 // stopped Redis still fails at the deadline; in a process that could
