@@ -202,6 +202,13 @@
 //	FailOpen (WithDefaultFailMode) unbounded while a domain is down or its calls fail;
 //	                              cached denials still deny
 //
+// The windows are those of one clock: a tier's local share counts on the
+// time its Limiter passes, the Redis store on Redis's TIME (unless
+// redisstore.WithClientTime). Under a fixed window with the two clocks
+// apart, one of Redis's windows overlaps two local ones, and a tier may
+// spend what was left of one share and the next within it: up to twice
+// its share there (1.5L while flapping, 3L at most).
+//
 // TestFailLocalBoundSteps walks the FailLocal terms step by step on a fake
 // clock (175 and 104 of a limit of 100 with 4 tiers, the flap share off);
 // TestFlapShareAfterHorizon the flap share's; TestFlappingStoreFailLocalBoundSim
