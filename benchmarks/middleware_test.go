@@ -28,6 +28,7 @@ import (
 	"github.com/limitkit/limitkit/echolimit"
 	"github.com/limitkit/limitkit/fiberlimit"
 	"github.com/limitkit/limitkit/ginlimit"
+	"github.com/limitkit/limitkit/keyfuncs"
 	"github.com/limitkit/limitkit/nethttp"
 )
 
@@ -60,7 +61,30 @@ func (w *resetWriter) WriteHeader(c int)           { w.code = c }
 // served it with 200 (not a 429: the quota never binds).
 func httpOp(b *testing.B, h http.Handler) func() bool {
 	b.Helper()
+	return httpOpReq(b, h, httptest.NewRequest("GET", "/api1", nil))
+}
+
+// httpOpAPIKey is httpOp with an API key header (X-API-Key) on the
+// request, for the rows keyed by it (apiKeyOpt).
+func httpOpAPIKey(b *testing.B, h http.Handler) func() bool {
+	b.Helper()
 	r := httptest.NewRequest("GET", "/api1", nil)
+	r.Header.Set("X-API-Key", "k-0123456789abcdef")
+	return httpOpReq(b, h, r)
+}
+
+// apiKeyOpt keys a row's limiter by the X-API-Key header (a WithKey
+// function, as a header-, API-key- or JWT-keyed deployment has).
+func apiKeyOpt(b *testing.B) nethttp.Option {
+	k, err := keyfuncs.APIKey("X-API-Key", "")
+	if err != nil {
+		b.Fatal(err)
+	}
+	return nethttp.WithKey(k)
+}
+
+func httpOpReq(b *testing.B, h http.Handler, r *http.Request) func() bool {
+	b.Helper()
 	r.RemoteAddr = "203.0.113.7:40000"
 	w := &resetWriter{h: http.Header{}}
 	h.ServeHTTP(w, r)
@@ -146,6 +170,9 @@ var mwFrameworks = []struct {
 			m.Handle("GET /api1", nethttp.New(kitLimiter(b))(http.HandlerFunc(ok)))
 			return httpOp(b, m)
 		}},
+		{"limitkit-apikey", func(b *testing.B) func() bool {
+			return httpOpAPIKey(b, nethttp.New(kitLimiter(b), apiKeyOpt(b))(newMux()))
+		}},
 		{"httprate", func(b *testing.B) func() bool { return httpOp(b, httprate.LimitByIP(quota, quotaWin)(newMux())) }},
 		{"tollbooth", func(b *testing.B) func() bool {
 			l := tollbooth.NewLimiter(perSecond, &tblimiter.ExpirableOptions{DefaultExpirationTTL: quotaWin}).SetBurst(quota)
@@ -159,6 +186,9 @@ var mwFrameworks = []struct {
 	{"gin", []mwRow{
 		{"none", func(b *testing.B) func() bool { return httpOp(b, ginEngine()) }},
 		{"limitkit", func(b *testing.B) func() bool { return httpOp(b, ginEngine(ginlimit.New(kitLimiter(b)))) }},
+		{"limitkit-apikey", func(b *testing.B) func() bool {
+			return httpOpAPIKey(b, ginEngine(ginlimit.New(kitLimiter(b), apiKeyOpt(b))))
+		}},
 		{"ulule", func(b *testing.B) func() bool {
 			l := ulule.New(ulumem.NewStore(), ulule.Rate{Period: quotaWin, Limit: quota})
 			return httpOp(b, ginEngine(ulugin.NewMiddleware(l)))

@@ -101,7 +101,7 @@ func (e *Engine) decide(ctx context.Context, req keyfuncs.Request, p *KeyParts, 
 		var kbuf [192]byte
 		scope := e.appendScope(kbuf[:0], req)
 		var own bool
-		if key, st, own = e.key(ctx, c, req, scope); own && c.key.fn != nil {
+		if key, st, own = e.key(ctx, c, req, scope); own && c.key.fn != nil && e.cfg.identity {
 			res.ident = key[len(scope)+1:]
 		}
 	}
@@ -156,7 +156,7 @@ func (e *Engine) decideAll(ctx context.Context, req keyfuncs.Request, res *Resul
 			e.noKeyResult(res, c, st, key)
 			return
 		}
-		if i == 0 && own && c.key.fn != nil {
+		if i == 0 && own && c.key.fn != nil && e.cfg.identity {
 			res.ident = key[len(scope)+1:]
 		}
 		list = append(list, core.Check{Limiter: c.lim, Key: key, Cost: cost})

@@ -108,7 +108,7 @@
 //		next()
 //	case httplimit.Pass:
 //		e.SetHTTP(&res, header)                 // or e.Fields(&res, &f) for another header type
-//		if id, ok := res.Identity(); ok {       // the WithKey key charged, for the handler
+//		if id, ok := res.Identity(); ok {       // the WithKey key charged (WithIdentity), for the handler
 //			ctx = httplimit.ContextWithIdentity(ctx, id)
 //		}
 //		next()

@@ -46,8 +46,9 @@ type Result struct {
 // Identity is the client key the primary check (the limiter passed to
 // New) was decided under, when it came from that check's [WithKey] key
 // function: for keyfuncs.FormField("username"), the username (bounded by
-// keyfuncs.Bound) whose count the request was charged to. It reports
-// false when the primary check used an IP key (the default, [WithIPKey]),
+// keyfuncs.Bound) whose count the request was charged to, when the
+// options include [WithIdentity]. It reports false without WithIdentity,
+// and when the primary check used an IP key (the default, [WithIPKey]),
 // the fallback key, or no key (skipped, denied, refused). Adapters put it
 // on the admitted request's context ([ContextWithIdentity]) for the
 // handler.

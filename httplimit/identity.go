@@ -15,8 +15,8 @@ type identityKey struct{}
 // difference — query against body, urlencoded against multipart, a
 // duplicate field — would otherwise split the count from the check).
 //
-// It reports false when the request went through no limiter, or the
-// limiter's primary check was keyed by an IP (the default, [WithIPKey]),
+// It reports false when the request went through no limiter, one
+// without [WithIdentity], or the limiter's primary check was keyed by an IP (the default, [WithIPKey]),
 // by the fallback key, or skipped: a handler that relies on the identity
 // must then refuse the request rather than read one of its own. The
 // identity is a key function's output: bounded (keyfuncs.Bound), so a

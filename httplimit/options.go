@@ -17,8 +17,9 @@ import (
 // keyfuncs.ErrNoKey or "" follows [WithNoKey]; keys longer than 256 bytes
 // are hashed (keyfuncs.Bound). A *keyfuncs.Refusal (keyfuncs.FormField's
 // for a body it cannot read as the handler would) refuses the request
-// with its status ([ReasonRefused]) whatever WithNoKey says. The key of
-// an admitted request reaches its handler as [Identity].
+// with its status ([ReasonRefused]) whatever WithNoKey says. With
+// [WithIdentity], the key of an admitted request reaches its handler as
+// [Identity].
 func WithKey(f keyfuncs.Func) Option {
 	return func(c *Config) {
 		if f == nil {
@@ -27,6 +28,20 @@ func WithKey(f keyfuncs.Func) Option {
 		}
 		c.primary = keySpec{fn: f, set: true}
 	}
+}
+
+// WithIdentity hands the identity an admitted request was charged under
+// (the client key of [WithKey]'s function, [Result.Identity]) to the
+// handler: the adapters put it on the request ([Identity]; fiberlimit:
+// its Locals) before calling it. A handler that must act on exactly the
+// identity that was counted needs it — a login handler checking the
+// password of the username keyfuncs.FormField charged, not of one it
+// parses again (rules' form keys set it). Without it (the default)
+// [Result.Identity] and [Identity] report false, and an admitted request
+// costs no allocation for it (net/http: two, a context and a request
+// copy). It has no effect with an IP key ([WithIPKey], the default).
+func WithIdentity() Option {
+	return func(c *Config) { c.identity = true }
 }
 
 // WithIPKey keys the limiter passed to New by an IP resolver

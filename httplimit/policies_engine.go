@@ -157,7 +157,7 @@ func (e *Engine) decidePolicies(ctx context.Context, req keyfuncs.Request, res *
 		}
 		if i == 0 {
 			primary = true
-			if own && c.key.fn != nil {
+			if own && c.key.fn != nil && e.cfg.identity {
 				res.ident = key[n:]
 			}
 			if c = e.choose(req, key[n:], own); c != &e.checks[0] {

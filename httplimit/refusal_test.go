@@ -63,7 +63,7 @@ func refusalEngines(t *testing.T, st core.Store, opts ...Option) map[string]*Eng
 		"two checks": {WithCheck(limiter(t, st, "ip"), nil)},
 		"outcome":    {WithCheck(limiter(t, st, "ip"), nil), WithOutcome(Outcome{Count: StatusIn(401), ResetOnSuccess: true})},
 	} {
-		e, err := NewAdapterEngine(Adapter{Name: "x", Outcome: true}, limiter(t, st, "login"), append(append([]Option{WithKey(user)}, opts...), extra...)...)
+		e, err := NewAdapterEngine(Adapter{Name: "x", Outcome: true}, limiter(t, st, "login"), append(append([]Option{WithKey(user), WithIdentity()}, opts...), extra...)...)
 		require.NoError(t, err)
 		out[name] = e
 	}
@@ -111,9 +111,10 @@ func TestRefusedKeyIsNeverFallback(t *testing.T) {
 	}
 }
 
-// TestResultIdentity: the identity is the primary check's client key
-// from its WithKey function, on every decide path; an IP key, a fallback
-// key or a skipped check give none.
+// TestResultIdentity: with WithIdentity, the identity is the primary
+// check's client key from its WithKey function, on every decide path; an
+// IP key, a fallback key or a skipped check give none, and without
+// WithIdentity (the default) no request has one.
 func TestResultIdentity(t *testing.T) {
 	st := newRecStore(t)
 	for name, e := range refusalEngines(t, st) {
@@ -128,6 +129,22 @@ func TestResultIdentity(t *testing.T) {
 		require.Equal(t, Pass, res.Action, name)
 		_, ok = res.Identity()
 		assert.False(t, ok, "%s: keyed by the fallback IP key: no identity", name)
+		st.keys = nil
+	}
+	user, err := keyfuncs.FormField("username")
+	require.NoError(t, err)
+	for name, opts := range map[string][]Option{
+		"one check":  {WithKey(user)},
+		"two checks": {WithKey(user), WithCheck(limiter(t, st, "ip2"), nil)},
+		"outcome":    {WithKey(user), WithCheck(limiter(t, st, "ip3"), nil), WithOutcome(Outcome{Count: StatusIn(401)})},
+	} {
+		e, err := NewAdapterEngine(Adapter{Name: "x", Outcome: true}, limiter(t, st, "login-noid"), opts...)
+		require.NoError(t, err)
+		res := e.Decide(context.Background(), formReq("/login", "username=alice&password=x"))
+		require.Equal(t, Pass, res.Action, name)
+		assert.True(t, strings.HasSuffix(st.keys[0], "|alice"), st.keys[0])
+		_, ok := res.Identity()
+		assert.False(t, ok, "%s: without WithIdentity the key is no identity", name)
 		st.keys = nil
 	}
 	ip, err := NewEngine("x", limiter(t, st, "p"))

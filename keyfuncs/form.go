@@ -96,7 +96,8 @@ func refused(err error) bool {
 // (r.PostForm set) is read from r.PostForm.
 //
 // Handlers should check the password against the identity the limiter
-// charged (httplimit.Identity and each adapter's Identity) rather than
+// charged (with httplimit.WithIdentity: httplimit.Identity and each
+// adapter's Identity) rather than
 // parse the username again: then no parser difference can split them.
 //
 // Safe for: counting by an account name that the client chooses, as a

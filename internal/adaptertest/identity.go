@@ -107,7 +107,7 @@ func formEveryEncoding(t *testing.T, h Harness, env *Env) {
 			l := env.Limiter(t, policy(fmt.Sprintf("login%d", n), core.Per(10, 15*time.Minute)))
 			ip := env.Limiter(t, policy(fmt.Sprintf("login%d-ip", n), core.Per(100, 15*time.Minute)))
 			c := build(t, h, App{Routes: []Route{{Method: "POST", Path: "/login", Mw: mw(l, httplimit.WithClock(env.Clock),
-				httplimit.WithKey(user), httplimit.WithFallbackKey(keyfuncs.PeerIP().Key), httplimit.WithCheck(ip, nil))}}})
+				httplimit.WithKey(user), httplimit.WithIdentity(), httplimit.WithFallbackKey(keyfuncs.PeerIP().Key), httplimit.WithCheck(ip, nil))}}})
 			reached := map[string]int{}
 			for peer := range 20 {
 				for guess := range 3 {

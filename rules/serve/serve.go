@@ -273,6 +273,11 @@ func RuleOptions(r *rules.Rule, ls rules.Limiters, id Identity) ([]httplimit.Opt
 			return fail(err)
 		}
 		opts = append(opts, httplimit.WithKey(k))
+		if r.Key.Kind == rules.KeyForm {
+			// the handler reads the username counted (Identity), never
+			// one it parses again; other keys' requests carry none
+			opts = append(opts, httplimit.WithIdentity())
+		}
 	}
 	// Without a key (an identity that vanished between match and
 	// decision, a missing header or form field) the client IP keys.

@@ -39,6 +39,7 @@ var notForwarded = map[string]string{
 	"AdapterOption":       "builds an adapter's own options (WithDenyHandler); for adapter authors",
 	"Identity":            "each adapter has its own Identity, of its framework's request or context",
 	"ContextWithIdentity": "puts the identity on a request's context; for adapters and handler tests",
+	"WithIdentity":        "written httplimit.WithIdentity (issue 38: one option spelling; a new option adds no adapter name)",
 	"StoreKey":            "builds the middleware's store key for operators' code (admin surface), not a middleware option",
 	"RouteScope":          "builds a route's scope for operators' code (admin surface), not a middleware option",
 	"AdapterOutcome":      "builds an adapter's own counting by outcome (grpclimit.WithOutcome); for adapter authors",
