@@ -3,6 +3,7 @@ package serve_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -17,6 +18,7 @@ import (
 	"github.com/limitkit/limitkit/core/memstore"
 	"github.com/limitkit/limitkit/core/redisstore"
 	"github.com/limitkit/limitkit/internal/redistest"
+	"github.com/limitkit/limitkit/keyfuncs"
 	"github.com/limitkit/limitkit/rules"
 	"github.com/limitkit/limitkit/rules/serve"
 )
@@ -261,4 +263,66 @@ rules:
 	assert.ErrorIs(t, srv.ResetIdentity(ctx, "nope", "x"), serve.ErrUnknownRule)
 	_, err = srv.Usage(ctx, "byip", "not-an-ip")
 	assert.ErrorIs(t, err, serve.ErrBadIdentity)
+}
+
+// TestAdminUserRuleAPIKeyPrincipal: on a rule keyed by user whose
+// principal is an API key for some callers (the Identity tags them
+// "key", its Override maps "key:<API key>"), the identity
+// "key:<API key>" reads and resets that caller's counters, and its
+// override's; a bare identity is still the user id. The admin used to
+// build "user:key:<API key>" and answer 204 having reset nothing.
+func TestAdminUserRuleAPIKeyPrincipal(t *testing.T) {
+	const plans = `
+rules:
+  - name: plans
+    route: /v1/*
+    identity: authenticated
+    key: user
+    limits: ["2 per 1m"]
+    overrides: {"key:k_big": ["3 per 1m"]}
+`
+	principal := func(r keyfuncs.Request) (string, error) {
+		if k := r.Header("X-API-Key"); k != "" {
+			h, err := serve.APIKeyOf(serve.Identity{}, k)
+			return keyfuncs.Join("key", h), err
+		}
+		if u := r.Header("X-User"); u != "" {
+			return keyfuncs.Join("user", keyfuncs.Bound(u)), nil
+		}
+		return "", nil
+	}
+	id := serve.Identity{User: principal, Override: func(r *rules.Rule, client string) (string, error) {
+		kind, v, _ := strings.Cut(client, ":")
+		switch kind {
+		case "user":
+			return keyfuncs.Join("user", keyfuncs.Bound(v)), nil
+		case "key":
+			h, err := serve.APIKeyOf(serve.Identity{}, v)
+			return keyfuncs.Join("key", h), err
+		}
+		return "", errors.New("unknown client kind")
+	}}
+	store := memstore.MustNew()
+	defer store.Close()
+	set, err := rules.Parse([]byte(plans), rules.YAML)
+	require.NoError(t, err)
+	srv, h, err := serve.NewNetHTTP(serve.Config{Store: store, Identity: id}, set, routes())
+	require.NoError(t, err)
+	ctx := context.Background()
+
+	assert.Equal(t, 3, quota(h, "X-API-Key", "k_big"), "the override")
+	assert.Equal(t, 2, quota(h, "X-User", "alice"))
+	u, err := srv.Usage(ctx, "plans", "key:k_big")
+	require.NoError(t, err)
+	require.Len(t, u.Policies, 1)
+	assert.Equal(t, []any{"override", int64(3), int64(0)}, []any{u.Policies[0].Kind, u.Policies[0].Used, u.Policies[0].Remaining}, "the API key's override")
+	u, err = srv.Usage(ctx, "plans", "alice")
+	require.NoError(t, err)
+	assert.Equal(t, int64(2), u.Policies[0].Used, "a bare identity is the user id")
+
+	require.NoError(t, srv.ResetIdentity(ctx, "plans", "key:k_big"))
+	assert.Equal(t, 3, quota(h, "X-API-Key", "k_big"), "the API key's counters forgotten")
+	assert.Equal(t, 0, quota(h, "X-User", "alice"), "alice's untouched")
+	require.NoError(t, srv.ResetIdentity(ctx, "plans", "user:alice"))
+	assert.Equal(t, 2, quota(h, "X-User", "alice"), "user:<id> names the user explicitly")
 }
