@@ -326,3 +326,26 @@ rules:
 	require.NoError(t, srv.ResetIdentity(ctx, "plans", "user:alice"))
 	assert.Equal(t, 2, quota(h, "X-User", "alice"), "user:<id> names the user explicitly")
 }
+
+// TestAdminJSONFields: the GET's body is exactly the documented JSON
+// (docs/recipes.md): its field names are the contract operators' scripts
+// read, so a renamed field fails here, not in their dashboards.
+func TestAdminJSONFields(t *testing.T) {
+	start := time.Unix(1_700_000_000, 0)
+	store := memstore.MustNew()
+	defer store.Close()
+	_, h := adminApp(t, store, core.NewManualClock(start))
+	for range 3 {
+		send(h, "POST", "/login", loginForm("alice", "x"))
+	}
+	w := adminDo(h, "GET", serve.AdminPath+"login/alice", "T")
+	require.Equal(t, http.StatusOK, w.Code)
+	assert.Equal(t, "no-store", w.Header().Get("Cache-Control"))
+	assert.JSONEq(t, `{"rule":"login","identity":"alice","policies":[{"policy":"login","kind":"rule","limits":["3 per 15m"],
+		"limit":3,"window_seconds":900,"used":3,"remaining":0,"reset":1700000900,"retry_after_seconds":300}]}`, w.Body.String())
+	w = adminDo(h, "GET", serve.AdminPath+"api/a", "T")
+	require.Equal(t, http.StatusOK, w.Code)
+	assert.JSONEq(t, `{"rule":"api","identity":"a","policies":[
+		{"policy":"api","kind":"rule","limits":["2 per 1m"],"limit":2,"window_seconds":60,"used":0,"remaining":2,"reset":1700000000,"retry_after_seconds":0},
+		{"policy":"api/pro","kind":"tier","tier":"pro","limits":["4 per 1m"],"limit":4,"window_seconds":60,"used":0,"remaining":4,"reset":1700000000,"retry_after_seconds":0}]}`, w.Body.String())
+}
