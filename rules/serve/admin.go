@@ -61,7 +61,11 @@ type PolicyUsage struct {
 	Limit  int64   `json:"limit"`
 	Window float64 `json:"window_seconds"`
 	// Used is what the identity consumed of the binding limit, Remaining
-	// what it would admit now (core.Usage).
+	// what it would admit now (core.Usage). Through the fleet tier in
+	// write-back mode (fleet.WithSync) units leased to servers and not
+	// yet spent count as used (at most the lease cap per server, until
+	// the leases expire, one sync interval): Used is high and Remaining
+	// low by that much, never the reverse.
 	Used      int64 `json:"used"`
 	Remaining int64 `json:"remaining"`
 	// Reset is when the binding limit is full again, in Unix seconds
