@@ -62,10 +62,11 @@ type PolicyUsage struct {
 	Window float64 `json:"window_seconds"`
 	// Used is what the identity consumed of the binding limit, Remaining
 	// what it would admit now (core.Usage). Through the fleet tier in
-	// write-back mode (fleet.WithSync) units leased to servers and not
-	// yet spent count as used (at most the lease cap per server, until
-	// the leases expire, one sync interval): Used is high and Remaining
-	// low by that much, never the reverse.
+	// write-back mode (fleet.WithSync) units leased to the server that
+	// answers and not yet spent count as remaining; those leased to other
+	// servers count as used until their leases expire (one sync
+	// interval; at most the lease cap per server): Used is high and
+	// Remaining low by that much, never the reverse.
 	Used      int64 `json:"used"`
 	Remaining int64 `json:"remaining"`
 	// Reset is when the binding limit is full again, in Unix seconds

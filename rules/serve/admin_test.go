@@ -349,3 +349,36 @@ func TestAdminJSONFields(t *testing.T) {
 		{"policy":"api","kind":"rule","limits":["2 per 1m"],"limit":2,"window_seconds":60,"used":0,"remaining":2,"reset":1700000000,"retry_after_seconds":0},
 		{"policy":"api/pro","kind":"tier","tier":"pro","limits":["4 per 1m"],"limit":4,"window_seconds":60,"used":0,"remaining":4,"reset":1700000000,"retry_after_seconds":0}]}`, w.Body.String())
 }
+
+// TestAdminFleetLeases: through the fleet tier in write-back mode the
+// GET counts the units this server holds leased (charged at Redis, not
+// yet spent) as remaining, not as used: after 30 requests of 100 per
+// minute it reads 30 used and 70 remaining, and 70 more are admitted
+// (it read 35 and 65).
+func TestAdminFleetLeases(t *testing.T) {
+	const big = `
+rules:
+  - name: big
+    route: /v1/*
+    identity: authenticated
+    key: user
+    limits: ["100 per 1m"]
+`
+	clock := core.NewManualClock(time.Unix(1_700_000_000, 0))
+	rs, err := redisstore.New(redistest.StartNode(t).NewClient(t), redisstore.WithClientTime())
+	require.NoError(t, err)
+	f, err := fleet.New(rs, fleet.WithSync(time.Second), fleet.WithClock(clock))
+	require.NoError(t, err)
+	defer f.Close()
+	set, err := rules.Parse([]byte(big), rules.YAML)
+	require.NoError(t, err)
+	srv, h, err := serve.NewNetHTTP(serve.Config{Store: f, Identity: identity(t), LimiterOptions: []core.Option{core.WithClock(clock)}}, set, routes())
+	require.NoError(t, err)
+	for range 30 {
+		require.Equal(t, http.StatusOK, send(h, "GET", "/v1/items", "", "X-User", "alice"))
+	}
+	u, err := srv.Usage(context.Background(), "big", "alice")
+	require.NoError(t, err)
+	assert.Equal(t, []int64{30, 70}, []int64{u.Policies[0].Used, u.Policies[0].Remaining}, "leased units are remaining")
+	assert.Equal(t, 70, quota(h, "X-User", "alice"))
+}
