@@ -2,6 +2,7 @@ package exampleapp
 
 import (
 	"net/http"
+	"strings"
 
 	"github.com/limitkit/limitkit/keyfuncs"
 	"github.com/limitkit/limitkit/nethttp"
@@ -45,16 +46,19 @@ func (a *App) HTTPHandler() (*serve.Server[http.Handler], http.Handler, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	adminGet, adminDelete := "GET "+serve.AdminPath, "DELETE "+serve.AdminPath
-	if admin := Admin(a, srv); admin != nil {
-		mux.Handle(adminGet, admin)
-		mux.Handle(adminDelete, admin)
-	}
+	// The admin surface takes every method under its path, as the other
+	// adapters' examples mount it: a request without the token is 401
+	// whatever its method, never the mux's 405 (and never limited).
+	admin := Admin(a, srv)
 	return srv, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if admin != nil && strings.HasPrefix(r.URL.Path, serve.AdminPath) {
+			admin.ServeHTTP(w, r)
+			return
+		}
 		if r.Pattern == "" {
 			_, r.Pattern = mux.Handler(r)
 		}
-		if r.Pattern == metrics || r.Pattern == adminGet || r.Pattern == adminDelete { // the scraper and operators are never limited
+		if r.Pattern == metrics { // the scraper is never limited
 			mux.ServeHTTP(w, r)
 			return
 		}

@@ -187,7 +187,8 @@ func LoginSplit(t *testing.T, newHandler func(*exampleapp.App) (http.Handler, er
 // given -admin-token T (default rules, manual clock) and checks the
 // operators' day (issue 37): 12 failed logins for one username end in
 // 429; the admin GET of login/<username> reports nothing remaining of 10
-// per 15 minutes; a request without the token, or with another, is 401;
+// per 15 minutes; a request without the token, or with another, is 401
+// whatever its method (another method with the token is 405);
 // an unknown rule is 404; the DELETE answers 204 and the next failed
 // login is a 401 again; the admin requests spent no quota.
 func AdminUnblocksLogin(t *testing.T, newHandler func(*exampleapp.App) (http.Handler, error)) {
@@ -234,6 +235,12 @@ func AdminUnblocksLogin(t *testing.T, newHandler func(*exampleapp.App) (http.Han
 		{"GET", "login/alice", "", http.StatusUnauthorized},
 		{"GET", "login/alice", "not-T", http.StatusUnauthorized},
 		{"DELETE", "login/alice", "", http.StatusUnauthorized},
+		// every method is refused without the token before the method is
+		// looked at: the router does not answer 405 first
+		{"POST", "login/alice", "", http.StatusUnauthorized},
+		{"OPTIONS", "login/alice", "", http.StatusUnauthorized},
+		{"PUT", "login/alice", "not-T", http.StatusUnauthorized},
+		{"PUT", "login/alice", "T", http.StatusMethodNotAllowed},
 		{"GET", "no-such-rule/alice", "T", http.StatusNotFound},
 	} {
 		if w := admin(c.method, c.path, c.token); w.Code != c.code {

@@ -107,9 +107,12 @@ func (s *Store) degraded(ctx context.Context, pi *pinfo, err error, local func(*
 }
 
 // Peek is the remote store's Peek (one round trip; nothing consumed). In
-// write-back mode units this server holds leased are not counted as
-// remaining (they were charged at the remote store): a peek is
-// conservative by at most the lease. Failures as the verbs' above.
+// write-back mode units this server holds leased (charged at the remote
+// store, not yet spent) are not counted as remaining by a peek of cost
+// > 0: it is conservative by at most the lease. A peek of cost 0 (a
+// usage read, core.Limiter.Usage) adds them to Remaining, so that what
+// it reports used is what was admitted; other servers' leases still
+// count as used until they expire. Failures as the verbs' above.
 func (s *Store) Peek(ctx context.Context, key string, p *core.Policy, now time.Time, cost int64) (core.Decision, error) {
 	vs, pi, err := s.remoteVerbs("Peek", p)
 	if err != nil {
@@ -124,7 +127,25 @@ func (s *Store) Peek(ctx context.Context, key string, p *core.Policy, now time.T
 			return s.localPeek(ctx, key, pi, now, cost)
 		})
 	}
+	if cost == 0 && pi.writeBack && d.Allowed {
+		d.Remaining += s.leasedHere(key, pi, now.UnixMicro())
+	}
 	return d, nil
+}
+
+// leasedHere is the units of key's lease this server may still spend at
+// t (0 without one).
+func (s *Store) leasedHere(key string, pi *pinfo, t int64) int64 {
+	if len(key) > MaxKeyLen {
+		return 0
+	}
+	sh := &s.shards[maphash.String(s.seed, key)%numShards]
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if e := sh.m[ekey{p: pi.p, key: key}]; e != nil && e.lease > 0 && t >= e.leaseAt && t < e.leaseUntil {
+		return e.lease
+	}
+	return 0
 }
 
 // Reset resets key at the remote store and forgets this server's entry

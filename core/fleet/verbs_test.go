@@ -443,3 +443,35 @@ func TestVerbsDeadRedis(t *testing.T) {
 		}
 	})
 }
+
+// TestUsageCountsLeaseHere: in write-back mode a usage read (PeekN of
+// cost 0, core.Limiter.Usage) counts the units this server holds leased
+// as remaining: after 30 admissions of 100 per minute it reads 30 used,
+// 70 remaining, and 70 more are admitted; a peek of cost 1 stays
+// conservative (the lease is not remaining to it).
+func TestUsageCountsLeaseHere(t *testing.T) {
+	remote := sharedMem{memstore.MustNew()}
+	defer remote.Close()
+	clk := core.NewManualClock(t0)
+	l := core.MustNewLimiter(newTier(t, remote, WithSync(time.Minute), withoutSyncLoop(), WithClock(clk)),
+		core.Policy{Name: "v", Limits: []core.Limit{core.PerMinute(100)}}, core.WithClock(clk))
+	ctx := context.Background()
+	for range 30 {
+		d, err := l.Allow(ctx, "u")
+		require.NoError(t, err)
+		require.True(t, d.Allowed)
+	}
+	u, err := l.Usage(ctx, "u")
+	require.NoError(t, err)
+	assert.Equal(t, []int64{30, 70}, []int64{u.Used, u.Remaining})
+	d, err := l.Peek(ctx, "u")
+	require.NoError(t, err)
+	assert.Less(t, d.Remaining, int64(69), "a peek of cost 1 does not count the lease")
+	n := 0
+	for ; n < 200; n++ {
+		if d, _ := l.Allow(ctx, "u"); !d.Allowed {
+			break
+		}
+	}
+	assert.Equal(t, 70, n)
+}

@@ -61,7 +61,12 @@ type PolicyUsage struct {
 	Limit  int64   `json:"limit"`
 	Window float64 `json:"window_seconds"`
 	// Used is what the identity consumed of the binding limit, Remaining
-	// what it would admit now (core.Usage).
+	// what it would admit now (core.Usage). Through the fleet tier in
+	// write-back mode (fleet.WithSync) units leased to the server that
+	// answers and not yet spent count as remaining; those leased to other
+	// servers count as used until their leases expire (one sync
+	// interval; at most the lease cap per server): Used is high and
+	// Remaining low by that much, never the reverse.
 	Used      int64 `json:"used"`
 	Remaining int64 `json:"remaining"`
 	// Reset is when the binding limit is full again, in Unix seconds
@@ -170,8 +175,9 @@ func checkIdentity(identity string) error {
 // clientKey is the client key that a rule's key k gives a caller whose
 // identity is identity: built by the rule's own key function from a
 // request carrying it (a form field, a header, an X-API-Key, a peer
-// address), or for a user key by the Identity's Override of
-// "user:<identity>".
+// address), or for a user key by the Identity's Override of the
+// identity written as an override's client ("key:k_big") if it takes it,
+// else of "user:<identity>".
 func (s *Server[M]) clientKey(r *rules.Rule, k rules.Key, identity string) (string, error) {
 	var key string
 	var err error
@@ -185,7 +191,16 @@ func (s *Server[M]) clientKey(r *rules.Rule, k rules.Key, identity string) (stri
 		}
 		rr := *r
 		rr.Key = k
-		key, err = over(&rr, "user:"+identity)
+		// "<kind>:<value>" as an override names a client ("key:k_big" of
+		// a principal that is an API key, "user:alice") when the Override
+		// takes it; anything else is a user id
+		key, err = "", errors.New("not an override's client")
+		if strings.IndexByte(identity, ':') > 0 {
+			key, err = over(&rr, identity)
+		}
+		if err != nil {
+			key, err = over(&rr, "user:"+identity)
+		}
 	case rules.KeyAPIKey:
 		key, err = APIKeyOf(s.id, identity)
 	case rules.KeyHeader, rules.KeyForm:
@@ -217,7 +232,10 @@ func (s *Server[M]) clientKey(r *rules.Rule, k rules.Key, identity string) (stri
 // Usage reports the counters of rule (a rule of the set serving now, or
 // an also: check's name) that apply to identity, the value the rule's key
 // function extracts from a request: the user id (key: user; the Identity's
-// Override of "user:<id>" builds its key), the API key as the client sends
+// Override of "user:<id>" builds its key; an identity written as an
+// override's client, "key:<API key>" for a principal that is an API key
+// or "user:<id>", is taken as such when the Override accepts it, so a
+// user id holding a ':' is best written "user:<id>"), the API key as the client sends
 // it (hashed here as the key function hashes it), the client IP (an IPv6
 // address counts under its prefix), the header's or form field's value.
 // It consumes nothing: one store call per policy (core.Limiter.Usage),

@@ -3,6 +3,7 @@ package serve_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -17,6 +18,7 @@ import (
 	"github.com/limitkit/limitkit/core/memstore"
 	"github.com/limitkit/limitkit/core/redisstore"
 	"github.com/limitkit/limitkit/internal/redistest"
+	"github.com/limitkit/limitkit/keyfuncs"
 	"github.com/limitkit/limitkit/rules"
 	"github.com/limitkit/limitkit/rules/serve"
 )
@@ -261,4 +263,122 @@ rules:
 	assert.ErrorIs(t, srv.ResetIdentity(ctx, "nope", "x"), serve.ErrUnknownRule)
 	_, err = srv.Usage(ctx, "byip", "not-an-ip")
 	assert.ErrorIs(t, err, serve.ErrBadIdentity)
+}
+
+// TestAdminUserRuleAPIKeyPrincipal: on a rule keyed by user whose
+// principal is an API key for some callers (the Identity tags them
+// "key", its Override maps "key:<API key>"), the identity
+// "key:<API key>" reads and resets that caller's counters, and its
+// override's; a bare identity is still the user id. The admin used to
+// build "user:key:<API key>" and answer 204 having reset nothing.
+func TestAdminUserRuleAPIKeyPrincipal(t *testing.T) {
+	const plans = `
+rules:
+  - name: plans
+    route: /v1/*
+    identity: authenticated
+    key: user
+    limits: ["2 per 1m"]
+    overrides: {"key:k_big": ["3 per 1m"]}
+`
+	principal := func(r keyfuncs.Request) (string, error) {
+		if k := r.Header("X-API-Key"); k != "" {
+			h, err := serve.APIKeyOf(serve.Identity{}, k)
+			return keyfuncs.Join("key", h), err
+		}
+		if u := r.Header("X-User"); u != "" {
+			return keyfuncs.Join("user", keyfuncs.Bound(u)), nil
+		}
+		return "", nil
+	}
+	id := serve.Identity{User: principal, Override: func(r *rules.Rule, client string) (string, error) {
+		kind, v, _ := strings.Cut(client, ":")
+		switch kind {
+		case "user":
+			return keyfuncs.Join("user", keyfuncs.Bound(v)), nil
+		case "key":
+			h, err := serve.APIKeyOf(serve.Identity{}, v)
+			return keyfuncs.Join("key", h), err
+		}
+		return "", errors.New("unknown client kind")
+	}}
+	store := memstore.MustNew()
+	defer store.Close()
+	set, err := rules.Parse([]byte(plans), rules.YAML)
+	require.NoError(t, err)
+	srv, h, err := serve.NewNetHTTP(serve.Config{Store: store, Identity: id}, set, routes())
+	require.NoError(t, err)
+	ctx := context.Background()
+
+	assert.Equal(t, 3, quota(h, "X-API-Key", "k_big"), "the override")
+	assert.Equal(t, 2, quota(h, "X-User", "alice"))
+	u, err := srv.Usage(ctx, "plans", "key:k_big")
+	require.NoError(t, err)
+	require.Len(t, u.Policies, 1)
+	assert.Equal(t, []any{"override", int64(3), int64(0)}, []any{u.Policies[0].Kind, u.Policies[0].Used, u.Policies[0].Remaining}, "the API key's override")
+	u, err = srv.Usage(ctx, "plans", "alice")
+	require.NoError(t, err)
+	assert.Equal(t, int64(2), u.Policies[0].Used, "a bare identity is the user id")
+
+	require.NoError(t, srv.ResetIdentity(ctx, "plans", "key:k_big"))
+	assert.Equal(t, 3, quota(h, "X-API-Key", "k_big"), "the API key's counters forgotten")
+	assert.Equal(t, 0, quota(h, "X-User", "alice"), "alice's untouched")
+	require.NoError(t, srv.ResetIdentity(ctx, "plans", "user:alice"))
+	assert.Equal(t, 2, quota(h, "X-User", "alice"), "user:<id> names the user explicitly")
+}
+
+// TestAdminJSONFields: the GET's body is exactly the documented JSON
+// (docs/recipes.md): its field names are the contract operators' scripts
+// read, so a renamed field fails here, not in their dashboards.
+func TestAdminJSONFields(t *testing.T) {
+	start := time.Unix(1_700_000_000, 0)
+	store := memstore.MustNew()
+	defer store.Close()
+	_, h := adminApp(t, store, core.NewManualClock(start))
+	for range 3 {
+		send(h, "POST", "/login", loginForm("alice", "x"))
+	}
+	w := adminDo(h, "GET", serve.AdminPath+"login/alice", "T")
+	require.Equal(t, http.StatusOK, w.Code)
+	assert.Equal(t, "no-store", w.Header().Get("Cache-Control"))
+	assert.JSONEq(t, `{"rule":"login","identity":"alice","policies":[{"policy":"login","kind":"rule","limits":["3 per 15m"],
+		"limit":3,"window_seconds":900,"used":3,"remaining":0,"reset":1700000900,"retry_after_seconds":300}]}`, w.Body.String())
+	w = adminDo(h, "GET", serve.AdminPath+"api/a", "T")
+	require.Equal(t, http.StatusOK, w.Code)
+	assert.JSONEq(t, `{"rule":"api","identity":"a","policies":[
+		{"policy":"api","kind":"rule","limits":["2 per 1m"],"limit":2,"window_seconds":60,"used":0,"remaining":2,"reset":1700000000,"retry_after_seconds":0},
+		{"policy":"api/pro","kind":"tier","tier":"pro","limits":["4 per 1m"],"limit":4,"window_seconds":60,"used":0,"remaining":4,"reset":1700000000,"retry_after_seconds":0}]}`, w.Body.String())
+}
+
+// TestAdminFleetLeases: through the fleet tier in write-back mode the
+// GET counts the units this server holds leased (charged at Redis, not
+// yet spent) as remaining, not as used: after 30 requests of 100 per
+// minute it reads 30 used and 70 remaining, and 70 more are admitted
+// (it read 35 and 65).
+func TestAdminFleetLeases(t *testing.T) {
+	const big = `
+rules:
+  - name: big
+    route: /v1/*
+    identity: authenticated
+    key: user
+    limits: ["100 per 1m"]
+`
+	clock := core.NewManualClock(time.Unix(1_700_000_000, 0))
+	rs, err := redisstore.New(redistest.StartNode(t).NewClient(t), redisstore.WithClientTime())
+	require.NoError(t, err)
+	f, err := fleet.New(rs, fleet.WithSync(time.Second), fleet.WithClock(clock))
+	require.NoError(t, err)
+	defer f.Close()
+	set, err := rules.Parse([]byte(big), rules.YAML)
+	require.NoError(t, err)
+	srv, h, err := serve.NewNetHTTP(serve.Config{Store: f, Identity: identity(t), LimiterOptions: []core.Option{core.WithClock(clock)}}, set, routes())
+	require.NoError(t, err)
+	for range 30 {
+		require.Equal(t, http.StatusOK, send(h, "GET", "/v1/items", "", "X-User", "alice"))
+	}
+	u, err := srv.Usage(context.Background(), "big", "alice")
+	require.NoError(t, err)
+	assert.Equal(t, []int64{30, 70}, []int64{u.Policies[0].Used, u.Policies[0].Remaining}, "leased units are remaining")
+	assert.Equal(t, 70, quota(h, "X-User", "alice"))
 }
