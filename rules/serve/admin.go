@@ -318,10 +318,14 @@ type AdminConfig struct {
 // BearerToken returns an [AdminConfig] Authorize that admits a request
 // whose Authorization header is "Bearer <token>", compared in constant
 // time (of SHA-256 digests, so that neither the token's content nor its
-// length leaks through timing). An empty token admits nobody. Serve the
+// length leaks through timing). The token is trimmed of surrounding white
+// space, as the header's is (a token read from a file or an environment
+// variable often ends in a newline), and a token that is empty after that
+// admits nobody. Serve the
 // admin handler over TLS or on an internal listener only: the token is a
 // password.
 func BearerToken(token string) func(*http.Request) bool {
+	token = strings.TrimSpace(token)
 	want := sha256.Sum256([]byte(token))
 	return func(r *http.Request) bool {
 		if token == "" {

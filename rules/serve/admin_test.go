@@ -208,6 +208,10 @@ func TestAdminRefuses(t *testing.T) {
 	assert.False(t, serve.BearerToken("")(r), "an empty token admits nobody, not even an empty bearer")
 	r.Header.Set("Authorization", "Basic T")
 	assert.False(t, serve.BearerToken("T")(r))
+	r.Header.Set("Authorization", "Bearer T")
+	assert.True(t, serve.BearerToken("T\n")(r), "a configured token's trailing newline (a file, an env var) is not part of it")
+	r.Header.Set("Authorization", "Bearer ")
+	assert.False(t, serve.BearerToken(" \n")(r), "a token of white space admits nobody")
 
 	_, err := srv.AdminHandler(serve.AdminConfig{})
 	assert.ErrorContains(t, err, "BearerToken")
