@@ -207,7 +207,7 @@ func TestSystemClockFollowsTimeNow(t *testing.T) {
 		// wall/monotonic drift since the anchor (sub-millisecond here)
 		assert.False(t, got.Before(before.Add(-time.Millisecond)), "got %v before %v", got, before)
 		assert.False(t, got.After(after.Add(time.Millisecond)), "got %v after %v", got, after)
-		assert.Less(t, time.Since(got), time.Second, "monotonic reading present")
+		assert.Contains(t, got.String(), " m=", "monotonic reading present")
 	}
 }
 
