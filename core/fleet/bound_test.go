@@ -206,8 +206,15 @@ func TestFailLocalBoundSteps(t *testing.T) {
 		var lims []*core.Limiter
 		for i := 0; i < tiers; i++ {
 			// a breaker that never opens: every request tries the remote
-			// store, so the steps below are each tier's own decisions
-			tier := newTier(t, remote, WithClock(clk), WithoutDenyCache(), WithBreaker(1<<30, time.Second, time.Second), WithFlapHorizon(0))
+			// store, and no background sync round (an hour's interval,
+			// exact mode kept): the steps below are each tier's own
+			// decisions. A round on the default 100 ms real-time tick,
+			// which a loaded host let in between two steps, forwarded the
+			// local admissions before the tiers' own decisions did (the
+			// window then held 100, not 104: the bound held, the step
+			// test's arithmetic did not)
+			tier := newTier(t, remote, WithClock(clk), WithoutDenyCache(), WithBreaker(1<<30, time.Second, time.Second), WithFlapHorizon(0),
+				WithSync(core.MaxSync), WithDefaultMode(core.ModeExact))
 			lims = append(lims, core.MustNewLimiter(tier, pol, core.WithClock(clk)))
 		}
 		return remote, lims

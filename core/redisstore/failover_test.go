@@ -15,19 +15,23 @@ import (
 	"github.com/limitkit/limitkit/internal/redistest"
 )
 
-// recoveryBound is how soon after a replica's promotion the dead
-// master's keys must decide again (the bound; the store asks for
-// a slot-map reload at most every reloadEvery, go-redis reloads at most
-// every 200 ms).
-const recoveryBound = 3 * time.Second
+// recoveryBudget is how long after a replica's promotion the test waits
+// for the dead master's keys to decide again: a test timeout, a sixtieth
+// of the slot-map reload interval go-redis is given here (an hour), so
+// that keys deciding within it were sent to the new master by the store's
+// own reload, not by go-redis's. The figure (about 0.3 s at low load: the
+// store asks for a reload at most every reloadEvery, go-redis reloads at
+// most every 200 ms; the bound is 3 s) is logged, not asserted: a
+// loaded host can move it.
+const recoveryBudget = time.Minute
 
 // TestRecoveryFollowsFailover: a Cluster master is killed (kill -9) or
 // frozen (SIGSTOP) and its replica promoted (CLUSTER FAILOVER TAKEOVER);
 // the store must send the victim's keys to the new master within
-// recoveryBound of the promotion, although go-redis reloads the slot map
-// unprompted only every ClusterStateReloadInterval (60 s here, its
-// default). A dead address never answers MOVED: without the store's
-// reload after a connection error or timeout, the keys fail for a minute.
+// recoveryBudget of the promotion, although go-redis reloads the slot map
+// unprompted only every ClusterStateReloadInterval (an hour here). A dead
+// address never answers MOVED: without the store's reload after a
+// connection error or timeout, the keys fail for an hour.
 // The set-up (loading the scripts, the first decisions, the other
 // masters' keys) runs under test timeouts (redistest.StoreTimeout), not
 // production's: on a loaded machine a fresh six-node cluster can take
@@ -48,7 +52,7 @@ func TestRecoveryFollowsFailover(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			cl := redistest.StartClusterWithReplicas(t)
 			c, err := NewClient("redis://"+cl.Nodes[0].Addr+","+cl.Nodes[1].Addr+","+cl.Nodes[2].Addr,
-				func(cfg *ClientConfig) { cfg.Cluster.ClusterStateReloadInterval = time.Minute })
+				func(cfg *ClientConfig) { cfg.Cluster.ClusterStateReloadInterval = time.Hour })
 			require.NoError(t, err)
 			t.Cleanup(func() { _ = c.Close() })
 			cc := c.(*redis.ClusterClient)
@@ -90,26 +94,27 @@ func TestRecoveryFollowsFailover(t *testing.T) {
 			replica.Failover(t, "TAKEOVER")
 			promoted := time.Now()
 			var recovered time.Duration
-			for time.Since(promoted) < recoveryBound+2*time.Second {
+			for time.Since(promoted) < recoveryBudget {
 				if decide(keys) == len(keys) {
 					recovered = time.Since(promoted)
 					break
 				}
 				time.Sleep(10 * time.Millisecond)
 			}
-			require.NotZero(t, recovered, "the victim's keys did not decide within %v of the promotion", recoveryBound+2*time.Second)
+			require.NotZero(t, recovered, "the victim's keys did not decide within %v of the promotion (go-redis alone reloads the slot map after an hour)", recoveryBudget)
 			t.Logf("%s: the victim's keys decide again %v after the promotion", tc.name, recovered.Round(time.Millisecond))
-			assert.LessOrEqual(t, recovered, recoveryBound)
 			assert.Equal(t, len(others), decideWithin(others, redistest.StoreTimeout), "the other masters' keys decide throughout")
 		})
 	}
 }
 
-// TestRecoveryAfterRestart measures how long decisions keep failing after
-// a restarted Redis answers again, once the client's pool has seen more
-// failed dials than its size: go-redis then dials only once a second
-// until one succeeds (docs/redis.md states the bound of about 1 s). Each
-// failure during the outage is a refused dial, reported at once.
+// TestRecoveryAfterRestart: once the client's pool has seen more failed
+// dials than its size, go-redis dials only once a second until one
+// succeeds (docs/redis.md states the bound of about 1 s, logged here, not
+// asserted: a loaded host can move it). After a restart no decision fails
+// once a dial has reached the restarted Redis (ordering, counted by a dial
+// hook): the store adds no delay of its own to go-redis's. Each failure
+// during the outage is a refused dial, reported at once.
 func TestRecoveryAfterRestart(t *testing.T) {
 	srv := redistest.StartNode(t)
 	c, err := NewClient("redis://" + srv.Addr)
@@ -123,12 +128,11 @@ func TestRecoveryAfterRestart(t *testing.T) {
 		_, err := s.Take(ctx, "k", p, time.Time{}, 1)
 		return err
 	}
-	take := func() error { return takeWithin(50 * time.Millisecond) }
-	require.NoError(t, takeWithin(2*time.Second), "the first decision (loads the script)")
+	require.NoError(t, takeWithin(redistest.StoreTimeout), "the first decision (loads the script)")
 	srv.Kill()
 	// a refused dial fails at once: one attempt (DialerRetries 1; go-redis's
 	// default tries 5 times 100 ms apart), reported as a connection error.
-	// Counted, not timed, and under a long deadline (2 s), so that a
+	// Counted, not timed, and under a test deadline, so that a
 	// loaded machine can neither fail it nor turn a refusal into a timeout.
 	// Once PoolSize dials have failed the pool also re-dials in the
 	// background, once a second: those may fall in a decision's window.
@@ -136,7 +140,7 @@ func TestRecoveryAfterRestart(t *testing.T) {
 	c.(*redis.Client).AddHook(dials)
 	for i := 0; i < 3*c.(*redis.Client).Options().PoolSize; i++ {
 		before, start := dials.n.Load(), time.Now()
-		err := takeWithin(2 * time.Second)
+		err := takeWithin(redistest.StoreTimeout)
 		background := 1 + int64(time.Since(start)/time.Second)
 		require.Error(t, err)
 		require.Equal(t, core.ErrorConnection, core.ClassifyError(err), "a refused dial fails at once: %v", err)
@@ -144,23 +148,32 @@ func TestRecoveryAfterRestart(t *testing.T) {
 	}
 	srv.Restart()
 	back := time.Now()
-	for take() != nil {
-		require.Less(t, time.Since(back), 3*time.Second, "decisions still fail 3 s after Redis answers")
+	for {
+		reached := dials.ok.Load()
+		err := takeWithin(redistest.StoreTimeout)
+		if err == nil {
+			break
+		}
+		require.Zero(t, reached, "a decision fails after a dial reached the restarted Redis: %v", err)
+		require.Less(t, time.Since(back), recoveryBudget, "decisions still fail %v after Redis answers", recoveryBudget)
 		time.Sleep(5 * time.Millisecond)
 	}
-	took := time.Since(back)
-	t.Logf("decisions fail for %v after Redis answers again", took.Round(time.Millisecond))
-	assert.LessOrEqual(t, took, 1500*time.Millisecond, "go-redis re-dials once a second")
+	t.Logf("decisions fail for %v after Redis answers again (go-redis re-dials once a second)", time.Since(back).Round(time.Millisecond))
 }
 
 // dialCount counts a client's dial attempts (go-redis dials on a context
 // of its own, so they cannot be told apart by the decision's).
-type dialCount struct{ n atomic.Int64 }
+// ok counts the dials that connected.
+type dialCount struct{ n, ok atomic.Int64 }
 
 func (d *dialCount) DialHook(next redis.DialHook) redis.DialHook {
 	return func(ctx context.Context, network, addr string) (net.Conn, error) {
 		d.n.Add(1)
-		return next(ctx, network, addr)
+		conn, err := next(ctx, network, addr)
+		if err == nil {
+			d.ok.Add(1)
+		}
+		return conn, err
 	}
 }
 

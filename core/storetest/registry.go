@@ -16,6 +16,11 @@ import (
 // message that says what to change, whatever setting differs; equal
 // policies share one quota; Release frees the name; core.Replacing takes
 // it over.
+// decideTimeout is the store deadline of the registry tests' Limiters: a
+// test timeout, not production's 50 ms, which a loaded host under -race
+// can spend before a live store answers (their subject is the registry).
+const decideTimeout = 10 * time.Second
+
 func RunRegistry(t *testing.T, f Factory) {
 	base := core.Policy{Name: "same", Algorithm: core.SlidingWindowCounter, Buckets: 6, Limits: []core.Limit{core.PerMinute(2)}}
 	t.Run("OtherLimitsFailAtConstruction", func(t *testing.T) { registryOtherLimitsFailAtConstruction(t, f, base) })
@@ -43,11 +48,11 @@ func registryOtherLimitsFailAtConstruction(t *testing.T, f Factory, base core.Po
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := f(t)
-			a := core.MustNewLimiter(s, base)
+			a := core.MustNewLimiter(s, base, core.WithTimeout(decideTimeout))
 			other := base
 			other.Limits = append([]core.Limit(nil), base.Limits...)
 			tc.edit(&other)
-			_, err := core.NewLimiter(s, other)
+			_, err := core.NewLimiter(s, other, core.WithTimeout(decideTimeout))
 			require.Error(t, err, "a second quota under one name must fail at construction")
 			assert.ErrorContains(t, err, `policy name "same" is already used`)
 			assert.ErrorContains(t, err, "give this policy its own name")
@@ -71,7 +76,7 @@ func registryEqualPoliciesShareOneQuota(t *testing.T, f Factory, base core.Polic
 		if i%2 == 1 {
 			p.FailMode = core.FailClosed // not part of the state
 		}
-		l, err := core.NewLimiter(s, p, core.WithClock(clock))
+		l, err := core.NewLimiter(s, p, core.WithClock(clock), core.WithTimeout(decideTimeout))
 		require.NoError(t, err)
 		d, err := l.Allow(ctx, "k")
 		require.NoError(t, err)
@@ -87,15 +92,15 @@ func registryEqualPoliciesShareOneQuota(t *testing.T, f Factory, base core.Polic
 func registryReleaseFreesTheName(t *testing.T, f Factory, base core.Policy) {
 	s := f(t)
 	ctx := context.Background()
-	a1 := core.MustNewLimiter(s, base)
-	a2 := core.MustNewLimiter(s, base)
+	a1 := core.MustNewLimiter(s, base, core.WithTimeout(decideTimeout))
+	a2 := core.MustNewLimiter(s, base, core.WithTimeout(decideTimeout))
 	other := otherLimits(base)
 	a1.Release()
 	a1.Release() // idempotent: one claim ends once
-	_, err := core.NewLimiter(s, other)
+	_, err := core.NewLimiter(s, other, core.WithTimeout(decideTimeout))
 	require.Error(t, err, "a2 still holds the name")
 	a2.Release()
-	b, err := core.NewLimiter(s, other)
+	b, err := core.NewLimiter(s, other, core.WithTimeout(decideTimeout))
 	require.NoError(t, err, "the last Release frees the name")
 	allowed := 0
 	for i := 0; i < 10; i++ {
@@ -113,14 +118,14 @@ func registryReleaseFreesTheName(t *testing.T, f Factory, base core.Policy) {
 func registryReplacingListsEveryLiveLimiter(t *testing.T, f Factory, base core.Policy) {
 	s := f(t)
 	ctx := context.Background()
-	a1 := core.MustNewLimiter(s, base)
-	a2 := core.MustNewLimiter(s, base)
+	a1 := core.MustNewLimiter(s, base, core.WithTimeout(decideTimeout))
+	a2 := core.MustNewLimiter(s, base, core.WithTimeout(decideTimeout))
 	other := otherLimits(base)
-	_, err := core.NewLimiter(s, other, core.Replacing(a1))
+	_, err := core.NewLimiter(s, other, core.Replacing(a1), core.WithTimeout(decideTimeout))
 	require.ErrorContains(t, err, "2 live Limiters use it with other limits")
 	_, err = a2.Allow(ctx, "k")
 	require.NoError(t, err, "a refused takeover changes nothing")
-	_, err = core.NewLimiter(s, other, core.Replacing(a1, a2))
+	_, err = core.NewLimiter(s, other, core.Replacing(a1, a2), core.WithTimeout(decideTimeout))
 	require.NoError(t, err)
 	for _, a := range []*core.Limiter{a1, a2} {
 		_, err = a.Allow(ctx, "k")
@@ -133,11 +138,11 @@ func registryReplacingListsEveryLiveLimiter(t *testing.T, f Factory, base core.P
 func registryReplacingTakesTheNameOver(t *testing.T, f Factory, base core.Policy) {
 	s := f(t)
 	ctx := context.Background()
-	a := core.MustNewLimiter(s, base)
+	a := core.MustNewLimiter(s, base, core.WithTimeout(decideTimeout))
 	_, err := a.Allow(ctx, "k")
 	require.NoError(t, err)
 	other := otherLimits(base)
-	b, err := core.NewLimiter(s, other, core.Replacing(a))
+	b, err := core.NewLimiter(s, other, core.Replacing(a), core.WithTimeout(decideTimeout))
 	require.NoError(t, err)
 	for i := 0; i < 5; i++ {
 		d, err := b.Allow(ctx, "k")
@@ -149,7 +154,7 @@ func registryReplacingTakesTheNameOver(t *testing.T, f Factory, base core.Policy
 	require.NoError(t, err)
 	a.Release()
 	// a's release ends nothing of b's claim
-	_, err = core.NewLimiter(s, base)
+	_, err = core.NewLimiter(s, base, core.WithTimeout(decideTimeout))
 	require.Error(t, err, "b still holds the name")
 }
 
