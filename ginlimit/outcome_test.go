@@ -31,6 +31,12 @@ func TestOutcomeHijackWithoutStatusIsACountedFailure(t *testing.T) {
 	mw, err := ginlimit.NewMiddleware(l, httplimit.WithOutcome(httplimit.Outcome{Count: httplimit.StatusIn(401), ResetOnSuccess: true}))
 	require.NoError(t, err)
 	r := gin.New()
+	// served is told when a request's whole chain, the limiter's charge
+	// after the handler included, has returned: a hijacking handler's
+	// client has its answer before that, so the next request waits for it
+	// (otherwise it could peek before the hijack was charged).
+	served := make(chan struct{}, 1)
+	r.Use(func(c *gin.Context) { c.Next(); served <- struct{}{} })
 	r.Use(mw)
 	r.POST("/login", func(c *gin.Context) {
 		if c.Query("fail") != "" {
@@ -52,6 +58,7 @@ func TestOutcomeHijackWithoutStatusIsACountedFailure(t *testing.T) {
 		require.NoError(t, err)
 		_, _ = bufio.NewReader(resp.Body).ReadString(0)
 		_ = resp.Body.Close()
+		<-served
 		return resp.StatusCode
 	}
 	require.Equal(t, 401, post("?fail=1"))
