@@ -75,4 +75,6 @@ const (
 	outcomePanic     = httplimit.OutcomePanic
 )
 
-func (g *engine) settle(ctx context.Context, res *decision, status int) { g.e.Outcome(ctx, res, status) }
+func (g *engine) settle(ctx context.Context, res *decision, status int) {
+	g.e.Outcome(ctx, res, status)
+}
