@@ -3,6 +3,7 @@ module github.com/limitkit/limitkit
 go 1.26.0
 
 require (
+	connectrpc.com/connect v1.21.1
 	github.com/gin-gonic/gin v1.12.0
 	github.com/go-chi/chi/v5 v5.5.0
 	github.com/gofiber/fiber/v2 v2.52.15
