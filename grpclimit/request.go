@@ -179,6 +179,12 @@ func (r *Request) Value(key any) any { return r.ctx.Value(key) }
 // lowered caches the lowercase form of header names that have capitals.
 // The names come from the server's key functions ("X-API-Key",
 // "Authorization"), never from the client, so the cache stays small.
+// requests pools the request views the interceptor decides with: a
+// view passed as keyfuncs.Request escapes, and pooling keeps it off the
+// heap per call. Key functions never retain the view (keyfuncs.Request's
+// contract).
+var requests = sync.Pool{New: func() any { return new(Request) }}
+
 var lowered sync.Map // string -> string
 
 // lowerName is name in lowercase, without allocating per call.

@@ -1,0 +1,148 @@
+package benchmarks
+
+import (
+	"context"
+	"errors"
+	"net"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/ratelimit"
+	"golang.org/x/time/rate"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/metadata"
+	grpcpeer "google.golang.org/grpc/peer"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"github.com/limitkit/limitkit/core"
+	"github.com/limitkit/limitkit/core/memstore"
+	"github.com/limitkit/limitkit/grpclimit"
+	"github.com/limitkit/limitkit/httplimit"
+)
+
+// mdStream is the server transport stream grpc.SetHeader writes to in
+// the gRPC metadata benchmarks: it keeps the last header set (as a test
+// stream does; grpc-go's own stream merges it into the call's header),
+// so the cost measured is the interceptor's alone.
+type mdStream struct{ hdr metadata.MD }
+
+func (s *mdStream) Method() string                  { return "/limitkit.example.Echo/Say" }
+func (s *mdStream) SetHeader(md metadata.MD) error  { s.hdr = md; return nil }
+func (s *mdStream) SendHeader(md metadata.MD) error { return nil }
+func (s *mdStream) SetTrailer(md metadata.MD) error { return nil }
+
+// mdCtx is a unary call's context as grpc-go builds it: incoming
+// metadata, a TCP peer, a transport stream.
+func mdCtx(st *mdStream, ip byte) context.Context {
+	ctx := metadata.NewIncomingContext(context.Background(), metadata.Pairs("user-agent", "grpc-go/1.85.0"))
+	ctx = grpcpeer.NewContext(ctx, &grpcpeer.Peer{Addr: &net.TCPAddr{IP: net.IPv4(203, 0, 113, ip), Port: 40001}})
+	return grpc.NewContextWithServerTransportStream(ctx, st)
+}
+
+// peerRates is the peer's usual setup: go-grpc-middleware's
+// ratelimit.Limiter over a mutex-guarded map of x/time/rate limiters,
+// one per peer address (never denying here: a burst of 1000, refilled
+// at 10^9 a second, the limit limitkit's side has too).
+type peerRates struct {
+	mu sync.Mutex
+	m  map[string]*rate.Limiter
+}
+
+func (p *peerRates) Limit(ctx context.Context) error {
+	key := ""
+	if pr, ok := grpcpeer.FromContext(ctx); ok {
+		key = pr.Addr.String()
+	}
+	p.mu.Lock()
+	l, ok := p.m[key]
+	if !ok {
+		l = rate.NewLimiter(rate.Limit(1e9), 1000)
+		p.m[key] = l
+	}
+	p.mu.Unlock()
+	if !l.Allow() {
+		return errors.New("rate limited")
+	}
+	return nil
+}
+
+// stepClock reads two milliseconds later each time.
+type stepClock struct{ n atomic.Int64 }
+
+func (c *stepClock) Now() time.Time {
+	return time.Unix(1_700_000_000, 0).Add(time.Duration(c.n.Add(1)) * 2 * time.Millisecond)
+}
+
+func echoUnary(_ context.Context, req any) (any, error) { return req, nil }
+
+// BenchmarkGRPCMetadata is issue 39's measure: the unary interceptor
+// called directly (no network, no codec) with a server transport stream
+// in the context, one client; "bare" is the handler alone, "peer"
+// go-grpc-middleware v2's ratelimit.UnaryServerInterceptor over
+// peerRates, "limitkit" grpclimit's interceptor with its defaults (the
+// peer IP as key, the X-RateLimit header metadata written with
+// grpc.SetHeader; memstore, one hot key). An interceptor's added cost is
+// its cpu-ns/op (serial) minus bare's, read in the same run
+// (docs/benchmarks.md).
+func BenchmarkGRPCMetadata(b *testing.B) {
+	info := &grpc.UnaryServerInfo{FullMethod: "/limitkit.example.Echo/Say"}
+	req := wrapperspb.String("hi")
+	st := memstore.MustNew()
+	b.Cleanup(func() { _ = st.Close() })
+	// 1000 a second, on a clock two milliseconds further each reading: a
+	// client calling once every two milliseconds, never denied, its remaining
+	// quota a number below 1000 (as most limits' are)
+	lim := core.MustNewLimiter(st, core.Policy{Name: "bench", Limits: []core.Limit{core.PerSecond(1000)}}, core.WithClock(&stepClock{}))
+	// a 2^30 burst: the remaining quota a ten-digit number
+	big := core.MustNewLimiter(st, core.Policy{Name: "big", Limits: []core.Limit{core.Per(1<<30, 366*24*time.Hour)}})
+	cases := []struct {
+		name string
+		ic   grpc.UnaryServerInterceptor
+	}{
+		{"bare", nil},
+		{"peer", ratelimit.UnaryServerInterceptor(&peerRates{m: map[string]*rate.Limiter{}})},
+		{"limitkit", grpclimit.MustNew(lim).UnaryServerInterceptor()},
+		{"limitkit-md-off", grpclimit.MustNew(lim, httplimit.WithHeaders(httplimit.HeaderNone)).UnaryServerInterceptor()},
+		{"limitkit-2^30", grpclimit.MustNew(big).UnaryServerInterceptor()},
+	}
+	call := func(b *testing.B, ic grpc.UnaryServerInterceptor, ctx context.Context) {
+		if ic == nil {
+			_, _ = echoUnary(ctx, req)
+			return
+		}
+		if _, err := ic(ctx, req, info, echoUnary); err != nil {
+			b.Fatal(err)
+		}
+	}
+	for _, c := range cases {
+		b.Run(c.name+"/serial", func(b *testing.B) {
+			b.ReportAllocs()
+			s := &mdStream{}
+			ctx := mdCtx(s, 7)
+			c0 := processCPU()
+			for b.Loop() {
+				call(b, c.ic, ctx)
+			}
+			// the process's CPU time (the garbage collector's included) per
+			// call: unlike ns/op, not inflated by a loaded host's waits
+			b.ReportMetric(float64(processCPU()-c0)/float64(b.N), "cpu-ns/op")
+			if strings.HasPrefix(c.name, "limitkit") && c.name != "limitkit-md-off" && len(s.hdr.Get("x-ratelimit-remaining")) != 1 {
+				b.Fatalf("no metadata written: %v", s.hdr)
+			}
+		})
+		b.Run(c.name+"/parallel", func(b *testing.B) {
+			b.ReportAllocs()
+			var clients atomic.Int32
+			b.RunParallel(func(pb *testing.PB) {
+				// a client per goroutine: each key's clock readings in order
+				ctx := mdCtx(&mdStream{}, byte(8+clients.Add(1)))
+				for pb.Next() {
+					call(b, c.ic, ctx)
+				}
+			})
+		})
+	}
+}
