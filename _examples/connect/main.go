@@ -103,7 +103,9 @@ func newRule(l *core.Limiter, opts ...httplimit.Option) (*connectlimit.Intercept
 // byRule hands each call to its rule's interceptor, in the rules
 // snapshot serving when it arrived; a call no rule matches is not
 // limited.
-type byRule struct{ rs *serve.Server[*connectlimit.Interceptor] }
+type byRule struct {
+	rs *serve.Server[*connectlimit.Interceptor]
+}
 
 func (b byRule) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
 	return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
