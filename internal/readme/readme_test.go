@@ -138,8 +138,8 @@ func TestREADMESnippetsCompile(t *testing.T) {
 		}
 		files[pkg+"/"+pkg+".go"] = s.source(pkg)
 	}
-	if programs != 5 {
-		t.Errorf("README.md has %d whole programs, want the 5 quick starts", programs)
+	if programs != 8 {
+		t.Errorf("README.md has %d whole programs, want the 8 quick starts (net/http, gin, echo v4 and v5, fiber v2 and v3, gRPC, Connect)", programs)
 	}
 	// vet type-checks every package as the compiler does (an unused
 	// variable, a wrong type, a missing import fail it) without linking
