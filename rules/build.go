@@ -245,7 +245,7 @@ func buildRule(d *ruleDoc, i int, base switches, ln *lines, names map[string]str
 	if r.pat, err = compilePattern(d.Route); err != nil {
 		fail("route", err.Error())
 	}
-	if r.Identity, err = ParseIdentity(d.Identity); err != nil {
+	if r.Identity, err = parseIdentity(d.Identity); err != nil {
 		fail("identity", err.Error())
 	}
 	r.Key = resolveKey(d.Key, r.Identity, fail)
@@ -332,7 +332,7 @@ func resolveKey(text string, id Identity, fail func(field, msg string)) Key {
 	switch {
 	case text != "":
 		var err error
-		if k, err = ParseKey(text); err != nil {
+		if k, err = parseKey(text); err != nil {
 			fail("key", err.Error())
 		}
 	case id == Authenticated:
@@ -574,11 +574,11 @@ func (s *Set) doc() *fileDoc {
 	return doc
 }
 
-// EncodeYAML writes the set as a YAML rules file with every default
+// encodeYAML writes the set as a YAML rules file with every default
 // spelled out and limits in the short form; [Parse] reads it back to an
 // equal set.
-func (s *Set) EncodeYAML() ([]byte, error) { return yaml.Marshal(s.doc()) }
+func (s *Set) encodeYAML() ([]byte, error) { return yaml.Marshal(s.doc()) }
 
-// EncodeJSON writes the set as an indented JSON rules file; [Parse] reads
+// encodeJSON writes the set as an indented JSON rules file; [Parse] reads
 // it back to an equal set.
-func (s *Set) EncodeJSON() ([]byte, error) { return json.MarshalIndent(s.doc(), "", "  ") }
+func (s *Set) encodeJSON() ([]byte, error) { return json.MarshalIndent(s.doc(), "", "  ") }

@@ -286,7 +286,7 @@ func BenchmarkParseManyRules(b *testing.B) {
 func FuzzParse(f *testing.F) {
 	f.Add([]byte(`{"rules": [{"name": "a", "route": "/a", "limits": ["1/s", {"requests": 2, "window": "1m"}]}]}`), true)
 	f.Add([]byte(`{"defaults": {"shadow": true, "shadow": false}, "rules": [{"name": "a", "route": "/a/{x}", "methods": ["GET"], "limits": ["1/s"]}]}`), true)
-	f.Add(DefaultFile(), false)
+	f.Add(defaultFile(), false)
 	f.Add([]byte("rules:\n  - {name: a, route: /a, limits: [1 per 213504d]}\n"), false)
 	f.Add([]byte(`{"rules": [{"name": "a", "route": "/a", "tier": "claim:plan", "tiers": {"pro": ["2/s"], "default": ["1/s"]}, "overrides": {"user:x": ["3/s"]}, "count": {"status": ">=400", "reset_on": "success"}, "also": [{"name": "b", "key": "ip", "limits": ["5/s"]}]}]}`), true)
 	f.Fuzz(func(t *testing.T, data []byte, isJSON bool) {
@@ -303,7 +303,7 @@ func FuzzParse(f *testing.F) {
 			}
 			return
 		}
-		out, err := s.EncodeJSON()
+		out, err := s.encodeJSON()
 		require.NoError(t, err)
 		back, err := Parse(out, JSON)
 		require.NoError(t, err, "%s", out)
@@ -429,7 +429,7 @@ rules:
 	assert.Equal(t, 4, byName["loc"].FleetSize)
 	assert.Equal(t, time.Second, byName["loc"].Sync)
 
-	out, err := s.EncodeYAML()
+	out, err := s.encodeYAML()
 	require.NoError(t, err)
 	s2, err := Parse(out, YAML)
 	require.NoError(t, err, string(out))

@@ -424,7 +424,7 @@ func BenchmarkLiveSwap(b *testing.B) {
 	store := memstore.MustNew()
 	defer store.Close()
 	a := Default()
-	src, err := a.EncodeYAML()
+	src, err := a.encodeYAML()
 	require.NoError(b, err)
 	other, err := Parse([]byte(strings.Replace(string(src), "100 per 1m", "120 per 1m", 1)), YAML)
 	require.NoError(b, err)

@@ -37,9 +37,9 @@ func (i Identity) String() string {
 	return fmt.Sprintf("Identity(%d)", uint8(i))
 }
 
-// ParseIdentity parses "authenticated", "anonymous" or "any" (the empty
+// parseIdentity parses "authenticated", "anonymous" or "any" (the empty
 // string is "any"); case does not matter.
-func ParseIdentity(s string) (Identity, error) {
+func parseIdentity(s string) (Identity, error) {
 	switch strings.ToLower(strings.TrimSpace(s)) {
 	case "", "any":
 		return AnyIdentity, nil
@@ -122,10 +122,10 @@ func (k Key) String() string {
 	return fmt.Sprintf("KeyKind(%d)", uint8(k.Kind))
 }
 
-// ParseKey parses "ip", "user", "api_key" (or "api-key"),
+// parseKey parses "ip", "user", "api_key" (or "api-key"),
 // "header:<Name>" and "form:<field>". Header names are canonicalized
 // (x-tenant → X-Tenant).
-func ParseKey(s string) (Key, error) {
+func parseKey(s string) (Key, error) {
 	t := strings.TrimSpace(s)
 	switch strings.ToLower(t) {
 	case "ip":
@@ -171,7 +171,7 @@ func isToken(s string) bool {
 // Identity), what it counts them by (Key), and the policy it applies.
 // Defaults from the file's "defaults" section are already applied.
 //
-// Rules come from [Load], [LoadFile] or [Default]; a Rule obtained from a
+// Rules come from [Parse], [LoadFile] or [Default]; a Rule obtained from a
 // [Set] must not be modified (the Set and its matcher share it). A Rule is
 // safe for concurrent reads.
 type Rule struct {
@@ -218,11 +218,12 @@ type Rule struct {
 	// Tier is where the request's tier is read (tier:), and Tiers the
 	// limits of each named tier (tiers:, sorted by name; the default
 	// tier's limits are Limits, the rule's own policy). Each tier is a
-	// policy of its own named [TierPolicyName]: tiers' counters never mix.
+	// policy of its own named "<rule>/<tier>": tiers' counters never mix.
 	Tier  TierSource
 	Tiers []Tier
 	// Overrides are the limits of individual clients (overrides:, sorted
-	// by client), each a policy named [OverridePolicyName].
+	// by client), each a policy named "<rule>/o-<the first 8 bytes of
+	// SHA-256(client), hex>".
 	Overrides []Override
 	// Count is the rule's counting by outcome (count:), nil when every
 	// request counts.
@@ -328,7 +329,7 @@ func (d *Descriptor) Policy() core.Policy {
 }
 
 // Set is a validated, immutable collection of rules and descriptors with
-// a matcher. Build one with [Load], [LoadFile], [Parse] or [Default]. The
+// a matcher. Build one with [Parse], [LoadFile] or [Default]. The
 // zero Set has no rules and matches nothing. A Set is safe for concurrent
 // use.
 type Set struct {

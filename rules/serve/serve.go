@@ -132,9 +132,6 @@ func New[M any](cfg Config, set *rules.Set, newMW func(*core.Limiter, ...httplim
 	return s, nil
 }
 
-// Live returns the rules being served.
-func (s *Server[M]) Live() *rules.Live[M] { return s.live }
-
 // Reload loads the rules file at path and serves it (rules.Live.ReloadFile);
 // a file that does not load leaves the current rules serving.
 func (s *Server[M]) Reload(path string) (rules.Change, error) { return s.live.ReloadFile(path) }
@@ -226,8 +223,8 @@ func NewNetHTTP(cfg Config, set *rules.Set, next http.Handler) (*Server[http.Han
 	}), nil
 }
 
-// KeyFunc is the key function of rule key k under id.
-func KeyFunc(k rules.Key, id Identity) (keyfuncs.Func, error) {
+// keyFunc is the key function of rule key k under id.
+func keyFunc(k rules.Key, id Identity) (keyfuncs.Func, error) {
 	switch k.Kind {
 	case rules.KeyIP:
 		return ip(id).Key, nil
@@ -268,7 +265,7 @@ func RuleOptions(r *rules.Rule, ls rules.Limiters, id Identity) ([]httplimit.Opt
 	if r.Key.Kind == rules.KeyIP {
 		opts = append(opts, httplimit.WithIPKey(ip(id)))
 	} else {
-		k, err := KeyFunc(r.Key, id)
+		k, err := keyFunc(r.Key, id)
 		if err != nil {
 			return fail(err)
 		}
@@ -317,7 +314,7 @@ func RuleOptions(r *rules.Rule, ls rules.Limiters, id Identity) ([]httplimit.Opt
 	for i, c := range r.Also {
 		var k keyfuncs.Func
 		var err error
-		if k, err = KeyFunc(c.Key, id); err != nil {
+		if k, err = keyFunc(c.Key, id); err != nil {
 			return fail(fmt.Errorf("also %q: %w", c.Name, err))
 		}
 		opts = append(opts, httplimit.WithCheck(ls.Also[i], k))
@@ -329,7 +326,7 @@ func RuleOptions(r *rules.Rule, ls rules.Limiters, id Identity) ([]httplimit.Opt
 }
 
 // DefaultOverride writes an override's client as the key of rule r's
-// key function when that function is the one [KeyFunc] chooses under
+// key function when that function is the one [RuleOptions] chooses under
 // id: "user:<v>" is keyfuncs.Bound(v) for a rule keyed by user (User
 // returning the bare subject, as keyfuncs.JWTClaim does), "key:<v>" the
 // API key function's key of v, "ip:<v>" the IP key of v. A client of a
@@ -344,7 +341,7 @@ func DefaultOverride(r *rules.Rule, client string, id Identity) (string, error) 
 	case r.Key.Kind == rules.KeyAPIKey && kind == "key":
 		return APIKeyOf(id, v)
 	case r.Key.Kind == rules.KeyIP && kind == "ip":
-		return IPKeyOf(id, v)
+		return ipKeyOf(id, v)
 	}
 	return "", fmt.Errorf("override %q cannot match a rule keyed by %s (user rules take user:, api_key rules key:, ip rules ip:)", client, r.Key)
 }
@@ -352,7 +349,7 @@ func DefaultOverride(r *rules.Rule, client string, id Identity) (string, error) 
 // APIKeyOf is the key the API key function of id gives a request
 // presenting key in X-API-Key.
 func APIKeyOf(id Identity, key string) (string, error) {
-	f, err := KeyFunc(rules.Key{Kind: rules.KeyAPIKey}, id)
+	f, err := keyFunc(rules.Key{Kind: rules.KeyAPIKey}, id)
 	if err != nil {
 		return "", err
 	}
@@ -361,8 +358,8 @@ func APIKeyOf(id Identity, key string) (string, error) {
 	return f(keyfuncs.FromHTTP(r))
 }
 
-// IPKeyOf is the IP key of id for a client at addr.
-func IPKeyOf(id Identity, addr string) (string, error) {
+// ipKeyOf is the IP key of id for a client at addr.
+func ipKeyOf(id Identity, addr string) (string, error) {
 	a, err := netip.ParseAddr(addr)
 	if err != nil {
 		return "", err

@@ -1,0 +1,4 @@
+package serve
+
+// Unexported names the external tests (package serve_test) read.
+const MaxIdentityLen = maxIdentityLen
