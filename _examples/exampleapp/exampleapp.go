@@ -484,12 +484,6 @@ func (a *App) Token(sub string, ttl time.Duration) (string, error) {
 	return t.SignedString(a.secret)
 }
 
-// Authenticated reports whether r carries a valid identity.
-func (a *App) Authenticated(r keyfuncs.Request) bool {
-	_, err := a.Principal(r)
-	return err == nil
-}
-
 // Caller describes r's caller for responses and logs: "user/alice",
 // "key/<first 8 hex digits of the key's hash>", or "anonymous <ip>".
 func (a *App) Caller(r keyfuncs.Request) string {
