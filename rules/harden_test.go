@@ -162,7 +162,7 @@ func tiesPairwise(rules []Rule) map[int]int {
 	for j := range rules {
 		for i := 0; i < j; i++ {
 			a, b := &rules[i], &rules[j]
-			if a.Identity != b.Identity || canonical(a.Route) != canonical(b.Route) || (len(a.Methods) == 0) != (len(b.Methods) == 0) {
+			if a.id != b.id || canonical(a.Route) != canonical(b.Route) || (len(a.Methods) == 0) != (len(b.Methods) == 0) {
 				continue
 			}
 			overlap := len(a.Methods) == 0
@@ -190,7 +190,7 @@ func TestCheckTiesMatchesPairwise(t *testing.T) {
 		n := 1 + rng.IntN(8)
 		rs := make([]Rule, n)
 		for i := range rs {
-			rs[i] = Rule{Name: fmt.Sprintf("r%d", i), Route: routes[rng.IntN(len(routes))], Identity: Identity(rng.IntN(3))}
+			rs[i] = Rule{Name: fmt.Sprintf("r%d", i), Route: routes[rng.IntN(len(routes))], id: identity(rng.IntN(3))}
 			for _, m := range methods {
 				if rng.IntN(3) == 0 {
 					rs[i].Methods = append(rs[i].Methods, m)

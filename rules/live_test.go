@@ -74,7 +74,7 @@ func TestLiveNoHalfAppliedSet(t *testing.T) {
 			ctx := context.Background()
 			for !done.Load() {
 				snap := live.Acquire()
-				gen := snap.Generation()
+				gen := snap.gen
 				want := [2]int64{1_000_000, 2_000_000}
 				if gen%2 == 0 {
 					want = [2]int64{3_000_000, 4_000_000}

@@ -28,50 +28,50 @@ const (
 	maxAlso = 7
 )
 
-// TierKind says where a rule reads a request's tier.
-type TierKind uint8
+// tierKind says where a rule reads a request's tier.
+type tierKind uint8
 
 const (
-	// TierNone: the rule has no tiers.
-	TierNone TierKind = iota
-	// TierClaim reads a claim of the caller's verified JWT ("claim:plan").
-	TierClaim
-	// TierHeader reads a header ("header:X-Plan"). Only safe for a header
+	// tierNone: the rule has no tiers.
+	tierNone tierKind = iota
+	// tierClaim reads a claim of the caller's verified JWT ("claim:plan").
+	tierClaim
+	// tierHeader reads a header ("header:X-Plan"). Only safe for a header
 	// a trusted proxy sets: a client sending it picks its own plan.
-	TierHeader
+	tierHeader
 )
 
-// TierSource is where a rule reads the tier: "claim:<name>" or
+// tierSource is where a rule reads the tier: "claim:<name>" or
 // "header:<Name>". The zero value is no tier.
-type TierSource struct {
-	Kind TierKind
+type tierSource struct {
+	Kind tierKind
 	// Name is the claim, or the canonical header name.
 	Name string
 }
 
 // String returns "claim:plan", "header:X-Plan", or "" for none.
-func (t TierSource) String() string {
+func (t tierSource) String() string {
 	switch t.Kind {
-	case TierClaim:
+	case tierClaim:
 		return "claim:" + t.Name
-	case TierHeader:
+	case tierHeader:
 		return "header:" + t.Name
 	}
 	return ""
 }
 
 // parseTierSource parses "claim:<name>" and "header:<Name>".
-func parseTierSource(s string) (TierSource, error) {
+func parseTierSource(s string) (tierSource, error) {
 	kind, name, ok := strings.Cut(strings.TrimSpace(s), ":")
 	name = strings.TrimSpace(name)
 	switch {
 	case !ok || name == "" || len(name) > 128:
 	case strings.EqualFold(kind, "claim"):
-		return TierSource{Kind: TierClaim, Name: name}, nil
+		return tierSource{Kind: tierClaim, Name: name}, nil
 	case strings.EqualFold(kind, "header") && isToken(name):
-		return TierSource{Kind: TierHeader, Name: textproto.CanonicalMIMEHeaderKey(name)}, nil
+		return tierSource{Kind: tierHeader, Name: textproto.CanonicalMIMEHeaderKey(name)}, nil
 	}
-	return TierSource{}, fmt.Errorf("unknown tier source %q (want claim:<name>, e.g. claim:plan, or header:<Name>, e.g. header:X-Plan)", s)
+	return tierSource{}, fmt.Errorf("unknown tier source %q (want claim:<name>, e.g. claim:plan, or header:<Name>, e.g. header:X-Plan)", s)
 }
 
 // Tier is one named tier of a rule and its limits.
@@ -248,7 +248,7 @@ func resolveTiers(d *ruleDoc, r *Rule, e Error, at func(string) int, c *collecto
 		if err != nil {
 			fail("tier", err.Error())
 		}
-		r.Tier = t
+		r.Tier = t.String()
 	}
 	switch {
 	case p.Tier != "" && len(p.Tiers) == 0:
@@ -372,7 +372,7 @@ func resolveAlso(also []alsoDoc, r *Rule, e Error, at func(string) int, c *colle
 		var err error
 		if ck.Key, err = parseKey(a.Key); err != nil {
 			fail(field, err.Error())
-		} else if ck.Key.Kind == KeyUser && r.Identity != Authenticated {
+		} else if ck.Key.Kind == KeyUser && r.id != idAuthenticated {
 			fail(field, "key user needs the rule's identity: authenticated")
 		}
 		r.Also = append(r.Also, ck)
@@ -420,7 +420,7 @@ func (r *Rule) policiesDoc() policiesDoc {
 		}
 		return out
 	}
-	d.Tier = r.Tier.String()
+	d.Tier = r.Tier
 	if len(r.Tiers) > 0 {
 		d.Tiers = map[string][]limitDoc{}
 		for _, t := range r.Tiers {
@@ -500,7 +500,7 @@ func policiesJSONKeys(path string) []string {
 // policy, not an update of the rule).
 func (r *Rule) policiesMatch() string {
 	var b strings.Builder
-	b.WriteString(r.Tier.String())
+	b.WriteString(r.Tier)
 	for _, t := range r.Tiers {
 		b.WriteString("|t:" + t.Name)
 	}

@@ -37,7 +37,7 @@ func TestPlansAndLoginRules(t *testing.T) {
 	require.NoError(t, err)
 	api, ok := s.Rule("api")
 	require.True(t, ok)
-	assert.Equal(t, rules.TierSource{Kind: rules.TierClaim, Name: "plan"}, api.Tier)
+	assert.Equal(t, "claim:plan", api.Tier)
 	assert.Equal(t, []core.Limit{core.PerMinute(100)}, api.Limits, "tiers.default is the rule's own limits")
 	require.Len(t, api.Tiers, 3)
 	assert.Equal(t, "enterprise", api.Tiers[0].Name, "sorted by name")

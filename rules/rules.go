@@ -10,54 +10,54 @@ import (
 	"github.com/limitkit/limitkit/core"
 )
 
-// Identity is the class of caller a rule applies to. The zero value is
-// [AnyIdentity].
-type Identity uint8
+// identity is the class of caller a rule applies to (Rule.Identity's
+// text, parsed). The zero value is idAny.
+type identity uint8
 
 const (
-	// AnyIdentity matches every caller.
-	AnyIdentity Identity = iota
+	// idAny matches every caller.
+	idAny identity = iota
 	// Authenticated matches callers the application identified (a verified
 	// JWT, an API key).
-	Authenticated
+	idAuthenticated
 	// Anonymous matches callers the application did not identify.
-	Anonymous
+	idAnonymous
 )
 
 // String returns "any", "authenticated" or "anonymous".
-func (i Identity) String() string {
+func (i identity) String() string {
 	switch i {
-	case AnyIdentity:
+	case idAny:
 		return "any"
-	case Authenticated:
+	case idAuthenticated:
 		return "authenticated"
-	case Anonymous:
+	case idAnonymous:
 		return "anonymous"
 	}
-	return fmt.Sprintf("Identity(%d)", uint8(i))
+	return fmt.Sprintf("identity(%d)", uint8(i))
 }
 
 // parseIdentity parses "authenticated", "anonymous" or "any" (the empty
 // string is "any"); case does not matter.
-func parseIdentity(s string) (Identity, error) {
+func parseIdentity(s string) (identity, error) {
 	switch strings.ToLower(strings.TrimSpace(s)) {
 	case "", "any":
-		return AnyIdentity, nil
+		return idAny, nil
 	case "authenticated":
-		return Authenticated, nil
+		return idAuthenticated, nil
 	case "anonymous":
-		return Anonymous, nil
+		return idAnonymous, nil
 	}
 	return 0, fmt.Errorf("unknown identity %q (want authenticated, anonymous or any)", s)
 }
 
 // matches reports whether a caller with the given authentication state is
 // in the class.
-func (i Identity) matches(authenticated bool) bool {
+func (i identity) matches(authenticated bool) bool {
 	switch i {
-	case Authenticated:
+	case idAuthenticated:
 		return authenticated
-	case Anonymous:
+	case idAnonymous:
 		return !authenticated
 	}
 	return true
@@ -183,8 +183,12 @@ type Rule struct {
 	Methods []string
 	// Route is the route pattern (see the package doc for the syntax).
 	Route string
-	// Identity is the class of caller the rule matches.
-	Identity Identity
+	// Identity is the class of caller the rule matches: "authenticated"
+	// (callers the application identified: a verified JWT, an API key),
+	// "anonymous" (callers it did not) or "any" (every caller; the
+	// default).
+	Identity string
+	id       identity // Identity, parsed
 	// Key is what the rule counts by. Defaults to user for authenticated
 	// rules and ip otherwise.
 	Key Key
@@ -215,11 +219,14 @@ type Rule struct {
 	// capacity signals are attached by [Set.WithSignals].
 	Elastic *Elastic
 	signal  core.CapacitySignal // set by WithSignals
-	// Tier is where the request's tier is read (tier:), and Tiers the
+	// Tier is where the request's tier is read (tier:): "claim:<name>"
+	// (a claim of the caller's verified JWT), "header:<Name>" (a header,
+	// its name canonical; only safe for a header a trusted proxy sets: a
+	// client sending it picks its own plan), or "" for none. Tiers are the
 	// limits of each named tier (tiers:, sorted by name; the default
 	// tier's limits are Limits, the rule's own policy). Each tier is a
 	// policy of its own named "<rule>/<tier>": tiers' counters never mix.
-	Tier  TierSource
+	Tier  string
 	Tiers []Tier
 	// Overrides are the limits of individual clients (overrides:, sorted
 	// by client), each a policy named "<rule>/o-<the first 8 bytes of

@@ -27,15 +27,15 @@ func TestDefaultIsTheDesignTable(t *testing.T) {
 	s := Default()
 	want := []struct {
 		name, method, route string
-		identity            Identity
+		identity            string
 		key                 string
 		per15m, per1m       int64
 	}{
-		{"api1-get", "GET", "/api1", Authenticated, "user", 900, 200},
-		{"api2-get", "GET", "/api2", Authenticated, "user", 900, 200},
-		{"api2-post", "POST", "/api2", Authenticated, "user", 500, 100},
-		{"api3-get", "GET", "/api3", Authenticated, "user", 800, 150},
-		{"anonymous-get", "GET", "/*", Anonymous, "ip", 250, 50},
+		{"api1-get", "GET", "/api1", "authenticated", "user", 900, 200},
+		{"api2-get", "GET", "/api2", "authenticated", "user", 900, 200},
+		{"api2-post", "POST", "/api2", "authenticated", "user", 500, 100},
+		{"api3-get", "GET", "/api3", "authenticated", "user", 800, 150},
+		{"anonymous-get", "GET", "/*", "anonymous", "ip", 250, 50},
 	}
 	rs := s.Rules()
 	require.Len(t, rs, len(want)+2) // and issue 26's login and plans rules
@@ -255,7 +255,7 @@ rules:
 	assert.Equal(t, 10, a.Buckets)
 	assert.Equal(t, core.FailClosed, a.FailMode)
 	assert.True(t, a.Shadow)
-	assert.Equal(t, AnyIdentity, a.Identity)
+	assert.Equal(t, "any", a.Identity)
 	assert.Equal(t, Key{Kind: KeyIP}, a.Key)
 	assert.Empty(t, a.Methods)
 
@@ -474,8 +474,8 @@ func TestTextForms(t *testing.T) {
 	}
 	id, err := parseIdentity("")
 	require.NoError(t, err)
-	assert.Equal(t, AnyIdentity, id)
-	assert.Equal(t, "Identity(9)", Identity(9).String())
+	assert.Equal(t, idAny, id)
+	assert.Equal(t, "identity(9)", identity(9).String())
 	for in, want := range map[string]string{"ip": "ip", "USER": "user", "api-key": "api_key", "apikey": "api_key", "header:x-api-tenant": "header:X-Api-Tenant"} {
 		k, err := parseKey(in)
 		require.NoError(t, err)

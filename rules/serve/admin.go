@@ -202,7 +202,7 @@ func (s *Server[M]) clientKey(r *rules.Rule, k rules.Key, identity string) (stri
 			key, err = over(&rr, "user:"+identity)
 		}
 	case rules.KeyAPIKey:
-		key, err = APIKeyOf(s.id, identity)
+		key, err = apiKeyOf(s.id, identity)
 	case rules.KeyHeader, rules.KeyForm:
 		var f keyfuncs.Func
 		if f, err = keyFunc(k, s.id); err != nil {
