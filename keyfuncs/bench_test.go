@@ -61,7 +61,7 @@ func BenchmarkXFF(b *testing.B) {
 		})
 	}
 	// Worst case: every entry is trusted, so the walk continues until it
-	// falls back to the peer: linear up to MaxChainWalk (128) elements, then
+	// falls back to the peer: linear up to maxChainWalk (128) elements, then
 	// flat, whatever the header length.
 	for _, n := range []int{10, 100, 1_000, 10_000} {
 		b.Run(fmt.Sprintf("trusted-%d", n), func(b *testing.B) {
@@ -111,8 +111,8 @@ func BenchmarkAPIKey(b *testing.B) {
 	benchKey(b, fn, newReq(b, lbPeer, "X-API-Key", "sk_live_0123456789abcdef0123456789abcdef"))
 }
 
-func BenchmarkUserOrIPPerEndpoint(b *testing.B) {
-	fn := WithEndpoint(UserOrIP(ClaimFromContext(ctxKey("claims"), ""), must(XForwardedFor(trustedProxies...)).Key))
+func BenchmarkUserOrIP(b *testing.B) {
+	fn := UserOrIP(ClaimFromContext(ctxKey("claims"), ""), must(XForwardedFor(trustedProxies...)).Key)
 	anon := newReq(b, lbPeer, "X-Forwarded-For", victimIP+", "+clientIP)
 	anon.HTTP().Pattern = "GET /api1"
 	b.Run("anonymous", func(b *testing.B) { benchKey(b, fn, anon) })

@@ -104,65 +104,19 @@ func UserOrIP(user, ip Func) Func {
 	return FirstOf(Tagged("user", user), Tagged("ip", ip))
 }
 
-// WithRoute scopes fn's keys to the matched route pattern
-// ([Request.Route]): the key is Join(route, key), so /api1 and /api2 have
-// separate quotas. It uses the pattern, never the path, because the path is
-// client-chosen ("/users/1", "/users/2", ...) and would give every variant a
-// fresh quota. When the adapter does not know the route (Route() == ""), all
-// such requests share the route component "".
-func WithRoute(fn Func) Func {
-	fn = orNil(fn)
-	return func(r Request) (string, error) {
-		k, err := fn(r)
-		if err != nil {
-			return "", err
-		}
-		return Join(r.Route(), k), nil
-	}
-}
-
-// WithMethod scopes fn's keys to the request method: the key is
-// Join(method, key), so GET and POST on one route have separate quotas. The
-// method is client-chosen, so it is passed through [Bound]; an unusual
-// method gets its own quota, which matters only if the route accepts it.
-func WithMethod(fn Func) Func {
-	fn = orNil(fn)
-	return func(r Request) (string, error) {
-		k, err := fn(r)
-		if err != nil {
-			return "", err
-		}
-		return Join(Bound(r.Method()), k), nil
-	}
-}
-
-// WithEndpoint scopes fn's keys to the method and route together: the key
-// is Join(method, route, key). It is the per-user, per-endpoint key of the
-// design notes' limit table.
-func WithEndpoint(fn Func) Func {
-	fn = orNil(fn)
-	return func(r Request) (string, error) {
-		k, err := fn(r)
-		if err != nil {
-			return "", err
-		}
-		return Join(Bound(r.Method()), r.Route(), k), nil
-	}
-}
-
 // Constant keys every request by key: one quota shared by all clients (a
 // global limit protecting a backend).
 func Constant(key string) Func {
 	return func(Request) (string, error) { return key, nil }
 }
 
-// ErrNilFunc is returned, on every request, by a combinator that was given a
+// errNilFunc is returned, on every request, by a combinator that was given a
 // nil [Func]: a wiring mistake that must not panic on the request path.
-var ErrNilFunc = errors.New("keyfuncs: nil key function passed to a combinator")
+var errNilFunc = errors.New("keyfuncs: nil key function passed to a combinator")
 
 func orNil(fn Func) Func {
 	if fn == nil {
-		return func(Request) (string, error) { return "", ErrNilFunc }
+		return func(Request) (string, error) { return "", errNilFunc }
 	}
 	return fn
 }

@@ -2,8 +2,6 @@ package keyfuncs
 
 import (
 	"errors"
-	"net/http"
-	"net/http/httptest"
 	"strconv"
 	"strings"
 	"testing"
@@ -126,65 +124,21 @@ func TestForgedTokenFallsBackToIPNotToTheClaimedUser(t *testing.T) {
 	assert.Equal(t, "4:user,5:alice,", k)
 }
 
-func TestEndpointScoping(t *testing.T) {
-	mux := http.NewServeMux()
-	var got []string
-	key := WithEndpoint(PeerIP().Key)
-	route := WithRoute(PeerIP().Key)
-	method := WithMethod(PeerIP().Key)
-	h := func(w http.ResponseWriter, r *http.Request) {
-		req := FromHTTP(r)
-		for _, f := range []Func{key, route, method} {
-			k, err := f(req)
-			require.NoError(t, err)
-			got = append(got, k)
-		}
-	}
-	mux.HandleFunc("GET /api1", h)
-	mux.HandleFunc("/api2/{id}", h)
-	for _, target := range []string{"/api1", "/api2/7", "/api2/8"} {
-		for _, m := range []string{"GET", "POST"} {
-			r := httptest.NewRequest(m, target, nil)
-			r.RemoteAddr = "203.0.113.7:1"
-			mux.ServeHTTP(httptest.NewRecorder(), r)
-		}
-	}
-	assert.Equal(t, []string{
-		"3:GET,9:GET /api1,11:203.0.113.7,", "9:GET /api1,11:203.0.113.7,", "3:GET,11:203.0.113.7,",
-		// POST /api1 is 405 from the mux: the handler does not run.
-		"3:GET,10:/api2/{id},11:203.0.113.7,", "10:/api2/{id},11:203.0.113.7,", "3:GET,11:203.0.113.7,",
-		"4:POST,10:/api2/{id},11:203.0.113.7,", "10:/api2/{id},11:203.0.113.7,", "4:POST,11:203.0.113.7,",
-		// /api2/8 has the same route pattern as /api2/7: the same quota.
-		"3:GET,10:/api2/{id},11:203.0.113.7,", "10:/api2/{id},11:203.0.113.7,", "3:GET,11:203.0.113.7,",
-		"4:POST,10:/api2/{id},11:203.0.113.7,", "10:/api2/{id},11:203.0.113.7,", "4:POST,11:203.0.113.7,",
-	}, got)
-}
-
-func TestScopingPropagatesErrorsAndBoundsTheMethod(t *testing.T) {
+func TestTaggedPropagatesErrors(t *testing.T) {
 	noKey := func(Request) (string, error) { return "", ErrNoKey }
-	for _, f := range []Func{WithRoute(noKey), WithMethod(noKey), WithEndpoint(noKey), Tagged("t", noKey)} {
-		_, err := f(newReq(t, lbPeer))
-		assert.ErrorIs(t, err, ErrNoKey)
-	}
-	r := httptest.NewRequest("GET", "/", nil)
-	r.Method = strings.Repeat("M", 10_000)
-	k, err := WithMethod(Constant("k"))(FromHTTP(r))
-	require.NoError(t, err)
-	assert.Less(t, len(k), 64)
+	_, err := Tagged("t", noKey)(newReq(t, lbPeer))
+	assert.ErrorIs(t, err, ErrNoKey)
 }
 
 func TestNilFuncsFailInsteadOfPanicking(t *testing.T) {
 	req := newReq(t, lbPeer)
 	for name, f := range map[string]Func{
-		"Tagged":       Tagged("t", nil),
-		"FirstOf":      FirstOf(nil),
-		"WithRoute":    WithRoute(nil),
-		"WithMethod":   WithMethod(nil),
-		"WithEndpoint": WithEndpoint(nil),
-		"UserOrIP":     UserOrIP(nil, nil),
+		"Tagged":   Tagged("t", nil),
+		"FirstOf":  FirstOf(nil),
+		"UserOrIP": UserOrIP(nil, nil),
 	} {
 		_, err := f(req)
-		assert.ErrorIs(t, err, ErrNilFunc, name)
+		assert.ErrorIs(t, err, errNilFunc, name)
 		assert.False(t, errors.Is(err, ErrNoKey), name)
 	}
 	k, err := FirstOf(nil, Constant("k"))(req)
@@ -197,7 +151,7 @@ func TestNilResolverKeysThePeer(t *testing.T) {
 	k, err := r.Key(newReq(t, "203.0.113.7:1", "X-Forwarded-For", victimIP))
 	require.NoError(t, err)
 	assert.Equal(t, clientIP, k)
-	assert.Equal(t, SourcePeer, r.Source())
+	assert.Equal(t, sourcePeer, r.effectiveSource())
 	assert.Equal(t, "keyfuncs.Resolver{source=peer ipv4=/32 ipv6=/64}", r.String())
 	r48, err := r.WithPrefixes(0, 48)
 	require.NoError(t, err)

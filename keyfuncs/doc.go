@@ -32,11 +32,10 @@
 // and falls back to the peer address on anything malformed, so the key is
 // never a value the client wrote. Addresses are normalised (zone stripped,
 // IPv4-mapped IPv6 folded to IPv4) and aggregated: IPv4 to /32 and IPv6 to
-// /64 by default ([Resolver.WithPrefixes] or [IPConfig] change it), because
+// /64 by default ([Resolver.WithPrefixes] changes it), because
 // one IPv6 subscriber owns 2^64 addresses and would otherwise mint a fresh
 // quota, and a store entry, per request. Keys look like "203.0.113.7" and
-// "2001:db8:1:2::/64". [IPConfig] and [NewIPResolver] configure the same
-// from a config file.
+// "2001:db8:1:2::/64".
 //
 // # Identity
 //
@@ -52,8 +51,9 @@
 // [FirstOf] takes the first function that yields a key ("the user if
 // authenticated, else the IP", [UserOrIP]); [Tagged] namespaces each
 // alternative so a user named "203.0.113.7" cannot share the quota of that
-// address. [WithRoute], [WithMethod] and [WithEndpoint] give each endpoint
-// its own quota. [Join] is the collision-free encoding they all use.
+// address. Endpoints need no combinator: the middleware (package httplimit)
+// scopes every key to the route and method. [Join] is the collision-free
+// encoding of several parts into one key.
 //
 // Everything in this package is safe for concurrent use, and no Func panics
 // on any request. The package imports no web framework.

@@ -2,10 +2,8 @@ package keyfuncs_test
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"net/http"
 	"net/http/httptest"
 	"time"
 
@@ -161,28 +159,6 @@ func ExampleForwarded() {
 	// 10.0.0.1
 }
 
-func ExampleNewIPResolver() {
-	// Operators configure the resolver in a file.
-	var cfg keyfuncs.IPConfig
-	err := json.Unmarshal([]byte(`{
-		"source": "x-forwarded-for",
-		"trusted_proxies": ["10.0.0.0/8"],
-		"ipv6_prefix": 48
-	}`), &cfg)
-	if err != nil {
-		panic(err)
-	}
-	ip, err := keyfuncs.NewIPResolver(cfg)
-	if err != nil {
-		panic(err)
-	}
-	fmt.Println(ip)
-	show(ip.Key, request("10.0.0.1:40000", "X-Forwarded-For", "2001:db8:1:2::7"))
-	// Output:
-	// keyfuncs.Resolver{source=x-forwarded-for trusted=[10.0.0.0/8] ipv4=/32 ipv6=/48}
-	// 2001:db8:1::/48
-}
-
 func ExampleResolver_WithPrefixes() {
 	ip, err := keyfuncs.PeerIP().WithPrefixes(24, 56)
 	if err != nil {
@@ -276,23 +252,6 @@ func ExampleJoin() {
 	// Output:
 	// 3:a:b,1:c,
 	// 1:a,3:b:c,
-}
-
-func ExampleWithEndpoint() {
-	// Per user, per endpoint, as in the design notes' table.
-	key := keyfuncs.WithEndpoint(keyfuncs.ContextValue(principalKey{}))
-	mux := http.NewServeMux()
-	mux.HandleFunc("/api2", func(w http.ResponseWriter, r *http.Request) {
-		show(key, keyfuncs.FromHTTP(r))
-	})
-	for _, method := range []string{"GET", "POST"} {
-		r := httptest.NewRequest(method, "/api2", nil)
-		r = r.WithContext(context.WithValue(r.Context(), principalKey{}, "alice"))
-		mux.ServeHTTP(httptest.NewRecorder(), r)
-	}
-	// Output:
-	// 3:GET,5:/api2,5:alice,
-	// 4:POST,5:/api2,5:alice,
 }
 
 func ExampleFromHTTP() {

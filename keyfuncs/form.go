@@ -19,9 +19,9 @@ import (
 // back for the handler.
 const MaxFormBody = 64 << 10
 
-// MaxFormParts bounds the parts of a multipart/form-data body [FormField]
+// maxFormParts bounds the parts of a multipart/form-data body [FormField]
 // reads: a body with more is refused with 413.
-const MaxFormParts = 64
+const maxFormParts = 64
 
 // HTTPRequester is implemented by request views backed by a *http.Request:
 // [HTTPRequest] and the views of ginlimit and echolimit. [FormField] reads
@@ -73,7 +73,7 @@ func refused(err error) bool {
 //
 //   - application/x-www-form-urlencoded bodies and multipart/form-data
 //     bodies (fields, not files) are read, up to [MaxFormBody] bytes and
-//     [MaxFormParts] parts: a longer body is refused with 413 Content Too
+//     64 parts: a longer body is refused with 413 Content Too
 //     Large;
 //   - only the body is read: a request whose query string also carries
 //     the field (non-empty) is refused with 400 (frameworks disagree on
@@ -116,7 +116,7 @@ func FormField(name string) (Func, error) {
 		conflict:  &Refusal{http.StatusBadRequest, fmt.Sprintf("The form field %q is sent more than once with different values.", name)},
 		asFile:    &Refusal{http.StatusBadRequest, fmt.Sprintf("The form field %q is sent as a file.", name)},
 		malformed: &Refusal{http.StatusBadRequest, "The request body is not valid form encoding."},
-		tooLarge:  &Refusal{http.StatusRequestEntityTooLarge, fmt.Sprintf("The form body is over %d bytes or %d parts.", MaxFormBody, MaxFormParts)},
+		tooLarge:  &Refusal{http.StatusRequestEntityTooLarge, fmt.Sprintf("The form body is over %d bytes or %d parts.", MaxFormBody, maxFormParts)},
 		mediaType: &Refusal{http.StatusUnsupportedMediaType, "The request body must be application/x-www-form-urlencoded or multipart/form-data, without Content-Encoding."},
 		noField:   fmt.Errorf("%w: form field %q absent or empty", ErrNoKey, name),
 	}
@@ -208,7 +208,7 @@ func (f *formField) multipart(body []byte, boundary string) (string, error) {
 		if err != nil {
 			return "", f.malformed
 		}
-		if n >= MaxFormParts {
+		if n >= maxFormParts {
 			return "", f.tooLarge
 		}
 		if p.FormName() != f.name {

@@ -8,13 +8,13 @@ import (
 // walkForwarded returns the first untrusted for= node from the right of the
 // merged RFC 7239 Forwarded values, or peer if an element it reaches is
 // malformed, lacks for=, names an obfuscated or unknown node, if every node
-// is trusted, or if it would walk past MaxChainWalk elements.
+// is trusted, or if it would walk past maxChainWalk elements.
 func (r *Resolver) walkForwarded(vals []string, peer netip.Addr) netip.Addr {
 	walked := 0
 	for i := len(vals) - 1; i >= 0; i-- {
 		s := vals[i]
 		for {
-			if walked++; walked > MaxChainWalk {
+			if walked++; walked > maxChainWalk {
 				return peer
 			}
 			rest, elem, ok := cutLastElement(s)

@@ -19,16 +19,16 @@ const (
 	// values sharing a prefix never share a key), and disjoint from every
 	// verbatim value.
 	MaxRawKeyLen = 64
-	// MaxHeaderKeyLen is the longest header value [Header] accepts; longer
+	// maxHeaderKeyLen is the longest header value [Header] accepts; longer
 	// values are an error rather than a key, so that hashing stays cheap.
-	MaxHeaderKeyLen = 4096
-	// MaxAPIKeyLen is the longest API key [APIKey] accepts.
-	MaxAPIKeyLen = 256
+	maxHeaderKeyLen = 4096
+	// maxAPIKeyLen is the longest API key [APIKey] accepts.
+	maxAPIKeyLen = 256
 )
 
-// ErrTooLong reports key material over its length bound. It is not
+// errTooLong reports key material over its length bound. It is not
 // [ErrNoKey]: the material is present but refused.
-var ErrTooLong = errors.New("keyfuncs: key material too long")
+var errTooLong = errors.New("keyfuncs: key material too long")
 
 // Bound returns s unchanged when it is at most [MaxRawKeyLen] bytes of
 // printable ASCII not starting with '~', and otherwise "~" followed by 32
@@ -57,7 +57,7 @@ func Bound(s string) string {
 
 // Header keys requests by the value of the named header (first value,
 // surrounding whitespace trimmed), passed through [Bound]. A missing or empty
-// header yields [ErrNoKey]; a value over [MaxHeaderKeyLen] yields [ErrTooLong].
+// header yields [ErrNoKey]; a value over 4096 bytes is an error (not ErrNoKey).
 //
 // Safe for: headers a trusted layer in front of the server sets and clients
 // cannot (a tenant id injected by an authenticating gateway). A header the
@@ -75,7 +75,7 @@ func Header(name string) (Func, error) {
 		if v == "" {
 			return "", errNoHeader
 		}
-		if len(v) > MaxHeaderKeyLen {
+		if len(v) > maxHeaderKeyLen {
 			return "", errHeaderTooLong
 		}
 		return Bound(v), nil
@@ -84,9 +84,9 @@ func Header(name string) (Func, error) {
 
 var (
 	errNoHeader      = fmt.Errorf("%w: header absent or empty", ErrNoKey)
-	errHeaderTooLong = fmt.Errorf("%w: header value over %d bytes", ErrTooLong, MaxHeaderKeyLen)
+	errHeaderTooLong = fmt.Errorf("%w: header value over %d bytes", errTooLong, maxHeaderKeyLen)
 	errNoAPIKey      = fmt.Errorf("%w: no API key", ErrNoKey)
-	errAPIKeyTooLong = fmt.Errorf("%w: API key over %d bytes", ErrTooLong, MaxAPIKeyLen)
+	errAPIKeyTooLong = fmt.Errorf("%w: API key over %d bytes", errTooLong, maxAPIKeyLen)
 )
 
 // APIKeyOption configures [APIKey]. Build one with [WithHMACSecret].
@@ -110,7 +110,7 @@ func WithHMACSecret(secret []byte) APIKeyOption {
 // required). The key is never returned raw: the result is 32 hex digits of
 // its SHA-256 (or of its HMAC with [WithHMACSecret]), so a secret never
 // reaches a store key or a log. A missing or empty key yields [ErrNoKey]; a
-// key over [MaxAPIKeyLen] bytes yields [ErrTooLong].
+// key over 256 bytes is an error (not ErrNoKey).
 //
 // APIKey does not check that the key is valid. Safe for: endpoints behind an
 // authentication layer that has already rejected unknown keys. Before
@@ -148,7 +148,7 @@ func APIKey(header, query string, opts ...APIKeyOption) (Func, error) {
 		if k == "" {
 			return "", errNoAPIKey
 		}
-		if len(k) > MaxAPIKeyLen {
+		if len(k) > maxAPIKeyLen {
 			return "", errAPIKeyTooLong
 		}
 		return hashKey(secret, k), nil

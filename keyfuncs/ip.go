@@ -142,10 +142,10 @@ const (
 	// ISP assigns to one subscriber, so one machine rotating through its 2^64
 	// addresses stays one key instead of exhausting the store.
 	DefaultIPv6Prefix = 64
-	// MinIPv4Prefix and MinIPv6Prefix are the coarsest aggregations accepted;
+	// minIPv4Prefix and minIPv6Prefix are the coarsest aggregations accepted;
 	// coarser would lump unrelated subscribers together.
-	MinIPv4Prefix = 16
-	MinIPv6Prefix = 32
+	minIPv4Prefix = 16
+	minIPv6Prefix = 32
 )
 
 // aggregate masks a normalised address to the configured prefix.

@@ -75,11 +75,11 @@ func TestAggregationPrefixes(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, tc.want, got, "%+v", tc)
 
-		r2, err := NewIPResolver(IPConfig{IPv4Prefix: tc.v4, IPv6Prefix: tc.v6})
+		r2, err := newIPResolver(ipConfig{IPv4Prefix: tc.v4, IPv6Prefix: tc.v6})
 		require.NoError(t, err)
 		got2, err := r2.Key(newReq(t, tc.addr))
 		require.NoError(t, err)
-		assert.Equal(t, got, got2, "IPConfig and WithPrefixes agree")
+		assert.Equal(t, got, got2, "ipConfig and WithPrefixes agree")
 	}
 }
 
@@ -97,16 +97,16 @@ func TestDefaults(t *testing.T) {
 	assert.Equal(t, 32, DefaultIPv4Prefix)
 	assert.Equal(t, 64, DefaultIPv6Prefix)
 	var zero Resolver
-	assert.Equal(t, SourcePeer, zero.Source())
+	assert.Equal(t, sourcePeer, zero.effectiveSource())
 	k, err := zero.Key(newReq(t, "[2001:db8:1:2::9]:1", "X-Forwarded-For", victimIP))
 	require.NoError(t, err)
 	assert.Equal(t, "2001:db8:1:2::/64", k, "zero value keys the peer at /64")
 	k, err = zero.Key(newReq(t, "203.0.113.9:1"))
 	require.NoError(t, err)
 	assert.Equal(t, "203.0.113.9", k, "zero value keys IPv4 at /32")
-	empty, err := NewIPResolver(IPConfig{})
+	empty, err := newIPResolver(ipConfig{})
 	require.NoError(t, err)
-	assert.Equal(t, SourcePeer, empty.Source())
+	assert.Equal(t, sourcePeer, empty.effectiveSource())
 	assert.Equal(t, "keyfuncs.Resolver{source=peer ipv4=/32 ipv6=/64}", empty.String())
 	assert.Equal(t, "keyfuncs.Resolver{source=x-forwarded-for trusted=[10.0.0.0/8 fd00::/8] ipv4=/32 ipv6=/64}",
 		must(XForwardedFor(trustedProxies...)).String())
@@ -134,21 +134,21 @@ func TestConstructionErrors(t *testing.T) {
 		{"zero hops", func() (*Resolver, error) { return HopCount(0) }, "hop count 0 out of range"},
 		{"too many hops", func() (*Resolver, error) { return HopCount(65) }, "hop count 65 out of range"},
 		{"hops bad cidr", func() (*Resolver, error) { return HopCount(1, "x") }, "neither a CIDR"},
-		{"unknown source", func() (*Resolver, error) { return NewIPResolver(IPConfig{Source: "x-real-ip"}) }, `unknown IP source "x-real-ip"`},
+		{"unknown source", func() (*Resolver, error) { return newIPResolver(ipConfig{Source: "x-real-ip"}) }, `unknown IP source "x-real-ip"`},
 		{"peer with proxies", func() (*Resolver, error) {
-			return NewIPResolver(IPConfig{TrustedProxies: []string{"10.0.0.0/8"}})
+			return newIPResolver(ipConfig{TrustedProxies: []string{"10.0.0.0/8"}})
 		}, "trusted proxies have no effect"},
 		{"hops on xff", func() (*Resolver, error) {
-			return NewIPResolver(IPConfig{Source: SourceXForwardedFor, TrustedProxies: trustedProxies, Hops: 2})
+			return newIPResolver(ipConfig{Source: sourceXForwardedFor, TrustedProxies: trustedProxies, Hops: 2})
 		}, "hops is only used by"},
 		{"header on xff", func() (*Resolver, error) {
-			return NewIPResolver(IPConfig{Source: SourceXForwardedFor, TrustedProxies: trustedProxies, Header: "X-Real-IP"})
+			return newIPResolver(ipConfig{Source: sourceXForwardedFor, TrustedProxies: trustedProxies, Header: "X-Real-IP"})
 		}, "header is only used by"},
 		{"v4 prefix too short", func() (*Resolver, error) { return PeerIP().WithPrefixes(8, 64) }, "IPv4 prefix /8 out of range"},
 		{"v4 prefix too long", func() (*Resolver, error) { return PeerIP().WithPrefixes(33, 64) }, "IPv4 prefix /33"},
 		{"v6 prefix too short", func() (*Resolver, error) { return PeerIP().WithPrefixes(32, 16) }, "IPv6 prefix /16 out of range"},
 		{"v6 prefix too long", func() (*Resolver, error) { return PeerIP().WithPrefixes(32, 129) }, "IPv6 prefix /129"},
-		{"negative prefix", func() (*Resolver, error) { return NewIPResolver(IPConfig{IPv6Prefix: -1}) }, "IPv6 prefix /-1"},
+		{"negative prefix", func() (*Resolver, error) { return newIPResolver(ipConfig{IPv6Prefix: -1}) }, "IPv6 prefix /-1"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -14,12 +14,12 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 )
 
-// DefaultClaim is the claim [JWTClaim] and [ClaimFromContext] read when none
+// defaultClaim is the claim [JWTClaim] and [ClaimFromContext] read when none
 // is named: the subject, the principal the token is about.
-const DefaultClaim = "sub"
+const defaultClaim = "sub"
 
-// DefaultMaxTokenBytes bounds the size of a token [JWTClaim] will parse.
-const DefaultMaxTokenBytes = 8 << 10
+// defaultMaxTokenBytes bounds the size of a token [JWTClaim] will parse.
+const defaultMaxTokenBytes = 8 << 10
 
 // JWTConfig configures [JWTClaim], which verifies a JSON Web Token with
 // github.com/golang-jwt/jwt/v5 and keys the request by one of its claims.
@@ -56,7 +56,7 @@ type JWTConfig struct {
 	// (false): exp is required, so a leaked token cannot be a quota identity
 	// forever; an expired token is always rejected.
 	AllowMissingExpiry bool
-	// MaxTokenBytes bounds the token size; a longer token is [ErrTooLong]
+	// MaxTokenBytes bounds the token size; a longer token is an error
 	// and is not parsed. Default (0): 8 KiB.
 	MaxTokenBytes int
 	// Now is the clock for exp/nbf checks. Default (nil): time.Now.
@@ -88,7 +88,7 @@ func JWTClaim(cfg JWTConfig) (Func, error) {
 	}
 	claim := cfg.Claim
 	if claim == "" {
-		claim = DefaultClaim
+		claim = defaultClaim
 	}
 	header := cfg.Header
 	if header == "" {
@@ -97,7 +97,7 @@ func JWTClaim(cfg JWTConfig) (Func, error) {
 	bearer := strings.EqualFold(header, "Authorization")
 	maxLen := cfg.MaxTokenBytes
 	if maxLen == 0 {
-		maxLen = DefaultMaxTokenBytes
+		maxLen = defaultMaxTokenBytes
 	}
 	v := newJWTVerifier(&cfg)
 	return func(r Request) (string, error) {
@@ -184,13 +184,13 @@ func newJWTVerifier(cfg *JWTConfig) *jwtVerifier {
 
 var (
 	errNoToken      = fmt.Errorf("%w: no bearer token", ErrNoKey)
-	errTokenTooLong = fmt.Errorf("%w: JWT over the size bound", ErrTooLong)
+	errTokenTooLong = fmt.Errorf("%w: JWT over the size bound", errTooLong)
 	errNoClaim      = fmt.Errorf("%w: claim absent or empty", ErrNoKey)
 	errNoClaims     = fmt.Errorf("%w: no claims in the request context", ErrNoKey)
-	// ErrUnverified reports a *jwt.Token in the request context whose Valid
+	// errUnverified reports a *jwt.Token in the request context whose Valid
 	// flag is false (parsed without verification, or rejected):
 	// [ClaimFromContext] never reads its claims.
-	ErrUnverified = errors.New("keyfuncs: token in context is not verified")
+	errUnverified = errors.New("keyfuncs: token in context is not verified")
 )
 
 // cutBearer returns the token of an "Bearer <token>" credential.
@@ -254,7 +254,7 @@ func checkKeyType(m string, key any) error {
 // "") of the token an earlier authentication middleware verified and stored
 // under ctxKey in the request context. The stored value may be
 // jwt.MapClaims, map[string]any, a *jwt.Token (used only if its Valid flag is
-// set, else [ErrUnverified]), or any jwt.Claims (then only "sub", "iss" are
+// set, else an error), or any jwt.Claims (then only "sub", "iss" are
 // readable). No value, or no such claim, yields [ErrNoKey]; an unsupported
 // value or a claim that is neither a string nor a number is another error.
 // The claim is passed through [Bound].
@@ -266,7 +266,7 @@ func checkKeyType(m string, key any) error {
 // It costs no cryptography.
 func ClaimFromContext(ctxKey any, claim string) Func {
 	if claim == "" {
-		claim = DefaultClaim
+		claim = defaultClaim
 	}
 	return func(r Request) (string, error) {
 		return claimsKey(r.Value(ctxKey), claim)
@@ -286,7 +286,7 @@ func claimsKey(v any, claim string) (string, error) {
 			return "", errNoClaims
 		}
 		if !c.Valid {
-			return "", ErrUnverified
+			return "", errUnverified
 		}
 		return claimsKey(c.Claims, claim)
 	case jwt.Claims:

@@ -330,13 +330,13 @@ func TestJWTTokenLookup(t *testing.T) {
 	}
 	_, err := fn(newReq(t, lbPeer))
 	assert.ErrorIs(t, err, ErrNoKey)
-	_, err = fn(newReq(t, lbPeer, "Authorization", "Bearer "+strings.Repeat("a", DefaultMaxTokenBytes+1)))
-	assert.ErrorIs(t, err, ErrTooLong)
+	_, err = fn(newReq(t, lbPeer, "Authorization", "Bearer "+strings.Repeat("a", defaultMaxTokenBytes+1)))
+	assert.ErrorIs(t, err, errTooLong)
 	assertRejected(t, fn, newReq(t, lbPeer, "Authorization", "Bearer not.a.jwt"))
 
 	custom := must(JWTClaim(JWTConfig{Methods: []string{"HS256"}, Key: hmacKey, Now: fixedNow, Header: "X-Auth-Token", MaxTokenBytes: 64}))
 	_, err = custom(newReq(t, lbPeer, "X-Auth-Token", tok))
-	assert.ErrorIs(t, err, ErrTooLong, "the token is over 64 bytes")
+	assert.ErrorIs(t, err, errTooLong, "the token is over 64 bytes")
 	custom = must(JWTClaim(JWTConfig{Methods: []string{"HS256"}, Key: hmacKey, Now: fixedNow, Header: "X-Auth-Token"}))
 	k, err := custom(newReq(t, lbPeer, "X-Auth-Token", tok))
 	require.NoError(t, err)
@@ -462,7 +462,7 @@ func TestClaimFromContext(t *testing.T) {
 		})
 	}
 	_, err := fn(withValue(base, key, unverified))
-	assert.ErrorIs(t, err, ErrUnverified)
+	assert.ErrorIs(t, err, errUnverified)
 }
 
 type stringer struct{ s string }

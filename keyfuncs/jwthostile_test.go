@@ -33,7 +33,7 @@ func signRaw(tb testing.TB, s signer, claimsJSON string) string {
 func hostileToken(tb testing.TB, s signer) string {
 	depth := 2900 // 5,800 bytes of brackets: 7.8 KiB once encoded
 	tok := signRaw(tb, s, nestedClaims(depth))
-	require.LessOrEqual(tb, len(tok), DefaultMaxTokenBytes)
+	require.LessOrEqual(tb, len(tok), defaultMaxTokenBytes)
 	return tok
 }
 

@@ -8,58 +8,57 @@ import (
 	"strings"
 )
 
-// IPSource names where a [Resolver] finds the client address.
-type IPSource string
+// ipSource names where a [Resolver] finds the client address.
+type ipSource string
 
-// The IP sources. Every source except SourcePeer reads headers only when the
+// The IP sources. Every source except sourcePeer reads headers only when the
 // TCP peer is a trusted proxy, and falls back to the peer address whenever
 // the headers are absent, malformed or name only trusted proxies.
 const (
-	// SourcePeer: the TCP peer (RemoteAddr). The default.
-	SourcePeer IPSource = "peer"
-	// SourceXForwardedFor: X-Forwarded-For walked right to left, skipping
+	// sourcePeer: the TCP peer (RemoteAddr). The default.
+	sourcePeer ipSource = "peer"
+	// sourceXForwardedFor: X-Forwarded-For walked right to left, skipping
 	// trusted proxies.
-	SourceXForwardedFor IPSource = "x-forwarded-for"
-	// SourceHopCount: the Hops-th X-Forwarded-For entry from the right.
-	SourceHopCount IPSource = "hop-count"
-	// SourceHeader: a single-address header set by the proxy (X-Real-IP,
+	sourceXForwardedFor ipSource = "x-forwarded-for"
+	// sourceHopCount: the Hops-th X-Forwarded-For entry from the right.
+	sourceHopCount ipSource = "hop-count"
+	// sourceHeader: a single-address header set by the proxy (X-Real-IP,
 	// CF-Connecting-IP, True-Client-IP).
-	SourceHeader IPSource = "header"
-	// SourceForwarded: the RFC 7239 Forwarded header, for= walked right to
+	sourceHeader ipSource = "header"
+	// sourceForwarded: the RFC 7239 Forwarded header, for= walked right to
 	// left, skipping trusted proxies.
-	SourceForwarded IPSource = "forwarded"
+	sourceForwarded ipSource = "forwarded"
 )
 
 // maxHops bounds [HopCount]; real deployments have one to three proxies.
 const maxHops = 64
 
-// MaxChainWalk is the most list elements (empty ones included) a resolver
+// maxChainWalk is the most list elements (empty ones included) a resolver
 // examines in X-Forwarded-For or Forwarded per request. Every element it
 // walks past is a trusted proxy, and no real chain has this many; a longer
 // trusted chain falls back to the peer address. It bounds the work per
 // request whatever the header length: client-written entries sit to the
 // left of the first proxy-appended one and are never reached.
-const MaxChainWalk = 2 * maxHops
+const maxChainWalk = 2 * maxHops
 
-// IPConfig is the operator-facing configuration of a client-IP key function
-// (the json and yaml tags are for config files). Build a [Resolver] from it
-// with [NewIPResolver]; the constructors [PeerIP], [XForwardedFor],
-// [HopCount], [TrustedHeader] and [Forwarded] are shorthands for it.
-type IPConfig struct {
-	// Source is where the client address comes from. Default (""): SourcePeer.
-	Source IPSource `json:"source" yaml:"source"`
+// ipConfig is the configuration of a client-IP key function that the
+// constructors [PeerIP], [XForwardedFor], [HopCount], [TrustedHeader] and
+// [Forwarded] build and newIPResolver validates.
+type ipConfig struct {
+	// Source is where the client address comes from. Default (""): sourcePeer.
+	Source ipSource `json:"source" yaml:"source"`
 	// TrustedProxies are the CIDRs ("10.0.0.0/8") or addresses of the
-	// proxies in front of this server. Required for SourceXForwardedFor,
-	// SourceHeader and SourceForwarded; optional for SourceHopCount (when
+	// proxies in front of this server. Required for sourceXForwardedFor,
+	// sourceHeader and sourceForwarded; optional for sourceHopCount (when
 	// set, the hop count is honoured only for requests from these peers);
-	// refused for SourcePeer. Default: none.
+	// refused for sourcePeer. Default: none.
 	TrustedProxies []string `json:"trusted_proxies" yaml:"trusted_proxies"`
 	// Hops is the number of trusted proxies in front of this server, for
-	// SourceHopCount: the client is the Hops-th X-Forwarded-For entry from
-	// the right. Required (1..64) for SourceHopCount, refused otherwise.
+	// sourceHopCount: the client is the Hops-th X-Forwarded-For entry from
+	// the right. Required (1..64) for sourceHopCount, refused otherwise.
 	Hops int `json:"hops" yaml:"hops"`
-	// Header is the single-address header for SourceHeader ("X-Real-IP",
-	// "CF-Connecting-IP"). Required for SourceHeader, refused otherwise.
+	// Header is the single-address header for sourceHeader ("X-Real-IP",
+	// "CF-Connecting-IP"). Required for sourceHeader, refused otherwise.
 	Header string `json:"header" yaml:"header"`
 	// IPv4Prefix is the prefix length IPv4 clients are aggregated to,
 	// 16..32. Default (0): 32, one key per address.
@@ -71,8 +70,8 @@ type IPConfig struct {
 	IPv6Prefix int `json:"ipv6_prefix" yaml:"ipv6_prefix"`
 }
 
-// Resolver finds a request's client IP address the way its [IPConfig] says
-// and turns it into a rate-limit key. Its method [Resolver.Key] is a [Func].
+// Resolver finds a request's client IP address the way the constructor
+// that built it says and turns it into a rate-limit key. Its method [Resolver.Key] is a [Func].
 //
 // Whatever the configuration, a Resolver never returns an address the client
 // chose unless a trusted proxy vouched for it: headers from an untrusted
@@ -85,55 +84,55 @@ type IPConfig struct {
 // aggregation (/32 for IPv4, /64 for IPv6). A Resolver is immutable and safe
 // for concurrent use.
 type Resolver struct {
-	source  IPSource
+	source  ipSource
 	trusted trustSet
 	hops    int
-	header  string // canonical header name for SourceHeader
+	header  string // canonical header name for sourceHeader
 	v4Bits  int    // 0 means DefaultIPv4Prefix
 	v6Bits  int    // 0 means DefaultIPv6Prefix
 }
 
-// NewIPResolver validates cfg and returns its Resolver. Every configuration
+// newIPResolver validates cfg and returns its Resolver. Every configuration
 // mistake (unknown source, bad CIDR, missing trusted proxies, out-of-range
 // prefix or hop count) is an error naming what to fix.
-func NewIPResolver(cfg IPConfig) (*Resolver, error) {
+func newIPResolver(cfg ipConfig) (*Resolver, error) {
 	r := &Resolver{source: cfg.Source}
 	if r.source == "" {
-		r.source = SourcePeer
+		r.source = sourcePeer
 	}
 	var err error
 	if r.trusted, err = parseTrusted(cfg.TrustedProxies); err != nil {
 		return nil, err
 	}
 	switch r.source {
-	case SourcePeer:
+	case sourcePeer:
 		if len(r.trusted) > 0 {
 			return nil, errors.New("keyfuncs: source \"peer\" reads no headers, so trusted proxies have no effect: choose a proxy-aware source or drop them")
 		}
-	case SourceXForwardedFor, SourceForwarded, SourceHeader:
+	case sourceXForwardedFor, sourceForwarded, sourceHeader:
 		if len(r.trusted) == 0 {
 			return nil, fmt.Errorf("keyfuncs: source %q needs at least one trusted proxy CIDR: without one every header is ignored and all clients key as the peer", r.source)
 		}
-	case SourceHopCount:
+	case sourceHopCount:
 	default:
 		return nil, fmt.Errorf("keyfuncs: unknown IP source %q: use %q, %q, %q, %q or %q",
-			cfg.Source, SourcePeer, SourceXForwardedFor, SourceHopCount, SourceHeader, SourceForwarded)
+			cfg.Source, sourcePeer, sourceXForwardedFor, sourceHopCount, sourceHeader, sourceForwarded)
 	}
-	if r.source == SourceHopCount {
+	if r.source == sourceHopCount {
 		if cfg.Hops < 1 || cfg.Hops > maxHops {
 			return nil, fmt.Errorf("keyfuncs: hop count %d out of range: set it to the number of proxies in front of the server, 1..%d", cfg.Hops, maxHops)
 		}
 		r.hops = cfg.Hops
 	} else if cfg.Hops != 0 {
-		return nil, fmt.Errorf("keyfuncs: hops is only used by source %q, not %q", SourceHopCount, r.source)
+		return nil, fmt.Errorf("keyfuncs: hops is only used by source %q, not %q", sourceHopCount, r.source)
 	}
-	if r.source == SourceHeader {
+	if r.source == sourceHeader {
 		if !isToken(cfg.Header) {
-			return nil, fmt.Errorf("keyfuncs: source %q needs a valid header name (e.g. X-Real-IP), got %q", SourceHeader, cfg.Header)
+			return nil, fmt.Errorf("keyfuncs: source %q needs a valid header name (e.g. X-Real-IP), got %q", sourceHeader, cfg.Header)
 		}
 		r.header = http.CanonicalHeaderKey(cfg.Header)
 	} else if cfg.Header != "" {
-		return nil, fmt.Errorf("keyfuncs: header is only used by source %q, not %q", SourceHeader, r.source)
+		return nil, fmt.Errorf("keyfuncs: header is only used by source %q, not %q", sourceHeader, r.source)
 	}
 	if err := r.setPrefixes(cfg.IPv4Prefix, cfg.IPv6Prefix); err != nil {
 		return nil, err
@@ -142,11 +141,11 @@ func NewIPResolver(cfg IPConfig) (*Resolver, error) {
 }
 
 func (r *Resolver) setPrefixes(v4, v6 int) error {
-	if v4 != 0 && (v4 < MinIPv4Prefix || v4 > 32) {
-		return fmt.Errorf("keyfuncs: IPv4 prefix /%d out of range: use %d..32 (32 keys each address)", v4, MinIPv4Prefix)
+	if v4 != 0 && (v4 < minIPv4Prefix || v4 > 32) {
+		return fmt.Errorf("keyfuncs: IPv4 prefix /%d out of range: use %d..32 (32 keys each address)", v4, minIPv4Prefix)
 	}
-	if v6 != 0 && (v6 < MinIPv6Prefix || v6 > 128) {
-		return fmt.Errorf("keyfuncs: IPv6 prefix /%d out of range: use %d..128 (64 is one subscriber network)", v6, MinIPv6Prefix)
+	if v6 != 0 && (v6 < minIPv6Prefix || v6 > 128) {
+		return fmt.Errorf("keyfuncs: IPv6 prefix /%d out of range: use %d..128 (64 is one subscriber network)", v6, minIPv6Prefix)
 	}
 	r.v4Bits, r.v6Bits = v4, v6
 	return nil
@@ -160,7 +159,7 @@ func (r *Resolver) setPrefixes(v4, v6 int) error {
 // configuration, and the only one that cannot be spoofed by a header.
 // Behind a proxy every client shares the proxy's address (one bucket for
 // everyone): use one of the proxy-aware resolvers instead.
-func PeerIP() *Resolver { return &Resolver{source: SourcePeer} }
+func PeerIP() *Resolver { return &Resolver{source: sourcePeer} }
 
 // XForwardedFor keys requests by the client address in X-Forwarded-For,
 // for servers behind one or more proxies whose addresses are in
@@ -178,13 +177,13 @@ func PeerIP() *Resolver { return &Resolver{source: SourcePeer} }
 // back to the peer; IPv4-mapped and zoned spellings of a trusted proxy are
 // recognised; a 10,000-entry header costs no more than a short one, since
 // the walk stops at the first untrusted entry and never examines more than
-// [MaxChainWalk] elements.
+// 2 × 64 elements.
 //
 // Safe for: any deployment where every proxy in front of the server appends
 // to X-Forwarded-For and is listed. Entries may carry ports. Construction
 // fails on an empty list or an invalid CIDR.
 func XForwardedFor(trustedCIDRs ...string) (*Resolver, error) {
-	return NewIPResolver(IPConfig{Source: SourceXForwardedFor, TrustedProxies: trustedCIDRs})
+	return newIPResolver(ipConfig{Source: sourceXForwardedFor, TrustedProxies: trustedCIDRs})
 }
 
 // HopCount keys requests by the n-th X-Forwarded-For entry from the right,
@@ -200,7 +199,7 @@ func XForwardedFor(trustedCIDRs ...string) (*Resolver, error) {
 // malformed, the peer address is used. A client-written leftmost entry is
 // never reached. Construction fails unless 1 <= n <= 64.
 func HopCount(n int, trustedCIDRs ...string) (*Resolver, error) {
-	return NewIPResolver(IPConfig{Source: SourceHopCount, Hops: n, TrustedProxies: trustedCIDRs})
+	return newIPResolver(ipConfig{Source: sourceHopCount, Hops: n, TrustedProxies: trustedCIDRs})
 }
 
 // TrustedHeader keys requests by a single-address header that a proxy in
@@ -218,7 +217,7 @@ func HopCount(n int, trustedCIDRs ...string) (*Resolver, error) {
 // use [XForwardedFor] then. Construction fails on an invalid header name, an
 // empty list or an invalid CIDR.
 func TrustedHeader(name string, trustedCIDRs ...string) (*Resolver, error) {
-	return NewIPResolver(IPConfig{Source: SourceHeader, Header: name, TrustedProxies: trustedCIDRs})
+	return newIPResolver(ipConfig{Source: sourceHeader, Header: name, TrustedProxies: trustedCIDRs})
 }
 
 // Forwarded keys requests by the RFC 7239 Forwarded header, for servers
@@ -237,7 +236,7 @@ func TrustedHeader(name string, trustedCIDRs ...string) (*Resolver, error) {
 // Safe for: deployments whose every proxy appends to Forwarded and is
 // listed. Construction fails on an empty list or an invalid CIDR.
 func Forwarded(trustedCIDRs ...string) (*Resolver, error) {
-	return NewIPResolver(IPConfig{Source: SourceForwarded, TrustedProxies: trustedCIDRs})
+	return newIPResolver(ipConfig{Source: sourceForwarded, TrustedProxies: trustedCIDRs})
 }
 
 // WithPrefixes returns a copy of r that aggregates IPv4 clients to /v4Bits
@@ -253,9 +252,9 @@ func (r *Resolver) WithPrefixes(v4Bits, v6Bits int) (*Resolver, error) {
 }
 
 // Source reports where r finds the client address.
-func (r *Resolver) Source() IPSource {
+func (r *Resolver) effectiveSource() ipSource {
 	if r = r.orZero(); r.source == "" {
-		return SourcePeer
+		return sourcePeer
 	}
 	return r.source
 }
@@ -264,7 +263,7 @@ func (r *Resolver) Source() IPSource {
 func (r *Resolver) String() string {
 	r = r.orZero()
 	var b strings.Builder
-	fmt.Fprintf(&b, "keyfuncs.Resolver{source=%s", r.Source())
+	fmt.Fprintf(&b, "keyfuncs.Resolver{source=%s", r.effectiveSource())
 	if len(r.trusted) > 0 {
 		fmt.Fprintf(&b, " trusted=%v", []netip.Prefix(r.trusted))
 	}
@@ -339,17 +338,17 @@ func (r *Resolver) ClientIP(req Request) (netip.Addr, error) {
 		return netip.Addr{}, errNoPeer
 	}
 	switch r.source {
-	case SourceXForwardedFor:
+	case sourceXForwardedFor:
 		if !r.trusted.contains(peer) {
 			return peer, nil
 		}
 		return r.walkXFF(req.HeaderValues("X-Forwarded-For"), peer), nil
-	case SourceHopCount:
+	case sourceHopCount:
 		if len(r.trusted) > 0 && !r.trusted.contains(peer) {
 			return peer, nil
 		}
 		return r.hopXFF(req.HeaderValues("X-Forwarded-For"), peer), nil
-	case SourceHeader:
+	case sourceHeader:
 		if !r.trusted.contains(peer) {
 			return peer, nil
 		}
@@ -362,7 +361,7 @@ func (r *Resolver) ClientIP(req Request) (netip.Addr, error) {
 			return peer, nil
 		}
 		return a, nil
-	case SourceForwarded:
+	case sourceForwarded:
 		if !r.trusted.contains(peer) {
 			return peer, nil
 		}
@@ -374,14 +373,14 @@ func (r *Resolver) ClientIP(req Request) (netip.Addr, error) {
 
 // walkXFF returns the first untrusted address from the right of the merged
 // X-Forwarded-For values, or peer if an entry it reaches is malformed, every
-// entry is trusted, or it would walk past MaxChainWalk elements. It never
+// entry is trusted, or it would walk past maxChainWalk elements. It never
 // splits the header into a slice.
 func (r *Resolver) walkXFF(vals []string, peer netip.Addr) netip.Addr {
 	walked := 0
 	for i := len(vals) - 1; i >= 0; i-- {
 		s := vals[i]
 		for {
-			if walked++; walked > MaxChainWalk {
+			if walked++; walked > maxChainWalk {
 				return peer
 			}
 			j := strings.LastIndexByte(s, ',')
@@ -411,7 +410,7 @@ func (r *Resolver) hopXFF(vals []string, peer netip.Addr) netip.Addr {
 	for i := len(vals) - 1; i >= 0; i-- {
 		s := vals[i]
 		for {
-			if walked++; walked > MaxChainWalk {
+			if walked++; walked > maxChainWalk {
 				return peer
 			}
 			j := strings.LastIndexByte(s, ',')

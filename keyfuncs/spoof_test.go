@@ -384,10 +384,10 @@ func TestChainWalkIsBounded(t *testing.T) {
 		xff  string
 		want string
 	}{
-		{"client is the last element examined", chain(MaxChainWalk-1, ""), clientIP},
-		{"client is one past the bound", chain(MaxChainWalk, ""), lbIP},
-		{"empty elements count", chain(0, strings.Repeat(",", MaxChainWalk)), lbIP},
-		{"empty elements below the bound", chain(0, strings.Repeat(",", MaxChainWalk-1)), clientIP},
+		{"client is the last element examined", chain(maxChainWalk-1, ""), clientIP},
+		{"client is one past the bound", chain(maxChainWalk, ""), lbIP},
+		{"empty elements count", chain(0, strings.Repeat(",", maxChainWalk)), lbIP},
+		{"empty elements below the bound", chain(0, strings.Repeat(",", maxChainWalk-1)), clientIP},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := xff.Key(newReq(t, lbPeer, "X-Forwarded-For", tc.xff))
@@ -399,7 +399,7 @@ func TestChainWalkIsBounded(t *testing.T) {
 		})
 	}
 	hops := must(HopCount(2))
-	got, err := hops.Key(newReq(t, lbPeer, "X-Forwarded-For", clientIP+strings.Repeat(",", MaxChainWalk)+"10.0.0.2"))
+	got, err := hops.Key(newReq(t, lbPeer, "X-Forwarded-For", clientIP+strings.Repeat(",", maxChainWalk)+"10.0.0.2"))
 	require.NoError(t, err)
 	assert.Equal(t, lbIP, got, "hop count walks are bounded too")
 }

@@ -245,10 +245,11 @@ func buildRule(d *ruleDoc, i int, base switches, ln *lines, names map[string]str
 	if r.pat, err = compilePattern(d.Route); err != nil {
 		fail("route", err.Error())
 	}
-	if r.Identity, err = ParseIdentity(d.Identity); err != nil {
+	if r.id, err = parseIdentity(d.Identity); err != nil {
 		fail("identity", err.Error())
 	}
-	r.Key = resolveKey(d.Key, r.Identity, fail)
+	r.Identity = r.id.String()
+	r.Key = resolveKey(d.Key, r.id, fail)
 	sw := resolveSwitches(&d.switchesDoc, base, e, at, c)
 	r.Algorithm, r.Buckets, r.Shadow, r.SoftPercent, r.CountDenied, r.FailMode =
 		sw.algorithm, sw.buckets, sw.shadow, sw.softPercent, sw.countDenied, sw.failMode
@@ -327,23 +328,23 @@ func parseMethods(methods []string, fail func(field, msg string)) []string {
 // resolveKey parses a rule's key, defaulting to the user for an
 // authenticated rule and to the IP otherwise, and checks that callers of
 // the rule's identity present it.
-func resolveKey(text string, id Identity, fail func(field, msg string)) Key {
+func resolveKey(text string, id identity, fail func(field, msg string)) Key {
 	var k Key
 	switch {
 	case text != "":
 		var err error
-		if k, err = ParseKey(text); err != nil {
+		if k, err = parseKey(text); err != nil {
 			fail("key", err.Error())
 		}
-	case id == Authenticated:
+	case id == idAuthenticated:
 		k = Key{Kind: KeyUser}
 	default:
 		k = Key{Kind: KeyIP}
 	}
-	if k.Kind == KeyUser && id != Authenticated {
+	if k.Kind == KeyUser && id != idAuthenticated {
 		fail("key", "key user needs identity: authenticated (anonymous callers have no user); use key: ip, or set identity: authenticated")
 	}
-	if k.Kind == KeyAPIKey && id == Anonymous {
+	if k.Kind == KeyAPIKey && id == idAnonymous {
 		fail("key", "anonymous callers present no API key; use key: ip")
 	}
 	return k
@@ -447,7 +448,7 @@ func unknownMethod(m string) string {
 // a method both match ("" for a rule without methods; a rule with methods
 // never ties with one without, which it precedes).
 type tieKey struct {
-	identity Identity
+	identity identity
 	route    string
 	method   string
 }
@@ -469,7 +470,7 @@ func checkTies(rules []Rule, c *collector) {
 		}
 		tie := -1
 		for _, m := range methods {
-			k := tieKey{b.Identity, route, m}
+			k := tieKey{b.id, route, m}
 			if i, ok := first[k]; ok {
 				if tie < 0 || i < tie {
 					tie = i
@@ -494,8 +495,8 @@ func precedes(a, b *Rule) bool {
 	if (len(a.Methods) > 0) != (len(b.Methods) > 0) {
 		return len(a.Methods) > 0
 	}
-	if (a.Identity != AnyIdentity) != (b.Identity != AnyIdentity) {
-		return a.Identity != AnyIdentity
+	if (a.id != idAny) != (b.id != idAny) {
+		return a.id != idAny
 	}
 	return false
 }
@@ -558,7 +559,7 @@ func (s *Set) doc() *fileDoc {
 	}
 	for i := range s.rules {
 		r := &s.rules[i]
-		d := ruleDoc{Name: r.Name, Methods: r.Methods, Route: r.Route, Identity: r.Identity.String(), Key: r.Key.String(), Limits: limits(r.Limits),
+		d := ruleDoc{Name: r.Name, Methods: r.Methods, Route: r.Route, Identity: r.Identity, Key: r.Key.String(), Limits: limits(r.Limits),
 			switchesDoc: sw(r.Algorithm, r.Buckets, r.Shadow, r.SoftPercent, r.CountDenied, r.FailMode, r.Mode, r.Sync, r.FleetSize)}
 		d.Elastic = r.Elastic.doc()
 		d.policiesDoc = r.policiesDoc()
@@ -574,11 +575,11 @@ func (s *Set) doc() *fileDoc {
 	return doc
 }
 
-// EncodeYAML writes the set as a YAML rules file with every default
+// encodeYAML writes the set as a YAML rules file with every default
 // spelled out and limits in the short form; [Parse] reads it back to an
 // equal set.
-func (s *Set) EncodeYAML() ([]byte, error) { return yaml.Marshal(s.doc()) }
+func (s *Set) encodeYAML() ([]byte, error) { return yaml.Marshal(s.doc()) }
 
-// EncodeJSON writes the set as an indented JSON rules file; [Parse] reads
+// encodeJSON writes the set as an indented JSON rules file; [Parse] reads
 // it back to an equal set.
-func (s *Set) EncodeJSON() ([]byte, error) { return json.MarshalIndent(s.doc(), "", "  ") }
+func (s *Set) encodeJSON() ([]byte, error) { return json.MarshalIndent(s.doc(), "", "  ") }

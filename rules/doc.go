@@ -52,7 +52,7 @@
 // burst. JSON files have the same fields, with limits as strings or
 // objects.
 //
-// A window is exact: it is at most 366 days ([MaxWindow]) and a whole
+// A window is exact: it is at most 366 days and a whole
 // number of microseconds, or the file does not load; no count or unit can
 // overflow into a different window. Methods are the standard ones above
 // (extension methods such as WebDAV's are not accepted; leave methods out
@@ -107,8 +107,8 @@
 // # Tiers, overrides, counting by outcome
 //
 // A rule's tiers, overrides and also: checks are policies of their own,
-// so their counters never mix: a tier is named "<rule>/<tier>" ([TierPolicyName]),
-// an override "<rule>/o-<hash>" ([OverridePolicyName], the client never
+// so their counters never mix: a tier is named "<rule>/<tier>",
+// an override "<rule>/o-<the first 8 bytes of SHA-256(client), hex>" (the client never
 // appears), an also: check by its name; the rule's own policy is the
 // default tier. [Set.Policies] lists them after the descriptors, a
 // [Live] keeps their state across reloads like any policy's, and
@@ -137,7 +137,7 @@
 //
 // # Embedded example
 //
-// [Default] is the design notes' endpoint table (see [DefaultFile]), which
+// [Default] is the design notes' endpoint table (the file rules/default.yaml), which
 // the programs under _examples serve.
 //
 // Everything in this package is safe for concurrent use once loaded; none

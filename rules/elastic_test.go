@@ -51,7 +51,7 @@ func TestElasticRulesParse(t *testing.T) {
 			data := []byte(elasticYAML)
 			if format == JSON {
 				var err error
-				data, err = src.EncodeJSON()
+				data, err = src.encodeJSON()
 				require.NoError(t, err)
 			}
 			s, err := Parse(data, format)
@@ -70,7 +70,7 @@ func TestElasticRulesParse(t *testing.T) {
 			assert.Equal(t, &Elastic{CeilingPercent: 300, Capacity: core.PerMinute(20)}, d.Elastic)
 
 			// the encoding reads back to an equal set
-			y, err := s.EncodeYAML()
+			y, err := s.encodeYAML()
 			require.NoError(t, err)
 			back, err := Parse(y, YAML)
 			require.NoError(t, err)

@@ -162,7 +162,7 @@ func tiesPairwise(rules []Rule) map[int]int {
 	for j := range rules {
 		for i := 0; i < j; i++ {
 			a, b := &rules[i], &rules[j]
-			if a.Identity != b.Identity || canonical(a.Route) != canonical(b.Route) || (len(a.Methods) == 0) != (len(b.Methods) == 0) {
+			if a.id != b.id || canonical(a.Route) != canonical(b.Route) || (len(a.Methods) == 0) != (len(b.Methods) == 0) {
 				continue
 			}
 			overlap := len(a.Methods) == 0
@@ -190,7 +190,7 @@ func TestCheckTiesMatchesPairwise(t *testing.T) {
 		n := 1 + rng.IntN(8)
 		rs := make([]Rule, n)
 		for i := range rs {
-			rs[i] = Rule{Name: fmt.Sprintf("r%d", i), Route: routes[rng.IntN(len(routes))], Identity: Identity(rng.IntN(3))}
+			rs[i] = Rule{Name: fmt.Sprintf("r%d", i), Route: routes[rng.IntN(len(routes))], id: identity(rng.IntN(3))}
 			for _, m := range methods {
 				if rng.IntN(3) == 0 {
 					rs[i].Methods = append(rs[i].Methods, m)
@@ -286,7 +286,7 @@ func BenchmarkParseManyRules(b *testing.B) {
 func FuzzParse(f *testing.F) {
 	f.Add([]byte(`{"rules": [{"name": "a", "route": "/a", "limits": ["1/s", {"requests": 2, "window": "1m"}]}]}`), true)
 	f.Add([]byte(`{"defaults": {"shadow": true, "shadow": false}, "rules": [{"name": "a", "route": "/a/{x}", "methods": ["GET"], "limits": ["1/s"]}]}`), true)
-	f.Add(DefaultFile(), false)
+	f.Add(defaultFile(), false)
 	f.Add([]byte("rules:\n  - {name: a, route: /a, limits: [1 per 213504d]}\n"), false)
 	f.Add([]byte(`{"rules": [{"name": "a", "route": "/a", "tier": "claim:plan", "tiers": {"pro": ["2/s"], "default": ["1/s"]}, "overrides": {"user:x": ["3/s"]}, "count": {"status": ">=400", "reset_on": "success"}, "also": [{"name": "b", "key": "ip", "limits": ["5/s"]}]}]}`), true)
 	f.Fuzz(func(t *testing.T, data []byte, isJSON bool) {
@@ -303,7 +303,7 @@ func FuzzParse(f *testing.F) {
 			}
 			return
 		}
-		out, err := s.EncodeJSON()
+		out, err := s.encodeJSON()
 		require.NoError(t, err)
 		back, err := Parse(out, JSON)
 		require.NoError(t, err, "%s", out)
@@ -429,7 +429,7 @@ rules:
 	assert.Equal(t, 4, byName["loc"].FleetSize)
 	assert.Equal(t, time.Second, byName["loc"].Sync)
 
-	out, err := s.EncodeYAML()
+	out, err := s.encodeYAML()
 	require.NoError(t, err)
 	s2, err := Parse(out, YAML)
 	require.NoError(t, err, string(out))

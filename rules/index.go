@@ -98,7 +98,7 @@ func (m *matching) pick(list []int) {
 			return
 		}
 		r := &m.s.rules[m.s.order[pos]]
-		if r.Identity.matches(m.auth) && r.matchesMethod(m.method) {
+		if r.id.matches(m.auth) && r.matchesMethod(m.method) {
 			m.best = pos
 			return
 		}

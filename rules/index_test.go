@@ -13,7 +13,7 @@ import (
 func scanMatch(s *Set, method, path string, authenticated bool) *Rule {
 	for _, i := range s.order {
 		r := &s.rules[i]
-		if r.Identity.matches(authenticated) && r.matchesMethod(method) && r.pat.match(path) {
+		if r.id.matches(authenticated) && r.matchesMethod(method) && r.pat.match(path) {
 			return r
 		}
 	}
@@ -46,7 +46,7 @@ func TestMatchIndexAgreesWithScan(t *testing.T) {
 			pat, err := compilePattern(route)
 			require.NoError(t, err, route)
 			rules = append(rules, Rule{Name: route, Route: route, Index: i, pat: pat,
-				Identity: Identity(rng.IntN(3)), Methods: methods[rng.IntN(len(methods))]})
+				id: identity(rng.IntN(3)), Methods: methods[rng.IntN(len(methods))]})
 		}
 		s := &Set{rules: rules, order: precedenceOrder(rules)}
 		s.index = buildIndex(s.rules, s.order)

@@ -29,7 +29,7 @@ const maxLimitText = 128
 // accepted too: "1000-H" is "1000 per hour", "5-s" "5 per second".
 //
 // The window is computed exactly: it must be a whole number of
-// microseconds and at most [MaxWindow] (366 days); a longer window is an
+// microseconds and at most 366 days; a longer window is an
 // error, whatever the count and unit, never a wrapped-around value.
 // ParseLimit checks the syntax and that every number is positive; whether
 // the limit suits an algorithm (burst, resolution, bounds) is checked by
@@ -132,13 +132,13 @@ var units = map[string]time.Duration{
 	"d": 24 * time.Hour, "day": 24 * time.Hour, "days": 24 * time.Hour,
 }
 
-// MaxWindow is the longest window a rules file may write: the bound
+// maxWindow is the longest window a rules file may write: the bound
 // [core.Policy.Validate] puts on every limit's window. The parser rejects a
 // longer window itself, so that no count or unit can overflow into a
 // different, shorter window.
-const MaxWindow = 366 * 24 * time.Hour
+const maxWindow = 366 * 24 * time.Hour
 
-// errTooLong is the error for a window above MaxWindow.
+// errTooLong is the error for a window above maxWindow.
 func errTooLong(s string) error {
 	return fmt.Errorf("window: %q is longer than 366 days, the longest window limitkit supports", s)
 }
@@ -148,7 +148,7 @@ func unitWindow(unit string, count int64) (time.Duration, error) {
 	if !ok {
 		return 0, fmt.Errorf("window: unknown unit %q (use second, minute, hour or day)", unit)
 	}
-	if count <= 0 || count > int64(MaxWindow/u) {
+	if count <= 0 || count > int64(maxWindow/u) {
 		return 0, errTooLong(strconv.FormatInt(count, 10) + " " + unit)
 	}
 	return time.Duration(count) * u, nil
@@ -164,7 +164,7 @@ var durationUnits = map[string]time.Duration{
 // or a bare unit word ("minute"). The result is exact: the value written,
 // computed without rounding or overflow, must be a positive whole number
 // of microseconds (the resolution limitkit counts time in) no longer than
-// [MaxWindow]; anything else is an error, never a different window.
+// 366 days; anything else is an error, never a different window.
 func parseWindow(s string) (time.Duration, error) {
 	if _, ok := units[strings.ToLower(s)]; ok && s != "" && !isDigit(s[0]) {
 		return unitWindow(s, 1)
@@ -175,7 +175,7 @@ func parseWindow(s string) (time.Duration, error) {
 	}
 	// Sum the components in exact rational arithmetic: s is at most 128
 	// bytes, so the numbers stay small, and nothing can wrap around.
-	total, limit := new(big.Rat), new(big.Rat).SetInt64(int64(MaxWindow))
+	total, limit := new(big.Rat), new(big.Rat).SetInt64(int64(maxWindow))
 	for rest := s; rest != ""; {
 		i := 0
 		for i < len(rest) && (isDigit(rest[i]) || rest[i] == '.') {
@@ -210,17 +210,3 @@ func parseWindow(s string) (time.Duration, error) {
 }
 
 func isDigit(c byte) bool { return c >= '0' && c <= '9' }
-
-// LimitSpec is one limit as written in a rules file: either the short
-// string form parsed by [ParseLimit] ("900 per 15m") or the structured form
-// {requests: 900, window: 15m, burst: 0}. Both decode into the embedded
-// [core.Limit]; encoding always writes the short form.
-type LimitSpec struct {
-	core.Limit
-	// line is the source line (YAML) or line of the offset (JSON); 0 when
-	// unknown.
-	line int
-}
-
-// String returns the short form.
-func (l LimitSpec) String() string { return l.Limit.String() }

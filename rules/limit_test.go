@@ -35,9 +35,9 @@ func TestParseLimit(t *testing.T) {
 		{"7 per hr", core.PerHour(7)},
 		{"1 per 1d12h", core.Per(1, 36*time.Hour)},
 		{"1 per 1.5d", core.Per(1, 36*time.Hour)},
-		{"1 per 366d", core.Per(1, MaxWindow)},
-		{"1 per 366 days", core.Per(1, MaxWindow)},
-		{"1 per 8784h", core.Per(1, MaxWindow)},
+		{"1 per 366d", core.Per(1, maxWindow)},
+		{"1 per 366 days", core.Per(1, maxWindow)},
+		{"1 per 8784h", core.Per(1, maxWindow)},
 		{"1 per 7µs", core.Per(1, 7*time.Microsecond)},
 		{"1 per 7us", core.Per(1, 7*time.Microsecond)},
 		{"1 per 1h0m0.5s", core.Per(1, time.Hour+500*time.Millisecond)},
@@ -134,7 +134,7 @@ func FuzzParseLimit(f *testing.F) {
 		if l.Requests <= 0 || l.Window <= 0 || l.Burst < 0 {
 			t.Fatalf("ParseLimit(%q) = %+v: accepted a non-positive field", s, l)
 		}
-		if l.Window > MaxWindow || l.Window%time.Microsecond != 0 {
+		if l.Window > maxWindow || l.Window%time.Microsecond != 0 {
 			t.Fatalf("ParseLimit(%q) = %+v: window above 366 days or not whole microseconds", s, l)
 		}
 		// The canonical form parses back to the same limit.
@@ -154,7 +154,7 @@ func FuzzParseLimit(f *testing.F) {
 // FuzzWindowCount guards against overflow in the window arithmetic
 // (TestParseLimitErrors "1 per 213504d" loaded as 25m26s): for any count
 // and unit, the parsed window is exactly count × unit, computed here in
-// big integers, or an error when that exceeds MaxWindow.
+// big integers, or an error when that exceeds maxWindow.
 func FuzzWindowCount(f *testing.F) {
 	f.Add(uint64(213504), uint8(3), false)
 	f.Add(uint64(366), uint8(3), true)
@@ -173,7 +173,7 @@ func FuzzWindowCount(f *testing.F) {
 		}
 		want := new(big.Int).Mul(new(big.Int).SetUint64(n), big.NewInt(int64(u.d)))
 		l, err := ParseLimit(s)
-		if n == 0 || want.Cmp(big.NewInt(int64(MaxWindow))) > 0 {
+		if n == 0 || want.Cmp(big.NewInt(int64(maxWindow))) > 0 {
 			if err == nil {
 				t.Fatalf("ParseLimit(%q) = %v, want an error (window 0 or above 366 days)", s, l)
 			}

@@ -422,16 +422,12 @@ func limitsText(p *core.Policy) string { return p.StateString() }
 // sameMatch reports whether two rules of one name match and key requests
 // alike.
 func sameMatch(a, b *Rule) bool {
-	return a.Route == b.Route && slices.Equal(a.Methods, b.Methods) && a.Identity == b.Identity && a.Key == b.Key &&
+	return a.Route == b.Route && slices.Equal(a.Methods, b.Methods) && a.id == b.id && a.Key == b.Key &&
 		a.policiesMatch() == b.policiesMatch()
 }
 
 // Set returns the snapshot's rule set.
 func (s *Snapshot[H]) Set() *Set { return s.set }
-
-// Generation is the snapshot's number: 1 for NewLive's set, plus one per
-// Swap.
-func (s *Snapshot[H]) Generation() uint64 { return s.gen }
 
 // Match is [Set.Match] on the snapshot's set.
 func (s *Snapshot[H]) Match(method, path string, authenticated bool) *Rule {

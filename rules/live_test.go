@@ -74,7 +74,7 @@ func TestLiveNoHalfAppliedSet(t *testing.T) {
 			ctx := context.Background()
 			for !done.Load() {
 				snap := live.Acquire()
-				gen := snap.Generation()
+				gen := snap.gen
 				want := [2]int64{1_000_000, 2_000_000}
 				if gen%2 == 0 {
 					want = [2]int64{3_000_000, 4_000_000}
@@ -424,7 +424,7 @@ func BenchmarkLiveSwap(b *testing.B) {
 	store := memstore.MustNew()
 	defer store.Close()
 	a := Default()
-	src, err := a.EncodeYAML()
+	src, err := a.encodeYAML()
 	require.NoError(b, err)
 	other, err := Parse([]byte(strings.Replace(string(src), "100 per 1m", "120 per 1m", 1)), YAML)
 	require.NoError(b, err)

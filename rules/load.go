@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -199,7 +198,7 @@ func lineOf(m []map[string]int, i int, field string) int {
 
 // LoadFile reads and validates a rules file: JSON when its name ends in
 // ".json", YAML otherwise. It reads with [ReadFile]: only a regular file,
-// of at most [MaxFileSize] bytes, within [MaxReadTime].
+// of at most [MaxFileSize] bytes, within 5 seconds.
 func LoadFile(path string) (*Set, error) {
 	data, err := ReadFile(path)
 	if err != nil {
@@ -214,16 +213,6 @@ func LoadFile(path string) (*Set, error) {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	return s, nil
-}
-
-// Load reads at most [MaxFileSize] bytes from r and parses them as
-// [Parse] does.
-func Load(r io.Reader, format Format) (*Set, error) {
-	data, err := io.ReadAll(io.LimitReader(r, MaxFileSize+1))
-	if err != nil {
-		return nil, fmt.Errorf("rules: read: %w", err)
-	}
-	return Parse(data, format)
 }
 
 // Parse parses and validates a rules file. Unknown fields and keys written

@@ -18,60 +18,60 @@ import (
 
 // Bounds of the policies a rule may add to its own.
 const (
-	// MaxTiers bounds a rule's tiers (core.MaxTiers), the default not
+	// maxTiers bounds a rule's tiers (core.MaxTiers), the default not
 	// counted.
-	MaxTiers = core.MaxTiers
-	// MaxOverrides bounds a rule's overrides.
-	MaxOverrides = 256
-	// MaxAlso bounds a rule's also: checks (a middleware runs at most 8
+	maxTiers = core.MaxTiers
+	// maxOverrides bounds a rule's overrides.
+	maxOverrides = 256
+	// maxAlso bounds a rule's also: checks (a middleware runs at most 8
 	// checks, the rule's own included).
-	MaxAlso = 7
+	maxAlso = 7
 )
 
-// TierKind says where a rule reads a request's tier.
-type TierKind uint8
+// tierKind says where a rule reads a request's tier.
+type tierKind uint8
 
 const (
-	// TierNone: the rule has no tiers.
-	TierNone TierKind = iota
-	// TierClaim reads a claim of the caller's verified JWT ("claim:plan").
-	TierClaim
-	// TierHeader reads a header ("header:X-Plan"). Only safe for a header
+	// tierNone: the rule has no tiers.
+	tierNone tierKind = iota
+	// tierClaim reads a claim of the caller's verified JWT ("claim:plan").
+	tierClaim
+	// tierHeader reads a header ("header:X-Plan"). Only safe for a header
 	// a trusted proxy sets: a client sending it picks its own plan.
-	TierHeader
+	tierHeader
 )
 
-// TierSource is where a rule reads the tier: "claim:<name>" or
+// tierSource is where a rule reads the tier: "claim:<name>" or
 // "header:<Name>". The zero value is no tier.
-type TierSource struct {
-	Kind TierKind
+type tierSource struct {
+	Kind tierKind
 	// Name is the claim, or the canonical header name.
 	Name string
 }
 
 // String returns "claim:plan", "header:X-Plan", or "" for none.
-func (t TierSource) String() string {
+func (t tierSource) String() string {
 	switch t.Kind {
-	case TierClaim:
+	case tierClaim:
 		return "claim:" + t.Name
-	case TierHeader:
+	case tierHeader:
 		return "header:" + t.Name
 	}
 	return ""
 }
 
-// ParseTierSource parses "claim:<name>" and "header:<Name>".
-func ParseTierSource(s string) (TierSource, error) {
+// parseTierSource parses "claim:<name>" and "header:<Name>".
+func parseTierSource(s string) (tierSource, error) {
 	kind, name, ok := strings.Cut(strings.TrimSpace(s), ":")
 	name = strings.TrimSpace(name)
 	switch {
 	case !ok || name == "" || len(name) > 128:
 	case strings.EqualFold(kind, "claim"):
-		return TierSource{Kind: TierClaim, Name: name}, nil
+		return tierSource{Kind: tierClaim, Name: name}, nil
 	case strings.EqualFold(kind, "header") && isToken(name):
-		return TierSource{Kind: TierHeader, Name: textproto.CanonicalMIMEHeaderKey(name)}, nil
+		return tierSource{Kind: tierHeader, Name: textproto.CanonicalMIMEHeaderKey(name)}, nil
 	}
-	return TierSource{}, fmt.Errorf("unknown tier source %q (want claim:<name>, e.g. claim:plan, or header:<Name>, e.g. header:X-Plan)", s)
+	return tierSource{}, fmt.Errorf("unknown tier source %q (want claim:<name>, e.g. claim:plan, or header:<Name>, e.g. header:X-Plan)", s)
 }
 
 // Tier is one named tier of a rule and its limits.
@@ -87,17 +87,11 @@ type Override struct {
 	// Client names the client as "<kind>:<value>": "user:<id>" (the
 	// subject of a verified JWT), "key:<API key>" (the X-API-Key it
 	// presents), "ip:<address>". The serving application turns it into
-	// its key function's key (see [Override.Client]).
+	// its key function's key (rules/serve.DefaultOverride).
 	Client string
 	// Limits replace the rule's and its tier's limits for the client.
 	Limits []core.Limit
 }
-
-// Kind and Value split Client at its first ':'.
-func (o *Override) Kind() string { k, _, _ := strings.Cut(o.Client, ":"); return k }
-
-// Value is the part of Client after its first ':'.
-func (o *Override) Value() string { _, v, _ := strings.Cut(o.Client, ":"); return v }
 
 // Check is one more check of a rule ("also:"): the request must pass it
 // too, keyed by its own key under its own policy named Name (the rule's
@@ -133,14 +127,14 @@ func (c *Count) Counts(status int) bool {
 	return slices.Contains(c.Statuses, status)
 }
 
-// TierPolicyName is the policy name of tier tier of rule rule:
+// tierPolicyName is the policy name of tier tier of rule rule:
 // "<rule>/<tier>".
-func TierPolicyName(rule, tier string) string { return rule + "/" + tier }
+func tierPolicyName(rule, tier string) string { return rule + "/" + tier }
 
-// OverridePolicyName is the policy name of an override of rule rule:
+// overridePolicyName is the policy name of an override of rule rule:
 // "<rule>/o-<the first 8 bytes of SHA-256(client), hex>" (an API key
 // never appears in a header, a log or a metric label).
-func OverridePolicyName(rule, client string) string {
+func overridePolicyName(rule, client string) string {
 	sum := sha256.Sum256([]byte(client))
 	return rule + "/o-" + hex.EncodeToString(sum[:8])
 }
@@ -250,11 +244,11 @@ func resolvePolicies(d *ruleDoc, r *Rule, e Error, at func(string) int, c *colle
 func resolveTiers(d *ruleDoc, r *Rule, e Error, at func(string) int, c *collector, fail func(field, msg string), claim func(field, name string)) {
 	p := &d.policiesDoc
 	if p.Tier != "" {
-		t, err := ParseTierSource(p.Tier)
+		t, err := parseTierSource(p.Tier)
 		if err != nil {
 			fail("tier", err.Error())
 		}
-		r.Tier = t
+		r.Tier = t.String()
 	}
 	switch {
 	case p.Tier != "" && len(p.Tiers) == 0:
@@ -279,8 +273,8 @@ func resolveTiers(d *ruleDoc, r *Rule, e Error, at func(string) int, c *collecto
 		named--
 	}
 	switch {
-	case named > MaxTiers:
-		fail("tiers", fmt.Sprintf("%d tiers, at most %d (each is a policy with its own state)", named, MaxTiers))
+	case named > maxTiers:
+		fail("tiers", fmt.Sprintf("%d tiers, at most %d (each is a policy with its own state)", named, maxTiers))
 	case named == 0:
 		// every request would get the default: a table with no
 		// tier is a mistake (and would not encode back)
@@ -297,7 +291,7 @@ func resolveTiers(d *ruleDoc, r *Rule, e Error, at func(string) int, c *collecto
 		te := e
 		te.Field = "tiers." + name
 		t := Tier{Name: name, Limits: parseLimits(p.Tiers[name], te, at, c)}
-		claim("tiers."+name, TierPolicyName(r.Name, name))
+		claim("tiers."+name, tierPolicyName(r.Name, name))
 		r.Tiers = append(r.Tiers, t)
 	}
 }
@@ -305,8 +299,8 @@ func resolveTiers(d *ruleDoc, r *Rule, e Error, at func(string) int, c *collecto
 // resolveOverrides validates a rule's per-client overrides into r, in
 // client order.
 func resolveOverrides(overrides map[string][]limitDoc, r *Rule, e Error, at func(string) int, c *collector, fail func(field, msg string), claim func(field, name string)) {
-	if len(overrides) > MaxOverrides {
-		fail("overrides", fmt.Sprintf("%d overrides, at most %d", len(overrides), MaxOverrides))
+	if len(overrides) > maxOverrides {
+		fail("overrides", fmt.Sprintf("%d overrides, at most %d", len(overrides), maxOverrides))
 	}
 	for _, client := range sortedNames(overrides) {
 		kind, value, ok := strings.Cut(client, ":")
@@ -317,7 +311,7 @@ func resolveOverrides(overrides map[string][]limitDoc, r *Rule, e Error, at func
 		oe := e
 		oe.Field = "overrides." + client
 		r.Overrides = append(r.Overrides, Override{Client: client, Limits: parseLimits(overrides[client], oe, at, c)})
-		claim("overrides", OverridePolicyName(r.Name, client))
+		claim("overrides", overridePolicyName(r.Name, client))
 	}
 }
 
@@ -362,8 +356,8 @@ func resolveCount(d *countDoc, fail func(field, msg string)) *Count {
 
 // resolveAlso validates a rule's also: checks into r.
 func resolveAlso(also []alsoDoc, r *Rule, e Error, at func(string) int, c *collector, fail func(field, msg string), claim func(field, name string)) {
-	if len(also) > MaxAlso {
-		fail("also", fmt.Sprintf("%d checks, at most %d", len(also), MaxAlso))
+	if len(also) > maxAlso {
+		fail("also", fmt.Sprintf("%d checks, at most %d", len(also), maxAlso))
 	}
 	for j, a := range also {
 		field := fmt.Sprintf("also[%d]", j)
@@ -376,9 +370,9 @@ func resolveAlso(also []alsoDoc, r *Rule, e Error, at func(string) int, c *colle
 			claim(field, a.Name)
 		}
 		var err error
-		if ck.Key, err = ParseKey(a.Key); err != nil {
+		if ck.Key, err = parseKey(a.Key); err != nil {
 			fail(field, err.Error())
-		} else if ck.Key.Kind == KeyUser && r.Identity != Authenticated {
+		} else if ck.Key.Kind == KeyUser && r.id != idAuthenticated {
 			fail(field, "key user needs the rule's identity: authenticated")
 		}
 		r.Also = append(r.Also, ck)
@@ -405,10 +399,10 @@ func (r *Rule) extraPolicies() []core.Policy {
 		out = append(out, p)
 	}
 	for _, t := range r.Tiers {
-		with(TierPolicyName(r.Name, t.Name), t.Limits)
+		with(tierPolicyName(r.Name, t.Name), t.Limits)
 	}
 	for _, o := range r.Overrides {
-		with(OverridePolicyName(r.Name, o.Client), o.Limits)
+		with(overridePolicyName(r.Name, o.Client), o.Limits)
 	}
 	for _, a := range r.Also {
 		with(a.Name, a.Limits)
@@ -426,7 +420,7 @@ func (r *Rule) policiesDoc() policiesDoc {
 		}
 		return out
 	}
-	d.Tier = r.Tier.String()
+	d.Tier = r.Tier
 	if len(r.Tiers) > 0 {
 		d.Tiers = map[string][]limitDoc{}
 		for _, t := range r.Tiers {
@@ -506,7 +500,7 @@ func policiesJSONKeys(path string) []string {
 // policy, not an update of the rule).
 func (r *Rule) policiesMatch() string {
 	var b strings.Builder
-	b.WriteString(r.Tier.String())
+	b.WriteString(r.Tier)
 	for _, t := range r.Tiers {
 		b.WriteString("|t:" + t.Name)
 	}

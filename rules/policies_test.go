@@ -37,13 +37,12 @@ func TestPlansAndLoginRules(t *testing.T) {
 	require.NoError(t, err)
 	api, ok := s.Rule("api")
 	require.True(t, ok)
-	assert.Equal(t, rules.TierSource{Kind: rules.TierClaim, Name: "plan"}, api.Tier)
+	assert.Equal(t, "claim:plan", api.Tier)
 	assert.Equal(t, []core.Limit{core.PerMinute(100)}, api.Limits, "tiers.default is the rule's own limits")
 	require.Len(t, api.Tiers, 3)
 	assert.Equal(t, "enterprise", api.Tiers[0].Name, "sorted by name")
 	require.Len(t, api.Overrides, 1)
-	assert.Equal(t, "key", api.Overrides[0].Kind())
-	assert.Equal(t, "k_bigcustomer", api.Overrides[0].Value())
+	assert.Equal(t, "key:k_bigcustomer", api.Overrides[0].Client)
 	login, _ := s.Rule("login")
 	assert.Equal(t, rules.Key{Kind: rules.KeyForm, Field: "username"}, login.Key)
 	require.NotNil(t, login.Count)
@@ -62,7 +61,7 @@ func TestPlansAndLoginRules(t *testing.T) {
 	assert.NotContains(t, rules.OverridePolicyName("api", "key:k_bigcustomer"), "k_big", "an API key never names a policy")
 
 	// both encodings read back to the same set
-	for _, enc := range []func() ([]byte, error){s.EncodeYAML, s.EncodeJSON} {
+	for _, enc := range []func() ([]byte, error){func() ([]byte, error) { return rules.EncodeYAML(s) }, func() ([]byte, error) { return rules.EncodeJSON(s) }} {
 		b, err := enc()
 		require.NoError(t, err)
 		format := rules.YAML
@@ -167,7 +166,7 @@ func TestLiveTiersReload(t *testing.T) {
 	assert.Nil(t, snap.RuleLimiters(other).Default, "a rule of another set")
 }
 
-// TestAlsoCapIsExact: a rule may have exactly MaxAlso also: checks; one
+// TestAlsoCapIsExact: a rule may have exactly maxAlso also: checks; one
 // more is refused, naming the cap.
 func TestAlsoCapIsExact(t *testing.T) {
 	rule := func(n int) string {
@@ -179,7 +178,7 @@ func TestAlsoCapIsExact(t *testing.T) {
 		return b.String()
 	}
 	s, err := rules.Parse([]byte(rule(rules.MaxAlso)), rules.YAML)
-	require.NoError(t, err, "MaxAlso checks are allowed")
+	require.NoError(t, err, "maxAlso checks are allowed")
 	api, _ := s.Rule("api")
 	assert.Len(t, api.Also, rules.MaxAlso)
 	_, err = rules.Parse([]byte(rule(rules.MaxAlso+1)), rules.YAML)
@@ -201,7 +200,7 @@ func TestCountChargeRoundTrips(t *testing.T) {
 		for _, enc := range []struct {
 			format rules.Format
 			encode func() ([]byte, error)
-		}{{rules.YAML, s.EncodeYAML}, {rules.JSON, s.EncodeJSON}} {
+		}{{rules.YAML, func() ([]byte, error) { return rules.EncodeYAML(s) }}, {rules.JSON, func() ([]byte, error) { return rules.EncodeJSON(s) }}} {
 			b, err := enc.encode()
 			require.NoError(t, err)
 			again, err := rules.Parse(b, enc.format)

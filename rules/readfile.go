@@ -10,16 +10,16 @@ import (
 	"time"
 )
 
-// MaxReadTime bounds how long [ReadFile] (and so [LoadFile] and
+// maxReadTime bounds how long [ReadFile] (and so [LoadFile] and
 // [Live.ReloadFile]) waits for a rules file: a file on a hung network
 // file system fails the load after it instead of blocking the reload, and
 // every later one, forever.
-const MaxReadTime = 5 * time.Second
+const maxReadTime = 5 * time.Second
 
-// readTimeout is MaxReadTime, and read is readRegular; tests replace
+// readTimeout is maxReadTime, and read is readRegular; tests replace
 // them to simulate a hung file system.
 var (
-	readTimeout = MaxReadTime
+	readTimeout = maxReadTime
 	read        = readRegular
 )
 
@@ -30,7 +30,7 @@ var reading sync.Map
 
 // ReadFile reads a rules file for [LoadFile]: only a regular file (a
 // symbolic link to one is followed), of at most [MaxFileSize] bytes,
-// within [MaxReadTime]. A FIFO, a device, a socket or a directory is
+// within 5 seconds. A FIFO, a device, a socket or a directory is
 // refused without being read (reading a FIFO blocks until a writer comes,
 // a device may never end), as is a larger file; the error says what was
 // refused and why. While an earlier read of path has not returned (the

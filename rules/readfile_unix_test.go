@@ -38,7 +38,7 @@ func TestReloadRefusesFIFO(t *testing.T) {
 		select {
 		case err := <-done:
 			assert.ErrorContains(t, err, "refused: it is a FIFO (named pipe), not a regular file")
-		case <-time.After(MaxReadTime):
+		case <-time.After(maxReadTime):
 			t.Fatal("the reload of a FIFO blocks")
 		}
 	}

@@ -10,54 +10,54 @@ import (
 	"github.com/limitkit/limitkit/core"
 )
 
-// Identity is the class of caller a rule applies to. The zero value is
-// [AnyIdentity].
-type Identity uint8
+// identity is the class of caller a rule applies to (Rule.Identity's
+// text, parsed). The zero value is idAny.
+type identity uint8
 
 const (
-	// AnyIdentity matches every caller.
-	AnyIdentity Identity = iota
+	// idAny matches every caller.
+	idAny identity = iota
 	// Authenticated matches callers the application identified (a verified
 	// JWT, an API key).
-	Authenticated
+	idAuthenticated
 	// Anonymous matches callers the application did not identify.
-	Anonymous
+	idAnonymous
 )
 
 // String returns "any", "authenticated" or "anonymous".
-func (i Identity) String() string {
+func (i identity) String() string {
 	switch i {
-	case AnyIdentity:
+	case idAny:
 		return "any"
-	case Authenticated:
+	case idAuthenticated:
 		return "authenticated"
-	case Anonymous:
+	case idAnonymous:
 		return "anonymous"
 	}
-	return fmt.Sprintf("Identity(%d)", uint8(i))
+	return fmt.Sprintf("identity(%d)", uint8(i))
 }
 
-// ParseIdentity parses "authenticated", "anonymous" or "any" (the empty
+// parseIdentity parses "authenticated", "anonymous" or "any" (the empty
 // string is "any"); case does not matter.
-func ParseIdentity(s string) (Identity, error) {
+func parseIdentity(s string) (identity, error) {
 	switch strings.ToLower(strings.TrimSpace(s)) {
 	case "", "any":
-		return AnyIdentity, nil
+		return idAny, nil
 	case "authenticated":
-		return Authenticated, nil
+		return idAuthenticated, nil
 	case "anonymous":
-		return Anonymous, nil
+		return idAnonymous, nil
 	}
 	return 0, fmt.Errorf("unknown identity %q (want authenticated, anonymous or any)", s)
 }
 
 // matches reports whether a caller with the given authentication state is
 // in the class.
-func (i Identity) matches(authenticated bool) bool {
+func (i identity) matches(authenticated bool) bool {
 	switch i {
-	case Authenticated:
+	case idAuthenticated:
 		return authenticated
-	case Anonymous:
+	case idAnonymous:
 		return !authenticated
 	}
 	return true
@@ -122,10 +122,10 @@ func (k Key) String() string {
 	return fmt.Sprintf("KeyKind(%d)", uint8(k.Kind))
 }
 
-// ParseKey parses "ip", "user", "api_key" (or "api-key"),
+// parseKey parses "ip", "user", "api_key" (or "api-key"),
 // "header:<Name>" and "form:<field>". Header names are canonicalized
 // (x-tenant → X-Tenant).
-func ParseKey(s string) (Key, error) {
+func parseKey(s string) (Key, error) {
 	t := strings.TrimSpace(s)
 	switch strings.ToLower(t) {
 	case "ip":
@@ -171,7 +171,7 @@ func isToken(s string) bool {
 // Identity), what it counts them by (Key), and the policy it applies.
 // Defaults from the file's "defaults" section are already applied.
 //
-// Rules come from [Load], [LoadFile] or [Default]; a Rule obtained from a
+// Rules come from [Parse], [LoadFile] or [Default]; a Rule obtained from a
 // [Set] must not be modified (the Set and its matcher share it). A Rule is
 // safe for concurrent reads.
 type Rule struct {
@@ -183,8 +183,12 @@ type Rule struct {
 	Methods []string
 	// Route is the route pattern (see the package doc for the syntax).
 	Route string
-	// Identity is the class of caller the rule matches.
-	Identity Identity
+	// Identity is the class of caller the rule matches: "authenticated"
+	// (callers the application identified: a verified JWT, an API key),
+	// "anonymous" (callers it did not) or "any" (every caller; the
+	// default).
+	Identity string
+	id       identity // Identity, parsed
 	// Key is what the rule counts by. Defaults to user for authenticated
 	// rules and ip otherwise.
 	Key Key
@@ -215,14 +219,18 @@ type Rule struct {
 	// capacity signals are attached by [Set.WithSignals].
 	Elastic *Elastic
 	signal  core.CapacitySignal // set by WithSignals
-	// Tier is where the request's tier is read (tier:), and Tiers the
+	// Tier is where the request's tier is read (tier:): "claim:<name>"
+	// (a claim of the caller's verified JWT), "header:<Name>" (a header,
+	// its name canonical; only safe for a header a trusted proxy sets: a
+	// client sending it picks its own plan), or "" for none. Tiers are the
 	// limits of each named tier (tiers:, sorted by name; the default
 	// tier's limits are Limits, the rule's own policy). Each tier is a
-	// policy of its own named [TierPolicyName]: tiers' counters never mix.
-	Tier  TierSource
+	// policy of its own named "<rule>/<tier>": tiers' counters never mix.
+	Tier  string
 	Tiers []Tier
 	// Overrides are the limits of individual clients (overrides:, sorted
-	// by client), each a policy named [OverridePolicyName].
+	// by client), each a policy named "<rule>/o-<the first 8 bytes of
+	// SHA-256(client), hex>".
 	Overrides []Override
 	// Count is the rule's counting by outcome (count:), nil when every
 	// request counts.
@@ -328,7 +336,7 @@ func (d *Descriptor) Policy() core.Policy {
 }
 
 // Set is a validated, immutable collection of rules and descriptors with
-// a matcher. Build one with [Load], [LoadFile], [Parse] or [Default]. The
+// a matcher. Build one with [Parse], [LoadFile] or [Default]. The
 // zero Set has no rules and matches nothing. A Set is safe for concurrent
 // use.
 type Set struct {

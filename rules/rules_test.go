@@ -27,15 +27,15 @@ func TestDefaultIsTheDesignTable(t *testing.T) {
 	s := Default()
 	want := []struct {
 		name, method, route string
-		identity            Identity
+		identity            string
 		key                 string
 		per15m, per1m       int64
 	}{
-		{"api1-get", "GET", "/api1", Authenticated, "user", 900, 200},
-		{"api2-get", "GET", "/api2", Authenticated, "user", 900, 200},
-		{"api2-post", "POST", "/api2", Authenticated, "user", 500, 100},
-		{"api3-get", "GET", "/api3", Authenticated, "user", 800, 150},
-		{"anonymous-get", "GET", "/*", Anonymous, "ip", 250, 50},
+		{"api1-get", "GET", "/api1", "authenticated", "user", 900, 200},
+		{"api2-get", "GET", "/api2", "authenticated", "user", 900, 200},
+		{"api2-post", "POST", "/api2", "authenticated", "user", 500, 100},
+		{"api3-get", "GET", "/api3", "authenticated", "user", 800, 150},
+		{"anonymous-get", "GET", "/*", "anonymous", "ip", 250, 50},
 	}
 	rs := s.Rules()
 	require.Len(t, rs, len(want)+2) // and issue 26's login and plans rules
@@ -63,7 +63,7 @@ func TestDefaultIsTheDesignTable(t *testing.T) {
 	_, ok = s.Descriptor("auth", "nope")
 	assert.False(t, ok)
 	assert.Len(t, s.Policies(), 14) // 7 rules, 2 descriptors, login-ip, 3 plans and an override
-	assert.Equal(t, DefaultFile(), defaultYAML)
+	assert.Equal(t, defaultFile(), defaultYAML)
 }
 
 func TestDefaultMatch(t *testing.T) {
@@ -255,7 +255,7 @@ rules:
 	assert.Equal(t, 10, a.Buckets)
 	assert.Equal(t, core.FailClosed, a.FailMode)
 	assert.True(t, a.Shadow)
-	assert.Equal(t, AnyIdentity, a.Identity)
+	assert.Equal(t, "any", a.Identity)
 	assert.Equal(t, Key{Kind: KeyIP}, a.Key)
 	assert.Empty(t, a.Methods)
 
@@ -403,7 +403,7 @@ func TestTooManyErrorsAreCapped(t *testing.T) {
 }
 
 func TestRoundTrip(t *testing.T) {
-	src := string(DefaultFile()) + `
+	src := string(defaultFile()) + `
   - domain: x
     key: y
     algorithm: sliding_counter
@@ -429,9 +429,9 @@ func TestRoundTrip(t *testing.T) {
 			var data []byte
 			var err error
 			if f == JSON {
-				data, err = orig.EncodeJSON()
+				data, err = orig.encodeJSON()
 			} else {
-				data, err = orig.EncodeYAML()
+				data, err = orig.encodeYAML()
 			}
 			require.NoError(t, err)
 			back, err := Parse(data, f)
@@ -446,10 +446,10 @@ func TestRoundTrip(t *testing.T) {
 
 func TestLoadFile(t *testing.T) {
 	dir := t.TempDir()
-	js, err := Default().EncodeJSON()
+	js, err := Default().encodeJSON()
 	require.NoError(t, err)
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "r.json"), js, 0o600))
-	require.NoError(t, os.WriteFile(filepath.Join(dir, "r.yaml"), DefaultFile(), 0o600))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "r.yaml"), defaultFile(), 0o600))
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "bad.yml"), []byte("rules:\n  - name: a\n    route: a\n    limits: [1/s]\n"), 0o600))
 	for _, name := range []string{"r.json", "r.yaml"} {
 		s, err := LoadFile(filepath.Join(dir, name))
@@ -468,16 +468,16 @@ func TestLoadFile(t *testing.T) {
 
 func TestTextForms(t *testing.T) {
 	for _, s := range []string{"any", "authenticated", "anonymous"} {
-		id, err := ParseIdentity(s)
+		id, err := parseIdentity(s)
 		require.NoError(t, err)
 		assert.Equal(t, s, id.String())
 	}
-	id, err := ParseIdentity("")
+	id, err := parseIdentity("")
 	require.NoError(t, err)
-	assert.Equal(t, AnyIdentity, id)
-	assert.Equal(t, "Identity(9)", Identity(9).String())
+	assert.Equal(t, idAny, id)
+	assert.Equal(t, "identity(9)", identity(9).String())
 	for in, want := range map[string]string{"ip": "ip", "USER": "user", "api-key": "api_key", "apikey": "api_key", "header:x-api-tenant": "header:X-Api-Tenant"} {
-		k, err := ParseKey(in)
+		k, err := parseKey(in)
 		require.NoError(t, err)
 		assert.Equal(t, want, k.String())
 	}

@@ -24,7 +24,7 @@
 // The examples serve the rules with package rules/serve, as an
 // application would: serve.New(app.ServeConfig(), app.Rules, newMW)
 // builds one adapter middleware per rule (the adapter's own
-// NewMiddleware, the options the rule asks for — serve.RuleOptions — and
+// NewMiddleware, the options the rule asks for (serve.New builds them) and
 // [DegradedHeader]) and keeps them in a [rules.Live]: a snapshot replaced
 // as a whole when the rules file is reloaded. For each request, the
 // example acquires the snapshot serving now (Server.Acquire), asks
@@ -484,12 +484,6 @@ func (a *App) Token(sub string, ttl time.Duration) (string, error) {
 	return t.SignedString(a.secret)
 }
 
-// Authenticated reports whether r carries a valid identity.
-func (a *App) Authenticated(r keyfuncs.Request) bool {
-	_, err := a.Principal(r)
-	return err == nil
-}
-
 // Caller describes r's caller for responses and logs: "user/alice",
 // "key/<first 8 hex digits of the key's hash>", or "anonymous <ip>".
 func (a *App) Caller(r keyfuncs.Request) string {
@@ -507,9 +501,24 @@ func (a *App) Caller(r keyfuncs.Request) string {
 }
 
 // RoutePath turns a framework's route pattern into the path form rules
-// match (serve.RoutePath): net/http's "GET host/api1" becomes "/api1";
-// an empty route falls back to path.
-func RoutePath(route, path string) string { return serve.RoutePath(route, path) }
+// match (as serve's dispatcher does): net/http's "GET host/api1" becomes
+// "/api1"; an empty route falls back to path.
+func RoutePath(route, path string) string {
+	if i := strings.IndexByte(route, ' '); i >= 0 {
+		route = strings.TrimLeft(route[i+1:], " ")
+	}
+	if route != "" && route[0] != '/' {
+		if i := strings.IndexByte(route, '/'); i >= 0 {
+			route = route[i:] // drop a host
+		} else {
+			route = ""
+		}
+	}
+	if route == "" {
+		return path
+	}
+	return route
+}
 
 // Reply is the JSON body the example API answers with.
 func Reply(endpoint, caller string) []byte {

@@ -82,7 +82,7 @@ func (a *App) overrideKey(r *rules.Rule, client string) (string, error) {
 	case r.Key.Kind == rules.KeyUser && kind == "user":
 		return keyfuncs.Join("user", keyfuncs.Bound(v)), nil
 	case r.Key.Kind == rules.KeyUser && kind == "key":
-		k, err := serve.APIKeyOf(serve.Identity{}, v)
+		k, err := apiKeyOf(v)
 		return keyfuncs.Join("key", k), err
 	}
 	return serve.DefaultOverride(r, client, a.Identity())
@@ -108,4 +108,19 @@ func (a *App) watchLimiters(_ *rules.Rule, ls rules.Limiters) {
 	for _, l := range ls.Also {
 		watch(l)
 	}
+}
+
+// apiKeyOf is the key keyfuncs.APIKey("X-API-Key", "") (the rules' default
+// api_key key function) gives a request presenting key.
+func apiKeyOf(key string) (string, error) {
+	f, err := keyfuncs.APIKey("X-API-Key", "")
+	if err != nil {
+		return "", err
+	}
+	r, err := http.NewRequest(http.MethodGet, "/", nil)
+	if err != nil {
+		return "", err
+	}
+	r.Header.Set("X-API-Key", key)
+	return f(keyfuncs.FromHTTP(r))
 }

@@ -28,14 +28,14 @@ import (
 var ErrUnknownRule = errors.New("serve: no such rule")
 
 // ErrBadIdentity is returned (wrapped) for an identity that is empty,
-// longer than [MaxIdentityLen], holds a control character, or that the
+// longer than 1024 bytes, holds a control character, or that the
 // rule's key cannot be built from (an IP rule given no IP address).
 var ErrBadIdentity = errors.New("serve: invalid identity")
 
-// MaxIdentityLen is the longest identity [Server.Usage],
+// maxIdentityLen is the longest identity [Server.Usage],
 // [Server.ResetIdentity] and the admin handler accept, in bytes (after the
 // handler's URL decoding).
-const MaxIdentityLen = 1024
+const maxIdentityLen = 1024
 
 // AdminPath is where the examples mount [Server.AdminHandler]:
 // GET and DELETE AdminPath + "<rule>/<identity>".
@@ -161,8 +161,8 @@ func (s *Server[M]) ruleTargets(snap *rules.Snapshot[M], r *rules.Rule, identity
 // checkIdentity refuses an empty or overlong identity, or one with a
 // control character.
 func checkIdentity(identity string) error {
-	if identity == "" || len(identity) > MaxIdentityLen {
-		return fmt.Errorf("%w: want 1 to %d bytes, got %d", ErrBadIdentity, MaxIdentityLen, len(identity))
+	if identity == "" || len(identity) > maxIdentityLen {
+		return fmt.Errorf("%w: want 1 to %d bytes, got %d", ErrBadIdentity, maxIdentityLen, len(identity))
 	}
 	for i := 0; i < len(identity); i++ {
 		if c := identity[i]; c < 0x20 || c == 0x7f {
@@ -183,7 +183,7 @@ func (s *Server[M]) clientKey(r *rules.Rule, k rules.Key, identity string) (stri
 	var err error
 	switch k.Kind {
 	case rules.KeyIP:
-		key, err = IPKeyOf(s.id, identity)
+		key, err = ipKeyOf(s.id, identity)
 	case rules.KeyUser:
 		over := s.id.Override
 		if over == nil {
@@ -202,10 +202,10 @@ func (s *Server[M]) clientKey(r *rules.Rule, k rules.Key, identity string) (stri
 			key, err = over(&rr, "user:"+identity)
 		}
 	case rules.KeyAPIKey:
-		key, err = APIKeyOf(s.id, identity)
+		key, err = apiKeyOf(s.id, identity)
 	case rules.KeyHeader, rules.KeyForm:
 		var f keyfuncs.Func
-		if f, err = KeyFunc(k, s.id); err != nil {
+		if f, err = keyFunc(k, s.id); err != nil {
 			break
 		}
 		req, _ := http.NewRequest(http.MethodPost, "/", nil)
@@ -409,7 +409,7 @@ func (s *Server[M]) AdminHandler(cfg AdminConfig) (http.Handler, error) {
 			fail(w, http.StatusNotFound, "no such rule")
 			return
 		case errors.Is(err, ErrBadIdentity):
-			fail(w, http.StatusBadRequest, fmt.Sprintf("invalid identity: want 1 to %d bytes without control characters, of what the rule keys by (an IP rule: an IP address)", MaxIdentityLen))
+			fail(w, http.StatusBadRequest, fmt.Sprintf("invalid identity: want 1 to %d bytes without control characters, of what the rule keys by (an IP rule: an IP address)", maxIdentityLen))
 			return
 		case errors.Is(err, core.ErrUnsupported):
 			fail(w, http.StatusNotImplemented, "the store does not implement the quota verbs")

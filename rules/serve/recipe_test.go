@@ -2,6 +2,7 @@ package serve_test
 
 import (
 	"net/http"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -27,7 +28,7 @@ func TestLoginRecipeExact(t *testing.T) {
 	require.True(t, ok)
 	assert.Equal(t, core.SlidingWindowLog, def.Algorithm, "the login recipe's algorithm")
 	assert.Equal(t, []core.Limit{core.Per(10, 15*time.Minute)}, def.Limits)
-	yaml, err := rules.Default().EncodeYAML()
+	yaml, err := os.ReadFile("../default.yaml") // rules.Default()'s text
 	require.NoError(t, err)
 	for alg, want := range map[string]int{"sliding_log": 10, "gcra": 19} {
 		t.Run(alg, func(t *testing.T) {

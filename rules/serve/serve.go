@@ -104,8 +104,12 @@ type Server[M any] struct {
 
 // New builds a middleware per rule of set with newMW (nethttp.NewMiddleware,
 // ginlimit.NewMiddleware, echolimit.NewMiddleware,
-// fiberlimit.NewMiddleware) and the rule's [RuleOptions]; an error names
-// the rule that cannot be served.
+// fiberlimit.NewMiddleware) and the options the rule asks for: its scope
+// (the rule name: a rule's quota is its own, whatever the route), its key
+// (falling back to the client IP), its tiers (WithTiers), overrides
+// (WithOverrides), also: checks (WithCheck) and counting by outcome
+// (WithOutcome), then cfg.Options; an error names the rule that cannot
+// be served.
 func New[M any](cfg Config, set *rules.Set, newMW func(*core.Limiter, ...httplimit.Option) (M, error)) (*Server[M], error) {
 	if newMW == nil {
 		return nil, errors.New("serve: New: nil middleware constructor; pass e.g. nethttp.NewMiddleware")
@@ -113,7 +117,7 @@ func New[M any](cfg Config, set *rules.Set, newMW func(*core.Limiter, ...httplim
 	s := &Server[M]{id: cfg.Identity}
 	extra := append([]httplimit.Option(nil), cfg.Options...)
 	build := func(r *rules.Rule, ls rules.Limiters) (M, error) {
-		opts, err := RuleOptions(r, ls, s.id)
+		opts, err := ruleOptions(r, ls, s.id)
 		if err != nil {
 			var zero M
 			return zero, err
@@ -131,9 +135,6 @@ func New[M any](cfg Config, set *rules.Set, newMW func(*core.Limiter, ...httplim
 	s.live = live
 	return s, nil
 }
-
-// Live returns the rules being served.
-func (s *Server[M]) Live() *rules.Live[M] { return s.live }
 
 // Reload loads the rules file at path and serves it (rules.Live.ReloadFile);
 // a file that does not load leaves the current rules serving.
@@ -153,8 +154,8 @@ func (s *Server[M]) Generation() uint64 { return s.live.Generation() }
 // is done.
 func (s *Server[M]) Acquire() *rules.Snapshot[M] { return s.live.Acquire() }
 
-// Authenticated reports whether Identity.User finds a key for r.
-func (s *Server[M]) Authenticated(r keyfuncs.Request) bool {
+// authenticated reports whether Identity.User finds a key for r.
+func (s *Server[M]) authenticated(r keyfuncs.Request) bool {
 	if s.id.User == nil {
 		return false
 	}
@@ -168,14 +169,14 @@ func (s *Server[M]) Authenticated(r keyfuncs.Request) bool {
 // c.Route().Path; the path when empty) and whether it is authenticated;
 // false when no rule matches (the request is not limited).
 func (s *Server[M]) Middleware(snap *rules.Snapshot[M], r keyfuncs.Request, route string) (M, bool) {
-	rule := snap.Match(r.Method(), RoutePath(route, r.Path()), s.Authenticated(r))
+	rule := snap.Match(r.Method(), routePath(route, r.Path()), s.authenticated(r))
 	return snap.Handler(rule)
 }
 
-// RoutePath is the path form rules match for a framework's route
+// routePath is the path form rules match for a framework's route
 // pattern: net/http's "GET host/api1" is "/api1"; an empty route falls
 // back to path.
-func RoutePath(route, path string) string {
+func routePath(route, path string) string {
 	if i := strings.IndexByte(route, ' '); i >= 0 {
 		route = strings.TrimLeft(route[i+1:], " ")
 	}
@@ -226,8 +227,8 @@ func NewNetHTTP(cfg Config, set *rules.Set, next http.Handler) (*Server[http.Han
 	}), nil
 }
 
-// KeyFunc is the key function of rule key k under id.
-func KeyFunc(k rules.Key, id Identity) (keyfuncs.Func, error) {
+// keyFunc is the key function of rule key k under id.
+func keyFunc(k rules.Key, id Identity) (keyfuncs.Func, error) {
 	switch k.Kind {
 	case rules.KeyIP:
 		return ip(id).Key, nil
@@ -256,19 +257,19 @@ func ip(id Identity) *keyfuncs.Resolver {
 	return keyfuncs.PeerIP()
 }
 
-// RuleOptions are the middleware options rule r asks for, on the
+// ruleOptions are the middleware options rule r asks for, on the
 // limiters ls of its snapshot: its scope (the rule name: a rule's quota
 // is its own, whatever the route), its key (falling back to the client
 // IP), its tiers (WithTiers), overrides (WithOverrides), also: checks
 // (WithCheck) and counting by outcome (WithOutcome). Pass the result,
 // with ls.Default, to an adapter's NewMiddleware.
-func RuleOptions(r *rules.Rule, ls rules.Limiters, id Identity) ([]httplimit.Option, error) {
+func ruleOptions(r *rules.Rule, ls rules.Limiters, id Identity) ([]httplimit.Option, error) {
 	fail := func(err error) ([]httplimit.Option, error) { return nil, err } // the caller names the rule
 	opts := []httplimit.Option{httplimit.WithScope(r.Name)}
 	if r.Key.Kind == rules.KeyIP {
 		opts = append(opts, httplimit.WithIPKey(ip(id)))
 	} else {
-		k, err := KeyFunc(r.Key, id)
+		k, err := keyFunc(r.Key, id)
 		if err != nil {
 			return fail(err)
 		}
@@ -282,17 +283,19 @@ func RuleOptions(r *rules.Rule, ls rules.Limiters, id Identity) ([]httplimit.Opt
 	// Without a key (an identity that vanished between match and
 	// decision, a missing header or form field) the client IP keys.
 	opts = append(opts, httplimit.WithFallbackKey(ip(id).Key))
-	if r.Tier.Kind != rules.TierNone {
+	if r.Tier != "" {
 		var tier keyfuncs.Func
 		var err error
-		switch r.Tier.Kind {
-		case rules.TierClaim:
+		switch kind, name, _ := strings.Cut(r.Tier, ":"); kind {
+		case "claim":
 			if id.Claim == nil {
 				return fail(fmt.Errorf("tier %s: the Identity has no Claim function", r.Tier))
 			}
-			tier, err = id.Claim(r.Tier.Name)
-		case rules.TierHeader:
-			tier, err = keyfuncs.Header(r.Tier.Name)
+			tier, err = id.Claim(name)
+		case "header":
+			tier, err = keyfuncs.Header(name)
+		default:
+			err = fmt.Errorf("tier %q: not claim:<name> or header:<Name>", r.Tier)
 		}
 		if err != nil {
 			return fail(err)
@@ -317,7 +320,7 @@ func RuleOptions(r *rules.Rule, ls rules.Limiters, id Identity) ([]httplimit.Opt
 	for i, c := range r.Also {
 		var k keyfuncs.Func
 		var err error
-		if k, err = KeyFunc(c.Key, id); err != nil {
+		if k, err = keyFunc(c.Key, id); err != nil {
 			return fail(fmt.Errorf("also %q: %w", c.Name, err))
 		}
 		opts = append(opts, httplimit.WithCheck(ls.Also[i], k))
@@ -329,7 +332,7 @@ func RuleOptions(r *rules.Rule, ls rules.Limiters, id Identity) ([]httplimit.Opt
 }
 
 // DefaultOverride writes an override's client as the key of rule r's
-// key function when that function is the one [KeyFunc] chooses under
+// key function when that function is the one [New] chooses for the rule under
 // id: "user:<v>" is keyfuncs.Bound(v) for a rule keyed by user (User
 // returning the bare subject, as keyfuncs.JWTClaim does), "key:<v>" the
 // API key function's key of v, "ip:<v>" the IP key of v. A client of a
@@ -342,17 +345,17 @@ func DefaultOverride(r *rules.Rule, client string, id Identity) (string, error) 
 	case r.Key.Kind == rules.KeyUser && kind == "user":
 		return keyfuncs.Bound(v), nil
 	case r.Key.Kind == rules.KeyAPIKey && kind == "key":
-		return APIKeyOf(id, v)
+		return apiKeyOf(id, v)
 	case r.Key.Kind == rules.KeyIP && kind == "ip":
-		return IPKeyOf(id, v)
+		return ipKeyOf(id, v)
 	}
 	return "", fmt.Errorf("override %q cannot match a rule keyed by %s (user rules take user:, api_key rules key:, ip rules ip:)", client, r.Key)
 }
 
-// APIKeyOf is the key the API key function of id gives a request
+// apiKeyOf is the key the API key function of id gives a request
 // presenting key in X-API-Key.
-func APIKeyOf(id Identity, key string) (string, error) {
-	f, err := KeyFunc(rules.Key{Kind: rules.KeyAPIKey}, id)
+func apiKeyOf(id Identity, key string) (string, error) {
+	f, err := keyFunc(rules.Key{Kind: rules.KeyAPIKey}, id)
 	if err != nil {
 		return "", err
 	}
@@ -361,8 +364,8 @@ func APIKeyOf(id Identity, key string) (string, error) {
 	return f(keyfuncs.FromHTTP(r))
 }
 
-// IPKeyOf is the IP key of id for a client at addr.
-func IPKeyOf(id Identity, addr string) (string, error) {
+// ipKeyOf is the IP key of id for a client at addr.
+func ipKeyOf(id Identity, addr string) (string, error) {
 	a, err := netip.ParseAddr(addr)
 	if err != nil {
 		return "", err
