@@ -23,9 +23,9 @@ import (
 const (
 	maxConfigBytes  = 16 << 20 // per file, and in total for a directory
 	maxConfigFiles  = 1024
-	maxDepth        = 32      // nested descriptors levels
-	maxRules        = 100_000 // descriptors in all files
-	maxKeyBytes     = 1024    // a descriptor's key or value in a file
+	maxDepth        = 32     // nested descriptors levels
+	maxRules        = 20_000 // descriptors in all files
+	maxKeyBytes     = 1024   // a descriptor's key or value in a file
 	maxRequestsUnit = 1<<31 - 1
 )
 
