@@ -41,7 +41,7 @@ import (
 type Config struct {
 	Addr, ConfigPath, Redis, MetricsAddr string
 	Sync, Watch, StoreTimeout            time.Duration
-	Headers, AllowDegraded               bool
+	Headers, AllowDegraded, Pipeline     bool
 }
 
 // ParseFlags reads args.
@@ -57,6 +57,7 @@ func ParseFlags(args []string, out io.Writer) (Config, error) {
 	fs.BoolVar(&c.Headers, "headers", true, "add X-Ratelimit-Limit, -Remaining, -Reset and Retry-After to the responses")
 	fs.DurationVar(&c.Watch, "watch", time.Second, "check the configuration for changes this often; 0: reload only on SIGHUP")
 	fs.DurationVar(&c.StoreTimeout, "store-timeout", core.DefaultTimeout, "deadline of one store call; past it a rule's fail mode decides (open by default: admitted)")
+	fs.BoolVar(&c.Pipeline, "redis-pipeline", false, "with -redis: send the decisions waiting for one Redis node in one pipeline (redisstore.WithPipelining)")
 	fs.BoolVar(&c.AllowDegraded, "allow-degraded", false, "start even when Redis does not answer (decisions follow each rule's fail mode meanwhile)")
 	if err := fs.Parse(args); err != nil {
 		return c, err
@@ -234,7 +235,11 @@ func openStore(ctx context.Context, c Config, m *metrics.Metrics) (core.Store, s
 		client.Close()
 		return nil, "", nil, fmt.Errorf("-redis: Redis does not answer: %w; start it, fix -redis, or pass -allow-degraded", perr)
 	}
-	rs, err := redisstore.New(client)
+	var ropts []redisstore.Option
+	if c.Pipeline {
+		ropts = append(ropts, redisstore.WithPipelining(redisstore.Pipelining{}))
+	}
+	rs, err := redisstore.New(client, ropts...)
 	if err != nil {
 		client.Close()
 		return nil, "", nil, err
@@ -246,6 +251,9 @@ func openStore(ctx context.Context, c Config, m *metrics.Metrics) (core.Store, s
 	}
 	m.WatchFleet()
 	info := describe(client)
+	if c.Pipeline {
+		info += " pipelined"
+	}
 	if c.Sync > 0 {
 		info += " (fleet tier, write-back every " + c.Sync.String() + ")"
 	} else {

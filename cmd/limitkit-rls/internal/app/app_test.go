@@ -201,6 +201,11 @@ func TestSharedQuotaRedisCluster(t *testing.T) {
 	sharedQuota(t, true, "-redis", "redis://"+strings.Join(c.Addrs(), ","))
 }
 
+func TestSharedQuotaRedisPipelined(t *testing.T) {
+	s := redistest.StartNode(t)
+	sharedQuota(t, true, "-redis", s.Addr, "-redis-pipeline")
+}
+
 func TestSharedQuotaFleetWriteBack(t *testing.T) {
 	s := redistest.StartNode(t)
 	sharedQuota(t, false, "-redis", s.Addr, "-sync", "50ms")
