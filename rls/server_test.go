@@ -61,6 +61,11 @@ descriptors:
       unit: minute
       requests_per_unit: 1
   - key: user
+    value: premium-gold
+    rate_limit:
+      unit: minute
+      requests_per_unit: 1
+  - key: user
     value: "premium*"
     rate_limit:
       unit: minute
@@ -233,6 +238,9 @@ func TestWildcardsAndShareThreshold(t *testing.T) {
 	r, _ = s.ShouldRateLimit(ctx, request("edge", desc("user", "premium-2")))
 	require.Equal(t, ok, r.OverallCode)
 	require.Equal(t, uint32(5), r.Statuses[0].CurrentLimit.RequestsPerUnit)
+	// the exact key_value wins over a wildcard that also matches
+	r, _ = s.ShouldRateLimit(ctx, request("edge", desc("user", "premium-gold")))
+	require.Equal(t, uint32(1), r.Statuses[0].CurrentLimit.RequestsPerUnit)
 	// team a*, share_threshold: every matching value shares one counter
 	r, _ = s.ShouldRateLimit(ctx, request("edge", desc("team", "alpha")))
 	require.Equal(t, ok, r.OverallCode)
