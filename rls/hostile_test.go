@@ -217,3 +217,19 @@ func TestNewRefusesNil(t *testing.T) {
 }
 
 func errClosedForTest() error { return core.ErrClosed }
+
+// TestCounterKeyBounded: a counter key never carries a client's value
+// longer than the inline bound into the store, and distinct descriptors
+// never share a key.
+func TestCounterKeyBounded(t *testing.T) {
+	big := strings.Repeat("v", 1<<20)
+	e := func(k, v string) []*rlpb.RateLimitDescriptor_Entry {
+		return []*rlpb.RateLimitDescriptor_Entry{{Key: k, Value: v}}
+	}
+	k1 := counterKey("d", e("k", big), nil)
+	require.LessOrEqual(t, len(k1), maxKeyInline)
+	require.NotEqual(t, k1, counterKey("d", e("k", big+"x"), nil))
+	require.NotEqual(t, counterKey("d", e("a_b", "c"), nil), counterKey("d", e("a", "b_c"), nil))
+	require.NotEqual(t, counterKey("d", e("k", "v"), nil), counterKey("e", e("k", "v"), nil))
+	require.NotEqual(t, counterKey("d", e("k", "v"), nil), counterKey("d", e("k", "v"), []string{"v"}))
+}
