@@ -382,12 +382,27 @@ func hits(req *pb.RateLimitRequest, d *rlpb.RateLimitDescriptor) (int64, bool) {
 // decide charges the items all or nothing.
 func (s *Server) decide(ctx context.Context, items []item) {
 	denied := false
+	// deny refunds what the items before i were charged: the request
+	// charges nothing
+	deny := func(i int) {
+		denied = true
+		for j := i - 1; j >= 0; j-- {
+			if p := &items[j]; p.taken {
+				if rd, err := p.lim.Refund(ctx, p.key, p.cost); err == nil {
+					p.d.Remaining = rd.Remaining
+				}
+				p.taken = false
+			}
+		}
+	}
 	for i := range items {
 		it := &items[i]
 		switch {
 		case it.zero:
 			it.over = it.cost > 0 && !it.negative
-			denied = denied || it.over
+			if it.over && !denied {
+				deny(i)
+			}
 			continue
 		case it.lim == nil:
 			continue
@@ -417,15 +432,8 @@ func (s *Server) decide(ctx context.Context, items []item) {
 			it.taken = true
 			continue
 		}
-		it.over, denied = true, true
-		for j := i - 1; j >= 0; j-- {
-			if p := &items[j]; p.taken {
-				if rd, err := p.lim.Refund(ctx, p.key, p.cost); err == nil {
-					p.d.Remaining = rd.Remaining
-				}
-				p.taken = false
-			}
-		}
+		it.over = true
+		deny(i)
 	}
 }
 

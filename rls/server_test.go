@@ -288,6 +288,11 @@ func TestDeniedRequestChargesNothing(t *testing.T) {
 	r, _ = s.ShouldRateLimit(ctx, request("edge", ip))
 	require.Equal(t, ok, r.OverallCode)
 	require.Equal(t, uint32(0), r.Statuses[0].LimitRemaining, "one IP unit was left after two admitted requests")
+	// a requests_per_unit 0 rule denies too, and refunds the ones before it
+	r, _ = s.ShouldRateLimit(ctx, request("edge", desc("remote_address", "10.1.1.3"), desc("path", "/blocked")))
+	require.Equal(t, []pb.RateLimitResponse_Code{over, ok, over}, codesOf(r))
+	r, _ = s.ShouldRateLimit(ctx, request("edge", desc("remote_address", "10.1.1.3")))
+	require.Equal(t, uint32(2), r.Statuses[0].LimitRemaining, "the request denied by the zero rule charged nothing")
 	// descriptors after the denying one are peeked, not charged
 	other := desc("remote_address", "10.1.1.2")
 	r, _ = s.ShouldRateLimit(ctx, request("edge", login, other))

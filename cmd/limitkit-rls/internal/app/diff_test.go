@@ -84,8 +84,15 @@ func startReference(t *testing.T, bin, cfgText string) pb.RateLimitServiceClient
 		"RUNTIME_ROOT="+root, "RUNTIME_SUBDIRECTORY=rl", "RUNTIME_IGNOREDOTFILES=true",
 		"HOST=127.0.0.1", "PORT="+strconv.Itoa(freePort(t)), "DEBUG_HOST=127.0.0.1", "DEBUG_PORT="+strconv.Itoa(freePort(t)),
 		"GRPC_HOST=127.0.0.1", "GRPC_PORT="+strconv.Itoa(grpcPort))
-	cmd.Stderr = os.Stderr
+	var logs syncBuf
+	cmd.Stdout, cmd.Stderr = &logs, &logs
 	require.NoError(t, cmd.Start())
+	t.Cleanup(func() {
+		if t.Failed() {
+			out := logs.String()
+			t.Logf("reference server's last output:\n%s", out[max(0, len(out)-4000):])
+		}
+	})
 	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
 	conn, err := grpc.NewClient("127.0.0.1:"+strconv.Itoa(grpcPort), grpc.WithTransportCredentials(insecure.NewCredentials()))
 	require.NoError(t, err)
@@ -181,6 +188,25 @@ func TestDifferentialAgainstReference(t *testing.T) {
 			}
 		}
 	}
+	// the documented difference: a request denied by one descriptor
+	// charges the others at the reference, nothing here
+	both := req("diff", "ip", "e", "path", "/zero")
+	for range 3 {
+		w, err := ref.ShouldRateLimit(ctx, both)
+		require.NoError(t, err)
+		g, err := lk.ShouldRateLimit(ctx, both)
+		require.NoError(t, err)
+		require.Equal(t, pb.RateLimitResponse_OVER_LIMIT, w.OverallCode)
+		require.Equal(t, pb.RateLimitResponse_OVER_LIMIT, g.OverallCode)
+	}
+	w, err := ref.ShouldRateLimit(ctx, req("diff", "ip", "e"))
+	require.NoError(t, err)
+	g, err := lk.ShouldRateLimit(ctx, req("diff", "ip", "e"))
+	require.NoError(t, err)
+	require.Equal(t, pb.RateLimitResponse_OVER_LIMIT, w.OverallCode, "the reference charged ip=e (3 an hour) by the three denied requests")
+	require.Equal(t, pb.RateLimitResponse_OK, g.OverallCode)
+	require.Equal(t, uint32(2), g.Statuses[0].LimitRemaining, "limitkit charged ip=e only for this request")
+
 	// the empty domain: both refuse
 	_, werr := ref.ShouldRateLimit(ctx, req("", "ip", "a"))
 	_, gerr := lk.ShouldRateLimit(ctx, req("", "ip", "a"))
