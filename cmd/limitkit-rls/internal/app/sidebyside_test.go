@@ -99,7 +99,10 @@ func TestSideBySideThroughput(t *testing.T) {
 		conn, err := grpc.NewClient("127.0.0.1:"+strconv.Itoa(port), grpc.WithTransportCredentials(insecure.NewCredentials()))
 		require.NoError(t, err)
 		c := pb.NewRateLimitServiceClient(conn)
-		eventually(t, func() bool { _, err := c.ShouldRateLimit(context.Background(), req("load", "ip", "x")); return err == nil }, "reference did not start")
+		eventually(t, func() bool {
+			_, err := c.ShouldRateLimit(context.Background(), req("load", "ip", "x"))
+			return err == nil
+		}, "reference did not start")
 		run("envoyproxy/ratelimit window="+window, s, c)
 		conn.Close()
 		cmd.Process.Kill()
