@@ -75,7 +75,9 @@
 //   - A limit override (the descriptor's limit) counts on its own key per
 //     (unit, requests_per_unit), not on the configured rule's counter.
 //   - Request bounds: more than 128 descriptors, more than 64 entries in
-//     a descriptor or a domain over 1 KiB is InvalidArgument; a counter
+//     a descriptor or a domain over 1 KiB is InvalidArgument, and a limit
+//     override beyond the 1,024 distinct (unit, requests_per_unit) pairs
+//     a Server keeps is ResourceExhausted; a counter
 //     key over 256 bytes is hashed (SHA-256), so a 1 MB value costs one
 //     hash, not 1 MB of store memory.
 //   - response_headers_to_add (on by default, [WithHeaders]) are limitkit's
