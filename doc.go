@@ -34,6 +34,9 @@
 //     any adapter: a middleware per rule, a dispatcher, reloads.
 //   - github.com/limitkit/limitkit/metrics and otellimit: Prometheus and
 //     OpenTelemetry observers.
+//   - github.com/limitkit/limitkit/rls: Envoy's rate limit service over
+//     limitkit's stores, reading envoyproxy/ratelimit's configuration;
+//     cmd/limitkit-rls serves it.
 //
 // # Where to read next
 //
