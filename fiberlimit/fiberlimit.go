@@ -19,13 +19,13 @@ import (
 // headers (and Retry-After) are already set; the handler writes the status
 // and body. Its error is returned to fiber (and its ErrorHandler); the next
 // handler is not called.
-type DenyHandler func(c *fiber.Ctx, rej Rejection) error
+type DenyHandler func(c *fiber.Ctx, rej httplimit.Rejection) error
 
 // WithDenyHandler replaces the whole denial (status, body) with h, for
 // quota, no-key and store-unavailable denials alike (rej.Reason tells them
 // apart). h must not be nil. Only this package's middleware accepts it:
 // another adapter given it fails at construction, naming both packages.
-func WithDenyHandler(h DenyHandler) Option {
+func WithDenyHandler(h DenyHandler) httplimit.Option {
 	return httplimit.AdapterOption("fiberlimit", "WithDenyHandler", h)
 }
 
@@ -38,7 +38,7 @@ var adapter = httplimit.Adapter{
 }
 
 // NewMiddleware returns the rate-limiting middleware (fiber v2) applying l
-// (and any [WithCheck] limiters), or a configuration error naming the
+// (and any [httplimit.WithCheck] limiters), or a configuration error naming the
 // option to fix.
 //
 // Use it per route, or globally with app.Use (or group.Use); either way
@@ -61,13 +61,13 @@ var adapter = httplimit.Adapter{
 // parameters in one segment, escapes) are matched by
 // fiber.RoutePatternMatch, which allocates per request and route tried. A request that matches no route
 // (a 404 or 405) gets the empty scope: such requests share one quota per
-// client, as on the other adapters. [WithScope] and [WithScopeFunc]
+// client, as on the other adapters. [httplimit.WithScope] and [httplimit.WithScopeFunc]
 // replace the route scope. Requests are keyed by the TCP peer (fasthttp's
 // RemoteAddr), never by c.IP(), which reads the configured proxy header.
 //
 // The middleware is safe for concurrent use and never panics on a
 // request. With the default key and one hot key it allocates nothing.
-func NewMiddleware(l *core.Limiter, opts ...Option) (fiber.Handler, error) {
+func NewMiddleware(l *core.Limiter, opts ...httplimit.Option) (fiber.Handler, error) {
 	e, err := httplimit.NewAdapterEngine(adapter, l, opts...)
 	if err != nil {
 		return nil, err
@@ -83,7 +83,7 @@ func NewMiddleware(l *core.Limiter, opts ...Option) (fiber.Handler, error) {
 
 // New is [NewMiddleware] that panics on a configuration error, for
 // start-up code.
-func New(l *core.Limiter, opts ...Option) fiber.Handler {
+func New(l *core.Limiter, opts ...httplimit.Option) fiber.Handler {
 	h, err := NewMiddleware(l, opts...)
 	if err != nil {
 		panic(err)
@@ -139,7 +139,7 @@ func (m *middleware) handle(c *fiber.Ctx) error {
 
 // WriteRejection writes rej's default denial (status, Content-Type, body);
 // for a [DenyHandler] that only wants to add something.
-func WriteRejection(c *fiber.Ctx, rej Rejection) error {
+func WriteRejection(c *fiber.Ctx, rej httplimit.Rejection) error {
 	c.Status(rej.Status)
 	if rej.ContentType != "" {
 		c.Response().Header.SetContentType(rej.ContentType)

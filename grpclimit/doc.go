@@ -85,7 +85,7 @@
 // # Options
 //
 // An [Option] is an httplimit.Option: the options of package httplimit
-// (and their re-exports by the HTTP adapters) apply. Header options name
+// apply. Header options name
 // metadata keys (lowercased): HeaderIETF adds ratelimit-policy and
 // ratelimit; WithDegradedHeader("X-RateLimit-Degraded") marks a call
 // admitted because the store failed with x-ratelimit-degraded: 1.
