@@ -138,10 +138,14 @@
 //
 // A view may implement optional interfaces that make the engine faster
 // without changing what it decides: [KeyParter] (the parts the key cache
-// hashes, cheaper than Method, Route and RemoteAddr), [PeerAddrer] (the
-// peer as a netip.Addr) and [AnyMethodRouter] (the matched route accepts
-// every method, as gin's r.Any does; [AnyRoutes] indexes a router's
-// registrations for it). The adapters of this module use them; a test
+// hashes, cheaper than Method, Route and RemoteAddr) and [PeerAddrer] (the
+// peer as a netip.Addr). [AnyMethodRouter] is different: it does change
+// the decision, since it changes the scope. A route that accepts every
+// method (gin's r.Any; [AnyRoutes] indexes a router's registrations for
+// it) is scoped by its route alone, one quota for all its methods; a view
+// that omits the interface scopes such a route per method, one quota for
+// each of the nine methods. An adapter whose framework can register a
+// route for every method must implement it. The adapters of this module use them; a test
 // comparing a view with and without them ([DefaultScope] keys as the
 // default scope without the cache) keeps them honest. An adapter may
 // also read its request's KeyParts itself, without an interface call,
