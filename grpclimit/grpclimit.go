@@ -96,7 +96,7 @@ var adapter = httplimit.Adapter{
 // apply as on HTTP. Counting by outcome is [WithOutcome], by status code;
 // [httplimit.WithOutcome] (a rules file's count:) also works, counting by
 // the code's [HTTPStatus].
-func New(l *core.Limiter, opts ...Option) (*Interceptor, error) {
+func New(l *core.Limiter, opts ...httplimit.Option) (*Interceptor, error) {
 	e, err := httplimit.NewAdapterEngine(adapter, l, opts...)
 	if err != nil {
 		return nil, err
@@ -108,7 +108,7 @@ func New(l *core.Limiter, opts ...Option) (*Interceptor, error) {
 
 // MustNew is [New] that panics on a configuration error, for start-up
 // code.
-func MustNew(l *core.Limiter, opts ...Option) *Interceptor {
+func MustNew(l *core.Limiter, opts ...httplimit.Option) *Interceptor {
 	i, err := New(l, opts...)
 	if err != nil {
 		panic(err)
@@ -305,7 +305,7 @@ func (i *Interceptor) decide(ctx context.Context, fullMethod string, registered 
 	if registered && Exempt(fullMethod) {
 		return nil
 	}
-	var req Request
+	var req request
 	req.init(ctx, fullMethod, registered)
 	i.e.DecideInto(ctx, &req, res)
 	if res.Action == httplimit.Skip {
@@ -394,7 +394,7 @@ func mdName(name string) string {
 //     RetryInfo of 1 s, as HTTP's Retry-After: 1;
 //   - ReasonNoKey: Unauthenticated, no details, no pushback;
 //   - ReasonRefused (a keyfuncs.Refusal): InvalidArgument, likewise.
-func denial(rej Rejection) (*status.Status, string) {
+func denial(rej httplimit.Rejection) (*status.Status, string) {
 	d := &rej.Decision
 	switch rej.Reason {
 	case httplimit.ReasonNoKey:

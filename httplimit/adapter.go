@@ -147,10 +147,8 @@ func (a *Adapter) equivalent(v *adapterValue) string {
 	switch {
 	case a.declared(v.name) != nil:
 		return "use " + a.Name + "." + v.name
-	case v.outcome && a.Outcome && a.NoHTTPResponse:
-		return "use httplimit.WithOutcome, whose Count sees HTTP statuses"
 	case v.outcome && a.Outcome:
-		return "use " + a.Name + ".WithOutcome, whose Count sees HTTP statuses"
+		return "use httplimit.WithOutcome, whose Count sees HTTP statuses"
 	case v.name == "WithDenyHandler":
 		return "package " + a.Name + " has no equivalent" + a.denials()
 	}

@@ -58,7 +58,7 @@ func TestAdapterRefusesWhatItCannotHonour(t *testing.T) {
 			"g: m.WithDenyHandler is an option of package m, given to a g middleware: package g has no equivalent (g denies with a code)",
 			Adapter{Name: "m", Options: []OptionDecl{DeclareOption[handler]("WithDenyHandler")}}},
 		{"another adapter's outcome, to an HTTP adapter", counting, []Option{AdapterOutcome("m", "WithOutcome", Outcome{Count: StatusIn(1016)})},
-			"x: m.WithOutcome is an option of package m, given to a x middleware: use x.WithOutcome, whose Count sees HTTP statuses",
+			"x: m.WithOutcome is an option of package m, given to a x middleware: use httplimit.WithOutcome, whose Count sees HTTP statuses",
 			Adapter{Name: "m", Options: []OptionDecl{DeclareOption[func(int) bool]("WithOutcome")}, Outcome: true}},
 		{"another adapter's outcome, to one without HTTP responses", Adapter{Name: "g", Outcome: true, NoHTTPResponse: true},
 			[]Option{AdapterOutcome("m", "WithOutcome", Outcome{Count: StatusIn(1016)})},
