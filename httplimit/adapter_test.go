@@ -8,7 +8,7 @@ import (
 
 	"github.com/limitkit/limitkit/core"
 	"github.com/limitkit/limitkit/core/memstore"
-	"github.com/limitkit/limitkit/internal/respond"
+	"github.com/limitkit/limitkit/httplimit/internal/respond"
 )
 
 // counting is an adapter that reports outcomes, for the tests of
