@@ -5,7 +5,6 @@ import (
 	"net"
 	"net/netip"
 	"strconv"
-	"unsafe"
 
 	"github.com/gofiber/fiber/v2"
 	"github.com/valyala/fasthttp"
@@ -319,9 +318,7 @@ func (r *request) Value(key any) any {
 }
 
 // setFields writes f into h. The names are canonical already, so they are
-// set as they are (SetCanonical: no normalising copy). fasthttp copies
-// names and values into the header's own buffers and only reads the
-// slices given, so read-only views of the strings serve.
+// set as they are (SetCanonical: no normalising copy).
 func setFields(h *fasthttp.ResponseHeader, f *httplimit.Fields) {
 	for i := 0; i < f.Len(); i++ {
 		name, dyn, static := f.At(i)
@@ -345,5 +342,9 @@ func setTriple(h *fasthttp.ResponseHeader, t *httplimit.Triple) {
 	h.SetCanonical(stringBytes(httplimit.FieldReset), reset)
 }
 
-// stringBytes is a read-only []byte view of s.
-func stringBytes(s string) []byte { return unsafe.Slice(unsafe.StringData(s), len(s)) }
+// stringBytes is s as bytes for fasthttp's SetCanonical, which copies
+// them. A plain conversion: SetCanonical does not let them escape, so a
+// name or value of up to 32 bytes (every field of the default response) is
+// copied on the stack, with no allocation (BenchmarkMiddleware reports
+// 0 allocs/op); the read-only unsafe view it replaced saved only that copy.
+func stringBytes(s string) []byte { return []byte(s) }
