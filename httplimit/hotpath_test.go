@@ -128,7 +128,7 @@ func TestHotPathKeysAndLimit(t *testing.T) {
 // keyfuncs.PeerIP (keyfuncs/internal/hostport) accept and refuse the same
 // ports, so the fast path never keys an address the general path refuses.
 func TestPeerIPv4FastPathAgreesOnPorts(t *testing.T) {
-	for _, port := range []string{"0", "80", "65535", "00080", "", "65536", "99999", "123456", "-1", "8a", " 80", "+1"} {
+	for _, port := range []string{"0", "80", "65535", "00080", "", "65536", "99999", "123456", "-1", "8a", " 80", "+1", "8:", "80:80"} {
 		r, _ := http.NewRequest(http.MethodGet, "http://example.com/", nil)
 		r.RemoteAddr = "203.0.113.7:" + port
 		_, fast := appendPeerIPv4(nil, keyfuncs.FromHTTP(r))
