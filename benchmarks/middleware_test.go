@@ -1,6 +1,8 @@
 package benchmarks
 
 import (
+	"github.com/limitkit/limitkit/httplimit"
+
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -75,12 +77,12 @@ func httpOpAPIKey(b *testing.B, h http.Handler) func() bool {
 
 // apiKeyOpt keys a row's limiter by the X-API-Key header (a WithKey
 // function, as a header-, API-key- or JWT-keyed deployment has).
-func apiKeyOpt(b *testing.B) nethttp.Option {
+func apiKeyOpt(b *testing.B) httplimit.Option {
 	k, err := keyfuncs.APIKey("X-API-Key", "")
 	if err != nil {
 		b.Fatal(err)
 	}
-	return nethttp.WithKey(k)
+	return httplimit.WithKey(k)
 }
 
 func httpOpReq(b *testing.B, h http.Handler, r *http.Request) func() bool {

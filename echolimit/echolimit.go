@@ -17,13 +17,13 @@ import (
 // headers (and Retry-After) are already set; the handler writes the status
 // and body. Its error is returned to echo (and its HTTPErrorHandler); the
 // next handler is not called.
-type DenyHandler func(c echo.Context, rej Rejection) error
+type DenyHandler func(c echo.Context, rej httplimit.Rejection) error
 
 // WithDenyHandler replaces the whole denial (status, body) with h, for
 // quota, no-key and store-unavailable denials alike (rej.Reason tells them
 // apart). h must not be nil. Only this package's middleware accepts it:
 // another adapter given it fails at construction, naming both packages.
-func WithDenyHandler(h DenyHandler) Option {
+func WithDenyHandler(h DenyHandler) httplimit.Option {
 	return httplimit.AdapterOption("echolimit", "WithDenyHandler", h)
 }
 
@@ -36,7 +36,7 @@ var adapter = httplimit.Adapter{
 }
 
 // NewMiddleware returns the rate-limiting middleware applying l (and any
-// [WithCheck] limiters), or a configuration error naming the option to fix.
+// [httplimit.WithCheck] limiters), or a configuration error naming the option to fix.
 //
 // Use it globally, per group or per route:
 //
@@ -51,7 +51,7 @@ var adapter = httplimit.Adapter{
 //
 // The middleware is safe for concurrent use and never panics on a
 // request.
-func NewMiddleware(l *core.Limiter, opts ...Option) (echo.MiddlewareFunc, error) {
+func NewMiddleware(l *core.Limiter, opts ...httplimit.Option) (echo.MiddlewareFunc, error) {
 	e, err := httplimit.NewAdapterEngine(adapter, l, opts...)
 	if err != nil {
 		return nil, err
@@ -176,7 +176,7 @@ func (wc *wrapCache) miss(next echo.HandlerFunc, build echo.MiddlewareFunc) echo
 
 // New is [NewMiddleware] that panics on a configuration error, for
 // start-up code.
-func New(l *core.Limiter, opts ...Option) echo.MiddlewareFunc {
+func New(l *core.Limiter, opts ...httplimit.Option) echo.MiddlewareFunc {
 	mw, err := NewMiddleware(l, opts...)
 	if err != nil {
 		panic(err)
@@ -186,7 +186,7 @@ func New(l *core.Limiter, opts ...Option) echo.MiddlewareFunc {
 
 // WriteRejection writes rej's default denial (status, Content-Type, body);
 // for a [DenyHandler] that only wants to add something.
-func WriteRejection(c echo.Context, rej Rejection) error {
+func WriteRejection(c echo.Context, rej httplimit.Rejection) error {
 	resp := c.Response()
 	if rej.ContentType != "" {
 		resp.Header()["Content-Type"] = []string{rej.ContentType}

@@ -1,6 +1,8 @@
 package echolimit_test
 
 import (
+	"github.com/limitkit/limitkit/httplimit"
+
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -37,7 +39,7 @@ func ExampleNew() {
 	api := core.MustNewLimiter(store, core.Policy{Name: "api", Limits: []core.Limit{core.PerMinute(2)}}, core.WithClock(clock))
 
 	e := echo.New()
-	e.Use(echolimit.New(api, echolimit.WithClock(clock)))
+	e.Use(echolimit.New(api, httplimit.WithClock(clock)))
 	e.GET("/users/:id", func(c echo.Context) error { return c.String(http.StatusOK, "user "+c.Param("id")) })
 
 	show(e, "GET", "/users/1", "203.0.113.7:1234")
@@ -58,7 +60,7 @@ func ExampleNew_perRoute() {
 
 	e := echo.New()
 	e.POST("/login", func(c echo.Context) error { return c.String(http.StatusOK, "welcome") },
-		echolimit.New(login, echolimit.WithResetFormat(echolimit.ResetDelta)))
+		echolimit.New(login, httplimit.WithResetFormat(httplimit.ResetDelta)))
 	e.GET("/", func(c echo.Context) error { return c.String(http.StatusOK, "home") })
 
 	show(e, "POST", "/login", "203.0.113.7:1234")

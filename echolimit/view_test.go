@@ -1,6 +1,8 @@
 package echolimit
 
 import (
+	"github.com/limitkit/limitkit/httplimit"
+
 	"context"
 	"net/http"
 	"net/http/httptest"
@@ -67,7 +69,7 @@ func TestCustomContextUsesThePool(t *testing.T) {
 	e.Use(func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) error { return next(customContext{c}) }
 	})
-	e.Use(New(lim, WithKey(func(r keyfuncs.Request) (string, error) { return r.Header("X-Api-Key"), nil })))
+	e.Use(New(lim, httplimit.WithKey(func(r keyfuncs.Request) (string, error) { return r.Header("X-Api-Key"), nil })))
 	e.GET("/x/:id", func(c echo.Context) error { return c.NoContent(http.StatusOK) })
 	codes := map[string][]int{}
 	for i := 0; i < 3; i++ {

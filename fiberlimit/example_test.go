@@ -1,6 +1,8 @@
 package fiberlimit_test
 
 import (
+	"github.com/limitkit/limitkit/httplimit"
+
 	"fmt"
 	"net/http/httptest"
 	"time"
@@ -39,7 +41,7 @@ func ExampleNew() {
 	api := core.MustNewLimiter(store, core.Policy{Name: "api", Limits: []core.Limit{core.PerMinute(2)}}, core.WithClock(clock))
 
 	app := fiber.New(fiber.Config{DisableStartupMessage: true})
-	app.Get("/users/:id", fiberlimit.New(api, fiberlimit.WithClock(clock)), func(c *fiber.Ctx) error {
+	app.Get("/users/:id", fiberlimit.New(api, httplimit.WithClock(clock)), func(c *fiber.Ctx) error {
 		return c.SendString("user " + c.Params("id"))
 	})
 
@@ -63,7 +65,7 @@ func ExampleNew_global() {
 	global := core.MustNewLimiter(store, core.Policy{Name: "global", Limits: []core.Limit{core.PerMinute(2)}}, core.WithClock(clock))
 
 	app := fiber.New(fiber.Config{DisableStartupMessage: true})
-	app.Use(fiberlimit.New(global, fiberlimit.WithResetFormat(fiberlimit.ResetDelta)))
+	app.Use(fiberlimit.New(global, httplimit.WithResetFormat(httplimit.ResetDelta)))
 	app.Get("/a", func(c *fiber.Ctx) error { return c.SendString("a") })
 	app.Get("/users/:id", func(c *fiber.Ctx) error { return c.SendString("user") })
 

@@ -5,7 +5,6 @@ import (
 	"net"
 	"net/netip"
 	"strconv"
-	"unsafe"
 
 	"github.com/gofiber/fiber/v2"
 	"github.com/valyala/fasthttp"
@@ -19,13 +18,13 @@ import (
 // headers (and Retry-After) are already set; the handler writes the status
 // and body. Its error is returned to fiber (and its ErrorHandler); the next
 // handler is not called.
-type DenyHandler func(c *fiber.Ctx, rej Rejection) error
+type DenyHandler func(c *fiber.Ctx, rej httplimit.Rejection) error
 
 // WithDenyHandler replaces the whole denial (status, body) with h, for
 // quota, no-key and store-unavailable denials alike (rej.Reason tells them
 // apart). h must not be nil. Only this package's middleware accepts it:
 // another adapter given it fails at construction, naming both packages.
-func WithDenyHandler(h DenyHandler) Option {
+func WithDenyHandler(h DenyHandler) httplimit.Option {
 	return httplimit.AdapterOption("fiberlimit", "WithDenyHandler", h)
 }
 
@@ -38,7 +37,7 @@ var adapter = httplimit.Adapter{
 }
 
 // NewMiddleware returns the rate-limiting middleware (fiber v2) applying l
-// (and any [WithCheck] limiters), or a configuration error naming the
+// (and any [httplimit.WithCheck] limiters), or a configuration error naming the
 // option to fix.
 //
 // Use it per route, or globally with app.Use (or group.Use); either way
@@ -61,13 +60,13 @@ var adapter = httplimit.Adapter{
 // parameters in one segment, escapes) are matched by
 // fiber.RoutePatternMatch, which allocates per request and route tried. A request that matches no route
 // (a 404 or 405) gets the empty scope: such requests share one quota per
-// client, as on the other adapters. [WithScope] and [WithScopeFunc]
+// client, as on the other adapters. [httplimit.WithScope] and [httplimit.WithScopeFunc]
 // replace the route scope. Requests are keyed by the TCP peer (fasthttp's
 // RemoteAddr), never by c.IP(), which reads the configured proxy header.
 //
 // The middleware is safe for concurrent use and never panics on a
 // request. With the default key and one hot key it allocates nothing.
-func NewMiddleware(l *core.Limiter, opts ...Option) (fiber.Handler, error) {
+func NewMiddleware(l *core.Limiter, opts ...httplimit.Option) (fiber.Handler, error) {
 	e, err := httplimit.NewAdapterEngine(adapter, l, opts...)
 	if err != nil {
 		return nil, err
@@ -83,7 +82,7 @@ func NewMiddleware(l *core.Limiter, opts ...Option) (fiber.Handler, error) {
 
 // New is [NewMiddleware] that panics on a configuration error, for
 // start-up code.
-func New(l *core.Limiter, opts ...Option) fiber.Handler {
+func New(l *core.Limiter, opts ...httplimit.Option) fiber.Handler {
 	h, err := NewMiddleware(l, opts...)
 	if err != nil {
 		panic(err)
@@ -139,7 +138,7 @@ func (m *middleware) handle(c *fiber.Ctx) error {
 
 // WriteRejection writes rej's default denial (status, Content-Type, body);
 // for a [DenyHandler] that only wants to add something.
-func WriteRejection(c *fiber.Ctx, rej Rejection) error {
+func WriteRejection(c *fiber.Ctx, rej httplimit.Rejection) error {
 	c.Status(rej.Status)
 	if rej.ContentType != "" {
 		c.Response().Header.SetContentType(rej.ContentType)
@@ -319,9 +318,7 @@ func (r *request) Value(key any) any {
 }
 
 // setFields writes f into h. The names are canonical already, so they are
-// set as they are (SetCanonical: no normalising copy). fasthttp copies
-// names and values into the header's own buffers and only reads the
-// slices given, so read-only views of the strings serve.
+// set as they are (SetCanonical: no normalising copy).
 func setFields(h *fasthttp.ResponseHeader, f *httplimit.Fields) {
 	for i := 0; i < f.Len(); i++ {
 		name, dyn, static := f.At(i)
@@ -345,5 +342,9 @@ func setTriple(h *fasthttp.ResponseHeader, t *httplimit.Triple) {
 	h.SetCanonical(stringBytes(httplimit.FieldReset), reset)
 }
 
-// stringBytes is a read-only []byte view of s.
-func stringBytes(s string) []byte { return unsafe.Slice(unsafe.StringData(s), len(s)) }
+// stringBytes is s as bytes for fasthttp's SetCanonical, which copies
+// them. A plain conversion: SetCanonical does not let them escape, so a
+// name or value of up to 32 bytes (every field of the default response) is
+// copied on the stack, with no allocation (BenchmarkMiddleware reports
+// 0 allocs/op); the read-only unsafe view it replaced saved only that copy.
+func stringBytes(s string) []byte { return []byte(s) }

@@ -6,7 +6,7 @@ import "github.com/gofiber/fiber/v2"
 type identityLocal struct{}
 
 // Identity returns the identity the middleware charged c's request under:
-// the client key of its [WithKey] function (a login form's username with
+// the client key of its [httplimit.WithKey] function (a login form's username with
 // keyfuncs.FormField), which a middleware with httplimit.WithIdentity
 // stores in c.Locals before calling c.Next. A login handler checks the
 // password of exactly this username, and refuses the request when

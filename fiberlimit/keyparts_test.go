@@ -30,7 +30,7 @@ func TestKeyPartsKeysAsTheGeneralPath(t *testing.T) {
 	app.Post("/items", func(c *fiber.Ctx) error { return nil })
 	app.All("/all/:id", func(c *fiber.Ctx) error { return nil })
 	app.All("/allrouted", New(lim), func(c *fiber.Ctx) error { return nil })
-	app.Get("/direct", New(lim, WithScope("d")), func(c *fiber.Ctx) error { return nil })
+	app.Get("/direct", New(lim, httplimit.WithScope("d")), func(c *fiber.Ctx) error { return nil })
 	app.Get("/routed/:x", New(lim), func(c *fiber.Ctx) error { return nil })
 	h := app.Handler()
 	rc := new(routeCache)

@@ -1,6 +1,8 @@
 package ginlimit_test
 
 import (
+	"github.com/limitkit/limitkit/httplimit"
+
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -39,7 +41,7 @@ func ExampleNew() {
 	api := core.MustNewLimiter(store, core.Policy{Name: "api", Limits: []core.Limit{core.PerMinute(2)}}, core.WithClock(clock))
 
 	r := gin.New()
-	r.Use(ginlimit.New(api, ginlimit.WithClock(clock)))
+	r.Use(ginlimit.New(api, httplimit.WithClock(clock)))
 	r.GET("/users/:id", func(c *gin.Context) { c.String(http.StatusOK, "user "+c.Param("id")) })
 
 	show(r, "GET", "/users/1", "203.0.113.7:1234")
@@ -60,7 +62,7 @@ func ExampleNew_perRoute() {
 	login := core.MustNewLimiter(store, core.Policy{Name: "login", Limits: []core.Limit{core.PerMinute(1)}}, core.WithClock(clock))
 
 	r := gin.New()
-	r.POST("/login", ginlimit.New(login, ginlimit.WithResetFormat(ginlimit.ResetDelta)), func(c *gin.Context) { c.String(http.StatusOK, "welcome") })
+	r.POST("/login", ginlimit.New(login, httplimit.WithResetFormat(httplimit.ResetDelta)), func(c *gin.Context) { c.String(http.StatusOK, "welcome") })
 	r.GET("/", func(c *gin.Context) { c.String(http.StatusOK, "home") })
 
 	show(r, "POST", "/login", "203.0.113.7:1234")

@@ -17,13 +17,13 @@ import (
 // DenyHandler writes a denial in place of the default one. The rate-limit
 // headers (and Retry-After) are already set; the handler writes the status
 // and body. The middleware aborts the chain after it returns.
-type DenyHandler func(c *gin.Context, rej Rejection)
+type DenyHandler func(c *gin.Context, rej httplimit.Rejection)
 
 // WithDenyHandler replaces the whole denial (status, body) with h, for
 // quota, no-key and store-unavailable denials alike (rej.Reason tells them
 // apart). h must not be nil. Only this package's middleware accepts it:
 // another adapter given it fails at construction, naming both packages.
-func WithDenyHandler(h DenyHandler) Option {
+func WithDenyHandler(h DenyHandler) httplimit.Option {
 	return httplimit.AdapterOption("ginlimit", "WithDenyHandler", h)
 }
 
@@ -36,7 +36,7 @@ var adapter = httplimit.Adapter{
 }
 
 // NewMiddleware returns the rate-limiting middleware applying l (and any
-// [WithCheck] limiters), or a configuration error naming the option to fix.
+// [httplimit.WithCheck] limiters), or a configuration error naming the option to fix.
 //
 // Use it globally or per route or group:
 //
@@ -51,7 +51,7 @@ var adapter = httplimit.Adapter{
 //
 // The middleware is safe for concurrent use and never panics on a
 // request.
-func NewMiddleware(l *core.Limiter, opts ...Option) (gin.HandlerFunc, error) {
+func NewMiddleware(l *core.Limiter, opts ...httplimit.Option) (gin.HandlerFunc, error) {
 	e, err := httplimit.NewAdapterEngine(adapter, l, opts...)
 	if err != nil {
 		return nil, err
@@ -67,7 +67,7 @@ func NewMiddleware(l *core.Limiter, opts ...Option) (gin.HandlerFunc, error) {
 
 // New is [NewMiddleware] that panics on a configuration error, for
 // start-up code.
-func New(l *core.Limiter, opts ...Option) gin.HandlerFunc {
+func New(l *core.Limiter, opts ...httplimit.Option) gin.HandlerFunc {
 	h, err := NewMiddleware(l, opts...)
 	if err != nil {
 		panic(err)
@@ -184,7 +184,7 @@ func (m *middleware) decide(c *gin.Context, res *httplimit.Result) {
 // WriteRejection writes rej's default denial (status, Content-Type, body)
 // and aborts the chain; for a [DenyHandler] that only wants to add
 // something.
-func WriteRejection(c *gin.Context, rej Rejection) {
+func WriteRejection(c *gin.Context, rej httplimit.Rejection) {
 	if rej.ContentType != "" {
 		c.Writer.Header()["Content-Type"] = []string{rej.ContentType}
 	}

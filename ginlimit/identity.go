@@ -7,7 +7,7 @@ import (
 )
 
 // Identity returns the identity the middleware charged c's request under:
-// the client key of its [WithKey] function (a login form's username with
+// the client key of its [httplimit.WithKey] function (a login form's username with
 // keyfuncs.FormField), which a middleware with httplimit.WithIdentity
 // puts on c.Request's context ([httplimit.Identity]) before the rest of
 // the chain runs. A login handler checks the password of exactly this

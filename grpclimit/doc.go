@@ -10,7 +10,7 @@
 //
 // # Keys and scope
 //
-// Key functions see a call as a [Request]: metadata through Header (so
+// Key functions see a call as a [NewRequest]: metadata through Header (so
 // keyfuncs.APIKey, keyfuncs.Header and keyfuncs.JWTClaim read metadata
 // keys), the transport peer through RemoteAddr (keyfuncs.PeerIP, the
 // default key, strips the port and groups IPv6 by /64), x-forwarded-for
@@ -84,8 +84,10 @@
 //
 // # Options
 //
-// An [Option] is an httplimit.Option: the options of package httplimit
-// (and their re-exports by the HTTP adapters) apply. Header options name
+// [New] takes [httplimit.Option] values: the options of package httplimit
+// apply to gRPC unchanged, with key functions seeing the call as
+// [NewRequest] describes (metadata for headers, the peer for the remote
+// address) and "headers" meaning response metadata. Header options name
 // metadata keys (lowercased): HeaderIETF adds ratelimit-policy and
 // ratelimit; WithDegradedHeader("X-RateLimit-Degraded") marks a call
 // admitted because the store failed with x-ratelimit-degraded: 1.
@@ -102,4 +104,5 @@
 // call's deadline.
 //
 // Interceptors are safe for concurrent use and never panic on a call.
+
 package grpclimit

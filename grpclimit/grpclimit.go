@@ -97,7 +97,7 @@ var adapter = httplimit.Adapter{
 // apply as on HTTP. Counting by outcome is [WithOutcome], by status code;
 // [httplimit.WithOutcome] (a rules file's count:) also works, counting by
 // the code's [HTTPStatus].
-func New(l *core.Limiter, opts ...Option) (*Interceptor, error) {
+func New(l *core.Limiter, opts ...httplimit.Option) (*Interceptor, error) {
 	e, err := httplimit.NewAdapterEngine(adapter, l, opts...)
 	if err != nil {
 		return nil, err
@@ -109,7 +109,7 @@ func New(l *core.Limiter, opts ...Option) (*Interceptor, error) {
 
 // MustNew is [New] that panics on a configuration error, for start-up
 // code.
-func MustNew(l *core.Limiter, opts ...Option) *Interceptor {
+func MustNew(l *core.Limiter, opts ...httplimit.Option) *Interceptor {
 	i, err := New(l, opts...)
 	if err != nil {
 		panic(err)
@@ -306,10 +306,10 @@ func (i *Interceptor) decide(ctx context.Context, fullMethod string, registered 
 	if registered && Exempt(fullMethod) {
 		return nil
 	}
-	req := requests.Get().(*Request)
+	req := requests.Get().(*request)
 	req.init(ctx, fullMethod, registered)
 	i.e.DecideInto(ctx, req, res)
-	*req = Request{} // keeps no context alive in the pool
+	*req = request{} // keeps no context alive in the pool
 	requests.Put(req)
 	if res.Action == httplimit.Skip {
 		return nil
@@ -482,7 +482,7 @@ func mdName(name string) string {
 //     RetryInfo of 1 s, as HTTP's Retry-After: 1;
 //   - ReasonNoKey: Unauthenticated, no details, no pushback;
 //   - ReasonRefused (a keyfuncs.Refusal): InvalidArgument, likewise.
-func denial(rej Rejection) (*status.Status, string) {
+func denial(rej httplimit.Rejection) (*status.Status, string) {
 	d := &rej.Decision
 	switch rej.Reason {
 	case httplimit.ReasonNoKey:

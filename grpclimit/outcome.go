@@ -70,7 +70,7 @@ type Outcome struct {
 // to the error hook ([httplimit.WithErrorHook]), which names the code as
 // "status 1000+code" (status 1016: Unauthenticated); an OK call is status
 // 200. o.Count must not be nil.
-func WithOutcome(o Outcome) Option {
+func WithOutcome(o Outcome) httplimit.Option {
 	var count func(int) bool
 	if c := o.Count; c != nil {
 		count = func(s int) bool { return c(codeOf(s)) }

@@ -388,7 +388,7 @@ func TestOutcomeGivenTwoWays(t *testing.T) {
 	byStatus := httplimit.WithOutcome(httplimit.Outcome{Count: httplimit.StatusIn(401)})
 	const want = "grpclimit: grpclimit.WithOutcome and httplimit.WithOutcome both set counting by outcome, their Counts seeing different numbers " +
 		"(httplimit.WithOutcome's, also an HTTP adapter's WithOutcome and a rules file's count:, sees HTTP statuses): give one of the two"
-	for name, opts := range map[string][]grpclimit.Option{
+	for name, opts := range map[string][]httplimit.Option{
 		"grpclimit first": {byCode, byStatus},
 		"httplimit first": {byStatus, byCode},
 	} {
@@ -396,7 +396,7 @@ func TestOutcomeGivenTwoWays(t *testing.T) {
 			t.Errorf("%s: err = %v, want %q", name, err, want)
 		}
 	}
-	for _, opts := range [][]grpclimit.Option{{byCode}, {byStatus}, {byCode, byCode}, {byStatus, byStatus}} {
+	for _, opts := range [][]httplimit.Option{{byCode}, {byStatus}, {byCode, byCode}, {byStatus, byStatus}} {
 		if _, err := grpclimit.New(l, opts...); err != nil {
 			t.Errorf("one way of counting (%d options): %v", len(opts), err)
 		}

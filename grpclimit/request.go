@@ -15,8 +15,32 @@ import (
 	"github.com/limitkit/limitkit/keyfuncs"
 )
 
-// Request is the [keyfuncs.Request] view of a gRPC call, for key
-// functions, [WithSkip], [WithCost] and [WithScopeFunc]:
+// request is the view [NewRequest] describes; the interceptors keep one
+// on the stack per call.
+type request struct {
+	ctx        context.Context
+	fullMethod string
+	peer       net.Addr
+	peerRead   bool // peer holds peer.FromContext's answer: read on first use
+	// unregistered: the server did not register fullMethod (Route is
+	// UnregisteredRoute); a bool, not a route string, keeps the view in
+	// the 64-byte size class
+	unregistered bool
+}
+
+var (
+	_ keyfuncs.Request          = (*request)(nil)
+	_ httplimit.AnyMethodRouter = (*request)(nil)
+	_ httplimit.PeerAddrer      = (*request)(nil)
+	_ httplimit.KeyParter       = (*request)(nil)
+)
+
+// NewRequest returns the [keyfuncs.Request] view of the call with context
+// ctx (the server call's context, carrying its metadata and peer) to
+// fullMethod, a method the server registered: the view the interceptors
+// give key functions, [httplimit.WithSkip], [httplimit.WithCost] and
+// [httplimit.WithScopeFunc], for code that decides outside them (a rules
+// snapshot's middleware in a custom interceptor):
 //
 //   - Method is "POST" (every gRPC call is an HTTP/2 POST);
 //   - Path is the full method name, "/pkg.Service/Method", as the client
@@ -35,31 +59,10 @@ import (
 //   - Value is the call context's Value, where an authentication
 //     interceptor leaves the verified principal.
 //
-// A Request is valid only during the call it describes; methods are safe
+// The view is valid only during the call it describes; methods are safe
 // for use from the goroutine serving the call.
-type Request struct {
-	ctx        context.Context
-	fullMethod string
-	peer       net.Addr
-	peerRead   bool // peer holds peer.FromContext's answer: read on first use
-	// unregistered: the server did not register fullMethod (Route is
-	// UnregisteredRoute); a bool, not a route string, keeps the view in
-	// the 64-byte size class
-	unregistered bool
-}
-
-var (
-	_ keyfuncs.Request          = (*Request)(nil)
-	_ httplimit.AnyMethodRouter = (*Request)(nil)
-	_ httplimit.PeerAddrer      = (*Request)(nil)
-	_ httplimit.KeyParter       = (*Request)(nil)
-)
-
-// NewRequest returns the view of the call with context ctx (the server
-// call's context, carrying its metadata and peer) to fullMethod, a method
-// the server registered.
-func NewRequest(ctx context.Context, fullMethod string) *Request {
-	r := &Request{}
+func NewRequest(ctx context.Context, fullMethod string) keyfuncs.Request {
+	r := &request{}
 	r.init(ctx, fullMethod, true)
 	return r
 }
@@ -76,13 +79,13 @@ func NewRequest(ctx context.Context, fullMethod string) *Request {
 // methods.
 const UnregisteredRoute = "(unregistered)"
 
-func (r *Request) init(ctx context.Context, fullMethod string, registered bool) {
+func (r *request) init(ctx context.Context, fullMethod string, registered bool) {
 	r.ctx, r.fullMethod, r.unregistered = ctx, fullMethod, !registered
 }
 
 // addr is the transport peer, looked up once: a call keyed by metadata
 // never walks the context for it.
-func (r *Request) addr() net.Addr {
+func (r *request) addr() net.Addr {
 	if !r.peerRead {
 		r.peerRead = true
 		if p, ok := peer.FromContext(r.ctx); ok {
@@ -94,14 +97,14 @@ func (r *Request) addr() net.Addr {
 
 // FullMethod is the full method name, "/pkg.Service/Method", as the
 // client sent it.
-func (r *Request) FullMethod() string { return r.fullMethod }
+func (r *request) FullMethod() string { return r.fullMethod }
 
 // Method implements [keyfuncs.Request]: always "POST".
-func (r *Request) Method() string { return "POST" }
+func (r *request) Method() string { return "POST" }
 
 // Route implements [keyfuncs.Request]: the full method name of a
 // registered method, else [UnregisteredRoute].
-func (r *Request) Route() string {
+func (r *request) Route() string {
 	if r.unregistered {
 		return UnregisteredRoute
 	}
@@ -111,15 +114,15 @@ func (r *Request) Route() string {
 // Path implements [keyfuncs.Request]: the full method name, as the client
 // sent it (chosen by the client for an unregistered method: a scope or key
 // built from it lets the client pick its quota).
-func (r *Request) Path() string { return r.fullMethod }
+func (r *request) Path() string { return r.fullMethod }
 
 // AnyMethod tells the engine that a gRPC method has one quota whatever
 // the HTTP method: the default scope is the full method name alone.
-func (r *Request) AnyMethod() bool { return true }
+func (r *request) AnyMethod() bool { return true }
 
 // Header implements [keyfuncs.Request]: the first value of the metadata
 // key name (any case), or "".
-func (r *Request) Header(name string) string {
+func (r *request) Header(name string) string {
 	if v := r.HeaderValues(name); len(v) > 0 {
 		return v[0]
 	}
@@ -128,7 +131,7 @@ func (r *Request) Header(name string) string {
 
 // HeaderValues implements [keyfuncs.Request]: every value of the
 // metadata key name (any case), or nil.
-func (r *Request) HeaderValues(name string) []string {
+func (r *request) HeaderValues(name string) []string {
 	// one key's values: FromIncomingContext would copy the whole map per
 	// call. The name is lowercased first: ValueFromIncomingContext finds
 	// a lowercase key by one lookup, another by iterating the map.
@@ -136,11 +139,11 @@ func (r *Request) HeaderValues(name string) []string {
 }
 
 // Query implements [keyfuncs.Request]: gRPC has no query, always "".
-func (r *Request) Query(string) string { return "" }
+func (r *request) Query(string) string { return "" }
 
 // RemoteAddr implements [keyfuncs.Request]: the transport peer's address
 // ("ip:port" over TCP), or "" when the server saw none.
-func (r *Request) RemoteAddr() string {
+func (r *request) RemoteAddr() string {
 	a := r.addr()
 	if a == nil {
 		return ""
@@ -150,7 +153,7 @@ func (r *Request) RemoteAddr() string {
 
 // PeerAddr is the peer's IP without a text round trip (the zero Addr when
 // the peer is not a TCP or UDP address); it agrees with RemoteAddr.
-func (r *Request) PeerAddr() netip.Addr {
+func (r *request) PeerAddr() netip.Addr {
 	var ip net.IP
 	switch a := r.addr().(type) {
 	case *net.TCPAddr:
@@ -174,7 +177,7 @@ func (r *Request) PeerAddr() netip.Addr {
 }
 
 // Value implements [keyfuncs.Request]: the call context's value.
-func (r *Request) Value(key any) any { return r.ctx.Value(key) }
+func (r *request) Value(key any) any { return r.ctx.Value(key) }
 
 // lowered caches the lowercase form of header names that have capitals.
 // The names come from the server's key functions ("X-API-Key",
@@ -183,7 +186,7 @@ func (r *Request) Value(key any) any { return r.ctx.Value(key) }
 // view passed as keyfuncs.Request escapes, and pooling keeps it off the
 // heap per call. Key functions never retain the view (keyfuncs.Request's
 // contract).
-var requests = sync.Pool{New: func() any { return new(Request) }}
+var requests = sync.Pool{New: func() any { return new(request) }}
 
 var lowered sync.Map // string -> string
 
@@ -220,7 +223,7 @@ func lowerName(name string) string {
 // without rendering the peer's address. A peer that is not IPv4 is left
 // to the general path. The full method name is per-call text (grpc-go
 // parses it from each request), so it is hashed, not found by address.
-func (r *Request) KeyParts(route bool) (p httplimit.KeyParts, ok bool) {
+func (r *request) KeyParts(route bool) (p httplimit.KeyParts, ok bool) {
 	a := r.PeerAddr()
 	if !a.Is4() {
 		return p, false

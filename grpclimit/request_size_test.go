@@ -1,10 +1,8 @@
-package grpclimit_test
+package grpclimit
 
 import (
 	"testing"
 	"unsafe"
-
-	"github.com/limitkit/limitkit/grpclimit"
 )
 
 // The request view is the one allocation of an admitted call without
@@ -12,7 +10,7 @@ import (
 // so that telling an unregistered method apart costs no bytes per call
 // (a route string beside the full method made it 72 bytes, 80 allocated).
 func TestRequestViewFitsIn64Bytes(t *testing.T) {
-	if s := unsafe.Sizeof(grpclimit.Request{}); s > 64 {
-		t.Fatalf("grpclimit.Request is %d bytes, over the 64-byte size class", s)
+	if s := unsafe.Sizeof(request{}); s > 64 {
+		t.Fatalf("grpclimit's request view is %d bytes, over the 64-byte size class", s)
 	}
 }

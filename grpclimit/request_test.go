@@ -1,6 +1,8 @@
 package grpclimit_test
 
 import (
+	"github.com/limitkit/limitkit/httplimit"
+
 	"context"
 	"net"
 	"testing"
@@ -34,7 +36,7 @@ func TestRequestView(t *testing.T) {
 		t.Fatalf("RemoteAddr %q", r.RemoteAddr())
 	}
 	// the peer's 16-byte IPv4 form is unmapped: the same key as the text path
-	if a := r.PeerAddr(); !a.Is4() || a.String() != "203.0.113.7" {
+	if a := r.(httplimit.PeerAddrer).PeerAddr(); !a.Is4() || a.String() != "203.0.113.7" {
 		t.Fatalf("PeerAddr %v", a)
 	}
 	p, err := keyfuncs.PeerIP().Prefix(r)

@@ -14,7 +14,7 @@ import (
 // the option, every option the adapter would silently ignore: another
 // adapter's option (the error names this adapter's equivalent: its
 // option of the same name, or for another's [AdapterOutcome] its
-// WithOutcome, which the HTTP adapters re-export), an adapter option the
+// [WithOutcome]), an adapter option the
 // adapter does not declare or of another type, [WithOutcome] given to an adapter that never reports
 // outcomes, [WithDenyStatus] or [WithDenyBody] given to one that writes
 // no HTTP response. The zero value (with a Name) describes an HTTP
@@ -140,17 +140,15 @@ func (c *Config) checkAdapter(a *Adapter) {
 
 // equivalent tells the user of adapter a what to use in place of another
 // adapter's option v: a's option of the same name; for counting by
-// outcome, the common WithOutcome (which the HTTP adapters re-export);
+// outcome, the common httplimit.WithOutcome;
 // else that a has none, with how a denies in place of another's deny
 // handler.
 func (a *Adapter) equivalent(v *adapterValue) string {
 	switch {
 	case a.declared(v.name) != nil:
 		return "use " + a.Name + "." + v.name
-	case v.outcome && a.Outcome && a.NoHTTPResponse:
-		return "use httplimit.WithOutcome, whose Count sees HTTP statuses"
 	case v.outcome && a.Outcome:
-		return "use " + a.Name + ".WithOutcome, whose Count sees HTTP statuses"
+		return "use httplimit.WithOutcome, whose Count sees HTTP statuses"
 	case v.name == "WithDenyHandler":
 		return "package " + a.Name + " has no equivalent" + a.denials()
 	}

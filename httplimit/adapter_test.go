@@ -8,7 +8,7 @@ import (
 
 	"github.com/limitkit/limitkit/core"
 	"github.com/limitkit/limitkit/core/memstore"
-	"github.com/limitkit/limitkit/internal/respond"
+	"github.com/limitkit/limitkit/httplimit/internal/respond"
 )
 
 // counting is an adapter that reports outcomes, for the tests of
@@ -58,7 +58,7 @@ func TestAdapterRefusesWhatItCannotHonour(t *testing.T) {
 			"g: m.WithDenyHandler is an option of package m, given to a g middleware: package g has no equivalent (g denies with a code)",
 			Adapter{Name: "m", Options: []OptionDecl{DeclareOption[handler]("WithDenyHandler")}}},
 		{"another adapter's outcome, to an HTTP adapter", counting, []Option{AdapterOutcome("m", "WithOutcome", Outcome{Count: StatusIn(1016)})},
-			"x: m.WithOutcome is an option of package m, given to a x middleware: use x.WithOutcome, whose Count sees HTTP statuses",
+			"x: m.WithOutcome is an option of package m, given to a x middleware: use httplimit.WithOutcome, whose Count sees HTTP statuses",
 			Adapter{Name: "m", Options: []OptionDecl{DeclareOption[func(int) bool]("WithOutcome")}, Outcome: true}},
 		{"another adapter's outcome, to one without HTTP responses", Adapter{Name: "g", Outcome: true, NoHTTPResponse: true},
 			[]Option{AdapterOutcome("m", "WithOutcome", Outcome{Count: StatusIn(1016)})},

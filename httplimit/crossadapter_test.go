@@ -32,7 +32,7 @@ const grpcDenials = "grpclimit answers a denial with a status: codes.ResourceExh
 // silently sent the default 429. Every adapter must reject every other
 // adapter's own option at construction, naming both and what to use
 // instead — the receiving package's equivalent when it has one
-// (nethttp.WithOutcome for grpclimit.WithOutcome, not "no equivalent"),
+// (httplimit.WithOutcome for grpclimit.WithOutcome, not "no equivalent"),
 // "no equivalent" only when it has none, with how grpclimit denies only
 // in place of a deny handler — and accept its own.
 func TestOptionOfAnotherAdapter(t *testing.T) {
@@ -59,10 +59,10 @@ func TestOptionOfAnotherAdapter(t *testing.T) {
 		opt   httplimit.Option
 		hints map[string]string // by receiving adapter; the owner is absent
 	}{
-		{"nethttp.WithDenyHandler", nethttp.WithDenyHandler(func(http.ResponseWriter, *http.Request, nethttp.Rejection) {}), denyHints},
-		{"ginlimit.WithDenyHandler", ginlimit.WithDenyHandler(func(*gin.Context, ginlimit.Rejection) {}), denyHints},
-		{"echolimit.WithDenyHandler", echolimit.WithDenyHandler(func(echo.Context, echolimit.Rejection) error { return nil }), denyHints},
-		{"fiberlimit.WithDenyHandler", fiberlimit.WithDenyHandler(func(*fiber.Ctx, fiberlimit.Rejection) error { return nil }), denyHints},
+		{"nethttp.WithDenyHandler", nethttp.WithDenyHandler(func(http.ResponseWriter, *http.Request, httplimit.Rejection) {}), denyHints},
+		{"ginlimit.WithDenyHandler", ginlimit.WithDenyHandler(func(*gin.Context, httplimit.Rejection) {}), denyHints},
+		{"echolimit.WithDenyHandler", echolimit.WithDenyHandler(func(echo.Context, httplimit.Rejection) error { return nil }), denyHints},
+		{"fiberlimit.WithDenyHandler", fiberlimit.WithDenyHandler(func(*fiber.Ctx, httplimit.Rejection) error { return nil }), denyHints},
 		{"nethttp.WithRoute", nethttp.WithRoute(func(*http.Request) string { return "/x" }), map[string]string{
 			"ginlimit":   "package ginlimit has no equivalent",
 			"echolimit":  "package echolimit has no equivalent",
@@ -70,10 +70,10 @@ func TestOptionOfAnotherAdapter(t *testing.T) {
 			"grpclimit":  "package grpclimit has no equivalent",
 		}},
 		{"grpclimit.WithOutcome", grpclimit.WithOutcome(grpclimit.Outcome{Count: grpclimit.CodeNotOK}), map[string]string{
-			"nethttp":    "use nethttp.WithOutcome, whose Count sees HTTP statuses",
-			"ginlimit":   "use ginlimit.WithOutcome, whose Count sees HTTP statuses",
-			"echolimit":  "use echolimit.WithOutcome, whose Count sees HTTP statuses",
-			"fiberlimit": "use fiberlimit.WithOutcome, whose Count sees HTTP statuses",
+			"nethttp":    "use httplimit.WithOutcome, whose Count sees HTTP statuses",
+			"ginlimit":   "use httplimit.WithOutcome, whose Count sees HTTP statuses",
+			"echolimit":  "use httplimit.WithOutcome, whose Count sees HTTP statuses",
+			"fiberlimit": "use httplimit.WithOutcome, whose Count sees HTTP statuses",
 		}},
 	} {
 		owner, _, _ := strings.Cut(tc.name, ".")
@@ -110,8 +110,7 @@ func TestRouteOfAnotherAdapter(t *testing.T) {
 }
 
 // TestGRPCRefusesHTTPResponseOptions: grpclimit writes no HTTP response,
-// so the options that only shape one — given directly or through an HTTP
-// adapter's re-export — are construction errors naming the option and
+// so the options that only shape one are construction errors naming the option and
 // how grpclimit denies instead; the HTTP adapters keep accepting them.
 func TestGRPCRefusesHTTPResponseOptions(t *testing.T) {
 	store := memstore.MustNew()
@@ -122,7 +121,7 @@ func TestGRPCRefusesHTTPResponseOptions(t *testing.T) {
 		name string
 	}{
 		{httplimit.WithDenyStatus(418), "WithDenyStatus"},
-		{ginlimit.WithDenyBody("text/plain", []byte("slow down")), "WithDenyBody"},
+		{httplimit.WithDenyBody("text/plain", []byte("slow down")), "WithDenyBody"},
 	} {
 		_, err := grpclimit.New(l, tc.opt)
 		want := "grpclimit: httplimit." + tc.name + " shapes an HTTP response, which a grpclimit middleware does not write: remove it (" + grpcDenials + ")"
@@ -147,7 +146,7 @@ func TestAdapterOptionNameAndType(t *testing.T) {
 	store := memstore.MustNew()
 	defer store.Close()
 	l := core.MustNewLimiter(store, core.Policy{Name: "api", Limits: []core.Limit{core.PerMinute(1)}})
-	deny := func(w http.ResponseWriter, _ *http.Request, _ nethttp.Rejection) { w.WriteHeader(http.StatusTeapot) }
+	deny := func(w http.ResponseWriter, _ *http.Request, _ httplimit.Rejection) { w.WriteHeader(http.StatusTeapot) }
 	_, err := nethttp.NewMiddleware(l, httplimit.AdapterOption("nethttp", "WithDenyHandlr", nethttp.DenyHandler(deny)))
 	if want := "nethttp: nethttp.WithDenyHandlr is not an option of package nethttp (it reads WithDenyHandler, WithRoute)"; err == nil || err.Error() != want {
 		t.Errorf("misspelt name: err = %v, want %q", err, want)

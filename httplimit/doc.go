@@ -7,20 +7,17 @@
 // can be written outside this module with the same public API (see "Writing
 // an adapter" below).
 //
-// Users mostly meet this package through an adapter. The HTTP adapters
-// re-export every option and type of this package under the same name
-// (type aliases and forwarding functions), so call sites read naturally
-// and moving between frameworks is a search-and-replace of the package
-// name:
+// Users mostly meet this package through an adapter. Every adapter takes
+// this package's options, written the same way whatever the framework, so
+// moving between frameworks changes only the constructor:
 //
-//	ginlimit.New(limiter, ginlimit.WithKey(userKey), ginlimit.WithNoKey(ginlimit.NoKeySkip))
-//	nethttp.New(limiter, nethttp.WithKey(userKey), nethttp.WithNoKey(nethttp.NoKeySkip))
+//	ginlimit.New(limiter, httplimit.WithKey(userKey), httplimit.WithNoKey(httplimit.NoKeySkip))
+//	nethttp.New(limiter, httplimit.WithKey(userKey), httplimit.WithNoKey(httplimit.NoKeySkip))
 //
-// ginlimit.WithKey(f) and httplimit.WithKey(f) are the same Option, and a
-// ginlimit.Rejection is an httplimit.Rejection, so code shared by several
-// adapters (a function returning the options of a service) can be written
-// once against this package. This package is where `go doc` shows the
-// fields and constants; the adapters' aliases point here.
+// Code shared by several adapters (a function returning the options of a
+// service) is written once against this package. The adapters export only
+// their constructors, their deny-handler pieces and what is truly theirs
+// (nethttp.WithRoute, an Identity accessor).
 //
 // # Keys and scopes
 //
@@ -76,7 +73,7 @@
 // An adapter says what it honours with an [Adapter] description given to
 // [NewAdapterEngine]. We chose construction errors over a distinct Option
 // type per adapter: one Option type keeps options shareable between
-// adapters (the common case, and the point of the re-exports), keeps call
+// adapters (the common case), keeps call
 // sites as they are, and the mistake still fails where it is written,
 // before the first request.
 //
@@ -141,10 +138,14 @@
 //
 // A view may implement optional interfaces that make the engine faster
 // without changing what it decides: [KeyParter] (the parts the key cache
-// hashes, cheaper than Method, Route and RemoteAddr), [PeerAddrer] (the
-// peer as a netip.Addr) and [AnyMethodRouter] (the matched route accepts
-// every method, as gin's r.Any does; [AnyRoutes] indexes a router's
-// registrations for it). The adapters of this module use them; a test
+// hashes, cheaper than Method, Route and RemoteAddr) and [PeerAddrer] (the
+// peer as a netip.Addr). [AnyMethodRouter] is different: it does change
+// the decision, since it changes the scope. A route that accepts every
+// method (gin's r.Any; [AnyRoutes] indexes a router's registrations for
+// it) is scoped by its route alone, one quota for all its methods; a view
+// that omits the interface scopes such a route per method, one quota for
+// each of the nine methods. An adapter whose framework can register a
+// route for every method must implement it. The adapters of this module use them; a test
 // comparing a view with and without them ([DefaultScope] keys as the
 // default scope without the cache) keeps them honest. An adapter may
 // also read its request's KeyParts itself, without an interface call,

@@ -54,7 +54,7 @@ func ExampleNewEngine() {
 	}
 
 	// another adapter's option is refused where it is written
-	_, err = httplimit.NewEngine("myadapter", l, nethttp.WithDenyHandler(func(http.ResponseWriter, *http.Request, nethttp.Rejection) {}))
+	_, err = httplimit.NewEngine("myadapter", l, nethttp.WithDenyHandler(func(http.ResponseWriter, *http.Request, httplimit.Rejection) {}))
 	fmt.Println(err)
 	// Output:
 	// 200 remaining=0 reset=40 retry-after=""

@@ -20,7 +20,7 @@ func ExampleWithOutcome() {
 	defer store.Close()
 	perUser := core.MustNewLimiter(store, core.Policy{Name: "login", Limits: []core.Limit{core.PerHour(3)}})
 	username, _ := keyfuncs.FormField("username")
-	limit := nethttp.New(perUser, nethttp.WithKey(username),
+	limit := nethttp.New(perUser, httplimit.WithKey(username),
 		httplimit.WithOutcome(httplimit.Outcome{Count: httplimit.StatusIn(401), ResetOnSuccess: true}))
 	h := limit(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.PostFormValue("password") != "demo" {

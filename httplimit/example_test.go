@@ -18,7 +18,7 @@ import (
 
 // Options written once against httplimit serve every adapter: here the
 // same user+IP hybrid on net/http and on gin. httplimit.WithKey and
-// nethttp.WithKey (or ginlimit.WithKey) are the same option.
+// httplimit.WithKey (or httplimit.WithKey) are the same option.
 func Example() {
 	clock := core.NewManualClock(time.Unix(1_700_000_000, 0))
 	store := memstore.MustNew()
@@ -74,7 +74,7 @@ func ExampleRejection() {
 	store := memstore.MustNew()
 	defer store.Close()
 	l := core.MustNewLimiter(store, core.Policy{Name: "api", Limits: []core.Limit{core.PerMinute(1)}})
-	deny := func(w http.ResponseWriter, r *http.Request, rej nethttp.Rejection) {
+	deny := func(w http.ResponseWriter, r *http.Request, rej httplimit.Rejection) {
 		switch rej.Reason {
 		case httplimit.ReasonLimited:
 			w.Header().Set("Content-Type", "text/plain; charset=utf-8")

@@ -1,6 +1,6 @@
 package httplimit
 
-import "github.com/limitkit/limitkit/internal/respond"
+import "github.com/limitkit/limitkit/httplimit/internal/respond"
 
 // Names of the header fields the engine writes, in the canonical form
 // net/http and fasthttp store them (textproto.CanonicalMIMEHeaderKey of

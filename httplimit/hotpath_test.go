@@ -8,7 +8,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/limitkit/limitkit/internal/respond"
+	"github.com/limitkit/limitkit/httplimit/internal/respond"
 	"github.com/limitkit/limitkit/keyfuncs"
 )
 
@@ -121,5 +121,23 @@ func TestHotPathKeysAndLimit(t *testing.T) {
 		require.True(t, ok)
 		assert.Equal(t, "10", v)
 		assert.Equal(t, e.Decide(t.Context(), keyfuncs.FromHTTP(r)).Action, Pass, "Decide and DecideInto agree")
+	}
+}
+
+// TestPeerIPv4FastPathAgreesOnPorts: appendPeerIPv4 (validPort) and
+// keyfuncs.PeerIP (keyfuncs/internal/hostport) accept and refuse the same
+// ports, so the fast path never keys an address the general path refuses.
+func TestPeerIPv4FastPathAgreesOnPorts(t *testing.T) {
+	for _, port := range []string{"0", "80", "65535", "00080", "", "65536", "99999", "123456", "-1", "8a", " 80", "+1", "8:", "80:80"} {
+		r, _ := http.NewRequest(http.MethodGet, "http://example.com/", nil)
+		r.RemoteAddr = "203.0.113.7:" + port
+		_, fast := appendPeerIPv4(nil, keyfuncs.FromHTTP(r))
+		_, err := keyfuncs.PeerIP().Prefix(keyfuncs.FromHTTP(r))
+		if fast != (err == nil) {
+			t.Errorf("port %q: fast path ok=%v, keyfuncs.PeerIP err=%v", port, fast, err)
+		}
+		if fast != validPort(port) {
+			t.Errorf("port %q: fast path ok=%v, validPort=%v", port, fast, validPort(port))
+		}
 	}
 }

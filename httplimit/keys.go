@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/netip"
 
-	"github.com/limitkit/limitkit/internal/hostport"
 	"github.com/limitkit/limitkit/keyfuncs"
 )
 
@@ -197,7 +196,7 @@ func appendPeerIPv4(b []byte, req keyfuncs.Request) ([]byte, bool) {
 	if dots != 3 || digits == 0 {
 		return b, false
 	}
-	if i < len(s) && !hostport.ValidPort(s[i+1:]) {
+	if i < len(s) && !validPort(s[i+1:]) {
 		return b, false
 	}
 	return append(b, s[:i]...), true
@@ -248,4 +247,23 @@ func StoreKey(scope, client string) string {
 		client = keyfuncs.Bound(client)
 	}
 	return scope + string(keySep) + client
+}
+
+// validPort reports whether s is a decimal port number, 0-65535: the check
+// keyfuncs' peer-address parsing makes (keyfuncs/internal/hostport), so
+// that appendPeerIPv4 accepts exactly the addresses keyfuncs.PeerIP does
+// (TestPeerIPv4FastPathAgreesOnPorts).
+func validPort(s string) bool {
+	if s == "" || len(s) > 5 {
+		return false
+	}
+	n := 0
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c < '0' || c > '9' {
+			return false
+		}
+		n = n*10 + int(c-'0')
+	}
+	return n <= 65535
 }

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/limitkit/limitkit/core"
-	"github.com/limitkit/limitkit/internal/respond"
+	"github.com/limitkit/limitkit/httplimit/internal/respond"
 	"github.com/limitkit/limitkit/keyfuncs"
 )
 

@@ -12,7 +12,7 @@ import (
 // internal/respond), so that what they need is what an adapter written
 // outside the module has.
 func TestAdaptersUseThePublicAPI(t *testing.T) {
-	for _, dir := range []string{"nethttp", "ginlimit", "echolimit", "fiberlimit", "grpclimit"} {
+	for _, dir := range []string{"nethttp", "ginlimit", "echolimit", "fiberlimit", "grpclimit", "echo5limit", "fiber3limit", "connectlimit"} {
 		pkg, err := build.ImportDir(filepath.Join("..", dir), 0)
 		if err != nil {
 			t.Fatal(err)

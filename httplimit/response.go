@@ -4,7 +4,7 @@ import (
 	"net/http"
 
 	"github.com/limitkit/limitkit/core"
-	"github.com/limitkit/limitkit/internal/respond"
+	"github.com/limitkit/limitkit/httplimit/internal/respond"
 )
 
 // Triple is the common response's header fields: the X-RateLimit triple

@@ -13,7 +13,7 @@ import (
 
 	"github.com/limitkit/limitkit/core"
 	"github.com/limitkit/limitkit/core/memstore"
-	"github.com/limitkit/limitkit/internal/respond"
+	"github.com/limitkit/limitkit/httplimit/internal/respond"
 )
 
 // TestSetHTTPMatchesFields: Engine.SetHTTP writes exactly what Fields and

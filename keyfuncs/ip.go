@@ -5,7 +5,7 @@ import (
 	"net/netip"
 	"strings"
 
-	"github.com/limitkit/limitkit/internal/hostport"
+	"github.com/limitkit/limitkit/keyfuncs/internal/hostport"
 )
 
 // maxHostLen bounds the text of one address we try to parse. The longest

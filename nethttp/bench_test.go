@@ -1,6 +1,8 @@
 package nethttp_test
 
 import (
+	"github.com/limitkit/limitkit/httplimit"
+
 	"net/http"
 	"testing"
 	"time"
@@ -93,6 +95,6 @@ func BenchmarkGlobal(b *testing.B) {
 // read of its own (the limiter still reads the clock once).
 func BenchmarkPerRouteDelta(b *testing.B) {
 	mux := http.NewServeMux()
-	mux.Handle("GET /bench", nethttp.New(benchLimiter(b), nethttp.WithResetFormat(nethttp.ResetDelta))(trivial))
+	mux.Handle("GET /bench", nethttp.New(benchLimiter(b), httplimit.WithResetFormat(httplimit.ResetDelta))(trivial))
 	benchServe(b, mux)
 }

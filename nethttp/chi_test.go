@@ -1,6 +1,8 @@
 package nethttp_test
 
 import (
+	"github.com/limitkit/limitkit/httplimit"
+
 	"net/http"
 	"net/http/httptest"
 	"testing"
@@ -21,7 +23,7 @@ func chiApp(t *testing.T, route bool) http.Handler {
 	t.Cleanup(func() { store.Close() })
 	l := core.MustNewLimiter(store, core.Policy{Name: "api", Limits: []core.Limit{core.PerMinute(2)}})
 	r := chi.NewRouter()
-	var opts []nethttp.Option
+	var opts []httplimit.Option
 	if route {
 		opts = append(opts, nethttp.WithRoute(func(req *http.Request) string {
 			return r.Find(chi.NewRouteContext(), req.Method, req.URL.Path)

@@ -9,21 +9,19 @@
 //	http.ListenAndServe(":8080", nethttp.New(api)(mux))         // global
 //
 // [New] panics on a configuration mistake (for start-up code);
-// [NewMiddleware] returns the error. nethttp, ginlimit, echolimit and
-// fiberlimit take the same options under the same names, so moving between
-// frameworks is a search-and-replace of the package name. Those options
-// and the types they take ([Option], [Rejection], [Reason], [HeaderSet],
-// [ResetFormat], [NoKeyMode]) are package
-// github.com/limitkit/limitkit/httplimit's, re-exported here as aliases
-// and forwarding functions: its documentation shows every field and
-// constant, and options built with it work with every adapter. This
-// package adds what is framework-specific: [New], [NewMiddleware],
-// [DenyHandler], [WithDenyHandler] and [WriteRejection].
+// [NewMiddleware] returns the error. Every option is package
+// github.com/limitkit/limitkit/httplimit's ([httplimit.Option],
+// [httplimit.WithKey], [httplimit.WithTiers], ...), spelled the same for
+// nethttp, ginlimit, echolimit and fiberlimit, so moving between frameworks
+// changes only the constructor's package; httplimit's documentation shows
+// every option, field and constant. This package adds what is framework-specific:
+// [New], [NewMiddleware], [DenyHandler], [WithDenyHandler] and
+// [WriteRejection].
 //
 // # Keys
 //
 // Each check's store key is "<scope>|<client key>". The client key comes
-// from [WithKey] / [WithIPKey] and defaults to keyfuncs.PeerIP(): the TCP
+// from [httplimit.WithKey] / [httplimit.WithIPKey] and defaults to keyfuncs.PeerIP(): the TCP
 // peer address, IPv4 /32, IPv6 /64. The default deliberately ignores
 // X-Forwarded-For and X-Real-IP: with the framework's defaults those trust X-Forwarded-For,
 // which any client can write, so a client rotating that header would get a
@@ -32,7 +30,7 @@
 //
 //	xff, err := keyfuncs.XForwardedFor("10.0.0.0/8") // an error names a bad CIDR
 //	...
-//	mw := New(limiter, WithIPKey(xff))
+//	mw := New(limiter, httplimit.WithIPKey(xff))
 //
 // The scope is, by default, the request method and the route pattern the
 // framework matched (Request.Pattern, resolved from the ServeMux when the middleware wraps one): "GET /users/:id", so every endpoint has
@@ -42,18 +40,18 @@
 // pattern alone: one quota per client whatever the method; a GET pattern
 // serves HEAD under the same quota. An
 // unknown route (chi or gorilla with a global middleware) gives the empty scope: one quota per client
-// across the routes the middleware covers. [WithScope] and [WithScopeFunc]
+// across the routes the middleware covers. [httplimit.WithScope] and [httplimit.WithScopeFunc]
 // override it. Stores keep separate state per policy, so two middlewares
 // with different policies never share quota either.
 //
 // A key function that finds no key (an anonymous request to a user check)
-// follows [WithNoKey]: fall back to the peer IP (default), skip the check,
+// follows [httplimit.WithNoKey]: fall back to the peer IP (default), skip the check,
 // or deny. A no-key denial is 403, not 429: it claims no quota. A server
-// on a Unix socket has no peer IP to fall back to (see [NoKeyFallback]).
+// on a Unix socket has no peer IP to fall back to (see [httplimit.NoKeyFallback]).
 //
 // # Several checks
 //
-// [WithCheck] adds checks to one middleware — the user's policy and the
+// [httplimit.WithCheck] adds checks to one middleware — the user's policy and the
 // IP's policy at once. A request passes only when every check allows it;
 // the headers describe the binding check (the denying one, or the one with
 // the least remaining).
@@ -64,24 +62,24 @@
 // limit's requests per window), X-RateLimit-Remaining and
 // X-RateLimit-Reset — by default the Unix time in seconds at which the
 // quota is full again (the GitHub convention most clients parse);
-// WithResetFormat(ResetDelta) writes delta seconds instead. A denial is
+// httplimit.WithResetFormat(httplimit.ResetDelta) writes delta seconds instead. A denial is
 // 429 Too Many Requests with Retry-After in whole seconds — the core's exact
 // retry-after rounded up, at least 1, so a client that waits that long is
 // admitted — and an RFC 9457 problem+json body of the IETF quota-exceeded
 // type. A request that can never be admitted (its cost exceeds the limit:
 // core.Never) gets 429 without Retry-After. The draft-10 RateLimit and
-// RateLimit-Policy fields are available with WithHeaders(HeaderDefault |
+// RateLimit-Policy fields are available with httplimit.WithHeaders(httplimit.HeaderDefault |
 // HeaderIETF). Status, body and headers can each be replaced
-// ([WithDenyStatus], [WithDenyBody], [WithHeaders]), or the whole denial
+// ([httplimit.WithDenyStatus], [httplimit.WithDenyBody], [httplimit.WithHeaders]), or the whole denial
 // ([WithDenyHandler]). Shadow-mode and soft-limit overage requests pass
 // (with Remaining 0 and no Retry-After).
 //
 // # Store failures
 //
 // A store error goes through the policy's FailMode: FailOpen passes the
-// request (optionally marked by [WithDegradedHeader]); FailClosed answers
+// request (optionally marked by [httplimit.WithDegradedHeader]); FailClosed answers
 // 503 with Retry-After: 1 and a generic body. The store's error text never
-// reaches the client; [WithErrorHook] receives it. [WithSkip] exempts
+// reaches the client; [httplimit.WithErrorHook] receives it. [httplimit.WithSkip] exempts
 // requests (health checks) before any key is computed.
 //
 // # Cost
@@ -95,5 +93,3 @@
 // later ones skip building the key.
 // See the package benchmarks.
 package nethttp
-
-//go:generate go run ../internal/gen/forwarders

@@ -1,6 +1,8 @@
 package nethttp_test
 
 import (
+	"github.com/limitkit/limitkit/httplimit"
+
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -42,7 +44,7 @@ func ExampleNew() {
 
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /users/{id}", func(w http.ResponseWriter, r *http.Request) { fmt.Fprintln(w, "user", r.PathValue("id")) })
-	handler := nethttp.New(api, nethttp.WithClock(clock))(mux)
+	handler := nethttp.New(api, httplimit.WithClock(clock))(mux)
 
 	show(handler, "GET", "/users/1", "203.0.113.7:1234")
 	show(handler, "GET", "/users/2", "203.0.113.7:1234")
@@ -65,8 +67,8 @@ func ExampleNew_perRoute() {
 
 	mux := http.NewServeMux()
 	mux.Handle("POST /login", nethttp.New(login,
-		nethttp.WithResetFormat(nethttp.ResetDelta),
-		nethttp.WithHeaders(nethttp.HeaderDefault|nethttp.HeaderIETF),
+		httplimit.WithResetFormat(httplimit.ResetDelta),
+		httplimit.WithHeaders(httplimit.HeaderDefault|httplimit.HeaderIETF),
 	)(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "welcome") })))
 	mux.HandleFunc("GET /", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "home") })
 
@@ -93,10 +95,10 @@ func ExampleWithCheck() {
 	user, _ := keyfuncs.Header("X-User")
 
 	mw := nethttp.New(perUser,
-		nethttp.WithKey(user),
-		nethttp.WithNoKey(nethttp.NoKeySkip), // anonymous: IP check only
-		nethttp.WithCheck(perIP, nil),        // nil: key by the peer IP
-		nethttp.WithResetFormat(nethttp.ResetDelta),
+		httplimit.WithKey(user),
+		httplimit.WithNoKey(httplimit.NoKeySkip), // anonymous: IP check only
+		httplimit.WithCheck(perIP, nil),          // nil: key by the peer IP
+		httplimit.WithResetFormat(httplimit.ResetDelta),
 	)
 	h := mw(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
 

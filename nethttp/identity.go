@@ -7,7 +7,7 @@ import (
 )
 
 // Identity returns the identity the middleware charged r under: the
-// client key of its [WithKey] function (a login form's username with
+// client key of its [httplimit.WithKey] function (a login form's username with
 // keyfuncs.FormField), as [httplimit.Identity] reads it from r's context,
 // where a middleware with httplimit.WithIdentity puts it before calling
 // the handler. A login handler checks the password of exactly this

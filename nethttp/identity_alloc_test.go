@@ -31,10 +31,10 @@ func TestIdentityAllocsOnlyWithIdentity(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = st.Close() })
 	lim := core.MustNewLimiter(st, core.Policy{Name: "a", Limits: []core.Limit{core.Per(1<<30, time.Hour)}})
-	allocs := func(opts ...nethttp.Option) (float64, string, bool) {
+	allocs := func(opts ...httplimit.Option) (float64, string, bool) {
 		var seen string
 		var seenOK, read bool
-		h := nethttp.New(lim, append([]nethttp.Option{nethttp.WithKey(key)}, opts...)...)(
+		h := nethttp.New(lim, append([]httplimit.Option{httplimit.WithKey(key)}, opts...)...)(
 			http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				if read { // once, outside the count: reading boxes the string
 					seen, seenOK = nethttp.Identity(r)

@@ -13,13 +13,13 @@ import (
 // headers (and Retry-After) are already set on w.Header(); the handler
 // writes the status and body. It must not panic and should not echo
 // internal details: rej carries no store error text.
-type DenyHandler func(w http.ResponseWriter, r *http.Request, rej Rejection)
+type DenyHandler func(w http.ResponseWriter, r *http.Request, rej httplimit.Rejection)
 
 // WithDenyHandler replaces the whole denial (status, body) with h, for
 // quota, no-key and store-unavailable denials alike (rej.Reason tells them
 // apart). h must not be nil. Only this package's middleware accepts it:
 // another adapter given it fails at construction, naming both packages.
-func WithDenyHandler(h DenyHandler) Option {
+func WithDenyHandler(h DenyHandler) httplimit.Option {
 	return httplimit.AdapterOption("nethttp", "WithDenyHandler", h)
 }
 
@@ -35,7 +35,7 @@ var adapter = httplimit.Adapter{
 }
 
 // NewMiddleware returns the rate-limiting middleware applying l (and any
-// [WithCheck] limiters) to every request, or a configuration error naming
+// [httplimit.WithCheck] limiters) to every request, or a configuration error naming
 // the option to fix.
 //
 // Use it around a whole mux for a global limit, or around one handler for
@@ -53,12 +53,12 @@ var adapter = httplimit.Adapter{
 // only look the route up again (it answers the same: see direct). Other routers (chi, gorilla) decide routes after their
 // middleware runs: there the route is unknown ("" scope, one quota per
 // client across the routes) unless [WithRoute] asks the router for it
-// (chi: Mux.Find; see _examples/chi), [WithScopeFunc] or [WithScope]
+// (chi: Mux.Find; see _examples/chi), [httplimit.WithScopeFunc] or [httplimit.WithScope]
 // says otherwise, or the middleware is attached per route.
 //
 // The middleware is safe for concurrent use and never panics on a
 // request.
-func NewMiddleware(l *core.Limiter, opts ...Option) (func(http.Handler) http.Handler, error) {
+func NewMiddleware(l *core.Limiter, opts ...httplimit.Option) (func(http.Handler) http.Handler, error) {
 	e, err := httplimit.NewAdapterEngine(adapter, l, opts...)
 	if err != nil {
 		return nil, err
@@ -94,7 +94,7 @@ func (c *counted) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // New is [NewMiddleware] that panics on a configuration error, for
 // start-up code: r.Use(nethttp.New(limiter)).
-func New(l *core.Limiter, opts ...Option) func(http.Handler) http.Handler {
+func New(l *core.Limiter, opts ...httplimit.Option) func(http.Handler) http.Handler {
 	mw, err := NewMiddleware(l, opts...)
 	if err != nil {
 		panic(err)
@@ -181,7 +181,7 @@ func direct(r *http.Request) bool {
 
 // WriteRejection writes rej's default denial (status, Content-Type, body)
 // to w; for a [DenyHandler] that only wants to add something.
-func WriteRejection(w http.ResponseWriter, rej Rejection) {
+func WriteRejection(w http.ResponseWriter, rej httplimit.Rejection) {
 	if rej.ContentType != "" {
 		w.Header()["Content-Type"] = []string{rej.ContentType}
 	}

@@ -1,6 +1,8 @@
 package nethttp_test
 
 import (
+	"github.com/limitkit/limitkit/httplimit"
+
 	"net/http"
 	"net/http/httptest"
 	"testing"
@@ -30,8 +32,8 @@ func TestHybridRecipe(t *testing.T) {
 	userLimiter := core.MustNewLimiter(store, core.Policy{Name: "user", Limits: []core.Limit{core.PerMinute(200)}}, core.WithClock(clock))
 	ipLimiter := core.MustNewLimiter(store, core.Policy{Name: "ip", Limits: []core.Limit{core.PerMinute(50)}}, core.WithClock(clock))
 	hybrid := nethttp.New(userLimiter,
-		nethttp.WithKey(jwtKey), nethttp.WithNoKey(nethttp.NoKeySkip),
-		nethttp.WithCheck(ipLimiter, nil))
+		httplimit.WithKey(jwtKey), httplimit.WithNoKey(httplimit.NoKeySkip),
+		httplimit.WithCheck(ipLimiter, nil))
 	mux := http.NewServeMux()
 	mux.Handle("POST /orders", hybrid(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {})))
 	admitted := func(user string, ips ...string) int {

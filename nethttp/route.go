@@ -27,9 +27,9 @@ import (
 //	})))
 //
 // route must not be nil. Only this package's middleware accepts it
-// (another adapter given it fails at construction). [WithScope] and [WithScopeFunc] take precedence
+// (another adapter given it fails at construction). [httplimit.WithScope] and [httplimit.WithScopeFunc] take precedence
 // over the pattern it returns.
-func WithRoute(route func(r *http.Request) string) Option {
+func WithRoute(route func(r *http.Request) string) httplimit.Option {
 	return httplimit.AdapterOption("nethttp", "WithRoute", route)
 }
 

@@ -21,7 +21,6 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/limitkit/limitkit/core"
-	"github.com/limitkit/limitkit/internal/respond"
 )
 
 // Bounds on a request: beyond them ShouldRateLimit answers
@@ -478,23 +477,23 @@ func (s *Server) untilReset(it *item, now time.Time) time.Duration {
 		sec := now.Unix()
 		return time.Duration(it.window-sec%it.window) * time.Second
 	}
-	return time.Duration(respond.CeilSeconds(it.d.ResetAfter)) * time.Second
+	return time.Duration(ceilSeconds(it.d.ResetAfter)) * time.Second
 }
 
 func (s *Server) headersFor(it *item, st *pb.RateLimitResponse_DescriptorStatus, now time.Time) []*corepb.HeaderValue {
 	reset := st.GetDurationUntilReset().AsDuration()
 	h := []*corepb.HeaderValue{
-		{Key: respond.HeaderLimit, Value: strconv.FormatUint(uint64(st.CurrentLimit.GetRequestsPerUnit()), 10)},
-		{Key: respond.HeaderRemaining, Value: strconv.FormatUint(uint64(st.LimitRemaining), 10)},
-		{Key: respond.HeaderReset, Value: strconv.FormatInt(respond.EpochSeconds(now, reset), 10)},
+		{Key: headerLimit, Value: strconv.FormatUint(uint64(st.CurrentLimit.GetRequestsPerUnit()), 10)},
+		{Key: headerRemaining, Value: strconv.FormatUint(uint64(st.LimitRemaining), 10)},
+		{Key: headerReset, Value: strconv.FormatInt(epochSeconds(now, reset), 10)},
 	}
 	if it.over {
 		ra := it.d.RetryAfter
 		if it.zero || ra == 0 {
 			ra = reset
 		}
-		if secs, ok := respond.RetryAfterSeconds(ra); ok {
-			h = append(h, &corepb.HeaderValue{Key: respond.HeaderRetryAfter, Value: strconv.FormatInt(secs, 10)})
+		if secs, ok := retryAfterSeconds(ra); ok {
+			h = append(h, &corepb.HeaderValue{Key: headerRetryAfter, Value: strconv.FormatInt(secs, 10)})
 		}
 	}
 	return h

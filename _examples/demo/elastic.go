@@ -1,6 +1,8 @@
 package main
 
 import (
+	"github.com/limitkit/limitkit/httplimit"
+
 	"fmt"
 	"io"
 	"net/http"
@@ -139,7 +141,7 @@ func (d *elasticDemo) limited() (http.Handler, error) {
 	if err != nil {
 		return nil, err
 	}
-	mw, err := nethttp.NewMiddleware(l, nethttp.WithKey(key), nethttp.WithClock(d.clock), nethttp.WithResetFormat(nethttp.ResetDelta))
+	mw, err := nethttp.NewMiddleware(l, httplimit.WithKey(key), httplimit.WithClock(d.clock), httplimit.WithResetFormat(httplimit.ResetDelta))
 	if err != nil {
 		return nil, err
 	}

@@ -117,7 +117,7 @@ func NetHTTP() Harness {
 		},
 		Scope: func(m, p string) string { return colonScope(m, param.ReplaceAllString(p, "{$1}")) },
 		CustomDeny: func() httplimit.Option {
-			return nethttp.WithDenyHandler(func(w http.ResponseWriter, _ *http.Request, rej nethttp.Rejection) {
+			return nethttp.WithDenyHandler(func(w http.ResponseWriter, _ *http.Request, rej httplimit.Rejection) {
 				w.Header().Set("X-Denied", rej.Reason.String())
 				w.WriteHeader(http.StatusTeapot)
 				_, _ = w.Write([]byte(denyBody(rej.Reason, rej.Decision.Policy, rej.RetryAfter)))
@@ -181,7 +181,7 @@ func Gin() Harness {
 		},
 		Scope: colonScope,
 		CustomDeny: func() httplimit.Option {
-			return ginlimit.WithDenyHandler(func(c *gin.Context, rej ginlimit.Rejection) {
+			return ginlimit.WithDenyHandler(func(c *gin.Context, rej httplimit.Rejection) {
 				c.Header("X-Denied", rej.Reason.String())
 				c.String(http.StatusTeapot, denyBody(rej.Reason, rej.Decision.Policy, rej.RetryAfter))
 			})
@@ -242,7 +242,7 @@ func Echo() Harness {
 		},
 		Scope: colonScope,
 		CustomDeny: func() httplimit.Option {
-			return echolimit.WithDenyHandler(func(c echo.Context, rej echolimit.Rejection) error {
+			return echolimit.WithDenyHandler(func(c echo.Context, rej httplimit.Rejection) error {
 				c.Response().Header().Set("X-Denied", rej.Reason.String())
 				return c.String(http.StatusTeapot, denyBody(rej.Reason, rej.Decision.Policy, rej.RetryAfter))
 			})
@@ -304,7 +304,7 @@ func Fiber() Harness {
 		},
 		Scope: colonScope,
 		CustomDeny: func() httplimit.Option {
-			return fiberlimit.WithDenyHandler(func(c *fiber.Ctx, rej fiberlimit.Rejection) error {
+			return fiberlimit.WithDenyHandler(func(c *fiber.Ctx, rej httplimit.Rejection) error {
 				c.Set("X-Denied", rej.Reason.String())
 				return c.Status(http.StatusTeapot).SendString(denyBody(rej.Reason, rej.Decision.Policy, rej.RetryAfter))
 			})

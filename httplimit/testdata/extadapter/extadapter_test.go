@@ -77,7 +77,7 @@ func TestDenyHandlerAndOptions(t *testing.T) {
 }
 
 func TestOtherAdaptersOptionIsAnError(t *testing.T) {
-	_, err := extadapter.New(limiter(t), nethttp.WithDenyHandler(func(http.ResponseWriter, *http.Request, nethttp.Rejection) {}))
+	_, err := extadapter.New(limiter(t), nethttp.WithDenyHandler(func(http.ResponseWriter, *http.Request, httplimit.Rejection) {}))
 	if err == nil || !strings.Contains(err.Error(), "extadapter: nethttp.WithDenyHandler is an option of package nethttp") {
 		t.Fatalf("err = %v", err)
 	}

@@ -1,7 +1,8 @@
 // Package respond formats what every limitkit adapter writes: the
 // X-RateLimit-* and IETF RateLimit header values, Retry-After, and the
-// default problem+json bodies. It is written once here so that nethttp,
-// ginlimit, echolimit and fiberlimit answer byte for byte alike.
+// default problem+json bodies, for httplimit's engine, the one package
+// that imports it: adapters read the values through httplimit, so that
+// nethttp, ginlimit, echolimit and fiberlimit answer byte for byte alike.
 //
 // Values are formatted into caller-provided fixed buffers ([Fields]), small
 // counts and limit sizes come ready-made ([Itoa]): nothing here allocates

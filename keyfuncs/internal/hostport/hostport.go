@@ -1,6 +1,7 @@
-// Package hostport holds the host:port checks that keyfuncs and the
-// adapters' engine share, so that both accept exactly the same peer
-// addresses. It is internal: users call keyfuncs.
+// Package hostport holds the host:port check of keyfuncs' peer-address
+// parsing. httplimit's IPv4 fast path keeps a copy of ValidPort (it cannot
+// import this package), held to it by httplimit's
+// TestPeerIPv4FastPathAgreesOnPorts. It is internal: users call keyfuncs.
 package hostport
 
 // ValidPort reports whether s is a decimal port number, 0-65535.
