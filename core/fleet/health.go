@@ -100,6 +100,7 @@ func (s *Store) report(ctx context.Context, b *breaker, err error, start int64) 
 		}
 		b.success()
 	case outage:
+		b.slow.Store(core.ClassifyError(err) == core.ErrorTimeout)
 		if b.downAt.Load() == 0 {
 			b.downAt.CompareAndSwap(0, s.cfg.clock.Now().UnixNano())
 		}

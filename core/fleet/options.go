@@ -60,6 +60,7 @@ type config struct {
 	failMode    core.FailMode // what FailOpen (the zero value) policies fail as
 	errs        []error
 	openings    *atomic.Int64 // the Store's count of breaker openings
+	wake        chan struct{} // a breaker opened: the probe loop starts its watch (nil without the loop)
 
 	// lag, in tests, is an injected scheduling-latency probe, whose loop
 	// New does not run (export_test.go).
