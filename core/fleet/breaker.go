@@ -40,6 +40,25 @@ type breaker struct {
 	// flight (see Store.watch)
 	slow     atomic.Bool
 	watching atomic.Bool
+	// waveAt is when (the probe's clock, Store.health) the last outage
+	// counted while closed was seen (see newWave)
+	waveAt atomic.Int64
+}
+
+// newWave reports whether an outage of a call started at start, seen at
+// now (the probe's clock), counts: the call started at or after the last
+// counted outage was seen, which it then marks at now. Calls in flight
+// together with a counted outage are one wave and count once.
+func (b *breaker) newWave(start, now int64) bool {
+	for {
+		w := b.waveAt.Load()
+		if start < w {
+			return false
+		}
+		if b.waveAt.CompareAndSwap(w, now) {
+			return true
+		}
+	}
 }
 
 func (b *breaker) state() core.BreakerState { return core.BreakerState(b.st.Load()) }

@@ -96,9 +96,8 @@ func TestDeadStoreStaysOpenWhileWatched(t *testing.T) {
 			assert.NotErrorIs(t, err, core.ErrCircuitOpen, "the first three wait for the store")
 		}
 		require.Equal(t, core.BreakerOpen, tier.BreakerState())
-		eventually(t, tier.dom.def.watching.Load, "watched")
+		eventually(t, func() bool { return tier.dom.def.watching.Load() && f.calls.Load() == 4 }, "three requests and the watch")
 		calls := f.calls.Load()
-		assert.EqualValues(t, 4, calls, "three requests and the watch")
 		for i := 0; i < 50; i++ {
 			_, err := lim.Allow(ctx, "k")
 			require.ErrorIs(t, err, core.ErrCircuitOpen)
@@ -130,8 +129,9 @@ func TestDeadStoreStaysOpenWhileWatched(t *testing.T) {
 // TestRedisStallFailsOpenOnlyWhileItLasts: a redis-server the test
 // stops (SIGSTOP) while four requests are in flight, then continues
 // (SIGCONT) once the breaker is open and its watch waits on Redis: the
-// four requests time out together and fail open, and open the breaker
-// (as a dead Redis does); Redis's late reply to the watch closes it, and
+// four requests time out together and fail open, as do the requests of
+// the next waves until the breaker opens (as a dead Redis opens it);
+// Redis's late reply to the watch closes it, and
 // the requests after the stall are all decided by Redis. Old code: the
 // breaker stayed open for its cool-down (an hour here) and all of them
 // failed open. The tier reads an idle scheduling-latency probe, so that
@@ -145,10 +145,12 @@ func TestRedisStallFailsOpenOnlyWhileItLasts(t *testing.T) {
 	tier := newTier(t, rs, WithBreaker(3, time.Hour, time.Hour), WithDefaultFailMode(core.FailOpen),
 		withLagProbe(schedlag.New()), withoutSyncLoop())
 	const inFlight, after = 4, 20
-	lim := core.MustNewLimiter(tier, core.Policy{Name: "stall", Limits: []core.Limit{core.PerMinute(inFlight + after + 2)}},
-		core.WithTimeout(50*time.Millisecond))
+	pol := core.Policy{Name: "stall", Limits: []core.Limit{core.PerMinute(inFlight + after + 2)}}
+	lim := core.MustNewLimiter(tier, pol, core.WithTimeout(50*time.Millisecond))
+	// after the stall: a deadline no loaded host makes a healthy Redis miss
+	calm := core.MustNewLimiter(tier, pol, core.WithTimeout(redistest.StoreTimeout))
 	ctx := context.Background()
-	_, err = lim.Allow(ctx, "k") // loads the script
+	_, err = calm.Allow(ctx, "k") // loads the script
 	require.NoError(t, err)
 
 	srv.Pause()
@@ -169,14 +171,24 @@ func TestRedisStallFailsOpenOnlyWhileItLasts(t *testing.T) {
 	}
 	wg.Wait()
 	require.Equal(t, inFlight, failedOpen, "the requests in flight during the stall fail open")
-	require.Equal(t, core.BreakerOpen, tier.BreakerState(), "their timeouts open the breaker")
+	// those four were one wave (one failure, unless the load delayed a
+	// goroutine's start past another's timeout); a stall that goes on
+	// opens the breaker after the threshold's waves
+	for i := 0; i < 3 && tier.BreakerState() == core.BreakerClosed; i++ {
+		d, err := lim.Allow(ctx, "k")
+		require.Error(t, err)
+		require.True(t, d.Allowed && d.Degraded)
+		failedOpen++
+	}
+	require.Equal(t, core.BreakerOpen, tier.BreakerState(), "a stall of three waves opens the breaker")
+	t.Logf("failed open during the stall: %d", failedOpen)
 	eventually(t, tier.dom.def.watching.Load, "the watch waits on the stopped Redis")
 	srv.Resume()
 	eventually(t, func() bool { return tier.BreakerState() == core.BreakerClosed }, "Redis's late reply closes the breaker")
 
 	admitted, denied := 0, 0
 	for i := 0; i < after+1; i++ {
-		d, err := lim.Allow(ctx, "k")
+		d, err := calm.Allow(ctx, "k")
 		require.NoError(t, err, "decided by Redis")
 		require.False(t, d.Degraded)
 		if d.Allowed {
@@ -189,5 +201,49 @@ func TestRedisStallFailsOpenOnlyWhileItLasts(t *testing.T) {
 	// it sees their closed connections first: 1 + (0 to 4) + 21 of 26
 	t.Logf("after the stall: %d admitted, %d denied by Redis", admitted, denied)
 	assert.GreaterOrEqual(t, admitted, after, "admitted by Redis after the stall")
+	assert.EqualValues(t, 1, tier.BreakerOpenings())
+}
+
+// TestStallWaveCountsOnce: the timeouts of calls that were in flight
+// together count as one failure towards the breaker: four requests held
+// by a stalled store (all four inside it before the first times out)
+// leave the breaker closed with one failure counted; two more timeouts,
+// each of a call started after the last counted one, reach the
+// threshold (3) and open it. Old code: the four opened it.
+func TestStallWaveCountsOnce(t *testing.T) {
+	f := newFake()
+	clk := core.NewManualClock(time.Unix(1_700_000_000, 0))
+	tier := newTier(t, pingFake{batchFake{f}}, WithBreaker(3, time.Hour, time.Hour), WithClock(clk),
+		withoutStarvationGrace(), withoutSyncLoop(), withoutProbeLoop(), WithDefaultFailMode(core.FailOpen))
+	lim := core.MustNewLimiter(tier, stallPolicy, core.WithClock(clk))
+	ctx := context.Background()
+	_, err := lim.Allow(ctx, "k")
+	require.NoError(t, err)
+	calls := f.calls.Load()
+
+	stall := make(chan struct{})
+	f.gate.Store(&stall)
+	var wg sync.WaitGroup
+	for i := 0; i < 4; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			d, err := lim.Allow(ctx, "k")
+			assert.Equal(t, core.ErrorTimeout, core.ClassifyError(err))
+			assert.True(t, d.Allowed && d.Degraded)
+		}()
+	}
+	eventually(t, func() bool { return f.calls.Load() == calls+4 }, "four calls in flight")
+	f.setFail(context.DeadlineExceeded) // each of them times out as the gate opens
+	close(stall)
+	wg.Wait()
+	f.gate.Store(nil)
+	assert.Equal(t, core.BreakerClosed, tier.BreakerState(), "one wave is one failure")
+	assert.EqualValues(t, 1, tier.dom.def.fails.Load())
+	for i := 0; i < 2; i++ {
+		_, err := lim.Allow(ctx, "k")
+		require.Equal(t, core.ErrorTimeout, core.ClassifyError(err))
+	}
+	assert.Equal(t, core.BreakerOpen, tier.BreakerState(), "three waves open it")
 	assert.EqualValues(t, 1, tier.BreakerOpenings())
 }
