@@ -120,6 +120,7 @@ func TestDeadStoreStaysOpenWhileWatched(t *testing.T) {
 			require.Error(t, err)
 		}
 		require.Equal(t, core.BreakerOpen, tier.BreakerState())
+		assert.False(t, tier.dom.def.slow.Load(), "a refused connection is not a slow store")
 		tier.probeOpen() // what the loop does when woken: no watch for a refused connection
 		assert.False(t, tier.dom.def.watching.Load())
 		assert.EqualValues(t, 3, f.calls.Load())
