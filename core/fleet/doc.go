@@ -138,8 +138,8 @@
 // seconds later. A request its caller cancelled says nothing either.
 //
 // A slow Redis is not a dead one either: on a busy host the redis-server
-// beside the app is starved too, and stalls (228–663 ms were seen at
-// load 15–20 on 2 cores) while the app's own goroutines run. Two rules
+// beside the app is starved too, and stalls for hundreds of
+// milliseconds while the app's own goroutines run. Two rules
 // keep such a stall from failing open in bulk. The outages of one wave
 // count once: a call that started before the last counted outage was
 // seen was in flight with it, and its timeout is the same stall seen
