@@ -34,6 +34,31 @@ type breaker struct {
 	retryAt time.Time // open: when the next half-open probe may go
 
 	probe atomic.Pointer[ekey] // the last failed call's key: the background probe replays it
+
+	// slow: the last outage was a timeout (the domain may be alive and
+	// slow), not a connection failure; watching: a watch call is in
+	// flight (see Store.watch)
+	slow     atomic.Bool
+	watching atomic.Bool
+	// waveAt is when (the probe's clock, Store.health) the last outage
+	// counted while closed was seen (see newWave)
+	waveAt atomic.Int64
+}
+
+// newWave reports whether an outage of a call started at start, seen at
+// now (the probe's clock), counts: the call started at or after the last
+// counted outage was seen, which it then marks at now. Calls in flight
+// together with a counted outage are one wave and count once.
+func (b *breaker) newWave(start, now int64) bool {
+	for {
+		w := b.waveAt.Load()
+		if start < w {
+			return false
+		}
+		if b.waveAt.CompareAndSwap(w, now) {
+			return true
+		}
+	}
 }
 
 func (b *breaker) state() core.BreakerState { return core.BreakerState(b.st.Load()) }
@@ -133,6 +158,12 @@ func (b *breaker) transition(to core.BreakerState) {
 	}
 	if to == core.BreakerOpen && from == core.BreakerClosed {
 		b.cfg.openings.Add(1)
+		if b.cfg.wake != nil {
+			select { // the probe loop starts the watch at once
+			case b.cfg.wake <- struct{}{}:
+			default:
+			}
+		}
 	}
 	if o := b.cfg.observer; o != nil {
 		o.Observe(core.Event{Kind: core.EventBreaker, From: from, To: to})

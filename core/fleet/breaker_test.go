@@ -202,6 +202,9 @@ func TestHungRemoteFailsFastOnceOpen(t *testing.T) {
 		assert.True(t, se.Timeout())
 		assert.False(t, d.Allowed)
 	}
+	// the tier's watch of the open breaker is one call in flight, not a
+	// request's (it waits out the cool-down)
+	require.Eventually(t, func() bool { return tier.dom.def.watching.Load() && f.calls.Load() == 4 }, 10*time.Second, time.Millisecond)
 	calls := f.calls.Load()
 	for i := 0; i < 100; i++ {
 		d, err := lim.Allow(ctx, "k")

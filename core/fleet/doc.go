@@ -136,6 +136,29 @@
 // breaker after the threshold of timeouts whatever the load. A store that
 // is down in a process starved beyond that opens its breaker up to 3
 // seconds later. A request its caller cancelled says nothing either.
+//
+// A slow Redis is not a dead one either: on a busy host the redis-server
+// beside the app is starved too, and stalls for hundreds of
+// milliseconds while the app's own goroutines run. Two rules
+// keep such a stall from failing open in bulk. The outages of one wave
+// count once: a call that started before the last counted outage was
+// seen was in flight with it, and its timeout is the same stall seen
+// again (the four requests in flight when the stall begins time out
+// together; counted alone, they passed the threshold of three). A
+// stopped Redis therefore opens the breaker after the threshold's waves:
+// three store deadlines with concurrent callers (as many calls, for a
+// serial caller, as before). And while a breaker that opened on
+// timeouts cools down, the tier keeps one call in flight to the domain,
+// the watch (the last failed key at cost 0, bounded by the cool-down
+// and the client's socket timeouts, then sent again): a reply that
+// arrives late proves the domain alive, and closes the breaker (open →
+// closed) when the stall ends instead of after the cool-down. A stopped
+// Redis never replies, and its breaker stays open as before; a refused
+// connection (a Redis that is gone) is not watched. What a stall admits
+// is the fail mode's while it lasts: each request that times out, and
+// each one decided while the breaker is open, is Degraded (under
+// FailOpen, admitted without limit, and reported as such; under
+// FailLocal, within the bounds below).
 // The deadline a Limiter gives the tier ([Store.TakeBy]) is moved later
 // by the process's recent wait to run, at most three times its length,
 // as the Redis store's is: on a starved host fewer calls time out.

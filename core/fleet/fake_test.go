@@ -30,6 +30,9 @@ type fake struct {
 	fail    atomic.Pointer[error]
 	failAt  atomic.Int64 // when > 0, the take with this call number fails with errDown
 	hang    atomic.Bool
+	// gate, when set, holds every take until it is closed (a stall that
+	// ends) or the take's context ends
+	gate atomic.Pointer[chan struct{}]
 
 	// onTake, when set, sees every admitted take (time in µs and cost).
 	onTake func(p *core.Policy, key string, t, cost int64)
@@ -62,6 +65,13 @@ func (f *fake) Take(ctx context.Context, key string, p *core.Policy, now time.Ti
 	if f.hang.Load() {
 		<-ctx.Done()
 		return core.Decision{}, ctx.Err()
+	}
+	if g := f.gate.Load(); g != nil {
+		select {
+		case <-*g:
+		case <-ctx.Done():
+			return core.Decision{}, ctx.Err()
+		}
 	}
 	if e := f.fail.Load(); e != nil {
 		return core.Decision{}, *e

@@ -58,6 +58,8 @@ type Store struct {
 	syncMu    sync.Mutex // one sync round at a time
 	closed    atomic.Bool
 	stop      chan struct{}
+	life      context.Context // cancelled by Close: ends a watch call in flight
+	endLife   context.CancelFunc
 	wg        sync.WaitGroup
 	closeOnce sync.Once
 	closeErr  error
@@ -96,6 +98,10 @@ func New(remote core.Store, opts ...Option) (*Store, error) {
 	s.batch, _ = remote.(core.BatchStore)
 	s.dstore, _ = remote.(core.DomainStore)
 	s.cfg.openings = &s.openings
+	s.life, s.endLife = context.WithCancel(context.Background())
+	if !s.cfg.noProbeLoop {
+		s.cfg.wake = make(chan struct{}, 1)
+	}
 	s.dom.init(&s.cfg)
 	s.health = schedlag.New()
 	if s.cfg.lag != nil {
@@ -190,6 +196,7 @@ func (s *Store) Stats() memstore.Stats { return s.local.Stats() }
 func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
 		close(s.stop)
+		s.endLife()
 		s.wg.Wait()
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		s.closeErr = s.Sync(ctx)

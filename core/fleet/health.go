@@ -89,7 +89,14 @@ func (s *Store) classify(ctx context.Context, b *breaker, err error, start int64
 }
 
 // report records the outcome of a remote call started at start with b
-// and returns it.
+// and returns it. The outages of one wave count once towards a closed
+// breaker: a call that started before the last counted outage was seen
+// was in flight with it, and its own timeout is the same stall seen
+// again (four requests in flight when a busy host's redis-server stalls
+// time out together; counted alone they passed the threshold of three
+// and opened the breaker on one stall). A stopped Redis opens it after
+// threshold waves: threshold store deadlines with concurrent callers, the
+// threshold's calls for a serial one, as before.
 func (s *Store) report(ctx context.Context, b *breaker, err error, start int64) outcome {
 	o := s.classify(ctx, b, err, start)
 	switch o {
@@ -100,8 +107,12 @@ func (s *Store) report(ctx context.Context, b *breaker, err error, start int64) 
 		}
 		b.success()
 	case outage:
+		b.slow.Store(core.ClassifyError(err) == core.ErrorTimeout)
 		if b.downAt.Load() == 0 {
 			b.downAt.CompareAndSwap(0, s.cfg.clock.Now().UnixNano())
+		}
+		if b.state() == core.BreakerClosed && !b.newWave(start, s.health.Now()) {
+			break // in flight with an outage already counted: the same stall
 		}
 		b.failure()
 	default:

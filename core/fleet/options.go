@@ -20,7 +20,8 @@ const (
 	// neither the policy nor the tier sets one.
 	DefaultWriteBackSync = 100 * time.Millisecond
 	// DefaultBreakerThreshold is the number of consecutive remote failures
-	// (errors or timeouts) that opens the breaker.
+	// (connection failures or timeouts) that opens the breaker; the
+	// failures of calls in flight together count once.
 	DefaultBreakerThreshold = 3
 	// DefaultCoolDown is how long an open breaker stops calling the remote
 	// store before probing.
@@ -60,6 +61,7 @@ type config struct {
 	failMode    core.FailMode // what FailOpen (the zero value) policies fail as
 	errs        []error
 	openings    *atomic.Int64 // the Store's count of breaker openings
+	wake        chan struct{} // a breaker opened: the probe loop starts its watch (nil without the loop)
 
 	// lag, in tests, is an injected scheduling-latency probe, whose loop
 	// New does not run (export_test.go).
@@ -128,10 +130,14 @@ func WithMaxKeys(n int) Option {
 
 // WithBreaker configures the circuit breakers (one per failure domain): a
 // breaker opens after threshold consecutive outages of its domain (default
-// DefaultBreakerThreshold), stays open for coolDown (default
+// DefaultBreakerThreshold; the outages of calls that were in flight
+// together count as one), stays open for coolDown (default
 // DefaultCoolDown), then lets one request through as the probe, and after
 // a failed probe stays open for probe (default DefaultProbeInterval)
-// before the next one. threshold >= 1, coolDown > 0, probe > 0.
+// before the next one. While a breaker opened by timeouts cools down, one
+// call (the watch, at cost 0) waits on its domain, and closes it as soon
+// as the domain answers (see the package documentation).
+// threshold >= 1, coolDown > 0, probe > 0.
 func WithBreaker(threshold int, coolDown, probe time.Duration) Option {
 	return func(c *config) {
 		if threshold < 1 || coolDown <= 0 || probe <= 0 {

@@ -65,6 +65,8 @@ func (s *Store) probeLoop() {
 			return
 		case <-tk.C:
 			s.probeOpen()
+		case <-s.cfg.wake:
+			s.probeOpen()
 		}
 	}
 }
@@ -74,7 +76,11 @@ func (s *Store) probeLoop() {
 func (s *Store) probeOpen() {
 	for _, b := range s.dom.open() {
 		k := b.probe.Load()
-		if k == nil || !b.halfOpen(0) {
+		if k == nil {
+			continue
+		}
+		if !b.halfOpen(0) {
+			s.watch(b, k)
 			continue
 		}
 		start := s.health.Now()
@@ -83,6 +89,43 @@ func (s *Store) probeOpen() {
 		s.report(ctx, b, err, start) // before cancel: a timeout, not a cancellation
 		cancel()
 	}
+}
+
+// watch starts, for a breaker open within its cool-down whose last
+// outage was a timeout, one call on a goroutine of its own, unless one is
+// in flight: the key of the domain's last failed request at cost 0 (as
+// the probe), under no deadline but the cool-down (and the client's own
+// socket timeouts). A slow Redis is not a dead one: a reply that arrives
+// late, when a stall ends (a redis-server starved of CPU on a busy host
+// answered after 228-663 ms), proves the domain alive and closes the
+// breaker then, instead of after the cool-down, during which every request
+// would be decided by its fail mode. A stopped or dead Redis never
+// replies: the breaker opened as fast as without the watch, and stays open
+// until the probes find an answer. A watch that times out wakes the loop
+// to start the next at once; a connection failure (a Redis that is gone,
+// not slow) ends the watching until the breaker opens again. At most one
+// command per domain is thus in flight while it cools down. Only the
+// background probe loop watches (tests that probe by hand do not).
+func (s *Store) watch(b *breaker, k *ekey) {
+	if s.cfg.wake == nil || !b.slow.Load() || !b.watching.CompareAndSwap(false, true) {
+		return
+	}
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		ctx, cancel := context.WithTimeout(s.life, s.cfg.coolDown)
+		start := s.health.Now()
+		_, err := s.remote.Take(ctx, k.key, k.p, s.cfg.clock.Now(), 0)
+		o := s.report(ctx, b, err, start) // before cancel: a timeout, not a cancellation
+		cancel()
+		b.watching.Store(false)
+		if o == outage && b.slow.Load() {
+			select { // still slow: watch again
+			case s.cfg.wake <- struct{}{}:
+			default:
+			}
+		}
+	}()
 }
 
 // op is one entry of a sync round.
