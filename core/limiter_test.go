@@ -252,7 +252,7 @@ func coarseTickerRunning() bool {
 }
 
 // deadlineStore is a mapStore that takes deadlines as times
-// (core.DeadlineStore), recording what the Limiter gave it.
+// (TakeBy: the Limiter's deadlineStore), recording what the Limiter gave it.
 type deadlineStore struct {
 	*mapStore
 	takes    int
@@ -273,7 +273,7 @@ func (d *deadlineStore) TakeBy(ctx context.Context, deadline time.Time, key stri
 	return d.mapStore.Take(ctx, key, p, now, cost)
 }
 
-// TestLimiterDeadlineStore: a Limiter on a DeadlineStore calls TakeBy
+// TestLimiterDeadlineStore: a Limiter on a store with TakeBy calls it
 // with its per-call deadline as a time, now plus WithTimeout, and the
 // caller's own context (no context.WithTimeout per decision); a store
 // deadline that passes is a timeout of the store, not the caller's.

@@ -7,7 +7,6 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
-	"unsafe"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -62,7 +61,6 @@ type Metrics struct {
 
 	// byName is an immutable map, replaced under mu when a policy is added.
 	byName atomic.Pointer[map[string]*policy]
-	recent [recentSize]atomic.Pointer[policy] // see policy
 	mu     sync.Mutex
 	full   atomic.Bool // the cap is reached; other is set
 	other  *policy     // the series of OtherPolicy, created at the cap
@@ -78,8 +76,6 @@ type Metrics struct {
 	tierOpen, tierHalf atomic.Int64
 	tierSeen           atomic.Bool // a tier breaker reported a transition
 }
-
-const recentSize = 64
 
 type watched struct {
 	name string
@@ -279,28 +275,12 @@ func (m *Metrics) newPolicy(name string) *policy {
 }
 
 // policy returns the series of policy name, adding them on first sight
-// while under the cap.
-//
-// A limiter passes the same string (its policy's Name) with every event,
-// so a small cache indexed by the string's address, compared by address
-// and length, finds the series without hashing the name. It holds only
-// policies whose stored name is that very string (the first one seen),
-// which keeps the memory from being reused for another string; other
-// strings with an equal name take the map.
+// while under the cap: one lookup in a copy-on-write map, without a lock.
 func (m *Metrics) policy(name string) *policy {
-	ptr := unsafe.StringData(name)
-	slot := &m.recent[(uintptr(unsafe.Pointer(ptr))>>3)%recentSize]
-	if p := slot.Load(); p != nil && unsafe.StringData(p.name) == ptr && len(p.name) == len(name) {
+	if p := (*m.byName.Load())[name]; p != nil {
 		return p
 	}
-	p := (*m.byName.Load())[name]
-	if p == nil {
-		p = m.add(name)
-	}
-	if unsafe.StringData(p.name) == ptr && len(p.name) == len(name) {
-		slot.Store(p)
-	}
-	return p
+	return m.add(name)
 }
 
 func (m *Metrics) add(name string) *policy {
