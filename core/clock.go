@@ -107,7 +107,7 @@ func init() { coarse.now.Store(coarseStopped) }
 // Now returns the time of the last tick.
 func (coarseClock) Now() time.Time {
 	if p := coarse.now.Load(); p.read.Load() {
-		return p.t // two loads and a copy (not inlined: Limiter.AllowN writes this out)
+		return p.t // two loads and a copy (not inlined: Limiter.decide writes this out)
 	}
 	return coarseNow()
 }

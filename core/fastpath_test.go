@@ -112,3 +112,38 @@ func BenchmarkHotKeyWrittenOut(b *testing.B) {
 	}
 	benchalt.Ways(b, 1000, []string{"AllowN", "through"}, ways)
 }
+
+// TestOneDecisionPathInstants: AllowN decides at the Limiter's clock's
+// instant and AllowNAt at its argument's, on the fast path (a local
+// store) and the full one (an observer), and a key's state is the same
+// whichever verb charged it: the one path reads the clock only for
+// AllowN.
+func TestOneDecisionPathInstants(t *testing.T) {
+	p := core.Policy{Name: "p", Algorithm: core.FixedWindow, Limits: []core.Limit{core.Per(1, time.Minute)}}
+	for _, observed := range []bool{false, true} {
+		clock := core.NewManualClock(time.Unix(1_767_000_000, 0))
+		var opts []core.Option
+		if observed {
+			opts = append(opts, core.WithObserver(core.ObserverFunc(func(core.Event) {})))
+		}
+		l, err := core.NewLimiter(localMapStore{newMapStore()}, p, append(opts, core.WithClock(clock))...)
+		require.NoError(t, err)
+		ctx := context.Background()
+		d, err := l.AllowN(ctx, "k", 1)
+		require.NoError(t, err)
+		require.True(t, d.Allowed, "observed %v", observed)
+		d, err = l.AllowN(ctx, "k", 1)
+		require.NoError(t, err)
+		assert.False(t, d.Allowed, "observed %v: the window's one request is spent", observed)
+		// an instant a window later: AllowNAt decides there, not at the clock's
+		d, err = l.AllowNAt(ctx, "k", clock.Now().Add(time.Minute), 1)
+		require.NoError(t, err)
+		assert.True(t, d.Allowed, "observed %v: AllowNAt at the next window", observed)
+		d, err = l.Allow(ctx, "j")
+		require.NoError(t, err)
+		assert.True(t, d.Allowed, "observed %v", observed)
+		d, err = l.AllowNAt(ctx, "j", clock.Now(), 1)
+		require.NoError(t, err)
+		assert.False(t, d.Allowed, "observed %v: Allow charged the window AllowNAt decides in", observed)
+	}
+}

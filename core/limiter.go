@@ -235,16 +235,9 @@ func (l *Limiter) Allow(ctx context.Context, key string) (Decision, error) {
 // at all when ctx is already done (an earlier check of a hybrid decision
 // used up the request's store time): that is a failure too.
 func (l *Limiter) AllowN(ctx context.Context, key string, cost int64) (Decision, error) {
-	return l.decide(ctx, key, l.now(), cost)
-}
-
-// now is the Limiter's clock's reading (the default clock read without
-// an interface call).
-func (l *Limiter) now() time.Time {
-	if l.coarse {
-		return coarseClock{}.Now()
-	}
-	return l.clock.Now()
+	// small enough to inline: the caller calls decide itself, which
+	// reads the clock (BenchmarkHotKeyWrittenOut measures the frame)
+	return l.decide(ctx, key, time.Time{}, true, cost)
 }
 
 // Clock returns the limiter's clock (the default clock unless
@@ -258,7 +251,7 @@ func (l *Limiter) Clock() Clock { return l.clock }
 // replaying traffic. Stores with their own clock (Redis by default)
 // ignore now.
 func (l *Limiter) AllowNAt(ctx context.Context, key string, now time.Time, cost int64) (Decision, error) {
-	return l.decide(ctx, key, now, cost)
+	return l.decide(ctx, key, now, false, cost)
 }
 
 // decide is the one decision path of Allow, AllowN, AllowNAt and
@@ -266,7 +259,20 @@ func (l *Limiter) AllowNAt(ctx context.Context, key string, now time.Time, cost 
 // Take's decision is the answer unless it fails (an elastic policy's
 // too, unless the decision hints at room under the ceiling);
 // BenchmarkAllowN measures them. Everything else goes through allowNAt.
-func (l *Limiter) decide(ctx context.Context, key string, now time.Time, cost int64) (d Decision, err error) {
+// With read set, now is the Limiter's clock's reading (AllowN), not the
+// argument.
+func (l *Limiter) decide(ctx context.Context, key string, now time.Time, read bool, cost int64) (d Decision, err error) {
+	if read {
+		// the default clock's Now, written out (an atomic load while
+		// its ticker runs): a call would cost as much as the decision
+		if !l.coarse {
+			now = l.clock.Now()
+		} else if p := coarse.now.Load(); p.read.Load() {
+			now = p.t
+		} else {
+			now = coarseNow()
+		}
+	}
 	if cost > 0 && (l.fast || l.fastEl) {
 		if d, err = l.store.Take(ctx, key, l.policy, now, cost); err != nil {
 			return l.settle(ctx, d, err)

@@ -14,18 +14,18 @@ import (
 	"github.com/limitkit/limitkit/core/memstore"
 )
 
-// DefaultMaxPolicies is the number of distinct policy label values a
+// defaultMaxPolicies is the number of distinct policy label values a
 // [Metrics] keeps unless [WithMaxPolicies] says otherwise; events of
-// further policies are counted under [OtherPolicy].
-const DefaultMaxPolicies = 100
+// further policies are counted under the policy "other".
+const defaultMaxPolicies = 100
 
-// OtherPolicy is the policy label of the events of policies beyond the
+// otherPolicy is the policy label of the events of policies beyond the
 // cap ([WithMaxPolicies]). A policy named "other" shares its series.
-const OtherPolicy = "other"
+const otherPolicy = "other"
 
-// DefaultLatencyBuckets are the store-latency histogram's upper bounds, in
+// defaultLatencyBuckets are the store-latency histogram's upper bounds, in
 // seconds: 50µs to 250ms, around the limiter's 50ms default deadline.
-var DefaultLatencyBuckets = []float64{0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25}
+var defaultLatencyBuckets = []float64{0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25}
 
 // Metrics is a [core.Observer] that counts what it observes, and a
 // [prometheus.Collector] that exports the counts: register it with
@@ -63,7 +63,7 @@ type Metrics struct {
 	byName atomic.Pointer[map[string]*policy]
 	mu     sync.Mutex
 	full   atomic.Bool // the cap is reached; other is set
-	other  *policy     // the series of OtherPolicy, created at the cap
+	other  *policy     // the series of otherPolicy, created at the cap
 
 	storesMu sync.Mutex
 	stores   []watched
@@ -88,10 +88,10 @@ type StatsSource interface {
 	Stats() memstore.Stats
 }
 
-// ElasticOutcome is the outcome label of a decision admitted above the
+// elasticOutcome is the outcome label of a decision admitted above the
 // policy's limits by elastic throttling (core.Decision.Elastic): counted
 // apart from "allowed" so that the elastic share of the traffic shows.
-const ElasticOutcome = "elastic"
+const elasticOutcome = "elastic"
 
 // elastic is the index of the elastic outcome's counter in
 // policy.decisions, after core's outcomes.
@@ -145,8 +145,8 @@ func WithNamespace(ns string) Option {
 }
 
 // WithMaxPolicies caps the number of distinct policy label values (default
-// [DefaultMaxPolicies]); events of policies seen after the cap is reached
-// are counted under [OtherPolicy]. It bounds the series count when
+// 100); events of policies seen after the cap is reached
+// are counted under the policy "other". It bounds the series count when
 // policies are built at run time. It must be >= 1.
 func WithMaxPolicies(n int) Option {
 	return func(c *config) error {
@@ -159,7 +159,7 @@ func WithMaxPolicies(n int) Option {
 }
 
 // WithLatencyBuckets sets the upper bounds, in seconds, of the store and
-// sync latency histograms (default [DefaultLatencyBuckets]). They must be
+// sync latency histograms (default 50 µs to 250 ms, 12 buckets). They must be
 // positive and increasing.
 func WithLatencyBuckets(b ...float64) Option {
 	return func(c *config) error {
@@ -188,7 +188,7 @@ func WithConstLabels(l prometheus.Labels) Option {
 // New returns a Metrics. It registers nothing: pass it to
 // prometheus.Register (or MustRegister) yourself.
 func New(opts ...Option) (*Metrics, error) {
-	c := config{namespace: "limitkit", maxPolicies: DefaultMaxPolicies, buckets: slices.Clone(DefaultLatencyBuckets)}
+	c := config{namespace: "limitkit", maxPolicies: defaultMaxPolicies, buckets: slices.Clone(defaultLatencyBuckets)}
 	for _, o := range opts {
 		if o == nil {
 			return nil, errors.New("metrics: New: nil Option")
@@ -267,7 +267,7 @@ func (m *Metrics) newPolicy(name string) *policy {
 	for o := core.OutcomeAllowed; o <= core.OutcomeDegraded; o++ {
 		p.decisions[o] = m.decisions.WithLabelValues(name, o.String())
 	}
-	p.decisions[elastic] = m.decisions.WithLabelValues(name, ElasticOutcome)
+	p.decisions[elastic] = m.decisions.WithLabelValues(name, elasticOutcome)
 	for _, k := range []core.ErrorKind{core.ErrorTimeout, core.ErrorConnection, core.ErrorCircuitOpen, core.ErrorCanceled, core.ErrorOther} {
 		p.errors[k] = m.errors.WithLabelValues(name, k.String())
 	}
@@ -297,7 +297,7 @@ func (m *Metrics) add(name string) *policy {
 		// other is set once, before full, which Observe reads first; a
 		// caller that saw full false and waited for mu finds it set
 		if m.other == nil {
-			m.other = m.newPolicy(OtherPolicy)
+			m.other = m.newPolicy(otherPolicy)
 			m.full.Store(true)
 		}
 		return m.other

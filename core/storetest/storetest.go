@@ -22,7 +22,7 @@
 // also runs [RunRegistry]; an elastic store [ElasticDrain]; a
 // core.VerbStore [RunVerbs] (the verbs' contract) and, when it does any of
 // the arithmetic itself, [RunVerbsDifferential] (every verb compared
-// with core's model). [ApplyVerb] and [MaxWait] are core's model of the
+// with core's model). [ApplyVerb] is core's model of the
 // quota verbs, for a store's own differential tests of Peek, Charge,
 // Refund and Wait.
 //
@@ -370,14 +370,14 @@ func testTimeJumps(t *testing.T, f Factory) {
 	}
 }
 
-// MaxWait is the longest RetryAfter p may ever answer for a cost within
+// maxWait is the longest RetryAfter p may ever answer for a cost within
 // its capacity, from any state (single-limit policies): two full refills
 // for GCRA and the token bucket, two windows for the fixed window and the
 // log, two windows and a bucket for the sliding counter
 // (the second refill or window is the margin within which a state ahead
 // of now stays in force: concurrent callers reach state in another order
 // than they read the clock).
-func MaxWait(p *core.Policy) time.Duration {
+func maxWait(p *core.Policy) time.Duration {
 	l := p.Limits[0]
 	switch p.Algorithm {
 	case core.GCRA, core.TokenBucket:
@@ -474,7 +474,7 @@ func testClockBackNoLockout(t *testing.T, f Factory) {
 								continue
 							}
 							require.NotEqual(t, core.Never, d.RetryAfter)
-							require.LessOrEqual(t, d.RetryAfter, MaxWait(&p), "at +%v: a wait beyond the policy's", at.Sub(start))
+							require.LessOrEqual(t, d.RetryAfter, maxWait(&p), "at +%v: a wait beyond the policy's", at.Sub(start))
 						}
 					}
 					assert.GreaterOrEqual(t, admitted, 100-used, "no lockout after the clock stepped back %v", back)
@@ -510,7 +510,7 @@ func testSkewedServers(t *testing.T, f Factory) {
 					if d.Allowed {
 						slow++
 					} else {
-						require.LessOrEqual(t, d.RetryAfter, MaxWait(&p), "request %d on the slow server", i)
+						require.LessOrEqual(t, d.RetryAfter, maxWait(&p), "request %d on the slow server", i)
 					}
 				} else if d.Allowed {
 					fast++
