@@ -16,11 +16,11 @@ type Clock interface {
 // SystemClock is the system clock, read the cheap way: the wall clock is
 // read once and anchored to the monotonic clock, and Now adds the
 // monotonic time elapsed since the anchor (one vDSO call, where time.Now
-// makes two). The anchor is renewed from time.Now every [reanchorEvery].
+// makes two). The anchor is renewed from time.Now every second.
 //
 // What a wall-clock step does (NTP stepping the clock, an operator setting
 // it): Now keeps counting from the old anchor until the next renewal, so
-// the step shows up within reanchorEvery, at once and whole, as it would
+// the step shows up within a second, at once and whole, as it would
 // with time.Now. A slew (NTP's gradual adjustment) is followed within the
 // same delay. Times returned by Now carry a monotonic reading, so
 // durations between them (time.Since, Sub) are monotonic as with time.Now.
@@ -51,12 +51,12 @@ func (SystemClock) Now() time.Time {
 }
 
 // coarseClock is the system clock as of the last tick of a shared
-// background ticker that runs every [coarseEvery] while the clock is read:
+// background ticker that runs every millisecond while the clock is read:
 // Now is two loads, where [SystemClock] makes a vDSO call (25–35 ns on a
 // virtual machine, as much as the rest of an embedded decision). It is
 // the default clock of a [Limiter]. The ticker starts at the first Now,
 // which returns the ticker's first reading of [SystemClock], and stops
-// after [coarseIdle] without a Now; the first Now after that starts it
+// after 100 ms without a Now; the first Now after that starts it
 // again.
 //
 // Accuracy: Now lags SystemClock by at most coarseEvery plus the time the
@@ -76,9 +76,9 @@ func (SystemClock) Now() time.Time {
 type coarseClock struct{}
 
 const (
-	// coarseEvery is how often [coarseClock]'s time advances while in use.
+	// coarseEvery is how often coarseClock's time advances while in use.
 	coarseEvery = time.Millisecond
-	// coarseIdle is how long [coarseClock]'s ticker runs without a reader:
+	// coarseIdle is how long coarseClock's ticker runs without a reader:
 	// short, so that a goroutine-leak check after the last decision (goleak
 	// retries for about 0.4 s) finds it gone; a restart costs one
 	// SystemClock read and one goroutine start.

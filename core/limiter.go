@@ -209,9 +209,10 @@ func MustNewLimiter(store Store, policy Policy, opts ...Option) *Limiter {
 // Policy returns the limiter's (validated) policy. Do not modify it.
 func (l *Limiter) Policy() *Policy { return l.policy }
 
-// Allow is AllowN(ctx, key, 1).
+// Allow is AllowN(ctx, key, 1). (It calls the shared decision path
+// itself: inlined, a call of AllowN would copy the Decision once more.)
 func (l *Limiter) Allow(ctx context.Context, key string) (Decision, error) {
-	return l.AllowN(ctx, key, 1)
+	return l.decide(ctx, key, time.Time{}, true, 1)
 }
 
 // AllowN charges cost to key and reports whether the request may proceed.
@@ -273,11 +274,19 @@ func (l *Limiter) decide(ctx context.Context, key string, now time.Time, read bo
 			now = coarseNow()
 		}
 	}
-	if cost > 0 && (l.fast || l.fastEl) {
+	if l.fast && cost > 0 {
 		if d, err = l.store.Take(ctx, key, l.policy, now, cost); err != nil {
 			return l.settle(ctx, d, err)
 		}
-		if d.ElasticRoom && l.fastEl {
+		return d, nil
+	}
+	if l.fastEl && cost > 0 {
+		// an elastic policy: the elastic half only on a denial the
+		// ceiling would admit
+		if d, err = l.store.Take(ctx, key, l.policy, now, cost); err != nil {
+			return l.settle(ctx, d, err)
+		}
+		if d.ElasticRoom {
 			d = l.elasticTake(ctx, key, now, cost, d)
 		}
 		return d, nil
