@@ -251,9 +251,9 @@ func TestAlgorithmText(t *testing.T) {
 		require.NoError(t, back.UnmarshalText(b))
 		assert.Equal(t, a, back)
 	}
-	_, err := ParseAlgorithm("leaky")
+	_, err := parseAlgorithm("leaky")
 	assert.ErrorContains(t, err, "unknown algorithm")
-	a, err := ParseAlgorithm("Sliding-Counter")
+	a, err := parseAlgorithm("Sliding-Counter")
 	require.NoError(t, err)
 	assert.Equal(t, SlidingWindowCounter, a)
 }

@@ -16,11 +16,11 @@ type Clock interface {
 // SystemClock is the system clock, read the cheap way: the wall clock is
 // read once and anchored to the monotonic clock, and Now adds the
 // monotonic time elapsed since the anchor (one vDSO call, where time.Now
-// makes two). The anchor is renewed from time.Now every [ReanchorEvery].
+// makes two). The anchor is renewed from time.Now every second.
 //
 // What a wall-clock step does (NTP stepping the clock, an operator setting
 // it): Now keeps counting from the old anchor until the next renewal, so
-// the step shows up within ReanchorEvery, at once and whole, as it would
+// the step shows up within a second, at once and whole, as it would
 // with time.Now. A slew (NTP's gradual adjustment) is followed within the
 // same delay. Times returned by Now carry a monotonic reading, so
 // durations between them (time.Since, Sub) are monotonic as with time.Now.
@@ -29,8 +29,8 @@ type Clock interface {
 // The zero value is ready to use and safe for concurrent use.
 type SystemClock struct{}
 
-// ReanchorEvery is how often [SystemClock] reads the wall clock again.
-const ReanchorEvery = time.Second
+// reanchorEvery is how often [SystemClock] reads the wall clock again.
+const reanchorEvery = time.Second
 
 type clockAnchor struct{ t time.Time }
 
@@ -42,7 +42,7 @@ func init() { sysAnchor.Store(&clockAnchor{t: time.Now()}) }
 func (SystemClock) Now() time.Time {
 	a := sysAnchor.Load()
 	d := time.Since(a.t) // monotonic only: a.t has a monotonic reading
-	if d >= 0 && d < ReanchorEvery {
+	if d >= 0 && d < reanchorEvery {
 		return a.t.Add(d)
 	}
 	t := time.Now()
@@ -50,16 +50,16 @@ func (SystemClock) Now() time.Time {
 	return t
 }
 
-// CoarseClock is the system clock as of the last tick of a shared
-// background ticker that runs every [CoarseTick] while the clock is read:
+// coarseClock is the system clock as of the last tick of a shared
+// background ticker that runs every millisecond while the clock is read:
 // Now is two loads, where [SystemClock] makes a vDSO call (25–35 ns on a
 // virtual machine, as much as the rest of an embedded decision). It is
 // the default clock of a [Limiter]. The ticker starts at the first Now,
 // which returns the ticker's first reading of [SystemClock], and stops
-// after [CoarseIdle] without a Now; the first Now after that starts it
+// after 100 ms without a Now; the first Now after that starts it
 // again.
 //
-// Accuracy: Now lags SystemClock by at most CoarseTick plus the time the
+// Accuracy: Now lags SystemClock by at most coarseEvery plus the time the
 // ticker waits for a CPU (on a saturated machine, longer). Every reader
 // sees the same sequence of ticks, so times go back only when
 // SystemClock's do (a wall-clock step). Decisions are those of the exact
@@ -71,18 +71,18 @@ func (SystemClock) Now() time.Time {
 // where a decision must use the exact instant.
 //
 // The zero value is ready to use and safe for concurrent use. The ticker
-// costs one goroutine wake-up per CoarseTick while in use and nothing when
+// costs one goroutine wake-up per coarseEvery while in use and nothing when
 // idle.
-type CoarseClock struct{}
+type coarseClock struct{}
 
 const (
-	// CoarseTick is how often [CoarseClock]'s time advances while in use.
-	CoarseTick = time.Millisecond
-	// CoarseIdle is how long [CoarseClock]'s ticker runs without a reader:
+	// coarseEvery is how often coarseClock's time advances while in use.
+	coarseEvery = time.Millisecond
+	// coarseIdle is how long coarseClock's ticker runs without a reader:
 	// short, so that a goroutine-leak check after the last decision (goleak
 	// retries for about 0.4 s) finds it gone; a restart costs one
 	// SystemClock read and one goroutine start.
-	CoarseIdle = 100 * time.Millisecond
+	coarseIdle = 100 * time.Millisecond
 )
 
 // coarseTime is one tick: its time, and whether a reader has seen it.
@@ -95,7 +95,7 @@ type coarseTime struct {
 // false, so every Now takes the slow path, which starts the clock.
 var coarseStopped = new(coarseTime)
 
-// coarse is the state behind CoarseClock.
+// coarse is the state behind coarseClock.
 var coarse struct {
 	now     atomic.Pointer[coarseTime] // the last tick, or coarseStopped
 	running atomic.Bool                // a ticker goroutine owns now
@@ -105,9 +105,9 @@ var coarse struct {
 func init() { coarse.now.Store(coarseStopped) }
 
 // Now returns the time of the last tick.
-func (CoarseClock) Now() time.Time {
+func (coarseClock) Now() time.Time {
 	if p := coarse.now.Load(); p.read.Load() {
-		return p.t // two loads and a copy (not inlined: Limiter.AllowN writes this out)
+		return p.t // two loads and a copy (not inlined: Limiter.decide writes this out)
 	}
 	return coarseNow()
 }
@@ -150,7 +150,7 @@ func coarseStart() time.Time {
 var coarseGo = func() { go coarseTicker() }
 
 func coarseTicker() {
-	tk := time.NewTicker(CoarseTick)
+	tk := time.NewTicker(coarseEvery)
 	defer tk.Stop()
 	for range tk.C {
 		if !coarseTick(SystemClock{}.Now()) {
@@ -159,14 +159,14 @@ func coarseTicker() {
 	}
 }
 
-// coarseTick publishes t as the current time, or, after CoarseIdle
+// coarseTick publishes t as the current time, or, after coarseIdle
 // without a reader, stops the clock and reports false. A new coarseTime
 // per tick (not a reused buffer): a reader descheduled between loading the
 // pointer and copying the time still reads a whole time.
 func coarseTick(t time.Time) bool {
 	if coarse.now.Load().read.Load() {
 		coarse.idle = 0
-	} else if coarse.idle++; time.Duration(coarse.idle)*CoarseTick >= CoarseIdle {
+	} else if coarse.idle++; time.Duration(coarse.idle)*coarseEvery >= coarseIdle {
 		coarse.now.Store(coarseStopped)
 		coarse.running.Store(false) // after now is stopped: a restart publishes anew
 		return false

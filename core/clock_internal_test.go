@@ -1,6 +1,7 @@
 package core
 
 import (
+	"context"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -15,9 +16,9 @@ import (
 // hand; it restores the real ticker afterwards.
 func driveCoarse(t *testing.T) {
 	t.Helper()
-	// wait out a running ticker: with no reads it stops within CoarseIdle
+	// wait out a running ticker: with no reads it stops within coarseIdle
 	for coarse.running.Load() {
-		time.Sleep(CoarseTick)
+		time.Sleep(coarseEvery)
 	}
 	coarseGo = func() {}
 	t.Cleanup(func() {
@@ -29,13 +30,13 @@ func driveCoarse(t *testing.T) {
 
 func TestCoarseClockTicks(t *testing.T) {
 	driveCoarse(t)
-	var c CoarseClock
+	var c coarseClock
 	t0 := c.Now() // starts the clock at a fresh system reading
 	require.True(t, coarse.running.Load())
 	require.NotSame(t, coarseStopped, coarse.now.Load())
 	assert.Equal(t, t0, c.Now(), "no tick: the same instant")
 
-	t1 := t0.Add(CoarseTick)
+	t1 := t0.Add(coarseEvery)
 	require.True(t, coarseTick(t1))
 	assert.Equal(t, t1, c.Now(), "a tick publishes its time to every reader")
 	assert.Equal(t, t1, c.Now())
@@ -43,22 +44,22 @@ func TestCoarseClockTicks(t *testing.T) {
 
 func TestCoarseClockStopsWhenIdleAndRestarts(t *testing.T) {
 	driveCoarse(t)
-	var c CoarseClock
+	var c coarseClock
 	t0 := c.Now()
-	ticks := int(CoarseIdle / CoarseTick)
+	ticks := int(coarseIdle / coarseEvery)
 	tick := t0
 	// read once per tick: it keeps running however long
 	for range 3 * ticks {
-		tick = tick.Add(CoarseTick)
+		tick = tick.Add(coarseEvery)
 		require.True(t, coarseTick(tick))
 		require.Equal(t, tick, c.Now())
 	}
-	// unread for CoarseIdle: the first tick after the last read still
-	// counts it; the clock stops CoarseIdle of ticks later
+	// unread for coarseIdle: the first tick after the last read still
+	// counts it; the clock stops coarseIdle of ticks later
 	for i := 0; i <= ticks; i++ {
-		tick = tick.Add(CoarseTick)
+		tick = tick.Add(coarseEvery)
 		if !coarseTick(tick) {
-			require.Equal(t, ticks, i, "stopped after CoarseIdle unread")
+			require.Equal(t, ticks, i, "stopped after coarseIdle unread")
 			break
 		}
 		require.Less(t, i, ticks)
@@ -80,7 +81,7 @@ func TestCoarseClockConcurrentReadersNeverGoBack(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			var c CoarseClock
+			var c coarseClock
 			prev := c.Now()
 			for range 20_000 {
 				now := c.Now()
@@ -121,7 +122,7 @@ func TestCoarseClockStartRaceNeverGoesBack(t *testing.T) {
 			coarse.running.Store(false)
 		}()
 	}
-	var c CoarseClock
+	var c coarseClock
 	var wg sync.WaitGroup
 	for range 4 {
 		wg.Add(1)
@@ -145,4 +146,23 @@ func TestCoarseClockStartRaceNeverGoesBack(t *testing.T) {
 	wg.Wait()
 	t.Logf("%d starts", starts.Load())
 	assert.GreaterOrEqual(t, starts.Load(), int64(20), "the clock stopped and restarted under the readers")
+}
+
+// TestDefaultClockIsCoarse: a Limiter without WithClock reads the coarse
+// clock, directly (the coarse flag), not through the interface.
+func TestDefaultClockIsCoarse(t *testing.T) {
+	l, err := NewLimiter(nilSafeStore{}, Policy{Name: "p", Limits: []Limit{PerMinute(2)}})
+	require.NoError(t, err)
+	assert.Equal(t, Clock(coarseClock{}), l.Clock())
+	assert.True(t, l.coarse)
+	l, err = NewLimiter(nilSafeStore{}, Policy{Name: "p", Limits: []Limit{PerMinute(2)}}, WithClock(SystemClock{}))
+	require.NoError(t, err)
+	assert.False(t, l.coarse)
+}
+
+// nilSafeStore admits everything.
+type nilSafeStore struct{}
+
+func (nilSafeStore) Take(context.Context, string, *Policy, time.Time, int64) (Decision, error) {
+	return Decision{Allowed: true}, nil
 }

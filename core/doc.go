@@ -70,10 +70,9 @@
 // state of [Compiled.StateWords] int64 words and whose [Compiled.ExpiresAt]
 // says when that state is back to a fresh key's; [EmissionInterval] and
 // [MaxNow] are the constants a port to another runtime (the Redis store's
-// Lua) must share. [LocalStore], [DirectStore] (a local store
-// whose TakeTo writes into the caller's [Decision]: the HTTP middleware
-// calls it instead of the Limiter), [BatchStore] (with [BatchTake]),
-// [FallbackStore], [DeadlineStore], [DomainStore], [VerbStore], [ReserveStore],
+// Lua) must share. [LocalStore] (a store without I/O: the Limiter calls
+// its Take directly, with no deadline, its fast path), [BatchStore] (with [BatchTake]),
+// [FallbackStore], [DomainStore], [VerbStore], [ReserveStore],
 // [ElasticStore], [KindError] and [PolicyRegistrar] (with
 // [PolicyRegistry]: a store that keys state by policy name refuses, at
 // [NewLimiter], a name that a live policy of other limits holds) are

@@ -20,12 +20,6 @@ type localMapStore struct{ *mapStore }
 
 func (localMapStore) Local() bool { return true }
 
-func TestDefaultClockIsCoarse(t *testing.T) {
-	l, err := core.NewLimiter(newMapStore(), core.Policy{Name: "p", Limits: []core.Limit{core.PerMinute(2)}})
-	require.NoError(t, err)
-	assert.Equal(t, core.CoarseClock{}, l.Clock())
-}
-
 // A local store without an observer takes the fast path; with an observer
 // the full one. Both decide alike, step by step, for every algorithm,
 // multi-limit policies, counted denials and costs 0..3 (and the fast path
@@ -84,61 +78,6 @@ func TestFastPathStoreFailure(t *testing.T) {
 	}
 }
 
-// directMapStore is localMapStore with TakeTo: a core.DirectStore
-// written outside the module's stores.
-type directMapStore struct{ localMapStore }
-
-func (s directMapStore) TakeTo(key string, p *core.Policy, now time.Time, cost int64, d *core.Decision) (err error) {
-	*d, err = s.Take(context.Background(), key, p, now, cost)
-	return err
-}
-
-// DirectStore is the store exactly when it is a core.DirectStore and the
-// Limiter's answer is the store's own decision: a local store, no
-// observer, no elastic policy.
-func TestDirectStore(t *testing.T) {
-	p := core.Policy{Name: "p", Limits: []core.Limit{core.PerMinute(2)}}
-	direct := directMapStore{localMapStore{newMapStore()}}
-	l, err := core.NewLimiter(direct, p)
-	require.NoError(t, err)
-	assert.Equal(t, core.DirectStore(direct), l.DirectStore())
-
-	l, err = core.NewLimiter(localMapStore{newMapStore()}, p)
-	require.NoError(t, err)
-	assert.Nil(t, l.DirectStore(), "a local store without TakeTo")
-
-	l, err = core.NewLimiter(direct, p, core.WithObserver(core.ObserverFunc(func(core.Event) {})))
-	require.NoError(t, err)
-	assert.Nil(t, l.DirectStore(), "an observer must see every decision")
-
-	l, err = core.NewLimiter(nonLocal{direct}, p)
-	require.NoError(t, err)
-	assert.Nil(t, l.DirectStore(), "a store that does I/O gets a deadline per call")
-
-	ms := memstore.MustNew()
-	defer ms.Close()
-	l, err = core.NewLimiter(ms, p)
-	require.NoError(t, err)
-	assert.Same(t, ms, l.DirectStore())
-	l, err = core.NewLimiter(ms, elasticFixed(signalFunc(func(context.Context, int64) (bool, error) { return true, nil })))
-	require.NoError(t, err)
-	assert.Nil(t, l.DirectStore(), "an elastic policy asks the capacity signal after a denial")
-}
-
-// nonLocal is a DirectStore whose Local reports false.
-type nonLocal struct{ directMapStore }
-
-func (nonLocal) Local() bool { return false }
-
-// takeViaTakeTo is the embedded store with a Take that is TakeTo
-// behind a wrapper.
-type takeViaTakeTo struct{ *memstore.Store }
-
-func (s takeViaTakeTo) Take(ctx context.Context, key string, p *core.Policy, now time.Time, cost int64) (d core.Decision, err error) {
-	err = s.TakeTo(key, p, now, cost, &d)
-	return d, err
-}
-
 // allowNThroughAt is AllowN as one code path would write it: the clock's
 // Now, then AllowNAt (not inlined, as a method of that size is not).
 //
@@ -148,26 +87,19 @@ func allowNThroughAt(l *core.Limiter, ctx context.Context, key string, cost int6
 }
 
 // BenchmarkHotKeyWrittenOut decides for one hot GCRA key on the embedded
-// store in three ways, alternately (chunks in the same run): AllowN as it
-// is; AllowN over takeViaTakeTo (memstore.Take writes TakeTo's common
-// case out); and allowNThroughAt (AllowN writes out CoarseClock.Now and
-// AllowNAt's fast paths). The median per-round differences
-// ns:wrapper-AllowN and ns:through-AllowN are what each written-out path
-// saves a hot-key decision: a Decision (80 bytes) returned through one
-// more call costs more than the call.
+// store in two ways, alternately (chunks in the same run): AllowN as it
+// is (the default clock read without an interface call, then the one
+// decision path), and allowNThroughAt (the clock through the Clock
+// interface, then AllowNAt). The median per-round difference
+// ns:through-AllowN is what reading the default clock directly saves.
 func BenchmarkHotKeyWrittenOut(b *testing.B) {
 	p := core.Policy{Name: "hot", Limits: []core.Limit{core.Per(1<<30, 30*24*time.Hour)}}
-	limiter := func(st core.Store) *core.Limiter {
-		l, err := core.NewLimiter(st, p)
-		if err != nil {
-			b.Fatal(err)
-		}
-		return l
+	st := memstore.MustNew()
+	defer st.Close()
+	l, err := core.NewLimiter(st, p)
+	if err != nil {
+		b.Fatal(err)
 	}
-	plain, wrapped := memstore.MustNew(), memstore.MustNew()
-	defer plain.Close()
-	defer wrapped.Close()
-	l, w := limiter(plain), limiter(takeViaTakeTo{wrapped})
 	ctx := context.Background()
 	allowed := func(d core.Decision, _ error) {
 		if !d.Allowed {
@@ -176,8 +108,42 @@ func BenchmarkHotKeyWrittenOut(b *testing.B) {
 	}
 	ways := []func(){
 		func() { allowed(l.AllowN(ctx, "user:42", 1)) },
-		func() { allowed(w.AllowN(ctx, "user:42", 1)) },
 		func() { allowed(allowNThroughAt(l, ctx, "user:42", 1)) },
 	}
-	benchalt.Ways(b, 1000, []string{"AllowN", "wrapper", "through"}, ways)
+	benchalt.Ways(b, 1000, []string{"AllowN", "through"}, ways)
+}
+
+// TestOneDecisionPathInstants: AllowN decides at the Limiter's clock's
+// instant and AllowNAt at its argument's, on the fast path (a local
+// store) and the full one (an observer), and a key's state is the same
+// whichever verb charged it: the one path reads the clock only for
+// AllowN.
+func TestOneDecisionPathInstants(t *testing.T) {
+	p := core.Policy{Name: "p", Algorithm: core.FixedWindow, Limits: []core.Limit{core.Per(1, time.Minute)}}
+	for _, observed := range []bool{false, true} {
+		clock := core.NewManualClock(time.Unix(1_767_000_000, 0))
+		var opts []core.Option
+		if observed {
+			opts = append(opts, core.WithObserver(core.ObserverFunc(func(core.Event) {})))
+		}
+		l, err := core.NewLimiter(localMapStore{newMapStore()}, p, append(opts, core.WithClock(clock))...)
+		require.NoError(t, err)
+		ctx := context.Background()
+		d, err := l.AllowN(ctx, "k", 1)
+		require.NoError(t, err)
+		require.True(t, d.Allowed, "observed %v", observed)
+		d, err = l.AllowN(ctx, "k", 1)
+		require.NoError(t, err)
+		assert.False(t, d.Allowed, "observed %v: the window's one request is spent", observed)
+		// an instant a window later: AllowNAt decides there, not at the clock's
+		d, err = l.AllowNAt(ctx, "k", clock.Now().Add(time.Minute), 1)
+		require.NoError(t, err)
+		assert.True(t, d.Allowed, "observed %v: AllowNAt at the next window", observed)
+		d, err = l.Allow(ctx, "j")
+		require.NoError(t, err)
+		assert.True(t, d.Allowed, "observed %v", observed)
+		d, err = l.AllowNAt(ctx, "j", clock.Now(), 1)
+		require.NoError(t, err)
+		assert.False(t, d.Allowed, "observed %v: Allow charged the window AllowNAt decides in", observed)
+	}
 }

@@ -16,10 +16,10 @@ const DefaultTimeout = 50 * time.Millisecond
 // Limiter applies one Policy through one Store. Allow is what most callers
 // want; AllowN charges a cost other than 1.
 //
-// A Limiter reads time from its Clock ([CoarseClock] by default: the
-// system clock as of its last millisecond tick, an atomic load per
-// decision; WithClock(SystemClock{}) reads the clock itself, at the cost
-// of a vDSO call per decision) and gives every call to a remote store its own deadline (DefaultTimeout, or
+// A Limiter reads time from its Clock (by default the system clock as of
+// its last millisecond tick, read with two atomic loads per decision;
+// WithClock(SystemClock{}) reads the clock itself, at the cost of a vDSO
+// call per decision) and gives every call to a remote store its own deadline (DefaultTimeout, or
 // the request's earlier one). When the store fails or times out, the
 // decision follows the policy's FailMode and the call returns a
 // *StoreError alongside it: callers use the decision. The Limiter also
@@ -30,7 +30,7 @@ const DefaultTimeout = 50 * time.Millisecond
 // safe for concurrent use.
 type Limiter struct {
 	store    Store
-	bounded  DeadlineStore // store, when it takes deadlines itself (remote stores only)
+	bounded  deadlineStore // store, when it takes deadlines itself (remote stores only)
 	policy   *Policy
 	clock    Clock
 	timeout  time.Duration
@@ -39,8 +39,7 @@ type Limiter struct {
 	log      storeLog
 	fast     bool           // local store, no observer, not elastic: Take's decision is the answer unless it fails
 	fastEl   bool           // the same for an elastic policy: the answer unless it fails or hints at room
-	direct   DirectStore    // the store, when fast and it is a DirectStore
-	coarse   bool           // clock is CoarseClock
+	coarse   bool           // clock is coarseClock
 	replaces []Registration // Replacing: the registrations this Limiter takes over from
 	reg      Registration   // the store registration (PolicyRegistrar), or nil
 }
@@ -48,7 +47,8 @@ type Limiter struct {
 // Option configures a Limiter.
 type Option func(*Limiter)
 
-// WithClock makes the Limiter read time from c (default [CoarseClock]):
+// WithClock makes the Limiter read time from c (default: the system clock
+// as of its last millisecond tick, see [Limiter]):
 // a *ManualClock in tests, [SystemClock] where a decision must use the
 // exact instant. Stores with their own clock (Redis by default) ignore it.
 func WithClock(c Clock) Option { return func(l *Limiter) { l.clock = c } }
@@ -137,7 +137,7 @@ func NewLimiter(store Store, policy Policy, opts ...Option) (*Limiter, error) {
 	if err := policy.Validate(); err != nil {
 		return nil, err
 	}
-	l := &Limiter{store: store, policy: &policy, clock: CoarseClock{}, timeout: DefaultTimeout}
+	l := &Limiter{store: store, policy: &policy, clock: coarseClock{}, timeout: DefaultTimeout}
 	l.log.interval = DefaultLogInterval
 	for _, o := range opts {
 		o(l)
@@ -154,20 +154,17 @@ func NewLimiter(store Store, policy Policy, opts ...Option) (*Limiter, error) {
 	if ls, ok := store.(LocalStore); ok && ls.Local() {
 		l.local = true
 	}
-	if ds, ok := store.(DeadlineStore); ok && !l.local {
+	if ds, ok := store.(deadlineStore); ok && !l.local {
 		l.bounded = ds
 	}
 	l.fast = l.local && l.observer == nil && policy.Elastic == nil
 	l.fastEl = l.local && l.observer == nil && policy.Elastic != nil
-	if ds, ok := store.(DirectStore); ok && l.fast {
-		l.direct = ds
-	}
 	if policy.Elastic != nil {
 		if _, ok := store.(ElasticStore); !ok {
 			return nil, fmt.Errorf("core: policy %q: elastic throttling needs a store that implements core.ElasticStore (memstore, redisstore, fleet); %T does not", policy.Name, store)
 		}
 	}
-	_, l.coarse = l.clock.(CoarseClock)
+	_, l.coarse = l.clock.(coarseClock)
 	if policy.FailMode == FailLocal && !l.local {
 		if fs, ok := store.(FallbackStore); !ok || !fs.FallsBackLocally() {
 			return nil, fmt.Errorf("core: policy %q: fail mode local needs a store that falls back to a local store (put the fleet tier in front of the remote store) ; use open or closed with this store", policy.Name)
@@ -212,9 +209,10 @@ func MustNewLimiter(store Store, policy Policy, opts ...Option) *Limiter {
 // Policy returns the limiter's (validated) policy. Do not modify it.
 func (l *Limiter) Policy() *Policy { return l.policy }
 
-// Allow is AllowN(ctx, key, 1).
+// Allow is AllowN(ctx, key, 1). (It calls the shared decision path
+// itself: inlined, a call of AllowN would copy the Decision once more.)
 func (l *Limiter) Allow(ctx context.Context, key string) (Decision, error) {
-	return l.AllowN(ctx, key, 1)
+	return l.decide(ctx, key, time.Time{}, true, 1)
 }
 
 // AllowN charges cost to key and reports whether the request may proceed.
@@ -237,58 +235,45 @@ func (l *Limiter) Allow(ctx context.Context, key string) (Decision, error) {
 // decision (Degraded set) and a *StoreError. A remote store is not called
 // at all when ctx is already done (an earlier check of a hybrid decision
 // used up the request's store time): that is a failure too.
-func (l *Limiter) AllowN(ctx context.Context, key string, cost int64) (d Decision, err error) {
-	// CoarseClock.Now and AllowNAt's fast paths, written out rather than
-	// called (BenchmarkAllowNWrittenOut measures why); keep them in step
-	var now time.Time
-	if l.coarse {
-		if p := coarse.now.Load(); p.read.Load() {
-			now = p.t
-		} else {
-			now = coarseNow()
-		}
-	} else {
-		now = l.clock.Now()
-	}
-	if l.fast && cost > 0 {
-		if d, err = l.store.Take(ctx, key, l.policy, now, cost); err != nil {
-			return l.settle(ctx, d, err)
-		}
-		return d, nil
-	}
-	if l.fastEl && cost > 0 {
-		// an elastic policy: the elastic half only on a denial the
-		// ceiling would admit
-		if d, err = l.store.Take(ctx, key, l.policy, now, cost); err != nil {
-			return l.settle(ctx, d, err)
-		}
-		if d.ElasticRoom {
-			d = l.elasticTake(ctx, key, now, cost, d)
-		}
-		return d, nil
-	}
-	return l.allowNAt(ctx, key, now, cost)
+func (l *Limiter) AllowN(ctx context.Context, key string, cost int64) (Decision, error) {
+	// small enough to inline: the caller calls decide itself, which
+	// reads the clock (BenchmarkHotKeyWrittenOut measures the frame)
+	return l.decide(ctx, key, time.Time{}, true, cost)
 }
 
-// DirectStore returns the Limiter's store when a successful TakeTo of it,
-// with [Limiter.Policy] and a cost > 0, is exactly the Limiter's answer:
-// the store is a [DirectStore] whose Local reports true, and the Limiter
-// has no [Observer] and no elastic policy. It returns nil otherwise. A
-// caller that needs the decision somewhere of its own (the middleware
-// adapters) calls TakeTo directly; when TakeTo returns an error (the
-// store is closed, or refuses the policy), or for a cost of 0, it decides
-// through the Limiter instead, which applies the policy's FailMode and
-// logs.
-func (l *Limiter) DirectStore() DirectStore { return l.direct }
-
-// Clock returns the limiter's clock ([CoarseClock] unless WithClock).
+// Clock returns the limiter's clock (the default clock unless
+// [WithClock]): a caller that passes instants to [Limiter.AllowNAt] reads
+// them from it, so that they follow the Limiter's time.
 func (l *Limiter) Clock() Clock { return l.clock }
 
 // AllowNAt is AllowN at the given instant instead of the clock's now, for
 // callers that already read the clock (a middleware that also formats an
-// epoch reset header) and for replaying traffic. Stores with their own
-// clock (Redis by default) ignore now.
-func (l *Limiter) AllowNAt(ctx context.Context, key string, now time.Time, cost int64) (d Decision, err error) {
+// epoch reset header reads [Limiter.Clock] once for both) and for
+// replaying traffic. Stores with their own clock (Redis by default)
+// ignore now.
+func (l *Limiter) AllowNAt(ctx context.Context, key string, now time.Time, cost int64) (Decision, error) {
+	return l.decide(ctx, key, now, false, cost)
+}
+
+// decide is the one decision path of Allow, AllowN, AllowNAt and
+// AllowAll. Its fast paths: a local store without an observer, whose
+// Take's decision is the answer unless it fails (an elastic policy's
+// too, unless the decision hints at room under the ceiling);
+// BenchmarkAllowN measures them. Everything else goes through allowNAt.
+// With read set, now is the Limiter's clock's reading (AllowN), not the
+// argument.
+func (l *Limiter) decide(ctx context.Context, key string, now time.Time, read bool, cost int64) (d Decision, err error) {
+	if read {
+		// the default clock's Now, written out (an atomic load while
+		// its ticker runs): a call would cost as much as the decision
+		if !l.coarse {
+			now = l.clock.Now()
+		} else if p := coarse.now.Load(); p.read.Load() {
+			now = p.t
+		} else {
+			now = coarseNow()
+		}
+	}
 	if l.fast && cost > 0 {
 		if d, err = l.store.Take(ctx, key, l.policy, now, cost); err != nil {
 			return l.settle(ctx, d, err)

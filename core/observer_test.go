@@ -129,8 +129,8 @@ func TestFailLocalNeedsAFallbackStore(t *testing.T) {
 	_, err = core.NewLimiter(fs, p)
 	require.NoError(t, err)
 
-	m, err := core.ParseFailMode("local")
-	require.NoError(t, err)
+	var m core.FailMode
+	require.NoError(t, m.UnmarshalText([]byte("local")))
 	assert.Equal(t, core.FailLocal, m)
 	b, err := m.MarshalText()
 	require.NoError(t, err)
@@ -213,12 +213,12 @@ func TestPolicyModeValidation(t *testing.T) {
 		}
 	}
 	for in, want := range map[string]core.Mode{"": core.ModeDefault, "exact": core.ModeExact, "write-back": core.ModeWriteBack, "WriteBack": core.ModeWriteBack, "write_back": core.ModeWriteBack} {
-		m, err := core.ParseMode(in)
-		require.NoError(t, err, in)
+		var m core.Mode
+		require.NoError(t, m.UnmarshalText([]byte(in)), in)
 		assert.Equal(t, want, m, in)
 	}
-	_, err := core.ParseMode("lazy")
-	assert.Error(t, err)
+	var m core.Mode
+	assert.Error(t, m.UnmarshalText([]byte("lazy")))
 }
 
 type ctxKey struct{}

@@ -52,9 +52,9 @@ func (a Algorithm) String() string {
 	return fmt.Sprintf("Algorithm(%d)", uint8(a))
 }
 
-// ParseAlgorithm parses an algorithm name as returned by String (case and
+// parseAlgorithm parses an algorithm name as returned by String (case and
 // '-' versus '_' do not matter).
-func ParseAlgorithm(s string) (Algorithm, error) {
+func parseAlgorithm(s string) (Algorithm, error) {
 	n := strings.ReplaceAll(strings.ToLower(strings.TrimSpace(s)), "-", "_")
 	for a, name := range algorithmNames {
 		if n == name {
@@ -74,7 +74,7 @@ func (a Algorithm) MarshalText() ([]byte, error) {
 
 // UnmarshalText implements encoding.TextUnmarshaler.
 func (a *Algorithm) UnmarshalText(b []byte) error {
-	v, err := ParseAlgorithm(string(b))
+	v, err := parseAlgorithm(string(b))
 	if err != nil {
 		return err
 	}
@@ -118,8 +118,8 @@ func (m FailMode) String() string {
 	return fmt.Sprintf("FailMode(%d)", uint8(m))
 }
 
-// ParseFailMode parses "open", "closed" or "local" ("" is open).
-func ParseFailMode(s string) (FailMode, error) {
+// parseFailMode parses "open", "closed" or "local" ("" is open).
+func parseFailMode(s string) (FailMode, error) {
 	switch strings.ToLower(strings.TrimSpace(s)) {
 	case "open", "":
 		return FailOpen, nil
@@ -141,7 +141,7 @@ func (m FailMode) MarshalText() ([]byte, error) {
 
 // UnmarshalText implements encoding.TextUnmarshaler.
 func (m *FailMode) UnmarshalText(b []byte) error {
-	v, err := ParseFailMode(string(b))
+	v, err := parseFailMode(string(b))
 	if err != nil {
 		return err
 	}
@@ -258,9 +258,9 @@ func (m Mode) String() string {
 	return fmt.Sprintf("Mode(%d)", uint8(m))
 }
 
-// ParseMode parses "exact" or "write-back" ("writeback", "write_back" and
+// parseMode parses "exact" or "write-back" ("writeback", "write_back" and
 // case do not matter; "" is ModeDefault).
-func ParseMode(s string) (Mode, error) {
+func parseMode(s string) (Mode, error) {
 	switch strings.ReplaceAll(strings.ReplaceAll(strings.ToLower(strings.TrimSpace(s)), "_", "-"), "writeback", "write-back") {
 	case "":
 		return ModeDefault, nil
@@ -282,7 +282,7 @@ func (m Mode) MarshalText() ([]byte, error) {
 
 // UnmarshalText implements encoding.TextUnmarshaler.
 func (m *Mode) UnmarshalText(b []byte) error {
-	v, err := ParseMode(string(b))
+	v, err := parseMode(string(b))
 	if err != nil {
 		return err
 	}

@@ -35,35 +35,14 @@ type LocalStore interface {
 	Local() bool
 }
 
-// For store implementers: DirectStore is a [LocalStore] that can write a
-// decision into a [Decision] the caller owns. A caller that keeps the
-// decision inside a larger result (the HTTP middleware keeps it in the
-// request's result on its stack) gets it from [Limiter.DirectStore] and
-// calls TakeTo instead of [Limiter.AllowNAt], so that the 80-byte Decision
-// is not returned and copied through the Limiter's frames. Any store may
-// implement it, not only the module's; core/storetest checks that TakeTo
-// decides as Take.
-type DirectStore interface {
-	LocalStore
-	// TakeTo is Take (with no context: the store does no I/O) writing
-	// the decision into *d, which it overwrites whole, and returning
-	// only the error. d is never nil and may point into the caller's
-	// stack, hidden from the compiler's escape analysis: TakeTo must not
-	// keep d, or any pointer into *d, after it returns. A call that
-	// returns an error must consume nothing: the caller then decides
-	// through the Limiter, which calls Take and applies the policy's
-	// FailMode.
-	TakeTo(key string, p *Policy, now time.Time, cost int64, d *Decision) error
-}
-
-// For store implementers: DeadlineStore is a [Store] that bounds its
-// calls by a deadline it is given as a time: a [Limiter] then calls
+// deadlineStore is a [Store] that bounds its calls by a deadline it is
+// given as a time (the Redis store and the fleet tier): a [Limiter] then calls
 // TakeBy with its per-call deadline (now plus [WithTimeout]'s duration)
 // instead of Take with a context.WithTimeout per decision, whose timer
 // and allocations cost more than a batched remote decision (the Redis
 // store with pipelining enforces the deadlines of its queued calls
 // itself).
-type DeadlineStore interface {
+type deadlineStore interface {
 	Store
 	// TakeBy is Take bounded by deadline as well as by ctx: it returns by
 	// deadline, or by ctx's own deadline if that is earlier, or when ctx

@@ -112,25 +112,6 @@ func (t *Tiers) Select(tier, key string) *Limiter {
 	return t.def
 }
 
-// HasOverrides reports whether any client key has an override.
-func (t *Tiers) HasOverrides() bool { return len(t.overrides) > 0 }
-
-// Default returns the default limiter.
-func (t *Tiers) Default() *Limiter { return t.def }
-
-// Limiters returns every limiter: the default, then the tiers' and the
-// overrides' in the order of their names.
-func (t *Tiers) Limiters() []*Limiter {
-	out := []*Limiter{t.def}
-	for _, n := range sortedKeys(t.tiers) {
-		out = append(out, t.tiers[n])
-	}
-	for _, k := range sortedKeys(t.overrides) {
-		out = append(out, t.overrides[k])
-	}
-	return out
-}
-
 // AllowN decides a request of cost by key under the limiter that
 // [Tiers.Select] chooses for tier and key.
 func (t *Tiers) AllowN(ctx context.Context, tier, key string, cost int64) (Decision, error) {

@@ -2,7 +2,6 @@ package httplimit
 
 import (
 	"context"
-	"unsafe"
 
 	"github.com/limitkit/limitkit/core"
 	"github.com/limitkit/limitkit/keyfuncs"
@@ -111,18 +110,9 @@ func (e *Engine) decide(ctx context.Context, req keyfuncs.Request, p *KeyParts, 
 	}
 	var err error
 	if e.ownClock {
-		if e.coarse {
-			res.now = core.CoarseClock{}.Now()
-		} else {
-			res.now = e.cfg.clock.Now()
-		}
-		if c.direct == nil {
-			res.Decision, err = c.lim.AllowNAt(ctx, key, res.now, cost)
-		} else if err = c.direct.TakeTo(key, c.policy, res.now, cost, unseen(&res.Decision)); err != nil {
-			// the store is closed or refused the policy and consumed
-			// nothing: the Limiter applies the fail mode and logs
-			res.Decision, err = c.lim.AllowNAt(ctx, key, res.now, cost)
-		}
+		// the limiter's clock, read once for the decision and the headers
+		res.now = e.cfg.clock.Now()
+		res.Decision, err = c.lim.AllowNAt(ctx, key, res.now, cost)
 	} else {
 		res.Decision, err = c.lim.AllowN(ctx, key, cost)
 	}
@@ -207,13 +197,4 @@ func (e *Engine) report(ctx context.Context, err error) {
 	if e.cfg.onError != nil {
 		e.cfg.onError(ctx, err)
 	}
-}
-
-// unseen is d, hidden from escape analysis (read back from a uintptr's
-// memory): a pointer passed through an interface call escapes, and with
-// it the adapter's Result, an allocation per request. TakeTo must not
-// keep d (core.DirectStore), so that the Result may stay on the stack.
-func unseen(d *core.Decision) *core.Decision {
-	x := uintptr(unsafe.Pointer(d))
-	return *(**core.Decision)(unsafe.Pointer(&x))
 }

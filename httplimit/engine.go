@@ -56,7 +56,6 @@ func (r *Result) Identity() (string, bool) { return r.ident, r.ident != "" }
 
 type check struct {
 	lim    *core.Limiter
-	direct core.DirectStore // lim.DirectStore(): a TakeTo of it is lim's answer
 	key    keySpec
 	policy *core.Policy
 	ids    []string
@@ -77,7 +76,6 @@ type Engine struct {
 	scope       string
 	scopeFixed  bool
 	ownClock    bool // clock is the primary limiter's: one read serves the decision and the headers
-	coarse      bool // clock is core.CoarseClock: called directly, not through the interface
 	policyField string
 	unavailable []byte
 	noKeyBody   []byte
@@ -142,7 +140,6 @@ func newEngine(a *Adapter, lim *core.Limiter, opts []Option) (*Engine, error) {
 		cfg:         *cfg,
 		pkg:         pkg,
 		ownClock:    ownClock,
-		coarse:      cfg.clock == core.Clock(core.CoarseClock{}),
 		unavailable: respond.UnavailableBody(),
 		noKeyBody:   respond.NoKeyBody(),
 		peer:        peer,
@@ -156,7 +153,6 @@ func newEngine(a *Adapter, lim *core.Limiter, opts []Option) (*Engine, error) {
 	for _, s := range specs {
 		p := s.lim.Policy()
 		c := check{lim: s.lim, key: defKey(s.key), policy: p, ids: respond.LimitIDs(p), body: respond.QuotaExceededBody(e.cfg.status, p.Name)}
-		c.direct = s.lim.DirectStore()
 		e.checks = append(e.checks, c)
 		if seen[p.Name] {
 			continue

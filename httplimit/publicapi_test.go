@@ -27,9 +27,9 @@ func TestAdaptersUseThePublicAPI(t *testing.T) {
 
 // TestEngineKnowsNoStore: httplimit, and every package of the module it
 // imports, import core and none of its stores (core/memstore,
-// core/redisstore, core/fleet): a store gets the engine's direct path by
-// implementing core.DirectStore, as a store written outside the module
-// can.
+// core/redisstore, core/fleet): the engine decides through
+// core.Limiter.AllowNAt whatever the store, so that a store written
+// outside the module gets the same path.
 func TestEngineKnowsNoStore(t *testing.T) {
 	const mod = "github.com/limitkit/limitkit/"
 	seen := map[string]bool{}

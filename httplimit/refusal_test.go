@@ -39,11 +39,6 @@ func (s *recStore) Peek(ctx context.Context, key string, p *core.Policy, now tim
 	return s.Store.Peek(ctx, key, p, now, n)
 }
 
-func (s *recStore) TakeTo(key string, p *core.Policy, now time.Time, n int64, d *core.Decision) error {
-	s.keys = append(s.keys, key)
-	return s.Store.TakeTo(key, p, now, n, d)
-}
-
 func formReq(target, body string) keyfuncs.Request {
 	r, _ := http.NewRequest(http.MethodPost, "http://example.com"+target, strings.NewReader(body))
 	r.Header.Set("Content-Type", "application/x-www-form-urlencoded")

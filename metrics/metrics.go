@@ -7,7 +7,6 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
-	"unsafe"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -15,18 +14,18 @@ import (
 	"github.com/limitkit/limitkit/core/memstore"
 )
 
-// DefaultMaxPolicies is the number of distinct policy label values a
+// defaultMaxPolicies is the number of distinct policy label values a
 // [Metrics] keeps unless [WithMaxPolicies] says otherwise; events of
-// further policies are counted under [OtherPolicy].
-const DefaultMaxPolicies = 100
+// further policies are counted under the policy "other".
+const defaultMaxPolicies = 100
 
-// OtherPolicy is the policy label of the events of policies beyond the
+// otherPolicy is the policy label of the events of policies beyond the
 // cap ([WithMaxPolicies]). A policy named "other" shares its series.
-const OtherPolicy = "other"
+const otherPolicy = "other"
 
-// DefaultLatencyBuckets are the store-latency histogram's upper bounds, in
+// defaultLatencyBuckets are the store-latency histogram's upper bounds, in
 // seconds: 50µs to 250ms, around the limiter's 50ms default deadline.
-var DefaultLatencyBuckets = []float64{0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25}
+var defaultLatencyBuckets = []float64{0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25}
 
 // Metrics is a [core.Observer] that counts what it observes, and a
 // [prometheus.Collector] that exports the counts: register it with
@@ -62,10 +61,9 @@ type Metrics struct {
 
 	// byName is an immutable map, replaced under mu when a policy is added.
 	byName atomic.Pointer[map[string]*policy]
-	recent [recentSize]atomic.Pointer[policy] // see policy
 	mu     sync.Mutex
 	full   atomic.Bool // the cap is reached; other is set
-	other  *policy     // the series of OtherPolicy, created at the cap
+	other  *policy     // the series of otherPolicy, created at the cap
 
 	storesMu sync.Mutex
 	stores   []watched
@@ -79,8 +77,6 @@ type Metrics struct {
 	tierSeen           atomic.Bool // a tier breaker reported a transition
 }
 
-const recentSize = 64
-
 type watched struct {
 	name string
 	s    StatsSource
@@ -92,10 +88,10 @@ type StatsSource interface {
 	Stats() memstore.Stats
 }
 
-// ElasticOutcome is the outcome label of a decision admitted above the
+// elasticOutcome is the outcome label of a decision admitted above the
 // policy's limits by elastic throttling (core.Decision.Elastic): counted
 // apart from "allowed" so that the elastic share of the traffic shows.
-const ElasticOutcome = "elastic"
+const elasticOutcome = "elastic"
 
 // elastic is the index of the elastic outcome's counter in
 // policy.decisions, after core's outcomes.
@@ -149,8 +145,8 @@ func WithNamespace(ns string) Option {
 }
 
 // WithMaxPolicies caps the number of distinct policy label values (default
-// [DefaultMaxPolicies]); events of policies seen after the cap is reached
-// are counted under [OtherPolicy]. It bounds the series count when
+// 100); events of policies seen after the cap is reached
+// are counted under the policy "other". It bounds the series count when
 // policies are built at run time. It must be >= 1.
 func WithMaxPolicies(n int) Option {
 	return func(c *config) error {
@@ -163,7 +159,7 @@ func WithMaxPolicies(n int) Option {
 }
 
 // WithLatencyBuckets sets the upper bounds, in seconds, of the store and
-// sync latency histograms (default [DefaultLatencyBuckets]). They must be
+// sync latency histograms (default 50 µs to 250 ms, 12 buckets). They must be
 // positive and increasing.
 func WithLatencyBuckets(b ...float64) Option {
 	return func(c *config) error {
@@ -192,7 +188,7 @@ func WithConstLabels(l prometheus.Labels) Option {
 // New returns a Metrics. It registers nothing: pass it to
 // prometheus.Register (or MustRegister) yourself.
 func New(opts ...Option) (*Metrics, error) {
-	c := config{namespace: "limitkit", maxPolicies: DefaultMaxPolicies, buckets: slices.Clone(DefaultLatencyBuckets)}
+	c := config{namespace: "limitkit", maxPolicies: defaultMaxPolicies, buckets: slices.Clone(defaultLatencyBuckets)}
 	for _, o := range opts {
 		if o == nil {
 			return nil, errors.New("metrics: New: nil Option")
@@ -271,7 +267,7 @@ func (m *Metrics) newPolicy(name string) *policy {
 	for o := core.OutcomeAllowed; o <= core.OutcomeDegraded; o++ {
 		p.decisions[o] = m.decisions.WithLabelValues(name, o.String())
 	}
-	p.decisions[elastic] = m.decisions.WithLabelValues(name, ElasticOutcome)
+	p.decisions[elastic] = m.decisions.WithLabelValues(name, elasticOutcome)
 	for _, k := range []core.ErrorKind{core.ErrorTimeout, core.ErrorConnection, core.ErrorCircuitOpen, core.ErrorCanceled, core.ErrorOther} {
 		p.errors[k] = m.errors.WithLabelValues(name, k.String())
 	}
@@ -279,28 +275,12 @@ func (m *Metrics) newPolicy(name string) *policy {
 }
 
 // policy returns the series of policy name, adding them on first sight
-// while under the cap.
-//
-// A limiter passes the same string (its policy's Name) with every event,
-// so a small cache indexed by the string's address, compared by address
-// and length, finds the series without hashing the name. It holds only
-// policies whose stored name is that very string (the first one seen),
-// which keeps the memory from being reused for another string; other
-// strings with an equal name take the map.
+// while under the cap: one lookup in a copy-on-write map, without a lock.
 func (m *Metrics) policy(name string) *policy {
-	ptr := unsafe.StringData(name)
-	slot := &m.recent[(uintptr(unsafe.Pointer(ptr))>>3)%recentSize]
-	if p := slot.Load(); p != nil && unsafe.StringData(p.name) == ptr && len(p.name) == len(name) {
+	if p := (*m.byName.Load())[name]; p != nil {
 		return p
 	}
-	p := (*m.byName.Load())[name]
-	if p == nil {
-		p = m.add(name)
-	}
-	if unsafe.StringData(p.name) == ptr && len(p.name) == len(name) {
-		slot.Store(p)
-	}
-	return p
+	return m.add(name)
 }
 
 func (m *Metrics) add(name string) *policy {
@@ -317,7 +297,7 @@ func (m *Metrics) add(name string) *policy {
 		// other is set once, before full, which Observe reads first; a
 		// caller that saw full false and waited for mu finds it set
 		if m.other == nil {
-			m.other = m.newPolicy(OtherPolicy)
+			m.other = m.newPolicy(otherPolicy)
 			m.full.Store(true)
 		}
 		return m.other

@@ -94,15 +94,15 @@ import (
 	"github.com/limitkit/limitkit/core"
 )
 
-// ScopeName is the instrumentation scope of the Meter and Tracer.
-const ScopeName = "github.com/limitkit/limitkit/otellimit"
+// scopeName is the instrumentation scope of the Meter and Tracer.
+const scopeName = "github.com/limitkit/limitkit/otellimit"
 
-// MaxPolicies caps the distinct limitkit.policy values; events of later
-// policies are recorded under [OtherPolicy].
-const MaxPolicies = 100
+// maxPolicies caps the distinct limitkit.policy values; events of later
+// policies are recorded under the policy "other".
+const maxPolicies = 100
 
-// OtherPolicy is the limitkit.policy value beyond [MaxPolicies].
-const OtherPolicy = "other"
+// otherPolicy is the limitkit.policy value beyond the first 100.
+const otherPolicy = "other"
 
 const (
 	elastic = core.OutcomeDegraded + 1 // the elastic result's index
@@ -164,7 +164,7 @@ func WithMeterProvider(mp metric.MeterProvider) Option { return func(c *config) 
 // otel.GetTracerProvider()), as OTel instrumentations take one. The span
 // events go to the span in each event's context, whichever provider
 // started it, so the package starts no span of its own today: the
-// provider only names its Tracer (ScopeName).
+// provider only names its Tracer ("github.com/limitkit/limitkit/otellimit").
 func WithTracerProvider(tp trace.TracerProvider) Option { return func(c *config) { c.tp = tp } }
 
 // WithoutSpanEvents stops Observe from adding events to the request's
@@ -216,8 +216,8 @@ func New(opts ...Option) (*Observer, error) {
 	if c.tp == nil {
 		c.tp = otel.GetTracerProvider()
 	}
-	m := c.mp.Meter(ScopeName)
-	o := &Observer{tracer: c.tp.Tracer(ScopeName), spans: !c.noSpans}
+	m := c.mp.Meter(scopeName)
+	o := &Observer{tracer: c.tp.Tracer(scopeName), spans: !c.noSpans}
 	var err error
 	counter := func(name, unit, desc string) metric.Int64Counter {
 		i, e := m.Int64Counter(name, metric.WithUnit(unit), metric.WithDescription(desc))
@@ -287,11 +287,11 @@ func (o *Observer) policy(name string) *policy {
 	if p := old[name]; p != nil {
 		return p
 	}
-	if len(old) >= MaxPolicies {
-		if p := old[OtherPolicy]; p != nil {
+	if len(old) >= maxPolicies {
+		if p := old[otherPolicy]; p != nil {
 			return p
 		}
-		name = OtherPolicy
+		name = otherPolicy
 	}
 	next := make(map[string]*policy, len(old)+1)
 	for k, v := range old {
@@ -405,8 +405,8 @@ func (o *Observer) RecordDecision(ctx context.Context, d core.Decision) {
 	o.spanEvent(ctx, core.EventDecision, d.Policy, core.OutcomeOf(d), d, nil)
 }
 
-// HashedKeyAttribute is the attribute key of [HashedKey].
-const HashedKeyAttribute = "limitkit.key.hash"
+// hashedKeyAttribute is the attribute key of [HashedKey].
+const hashedKeyAttribute = "limitkit.key.hash"
 
 // HashedKey returns the attribute limitkit.key.hash: the first 16 bytes
 // of HMAC-SHA256(secret, key) in hex, the opt-in way to tell keys apart
@@ -419,7 +419,7 @@ func HashedKey(secret []byte, key string) attribute.KeyValue {
 	m := hmac.New(sha256.New, secret)
 	m.Write([]byte(key))
 	var sum [sha256.Size]byte
-	return attribute.String(HashedKeyAttribute, hex.EncodeToString(m.Sum(sum[:0])[:16]))
+	return attribute.String(hashedKeyAttribute, hex.EncodeToString(m.Sum(sum[:0])[:16]))
 }
 
 var _ core.Observer = (*Observer)(nil)

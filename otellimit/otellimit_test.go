@@ -58,7 +58,7 @@ func points(t *testing.T, r *sdkmetric.ManualReader) map[string]map[string]float
 	key := func(s attribute.Set) string {
 		k := ""
 		for _, kv := range s.ToSlice() {
-			k += string(kv.Key) + "=" + kv.Value.Emit() + ","
+			k += string(kv.Key) + "=" + kv.Value.String() + ","
 		}
 		return k
 	}
@@ -165,8 +165,8 @@ func spanEvents(t *testing.T, span sdktrace.ReadOnlySpan, key string) ([]string,
 		names = append(names, e.Name)
 		m := map[string]string{}
 		for _, kv := range e.Attributes {
-			assert.NotContains(t, kv.Value.Emit(), key, "an event attribute holds the key")
-			m[string(kv.Key)] = kv.Value.Emit()
+			assert.NotContains(t, kv.Value.String(), key, "an event attribute holds the key")
+			m[string(kv.Key)] = kv.Value.String()
 		}
 		attrs = append(attrs, m)
 	}
@@ -254,7 +254,7 @@ func TestSpanEventsOptOutAndByHand(t *testing.T) {
 func TestHashedKey(t *testing.T) {
 	secret := []byte("deployment secret")
 	a := otellimit.HashedKey(secret, "203.0.113.7")
-	assert.Equal(t, attribute.Key(otellimit.HashedKeyAttribute), a.Key)
+	assert.Equal(t, attribute.Key("limitkit.key.hash"), a.Key)
 	assert.Equal(t, a, otellimit.HashedKey(secret, "203.0.113.7"))
 	assert.NotEqual(t, a, otellimit.HashedKey(secret, "203.0.113.8"))
 	assert.NotEqual(t, a, otellimit.HashedKey([]byte("other"), "203.0.113.7"))
@@ -476,20 +476,23 @@ func TestNewDefaultsToTheGlobalProviders(t *testing.T) {
 	assert.Equal(t, []string{"limitkit.decision"}, names)
 }
 
-// TestPolicyCapIsExact: the first MaxPolicies distinct policy names are
+// TestPolicyCapIsExact: the first maxPolicies distinct policy names are
 // recorded under their own limitkit.policy value, every later one under
-// OtherPolicy (the cap bounds the series exactly, not one beyond).
+// otherPolicy (the cap bounds the series exactly, not one beyond).
 func TestPolicyCapIsExact(t *testing.T) {
 	reader := sdkmetric.NewManualReader()
 	o, err := otellimit.New(otellimit.WithMeterProvider(sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))))
 	require.NoError(t, err)
-	for i := range otellimit.MaxPolicies + 2 {
+	for i := range docMaxPolicies + 2 {
 		o.Observe(core.Event{Kind: core.EventDecision, Policy: fmt.Sprintf("p%d", i), Outcome: core.OutcomeAllowed})
 	}
 	got := points(t, reader)["limitkit.decisions"]
 	own := func(i int) string { return fmt.Sprintf("limitkit.policy=p%d,limitkit.result=allowed,", i) }
-	assert.Equal(t, 1.0, got[own(otellimit.MaxPolicies-1)], "the MaxPolicies-th name is its own")
-	assert.NotContains(t, got, own(otellimit.MaxPolicies), "the next one is not")
-	assert.Equal(t, 2.0, got["limitkit.policy="+otellimit.OtherPolicy+",limitkit.result=allowed,"], "the two beyond the cap")
-	assert.Len(t, got, otellimit.MaxPolicies+1)
+	assert.Equal(t, 1.0, got[own(docMaxPolicies-1)], "the maxPolicies-th name is its own")
+	assert.NotContains(t, got, own(docMaxPolicies), "the next one is not")
+	assert.Equal(t, 2.0, got["limitkit.policy=other,limitkit.result=allowed,"], "the two beyond the cap")
+	assert.Len(t, got, docMaxPolicies+1)
 }
+
+// docMaxPolicies is the policy cap New's documentation states.
+const docMaxPolicies = 100

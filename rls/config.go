@@ -306,18 +306,14 @@ func newRule(file, full string, y *yamlDescriptor) (*rule, error) {
 		Shadow:    y.ShadowMode,
 	}
 	if rl.Algorithm != "" {
-		a, err := core.ParseAlgorithm(rl.Algorithm)
-		if err != nil {
+		if err := p.Algorithm.UnmarshalText([]byte(rl.Algorithm)); err != nil {
 			return nil, fmt.Errorf("rls: config %s: %s: %w", file, full, err)
 		}
-		p.Algorithm = a
 	}
 	if rl.FailMode != "" {
-		f, err := core.ParseFailMode(rl.FailMode)
-		if err != nil {
+		if err := p.FailMode.UnmarshalText([]byte(rl.FailMode)); err != nil {
 			return nil, fmt.Errorf("rls: config %s: %s: %w", file, full, err)
 		}
-		p.FailMode = f
 	}
 	if err := p.Validate(); err != nil {
 		return nil, fmt.Errorf("rls: config %s: %s: %w", file, full, err)

@@ -52,8 +52,8 @@ func resolveSwitches(s *switchesDoc, base switches, e Error, at func(string) int
 		c.add(&e)
 	}
 	if s.Algorithm != nil {
-		a, err := core.ParseAlgorithm(*s.Algorithm)
-		if err != nil {
+		var a core.Algorithm
+		if err := a.UnmarshalText([]byte(*s.Algorithm)); err != nil {
 			fail("algorithm", strings.TrimPrefix(err.Error(), "core: "))
 		}
 		out.algorithm = a
@@ -81,15 +81,15 @@ func resolveSwitches(s *switchesDoc, base switches, e Error, at func(string) int
 // mode, mode, sync, elastic, fleet size) over out.
 func resolveServing(s *switchesDoc, out *switches, fail func(field, msg string)) {
 	if s.FailMode != nil {
-		m, err := core.ParseFailMode(*s.FailMode)
-		if err != nil {
+		var m core.FailMode
+		if err := m.UnmarshalText([]byte(*s.FailMode)); err != nil {
 			fail("fail_mode", strings.TrimPrefix(err.Error(), "core: "))
 		}
 		out.failMode = m
 	}
 	if s.Mode != nil {
-		m, err := core.ParseMode(*s.Mode)
-		if err != nil {
+		var m core.Mode
+		if err := m.UnmarshalText([]byte(*s.Mode)); err != nil {
 			fail("mode", strings.TrimPrefix(err.Error(), "core: "))
 		}
 		out.mode = m

@@ -174,7 +174,7 @@ func TestSaturatedHostKeepsTheBound(t *testing.T) {
 				bound = 2 * quota
 			}
 			if mode == core.ModeWriteBack {
-				bound += tiers * min(DefaultMaxLease, quota/(4*tiers))
+				bound += tiers * min(defaultMaxLease, quota/(4*tiers))
 			}
 			t.Logf("%v: admitted %d of a quota of %d (bound %d), %d degraded decisions, %d breaker openings", mode, admitted.Load(), quota, bound, degraded.Load(), openings)
 			assert.LessOrEqual(t, admitted.Load(), bound)

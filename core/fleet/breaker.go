@@ -274,6 +274,3 @@ func (d *domains) states() map[string]core.BreakerState {
 	}
 	return m
 }
-
-// anyOpen reports whether some domain's breaker is not closed.
-func (d *domains) anyOpen() bool { return d.worst() != core.BreakerClosed }

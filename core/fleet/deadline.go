@@ -7,10 +7,8 @@ import (
 	"github.com/limitkit/limitkit/core"
 )
 
-var _ core.DeadlineStore = (*Store)(nil)
-
-// TakeBy is Take bounded by deadline as well as by ctx (see
-// core.DeadlineStore; a zero deadline is none): a core.Limiter gives the
+// TakeBy is Take bounded by deadline as well as by ctx (a zero deadline
+// is none): a core.Limiter gives the
 // tier its store deadline this way. As the Redis store's TakeBy does,
 // the tier moves deadline (the Limiter's, not ctx's, which is the
 // caller's own) later by the longest the process's goroutines waited to

@@ -69,7 +69,7 @@
 // the keys used since the last round that hold less than half their lease
 // size, forwards pending CountDenied counts, and drops expired leases.
 // Sync rounds run at the tier's interval (WithSync, else
-// DefaultWriteBackSync); a policy's own Sync sets how long its leases
+// 100 ms); a policy's own Sync sets how long its leases
 // live.
 // The local table holds at most WithMaxKeys entries (CLOCK eviction;
 // evicting loses a lease or a cached denial, never admits more).
@@ -198,7 +198,7 @@
 // answers up to the limit; under a flapping store some tiers are cut off
 // in every window (1.46–1.75 L per window was measured with 4 tiers). So
 // until the domain has failed every call of this tier for the flap
-// horizon H (WithFlapHorizon: DefaultFlapHorizon, at least twice the
+// horizon H (WithFlapHorizon: 10 s, at least twice the
 // cool-down plus two probe intervals; any answer, probes included, starts
 // it over), a local admission must also fit in the flap share, a quarter
 // of the local share (each limit divided by 4N, at least 1), to which the
@@ -272,7 +272,7 @@
 // modes the Limiter applies the fail mode (a charge or refund is then
 // lost). A Reset drops this server's cached denial, lease and pending
 // counts at once; every other server honours it within the deny cache's
-// bound, WithDenyCacheTTL (DefaultDenyCacheTTL, 1 s): a cached denial is
+// bound, WithDenyCacheTTL (1 s by default): a cached denial is
 // served at most that long without asking the remote store again.
 //
 // # Events

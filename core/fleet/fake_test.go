@@ -2,7 +2,6 @@ package fleet
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -45,10 +44,6 @@ func newFake() *fake {
 // errDown is a connection failure: an outage, which counts towards the
 // breaker.
 var errDown = fmt.Errorf("fake: remote down: %w", syscall.ECONNREFUSED)
-
-// errReply is an error reply of a store that answered (as Redis's OOM):
-// not an outage.
-var errReply = errors.New("OOM command not allowed when used memory > 'maxmemory'")
 
 func (f *fake) setFail(err error) {
 	if err == nil {

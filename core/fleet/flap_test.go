@@ -156,7 +156,7 @@ func TestFlapShareAfterHorizon(t *testing.T) {
 	}
 	remote.setFail(errDown)
 	assert.Equal(t, 6, window(), "the first window of an outage: the flap share")
-	clk.Advance(DefaultFlapHorizon - time.Second)
+	clk.Advance(defaultFlapHorizon - time.Second)
 	assert.Equal(t, 6, window(), "still within the horizon")
 	clk.Advance(time.Second)
 	assert.Equal(t, 25, window(), "the store failed every call for the horizon: the full share")
@@ -180,7 +180,7 @@ func TestFlapShareAfterHorizon(t *testing.T) {
 	}
 	remote.setFail(errDown)
 	assert.Equal(t, 0, window(), "the remote admissions spent the flap share")
-	assert.Equal(t, max(2*time.Second+200*time.Millisecond, DefaultFlapHorizon), tier.cfg.flapHorizon())
+	assert.Equal(t, max(2*time.Second+200*time.Millisecond, defaultFlapHorizon), tier.cfg.flapHorizon())
 
 	_, err = New(remote, WithFlapHorizon(-time.Second))
 	require.ErrorContains(t, err, "WithFlapHorizon")

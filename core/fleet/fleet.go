@@ -18,10 +18,10 @@ import (
 // numShards is the number of independently locked parts of the local table.
 const numShards = 64
 
-// MaxKeyLen is the longest key the local table holds: a request for a
+// maxKeyLen is the longest key the local table holds: a request for a
 // longer key is decided at the remote store every time (no deny cache, no
 // lease), so hostile keys cannot make the bounded table large in bytes.
-const MaxKeyLen = 512
+const maxKeyLen = 512
 
 // maxWaits bounds how many lease requests of other requests one request
 // waits for before it goes to the remote store itself.
@@ -150,12 +150,12 @@ func checkRemote(remote core.Store) error {
 // mode: write-back when WithSync is given, else exact.
 func newConfig(opts []Option) (config, error) {
 	cfg := config{
-		maxLease:  DefaultMaxLease,
-		maxKeys:   DefaultMaxKeys,
-		threshold: DefaultBreakerThreshold,
-		coolDown:  DefaultCoolDown,
-		probe:     DefaultProbeInterval,
-		fleetSize: DefaultFleetSize,
+		maxLease:  defaultMaxLease,
+		maxKeys:   defaultMaxKeys,
+		threshold: defaultBreakerThreshold,
+		coolDown:  defaultCoolDown,
+		probe:     defaultProbeInterval,
+		fleetSize: defaultFleetSize,
 		failMode:  core.FailLocal,
 		clock:     core.SystemClock{},
 	}
@@ -260,7 +260,7 @@ func (s *Store) Take(ctx context.Context, key string, p *core.Policy, now time.T
 	}
 	cost = min(max(cost, 0), pi.maxCost)
 	t := now.UnixMicro()
-	if len(key) > MaxKeyLen || pi.elastic {
+	if len(key) > maxKeyLen || pi.elastic {
 		return s.remoteTake(ctx, nil, nil, ekey{p: p, key: key}, pi, now, t, cost, 0, 0)
 	}
 	k := ekey{p: p, key: key}
@@ -557,7 +557,7 @@ func (s *Store) fallback(ctx context.Context, key string, pi *pinfo, now time.Ti
 		return core.Decision{}, errors.Join(err, lerr)
 	}
 	d.Degraded, d.Policy = true, pi.p.Name
-	if d.Allowed && !d.Shadowed && cost > 0 && len(key) <= MaxKeyLen && !pi.elastic {
+	if d.Allowed && !d.Shadowed && cost > 0 && len(key) <= maxKeyLen && !pi.elastic {
 		s.owe(key, pi, cost)
 	}
 	if o := s.cfg.observer; o != nil {

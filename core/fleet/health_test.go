@@ -193,7 +193,7 @@ func (r *deadlineRemote) Take(ctx context.Context, _ string, p *core.Policy, _ t
 	return core.Decision{Allowed: true, Remaining: 1, Policy: p.Name}, nil
 }
 
-// TestStarvedTierMovesTheDeadline: the tier is a core.DeadlineStore whose
+// TestStarvedTierMovesTheDeadline: the tier is a store with TakeBy whose
 // TakeBy moves the store deadline later by the process's recent wait to
 // run (an injected probe: the machine's load adds nothing), by at most
 // three times its own length: the remote store's call runs under the

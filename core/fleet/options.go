@@ -12,30 +12,30 @@ import (
 
 // Defaults, each overridable by an Option.
 const (
-	// DefaultMaxKeys bounds the local table (entries over all policies).
-	DefaultMaxKeys = 65_536
-	// DefaultMaxLease bounds the units one tier holds leased per key.
-	DefaultMaxLease = 1024
-	// DefaultWriteBackSync is the sync interval of a write-back policy when
+	// defaultMaxKeys bounds the local table (entries over all policies).
+	defaultMaxKeys = 65_536
+	// defaultMaxLease bounds the units one tier holds leased per key.
+	defaultMaxLease = 1024
+	// defaultWriteBackSync is the sync interval of a write-back policy when
 	// neither the policy nor the tier sets one.
-	DefaultWriteBackSync = 100 * time.Millisecond
-	// DefaultBreakerThreshold is the number of consecutive remote failures
+	defaultWriteBackSync = 100 * time.Millisecond
+	// defaultBreakerThreshold is the number of consecutive remote failures
 	// (connection failures or timeouts) that opens the breaker; the
 	// failures of calls in flight together count once.
-	DefaultBreakerThreshold = 3
-	// DefaultCoolDown is how long an open breaker stops calling the remote
+	defaultBreakerThreshold = 3
+	// defaultCoolDown is how long an open breaker stops calling the remote
 	// store before probing.
-	DefaultCoolDown = time.Second
-	// DefaultProbeInterval is how long a breaker whose half-open probe (a
+	defaultCoolDown = time.Second
+	// defaultProbeInterval is how long a breaker whose half-open probe (a
 	// real request) failed stays open before the next probe.
-	DefaultProbeInterval = 100 * time.Millisecond
-	// DefaultFleetSize divides each limit under FailLocal when neither the
+	defaultProbeInterval = 100 * time.Millisecond
+	// defaultFleetSize divides each limit under FailLocal when neither the
 	// policy nor WithFleetSize says otherwise.
-	DefaultFleetSize = 1
-	// DefaultFlapHorizon is how long a failure domain must fail every call
+	defaultFleetSize = 1
+	// defaultFlapHorizon is how long a failure domain must fail every call
 	// before FailLocal policies get their full local share (see
 	// WithFlapHorizon).
-	DefaultFlapHorizon = 10 * time.Second
+	defaultFlapHorizon = 10 * time.Second
 )
 
 // config is what the options set.
@@ -98,7 +98,7 @@ func WithDefaultMode(m core.Mode) Option {
 
 // WithMaxLease bounds the units of cost the tier holds leased per key (and
 // per policy), the term of the write-back error bound; default
-// DefaultMaxLease. A policy's lease is further capped at a quarter of its
+// 1024. A policy's lease is further capped at a quarter of its
 // smallest limit divided by its fleet size. n = 0 disables leasing (write-back
 // then decides every request remotely, like exact). n >= 0.
 func WithMaxLease(n int64) Option {
@@ -111,11 +111,11 @@ func WithMaxLease(n int64) Option {
 }
 
 // WithMaxKeys bounds the local table: deny-cache and lease entries over all
-// policies (default DefaultMaxKeys). When full, an entry not used recently
+// policies (default 65,536). When full, an entry not used recently
 // is evicted (CLOCK); eviction only loses a cached denial or unused leased
 // units, it never admits more. An entry takes about 480 bytes of heap
 // (the entry, its map slot, its places in the CLOCK ring and the sync
-// list) plus its key (at most MaxKeyLen bytes): the default table stays
+// list) plus its key (at most 512 bytes): the default table stays
 // below 33 MB plus the keys, 68 MB with hostile 512-byte keys (measured
 // at 30-32 MB and 63-65 MB after a flood of 100,000-150,000 distinct
 // keys; TestTableHeapBound). n >= 64.
@@ -130,14 +130,10 @@ func WithMaxKeys(n int) Option {
 
 // WithBreaker configures the circuit breakers (one per failure domain): a
 // breaker opens after threshold consecutive outages of its domain (default
-// DefaultBreakerThreshold; the outages of calls that were in flight
-// together count as one), stays open for coolDown (default
-// DefaultCoolDown), then lets one request through as the probe, and after
-// a failed probe stays open for probe (default DefaultProbeInterval)
-// before the next one. While a breaker opened by timeouts cools down, one
-// call (the watch, at cost 0) waits on its domain, and closes it as soon
-// as the domain answers (see the package documentation).
-// threshold >= 1, coolDown > 0, probe > 0.
+// 3), stays open for coolDown (default
+// 1 s), then lets one request through as the probe, and after
+// a failed probe stays open for probe (default 100 ms)
+// before the next one. threshold >= 1, coolDown > 0, probe > 0.
 func WithBreaker(threshold int, coolDown, probe time.Duration) Option {
 	return func(c *config) {
 		if threshold < 1 || coolDown <= 0 || probe <= 0 {
@@ -150,7 +146,7 @@ func WithBreaker(threshold int, coolDown, probe time.Duration) Option {
 // WithFleetSize sets the default number of servers sharing the remote
 // store (a policy's FleetSize overrides it): under FailLocal each limit is
 // divided by it while the remote store is unreachable, and the lease cap is
-// derived from it. Default DefaultFleetSize; 1..core.MaxFleetSize.
+// derived from it. Default 1; 1..core.MaxFleetSize.
 func WithFleetSize(n int) Option {
 	return func(c *config) {
 		if n < 1 || n > core.MaxFleetSize {
@@ -222,7 +218,7 @@ func WithDefaultFailMode(m core.FailMode) Option {
 // price is availability in the first d of a real outage: a quarter of
 // the fleet's limit instead of all of it.
 //
-// Default DefaultFlapHorizon, raised to twice the breaker's cool-down
+// Default 10 s, raised to twice the breaker's cool-down
 // plus two probe intervals when those are longer; d = 0 turns the flap
 // share off (the full share at once: up to 2L per window under a
 // flapping store). d must be in [0, 1h].

@@ -47,12 +47,12 @@ func TestNewRejectsBadConfiguration(t *testing.T) {
 func TestDefaults(t *testing.T) {
 	tier := newTier(t, newFake())
 	assert.Equal(t, core.ModeExact, tier.cfg.mode, "exact unless WithSync > 0")
-	assert.Equal(t, int64(DefaultMaxLease), tier.cfg.maxLease)
-	assert.Equal(t, DefaultMaxKeys, tier.cfg.maxKeys)
-	assert.Equal(t, DefaultBreakerThreshold, tier.cfg.threshold)
-	assert.Equal(t, DefaultCoolDown, tier.cfg.coolDown)
-	assert.Equal(t, DefaultProbeInterval, tier.cfg.probe)
-	assert.Equal(t, DefaultFleetSize, tier.cfg.fleetSize)
+	assert.Equal(t, int64(defaultMaxLease), tier.cfg.maxLease)
+	assert.Equal(t, defaultMaxKeys, tier.cfg.maxKeys)
+	assert.Equal(t, defaultBreakerThreshold, tier.cfg.threshold)
+	assert.Equal(t, defaultCoolDown, tier.cfg.coolDown)
+	assert.Equal(t, defaultProbeInterval, tier.cfg.probe)
+	assert.Equal(t, defaultFleetSize, tier.cfg.fleetSize)
 	assert.True(t, tier.FallsBackLocally())
 	assert.Equal(t, core.BreakerClosed, tier.BreakerState())
 
@@ -62,7 +62,7 @@ func TestDefaults(t *testing.T) {
 	pi, err := wb.info(p)
 	require.NoError(t, err)
 	assert.True(t, pi.writeBack)
-	assert.Equal(t, int64(1000), pi.leaseCap, "a quarter of the limit over fleet size 1, below DefaultMaxLease")
+	assert.Equal(t, int64(1000), pi.leaseCap, "a quarter of the limit over fleet size 1, below defaultMaxLease")
 	assert.Equal(t, time.Second.Microseconds(), pi.syncUs)
 	exact := &core.Policy{Name: "e", Mode: core.ModeExact, Limits: []core.Limit{core.PerMinute(4000)}}
 	pi, err = wb.info(exact)
@@ -72,7 +72,7 @@ func TestDefaults(t *testing.T) {
 	pi, err = tier.info(own)
 	require.NoError(t, err)
 	assert.True(t, pi.writeBack)
-	assert.Equal(t, DefaultWriteBackSync.Microseconds(), pi.syncUs, "write-back with no interval anywhere")
+	assert.Equal(t, defaultWriteBackSync.Microseconds(), pi.syncUs, "write-back with no interval anywhere")
 	assert.Equal(t, int64(100), pi.leaseCap, "4000 / (4 × 10)")
 	assert.Equal(t, core.PerMinute(400), pi.local.Limits[0], "FailLocal divides by the policy's fleet size")
 }

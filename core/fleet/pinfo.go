@@ -59,7 +59,7 @@ func (s *Store) newInfo(p *core.Policy) *pinfo {
 		sync = s.cfg.sync
 	}
 	if sync == 0 {
-		sync = DefaultWriteBackSync
+		sync = defaultWriteBackSync
 	}
 	pi.syncUs = max(1, sync.Microseconds())
 	fleet := p.FleetSize

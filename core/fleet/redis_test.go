@@ -150,7 +150,7 @@ func TestVerbsConformanceRedis(t *testing.T) {
 					c = cl.NewClient(t)
 				}
 				return newTier(t, redisStore(t, c))
-			}, storetest.VerbOptions{Stores: 4, ResetBound: DefaultDenyCacheTTL})
+			}, storetest.VerbOptions{Stores: 4, ResetBound: defaultDenyCacheTTL})
 		})
 	}
 }

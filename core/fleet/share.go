@@ -35,14 +35,14 @@ const flapShareDiv = 4
 
 // flapHorizon is how long a domain must fail every call before a FailLocal
 // policy gets its full local share (0: at once, no flap share):
-// WithFlapHorizon's, else DefaultFlapHorizon, and at least twice the
+// WithFlapHorizon's, else 10 s, and at least twice the
 // breaker's cool-down and two probe intervals (a domain that answers
 // between outages is seen answering by a probe within that).
 func (c *config) flapHorizon() time.Duration {
 	if c.flapSet {
 		return c.flap
 	}
-	return max(DefaultFlapHorizon, 2*c.coolDown+2*c.probe)
+	return max(defaultFlapHorizon, 2*c.coolDown+2*c.probe)
 }
 
 // flapping reports whether key's domain answered within the flap

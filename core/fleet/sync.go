@@ -12,13 +12,13 @@ import (
 const maxBatch = 512
 
 // tick is the period of the background sync rounds: the tier's
-// sync interval, or DefaultWriteBackSync when the tier is exact by default
+// sync interval, or 100 ms when the tier is exact by default
 // (rounds then only forward and renew for policies that ask for them).
 func (s *Store) tick() time.Duration {
 	if s.cfg.sync > 0 {
 		return s.cfg.sync
 	}
-	return DefaultWriteBackSync
+	return defaultWriteBackSync
 }
 
 // syncLoop runs a sync round every tick (each skips the domains whose

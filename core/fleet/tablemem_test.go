@@ -80,11 +80,11 @@ func TestTableHeapBound(t *testing.T) {
 	for _, c := range []struct {
 		keyLen int
 		bound  uint64 // bytes, the keys excluded when keyLen is short
-	}{{16, 33_000_000}, {MaxKeyLen, 68_000_000}} {
+	}{{16, 33_000_000}, {maxKeyLen, 68_000_000}} {
 		heap, keys, entries := tableHeap(t, 100_000, c.keyLen, false)
 		t.Logf("%d-byte keys: %d entries, heap %.1f MB (keys %.1f MB)", c.keyLen, entries, float64(heap)/1e6, float64(keys)/1e6)
-		require.Equal(t, DefaultMaxKeys, entries, "the table is full")
-		if c.keyLen < MaxKeyLen {
+		require.Equal(t, defaultMaxKeys, entries, "the table is full")
+		if c.keyLen < maxKeyLen {
 			heap -= min(heap, keys)
 		}
 		require.LessOrEqual(t, heap, c.bound, "%d-byte keys", c.keyLen)

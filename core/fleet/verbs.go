@@ -10,13 +10,13 @@ import (
 	"github.com/limitkit/limitkit/core"
 )
 
-// DefaultDenyCacheTTL is how long a deny-cache entry answers at most
+// defaultDenyCacheTTL is how long a deny-cache entry answers at most
 // unless WithDenyCacheTTL says otherwise: the bound within which a Reset
 // made through another server (or any refund there) is honoured here.
-const DefaultDenyCacheTTL = time.Second
+const defaultDenyCacheTTL = time.Second
 
 // WithDenyCacheTTL bounds how long a cached denial answers without a
-// round trip (default DefaultDenyCacheTTL), whatever its RetryAfter: a
+// round trip (default 1 s), whatever its RetryAfter: a
 // denial older than d is asked of the remote store again (and cached
 // again if still denied, with the remote store's exact RetryAfter). A
 // [Store.Reset] through one server drops that server's entry at once;
@@ -36,7 +36,7 @@ func (s *Store) denyTTL() int64 {
 	if s.cfg.denyTTL > 0 {
 		return s.cfg.denyTTL.Microseconds()
 	}
-	return DefaultDenyCacheTTL.Microseconds()
+	return defaultDenyCacheTTL.Microseconds()
 }
 
 var (
@@ -136,7 +136,7 @@ func (s *Store) Peek(ctx context.Context, key string, p *core.Policy, now time.T
 // leasedHere is the units of key's lease this server may still spend at
 // t (0 without one).
 func (s *Store) leasedHere(key string, pi *pinfo, t int64) int64 {
-	if len(key) > MaxKeyLen {
+	if len(key) > maxKeyLen {
 		return 0
 	}
 	sh := &s.shards[maphash.String(s.seed, key)%numShards]
@@ -188,7 +188,7 @@ func (s *Store) Charge(ctx context.Context, key string, p *core.Policy, now time
 		return err
 	}); err != nil {
 		return s.degraded(ctx, pi, err, func(lp *core.Policy) (core.Decision, error) {
-			if cost > 0 && len(key) <= MaxKeyLen && !pi.elastic {
+			if cost > 0 && len(key) <= maxKeyLen && !pi.elastic {
 				s.owe(key, pi, min(cost, pi.maxCost))
 			}
 			if pi.flap != nil {
@@ -270,7 +270,7 @@ func (s *Store) Reserve(ctx context.Context, key string, p *core.Policy, now tim
 // forgetKey drops the key's cached denial and, with all, its lease and
 // pending denied counts.
 func (s *Store) forgetKey(key string, p *core.Policy, all bool) {
-	if len(key) > MaxKeyLen {
+	if len(key) > maxKeyLen {
 		return
 	}
 	sh := &s.shards[maphash.String(s.seed, key)%numShards]
@@ -287,7 +287,7 @@ func (s *Store) forgetKey(key string, p *core.Policy, all bool) {
 // unowe cancels up to cost of the key's owed fallback admissions (a
 // refund during an outage of what was charged during it).
 func (s *Store) unowe(key string, pi *pinfo, cost int64) {
-	if len(key) > MaxKeyLen || cost <= 0 {
+	if len(key) > maxKeyLen || cost <= 0 {
 		return
 	}
 	sh := &s.shards[maphash.String(s.seed, key)%numShards]

@@ -28,7 +28,7 @@ func (sharedMem) Local() bool { return false }
 // cache's bound, not after the cached RetryAfter.
 func TestResetHonouredFleetWide(t *testing.T) {
 	for _, ttl := range []time.Duration{0, 200 * time.Millisecond} {
-		bound := DefaultDenyCacheTTL
+		bound := defaultDenyCacheTTL
 		var opts []Option
 		if ttl > 0 {
 			bound, opts = ttl, append(opts, WithDenyCacheTTL(ttl))

@@ -18,7 +18,7 @@
 //
 // Policies are matched by name: Limiters built from equal policies share
 // state, so building one per request still limits (building one at start-up
-// and sharing it is cheaper). A store holds at most [DefaultMaxPolicies]
+// and sharing it is cheaper). A store holds at most 1024
 // policy names ([WithMaxPolicies]).
 //
 // Elastic policies (core.Policy.Elastic) are decided under the key's lock

@@ -178,7 +178,7 @@ func TestTableSizing(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
 	for i := 0; i < 500; i++ {
 		var opts []Option
-		maxKeys, budget := 0, DefaultMaxStateBytes
+		maxKeys, budget := 0, defaultMaxStateBytes
 		if rng.IntN(2) == 0 {
 			maxKeys = 1 + rng.IntN(1<<rng.IntN(23))
 			opts = append(opts, WithMaxKeys(maxKeys))
@@ -202,7 +202,7 @@ func TestTableSizing(t *testing.T) {
 		if maxKeys > 0 {
 			assert.Less(t, total-maxKeys, n, "the cap rounds up to whole shards at most")
 		} else {
-			assert.LessOrEqual(t, total, DefaultMaxKeys)
+			assert.LessOrEqual(t, total, defaultMaxKeys)
 		}
 		if maxKeys == 0 || len(opts) == 2 {
 			held := n*tab.shardBytes(tab.shardCap) + allocBytes(int(unsafeSizeofTable))

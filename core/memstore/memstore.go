@@ -7,29 +7,28 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-	"unsafe"
 
 	"github.com/limitkit/limitkit/core"
 )
 
 // Defaults, each overridable by an Option.
 const (
-	// DefaultMaxKeys caps the keys held per policy (for large-state
+	// defaultMaxKeys caps the keys held per policy (for large-state
 	// policies the memory budget usually caps them lower; see
-	// DefaultMaxStateBytes).
-	DefaultMaxKeys = 1 << 22
-	// DefaultMaxStateBytes is the memory budget of one policy's table:
+	// defaultMaxStateBytes).
+	defaultMaxKeys = 1 << 22
+	// defaultMaxStateBytes is the memory budget of one policy's table:
 	// slots, state and per-shard buffers. The key cap is derived from it
-	// (never above DefaultMaxKeys) unless WithMaxKeys alone is given.
-	DefaultMaxStateBytes = 512 << 20
-	// DefaultMaxPolicies caps the distinct policy names a Store holds
+	// (never above 4,194,304 (2^22)) unless WithMaxKeys alone is given.
+	defaultMaxStateBytes = 512 << 20
+	// defaultMaxPolicies caps the distinct policy names a Store holds
 	// tables for.
-	DefaultMaxPolicies = 1024
+	defaultMaxPolicies = 1024
 	// maxKeysLimit bounds WithMaxKeys (far above any memory).
 	maxKeysLimit int64 = 1 << 32
-	// DefaultSweepInterval is how often the background sweeper drops
+	// defaultSweepInterval is how often the background sweeper drops
 	// expired keys.
-	DefaultSweepInterval = time.Minute
+	defaultSweepInterval = time.Minute
 )
 
 // Store is the embedded, in-process store: a sharded open-addressing hash
@@ -46,7 +45,7 @@ const (
 // previous slot arrays until the garbage collector frees them.
 //
 // Key cap: WithMaxKeys, or the keys that fit the budget (at most
-// DefaultMaxKeys), or the smaller of the two when both options are given;
+// 4,194,304 (2^22)), or the smaller of the two when both options are given;
 // rounded to whole shards. Small caps use fewer shards (a shard holds at
 // least 64 keys when the cap allows) so that eviction picks among many.
 //
@@ -91,7 +90,7 @@ const (
 // that does not while a Limiter of the other is live (the Store is a
 // core.PolicyRegistrar, see [Store.RegisterPolicy]), and Take returns an
 // error for one used without a Limiter. A Store holds at most
-// DefaultMaxPolicies names (WithMaxPolicies); a new name beyond that is an
+// defaultMaxPolicies names (WithMaxPolicies); a new name beyond that is an
 // error of NewLimiter: put per-client variation in the key, not in the
 // policy name. Releasing a name's last Limiter (core.Limiter.Release)
 // drops its table.
@@ -127,13 +126,13 @@ var _ core.LocalStore = (*Store)(nil)
 type Option func(*Store)
 
 // WithMaxKeys caps the keys held per policy (default: what fits the memory
-// budget, at most DefaultMaxKeys). n must be in (0, 2^32]. Given alone, it
+// budget, at most 4,194,304 (2^22)). n must be in (0, 2^32]. Given alone, it
 // replaces the default budget; with WithMaxStateBytes, the smaller cap
 // applies.
 func WithMaxKeys(n int) Option { return func(s *Store) { s.maxKeys = n } }
 
 // WithMaxStateBytes sets the memory budget of each policy's table
-// (default DefaultMaxStateBytes): the slots, the state and the per-shard
+// (default 512 MiB): the slots, the state and the per-shard
 // buffers stay within n bytes. n must be > 0, and large enough for one key
 // of each policy (Take returns an error naming the policy otherwise).
 func WithMaxStateBytes(n int) Option {
@@ -141,7 +140,7 @@ func WithMaxStateBytes(n int) Option {
 }
 
 // WithMaxPolicies caps the distinct policy names the Store holds tables
-// for (default DefaultMaxPolicies). n must be > 0.
+// for (default 1024). n must be > 0.
 func WithMaxPolicies(n int) Option { return func(s *Store) { s.maxPolicies = n } }
 
 // WithClock sets the clock the sweeper uses to decide what has expired
@@ -149,17 +148,17 @@ func WithMaxPolicies(n int) Option { return func(s *Store) { s.maxPolicies = n }
 func WithClock(c core.Clock) Option { return func(s *Store) { s.clock = c } }
 
 // WithSweepInterval sets how often the background sweeper runs (default
-// DefaultSweepInterval). d must be > 0.
+// one minute). d must be > 0.
 func WithSweepInterval(d time.Duration) Option { return func(s *Store) { s.interval = d } }
 
 // New returns an empty Store and starts its sweeper.
 func New(opts ...Option) (*Store, error) {
 	s := &Store{
 		seed:        maphash.MakeSeed(),
-		maxBytes:    DefaultMaxStateBytes,
-		maxPolicies: DefaultMaxPolicies,
+		maxBytes:    defaultMaxStateBytes,
+		maxPolicies: defaultMaxPolicies,
 		clock:       core.SystemClock{},
-		interval:    DefaultSweepInterval,
+		interval:    defaultSweepInterval,
 		stop:        make(chan struct{}),
 		done:        make(chan struct{}),
 	}
@@ -221,7 +220,7 @@ func (s *Store) Stats() Stats {
 	st := Stats{Evictions: s.evictions.Load(), LimitedEvictions: s.limitedEvictions.Load()}
 	for _, t := range *s.tables.Load() {
 		st.Policies++
-		st.Bytes += int64(allocBytes(int(unsafe.Sizeof(*t))))
+		st.Bytes += int64(allocBytes(tableSize))
 		for i := range t.shards {
 			sh := &t.shards[i]
 			sh.mu.Lock()

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"hash/maphash"
 	"math/bits"
-	"unsafe"
+	"reflect"
 
 	"github.com/limitkit/limitkit/core"
 )
@@ -52,7 +52,7 @@ func (s *Store) newTable(c *core.Compiled) (*table, error) {
 	t.inline = t.words <= inlineWords
 	keyCap, budget := s.maxKeys, -1
 	if keyCap == 0 {
-		keyCap, budget = DefaultMaxKeys, s.maxBytes
+		keyCap, budget = defaultMaxKeys, s.maxBytes
 	} else if s.bytesSet {
 		budget = s.maxBytes
 	}
@@ -107,10 +107,13 @@ func (t *table) shardBytes(per int) int {
 	return b
 }
 
+// tableSize is the size of a table header (its shards' arrays aside).
+var tableSize = int(reflect.TypeFor[table]().Size())
+
 // fit is the most keys per shard whose n shards fit budget bytes.
 func (t *table) fit(n, budget int) int {
-	avail := budget - allocBytes(int(unsafe.Sizeof(table{})))
-	lo, hi := 0, DefaultMaxKeys // invariant: lo fits
+	avail := budget - allocBytes(tableSize)
+	lo, hi := 0, defaultMaxKeys // invariant: lo fits
 	for lo < hi {
 		m := int(uint(lo+hi+1) >> 1)
 		if n*t.shardBytes(m) <= avail {

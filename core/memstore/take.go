@@ -8,15 +8,12 @@ import (
 	"github.com/limitkit/limitkit/core"
 )
 
-// The decision path: Take, TakeTo and TakeElastic, and Refund.
+// The decision path: Take and TakeElastic, and Refund.
 
 // Take applies cost to key under p at now, atomically (see core.Store).
 // It returns core.ErrClosed after Close, and an error for an invalid
 // policy, one whose name is already used by a policy with other limits,
 // or a new name beyond the Store's policy cap.
-//
-// Its common case is TakeTo's, written out rather than called (core's
-// BenchmarkHotKeyWrittenOut measures why).
 func (s *Store) Take(_ context.Context, key string, p *core.Policy, now time.Time, cost int64) (d core.Decision, err error) {
 	t := s.last.Load()
 	if t == nil || t.key != p || s.closed.Load() {
@@ -31,14 +28,10 @@ func (s *Store) Take(_ context.Context, key string, p *core.Policy, now time.Tim
 	return d, nil
 }
 
-var _ core.DirectStore = (*Store)(nil)
-
-// TakeTo is Take writing the decision into *d, which it overwrites
-// whole, and returning only the error (see core.DirectStore): for a
-// caller that keeps the decision in a larger result, so that no Decision
-// is copied on the way. d must not be nil; TakeTo does not keep it. A
-// call that returns an error consumes no quota.
-func (s *Store) TakeTo(key string, p *core.Policy, now time.Time, cost int64, d *core.Decision) error {
+// takeTo is Take writing the decision into *d, which it overwrites
+// whole, and returning only the error. d must not be nil; takeTo does not
+// keep it. A call that returns an error consumes no quota.
+func (s *Store) takeTo(key string, p *core.Policy, now time.Time, cost int64, d *core.Decision) error {
 	t := s.last.Load()
 	if t == nil || t.key != p || s.closed.Load() {
 		return s.decide(d, key, p, now, cost, false)
@@ -62,7 +55,7 @@ func (s *Store) TakeElastic(_ context.Context, key string, p *core.Policy, now t
 	return d, err
 }
 
-// decide is Take, TakeTo (or TakeElastic) through the policy lookup: for
+// decide is Take, takeTo (or TakeElastic) through the policy lookup: for
 // a policy other than the last one used, or after Close.
 func (s *Store) decide(d *core.Decision, key string, p *core.Policy, now time.Time, cost int64, elastic bool) error {
 	t, err := s.open(p)

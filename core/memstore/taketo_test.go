@@ -33,7 +33,7 @@ func TestTakeToAlternatingPolicies(t *testing.T) {
 		require.NoError(t, err)
 		var got core.Decision
 		if i%4 < 2 {
-			err = shared.TakeTo("k", p, now, 1, &got)
+			err = shared.takeTo("k", p, now, 1, &got)
 		} else {
 			got, err = shared.Take(ctx, "k", p, now, 1)
 		}
@@ -51,11 +51,11 @@ func TestTakeToAfterClose(t *testing.T) {
 	p := gcraPolicy("g")
 	s := MustNew()
 	var d core.Decision
-	require.NoError(t, s.TakeTo("k", p, t0, 1, &d))
+	require.NoError(t, s.takeTo("k", p, t0, 1, &d))
 	require.True(t, d.Allowed)
 	require.NoError(t, s.Close())
 	d = core.Decision{Allowed: true, Remaining: 7}
-	assert.ErrorIs(t, s.TakeTo("k", p, t0, 1, &d), core.ErrClosed)
+	assert.ErrorIs(t, s.takeTo("k", p, t0, 1, &d), core.ErrClosed)
 	assert.Equal(t, core.Decision{Policy: "g"}, d)
 	d, err := s.Take(ctx, "k", p, t0, 1)
 	assert.ErrorIs(t, err, core.ErrClosed)

@@ -15,10 +15,10 @@ import (
 	"github.com/limitkit/limitkit/core"
 )
 
-// MinRedisVersion is the oldest Redis server [Store.Check] accepts: 5.0,
+// minRedisVersion is the oldest Redis server [Store.Check] accepts: 5.0,
 // the first whose scripts replicate their effects by default (the scripts
 // read TIME before they write). Valkey reports a compatible redis_version.
-const MinRedisVersion = "5.0.0"
+const minRedisVersion = "5.0.0"
 
 // CheckError is the error of [Store.Check]: which server failed which
 // step, and why. Unwrap gives go-redis's error, so core.ClassifyError
@@ -51,7 +51,7 @@ func (e *CheckError) Unwrap() error { return e.Err }
 // Check verifies that the store can decide, for use before serving: every
 // server (the node of a *redis.Client; each master of a *redis.ClusterClient,
 // whose cluster state must be ok; each shard of a *redis.Ring) answers
-// PING, runs Redis [MinRedisVersion] or later, and holds every script of
+// PING, runs Redis 5.0 or later, and holds every script of
 // the store (Check loads them, as [Store.Preload] does, and confirms with
 // SCRIPT EXISTS). A client of another type is checked as one server.
 //
@@ -139,8 +139,8 @@ func (s *Store) checkServer(ctx context.Context, addr string, c scripter, cluste
 	if v == "" {
 		return fail("version", errors.New("INFO server has no redis_version"), "is this a Redis server?")
 	}
-	if !versionAtLeast(v, MinRedisVersion) {
-		return fail("version", fmt.Errorf("server runs Redis %s", v), "limitkit needs Redis "+MinRedisVersion+" or later; upgrade the server")
+	if !versionAtLeast(v, minRedisVersion) {
+		return fail("version", fmt.Errorf("server runs Redis %s", v), "limitkit needs Redis "+minRedisVersion+" or later; upgrade the server")
 	}
 	if cluster {
 		ci, err := c.ClusterInfo(ctx).Result()

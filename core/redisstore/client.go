@@ -13,20 +13,20 @@ import (
 
 // The settings [NewClient] gives a client, for what the URL leaves unset.
 const (
-	// ClientDialTimeout bounds a dial that no context bounds sooner: the
+	// clientDialTimeout bounds a dial that no context bounds sooner: the
 	// pool's, a slot-map reload's, [Store.Check]'s. A decision's dial is
 	// bounded by its own deadline (50 ms by default).
-	ClientDialTimeout = 500 * time.Millisecond
-	// ClientReadTimeout bounds a socket read or write that no context
+	clientDialTimeout = 500 * time.Millisecond
+	// clientReadTimeout bounds a socket read or write that no context
 	// bounds sooner (a slot-map reload, which go-redis runs without a
 	// deadline): a frozen node holds a reload that long.
-	ClientReadTimeout = 500 * time.Millisecond
-	// ClientClusterReloadInterval is how often a Cluster client reloads
+	clientReadTimeout = 500 * time.Millisecond
+	// clientClusterReloadInterval is how often a Cluster client reloads
 	// its slot map unprompted (go-redis's default is 60 s). The store
 	// also asks for a reload after an error that says the map may be
 	// stale (see the package doc), so this only bounds how long a
 	// change that no decision noticed goes unseen.
-	ClientClusterReloadInterval = 10 * time.Second
+	clientClusterReloadInterval = 10 * time.Second
 )
 
 // ClientConfig is the go-redis options [NewClient] built from a URL,
@@ -77,10 +77,10 @@ type ClientOption func(*ClientConfig)
 //   - DialerRetries 1: a refused dial fails at once and is classified
 //     connection (go-redis's default, 5 attempts 100 ms apart, spends the
 //     whole deadline and reports a timeout).
-//   - DialTimeout [ClientDialTimeout], ReadTimeout and WriteTimeout
-//     [ClientReadTimeout]: the bounds of calls no deadline bounds.
+//   - DialTimeout 500 ms, ReadTimeout and WriteTimeout
+//     500 ms: the bounds of calls no deadline bounds.
 //   - On a Cluster, ClusterStateReloadInterval
-//     [ClientClusterReloadInterval].
+//     10 s.
 //
 // The pool keeps go-redis's defaults (10 connections per GOMAXPROCS on a
 // node, 5 per node of a Cluster). The caller owns the client and closes
@@ -258,7 +258,7 @@ func tune(ctxTimeout *bool, maxRetries, dialerRetries *int, minBackoff, maxBacko
 	for _, d := range []struct {
 		p *time.Duration
 		v time.Duration
-	}{{minBackoff, -1}, {maxBackoff, -1}, {dial, ClientDialTimeout}, {read, ClientReadTimeout}, {write, ClientReadTimeout}} {
+	}{{minBackoff, -1}, {maxBackoff, -1}, {dial, clientDialTimeout}, {read, clientReadTimeout}, {write, clientReadTimeout}} {
 		if *d.p == 0 {
 			*d.p = d.v
 		}
@@ -272,7 +272,7 @@ func tuneNode(o *redis.Options) {
 func tuneCluster(o *redis.ClusterOptions) {
 	tune(&o.ContextTimeoutEnabled, &o.MaxRetries, &o.DialerRetries, &o.MinRetryBackoff, &o.MaxRetryBackoff, &o.DialTimeout, &o.ReadTimeout, &o.WriteTimeout)
 	if o.ClusterStateReloadInterval == 0 {
-		o.ClusterStateReloadInterval = ClientClusterReloadInterval
+		o.ClusterStateReloadInterval = clientClusterReloadInterval
 	}
 	// go-redis normalizes ClusterOptions (MinRetryBackoff -1 becomes 0)
 	// before copying them into each node's Options, whose own

@@ -158,8 +158,7 @@
 //
 // The store does not arm its own timer: the context passed to Take bounds
 // the call, and [core.Limiter] gives each call a deadline (50 ms by
-// default), as a time to [Store.TakeBy] (the store implements
-// core.DeadlineStore), which bounds the call's context by it; under
+// default), as a time to [Store.TakeBy], which bounds the call's context by it; under
 // [WithPipelining] a queued decision's deadline is kept by its node's
 // queue instead (see there).
 // go-redis applies a context deadline to socket reads and writes only when

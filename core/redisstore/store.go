@@ -18,8 +18,8 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// DefaultPrefix is the key prefix used unless [WithPrefix] says otherwise.
-const DefaultPrefix = "limitkit:"
+// defaultPrefix is the key prefix used unless [WithPrefix] says otherwise.
+const defaultPrefix = "limitkit:"
 
 // ttlRoundPad is added to every key's TTL beyond the instant its state is back
 // to full: it covers the rounding of microseconds up to Redis's
@@ -93,7 +93,7 @@ var _ core.Store = (*Store)(nil)
 // Option configures a Store.
 type Option func(*Store) error
 
-// WithPrefix sets the prefix of every key (default [DefaultPrefix],
+// WithPrefix sets the prefix of every key (default "limitkit:",
 // "limitkit:"). Use it to share one Redis between applications or
 // environments. The prefix must not contain '{' or '}' (it would replace
 // the per-key hash tag and put every key in one Cluster slot) and is at
@@ -162,7 +162,7 @@ func New(client redis.UniversalClient, opts ...Option) (*Store, error) {
 	if known && !ctxTimeout {
 		return nil, errors.New("redisstore: New: the client has ContextTimeoutEnabled false, so go-redis would ignore the limiter's per-call deadline and a hung Redis would block requests for ReadTimeout; set ContextTimeoutEnabled: true in the client options")
 	}
-	s := &Store{client: client, prefix: DefaultPrefix, compiled: make(map[*core.Policy]*compiled), logger: slog.Default()}
+	s := &Store{client: client, prefix: defaultPrefix, compiled: make(map[*core.Policy]*compiled), logger: slog.Default()}
 	for _, o := range opts {
 		if o == nil {
 			return nil, errors.New("redisstore: New: nil Option")
@@ -304,10 +304,10 @@ func (s *Store) Take(ctx context.Context, key string, p *core.Policy, now time.T
 	return s.take(ctx, time.Time{}, key, p, now, cost)
 }
 
-var _ core.DeadlineStore = (*Store)(nil)
-
-// TakeBy is Take bounded by deadline as well as by ctx (see
-// core.DeadlineStore; a zero deadline is none). Under [WithPipelining]
+// TakeBy is Take bounded by deadline as well as by ctx (a zero deadline
+// is none): a core.Limiter calls it with its per-call deadline instead of
+// Take under a context.WithTimeout, whose timer costs more than a
+// pipelined call. Under [WithPipelining]
 // a decision that queues has its deadline kept by the pipeliner, with
 // no context of its own; without it, or sent at once, the call runs
 // under a context bounded by deadline, as Take's.

@@ -47,7 +47,7 @@ func TestNewValidates(t *testing.T) {
 	}
 	s, err := New(ok)
 	require.NoError(t, err)
-	assert.Equal(t, DefaultPrefix, s.prefix, "default prefix")
+	assert.Equal(t, defaultPrefix, s.prefix, "default prefix")
 	assert.False(t, s.clientTime, "Redis TIME by default")
 	assert.Equal(t, ttlRoundPad.Milliseconds(), s.ttlPad)
 	s, err = New(ok, WithPrefix(""), WithClientTime())
@@ -238,7 +238,7 @@ func TestKeysOneSlot(t *testing.T) {
 	limits := []core.Limit{core.PerSecond(10), core.PerMinute(100), core.PerHour(1000), core.PerDay(5000),
 		core.Per(7, 7*time.Second), core.Per(60, 3*time.Minute), core.Per(90, 15*time.Minute), core.Per(3, 2*time.Second)}
 	slots := map[uint16]bool{}
-	for _, prefix := range []string{DefaultPrefix, "", "app:prod:"} {
+	for _, prefix := range []string{defaultPrefix, "", "app:prod:"} {
 		s := newStore(t, c, WithPrefix(prefix))
 		for a := core.GCRA; a <= core.SlidingWindowCounter; a++ {
 			for n := 1; n <= 8; n++ {
@@ -257,7 +257,7 @@ func TestKeysOneSlot(t *testing.T) {
 							require.NotContains(t, key, k, "raw key material")
 						}
 					}
-					if n == 8 && a == core.GCRA && prefix == DefaultPrefix {
+					if n == 8 && a == core.GCRA && prefix == defaultPrefix {
 						got, err := c.ClusterKeySlot(ctx, keys[0]).Result()
 						require.NoError(t, err)
 						require.Equal(t, int64(want), got, "CLUSTER KEYSLOT agrees with the local CRC16")

@@ -14,8 +14,7 @@ import (
 // TestConformance is run, offline.
 //
 //   - extstore decides with core's own Decide (Options.CoreDecides: no
-//     differential) and runs Run; it is a core.DirectStore, so Run checks
-//     its TakeTo.
+//     differential) and runs Run.
 //   - ownmath does its own arithmetic for single-limit GCRA and
 //     fixed-window policies: it runs Run with its differential, RunVerbs,
 //     RunVerbsDifferential and RunRegistry, and the output must show those
@@ -30,7 +29,7 @@ func TestExternalStore(t *testing.T) {
 		module string
 		ran    []string // subtests that must have passed
 	}{
-		{"extstore", []string{"TestConformance/ExactUnderConcurrency", "TestConformance/DirectTakeTo/gcra"}},
+		{"extstore", []string{"TestConformance/ExactUnderConcurrency", "TestConformance/HostileKeys"}},
 		{"ownmath", []string{
 			"TestConformance/Run/Differential/gcra", "TestConformance/Run/Differential/gcra-burst",
 			"TestConformance/Run/Differential/fw", "TestConformance/Run/Differential/gcra-counted",

@@ -18,13 +18,11 @@
 // update, no over-admission), that a multi-limit decision is
 // all-or-nothing, keys are isolated, hostile keys (huge, binary) are
 // harmless, a cost above capacity is never admitted, and time jumps and
-// skewed clocks stay within bounds; for a core.DirectStore (a local store
-// that the HTTP middleware calls directly), that TakeTo decides as Take
-// and overwrites the whole Decision. A store that keeps a policy registry
+// skewed clocks stay within bounds. A store that keeps a policy registry
 // also runs [RunRegistry]; an elastic store [ElasticDrain]; a
 // core.VerbStore [RunVerbs] (the verbs' contract) and, when it does any of
 // the arithmetic itself, [RunVerbsDifferential] (every verb compared
-// with core's model). [ApplyVerb] and [MaxWait] are core's model of the
+// with core's model). [ApplyVerb] is core's model of the
 // quota verbs, for a store's own differential tests of Peek, Charge,
 // Refund and Wait.
 //
@@ -128,39 +126,6 @@ func Run(t *testing.T, f Factory, o Options) {
 	t.Run("HugeCosts", func(t *testing.T) { testHugeCosts(t, f) })
 	t.Run("ClockBackNoLockout", func(t *testing.T) { testClockBackNoLockout(t, f) })
 	t.Run("SkewedServers", func(t *testing.T) { testSkewedServers(t, f) })
-	if _, ok := f(t).(core.DirectStore); ok {
-		t.Run("DirectTakeTo", func(t *testing.T) { testDirectTakeTo(t, f) })
-	}
-}
-
-// testDirectTakeTo: a core.DirectStore's TakeTo decides as core's model,
-// in turn with Take on the same key (they share the key's state), and
-// overwrites the whole Decision it is given.
-func testDirectTakeTo(t *testing.T, f Factory) {
-	for _, p := range Policies() {
-		t.Run(p.Name, func(t *testing.T) {
-			s := f(t).(core.DirectStore)
-			c, err := p.Compile()
-			require.NoError(t, err)
-			rng := rand.New(rand.NewPCG(uint64(len(p.Name)), 11))
-			state := make([]int64, c.StateWords())
-			now := Epoch
-			for i := 0; i < 200; i++ {
-				now = now.Add(randStep(rng))
-				cost := int64(1 + rng.IntN(3))
-				want := c.Decide(state, now.UnixMicro(), cost)
-				got := core.Decision{Allowed: !want.Allowed, Remaining: -7, Policy: "stale", Degraded: true, RetryAfter: time.Hour}
-				if i%3 == 2 {
-					got, err = s.Take(context.Background(), "k", &p, now, cost)
-				} else {
-					err = s.TakeTo("k", &p, now, cost, &got)
-				}
-				require.NoError(t, err)
-				got.Cached = false // as in the differential
-				require.Equal(t, want, got, "step %d at +%v cost %d (TakeTo: %v)", i, now.Sub(Epoch), cost, i%3 != 2)
-			}
-		})
-	}
 }
 
 // testDifferential drives random (time, cost) sequences through the store
@@ -405,14 +370,14 @@ func testTimeJumps(t *testing.T, f Factory) {
 	}
 }
 
-// MaxWait is the longest RetryAfter p may ever answer for a cost within
+// maxWait is the longest RetryAfter p may ever answer for a cost within
 // its capacity, from any state (single-limit policies): two full refills
 // for GCRA and the token bucket, two windows for the fixed window and the
 // log, two windows and a bucket for the sliding counter
 // (the second refill or window is the margin within which a state ahead
 // of now stays in force: concurrent callers reach state in another order
 // than they read the clock).
-func MaxWait(p *core.Policy) time.Duration {
+func maxWait(p *core.Policy) time.Duration {
 	l := p.Limits[0]
 	switch p.Algorithm {
 	case core.GCRA, core.TokenBucket:
@@ -509,7 +474,7 @@ func testClockBackNoLockout(t *testing.T, f Factory) {
 								continue
 							}
 							require.NotEqual(t, core.Never, d.RetryAfter)
-							require.LessOrEqual(t, d.RetryAfter, MaxWait(&p), "at +%v: a wait beyond the policy's", at.Sub(start))
+							require.LessOrEqual(t, d.RetryAfter, maxWait(&p), "at +%v: a wait beyond the policy's", at.Sub(start))
 						}
 					}
 					assert.GreaterOrEqual(t, admitted, 100-used, "no lockout after the clock stepped back %v", back)
@@ -545,7 +510,7 @@ func testSkewedServers(t *testing.T, f Factory) {
 					if d.Allowed {
 						slow++
 					} else {
-						require.LessOrEqual(t, d.RetryAfter, MaxWait(&p), "request %d on the slow server", i)
+						require.LessOrEqual(t, d.RetryAfter, maxWait(&p), "request %d on the slow server", i)
 					}
 				} else if d.Allowed {
 					fast++

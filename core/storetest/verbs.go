@@ -48,9 +48,9 @@ type VerbOptions struct {
 	ResetBound time.Duration
 }
 
-// VerbPolicies are the policies RunVerbs runs: every algorithm with one
+// verbPolicies are the policies RunVerbs runs: every algorithm with one
 // limit of 10 an hour, and with a second limit of 30 per 4 hours.
-func VerbPolicies() []core.Policy {
+func verbPolicies() []core.Policy {
 	var ps []core.Policy
 	for _, a := range []core.Algorithm{core.GCRA, core.TokenBucket, core.FixedWindow, core.SlidingWindowLog, core.SlidingWindowCounter} {
 		one := core.Policy{Name: "verbs-" + a.String(), Algorithm: a, Limits: []core.Limit{core.Per(10, time.Hour)}}
@@ -84,7 +84,7 @@ func chargeBound(p *core.Policy) time.Duration {
 }
 
 // RunVerbs checks the quota verbs as a user of core.Limiter sees them,
-// for every policy of VerbPolicies, on stores that honour the now
+// for every policy of verbPolicies, on stores that honour the now
 // argument (a core.ManualClock drives the Limiters of every instance):
 //
 //   - Peek consumes nothing (a quota's worth of peeks, then the whole
@@ -107,7 +107,7 @@ func RunVerbs(t *testing.T, f Factory, o VerbOptions) {
 	if o.Stores == 0 {
 		o.Stores = 1
 	}
-	for _, p := range VerbPolicies() {
+	for _, p := range verbPolicies() {
 		t.Run(p.Name, func(t *testing.T) {
 			clk := core.NewManualClock(Epoch)
 			var ls []*core.Limiter
@@ -251,7 +251,7 @@ func verbWait(t *testing.T, l *core.Limiter) {
 // the store is a core.ReserveStore (at most 2s ahead) — on two keys, with
 // the clock stepping back as well as forward and now and then a huge
 // cost, and requires identical decisions step by step, for every policy
-// of [Policies] and [VerbPolicies]. o.Steps is each sequence's length
+// of [Policies] and the verbs' own policies. o.Steps is each sequence's length
 // (default 300); the other options are not used. A store whose decisions
 // are core's own (Options.CoreDecides) need not run it; one that does
 // part of the arithmetic itself should, since [RunVerbs] checks the
@@ -261,7 +261,7 @@ func RunVerbsDifferential(t *testing.T, f Factory, o Options) {
 		o.Steps = 300
 	}
 	const maxWait = 2 * time.Second
-	for i, p := range append(Policies(), VerbPolicies()...) {
+	for i, p := range append(Policies(), verbPolicies()...) {
 		t.Run(p.Name, func(t *testing.T) {
 			s := f(t)
 			vs, ok := s.(core.VerbStore)

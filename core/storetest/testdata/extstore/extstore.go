@@ -2,7 +2,7 @@
 // only its public API: one map under one mutex, deciding with core's own
 // math (Policy.Compile, Compiled.DecideTo). A toy — its key count is not
 // bounded — that shows what a store author writes, including the optional
-// core.DirectStore (the HTTP middleware then calls TakeTo itself), and runs the
+// core.LocalStore (a Limiter then takes its fast path), and runs the
 // conformance suite of core/storetest; storetest's TestExternalStore
 // builds and tests this module against the checkout it runs in.
 package extstore
@@ -30,7 +30,7 @@ type table struct {
 	keys map[string][]int64
 }
 
-var _ core.DirectStore = (*Store)(nil)
+var _ core.LocalStore = (*Store)(nil)
 
 // Local reports true: the store does no I/O (core.LocalStore).
 func (s *Store) Local() bool { return true }
@@ -38,13 +38,13 @@ func (s *Store) Local() bool { return true }
 // Take applies cost to key under p at now: one atomic check-and-consume
 // under the store's lock.
 func (s *Store) Take(_ context.Context, key string, p *core.Policy, now time.Time, cost int64) (d core.Decision, err error) {
-	err = s.TakeTo(key, p, now, cost, &d)
+	err = s.takeTo(key, p, now, cost, &d)
 	return d, err
 }
 
-// TakeTo is Take writing the decision into *d (core.DirectStore); it does
-// not keep d. A call that fails consumes nothing.
-func (s *Store) TakeTo(key string, p *core.Policy, now time.Time, cost int64, d *core.Decision) error {
+// takeTo is Take writing the decision into *d; it does not keep d. A
+// call that fails consumes nothing.
+func (s *Store) takeTo(key string, p *core.Policy, now time.Time, cost int64, d *core.Decision) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	t, ok := s.policies[p.Name]
