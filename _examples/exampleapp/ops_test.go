@@ -324,16 +324,32 @@ rules:
 	}
 	assert.Positive(t, metricValue(body, `limitkit_store_latency_seconds_count{policy="lenient"}`))
 
-	// Later failures are counted into one line per interval, not one each.
+	// Later failures are counted into one line per interval, not one each:
+	// a burst of failures writes at most one line per interval it spans,
+	// plus one, plus one more for the limiter's coarse clock (it may read
+	// a millisecond or so behind the wall clock measured here). The bound is causal (a loaded host that stretches the
+	// burst over more intervals allows more lines), never a deadline; a
+	// logger that wrote a line per failure writes 50 where the burst of a
+	// host that is not stalled for seconds allows a few.
 	lines := func() int { return strings.Count(logs.String(), "policy=lenient") }
 	n := lines()
-	sent := 0
+	const burst = 50
+	began := time.Now()
+	for range burst {
+		get("/x")
+	}
+	spanned := int(time.Since(began)/interval) + 2
+	added := lines() - n
+	t.Logf("a burst of %d failures allowed %d lines and wrote %d", burst, spanned, added)
+	assert.LessOrEqual(t, added, spanned, "rate-limited: at most one line per interval (+2)")
+	if spanned < burst {
+		assert.Less(t, added, burst, "rate-limited: fewer lines than failures")
+	}
+	n = lines()
 	require.Eventually(t, func() bool {
 		get("/x")
-		sent++
 		return lines() > n
-	}, 5*time.Second, 10*time.Millisecond)
-	assert.Less(t, lines(), n+sent, "rate-limited: fewer lines than failures")
+	}, 10*time.Second, 10*time.Millisecond, "the next interval's line")
 	last := logs.String()[strings.LastIndex(logs.String(), "policy=lenient"):]
 	assert.Regexp(t, `failures=\d+`, last)
 }

@@ -1,6 +1,6 @@
 package fleet
 
-import "github.com/limitkit/limitkit/internal/schedlag"
+import "github.com/limitkit/limitkit/core/internal/schedlag"
 
 // withoutSyncLoop leaves out the background sync loop, which runs on the
 // wall clock: a test on a manual clock that syncs by hand decides the

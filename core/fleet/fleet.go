@@ -12,7 +12,7 @@ import (
 
 	"github.com/limitkit/limitkit/core"
 	"github.com/limitkit/limitkit/core/memstore"
-	"github.com/limitkit/limitkit/internal/schedlag"
+	"github.com/limitkit/limitkit/core/internal/schedlag"
 )
 
 // numShards is the number of independently locked parts of the local table.

@@ -10,7 +10,7 @@ import (
 
 	"github.com/limitkit/limitkit/core"
 	"github.com/limitkit/limitkit/internal/redistest"
-	"github.com/limitkit/limitkit/internal/schedlag"
+	"github.com/limitkit/limitkit/core/internal/schedlag"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )

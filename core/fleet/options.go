@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/limitkit/limitkit/core"
-	"github.com/limitkit/limitkit/internal/schedlag"
+	"github.com/limitkit/limitkit/core/internal/schedlag"
 )
 
 // Defaults, each overridable by an Option.

@@ -12,7 +12,7 @@ import (
 	"github.com/limitkit/limitkit/core"
 	"github.com/limitkit/limitkit/core/redisstore"
 	"github.com/limitkit/limitkit/internal/redistest"
-	"github.com/limitkit/limitkit/internal/schedlag"
+	"github.com/limitkit/limitkit/core/internal/schedlag"
 	"github.com/redis/go-redis/v9"
 )
 

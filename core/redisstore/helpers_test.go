@@ -10,7 +10,7 @@ import (
 
 	"github.com/limitkit/limitkit/core"
 	"github.com/limitkit/limitkit/internal/redistest"
-	"github.com/limitkit/limitkit/internal/schedlag"
+	"github.com/limitkit/limitkit/core/internal/schedlag"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 )

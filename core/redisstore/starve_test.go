@@ -12,7 +12,7 @@ import (
 
 	"github.com/limitkit/limitkit/core"
 	"github.com/limitkit/limitkit/internal/redistest"
-	"github.com/limitkit/limitkit/internal/schedlag"
+	"github.com/limitkit/limitkit/core/internal/schedlag"
 )
 
 // deadlineHook records the deadline of the last command's context.

@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/limitkit/limitkit/core"
-	"github.com/limitkit/limitkit/internal/schedlag"
+	"github.com/limitkit/limitkit/core/internal/schedlag"
 	"github.com/redis/go-redis/v9"
 )
 
