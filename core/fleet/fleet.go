@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/limitkit/limitkit/core"
-	"github.com/limitkit/limitkit/core/memstore"
 	"github.com/limitkit/limitkit/core/internal/schedlag"
+	"github.com/limitkit/limitkit/core/memstore"
 )
 
 // numShards is the number of independently locked parts of the local table.

@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/limitkit/limitkit/core"
-	"github.com/limitkit/limitkit/internal/redistest"
 	"github.com/limitkit/limitkit/core/internal/schedlag"
+	"github.com/limitkit/limitkit/internal/redistest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )

@@ -10,9 +10,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/limitkit/limitkit/core"
+	"github.com/limitkit/limitkit/core/internal/schedlag"
 	"github.com/limitkit/limitkit/core/redisstore"
 	"github.com/limitkit/limitkit/internal/redistest"
-	"github.com/limitkit/limitkit/core/internal/schedlag"
 	"github.com/redis/go-redis/v9"
 )
 

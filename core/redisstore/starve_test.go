@@ -11,8 +11,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/limitkit/limitkit/core"
-	"github.com/limitkit/limitkit/internal/redistest"
 	"github.com/limitkit/limitkit/core/internal/schedlag"
+	"github.com/limitkit/limitkit/internal/redistest"
 )
 
 // deadlineHook records the deadline of the last command's context.
