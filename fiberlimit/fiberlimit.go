@@ -237,14 +237,6 @@ func (r *request) AnyMethod() bool {
 	return route != "" && appTable(r.ctx().App()).any[route]
 }
 
-// scopeMethod is httplimit.ScopeMethod for the route pattern route.
-func (r *request) scopeMethod(route string) string {
-	if appTable(r.ctx().App()).any[route] {
-		return ""
-	}
-	return httplimit.NormalMethod(r.ctx().Method())
-}
-
 func (r *request) Path() string { return r.ctx().Path() }
 
 func (r *request) Header(name string) string { return r.ctx().Get(name) }

@@ -259,7 +259,6 @@ type item struct {
 	zero     bool // requests_per_unit 0: every hit is over the limit
 	unlim    bool
 	name     string
-	replaces []string
 	d        core.Decision
 	taken    bool
 	over     bool

@@ -15,24 +15,6 @@ import (
 	"github.com/limitkit/limitkit/core/memstore"
 )
 
-// refConfig is envoyproxy/ratelimit's README example, extended with the
-// cases its tests cover.
-const refConfig = `
-domain: mongo_cps
-descriptors:
-  - key: database
-    value: users
-    rate_limit:
-      unit: second
-      requests_per_unit: 500
-  - key: database
-    value: default
-    rate_limit:
-      unit: second
-      requests_per_unit: 500
----
-`
-
 const testConfig = `
 domain: edge
 descriptors:

@@ -32,8 +32,8 @@ const (
 type tierKind uint8
 
 const (
-	// tierNone: the rule has no tiers.
-	tierNone tierKind = iota
+	// the zero value: the rule has no tiers.
+	_ tierKind = iota
 	// tierClaim reads a claim of the caller's verified JWT ("claim:plan").
 	tierClaim
 	// tierHeader reads a header ("header:X-Plan"). Only safe for a header

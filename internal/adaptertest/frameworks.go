@@ -339,7 +339,9 @@ func serveFast(h fasthttp.RequestHandler, req Request) (resp Response) {
 	FastCtx(&ctx, req)
 	h(&ctx)
 	hdr := http.Header{}
-	ctx.Response.Header.VisitAll(func(k, v []byte) { hdr.Add(string(k), string(v)) })
+	for k, v := range ctx.Response.Header.All() {
+		hdr.Add(string(k), string(v))
+	}
 	if ct := ctx.Response.Header.ContentType(); len(ct) > 0 {
 		hdr.Set("Content-Type", string(ct))
 	}
