@@ -23,10 +23,8 @@
 //
 // The environment variable LIMITKIT_REDIS_SERVER names another server
 // binary, e.g. valkey-server (CI runs the Redis-dependent packages once
-// more with it); the matching cluster tool (for tests that run it) is
-// LIMITKIT_REDIS_CLI, by default valkey-cli for a binary whose name
-// starts with "valkey", else redis-cli. [ServerBinary] and [CLIBinary]
-// report the choice.
+// more with it); [ServerBinary] reports the choice. The helpers need no
+// cluster tool: they form a Cluster with CLUSTER commands.
 //
 // The helpers poll the server's socket while waiting for readiness; that is
 // the only waiting they do. They are for tests only.
@@ -61,12 +59,9 @@ const RequireEnv = "LIMITKIT_REQUIRE_REDIS"
 // that requires no error must not fail for it.
 const StoreTimeout = 10 * time.Second
 
-// ServerEnv and CLIEnv are the environment variables that name the server
-// binary and its cluster tool (see the package doc).
-const (
-	ServerEnv = "LIMITKIT_REDIS_SERVER"
-	CLIEnv    = "LIMITKIT_REDIS_CLI"
-)
+// ServerEnv is the environment variable that names the server binary
+// (see the package doc).
+const ServerEnv = "LIMITKIT_REDIS_SERVER"
 
 // ServerBinary is the server binary the helpers start: $LIMITKIT_REDIS_SERVER,
 // or redis-server.
@@ -75,20 +70,6 @@ func ServerBinary() string {
 		return b
 	}
 	return "redis-server"
-}
-
-// CLIBinary is the cluster tool matching ServerBinary (the helpers do not
-// need it; a test that runs it does): $LIMITKIT_REDIS_CLI, else
-// valkey-cli when ServerBinary's name starts with "valkey", else
-// redis-cli.
-func CLIBinary() string {
-	if b := os.Getenv(CLIEnv); b != "" {
-		return b
-	}
-	if strings.HasPrefix(filepath.Base(ServerBinary()), "valkey") {
-		return "valkey-cli"
-	}
-	return "redis-cli"
 }
 
 // readyTimeout bounds how long a server may take to accept PING.
@@ -128,12 +109,6 @@ func lookup(t testing.TB, bin string) string {
 		t.Skip(msg + " (set " + RequireEnv + "=1 to make this a failure)")
 	}
 	return p
-}
-
-// Available reports whether the server binary (ServerBinary) is on PATH.
-func Available() bool {
-	_, err := exec.LookPath(ServerBinary())
-	return err == nil
 }
 
 // StartNode starts a stand-alone redis-server and returns it once it
