@@ -92,6 +92,11 @@ func Run(ctx context.Context, args []string, hup <-chan os.Signal, log *slog.Log
 	if err != nil {
 		return err
 	}
+	// The fingerprint is taken before the load it stands for: a file
+	// written after it (even before the server is ready) is a change the
+	// watcher sees; taken after, such a write would be the baseline, and
+	// its content never loaded.
+	last := fingerprint(c.ConfigPath)
 	cfg, err := rls.LoadConfig(c.ConfigPath)
 	if err != nil {
 		return err
@@ -153,7 +158,6 @@ func Run(ctx context.Context, args []string, hup <-chan os.Signal, log *slog.Log
 		defer t.Stop()
 		tick = t.C
 	}
-	last := fingerprint(c.ConfigPath)
 	load := func(why string) {
 		cfg, err := rls.LoadConfig(c.ConfigPath)
 		if err == nil {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -268,3 +269,43 @@ func TestReloadOnChangeAndSIGHUP(t *testing.T) {
 }
 
 func wrapUint(v uint64) *wrapperspb.UInt64Value { return wrapperspb.UInt64(v) }
+
+// TestChangeBeforeReadyIsLoaded: a configuration written while the server
+// starts (here: from the ready callback, before the watcher's first tick)
+// is a change the watcher loads. The baseline fingerprint is the one of the
+// file the server loaded at start; a baseline taken later would swallow
+// this write and serve the old limit for ever (a loaded CI host once hit
+// exactly that between the ready callback and the watch loop).
+func TestChangeBeforeReadyIsLoaded(t *testing.T) {
+	dir := t.TempDir()
+	writeConfig(t, dir, sharedConfig)
+	ctx, cancel := context.WithCancel(context.Background())
+	addrs := make(chan string, 1)
+	done := make(chan error, 1)
+	go func() {
+		done <- Run(ctx, []string{"-addr", "127.0.0.1:0", "-metrics-addr", "", "-config", dir, "-watch", "10ms"},
+			make(chan os.Signal), slog.New(slog.NewTextHandler(io.Discard, nil)), func(g, _ string) {
+				writeConfig(t, dir, strings.Replace(sharedConfig, "requests_per_unit: 50", "requests_per_unit: 7", 1))
+				addrs <- g
+			})
+	}()
+	var addr string
+	select {
+	case addr = <-addrs:
+	case err := <-done:
+		cancel()
+		t.Fatalf("limitkit-rls did not start: %v", err)
+	}
+	defer func() {
+		cancel()
+		require.NoError(t, <-done)
+	}()
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	require.NoError(t, err)
+	defer conn.Close()
+	client := pb.NewRateLimitServiceClient(conn)
+	eventually(t, func() bool {
+		resp, err := client.ShouldRateLimit(context.Background(), req("shared", "api_key", "ready"))
+		return err == nil && resp.Statuses[0].GetCurrentLimit().GetRequestsPerUnit() == 7
+	}, "the change written before the watch loop began was not loaded")
+}
