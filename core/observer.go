@@ -89,10 +89,24 @@ const (
 	// EventReset: Limiter.Reset forgot a key's state. The Decision and
 	// Outcome are zero; Err and Latency are set as for a decision.
 	EventReset
+	// EventSourceHit: a [Sourced] answered an identity from its cache.
+	EventSourceHit
+	// EventSourceLookup: a [Sourced] asked its [LimitSource] (one
+	// lookup, whatever the requests waiting for it): Keys is the number
+	// of limits found (0: not found), Latency the call's duration, Err
+	// the source's error (context.DeadlineExceeded past the lookup's
+	// Timeout) or nil.
+	EventSourceLookup
+	// EventSourceFallback: a request of a [Sourced] was decided by the
+	// fallback (see SourceConfig.FailModeOnError) because the lookup
+	// failed, timed out (Err context.DeadlineExceeded), its context
+	// ended, or too many lookups were under way.
+	EventSourceFallback
 )
 
 // String returns "decision", "deny_cache_hit", "sync", "breaker",
-// "fallback", "peek", "charge", "refund" or "reset".
+// "fallback", "peek", "charge", "refund", "reset", "source_hit",
+// "source_lookup" or "source_fallback".
 func (k EventKind) String() string {
 	switch k {
 	case EventDecision:
@@ -113,6 +127,12 @@ func (k EventKind) String() string {
 		return "refund"
 	case EventReset:
 		return "reset"
+	case EventSourceHit:
+		return "source_hit"
+	case EventSourceLookup:
+		return "source_lookup"
+	case EventSourceFallback:
+		return "source_fallback"
 	}
 	return "unknown"
 }
@@ -218,7 +238,8 @@ type Event struct {
 	// Err is the store's error (EventDecision, the verbs' events,
 	// EventFallback, EventSync), or nil.
 	Err error
-	// Keys is the number of entries of a sync (EventSync).
+	// Keys is the number of entries of a sync (EventSync), or of the
+	// limits a source found (EventSourceLookup).
 	Keys int
 	// From and To are the breaker's previous and new state (EventBreaker).
 	From, To BreakerState
