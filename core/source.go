@@ -472,3 +472,7 @@ func (s *Sourced) observe(ctx context.Context, k EventKind, err error, n int, la
 	}
 	o.Observe(e)
 }
+
+// Default returns the default Limiter NewSourced was given: the one
+// Select returns for an identity the source does not know.
+func (s *Sourced) Default() *Limiter { return s.def }

@@ -155,8 +155,9 @@ type policySpec struct {
 	count          func(status int) bool
 	resetOnSuccess bool
 	chargeFirst    bool
-	byStatus       bool   // WithOutcome was given
-	byAdapter      string // an AdapterOutcome was given: its adapter.name
+	byStatus       bool          // WithOutcome was given
+	byAdapter      string        // an AdapterOutcome was given: its adapter.name
+	source         *core.Sourced // WithLimitSource (source.go)
 }
 
 func (p *policySpec) setOutcome(o Outcome) {

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/limitkit/limitkit/core"
-	"github.com/limitkit/limitkit/httplimit/internal/respond"
 	"github.com/limitkit/limitkit/keyfuncs"
 )
 
@@ -22,6 +21,8 @@ type policies struct {
 	count     func(status int) bool
 	resetOK   bool
 	first     bool
+	source    *core.Sourced // WithLimitSource (source.go), or nil
+	srcChecks sourceChecks  // the source's limit sets' checks
 }
 
 // outcome is what a request counted by outcome leaves for [Engine.Outcome]:
@@ -37,39 +38,24 @@ type outcome struct {
 
 // initPolicies validates p against the engine's checks and sets e.pol.
 func (e *Engine) initPolicies(p *policySpec) error {
-	if p.tier == nil && len(p.tiers) == 0 && len(p.overrides) == 0 && p.count == nil {
+	if p.tier == nil && len(p.tiers) == 0 && len(p.overrides) == 0 && p.count == nil && p.source == nil {
 		return nil
 	}
 	prim := &e.checks[0]
 	if _, err := core.NewTiers(prim.lim, p.tiers, p.overrides); err != nil {
 		return fmt.Errorf("%s: %w", e.pkg, err)
 	}
-	pol := &policies{tier: p.tier, count: p.count, resetOK: p.resetOnSuccess, first: p.chargeFirst,
+	if p.source != nil && p.source.Default() != prim.lim {
+		return fmt.Errorf("%s: WithLimitSource: the core.Sourced was built on the limiter of policy %q, not on the limiter passed to New (policy %q); build it with core.NewSourced(limiter, ...)", e.pkg, p.source.Default().Policy().Name, prim.policy.Name)
+	}
+	pol := &policies{tier: p.tier, count: p.count, resetOK: p.resetOnSuccess, first: p.chargeFirst, source: p.source,
 		tiers: map[string]*check{}, overrides: map[string]*check{}, byPolicy: map[string]*check{}}
 	mk := func(l *core.Limiter) *check {
-		pp := l.Policy()
-		c := &check{lim: l, key: prim.key, policy: pp, ids: respond.LimitIDs(pp), body: respond.QuotaExceededBody(e.cfg.status, pp.Name)}
-		var pf []byte
-		for i, lim := range pp.Limits {
+		for _, lim := range l.Policy().Limits {
 			e.limitText = append(e.limitText, newLimitText(lim.Requests))
-			if len(pf) > 0 {
-				pf = append(pf, ", "...)
-			}
-			pf = respond.AppendPolicyItem(pf, c.ids[i], lim)
 		}
-		seen := map[string]bool{prim.policy.Name: true}
-		for _, x := range e.checks[1:] {
-			if seen[x.policy.Name] {
-				continue
-			}
-			seen[x.policy.Name] = true
-			for i, lim := range x.policy.Limits {
-				pf = append(pf, ", "...)
-				pf = respond.AppendPolicyItem(pf, x.ids[i], lim)
-			}
-		}
-		c.pf = string(pf)
-		pol.byPolicy[pp.Name] = c
+		c := e.newTierCheck(l)
+		pol.byPolicy[l.Policy().Name] = c
 		return c
 	}
 	for name, l := range p.tiers {
@@ -110,14 +96,22 @@ func (e *Engine) tierCheck(policy string) *check {
 	if e.pol == nil {
 		return nil
 	}
-	return e.pol.byPolicy[policy]
+	if c := e.pol.byPolicy[policy]; c != nil || e.pol.source == nil {
+		return c
+	}
+	return e.sourcedCheck(policy)
 }
 
 // choose is the primary check for a request with client key client:
-// its override, its tier's, or checks[0]. fromKeyFunc is false for a
+// its own limits from the source, its override, its tier's, or checks[0]. fromKeyFunc is false for a
 // fallback key, which never matches an override.
-func (e *Engine) choose(req keyfuncs.Request, client string, fromKeyFunc bool) *check {
+func (e *Engine) choose(ctx context.Context, req keyfuncs.Request, client string, fromKeyFunc bool) *check {
 	p := e.pol
+	if fromKeyFunc && p.source != nil {
+		if c := e.chooseSource(ctx, client); c != nil {
+			return c
+		}
+	}
 	if fromKeyFunc && len(p.overrides) > 0 {
 		if c, ok := p.overrides[client]; ok {
 			return c
@@ -160,7 +154,7 @@ func (e *Engine) decidePolicies(ctx context.Context, req keyfuncs.Request, res *
 			if own && c.key.fn != nil && e.cfg.identity {
 				res.ident = key[n:]
 			}
-			if c = e.choose(req, key[n:], own); c != &e.checks[0] {
+			if c = e.choose(ctx, req, key[n:], own); c != &e.checks[0] {
 				res.chk = c
 			}
 		}
