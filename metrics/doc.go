@@ -30,6 +30,7 @@
 //	limitkit_memstore_keys{store}                 gauge     embedded store: keys held (WatchMemstore)
 //	limitkit_memstore_evictions_total{store}      counter   embedded store: live keys evicted at the key cap
 //	limitkit_limit_requests{policy,limit,window}  gauge     configured limits (WatchPolicy): Limits[limit].Requests per window seconds
+//	limitkit_limit_source_total{policy,result}    counter   limit source (core.Sourced): hit, found, not_found, error, timeout, fallback
 //
 // A degraded decision is one where the store failed and the policy's fail
 // mode decided (admitted under open, denied under closed): alert on

@@ -52,6 +52,7 @@ type Metrics struct {
 	syncErrors  *prometheus.CounterVec
 	syncKeys    prometheus.Counter
 	syncLatency prometheus.Histogram
+	source      *prometheus.CounterVec
 
 	memKeys, memEvictions *prometheus.Desc
 	limit                 *prometheus.Desc
@@ -227,6 +228,9 @@ func New(opts ...Option) (*Metrics, error) {
 			Help: "Entries sent by a store tier's syncs."}),
 		syncLatency: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: ns, Name: "sync_latency_seconds", ConstLabels: cl, Buckets: c.buckets,
 			Help: "Duration of a store tier's sync round trips."}),
+		source: counter("limit_source_total",
+			"Requests of a limit source (core.Sourced), by result: hit (answered from its cache); found, not_found, error, timeout (a lookup of the source); fallback (a request decided by the fallback: the lookup failed or timed out, the request's context ended, or too many lookups were under way).",
+			"policy", "result"),
 		memKeys: prometheus.NewDesc(prometheus.BuildFQName(ns, "", "memstore_keys"),
 			"Keys held by an embedded store, over all policies.", []string{"store"}, cl),
 		memEvictions: prometheus.NewDesc(prometheus.BuildFQName(ns, "", "memstore_evictions_total"),
@@ -354,6 +358,21 @@ func (m *Metrics) Observe(e core.Event) {
 		p := m.policy(e.Policy)
 		p.breaker.get(func() prometheus.Gauge { return m.breaker.WithLabelValues(p.name) }).Set(float64(e.To))
 		p.transitions[e.To].get(func() prometheus.Counter { return m.transitions.WithLabelValues(p.name, e.To.String()) }).Inc()
+	case core.EventSourceHit:
+		m.source.WithLabelValues(m.policy(e.Policy).name, "hit").Inc()
+	case core.EventSourceLookup:
+		r := "found"
+		switch {
+		case e.Err != nil && core.ClassifyError(e.Err) == core.ErrorTimeout:
+			r = "timeout"
+		case e.Err != nil:
+			r = "error"
+		case e.Keys == 0:
+			r = "not_found"
+		}
+		m.source.WithLabelValues(m.policy(e.Policy).name, r).Inc()
+	case core.EventSourceFallback:
+		m.source.WithLabelValues(m.policy(e.Policy).name, "fallback").Inc()
 	case core.EventSync:
 		if e.Err != nil {
 			m.syncs.WithLabelValues("error").Inc()
@@ -490,7 +509,7 @@ func (m *Metrics) WatchPolicy(p core.Policy) {
 
 func (m *Metrics) collectors() []prometheus.Collector {
 	return []prometheus.Collector{m.decisions, m.errors, m.latency, m.denyCache, m.fallbacks,
-		m.breaker, m.transitions, m.syncs, m.syncErrors, m.syncKeys, m.syncLatency}
+		m.breaker, m.transitions, m.syncs, m.syncErrors, m.syncKeys, m.syncLatency, m.source}
 }
 
 // Describe implements [prometheus.Collector].
