@@ -99,8 +99,9 @@ const (
 	EventSourceLookup
 	// EventSourceFallback: a request of a [Sourced] was decided by the
 	// fallback (see SourceConfig.FailModeOnError) because the lookup
-	// failed, timed out (Err context.DeadlineExceeded), its context
-	// ended, or too many lookups were under way.
+	// failed (or one failed less than a second ago), timed out (Err
+	// context.DeadlineExceeded), its context ended, or too many lookups
+	// were under way.
 	EventSourceFallback
 )
 

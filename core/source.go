@@ -230,7 +230,11 @@ func (s *Sourced) Select(ctx context.Context, identity string) *Limiter {
 			sh.touch(e)
 			set, failed := e.set, e.failed
 			sh.mu.Unlock()
-			s.observe(ctx, EventSourceHit, nil, 0)
+			if failed { // a lookup failed less than a second ago
+				s.observe(ctx, EventSourceFallback, errSourceFailed, 0)
+			} else {
+				s.observe(ctx, EventSourceHit, nil, 0)
+			}
 			return s.limiterOf(set, failed)
 		}
 		s.remove(sh, e)

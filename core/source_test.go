@@ -160,7 +160,7 @@ func TestSourceErrorFallsBackToOwnLimits(t *testing.T) {
 	assert.False(t, d.Degraded, "the default: the rule's own limits decide")
 	assert.Equal(t, "api", d.Policy)
 	assert.Equal(t, 4, admitted(t, s, "alice", 10), "the default's 5 per minute")
-	assert.Equal(t, int64(1), fallbacks.Load())
+	assert.Equal(t, int64(11), fallbacks.Load(), "every request decided by the fallback")
 	assert.Equal(t, int64(1), lookupErrs.Load())
 	assert.Equal(t, int64(1), tb.calls.Load(), "a failure is cached (for at most a second)")
 	clk.Advance(time.Second)
