@@ -166,14 +166,14 @@ func (c *Concurrency) Policy() *ConcurrencyPolicy { return &c.p }
 // free after this one; on denial Remaining 0 and RetryAfter (and
 // ResetAfter) as described on [Concurrency]. When the store fails, the
 // decision follows the FailMode (Degraded set; FailClosed waits 1 s) and
-// the error is a *[StoreError].
+// the error is a *[StoreError]; the decision then has no Limit, as a
+// [Limiter]'s under a fail mode.
 func (c *Concurrency) Acquire(ctx context.Context, key string) (release func(), d Decision, err error) {
 	now := c.l.clock.Now()
 	token := rand.Uint64()
 	held, ok, err := c.acquire(ctx, key, token, now)
 	if err != nil {
 		d, err = c.l.settle(ctx, Decision{}, err)
-		d.Limit = c.limit
 		return noop, d, err
 	}
 	d = Decision{Allowed: ok, Limit: c.limit, Policy: c.p.Name}
