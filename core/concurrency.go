@@ -103,7 +103,9 @@ type slot struct {
 
 // NewConcurrency validates p and returns a Concurrency over store, which
 // must implement [SlotStore]. It takes the Limiter options WithClock,
-// WithTimeout, WithLogger and WithLogInterval (others are ignored).
+// WithTimeout, WithLogger, WithLogInterval and WithObserver (others are
+// ignored); the observer gets an [EventInFlight] for each slot taken and
+// given back.
 func NewConcurrency(store Store, p ConcurrencyPolicy, opts ...Option) (*Concurrency, error) {
 	if store == nil {
 		return nil, fmt.Errorf("core: NewConcurrency: nil store; use memstore.MustNew() for the embedded store")
@@ -146,7 +148,6 @@ func NewConcurrency(store Store, p ConcurrencyPolicy, opts ...Option) (*Concurre
 		return nil, fmt.Errorf("core: concurrency limit %q: WithTimeout and WithLogInterval must be > 0", p.Name)
 	}
 	c.l.policy = &Policy{Name: p.Name, FailMode: p.FailMode}
-	c.l.observer = nil
 	if ls, ok := store.(LocalStore); ok && ls.Local() {
 		c.local = true
 	}
@@ -216,6 +217,7 @@ func (c *Concurrency) hold(s *slot) {
 	arm := !c.renewOn
 	c.renewOn = true
 	c.mu.Unlock()
+	c.inFlight(1)
 	if arm {
 		time.AfterFunc(c.every, c.renewTick)
 	}
@@ -262,6 +264,7 @@ func (s *slot) release() {
 	s.prev.next, s.next.prev = s.next, s.prev
 	s.prev, s.next = nil, nil
 	c.mu.Unlock()
+	c.inFlight(-1)
 	hold := c.l.clock.Now().Sub(s.at).Microseconds()
 	if hold < 0 {
 		hold = 0
@@ -290,5 +293,12 @@ func (s *slot) release() {
 	if err != nil {
 		// the slot comes back when its lease ends
 		c.l.logFailure(context.Background(), &StoreError{Policy: c.p.Name, Mode: c.p.FailMode, Err: fmt.Errorf("releasing an in-flight slot (it frees when its lease ends): %w", err)}, Decision{Allowed: true})
+	}
+}
+
+// inFlight tells the observer that a slot was taken (1) or given back (-1).
+func (c *Concurrency) inFlight(delta int) {
+	if o := c.l.observer; o != nil {
+		o.Observe(Event{Kind: EventInFlight, Policy: c.p.Name, Keys: delta})
 	}
 }

@@ -253,3 +253,39 @@ func TestNewConcurrencyErrors(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, core.DefaultLease, c.Policy().Lease)
 }
+
+// countObserver sums EventInFlight changes by policy.
+type countObserver struct {
+	mu sync.Mutex
+	n  map[string]int
+}
+
+func (o *countObserver) Observe(e core.Event) {
+	if e.Kind != core.EventInFlight {
+		return
+	}
+	o.mu.Lock()
+	o.n[e.Policy] += e.Keys
+	o.mu.Unlock()
+}
+
+// TestConcurrencyObserverInFlight: the observer sees each slot taken and
+// given back, so that its sum is the slots held; a denial reports none.
+func TestConcurrencyObserverInFlight(t *testing.T) {
+	store := memstore.MustNew()
+	defer store.Close()
+	o := &countObserver{n: map[string]int{}}
+	c, err := core.NewConcurrency(store, core.ConcurrencyPolicy{Name: "obs", Max: 2}, core.WithObserver(o))
+	require.NoError(t, err)
+	a, _, _ := c.Acquire(context.Background(), "k")
+	b, _, _ := c.Acquire(context.Background(), "k")
+	_, d, _ := c.Acquire(context.Background(), "k")
+	require.False(t, d.Allowed)
+	assert.Equal(t, 2, o.n["obs"])
+	a()
+	a()
+	assert.Equal(t, 1, o.n["obs"])
+	b()
+	assert.Equal(t, 0, o.n["obs"])
+	assert.Equal(t, "in_flight", core.EventInFlight.String())
+}

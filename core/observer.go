@@ -89,10 +89,14 @@ const (
 	// EventReset: Limiter.Reset forgot a key's state. The Decision and
 	// Outcome are zero; Err and Latency are set as for a decision.
 	EventReset
+	// EventInFlight: a [Concurrency] took (Keys 1) or gave back (Keys -1)
+	// a slot of its Policy. Only the change is reported: an exporter sums
+	// them into a gauge of the slots this process holds. Not a decision.
+	EventInFlight
 )
 
 // String returns "decision", "deny_cache_hit", "sync", "breaker",
-// "fallback", "peek", "charge", "refund" or "reset".
+// "fallback", "peek", "charge", "refund", "reset" or "in_flight".
 func (k EventKind) String() string {
 	switch k {
 	case EventDecision:
@@ -113,6 +117,8 @@ func (k EventKind) String() string {
 		return "refund"
 	case EventReset:
 		return "reset"
+	case EventInFlight:
+		return "in_flight"
 	}
 	return "unknown"
 }
