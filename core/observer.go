@@ -103,11 +103,15 @@ const (
 	// context.DeadlineExceeded), its context ended, or too many lookups
 	// were under way.
 	EventSourceFallback
+	// EventInFlight: a [Concurrency] took (Keys 1) or gave back (Keys -1)
+	// a slot of its Policy. Only the change is reported: an exporter sums
+	// them into a gauge of the slots this process holds. Not a decision.
+	EventInFlight
 )
 
 // String returns "decision", "deny_cache_hit", "sync", "breaker",
 // "fallback", "peek", "charge", "refund", "reset", "source_hit",
-// "source_lookup" or "source_fallback".
+// "source_lookup", "source_fallback" or "in_flight".
 func (k EventKind) String() string {
 	switch k {
 	case EventDecision:
@@ -134,6 +138,8 @@ func (k EventKind) String() string {
 		return "source_lookup"
 	case EventSourceFallback:
 		return "source_fallback"
+	case EventInFlight:
+		return "in_flight"
 	}
 	return "unknown"
 }

@@ -128,6 +128,9 @@ func (c *Config) checkAdapter(a *Adapter) {
 		c.fail("httplimit.%s shapes an HTTP response, which %s middleware does not write: remove it%s",
 			c.httpOnly[0], article(a.Name), a.denials())
 	}
+	if c.conc != nil && !a.Outcome {
+		c.fail("httplimit.WithConcurrency holds a slot until the handler returns, which %s middleware does not report (it never calls Engine.Outcome): remove it", article(a.Name))
+	}
 	if c.pol.count != nil && !a.Outcome {
 		c.fail("httplimit.WithOutcome counts by the response's outcome, which %s middleware does not report (it never calls Engine.Outcome): remove it", article(a.Name))
 	}

@@ -46,8 +46,9 @@ type Config struct {
 	onError   func(ctx context.Context, err error)
 	clock     core.Clock
 	inFlight  *core.InFlight
-	identity  bool       // WithIdentity: the primary key reaches the handler
-	pol       policySpec // WithTiers, WithOverrides, WithOutcome (policies.go)
+	conc      *core.Concurrency // WithConcurrency (inflight.go)
+	identity  bool              // WithIdentity: the primary key reaches the handler
+	pol       policySpec        // WithTiers, WithOverrides, WithOutcome (policies.go)
 	adapter   []adapterValue
 	httpOnly  []string // the options given that shape an HTTP response (see Adapter.NoHTTPResponse)
 	errs      []error

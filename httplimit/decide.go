@@ -58,6 +58,18 @@ func (e *Engine) DecidePartsInto(ctx context.Context, p *KeyParts, req keyfuncs.
 // false on an engine that is not PartsKeyed), in one function: a
 // decision on the common path is a single call from the adapter.
 func (e *Engine) decide(ctx context.Context, req keyfuncs.Request, p *KeyParts, res *Result) bool {
+	if e.cfg.conc != nil {
+		if p != nil {
+			return false
+		}
+		e.decideHeld(ctx, req, res)
+		return true
+	}
+	return e.decideChecks(ctx, req, p, res)
+}
+
+// decideChecks is decide's rate checks.
+func (e *Engine) decideChecks(ctx context.Context, req keyfuncs.Request, p *KeyParts, res *Result) bool {
 	cost := int64(1)
 	if e.cfg.skip != nil || e.cfg.cost != nil {
 		if p != nil {

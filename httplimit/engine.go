@@ -38,6 +38,7 @@ type Result struct {
 	now      time.Time // when the decision was taken, for epoch headers; zero: read the clock
 	chk      *check    // the primary check's tier or override (policies_engine.go), nil for checks[0]
 	out      *outcome  // what to charge once the response is known (policies_engine.go)
+	release  func()    // WithConcurrency: gives the held slot back (inflight.go)
 	ident    string    // the primary check's client key from its WithKey function (Identity)
 	refused  uint16    // ReasonRefused: the keyfuncs.Refusal's status
 	refusal  string    // ReasonRefused: its Detail
@@ -170,7 +171,8 @@ func newEngine(a *Adapter, lim *core.Limiter, opts []Option) (*Engine, error) {
 	if err := e.initPolicies(&cfg.pol); err != nil {
 		return nil, err
 	}
-	if len(e.checks) == 1 && e.cfg.scopeFunc == nil && e.checks[0].key.ip == peer && e.pol == nil {
+	e.initConcurrency()
+	if len(e.checks) == 1 && e.cfg.scopeFunc == nil && e.checks[0].key.ip == peer && e.pol == nil && cfg.conc == nil {
 		// the store key is a function of the method, the route and the peer
 		e.cacheID = engineIDs.Add(1)
 	}

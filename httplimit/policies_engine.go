@@ -210,8 +210,8 @@ func peekAll(ctx context.Context, checks []core.Check) (core.Decision, error) {
 
 // CountsOutcome reports whether the adapter must call [Engine.Outcome]
 // with the response's status after the handler of an admitted request
-// ([WithOutcome]).
-func (e *Engine) CountsOutcome() bool { return e.pol != nil && e.pol.count != nil }
+// ([WithOutcome], and [WithConcurrency], whose slot Outcome releases).
+func (e *Engine) CountsOutcome() bool { return e.pol != nil && e.pol.count != nil || e.cfg.conc != nil }
 
 // Outcomes that are no response status, which an adapter passes to
 // [Engine.Outcome] in place of one. Each is a counted failure whatever
@@ -254,12 +254,14 @@ const OutcomeTimeout = time.Second
 // outcome is OutcomeCanceled, whatever status says: a request whose
 // client went away is a counted failure, never a success.
 //
-// It does nothing for a request it has nothing to settle (denied,
+// It first gives back the request's [WithConcurrency] slot, if it holds
+// one. It does nothing for a request it has nothing to settle (denied,
 // skipped, or an engine without WithOutcome); a second call for the same
 // res settles nothing. The store calls run on a context detached from
 // ctx's cancellation, with [OutcomeTimeout] as its deadline, and report
 // their errors to the error hook.
 func (e *Engine) Outcome(ctx context.Context, res *Result, status int) {
+	releaseHeld(res)
 	o := res.out
 	if o == nil {
 		return

@@ -23,6 +23,7 @@
 //	limitkit_fallbacks_total{policy}              counter   fleet tier: decided locally, remote store failed
 //	limitkit_breaker_state{policy}                gauge     fleet tier: 0 closed, 1 open, 2 half-open
 //	limitkit_breaker_transitions_total{policy,to} counter   fleet tier: breaker changes, by state entered
+//	limitkit_in_flight{policy}                    gauge     in-flight slots this process holds (core.Concurrency)
 //	limitkit_syncs_total{result}                  counter   fleet tier: sync round trips, ok or error
 //	limitkit_sync_errors_total{kind}              counter   fleet tier: failed syncs by kind
 //	limitkit_sync_keys_total                      counter   fleet tier: entries synced

@@ -47,6 +47,7 @@ type Metrics struct {
 	denyCache   *prometheus.CounterVec
 	fallbacks   *prometheus.CounterVec
 	breaker     *prometheus.GaugeVec
+	inFlight    *prometheus.GaugeVec
 	transitions *prometheus.CounterVec
 	syncs       *prometheus.CounterVec
 	syncErrors  *prometheus.CounterVec
@@ -112,6 +113,7 @@ type policy struct {
 	denyCache   lazy[prometheus.Counter]
 	fallbacks   lazy[prometheus.Counter]
 	breaker     lazy[prometheus.Gauge]
+	inFlight    lazy[prometheus.Gauge]
 	transitions [core.BreakerHalfOpen + 1]lazy[prometheus.Counter]
 }
 
@@ -218,6 +220,8 @@ func New(opts ...Option) (*Metrics, error) {
 			"Decisions a store tier made locally because the remote store failed or its breaker was open.", "policy"),
 		breaker: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns, Name: "breaker_state", ConstLabels: cl,
 			Help: "State of a store tier's circuit breaker: 0 closed, 1 open, 2 half-open."}, []string{"policy"}),
+		inFlight: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns, Name: "in_flight", ConstLabels: cl,
+			Help: "In-flight (concurrency) slots this process holds, by policy (core.Concurrency)."}, []string{"policy"}),
 		transitions: counter("breaker_transitions_total",
 			"Changes of a store tier's circuit breaker, by the state entered.", "policy", "to"),
 		syncs: counter("syncs_total",
@@ -341,6 +345,9 @@ func (m *Metrics) Observe(e core.Event) {
 	case core.EventPeek:
 		// a peek (cost 0) is not a decision: neither allowed, nor denied,
 		// nor degraded (its store error surfaces at the next decision)
+	case core.EventInFlight:
+		p := m.policy(e.Policy)
+		p.inFlight.get(func() prometheus.Gauge { return m.inFlight.WithLabelValues(p.name) }).Add(float64(e.Keys))
 	case core.EventDenyCacheHit:
 		p := m.policy(e.Policy)
 		p.denyCache.get(func() prometheus.Counter { return m.denyCache.WithLabelValues(p.name) }).Inc()
@@ -509,7 +516,7 @@ func (m *Metrics) WatchPolicy(p core.Policy) {
 
 func (m *Metrics) collectors() []prometheus.Collector {
 	return []prometheus.Collector{m.decisions, m.errors, m.latency, m.denyCache, m.fallbacks,
-		m.breaker, m.transitions, m.syncs, m.syncErrors, m.syncKeys, m.syncLatency, m.source}
+		m.breaker, m.inFlight, m.transitions, m.syncs, m.syncErrors, m.syncKeys, m.syncLatency, m.source}
 }
 
 // Describe implements [prometheus.Collector].

@@ -254,8 +254,12 @@ func buildRule(d *ruleDoc, i int, base switches, ln *lines, names map[string]str
 	r.Algorithm, r.Buckets, r.Shadow, r.SoftPercent, r.CountDenied, r.FailMode =
 		sw.algorithm, sw.buckets, sw.shadow, sw.softPercent, sw.countDenied, sw.failMode
 	r.Mode, r.Sync, r.FleetSize, r.Elastic = sw.mode, sw.sync, sw.fleetSize, sw.elastic
-	if len(d.Limits) > 0 || len(d.Tiers) == 0 {
+	resolveConcurrency(d, &r, fail)
+	switch {
+	case len(d.Limits) > 0 || len(d.Tiers) == 0 && d.Concurrency == 0:
 		r.Limits = parseLimits(d.Limits, e, at, c)
+	case len(d.Tiers) == 0:
+		r.Limits, r.concOnly = []core.Limit{concOnlyLimit}, true
 	}
 	claim := func(field, name string) {
 		if where := names[name]; where != "" {
@@ -266,6 +270,7 @@ func buildRule(d *ruleDoc, i int, base switches, ln *lines, names map[string]str
 	}
 	resolvePolicies(d, &r, e, at, c, fail, claim)
 	if (len(r.Limits) == len(d.Limits) || len(d.Limits) == 0) && len(r.Limits) > 0 && validName(r.Name, false) {
+		r.checkConcurrency(fail)
 		p := r.Policy()
 		validatePolicy(&p, e, at, c)
 		for _, x := range r.extraPolicies() {
@@ -563,6 +568,7 @@ func (s *Set) doc() *fileDoc {
 			switchesDoc: sw(r.Algorithm, r.Buckets, r.Shadow, r.SoftPercent, r.CountDenied, r.FailMode, r.Mode, r.Sync, r.FleetSize)}
 		d.Elastic = r.Elastic.doc()
 		d.policiesDoc = r.policiesDoc()
+		r.concurrencyDoc(&d)
 		doc.Rules = append(doc.Rules, d)
 	}
 	for i := range s.descriptors {

@@ -107,10 +107,11 @@ type TableReplacer interface {
 type Snapshot[H any] struct {
 	set      *Set
 	gen      uint64
-	limiters []*core.Limiter // Set.Policies() order: rules, then descriptors, then the rules' added policies
-	extra    []int           // by rule index: where its added policies start in limiters
-	handlers []H             // by rule index
-	refs     atomic.Int64    // requests under way, plus 1 while current
+	limiters []*core.Limiter     // Set.Policies() order: rules, then descriptors, then the rules' added policies
+	extra    []int               // by rule index: where its added policies start in limiters
+	handlers []H                 // by rule index
+	conc     []*core.Concurrency // by rule index: concurrency:'s limit, or nil (concurrency.go)
+	refs     atomic.Int64        // requests under way, plus 1 while current
 	live     *Live[H]
 }
 
@@ -331,6 +332,10 @@ func (l *Live[H]) compile(set *Set, prev *Snapshot[H]) (*Snapshot[H], Change, []
 	}
 	s.handlers = make([]H, len(set.rules))
 	s.index()
+	if err := l.compileConcurrency(s, prev); err != nil {
+		s.releaseNew(prev)
+		return nil, Change{}, nil, err
+	}
 	if l.build != nil {
 		for i := range set.rules {
 			h, err := l.build(&set.rules[i], s.RuleLimiters(&set.rules[i]))

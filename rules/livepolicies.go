@@ -16,6 +16,9 @@ type Limiters struct {
 	Overrides map[string]*core.Limiter
 	// Also are the limiters of the rule's [Rule.Also] checks, in order.
 	Also []*core.Limiter
+	// Concurrency is the rule's in-flight limit ([Rule.Concurrency]), for
+	// httplimit.WithConcurrency; nil without concurrency:.
+	Concurrency *core.Concurrency
 }
 
 // NewLiveWith is [NewLive] whose build function gets every limiter of a
@@ -45,6 +48,9 @@ func (s *Snapshot[H]) RuleLimiters(r *Rule) Limiters {
 		return Limiters{}
 	}
 	ls := Limiters{Default: s.limiters[r.Index]}
+	if s.conc != nil {
+		ls.Concurrency = s.conc[r.Index]
+	}
 	at := s.extra[r.Index]
 	if len(r.Tiers) > 0 {
 		ls.Tiers = make(map[string]*core.Limiter, len(r.Tiers))

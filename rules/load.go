@@ -97,14 +97,15 @@ type switchesDoc struct {
 }
 
 type ruleDoc struct {
-	Name        string     `yaml:"name" json:"name"`
-	Methods     []string   `yaml:"methods,omitempty,flow" json:"methods,omitempty"`
-	Route       string     `yaml:"route" json:"route"`
-	Identity    string     `yaml:"identity,omitempty" json:"identity,omitempty"`
-	Key         string     `yaml:"key,omitempty" json:"key,omitempty"`
-	Limits      []limitDoc `yaml:"limits,omitempty,flow" json:"limits,omitempty"`
-	switchesDoc `yaml:",inline"`
-	policiesDoc `yaml:",inline"`
+	Name           string     `yaml:"name" json:"name"`
+	Methods        []string   `yaml:"methods,omitempty,flow" json:"methods,omitempty"`
+	Route          string     `yaml:"route" json:"route"`
+	Identity       string     `yaml:"identity,omitempty" json:"identity,omitempty"`
+	Key            string     `yaml:"key,omitempty" json:"key,omitempty"`
+	Limits         []limitDoc `yaml:"limits,omitempty,flow" json:"limits,omitempty"`
+	concurrencyDoc `yaml:",inline"`
+	switchesDoc    `yaml:",inline"`
+	policiesDoc    `yaml:",inline"`
 }
 
 type descriptorDoc struct {

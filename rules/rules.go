@@ -232,6 +232,17 @@ type Rule struct {
 	// by client), each a policy named "<rule>/o-<the first 8 bytes of
 	// SHA-256(client), hex>".
 	Overrides []Override
+	// Concurrency is the most requests of one key the rule lets run at
+	// once (concurrency:), held from admission until the handler returns;
+	// 0 for none. See core.Concurrency. A rule with only concurrency: has
+	// Limits set to one limit no client reaches (2^30 per hour), so
+	// that its headers are the concurrency limit's.
+	Concurrency int64
+	// Lease is the concurrency limit's lease (lease:): a crashed holder's
+	// slot comes back within it. 0 with Concurrency means
+	// core.DefaultLease.
+	Lease    time.Duration
+	concOnly bool // only concurrency: (Limits is concOnlyLimit)
 	// Count is the rule's counting by outcome (count:), nil when every
 	// request counts.
 	Count *Count

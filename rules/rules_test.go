@@ -38,7 +38,7 @@ func TestDefaultIsTheDesignTable(t *testing.T) {
 		{"anonymous-get", "GET", "/*", "anonymous", "ip", 250, 50},
 	}
 	rs := s.Rules()
-	require.Len(t, rs, len(want)+2) // and issue 26's login and plans rules
+	require.Len(t, rs, len(want)+3) // and issue 26's login and plans rules, issue 36's exports
 	for i, w := range want {
 		r := rs[i]
 		assert.Equal(t, w.name, r.Name)
@@ -62,7 +62,7 @@ func TestDefaultIsTheDesignTable(t *testing.T) {
 	assert.Equal(t, []core.Limit{core.PerDay(5)}, d.Limits)
 	_, ok = s.Descriptor("auth", "nope")
 	assert.False(t, ok)
-	assert.Len(t, s.Policies(), 14) // 7 rules, 2 descriptors, login-ip, 3 plans and an override
+	assert.Len(t, s.Policies(), 15) // 8 rules, 2 descriptors, login-ip, 3 plans and an override
 	assert.Equal(t, defaultFile(), defaultYAML)
 }
 
@@ -454,7 +454,7 @@ func TestLoadFile(t *testing.T) {
 	for _, name := range []string{"r.json", "r.yaml"} {
 		s, err := LoadFile(filepath.Join(dir, name))
 		require.NoError(t, err)
-		assert.Len(t, s.Rules(), 7)
+		assert.Len(t, s.Rules(), 8)
 	}
 	_, err = LoadFile(filepath.Join(dir, "bad.yml"))
 	require.Error(t, err)

@@ -94,6 +94,7 @@ func newEcho(app *exampleapp.App, srv *serve.Server[echo.MiddlewareFunc]) *echo.
 	e.POST("/api2", reply("POST /api2"))
 	e.GET("/api3", reply("GET /api3"))
 	e.GET(exampleapp.PlansPath, reply(exampleapp.PlansPattern))
+	e.GET(exampleapp.ExportPath, echo.WrapHandler(exampleapp.ExportHandler()))
 	e.POST(exampleapp.LoginPath, func(c *echo.Context) error {
 		// the username the login rule counted, never one parsed again
 		// (c.FormValue would also read the query string)

@@ -11,7 +11,8 @@ import (
 
 // Endpoints are the example API's routes that answer with [Reply], in
 // net/http pattern form; "GET /" is any other GET path. Besides them the
-// examples serve [LoginPattern] (see [Login]).
+// examples serve [LoginPattern] (see [Login]) and [ExportPattern] (see
+// [Export]).
 var Endpoints = []string{"GET /api1", "GET /api2", "POST /api2", "GET /api3", PlansPattern, "GET /"}
 
 // HTTPHandler returns the example API on net/http, limited by the rules
@@ -32,6 +33,7 @@ func (a *App) HTTPHandler() (*serve.Server[http.Handler], http.Handler, error) {
 			_, _ = w.Write(Reply(ep, a.Caller(keyfuncs.FromHTTP(r))))
 		})
 	}
+	mux.Handle(ExportPattern, ExportHandler())
 	mux.HandleFunc(LoginPattern, func(w http.ResponseWriter, r *http.Request) {
 		// the username the login rule counted, never one parsed again
 		user, _ := nethttp.Identity(r)

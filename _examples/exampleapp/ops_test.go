@@ -167,7 +167,7 @@ func TestStart(t *testing.T) {
 	defer app.Close()
 	defer ln.Close()
 	line := app.StartupLine("test", ln.Addr())
-	assert.Regexp(t, regexp.MustCompile(`^test example listening on 127\.0\.0\.1:\d+; store: embedded in-memory store .*; rules: embedded endpoint table \(rules/default\.yaml\) \(7 rules\); fail modes: open \(api1-get, api2-get, api2-post, api3-get, anonymous-get, login, plans\); metrics: http://127\.0\.0\.1:\d+/metrics; store failures are logged$`), line)
+	assert.Regexp(t, regexp.MustCompile(`^test example listening on 127\.0\.0\.1:\d+; store: embedded in-memory store .*; rules: embedded endpoint table \(rules/default\.yaml\) \(8 rules\); fail modes: open \(api1-get, api2-get, api2-post, api3-get, anonymous-get, login, exports, plans\); metrics: http://127\.0\.0\.1:\d+/metrics; store failures are logged$`), line)
 }
 
 func TestStartupLineUnspecifiedHost(t *testing.T) {

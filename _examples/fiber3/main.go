@@ -104,6 +104,11 @@ func newFiber(app *exampleapp.App, srv *serve.Server[fiber.Handler]) *fiber.App 
 	f.Post("/api2", dispatch, reply("POST /api2"))
 	f.Get("/api3", dispatch, reply("GET /api3"))
 	f.Get(exampleapp.PlansPath, dispatch, reply(exampleapp.PlansPattern))
+	f.Get(exampleapp.ExportPath, dispatch, func(c fiber.Ctx) error {
+		code, body := exampleapp.Export(c.Context(), c.Query("ms"))
+		c.Set(fiber.HeaderContentType, fiber.MIMEApplicationJSON)
+		return c.Status(code).Send(body)
+	})
 	f.Post(exampleapp.LoginPath, dispatch, func(c fiber.Ctx) error {
 		// the username the login rule counted, never one parsed again
 		// (c.FormValue reads the query string before the body)

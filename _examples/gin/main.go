@@ -88,6 +88,7 @@ func newRouter(app *exampleapp.App, srv *serve.Server[gin.HandlerFunc]) *gin.Eng
 	r.POST("/api2", reply("POST /api2"))
 	r.GET("/api3", reply("GET /api3"))
 	r.GET(exampleapp.PlansPath, reply(exampleapp.PlansPattern))
+	r.GET(exampleapp.ExportPath, gin.WrapH(exampleapp.ExportHandler()))
 	r.POST(exampleapp.LoginPath, func(c *gin.Context) {
 		// the username the login rule counted, never one parsed again
 		user, _ := ginlimit.Identity(c)

@@ -118,6 +118,7 @@ type Store struct {
 
 	replaced // tables Replace set aside (replace.go)
 	registry // policy registrations (registrar.go)
+	slots    // concurrency limits' slots (inflight.go)
 }
 
 var _ core.LocalStore = (*Store)(nil)

@@ -328,6 +328,9 @@ func ruleOptions(r *rules.Rule, ls rules.Limiters, id Identity) ([]httplimit.Opt
 	if c := r.Count; c != nil {
 		opts = append(opts, httplimit.WithOutcome(httplimit.Outcome{Count: c.Counts, ResetOnSuccess: c.ResetOnSuccess, ChargeFirst: c.ChargeFirst}))
 	}
+	if ls.Concurrency != nil {
+		opts = append(opts, httplimit.WithConcurrency(ls.Concurrency))
+	}
 	return opts, nil
 }
 

@@ -1,0 +1,37 @@
+package core_test
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/limitkit/limitkit/core"
+	"github.com/limitkit/limitkit/core/memstore"
+)
+
+// At most 2 exports per tenant run at once: a third is denied until one
+// of them releases its slot.
+func ExampleNewConcurrency() {
+	store := memstore.MustNew()
+	defer store.Close()
+	exports, err := core.NewConcurrency(store, core.ConcurrencyPolicy{Name: "exports", Max: 2})
+	if err != nil {
+		panic(err)
+	}
+	ctx := context.Background()
+	first, d, _ := exports.Acquire(ctx, "tenant-a")
+	fmt.Println("first:", d.Allowed, "remaining", d.Remaining)
+	second, d, _ := exports.Acquire(ctx, "tenant-a")
+	fmt.Println("second:", d.Allowed, "remaining", d.Remaining)
+	_, d, _ = exports.Acquire(ctx, "tenant-a")
+	fmt.Println("third:", d.Allowed, "retry after", d.RetryAfter)
+	first() // the first export is done
+	third, d, _ := exports.Acquire(ctx, "tenant-a")
+	fmt.Println("third again:", d.Allowed)
+	second()
+	third()
+	// Output:
+	// first: true remaining 1
+	// second: true remaining 0
+	// third: false retry after 1s
+	// third again: true
+}
