@@ -65,6 +65,11 @@ func TestCalendarMonthThroughHTTP(t *testing.T) {
 				return w
 			}
 			wait := int64(c.next.Sub(clock.Now()).Seconds())
+			if c.at.Equal(time.Date(2026, 11, 29, 5, 17, 3, 0, time.UTC)) {
+				// docs/calendar.md's figures
+				require.Equal(t, int64(150177), wait)
+				require.Equal(t, int64(1796079600), c.next.Unix())
+			}
 			reset := strconv.FormatInt(c.next.Unix(), 10)
 			if delta {
 				reset = strconv.FormatInt(wait, 10)
