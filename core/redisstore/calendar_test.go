@@ -68,3 +68,44 @@ func TestCalendarServerClock(t *testing.T) {
 	assert.True(t, d.Allowed)
 	assert.LessOrEqual(t, d.ResetAfter, time.Until(midnight(time.Now()))+time.Second)
 }
+
+// TestCalendarCallerSkew (issue 36): the script decides in the period
+// holding its own now among the periods the caller's clock gave, whatever
+// the caller's period: callers a period behind, in the same period and a
+// period ahead of the deciding clock, at the boundaries to the
+// microsecond, get core's decision at the deciding clock's instant.
+func TestCalendarCallerSkew(t *testing.T) {
+	ny, err := time.LoadLocation("America/New_York")
+	require.NoError(t, err)
+	srv := redistest.StartNode(t)
+	client := srv.NewClient(t)
+	s := newStore(t, client, WithClientTime()) // ARGV[1] is the deciding now
+	p := core.Policy{Name: "cal-skew", Algorithm: core.FixedWindow, Limits: []core.Limit{core.PerCalendar(2, core.CalendarDay, ny), core.PerMinute(5)}}
+	c, err := s.policy(&p)
+	require.NoError(t, err)
+	cp, err := p.Compile()
+	require.NoError(t, err)
+	ctx := context.Background()
+	// the day of New York's March change, 23 hours long, and its neighbours
+	_, b1, b2, _ := cp.CalendarPeriod(0, time.Date(2026, 3, 8, 12, 0, 0, 0, ny).UnixMicro())
+	_, _, b3, _ := cp.CalendarPeriod(0, b2)
+	n := 0
+	for _, decide := range []int64{b1 - 1, b1, b1 + 1, b2 - 1, b2, b2 + 1, b3 - 1} {
+		for _, skew := range []int64{-24 * 3600e6, -3600e6, 0, 3600e6, 23 * 3600e6} {
+			caller := decide + skew
+			key := "k" + time.UnixMicro(caller).String() + time.UnixMicro(decide).String()
+			st := make([]int64, cp.StateWords())
+			for range 3 {
+				want := cp.Decide(st, decide, 1)
+				tail := c.calendarArgs(c.tail, caller).tail
+				vals, err := s.run(ctx, c, s.args(c, tail, key, time.UnixMicro(decide), 1))
+				require.NoError(t, err, "caller %v decide %v", time.UnixMicro(caller), time.UnixMicro(decide))
+				got, err := decision(c, vals, false)
+				require.NoError(t, err)
+				require.Equal(t, want, got, "caller %v decide %v", time.UnixMicro(caller).In(ny), time.UnixMicro(decide).In(ny))
+				n++
+			}
+		}
+	}
+	assert.Equal(t, 7*5*3, n)
+}
