@@ -107,6 +107,15 @@ func (p *Policy) validateCalendar() error {
 	return nil
 }
 
+// sameLimit reports whether a and b are the same limit, their zones
+// compared by name (every time.LoadLocation returns a new pointer).
+func sameLimit(a, b Limit) bool {
+	if a.loc != b.loc && a.loc != nil && b.loc != nil && a.loc.String() == b.loc.String() {
+		b.loc = a.loc
+	}
+	return a == b
+}
+
 // calendarString is the String of a calendar limit: "5 per calendar
 // month", "5 per calendar month in Europe/Berlin", "5 per calendar week
 // in UTC from sunday" (rules.ParseLimit reads it back).

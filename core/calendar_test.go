@@ -170,6 +170,16 @@ func TestCalendarValidation(t *testing.T) {
 	_, _, _, ok := cp.CalendarPeriod(1, 0)
 	assert.False(t, ok, "a duration window has no calendar period")
 	assert.True(t, strings.HasPrefix(core.PerCalendar(1, core.CalendarDay, nil).String(), "1 per calendar day"))
+
+	// SameState compares zones by name: a zone loaded twice is one zone
+	a, b := mustZone(t, "Europe/Berlin"), mustZone(t, "Europe/Berlin")
+	p1 := core.Policy{Name: "x", Algorithm: core.FixedWindow, Limits: []core.Limit{core.PerCalendar(5, core.CalendarMonth, a)}}
+	p2 := core.Policy{Name: "x", Algorithm: core.FixedWindow, Limits: []core.Limit{core.PerCalendar(5, core.CalendarMonth, b)}}
+	assert.True(t, core.SameState(&p1, &p2))
+	p2.Limits[0] = core.PerCalendar(5, core.CalendarMonth, mustZone(t, "Europe/London"))
+	assert.False(t, core.SameState(&p1, &p2))
+	p2.Limits[0] = core.PerCalendar(5, core.CalendarDay, a)
+	assert.False(t, core.SameState(&p1, &p2))
 }
 
 // TestCalendarUsage (issue 36): Usage reports used, remaining and the

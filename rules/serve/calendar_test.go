@@ -150,3 +150,34 @@ func TestCalendarUsageRecipe(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, []string{"5 per calendar month in Europe/Berlin"}, u.Policies[0].Limits)
 }
+
+// TestCalendarRuleReloadKeepsCounters (issue 36): reloading a calendar
+// rule whose limits did not change (its zone loaded again, a new
+// *time.Location; its fail mode changed) keeps its counters: the limits
+// compare by zone name, not by pointer.
+func TestCalendarRuleReloadKeepsCounters(t *testing.T) {
+	store := memstore.MustNew()
+	defer store.Close()
+	clock := core.NewManualClock(time.Date(2026, 6, 10, 12, 0, 0, 0, time.UTC))
+	set, err := rules.Parse([]byte(calendarRules), rules.YAML)
+	require.NoError(t, err)
+	srv, h, err := serve.NewNetHTTP(serve.Config{Store: store, Identity: identity(t), LimiterOptions: []core.Option{core.WithClock(clock)}}, set, routes())
+	require.NoError(t, err)
+	get := func() int {
+		req := httptest.NewRequest("GET", "/v1/items", nil)
+		req.Header.Set("X-User", "carol")
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, req)
+		return w.Code
+	}
+	for range 5 {
+		require.Equal(t, http.StatusOK, get())
+	}
+	// the same limits, a fail mode changed: the policy is not identical,
+	// its state means the same
+	again, err := rules.Parse([]byte(calendarRules+"    fail_mode: closed\n"), rules.YAML)
+	require.NoError(t, err)
+	_, err = srv.Swap(again)
+	require.NoError(t, err)
+	assert.Equal(t, http.StatusTooManyRequests, get(), "the month's count survives the reload")
+}
