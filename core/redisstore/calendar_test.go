@@ -54,6 +54,15 @@ func TestCalendarServerClock(t *testing.T) {
 		at := time.UnixMilli(int64(exp / time.Millisecond))
 		assert.False(t, at.Before(next), "the key expires at the boundary %v, not before: %v", next, at)
 		assert.LessOrEqual(t, at.Sub(next), time.Duration(s.ttlPad+2)*time.Millisecond)
+		// a usage screen's figures, through the verbs' script
+		before = time.Now()
+		u, err := core.MustNewLimiter(s, p).Usage(ctx, "alice")
+		require.NoError(t, err)
+		after = time.Now()
+		assert.Equal(t, int64(3), u.Used)
+		assert.Equal(t, int64(0), u.Remaining)
+		assert.GreaterOrEqual(t, u.ResetAfter, next.Sub(after)-time.Millisecond)
+		assert.LessOrEqual(t, u.ResetAfter, next.Sub(before)+time.Millisecond)
 		break
 	}
 
