@@ -67,17 +67,18 @@ type Compiled struct {
 // plan is one limit's constants, in µs and cost units.
 type plan struct {
 	l       Limit
-	w       int64 // window
-	t       int64 // emission interval (GCRA, token bucket)
-	capa    int64 // effective capacity (soft overage included)
-	soft    int64 // capa − nominal capacity
-	tau     int64 // GCRA tolerance capa × t
-	tauMax  int64 // GCRA: the largest tolerance any plan of the policy uses (the elastic one's): bounds normalization
-	debt    int64 // token bucket: tokens this plan may overdraw (the elastic plan's ceiling − capacity; else 0)
-	debtMax int64 // token bucket: the overdraft any plan of the policy allows: bounds normalization
-	n       int64 // sliding counter buckets
-	bl      int64 // sliding counter bucket length
-	off, sz int   // state words
+	w       int64     // window
+	t       int64     // emission interval (GCRA, token bucket)
+	capa    int64     // effective capacity (soft overage included)
+	soft    int64     // capa − nominal capacity
+	tau     int64     // GCRA tolerance capa × t
+	tauMax  int64     // GCRA: the largest tolerance any plan of the policy uses (the elastic one's): bounds normalization
+	debt    int64     // token bucket: tokens this plan may overdraw (the elastic plan's ceiling − capacity; else 0)
+	debtMax int64     // token bucket: the overdraft any plan of the policy allows: bounds normalization
+	cal     *calendar // a calendar limit's boundaries (fixed window); nil for a duration window
+	n       int64     // sliding counter buckets
+	bl      int64     // sliding counter bucket length
+	off, sz int       // state words
 }
 
 // For store implementers: Compile validates p and returns its compiled
@@ -101,6 +102,9 @@ func (p *Policy) Compile() (*Compiled, error) {
 			k.debtMax = ceil - k.capa
 		}
 		k.bl = k.w / k.n
+		if l.period != 0 {
+			k.cal = newCalendar(l)
+		}
 		k.off = c.words
 		switch p.Algorithm {
 		case TokenBucket:
@@ -377,9 +381,9 @@ func (c *Compiled) limitExpiresAt(k *plan, st []int64, now int64) int64 {
 			return 0
 		}
 		// the stored window's end: its index is now's minus the 33-bit difference
-		idx := now / k.w
+		idx := k.index(now)
 		diff := int64((uint64(idx)-uint64(st[0])>>fwCountBits)<<fwCountBits) >> fwCountBits
-		return (idx - diff + 1) * k.w
+		return k.end(idx - diff)
 	case SlidingWindowLog:
 		ring := st[1:]
 		newest := ring[(st[0]+int64(len(ring))-1)%int64(len(ring))]

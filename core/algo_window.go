@@ -10,15 +10,16 @@ const (
 )
 
 // fixedWindow: state [(index mod 2^33) << 31 | count]. Windows are aligned
-// to the epoch: index = now / W. The window after now's stays in force (a
+// to the epoch: index = now / W; a calendar limit's are its periods
+// (calendar.go: index and end from the zone's local midnights). The window after now's stays in force (a
 // caller that read the clock just before a concurrent one rolled the
 // window over decides in that window). A stored window further ahead (the
 // clock went back) has its count carried into now's window: a clock jump
 // never resets a count, and never makes a client wait beyond the end of
 // the next window.
 func fixedWindow(k *plan, st []int64, now, cost int64, mode int) lres {
-	w, capa := k.w, k.capa
-	idx := now / w
+	capa := k.capa
+	idx := k.index(now)
 	count := st[0] & fwCountMask
 	if count != 0 {
 		stored := uint64(st[0]) >> fwCountBits
@@ -35,7 +36,7 @@ func fixedWindow(k *plan, st []int64, now, cost int64, mode int) lres {
 			st[0] = int64(uint64(idx)<<fwCountBits) | count
 		}
 	}
-	end := (idx + 1) * w
+	end := k.end(idx)
 	if count+cost <= capa {
 		if mode != evalOnly && cost > 0 {
 			st[0] = int64(uint64(idx)<<fwCountBits) | (count + cost)

@@ -390,7 +390,7 @@ func (c *Compiled) Refund(state []int64, now, cost int64) bool {
 		// as fixedWindow keeps it)
 		count := st[0] & fwCountMask
 		stored := uint64(st[0]) >> fwCountBits
-		if diff := int64((uint64(now/k.w)-stored)<<fwCountBits) >> fwCountBits; count > 0 && diff <= 0 {
+		if diff := int64((uint64(k.index(now))-stored)<<fwCountBits) >> fwCountBits; count > 0 && diff <= 0 {
 			st[0] = int64(stored<<fwCountBits) | (count - min(cost, count))
 		}
 	}

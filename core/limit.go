@@ -29,6 +29,12 @@ type Limit struct {
 	// Burst is the bucket capacity for TokenBucket and GCRA; 0 means
 	// Requests. Window algorithms require 0.
 	Burst int64 `json:"burst,omitempty" yaml:"burst,omitempty"`
+
+	// a calendar limit's period, zone and week start (days after Monday;
+	// -1 invalid): see PerCalendar
+	period    Period
+	loc       *time.Location
+	weekStart int8
 }
 
 // Per returns a limit of n requests per d.
@@ -57,8 +63,14 @@ func (l Limit) capacity() int64 {
 	return l.Requests
 }
 
-// String formats the limit as "200 per 1m", "10 per 1s burst 20".
+// String formats the limit as "200 per 1m", "10 per 1s burst 20", or a
+// calendar limit's as "5 per calendar month in Europe/Berlin" (the zone
+// left out for UTC; " from sunday" for a week that does not start on
+// Monday).
 func (l Limit) String() string {
+	if l.period != 0 || l.weekStart != 0 {
+		return l.calendarString()
+	}
 	s := strconv.FormatInt(l.Requests, 10) + " per " + formatWindow(l.Window)
 	if l.Burst > 0 && l.Burst != l.Requests {
 		s += " burst " + strconv.FormatInt(l.Burst, 10)
@@ -88,6 +100,11 @@ const maxSpan = 30 * 366 * 24 * 3600 * 1_000_000
 const maxRequests = 1<<31 - 1
 
 func (l Limit) validate(alg Algorithm) error {
+	if l.period != 0 || l.weekStart != 0 {
+		if err := l.validateCalendar(alg); err != nil {
+			return err
+		}
+	}
 	switch {
 	case l.Requests <= 0:
 		return fmt.Errorf("requests must be > 0, got %d", l.Requests)

@@ -308,6 +308,9 @@ func (p *Policy) Validate() error {
 	if err := p.validateElastic(); err != nil {
 		return err
 	}
+	if err := p.validateCalendar(); err != nil {
+		return err
+	}
 	for i, l := range p.Limits {
 		if effective(l.capacity(), p.SoftPercent) > maxRequests {
 			return fmt.Errorf("core: policy %q: limits[%d]: limit with soft overage exceeds %d", p.Name, i, maxRequests)

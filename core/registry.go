@@ -49,14 +49,15 @@ type Registration interface {
 }
 
 // SameState reports whether a and b decide alike on one per-key state:
-// same algorithm, limits, buckets, soft percentage, CountDenied, Shadow
-// and elastic ceiling. Settings that do not change what the state means
+// same algorithm, limits (a calendar limit's time zones compared by
+// name: each time.LoadLocation returns a new *time.Location), buckets,
+// soft percentage, CountDenied, Shadow and elastic ceiling. Settings that do not change what the state means
 // (FailMode, Mode, Sync, FleetSize, the elastic signal) may differ.
 // Policies of one name on one store must be SameState (see
 // [PolicyRegistrar]).
 func SameState(a, b *Policy) bool {
 	return a.Algorithm == b.Algorithm && a.Buckets == b.Buckets && a.SoftPercent == b.SoftPercent &&
-		a.CountDenied == b.CountDenied && a.Shadow == b.Shadow && slices.Equal(a.Limits, b.Limits) &&
+		a.CountDenied == b.CountDenied && a.Shadow == b.Shadow && slices.EqualFunc(a.Limits, b.Limits, sameLimit) &&
 		elasticCeiling(a) == elasticCeiling(b)
 }
 

@@ -196,7 +196,7 @@ func (c *Compiled) refund(k *plan, st []int64, now, cost int64) {
 // fwInForce is the fixed window in force at now (an ended one's count is
 // 0) on a state already normalized by a decision.
 func fwInForce(k *plan, st []int64, now int64) (idx, count int64) {
-	idx = now / k.w
+	idx = k.index(now)
 	count = st[0] & fwCountMask
 	if count != 0 {
 		stored := uint64(st[0]) >> fwCountBits

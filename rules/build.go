@@ -26,10 +26,18 @@ type switches struct {
 	sync        time.Duration
 	fleetSize   int
 	elastic     *Elastic
+	// algorithmSet: the algorithm was written (else a rule with calendar
+	// limits gets fixed_window)
+	algorithmSet bool
 }
 
-// collector gathers errors up to maxErrors.
-type collector struct{ errs []error }
+// collector gathers errors up to maxErrors. cal is the calendar
+// defaults (timezone, week_start) of the rule whose limits are being
+// parsed, nil outside one.
+type collector struct {
+	errs []error
+	cal  *calendarDefaults
+}
 
 func (c *collector) add(e *Error) {
 	if len(c.errs) < maxErrors {
@@ -56,7 +64,7 @@ func resolveSwitches(s *switchesDoc, base switches, e Error, at func(string) int
 		if err := a.UnmarshalText([]byte(*s.Algorithm)); err != nil {
 			fail("algorithm", strings.TrimPrefix(err.Error(), "core: "))
 		}
-		out.algorithm = a
+		out.algorithm, out.algorithmSet = a, true
 		if a != core.SlidingWindowCounter {
 			out.buckets = 0 // a default bucket count applies to sliding_counter only
 		}
@@ -146,7 +154,7 @@ func parseLimits(docs []limitDoc, e Error, at func(string) int, c *collector) []
 				l.Window, err = parseWindow(strings.TrimSpace(d.window))
 			}
 		} else {
-			l, err = ParseLimit(d.text)
+			l, err = parseLimit(d.text, c.cal)
 		}
 		if err != nil {
 			e := e
@@ -255,6 +263,7 @@ func buildRule(d *ruleDoc, i int, base switches, ln *lines, names map[string]str
 		sw.algorithm, sw.buckets, sw.shadow, sw.softPercent, sw.countDenied, sw.failMode
 	r.Mode, r.Sync, r.FleetSize, r.Elastic = sw.mode, sw.sync, sw.fleetSize, sw.elastic
 	resolveConcurrency(d, &r, fail)
+	c.cal = ruleCalendar(d, fail)
 	switch {
 	case len(d.Limits) > 0 || len(d.Tiers) == 0 && d.Concurrency == 0:
 		r.Limits = parseLimits(d.Limits, e, at, c)
@@ -269,6 +278,11 @@ func buildRule(d *ruleDoc, i int, base switches, ln *lines, names map[string]str
 		names[name] = fmt.Sprintf("rules[%d] %s", i, field)
 	}
 	resolvePolicies(d, &r, e, at, c, fail, claim)
+	checkRuleCalendar(d, c.cal, fail)
+	c.cal = nil
+	if !sw.algorithmSet && slices.ContainsFunc(r.Limits, isCalendar) {
+		r.Algorithm = core.FixedWindow // calendar periods are fixed windows
+	}
 	if (len(r.Limits) == len(d.Limits) || len(d.Limits) == 0) && len(r.Limits) > 0 && validName(r.Name, false) {
 		r.checkConcurrency(fail)
 		p := r.Policy()

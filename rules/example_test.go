@@ -45,7 +45,7 @@ rules:
 	fmt.Println(err)
 	// Output:
 	// rules: line 4: rules[0] "api": route: must start with "/"
-	// rules: line 5: rules[0] "api": unknown field "metods" (did you mean "methods"?); known fields: name, methods, route, identity, key, limits, concurrency, lease, algorithm, buckets, shadow, soft_percent, count_denied, fail_mode, mode, sync, fleet_size, elastic, tier, tiers, overrides, count, also
+	// rules: line 5: rules[0] "api": unknown field "metods" (did you mean "methods"?); known fields: name, methods, route, identity, key, limits, timezone, week_start, concurrency, lease, algorithm, buckets, shadow, soft_percent, count_denied, fail_mode, mode, sync, fleet_size, elastic, tier, tiers, overrides, count, also
 }
 
 func ExampleSet_Match() {

@@ -10,7 +10,7 @@ import (
 var (
 	topKeys        = []string{"version", "defaults", "rules", "descriptors"}
 	switchKeys     = []string{"algorithm", "buckets", "shadow", "soft_percent", "count_denied", "fail_mode", "mode", "sync", "fleet_size", "elastic"}
-	ruleKeys       = append(append([]string{"name", "methods", "route", "identity", "key", "limits", "concurrency", "lease"}, switchKeys...), policiesKeys...)
+	ruleKeys       = append(append([]string{"name", "methods", "route", "identity", "key", "limits", "timezone", "week_start", "concurrency", "lease"}, switchKeys...), policiesKeys...)
 	descriptorKeys = append([]string{"domain", "key", "unit", "requests", "limits"}, switchKeys...)
 	limitKeys      = []string{"requests", "window", "burst"}
 )

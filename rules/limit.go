@@ -25,7 +25,12 @@ const maxLimitText = 128
 // word: "second", "minute", "hour", "day" (singular or plural, or the
 // abbreviations s/sec, m/min, h/hr, d). Examples: "900 per 15m",
 // "200 per 1m", "10 per minute", "5 per day", "100/s", "10 per 1s burst 20",
-// "250 per 15 minutes". ulule/limiter's form "<requests>-<S|M|H|D>" is
+// "250 per 15 minutes". Calendar periods ([core.PerCalendar]) are
+// written "<requests> per calendar day|week|month|year [in <IANA zone>]
+// [from <weekday>]": "10000 per calendar month", "5 per calendar day in
+// Europe/Berlin", "100 per calendar week from sunday" (UTC and Monday by
+// default; a rule's timezone and week_start fields give its limits
+// theirs). ulule/limiter's form "<requests>-<S|M|H|D>" is
 // accepted too: "1000-H" is "1000 per hour", "5-s" "5 per second".
 //
 // The window is computed exactly: it must be a whole number of
@@ -35,7 +40,11 @@ const maxLimitText = 128
 // the limit suits an algorithm (burst, resolution, bounds) is checked by
 // [core.Policy.Validate]. It never panics. The output of [core.Limit.String]
 // parses back to the same limit.
-func ParseLimit(s string) (core.Limit, error) {
+func ParseLimit(s string) (core.Limit, error) { return parseLimit(s, nil) }
+
+// parseLimit is ParseLimit; def, when not nil, gives calendar limits
+// written without a zone or week start the rule's.
+func parseLimit(s string, def *calendarDefaults) (core.Limit, error) {
 	if len(s) > maxLimitText {
 		return core.Limit{}, fmt.Errorf("limit is longer than %d bytes", maxLimitText)
 	}
@@ -55,6 +64,9 @@ func ParseLimit(s string) (core.Limit, error) {
 	}
 	if len(f) < 3 || (!strings.EqualFold(f[1], "per") && f[1] != "/") {
 		return core.Limit{}, fmt.Errorf(`limit %q: want "<requests> per <window>", e.g. "200 per 1m"`, s)
+	}
+	if strings.EqualFold(f[2], "calendar") {
+		return parseCalendar(s, n, f, def)
 	}
 	rest := f[2:]
 	if strings.EqualFold(rest[len(rest)-1], "burst") {

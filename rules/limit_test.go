@@ -123,7 +123,8 @@ func TestLimitStringRoundTrip(t *testing.T) {
 }
 
 func FuzzParseLimit(f *testing.F) {
-	for _, s := range []string{"900 per 15m", "10 per minute", "100/s", "10 per 1s burst 20", "5 per 7d", "250 per 15 minutes", "1 per 1h0m0.5s", "x", "1 per 1 1"} {
+	for _, s := range []string{"900 per 15m", "10 per minute", "100/s", "10 per 1s burst 20", "5 per 7d", "250 per 15 minutes", "1 per 1h0m0.5s", "x", "1 per 1 1",
+		"5 per calendar month", "5 per calendar week in Europe/Berlin from sunday", "5 / calendar day in America/New_York", "5 per calendar year in UTC"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
@@ -145,7 +146,9 @@ func FuzzParseLimit(f *testing.F) {
 		if err != nil {
 			t.Fatalf("ParseLimit(%q) = %v; its String %q does not parse: %v", s, l, l.String(), err)
 		}
-		if back != l {
+		// (a calendar limit's zone is loaded again: a new pointer, the
+		// same name, which String shows)
+		if back != l && (!isCalendar(l) || back.String() != l.String()) {
 			t.Fatalf("ParseLimit(%q) = %+v; String %q parses to %+v", s, l, l.String(), back)
 		}
 	})

@@ -103,6 +103,8 @@ type ruleDoc struct {
 	Identity       string     `yaml:"identity,omitempty" json:"identity,omitempty"`
 	Key            string     `yaml:"key,omitempty" json:"key,omitempty"`
 	Limits         []limitDoc `yaml:"limits,omitempty,flow" json:"limits,omitempty"`
+	Timezone       string     `yaml:"timezone,omitempty" json:"timezone,omitempty"`
+	WeekStart      string     `yaml:"week_start,omitempty" json:"week_start,omitempty"`
 	concurrencyDoc `yaml:",inline"`
 	switchesDoc    `yaml:",inline"`
 	policiesDoc    `yaml:",inline"`

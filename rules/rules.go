@@ -192,7 +192,8 @@ type Rule struct {
 	// Key is what the rule counts by. Defaults to user for authenticated
 	// rules and ip otherwise.
 	Key Key
-	// Algorithm counts the limits. Default GCRA (or the file's default).
+	// Algorithm counts the limits. Default GCRA (or the file's default);
+	// fixed_window for a rule with calendar limits ("5 per calendar month").
 	Algorithm core.Algorithm
 	// Limits must all hold; at least one. A Burst equal to Requests is
 	// normalized to 0 (they mean the same).

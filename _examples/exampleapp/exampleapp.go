@@ -80,6 +80,10 @@ import (
 	"github.com/limitkit/limitkit/otellimit"
 	"github.com/limitkit/limitkit/rules"
 	"github.com/limitkit/limitkit/rules/serve"
+
+	// the IANA zones of calendar limits ("5 per calendar month",
+	// timezone: Europe/Berlin) load in an image without a zone database
+	_ "time/tzdata"
 )
 
 // Environment variables the examples read.

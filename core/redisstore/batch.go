@@ -73,7 +73,7 @@ func (s *Store) prepareBatch(batch []core.BatchTake) []batchTake {
 			b.Err = err
 			continue
 		}
-		todo = append(todo, batchTake{i: i, c: c, args: s.args(c, c.tail, b.Key, b.Now, b.Cost)})
+		todo = append(todo, batchTake{i: i, c: c, args: s.args(c, c.tailAt(b.Now), b.Key, b.Now, b.Cost)})
 	}
 	return todo
 }

@@ -10,16 +10,17 @@ import (
 
 // compiled is what a policy needs per call, worked out once.
 type compiled struct {
-	p        *core.Policy
-	script   *script
-	nkeys    any      // the number of keys, as a string (cluster routing reads it)
-	tail     []any    // the script's ARGV after now and cost
-	etail    []any    // the elastic take's (an elastic policy's only)
-	suffixes []string // per-limit key suffixes
-	soft     []int64  // per-limit soft overage (effective − nominal capacity)
-	softE    []int64  // per-limit soft margin of the elastic take's reply (see lua_generic.go)
-	hashPre  []byte   // policy name and a NUL, hashed before the key
-	maxEff   int64    // the largest effective capacity over the limits
+	p             *core.Policy
+	script        *script
+	nkeys         any      // the number of keys, as a string (cluster routing reads it)
+	tail          []any    // the script's ARGV after now and cost
+	etail         []any    // the elastic take's (an elastic policy's only)
+	suffixes      []string // per-limit key suffixes
+	soft          []int64  // per-limit soft overage (effective − nominal capacity)
+	softE         []int64  // per-limit soft margin of the elastic take's reply (see lua_generic.go)
+	hashPre       []byte   // policy name and a NUL, hashed before the key
+	maxEff        int64    // the largest effective capacity over the limits
+	calendarState          // a policy with calendar limits (calendar.go)
 }
 
 // capacity is a limit's bucket size (core's Limit.capacity).
@@ -56,7 +57,11 @@ func (s *Store) compile(p *core.Policy) (*compiled, error) {
 	c := &compiled{p: p, nkeys: strconv.Itoa(len(p.Limits))}
 	c.layout(p, figs)
 	cd := countDenied(p)
-	switch shapeOf(p) {
+	sh := shapeOf(p)
+	if c.cal, c.core = calendarLimits(p); c.cal != nil {
+		sh = shapeGeneric // only the generic fixed-window script reads periods
+	}
+	switch sh {
 	case shapeElasticGCRA1:
 		c.script = gcra1E
 		c.tail, c.etail = figs[0].gcra1E(modeTake), figs[0].gcra1E(modeElastic)
@@ -245,7 +250,8 @@ func (f figures) genericRow(a core.Algorithm, tail []any) []any {
 	case core.TokenBucket:
 		return append(tail, f.interval, f.eff, f.soft, f.ceil-f.eff)
 	case core.FixedWindow:
-		return append(tail, f.window, f.eff, f.soft, fwModulus(f.ceil), f.ceil, f.softE)
+		// then a calendar limit's periods, filled in per call (tailAt)
+		return append(tail, f.window, f.eff, f.soft, fwModulus(f.ceil), f.ceil, f.softE, zero, zero, zero, zero, zero, zero)
 	case core.SlidingWindowLog:
 		return append(tail, f.window, f.eff, f.soft, f.ceil, f.softE)
 	case core.SlidingWindowCounter:
@@ -253,6 +259,9 @@ func (f figures) genericRow(a core.Algorithm, tail []any) []any {
 	}
 	return tail
 }
+
+// zero is a calendar number of a duration window's row.
+var zero any = int64(0)
 
 // baked is sc with tail written into a copy of its template tmpl (then
 // with no tail), or sc and tail as given when tmpl is "" or the bakery

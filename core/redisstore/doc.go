@@ -103,6 +103,13 @@
 //	SlidingWindowCounter 8 bytes + (buckets+1) counts of 1, 2 or 4 bytes
 //	                 (the smallest that holds the capacity), a string
 //
+// A calendar limit (core.PerCalendar) keeps the fixed window's value, its
+// index the calendar period's; Go sends the periods around the caller's
+// clock with each call and the script picks the one holding its own now
+// (the server's TIME by default), so the two clocks may differ by up to a
+// period before a call fails; its keys expire at the period's end. See
+// docs/calendar.md.
+//
 // (bytes are Redis's MEMORY USAGE on Redis 7 with jemalloc; see the
 // benchmarks for the log and counter figures).
 //

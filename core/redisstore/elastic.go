@@ -215,6 +215,9 @@ func (s *Store) Refund(ctx context.Context, key string, p *core.Policy, now time
 	if err != nil {
 		return err
 	}
+	if c.cal != nil {
+		return fmt.Errorf("redisstore: policy %q: calendar limits are not refunded by Refund (an elastic policy's; calendar limits cannot be elastic): use core.Limiter.Refund", p.Name)
+	}
 	args := s.args(c, nil, key, now, cost)
 	sc := refundGCRA
 	if p.Algorithm == core.FixedWindow {

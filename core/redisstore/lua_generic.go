@@ -183,6 +183,33 @@ if bok and brem > 0 then rem = brem end
 return {bok and 1 or 0, bind - 1, rem, breset, bretry, flag}
 `
 
+// luaWindowIndex defines the fixed window's index at now, widx(i) (now /
+// W), and the end of window idx, wend(i, idx) ((idx + 1) × W), or a
+// calendar limit's from its periods in ARGV (see luaFixedWindow).
+const luaWindowIndex = `
+local function widx(i)
+  local w = arg(i, 1)
+  if w > 0 then return math.floor(now / w) end
+  if now < arg(i, 8) or now >= arg(i, 12) then
+    error('limitkit: calendar limit: the Redis clock is more than a period away from the caller clock')
+  end
+  local i1 = arg(i, 7)
+  if now < arg(i, 9) then return i1 - 1 end
+  if now < arg(i, 10) then return i1 end
+  if now < arg(i, 11) then return i1 + 1 end
+  return i1 + 2
+end
+local function wend(i, idx)
+  local w = arg(i, 1)
+  if w > 0 then return (idx + 1) * w end
+  local d = idx - arg(i, 7)
+  if d < 0 then return arg(i, 9) end
+  if d == 0 then return arg(i, 10) end
+  if d == 1 then return arg(i, 11) end
+  return arg(i, 12)
+end
+`
+
 // luaGCRA: state "tat" (µs), a plain integer string. ARGV per limit:
 // emission interval T, tolerance tau = capacity × T, soft overage, the
 // ceiling's tolerance tauE (= tau for a hard policy; it also bounds the
@@ -301,10 +328,18 @@ end
 // (the window's end) does not allow.
 // ARGV per limit: window W, capacity, soft, M, the ceiling's capacity and
 // soft margin (= capacity, soft for a hard policy; M is then worked out
-// from the ceiling, which bounds the count).
+// from the ceiling, which bounds the count), then a calendar limit's
+// periods (core.PerCalendar; W is 0): I1, the index of the period that
+// holds the caller's clock, and B0..B4, the start of period I1 − 1 and
+// the ends of periods I1 − 1 .. I1 + 2 (µs; zeros for a duration
+// window). Redis has no time zone database: Go works the boundaries out
+// (calendar.go) and the script picks the period holding its now among
+// them, so the server's clock decides the period as it decides every
+// window; a server clock outside [B0, B4) (more than a period from the
+// caller's) is an error, which the policy's fail mode answers.
 const luaFixedWindow = `
-local STRIDE, SOFT, SOFTE = 6, 3, 6
-` + luaHead + `
+local STRIDE, SOFT, SOFTE = 12, 3, 6
+` + luaHead + luaWindowIndex + `
 local function decode(i, v)
   if not v then return {0, 0} end
   local x = tonumber(v)
@@ -320,7 +355,7 @@ end
 -- the window in force at now and its count (core: a stored window later
 -- than now's stays in force)
 local function current(i, s, w)
-  local idx = math.floor(now / w)
+  local idx = widx(i)
   local count = s[2]
   if count ~= 0 then
     local m = arg(i, 4)
@@ -333,23 +368,22 @@ end
 
 local function expires(i, s)
   if s[2] == 0 then return 0 end
-  local w = arg(i, 1)
-  local idx = current(i, s, w)
-  return (idx + 1) * w
+  local idx = current(i, s, arg(i, 1))
+  return wend(i, idx)
 end
 
 local function step(i, s, mode)
   local w, capa, m = arg(i, 1), arg(i, 2), arg(i, 4)
   if E then capa = arg(i, 5) end
   local idx, count = current(i, s, w)
-  local nidx = math.floor(now / w)
+  local nidx = widx(i)
   if idx > nidx + 1 then
     -- a window more than one after now's (the clock went back): its count
     -- is carried into now's window (the next window stays in force: a
     -- caller that read the clock before a concurrent one rolled it over)
     idx = nidx; s[1] = idx % m; dirty[i] = true
   end
-  local fin = (idx + 1) * w
+  local fin = wend(i, idx)
   if count + cost <= capa then
     if mode ~= EVAL and cost > 0 then
       s[1], s[2] = idx % m, count + cost; dirty[i] = true

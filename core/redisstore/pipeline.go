@@ -209,7 +209,7 @@ func (p *pipeliner) take(ctx context.Context, dl time.Time, s *Store, c *compile
 	if _, ok := s.client.(*redis.ClusterClient); !ok {
 		ka = &cl.key // a Cluster's lane is found by the key's text
 	}
-	cl.args = s.appendArgs(cl.argv[:0], ka, c, c.tail, key, now, cost)
+	cl.args = s.appendArgs(cl.argv[:0], ka, c, c.tailAt(now), key, now, cost)
 	return p.do(ctx, dl, s.client, c.script, cl)
 }
 

@@ -368,7 +368,7 @@ func (s *Store) take(ctx context.Context, dl time.Time, key string, p *core.Poli
 			err = s.failed(c, err)
 		}
 	} else {
-		vals, err = s.run(ctx, c, s.args(c, c.tail, key, now, cost))
+		vals, err = s.run(ctx, c, s.args(c, c.tailAt(now), key, now, cost))
 	}
 	if err != nil {
 		return core.Decision{}, err

@@ -92,7 +92,11 @@ func (s *Store) verb(ctx context.Context, verb, key string, p *core.Policy, now 
 	if sc == nil {
 		return core.Decision{Policy: p.Name}, fmt.Errorf("%w: redisstore: %s under the %s algorithm", core.ErrUnsupported, verb, p.Algorithm)
 	}
-	args := s.args(c, s.verbTail(c), key, now, cost)
+	tail := s.verbTail(c)
+	if c.cal != nil {
+		tail = c.calendarArgs(tail, now.UnixMicro()).tail
+	}
+	args := s.args(c, tail, key, now, cost)
 	args[1] = sc.shaArg
 	if verb != "Peek" && verb != "Reserve" {
 		args[3+len(c.suffixes)+1] = min(max(cost, 0), 2*c.maxEff+1)
@@ -145,7 +149,7 @@ func (s *Store) verbTail(c *compiled) []any {
 		case core.TokenBucket:
 			tail = append(tail, core.EmissionInterval(l), eff, soft, ce-eff)
 		case core.FixedWindow:
-			tail = append(tail, w, eff, soft, fwModulus(ce), ce, softE)
+			tail = append(tail, w, eff, soft, fwModulus(ce), ce, softE, zero, zero, zero, zero, zero, zero)
 		case core.SlidingWindowLog:
 			tail = append(tail, w, eff, soft, ce, softE)
 		case core.SlidingWindowCounter:

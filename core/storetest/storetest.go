@@ -18,7 +18,9 @@
 // update, no over-admission), that a multi-limit decision is
 // all-or-nothing, keys are isolated, hostile keys (huge, binary) are
 // harmless, a cost above capacity is never admitted, and time jumps and
-// skewed clocks stay within bounds. A store that keeps a policy registry
+// skewed clocks stay within bounds, and calendar limits (core.PerCalendar)
+// decide as core does across daylight-saving changes, leap days and year
+// ends, exactly under concurrency. A store that keeps a policy registry
 // also runs [RunRegistry]; an elastic store [ElasticDrain]; a
 // core.VerbStore [RunVerbs] (the verbs' contract) and, when it does any of
 // the arithmetic itself, [RunVerbsDifferential] (every verb compared
@@ -126,6 +128,7 @@ func Run(t *testing.T, f Factory, o Options) {
 	t.Run("HugeCosts", func(t *testing.T) { testHugeCosts(t, f) })
 	t.Run("ClockBackNoLockout", func(t *testing.T) { testClockBackNoLockout(t, f) })
 	t.Run("SkewedServers", func(t *testing.T) { testSkewedServers(t, f) })
+	t.Run("Calendar", func(t *testing.T) { testCalendar(t, f, o) })
 }
 
 // testDifferential drives random (time, cost) sequences through the store

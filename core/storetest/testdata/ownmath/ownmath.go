@@ -225,7 +225,8 @@ func newTable(p *core.Policy) (*table, error) {
 		return nil, err
 	}
 	t := &table{p: *c.Policy(), c: c, keys: map[string][]int64{}}
-	t.own = len(p.Limits) == 1 && p.SoftPercent == 0 && p.Elastic == nil &&
+	_, _, _, calendar := c.CalendarPeriod(0, 0) // calendar periods: core's math (its zone arithmetic)
+	t.own = len(p.Limits) == 1 && p.SoftPercent == 0 && p.Elastic == nil && !calendar &&
 		(p.Algorithm == core.GCRA || p.Algorithm == core.FixedWindow)
 	if t.own {
 		l := p.Limits[0]
