@@ -131,5 +131,10 @@ func TestStaticRoutesFewAndMany(t *testing.T) {
 		}
 		assert.Equal(t, "", tb.match("GET", fmt.Sprintf("/s%d", n)), "n=%d", n)
 		assert.Equal(t, "", tb.match("POST", "/s0"), "n=%d", n)
+		// the folded lookup reads a stack buffer as the key: no copy
+		if !raceEnabled {
+			allocs := testing.AllocsPerRun(100, func() { _ = tb.match("GET", "/S1/A-PATH-LONGER-THAN-THIRTY-TWO-BYTES") })
+			assert.Zero(t, allocs, "n=%d folded lookup allocates", n)
+		}
 	}
 }

@@ -3,7 +3,8 @@ package httplimit
 import (
 	"hash/maphash"
 	"sync/atomic"
-	"unsafe"
+
+	"github.com/limitkit/limitkit/httplimit/internal/respond"
 )
 
 // The intern table turns a key assembled in a stack buffer into a string
@@ -44,13 +45,13 @@ func (t *internTable) intern(b []byte) string {
 	h := maphash.Bytes(t.seed, b)
 	slot := &t.slots[h&(internSlots-1)]
 	if e := slot.Load(); e != nil && int(e.n) == len(b) && string(e.b[:e.n]) == string(b) {
-		return unsafe.String(&e.b[0], len(b))
+		return respond.BytesString(e.b[:len(b)])
 	}
 	e := new(internEntry)
 	e.n = uint8(len(b))
 	copy(e.b[:], b)
 	slot.Store(e) // published after the bytes are written; never written again
-	return unsafe.String(&e.b[0], len(b))
+	return respond.BytesString(e.b[:len(b)])
 }
 
 // Intern returns b as a string without allocating when the same bytes were
