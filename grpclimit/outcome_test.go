@@ -363,7 +363,7 @@ func TestOutcomeMistakes(t *testing.T) {
 		t.Fatalf("nil Count: %v", err)
 	}
 	opt := grpclimit.WithOutcome(grpclimit.Outcome{Count: grpclimit.CodeNotOK})
-	if _, err := httplimit.NewEngine("nethttp", lim(), opt); err == nil || !strings.Contains(err.Error(), "grpclimit") {
+	if _, err := httplimit.NewAdapterEngine(httplimit.Adapter{Name: "nethttp"}, lim(), opt); err == nil || !strings.Contains(err.Error(), "grpclimit") {
 		t.Fatalf("another adapter given grpclimit.WithOutcome: %v", err)
 	}
 	if _, err := grpclimit.New(lim(), opt); err != nil {

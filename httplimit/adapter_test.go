@@ -76,10 +76,10 @@ func TestAdapterRefusesWhatItCannotHonour(t *testing.T) {
 			assert.NoError(t, err, "an adapter that honours it")
 		})
 	}
-	// NewEngine is an HTTP adapter without adapter options or outcomes
-	_, err := NewEngine("n", l, WithDenyStatus(418), WithDenyBody("text/plain", nil))
+	// newEngineNamed is an HTTP adapter without adapter options or outcomes
+	_, err := newEngineNamed("n", l, WithDenyStatus(418), WithDenyBody("text/plain", nil))
 	assert.NoError(t, err)
-	_, err = NewEngine("n", l, WithOutcome(Outcome{Count: StatusIn(401)}))
+	_, err = newEngineNamed("n", l, WithOutcome(Outcome{Count: StatusIn(401)}))
 	assert.ErrorContains(t, err, "n: httplimit.WithOutcome counts by the response's outcome")
 }
 
@@ -119,4 +119,10 @@ func TestFieldNamesAreTheFormattersOwn(t *testing.T) {
 		respond.HeaderPolicy, respond.HeaderRateLimit, respond.ContentTypeProblem},
 		[]string{FieldLimit, FieldRemaining, FieldReset, FieldRetryAfter, FieldPolicy, FieldRateLimit, ContentTypeProblem})
 	assert.Equal(t, respond.MaxFields, MaxFields)
+}
+
+// newEngineNamed is the engine of an HTTP adapter named adapter that
+// reads no adapter option and reports no outcome.
+func newEngineNamed(adapter string, lim *core.Limiter, opts ...Option) (*Engine, error) {
+	return NewAdapterEngine(Adapter{Name: adapter}, lim, opts...)
 }

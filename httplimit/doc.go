@@ -80,7 +80,7 @@
 // # Configuration exists once
 //
 // [Config] is the only copy of a middleware's settings: options write its
-// (unexported, validated) fields, [NewEngine] fills in the defaults that
+// (unexported, validated) fields, [NewAdapterEngine] fills in the defaults that
 // depend on the limiter (the clock, the fallback key) and keeps it in the
 // [Engine], which reads it per request; what the Engine adds is only
 // derived from it once (the checks, the limits' decimal forms, the

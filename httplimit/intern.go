@@ -53,9 +53,3 @@ func (t *internTable) intern(b []byte) string {
 	slot.Store(e) // published after the bytes are written; never written again
 	return respond.BytesString(e.b[:len(b)])
 }
-
-// Intern returns b as a string without allocating when the same bytes were
-// interned recently (a direct-mapped cache of immutable entries, so a
-// busy client's address is rendered once). Adapters use it for values
-// they must render, like fasthttp's peer address.
-func Intern(b []byte) string { return interned.intern(b) }
