@@ -308,7 +308,7 @@ func FuzzDecide(f *testing.F) {
 		e.Fields(&res, &fl)
 		if res.Action == Pass {
 			k := st.last()
-			assert.LessOrEqual(t, len(k), len("OTHER /x|")+len(fallbackPrefix)+keyfuncs.MaxRawKeyLen+64)
+			assert.LessOrEqual(t, len(k), len("OTHER /x|")+len(fallbackPrefix)+64+64)
 		}
 	})
 }

@@ -113,7 +113,9 @@ func (e *Engine) key(ctx context.Context, c *check, req keyfuncs.Request, scope 
 	b := scope
 	b = append(b, keySep)
 	n := len(b)
-	if c.key.ip == e.peer && keyfuncs.DefaultIPv4Prefix == 32 {
+	// the peer IP resolver keys an IPv4 peer by its full address (its
+	// default /32: keyfuncs pins it), so the address is the key
+	if c.key.ip == e.peer {
 		if kb, ok := appendPeerIPv4(b, req); ok {
 			return interned.intern(kb), keyOK, true
 		}
