@@ -155,6 +155,10 @@ func TestPeerCache(t *testing.T) {
 	s := pc.intern(buf)
 	buf[0] = 'X'
 	assert.Equal(t, "203.0.113.8:4711", s, "the cache never aliases the caller's buffer")
+	for i := 0; i < 3*peerSlots; i++ { // more peers than slots: they share
+		addr := fmt.Sprintf("10.%d.%d.1:80", i/256, i%256)
+		require.Equal(t, addr, pc.intern([]byte(addr)), "a peer is never answered with another's string")
+	}
 	long := strings.Repeat("a", peerMax+1)
 	assert.Equal(t, long, pc.intern([]byte(long)))
 	assert.Equal(t, "", pc.intern(nil))
