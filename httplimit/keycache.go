@@ -37,7 +37,7 @@ const (
 )
 
 // KeyParts is what a request's default store key is a function of, given
-// the engine: the scope's method (scopeMethod: "" for a route that
+// the engine: the scope's method ("" for a route that
 // accepts every method, HEAD as GET) and the route, and the TCP peer as
 // RemoteAddr's text or, when Peer is "", as PeerIP (an IPv4 address in
 // the low 32 bits, with bit 32 set). Table, when not zero, names the
