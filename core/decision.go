@@ -69,7 +69,3 @@ type Decision struct {
 	// see it set.
 	ElasticRoom bool
 }
-
-// Denied reports whether the request was refused (the inverse of Allowed),
-// for readable conditions at call sites.
-func (d Decision) Denied() bool { return !d.Allowed }

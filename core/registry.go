@@ -203,16 +203,6 @@ func (r *PolicyRegistry) Claim(p *Policy, replaces ...*PolicyClaim) (c *PolicyCl
 	return &PolicyClaim{r: r, p: p, gen: e.gen}, takeover, nil
 }
 
-// Claimed returns the configuration name is claimed for, or nil.
-func (r *PolicyRegistry) Claimed(name string) *Policy {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if e := r.m[name]; e != nil {
-		return e.p
-	}
-	return nil
-}
-
 // Len is the number of claimed names.
 func (r *PolicyRegistry) Len() int {
 	r.mu.Lock()

@@ -176,7 +176,7 @@ type Usage struct {
 func (l *Limiter) Usage(ctx context.Context, key string) (Usage, error) {
 	d, err := l.PeekN(ctx, key, 0)
 	u := Usage{Limit: d.Limit, Remaining: d.Remaining, ResetAfter: d.ResetAfter, Policy: l.policy.Name, Degraded: d.Degraded}
-	if d.Denied() || d.Shadowed {
+	if !d.Allowed || d.Shadowed {
 		u.RetryAfter = d.RetryAfter
 	}
 	if c := d.Limit.capacity(); c > 0 {

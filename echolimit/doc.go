@@ -109,5 +109,7 @@
 // the two on every build), and the closure pointer: the middleware keeps
 // the handler it built for each next handler keyed by that handler's
 // closure pointer, because echo applies e.Use middleware per request;
-// TestWrapCache fails if that stops holding.
+// TestWrapCache fails if that stops holding. Both live in funcptr.go, the
+// package's one file that imports unsafe, beside benchmarks of each
+// against the safe spelling (BenchmarkWrapCache, BenchmarkCodePtr).
 package echolimit

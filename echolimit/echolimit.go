@@ -3,8 +3,6 @@ package echolimit
 import (
 	"net/http"
 	"sync"
-	"sync/atomic"
-	"unsafe"
 
 	"github.com/labstack/echo/v4"
 
@@ -103,75 +101,6 @@ func NewMiddleware(l *core.Limiter, opts ...httplimit.Option) (echo.MiddlewareFu
 		}, nil
 	}
 	return cached, nil
-}
-
-// echo applies e.Use middleware per request (echo.applyMiddleware), so
-// the handler a middleware returns would be a new closure every request.
-// Its next handler, though, is mostly the same each time: the route's
-// handler, registered once. wrapCache keeps the handler built for each
-// next handler seen recently, keyed by the identity of next's closure
-// (the pointer of a Go function value, which the cache keeps alive, so
-// an equal pointer is the same closure), and returns it again instead of
-// allocating. A next handler that is itself new every request (a
-// middleware registered after this one that does not cache) never hits;
-// an entry that was never reused is then not replaced, so such requests
-// cost the one allocation they did before and no more.
-type wrapCache struct {
-	slots [wrapSlots]atomic.Pointer[wrapEntry]
-}
-
-const wrapSlots = 64
-
-type wrapEntry struct {
-	next unsafe.Pointer // next's closure: keeps it alive
-	h    echo.HandlerFunc
-	used atomic.Bool // returned again at least once
-}
-
-// funcPtr is the pointer of a function value: its closure.
-func funcPtr(f echo.HandlerFunc) unsafe.Pointer { return *(*unsafe.Pointer)(unsafe.Pointer(&f)) }
-
-// middleware is build behind the cache: echo calls it per request.
-func (wc *wrapCache) middleware(build echo.MiddlewareFunc) echo.MiddlewareFunc {
-	return func(next echo.HandlerFunc) echo.HandlerFunc {
-		if h := wc.hit(next); h != nil {
-			return h
-		}
-		return wc.miss(next, build)
-	}
-}
-
-// hit is the handler built for next when its entry has been returned
-// before, else nil; small enough to inline where echo calls the
-// middleware.
-func (wc *wrapCache) hit(next echo.HandlerFunc) echo.HandlerFunc {
-	p := funcPtr(next)
-	if e := wc.slots[(uintptr(p)>>4)%wrapSlots].Load(); e != nil && e.next == p && e.used.Load() {
-		return e.h // entries hold no nil next
-	}
-	return nil
-}
-
-// miss is the handler for next when hit finds none: an entry's, or
-// build's.
-func (wc *wrapCache) miss(next echo.HandlerFunc, build echo.MiddlewareFunc) echo.HandlerFunc {
-	p := funcPtr(next)
-	if p == nil {
-		return build(next)
-	}
-	slot := &wc.slots[(uintptr(p)>>4)%wrapSlots]
-	e := slot.Load()
-	if e != nil && e.next == p {
-		if !e.used.Load() {
-			e.used.Store(true)
-		}
-		return e.h
-	}
-	h := build(next)
-	if e == nil || e.used.Load() {
-		slot.Store(&wrapEntry{next: p, h: h})
-	}
-	return h
 }
 
 // New is [NewMiddleware] that panics on a configuration error, for
@@ -299,21 +228,6 @@ func (r *request) Route() string {
 func unrouted(h echo.HandlerFunc) bool {
 	p := codePtr(h)
 	return p == 0 || p == codePtr(echo.NotFoundHandler) || p == codePtr(echo.MethodNotAllowedHandler)
-}
-
-// codePtr is the code pointer of a function value, what
-// reflect.Value.Pointer returns for it (two functions with the same code
-// compare equal), 0 for nil, read as reflect reads it (a func value
-// points at its closure, whose first word is the code) without reflect's
-// overhead: three reflect calls per request cost about as much as the
-// rest of the route's key parts. TestUnrouted (view_test.go) checks it
-// against reflect on every build.
-func codePtr(f echo.HandlerFunc) uintptr {
-	p := funcPtr(f)
-	if p == nil {
-		return 0
-	}
-	return *(*uintptr)(p)
 }
 
 func (r *request) Path() string { return r.c.Request().URL.Path }

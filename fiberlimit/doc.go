@@ -105,7 +105,9 @@
 // app.Config()) under fiber's rules, leaving the patterns it does not
 // handle itself to fiber's own fiber.RoutePatternMatch. Use routes are
 // told apart with app.GetRoutes(true), which lists every route but them.
-// No unexported field is read. The re-implementation is checked loudly:
+// No unexported field is read and nothing imports unsafe (a lower-cased
+// path is looked up as string(buf), which Go does without a copy). The
+// re-implementation is checked loudly:
 // differential tests compare its answer with the route fiber's router
 // runs, over many paths and patterns (parameters, optional parameters,
 // wildcards, constraints, groups, mounts, prefixed Use, case sensitivity,

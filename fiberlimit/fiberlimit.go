@@ -298,7 +298,7 @@ func (r *request) RemoteAddr() string {
 	}
 	b = append(b, ':')
 	b = strconv.AppendInt(b, int64(tcp.Port), 10)
-	return httplimit.Intern(b)
+	return peers.intern(b)
 }
 
 // Value looks in fiber's Locals, then in the user context.

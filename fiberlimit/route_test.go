@@ -2,9 +2,12 @@ package fiberlimit
 
 import (
 	"fmt"
+	"hash/maphash"
 	"net/http/httptest"
 	"reflect"
+	"strings"
 	"testing"
+	"unsafe"
 
 	"github.com/gofiber/fiber/v2"
 	"github.com/stretchr/testify/assert"
@@ -131,5 +134,37 @@ func TestStaticRoutesFewAndMany(t *testing.T) {
 		}
 		assert.Equal(t, "", tb.match("GET", fmt.Sprintf("/s%d", n)), "n=%d", n)
 		assert.Equal(t, "", tb.match("POST", "/s0"), "n=%d", n)
+		// the folded lookup reads a stack buffer as the key: no copy
+		if !raceEnabled {
+			allocs := testing.AllocsPerRun(100, func() { _ = tb.match("GET", "/S1/A-PATH-LONGER-THAN-THIRTY-TWO-BYTES") })
+			assert.Zero(t, allocs, "n=%d folded lookup allocates", n)
+		}
+	}
+}
+
+// TestPeerCache: a peer rendered again is the very string of the first
+// time, with no allocation; a different peer in the same slot replaces
+// it; an address too long to cache is still returned right.
+func TestPeerCache(t *testing.T) {
+	pc := &peerCache{seed: maphash.MakeSeed()}
+	a := pc.intern([]byte("203.0.113.7:4711"))
+	b := pc.intern([]byte("203.0.113.7:4711"))
+	assert.Equal(t, "203.0.113.7:4711", a)
+	assert.Equal(t, unsafe.StringData(a), unsafe.StringData(b), "a returning peer gets the cached string")
+	buf := []byte("203.0.113.8:4711")
+	s := pc.intern(buf)
+	buf[0] = 'X'
+	assert.Equal(t, "203.0.113.8:4711", s, "the cache never aliases the caller's buffer")
+	for i := 0; i < 3*peerSlots; i++ { // more peers than slots: they share
+		addr := fmt.Sprintf("10.%d.%d.1:80", i/256, i%256)
+		require.Equal(t, addr, pc.intern([]byte(addr)), "a peer is never answered with another's string")
+	}
+	long := strings.Repeat("a", peerMax+1)
+	assert.Equal(t, long, pc.intern([]byte(long)))
+	assert.Equal(t, "", pc.intern(nil))
+	if !raceEnabled {
+		in := []byte("198.51.100.1:80")
+		pc.intern(in)
+		assert.Zero(t, testing.AllocsPerRun(100, func() { _ = pc.intern(in) }))
 	}
 }

@@ -3,7 +3,6 @@ package fiberlimit
 import (
 	"strings"
 	"sync/atomic"
-	"unsafe"
 
 	"github.com/gofiber/fiber/v2"
 )
@@ -292,6 +291,21 @@ func (mr *methodRoutes) staticRoute(det string) *tableRoute {
 	return nil
 }
 
+// staticRouteBytes is staticRoute for a detection path in a buffer: the
+// compiler looks a string(b) map key and compares string(b) without
+// copying b, so the lowered path costs no allocation and no unsafe.
+func (mr *methodRoutes) staticRouteBytes(det []byte) *tableRoute {
+	if len(mr.static) > fewStatic {
+		return mr.static[string(det)]
+	}
+	for i := range mr.few {
+		if len(mr.few[i].det) == len(det) && mr.few[i].det == string(det) {
+			return mr.few[i].r
+		}
+	}
+	return nil
+}
+
 func (t *routeTable) methodFor(m string) *methodRoutes {
 	for i := range t.methods {
 		if t.methods[i].method == m {
@@ -431,7 +445,7 @@ func (t *routeTable) match(method, path string) string {
 		if fold {
 			var buf [128]byte
 			lb := lowerASCII(buf[:0], det)
-			st = mr.staticRoute(unsafe.String(unsafe.SliceData(lb), len(lb))) // lb is not written during the lookup
+			st = mr.staticRouteBytes(lb)
 		} else {
 			st = mr.staticRoute(det)
 		}

@@ -4,8 +4,6 @@ import (
 	"bufio"
 	"net"
 	"net/http"
-	"reflect"
-	"unsafe"
 
 	"github.com/gin-gonic/gin"
 
@@ -265,26 +263,6 @@ func buildAnyRoutes(e *gin.Engine) *httplimit.AnyRoutes[*gin.Engine] {
 			yield(ri.Method, ri.Path)
 		}
 	})
-}
-
-// engineOffset is the offset in gin.Context of its unexported engine
-// field, the only way from a request to the routes it was matched among
-// (gin.Context exports no Engine); found by reflect once and checked to
-// be a *gin.Engine, ^0 if a gin version lacks it: every route is then
-// method-specific, as before r.Any had one scope.
-var engineOffset = func() uintptr {
-	f, ok := reflect.TypeOf(gin.Context{}).FieldByName("engine")
-	if !ok || f.Type != reflect.TypeOf((*gin.Engine)(nil)) || len(f.Index) != 1 {
-		return ^uintptr(0)
-	}
-	return f.Offset
-}()
-
-func engineOf(c *gin.Context) *gin.Engine {
-	if engineOffset == ^uintptr(0) {
-		return nil
-	}
-	return *(**gin.Engine)(unsafe.Add(unsafe.Pointer(c), engineOffset))
 }
 
 // Value looks in the gin context's keys (c.Set, where gin authentication

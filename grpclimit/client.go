@@ -16,13 +16,13 @@ import (
 
 // Defaults of the client interceptors.
 const (
-	// DefaultMaxAttempts is the attempts a call makes at most, the first
+	// defaultMaxAttempts is the attempts a call makes at most, the first
 	// included, unless [WithMaxAttempts] says otherwise.
-	DefaultMaxAttempts = 3
-	// DefaultMaxWait is the longest delay the client interceptors wait
+	defaultMaxAttempts = 3
+	// defaultMaxWait is the longest delay the client interceptors wait
 	// before a retry unless [WithMaxWait] says otherwise: a denial asking
 	// for more is returned at once.
-	DefaultMaxWait = time.Minute
+	defaultMaxWait = time.Minute
 )
 
 // ClientOption configures [UnaryClientInterceptor] and
@@ -36,7 +36,7 @@ type clientOptions struct {
 }
 
 // WithMaxAttempts bounds the attempts of one call, the first included
-// (default [DefaultMaxAttempts]); 1 turns retries off. n < 1 keeps the
+// (default 3); 1 turns retries off. n < 1 keeps the
 // default.
 func WithMaxAttempts(n int) ClientOption {
 	return func(o *clientOptions) {
@@ -47,7 +47,7 @@ func WithMaxAttempts(n int) ClientOption {
 }
 
 // WithMaxWait is the longest delay waited before a retry (default
-// [DefaultMaxWait]): a denial asking for more is returned at once. d <= 0
+// one minute): a denial asking for more is returned at once. d <= 0
 // keeps the default.
 func WithMaxWait(d time.Duration) ClientOption {
 	return func(o *clientOptions) {
@@ -69,7 +69,7 @@ func WithSleep(sleep func(ctx context.Context, d time.Duration) error) ClientOpt
 }
 
 func newClientOptions(opts []ClientOption) *clientOptions {
-	o := &clientOptions{maxAttempts: DefaultMaxAttempts, maxWait: DefaultMaxWait, sleep: sleepCtx}
+	o := &clientOptions{maxAttempts: defaultMaxAttempts, maxWait: defaultMaxWait, sleep: sleepCtx}
 	for _, f := range opts {
 		f(o)
 	}
@@ -100,7 +100,7 @@ func RetryDelay(err error, trailer metadata.MD) (d time.Duration, ok bool) {
 	}
 	var pushback []string
 	if trailer != nil {
-		pushback = trailer[MDPushback]
+		pushback = trailer[mdPushback]
 	}
 	if len(pushback) > 0 {
 		if ms, err := strconv.ParseInt(pushback[0], 10, 64); err != nil || ms < 0 {

@@ -174,7 +174,7 @@ func TestUnaryClientNoRetry(t *testing.T) {
 	clock := core.NewManualClock(t0)
 	ic := grpclimit.MustNew(newLimiter(t, 2, clock), httplimit.WithCost(func(keyfuncs.Request) int64 { return 5 }))
 	rig := newRetryRig(t, clock, ic, true)
-	if r := call(t, rig.cc, sayMethod); r.code != codes.ResourceExhausted || r.trailer.Get(grpclimit.MDPushback)[0] != "-1" {
+	if r := call(t, rig.cc, sayMethod); r.code != codes.ResourceExhausted || r.trailer.Get("grpc-retry-pushback-ms")[0] != "-1" {
 		t.Fatalf("got %v, trailer %v", r.st, r.trailer)
 	}
 	if n, w := rig.take(); n != 1 || len(w) != 0 {
@@ -202,13 +202,13 @@ func TestRetryDelay(t *testing.T) {
 		d       time.Duration
 		ok      bool
 	}{
-		{"pushback only", re, metadata.Pairs(grpclimit.MDPushback, "1500"), 1500 * time.Millisecond, true},
-		{"pushback -1", re, metadata.Pairs(grpclimit.MDPushback, "-1"), 0, false},
-		{"pushback garbage", re, metadata.Pairs(grpclimit.MDPushback, "soon"), 0, false},
+		{"pushback only", re, metadata.Pairs("grpc-retry-pushback-ms", "1500"), 1500 * time.Millisecond, true},
+		{"pushback -1", re, metadata.Pairs("grpc-retry-pushback-ms", "-1"), 0, false},
+		{"pushback garbage", re, metadata.Pairs("grpc-retry-pushback-ms", "soon"), 0, false},
 		{"no hint", re, nil, 0, false},
-		{"other code", status.Error(codes.Internal, "x"), metadata.Pairs(grpclimit.MDPushback, "10"), 0, false},
-		{"unavailable", status.Error(codes.Unavailable, "x"), metadata.Pairs(grpclimit.MDPushback, "1000"), time.Second, true},
-		{"not a status", errors.New("x"), metadata.Pairs(grpclimit.MDPushback, "10"), 0, false},
+		{"other code", status.Error(codes.Internal, "x"), metadata.Pairs("grpc-retry-pushback-ms", "10"), 0, false},
+		{"unavailable", status.Error(codes.Unavailable, "x"), metadata.Pairs("grpc-retry-pushback-ms", "1000"), time.Second, true},
+		{"not a status", errors.New("x"), metadata.Pairs("grpc-retry-pushback-ms", "10"), 0, false},
 	} {
 		if d, ok := grpclimit.RetryDelay(c.err, c.trailer); d != c.d || ok != c.ok {
 			t.Errorf("%s: %v %v, want %v %v", c.name, d, ok, c.d, c.ok)

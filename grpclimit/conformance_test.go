@@ -36,7 +36,7 @@ import (
 // the expected value (in the header of an admitted call, the trailer of a
 // denied one), or absent from both.
 var watchedMD = []string{
-	grpclimit.MDLimit, grpclimit.MDRemaining, grpclimit.MDReset, grpclimit.MDRetryAfter, grpclimit.MDPushback,
+	"x-ratelimit-limit", "x-ratelimit-remaining", "x-ratelimit-reset", "retry-after", "grpc-retry-pushback-ms",
 	"ratelimit-policy", "ratelimit", "x-ratelimit-degraded",
 }
 
@@ -55,8 +55,8 @@ func xrl(limit, remaining int64, resetFromT0 time.Duration) md {
 // denied is m plus a quota denial's retry-after (whole seconds) and
 // pushback (milliseconds) for a wait of d.
 func (m md) denied(d time.Duration) md {
-	return m.with(grpclimit.MDRetryAfter, strconv.FormatInt(int64((d+time.Second-1)/time.Second), 10),
-		grpclimit.MDPushback, strconv.FormatInt(int64((d+time.Millisecond-1)/time.Millisecond), 10))
+	return m.with("retry-after", strconv.FormatInt(int64((d+time.Second-1)/time.Second), 10),
+		"grpc-retry-pushback-ms", strconv.FormatInt(int64((d+time.Millisecond-1)/time.Millisecond), 10))
 }
 
 // with is m plus kv pairs.
@@ -222,8 +222,8 @@ func checkDetails(t *testing.T, i int, st *status.Status, retry time.Duration) {
 	case retry != noRetry && (ri == nil || ri.GetRetryDelay().AsDuration() != retry):
 		t.Errorf("step %d: RetryInfo %v, want %v", i, ri, retry)
 	}
-	want := map[codes.Code]string{codes.ResourceExhausted: grpclimit.ErrorReason, codes.Unavailable: "RATE_LIMITER_UNAVAILABLE"}[st.Code()]
-	if info == nil || info.Reason != want || info.Domain != grpclimit.ErrorDomain {
+	want := map[codes.Code]string{codes.ResourceExhausted: "RATE_LIMIT_EXCEEDED", codes.Unavailable: "RATE_LIMITER_UNAVAILABLE"}[st.Code()]
+	if info == nil || info.Reason != want || info.Domain != "limitkit" {
 		t.Errorf("step %d: ErrorInfo %v, want reason %s", i, info, want)
 	}
 }
@@ -436,7 +436,7 @@ var gscenarios = []struct {
 		r.play(env, []gstep{
 			{code: codes.OK, want: md{"x-ratelimit-degraded": "1"}, keys: ko},
 			{code: codes.OK, want: md{"x-ratelimit-degraded": "1"}, keys: ko},
-			{method: otherMethod, code: codes.Unavailable, want: md{grpclimit.MDRetryAfter: "1", grpclimit.MDPushback: "1000"}, retry: time.Second, keys: kc},
+			{method: otherMethod, code: codes.Unavailable, want: md{"retry-after": "1", "grpc-retry-pushback-ms": "1000"}, retry: time.Second, keys: kc},
 		})
 		st := call(t, r.conn(peer1), otherMethod).st
 		if strings.Contains(st.Message(), "10.0.0.5") || strings.Contains(st.Message(), "refused") {
@@ -507,12 +507,12 @@ var gscenarios = []struct {
 		ka, kb := []string{"quiet#" + sayMethod + "|" + ip1}, []string{"api#" + otherMethod + "|" + ip1}
 		pol := `"api-1m";q=2;w=60, "api-1h";q=100;w=3600`
 		hd := func(rem, reset int64, rl string) md {
-			return md{grpclimit.MDLimit: "2", grpclimit.MDRemaining: strconv.FormatInt(rem, 10), grpclimit.MDReset: strconv.FormatInt(reset, 10),
+			return md{"x-ratelimit-limit": "2", "x-ratelimit-remaining": strconv.FormatInt(rem, 10), "x-ratelimit-reset": strconv.FormatInt(reset, 10),
 				"ratelimit-policy": pol, "ratelimit": rl}
 		}
 		r.play(env, []gstep{
 			{code: codes.OK, keys: ka},
-			{code: codes.ResourceExhausted, want: md{grpclimit.MDPushback: "60000"}, retry: time.Minute, keys: ka},
+			{code: codes.ResourceExhausted, want: md{"grpc-retry-pushback-ms": "60000"}, retry: time.Minute, keys: ka},
 			{method: otherMethod, code: codes.OK, want: hd(1, 30, `"api-1m";r=1;t=30`), keys: kb},
 			{method: otherMethod, code: codes.OK, want: hd(0, 60, `"api-1m";r=0;t=60`), keys: kb},
 			{method: otherMethod, code: codes.ResourceExhausted, want: hd(0, 60, `"api-1m";r=0;t=30`).denied(30 * time.Second), retry: 30 * time.Second, keys: kb},
@@ -524,7 +524,7 @@ var gscenarios = []struct {
 		l := env.Limiter(t, pol("big", core.PerMinute(2)))
 		r := newGRig(t, grpclimit.MustNew(l, httplimit.WithCost(func(keyfuncs.Request) int64 { return 5 })))
 		r.play(env, []gstep{
-			{code: codes.ResourceExhausted, want: xrl(2, 0, 0).with(grpclimit.MDPushback, "-1"), retry: noRetry, keys: []string{"big#" + sayMethod + "|" + ip1}},
+			{code: codes.ResourceExhausted, want: xrl(2, 0, 0).with("grpc-retry-pushback-ms", "-1"), retry: noRetry, keys: []string{"big#" + sayMethod + "|" + ip1}},
 		})
 	}},
 	{"ExemptHealthAndReflection", func(t *testing.T, env *adaptertest.Env) {

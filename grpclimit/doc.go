@@ -35,7 +35,7 @@
 // # Answers
 //
 // An admitted call carries, as response header metadata, x-ratelimit-limit,
-// x-ratelimit-remaining and x-ratelimit-reset ([MDLimit] and following;
+// x-ratelimit-remaining and x-ratelimit-reset (the metadata keys are these strings;
 // [httplimit.WithHeaders](httplimit.HeaderNone) turns them off). A denied
 // call never reaches the handler and ends with a trailers-only response
 // (its metadata, the same keys plus retry-after, is in the trailers:

@@ -71,7 +71,7 @@ func ExampleUnaryClientInterceptor() {
 		panic(err)
 	}
 	defer cc.Close()
-	d, ok := grpclimit.RetryDelay(status.Error(codes.ResourceExhausted, "slow down"), metadata.Pairs(grpclimit.MDPushback, "1500"))
+	d, ok := grpclimit.RetryDelay(status.Error(codes.ResourceExhausted, "slow down"), metadata.Pairs("grpc-retry-pushback-ms", "1500"))
 	fmt.Println(d, ok)
 	// Output: 1.5s true
 }

@@ -220,7 +220,7 @@ func TestPushbackRoundsSubMillisecondUp(t *testing.T) {
 		t.Fatalf("RetryInfo %v has no part below a millisecond: the test cannot tell rounding up from down", delay)
 	}
 	want := strconv.FormatInt(int64(delay/time.Millisecond)+1, 10)
-	if got := r.trailer.Get(grpclimit.MDPushback); len(got) != 1 || got[0] != want {
+	if got := r.trailer.Get("grpc-retry-pushback-ms"); len(got) != 1 || got[0] != want {
 		t.Fatalf("pushback %v for a RetryAfter of %v, want [%s] (milliseconds rounded up)", got, delay, want)
 	}
 }

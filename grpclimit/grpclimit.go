@@ -29,29 +29,29 @@ import (
 // uncommitted ones): grpc-go clients read a denial's metadata with
 // grpc.Trailer.
 const (
-	// MDLimit is the binding limit's size (requests per window).
-	MDLimit = "x-ratelimit-limit"
-	// MDRemaining is what is left of it after this call.
-	MDRemaining = "x-ratelimit-remaining"
-	// MDReset is when the quota is full again: Unix seconds by default,
+	// mdLimit is the binding limit's size (requests per window).
+	mdLimit = "x-ratelimit-limit"
+	// mdRemaining is what is left of it after this call.
+	mdRemaining = "x-ratelimit-remaining"
+	// mdReset is when the quota is full again: Unix seconds by default,
 	// seconds from now with WithResetFormat(ResetDelta).
-	MDReset = "x-ratelimit-reset"
-	// MDRetryAfter is the whole seconds to wait, on denials
+	mdReset = "x-ratelimit-reset"
+	// mdRetryAfter is the whole seconds to wait, on denials
 	// (HeaderRetryAfter, on by default).
-	MDRetryAfter = "retry-after"
-	// MDPushback is the grpc-retry-pushback-ms trailer of a denial: the
+	mdRetryAfter = "retry-after"
+	// mdPushback is the grpc-retry-pushback-ms trailer of a denial: the
 	// milliseconds (rounded up) a grpc-go client with a retry policy
 	// waits before its next attempt, or -1 ("do not retry") when no wait
 	// would help.
-	MDPushback = "grpc-retry-pushback-ms"
+	mdPushback = "grpc-retry-pushback-ms"
 )
 
 // ErrorInfo values of a quota denial.
 const (
-	// ErrorReason is errdetails.ErrorInfo.Reason of a quota denial.
-	ErrorReason = "RATE_LIMIT_EXCEEDED"
-	// ErrorDomain is errdetails.ErrorInfo.Domain of every denial.
-	ErrorDomain = "limitkit"
+	// errorReason is errdetails.ErrorInfo.Reason of a quota denial.
+	errorReason = "RATE_LIMIT_EXCEEDED"
+	// errorDomain is errdetails.ErrorInfo.Domain of every denial.
+	errorDomain = "limitkit"
 )
 
 // Interceptor holds a validated configuration and hands out the unary
@@ -338,7 +338,7 @@ func (i *Interceptor) decide(ctx context.Context, fullMethod string, registered 
 		if md == nil {
 			md = make(metadata.MD, 1)
 		}
-		md[MDPushback] = []string{pushback}
+		md[mdPushback] = []string{pushback}
 	}
 	if md != nil {
 		if ss != nil {
@@ -424,9 +424,9 @@ func tripleMD(t *httplimit.Triple) metadata.MD {
 		vals[2] = text[n:]
 	}
 	md := make(metadata.MD, 3)
-	md[MDLimit] = vals[0:1:1]
-	md[MDRemaining] = vals[1:2:2]
-	md[MDReset] = vals[2:3:3]
+	md[mdLimit] = vals[0:1:1]
+	md[mdRemaining] = vals[1:2:2]
+	md[mdReset] = vals[2:3:3]
 	return md
 }
 
@@ -461,13 +461,13 @@ func smallInt(n int) string {
 func mdName(name string) string {
 	switch name {
 	case httplimit.FieldLimit:
-		return MDLimit
+		return mdLimit
 	case httplimit.FieldRemaining:
-		return MDRemaining
+		return mdRemaining
 	case httplimit.FieldReset:
-		return MDReset
+		return mdReset
 	case httplimit.FieldRetryAfter:
-		return MDRetryAfter
+		return mdRetryAfter
 	}
 	return strings.ToLower(name)
 }
@@ -493,14 +493,14 @@ func denial(rej httplimit.Rejection) (*status.Status, string) {
 		st := status.New(codes.Unavailable, "limitkit: rate limiter unavailable")
 		if wd, err := st.WithDetails(
 			&errdetails.RetryInfo{RetryDelay: durationpb.New(time.Second)},
-			&errdetails.ErrorInfo{Reason: "RATE_LIMITER_UNAVAILABLE", Domain: ErrorDomain, Metadata: map[string]string{"policy": d.Policy}},
+			&errdetails.ErrorInfo{Reason: "RATE_LIMITER_UNAVAILABLE", Domain: errorDomain, Metadata: map[string]string{"policy": d.Policy}},
 		); err == nil {
 			st = wd
 		}
 		return st, "1000"
 	}
 	msg := "limitkit: rate limit exceeded for policy " + strconv.Quote(d.Policy)
-	info := &errdetails.ErrorInfo{Reason: ErrorReason, Domain: ErrorDomain, Metadata: map[string]string{"policy": d.Policy}}
+	info := &errdetails.ErrorInfo{Reason: errorReason, Domain: errorDomain, Metadata: map[string]string{"policy": d.Policy}}
 	quota := &errdetails.QuotaFailure_Violation{Subject: "policy:" + d.Policy, Description: "quota exhausted"}
 	if d.Limit.Requests > 0 {
 		quota.Description = fmt.Sprintf("%d requests per %s", d.Limit.Requests, d.Limit.Window)

@@ -211,11 +211,11 @@ func TestPerMethodPerAPIKeyQuotaExact(t *testing.T) {
 				if i > 3 { // a denial is trailers-only: its metadata is in the trailer
 					md = r.trailer
 				}
-				if got := md.Get(grpclimit.MDLimit); len(got) != 1 || got[0] != "3" {
+				if got := md.Get("x-ratelimit-limit"); len(got) != 1 || got[0] != "3" {
 					t.Fatalf("%s: x-ratelimit-limit %q", m, got)
 				}
 				wantRem := strconv.Itoa(max(0, 3-i))
-				if got := md.Get(grpclimit.MDRemaining); len(got) != 1 || got[0] != wantRem {
+				if got := md.Get("x-ratelimit-remaining"); len(got) != 1 || got[0] != wantRem {
 					t.Fatalf("%s call %d: x-ratelimit-remaining %q, want %s", m, i, got, wantRem)
 				}
 			}
@@ -295,13 +295,13 @@ func TestDenialDetails(t *testing.T) {
 		t.Fatalf("QuotaFailure %v", quota)
 	}
 	wantMS := strconv.FormatInt(int64((d.RetryAfter+time.Millisecond-1)/time.Millisecond), 10)
-	if got := r.trailer.Get(grpclimit.MDPushback); len(got) != 1 || got[0] != wantMS {
+	if got := r.trailer.Get("grpc-retry-pushback-ms"); len(got) != 1 || got[0] != wantMS {
 		t.Fatalf("pushback %q, want %s", got, wantMS)
 	}
 	if len(r.header) != 0 {
 		t.Fatalf("a denial sent headers %v: grpc-go would not retry it", r.header)
 	}
-	if got := r.trailer.Get(grpclimit.MDRetryAfter); len(got) != 1 || got[0] != "48" {
+	if got := r.trailer.Get("retry-after"); len(got) != 1 || got[0] != "48" {
 		t.Fatalf("retry-after %q", got)
 	}
 }
@@ -345,7 +345,7 @@ func TestStreamLimitedAtOpen(t *testing.T) {
 		if code != want {
 			t.Fatalf("stream %d: %v, want %v", i, code, want)
 		}
-		if want == codes.OK && len(hdr.Get(grpclimit.MDRemaining)) != 1 {
+		if want == codes.OK && len(hdr.Get("x-ratelimit-remaining")) != 1 {
 			t.Fatalf("stream %d: header %v", i, hdr)
 		}
 	}
@@ -364,7 +364,7 @@ func TestHealthExempt(t *testing.T) {
 		if r.code != codes.OK {
 			t.Fatalf("health check %d: %v", i, r.st)
 		}
-		if len(r.header.Get(grpclimit.MDLimit)) != 0 {
+		if len(r.header.Get("x-ratelimit-limit")) != 0 {
 			t.Fatalf("exempt call carries rate-limit metadata %v", r.header)
 		}
 	}
@@ -433,7 +433,7 @@ func TestOverTCP(t *testing.T) {
 		if r.code != want {
 			t.Fatalf("call %d: %v, want %v", i, r.st, want)
 		}
-		if want == codes.ResourceExhausted && len(r.trailer.Get(grpclimit.MDPushback)) != 1 {
+		if want == codes.ResourceExhausted && len(r.trailer.Get("grpc-retry-pushback-ms")) != 1 {
 			t.Fatalf("no pushback trailer: %v", r.trailer)
 		}
 	}
@@ -478,7 +478,7 @@ func TestHeadersOff(t *testing.T) {
 				t.Fatalf("call %d: metadata %s with HeaderNone", i, k)
 			}
 		}
-		if i == 1 && (r.code != codes.ResourceExhausted || len(r.trailer.Get(grpclimit.MDPushback)) != 1) {
+		if i == 1 && (r.code != codes.ResourceExhausted || len(r.trailer.Get("grpc-retry-pushback-ms")) != 1) {
 			t.Fatalf("denial without headers: %v, trailer %v", r.st, r.trailer)
 		}
 	}

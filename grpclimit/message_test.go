@@ -69,7 +69,7 @@ func TestPerMessageLimit(t *testing.T) {
 	}
 	// the stream's own admission wrote the stream policy's metadata
 	hdr, err := c.cs.Header()
-	if err != nil || len(hdr.Get(grpclimit.MDLimit)) != 1 || hdr.Get(grpclimit.MDLimit)[0] != "10" {
+	if err != nil || len(hdr.Get("x-ratelimit-limit")) != 1 || hdr.Get("x-ratelimit-limit")[0] != "10" {
 		t.Fatalf("stream header %v, %v", hdr, err)
 	}
 	st := c.send(t)
@@ -90,10 +90,10 @@ func TestPerMessageLimit(t *testing.T) {
 		t.Fatalf("denial details %v", st.Details())
 	}
 	tr := c.cs.Trailer()
-	if got := tr.Get(grpclimit.MDPushback); len(got) != 1 || got[0] != strconv.Itoa(20000) {
+	if got := tr.Get("grpc-retry-pushback-ms"); len(got) != 1 || got[0] != strconv.Itoa(20000) {
 		t.Fatalf("trailer %v", tr)
 	}
-	if got := tr.Get(grpclimit.MDRemaining); len(got) != 1 || got[0] != "0" {
+	if got := tr.Get("x-ratelimit-remaining"); len(got) != 1 || got[0] != "0" {
 		t.Fatalf("trailer %v", tr)
 	}
 

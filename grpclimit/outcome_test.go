@@ -184,7 +184,7 @@ func TestOutcomeCountsFailedLogins(t *testing.T) {
 		if retry == nil || retry.GetRetryDelay().AsDuration() <= 0 {
 			t.Fatalf("denial details %v: want a RetryInfo with a delay", st.Details())
 		}
-		if len(tr.Get(grpclimit.MDPushback)) != 1 || tr.Get(grpclimit.MDRemaining)[0] != "0" {
+		if len(tr.Get("grpc-retry-pushback-ms")) != 1 || tr.Get("x-ratelimit-remaining")[0] != "0" {
 			t.Fatalf("denial trailer %v: want pushback and remaining 0", tr)
 		}
 	}
@@ -363,7 +363,7 @@ func TestOutcomeMistakes(t *testing.T) {
 		t.Fatalf("nil Count: %v", err)
 	}
 	opt := grpclimit.WithOutcome(grpclimit.Outcome{Count: grpclimit.CodeNotOK})
-	if _, err := httplimit.NewEngine("nethttp", lim(), opt); err == nil || !strings.Contains(err.Error(), "grpclimit") {
+	if _, err := httplimit.NewAdapterEngine(httplimit.Adapter{Name: "nethttp"}, lim(), opt); err == nil || !strings.Contains(err.Error(), "grpclimit") {
 		t.Fatalf("another adapter given grpclimit.WithOutcome: %v", err)
 	}
 	if _, err := grpclimit.New(lim(), opt); err != nil {
@@ -439,7 +439,7 @@ func TestTiersAndOverrides(t *testing.T) {
 			switch r.code {
 			case codes.OK:
 				admitted++
-				if lim := r.header.Get(grpclimit.MDLimit); len(lim) != 1 || lim[0] != strconv.Itoa(c.want) {
+				if lim := r.header.Get("x-ratelimit-limit"); len(lim) != 1 || lim[0] != strconv.Itoa(c.want) {
 					t.Fatalf("key %s plan %q: x-ratelimit-limit %v, want %d", c.key, c.plan, lim, c.want)
 				}
 			case codes.ResourceExhausted:

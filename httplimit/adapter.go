@@ -19,7 +19,7 @@ import (
 // outcomes, [WithDenyStatus] or [WithDenyBody] given to one that writes
 // no HTTP response. The zero value (with a Name) describes an HTTP
 // adapter without adapter options that does not count by outcome: what
-// [NewEngine] builds for. An Adapter is read once, by NewAdapterEngine.
+// a plain HTTP adapter is. An Adapter is read once, by [NewAdapterEngine].
 type Adapter struct {
 	// Name is the adapter's package name ("mylimit"). It prefixes every
 	// error ("mylimit: WithKey(nil): ...") and is the adapter name of its

@@ -2,13 +2,14 @@ package httplimit
 
 import (
 	"sync/atomic"
-	"unsafe"
+
+	"github.com/limitkit/limitkit/httplimit/internal/respond"
 )
 
 // AnyRoutes says which route patterns of one router are registered under
 // every method of a set (the methods gin's r.Any or echo's e.Any
 // registers): the routes whose default scope is the route alone (see
-// [ScopeMethod]). It holds every pattern the router had when it was
+// [AnyMethodRouter]). It holds every pattern the router had when it was
 // built, so a pattern it does not know is a route registered later.
 // Immutable.
 //
@@ -85,7 +86,7 @@ type routeFact[R comparable] struct {
 
 // factSlot is where the facts of pattern's string go.
 func factSlot(pattern string) uint64 {
-	h := (uint64(uintptr(unsafe.Pointer(unsafe.StringData(pattern)))) ^ uint64(len(pattern))) * 0x9e3779b97f4a7c15
+	h := (uint64(respond.StringAddr(pattern)) ^ uint64(len(pattern))) * 0x9e3779b97f4a7c15
 	return h >> (64 - 8)
 }
 
@@ -100,14 +101,14 @@ func factSlot(pattern string) uint64 {
 // the index may keep.
 func (x *AnyRouteIndex[R]) AnyMethod(owner R, pattern string, build func(owner R) *AnyRoutes[R]) bool {
 	i := factSlot(pattern)
-	if f := x.facts[i].Load(); f != nil && unsafe.StringData(f.pattern) == unsafe.StringData(pattern) &&
+	if f := x.facts[i].Load(); f != nil && respond.StringAddr(f.pattern) == respond.StringAddr(pattern) &&
 		len(f.pattern) == len(pattern) && x.slots[f.slot].Load() == f.routes && f.routes.owner == owner {
 		return f.any
 	}
 	a, slot, v := x.lookup(owner, pattern, build)
 	// a fact on the pattern's second miss in a row in its slot: patterns
 	// taking turns in one slot cost the lookup, never an allocation each
-	if p := uintptr(unsafe.Pointer(unsafe.StringData(pattern))); x.missed[i].Swap(p) == p {
+	if p := respond.StringAddr(pattern); x.missed[i].Swap(p) == p {
 		x.facts[i].Store(&routeFact[R]{routes: a, slot: slot, pattern: pattern, any: v})
 	}
 	return v

@@ -20,7 +20,7 @@ func benchEngine(b *testing.B, opts ...Option) *Engine {
 	}
 	b.Cleanup(func() { _ = st.Close() })
 	l := core.MustNewLimiter(st, core.Policy{Name: "bench", Limits: []core.Limit{core.Per(1<<30, 366*24*time.Hour)}})
-	e, err := NewEngine("bench", l, opts...)
+	e, err := newEngineNamed("bench", l, opts...)
 	if err != nil {
 		b.Fatal(err)
 	}

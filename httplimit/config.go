@@ -12,7 +12,7 @@ import (
 )
 
 // Option configures a middleware built by an adapter's New or
-// NewMiddleware (or an [Engine] built by [NewEngine]). Options are
+// NewMiddleware (or an [Engine] built by [NewAdapterEngine]). Options are
 // applied in order; a later option overrides an earlier one of the same
 // kind (except [WithCheck], which accumulates). An Option is immutable:
 // one value may configure any number of middlewares, of any adapter —
@@ -22,10 +22,10 @@ type Option func(*Config)
 
 // Config is a middleware's configuration: what the options build, and
 // what the [Engine] reads. It exists once: options write its fields and
-// [NewEngine] reads them, with no copy in between. Its fields are
+// [NewAdapterEngine] reads them, with no copy in between. Its fields are
 // unexported so that every value is validated by the option that sets it;
 // code outside this package configures a middleware only through
-// options. The zero value is not used directly: [NewEngine] starts from
+// options. The zero value is not used directly: [NewAdapterEngine] starts from
 // the defaults documented on each option.
 type Config struct {
 	primary   keySpec

@@ -145,7 +145,7 @@ func (e *Engine) decideAll(ctx context.Context, req keyfuncs.Request, res *Resul
 	}
 	var kbuf [192]byte
 	scope := e.appendScope(kbuf[:0], req)
-	var cbuf [MaxChecks]core.Check
+	var cbuf [maxChecks]core.Check
 	list := cbuf[:0]
 	for i := range e.checks {
 		c := &e.checks[i]

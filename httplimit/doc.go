@@ -80,7 +80,7 @@
 // # Configuration exists once
 //
 // [Config] is the only copy of a middleware's settings: options write its
-// (unexported, validated) fields, [NewEngine] fills in the defaults that
+// (unexported, validated) fields, [NewAdapterEngine] fills in the defaults that
 // depend on the limiter (the clock, the fallback key) and keeps it in the
 // [Engine], which reads it per request; what the Engine adds is only
 // derived from it once (the checks, the limits' decimal forms, the
@@ -145,7 +145,10 @@
 // it) is scoped by its route alone, one quota for all its methods; a view
 // that omits the interface scopes such a route per method, one quota for
 // each of the nine methods. An adapter whose framework can register a
-// route for every method must implement it. The adapters of this module use them; a test
+// route for every method must implement it: the public conformance
+// suite, package httplimit/adaptertest, fails an adapter that hands such
+// a route one quota per method. Run it from a test of the adapter
+// (adaptertest.Run(t, harness)). The adapters of this module use them; a test
 // comparing a view with and without them ([DefaultScope] keys as the
 // default scope without the cache) keeps them honest. An adapter may
 // also read its request's KeyParts itself, without an interface call,

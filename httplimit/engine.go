@@ -9,8 +9,8 @@ import (
 	"github.com/limitkit/limitkit/keyfuncs"
 )
 
-// MaxChecks bounds the checks of one middleware.
-const MaxChecks = 8
+// maxChecks bounds the checks of one middleware.
+const maxChecks = 8
 
 // Action is what the adapter does with a request.
 type Action uint8
@@ -65,11 +65,11 @@ type check struct {
 }
 
 // Engine is the framework-neutral middleware every adapter runs: built
-// once by [NewEngine] from a limiter and the options, it derives each
+// once by [NewAdapterEngine] from a limiter and the options, it derives each
 // request's store keys, decides, and says what to write. Adapters supply
 // a keyfuncs.Request view of their framework's request and write what
 // the engine decides; they hold no limiting logic. An Engine is immutable
-// after NewEngine and safe for concurrent use; the zero value is not
+// after NewAdapterEngine and safe for concurrent use; the zero value is not
 // usable.
 type Engine struct {
 	pkg         string
@@ -100,18 +100,6 @@ func newLimitText(n int64) limitText {
 	return limitText{n, s, respond.Values(s)}
 }
 
-// NewEngine validates the options and builds the Engine applying lim
-// (and any [WithCheck] limiters). adapter names the adapter: it prefixes
-// every error ("ginlimit: WithKey(nil): ..."). It is
-// NewAdapterEngine(Adapter{Name: adapter}, lim, opts...): an HTTP adapter
-// that reads no [AdapterOption] and does not report outcomes, so that
-// every adapter option and [WithOutcome] are rejected; an adapter that
-// reads either describes itself to [NewAdapterEngine]. The first mistake
-// is returned; nothing is built then.
-func NewEngine(adapter string, lim *core.Limiter, opts ...Option) (*Engine, error) {
-	return newEngine(&Adapter{Name: adapter}, lim, opts)
-}
-
 // newEngine is NewAdapterEngine.
 func newEngine(a *Adapter, lim *core.Limiter, opts []Option) (*Engine, error) {
 	pkg := a.Name
@@ -126,8 +114,8 @@ func newEngine(a *Adapter, lim *core.Limiter, opts []Option) (*Engine, error) {
 	if ownClock {
 		cfg.clock = lim.Clock() // epoch resets follow the limiter's clock
 	}
-	if 1+len(cfg.extra) > MaxChecks {
-		return nil, fmt.Errorf("%s: %d checks, at most %d", pkg, 1+len(cfg.extra), MaxChecks)
+	if 1+len(cfg.extra) > maxChecks {
+		return nil, fmt.Errorf("%s: %d checks, at most %d", pkg, 1+len(cfg.extra), maxChecks)
 	}
 	peer := keyfuncs.PeerIP()
 	defKey := func(k keySpec) keySpec {

@@ -91,14 +91,14 @@ func TestNewErrors(t *testing.T) {
 			"x: y.WithDenyHandler is an option of package y, given to a x middleware: package x has no equivalent"},
 		{"too many checks", l, func() []Option {
 			var o []Option
-			for i := 0; i < MaxChecks; i++ {
+			for i := 0; i < maxChecks; i++ {
 				o = append(o, WithCheck(l, nil))
 			}
 			return o
 		}(), "x: 9 checks, at most 8"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := NewEngine("x", tc.lim, tc.opts...)
+			_, err := newEngineNamed("x", tc.lim, tc.opts...)
 			require.Error(t, err)
 			assert.Contains(t, err.Error(), tc.want)
 		})
@@ -111,7 +111,7 @@ func TestNewErrors(t *testing.T) {
 func TestDefaults(t *testing.T) {
 	st := &keyStore{}
 	clk := core.NewManualClock(time.Unix(1_700_000_000, 0))
-	e, err := NewEngine("x", limiter(t, st, "p"), WithClock(clk))
+	e, err := newEngineNamed("x", limiter(t, st, "p"), WithClock(clk))
 	require.NoError(t, err)
 	assert.Nil(t, e.AdapterValue("WithDenyHandler"))
 	assert.Nil(t, e.InFlight())
@@ -138,7 +138,7 @@ func TestDefaults(t *testing.T) {
 
 func TestScope(t *testing.T) {
 	st := &keyStore{}
-	e, err := NewEngine("x", limiter(t, st, "p"))
+	e, err := newEngineNamed("x", limiter(t, st, "p"))
 	require.NoError(t, err)
 	for _, tc := range []struct {
 		method, route, want string
@@ -174,11 +174,11 @@ func TestScope(t *testing.T) {
 		e.Decide(context.Background(), routerReq{httpReq(tc.method, tc.route, "203.0.113.7:1"), tc.any})
 		assert.Equal(t, tc.want, st.last(), "%s %s", tc.method, tc.route)
 	}
-	fixed, err := NewEngine("x", limiter(t, st, "p"), WithScope("shared"))
+	fixed, err := newEngineNamed("x", limiter(t, st, "p"), WithScope("shared"))
 	require.NoError(t, err)
 	fixed.Decide(context.Background(), httpReq("GET", "/a", "203.0.113.7:1"))
 	assert.Equal(t, "shared|203.0.113.7", st.last())
-	fn, err := NewEngine("x", limiter(t, st, "p"), WithScopeFunc(func(r keyfuncs.Request) string { return "fn:" + r.Method() }))
+	fn, err := newEngineNamed("x", limiter(t, st, "p"), WithScopeFunc(func(r keyfuncs.Request) string { return "fn:" + r.Method() }))
 	require.NoError(t, err)
 	fn.Decide(context.Background(), httpReq("PUT", "/a", "203.0.113.7:1"))
 	assert.Equal(t, "fn:PUT|203.0.113.7", st.last())
@@ -187,7 +187,7 @@ func TestScope(t *testing.T) {
 func TestLongKeyIsBounded(t *testing.T) {
 	st := &keyStore{}
 	long := strings.Repeat("k", 10_000)
-	e, err := NewEngine("x", limiter(t, st, "p"), WithKey(func(keyfuncs.Request) (string, error) { return long, nil }))
+	e, err := newEngineNamed("x", limiter(t, st, "p"), WithKey(func(keyfuncs.Request) (string, error) { return long, nil }))
 	require.NoError(t, err)
 	e.Decide(context.Background(), httpReq("GET", "GET /a", "203.0.113.7:1"))
 	assert.Equal(t, "GET /a|"+keyfuncs.Bound(long), st.last())
@@ -202,7 +202,7 @@ func TestCostAtLeastOne(t *testing.T) {
 	for _, tc := range []struct {
 		cost, remaining int64
 	}{{-5, 9}, {0, 8}, {1, 7}, {3, 4}, {2, 2}} { // 2: the boundary of "at least one"
-		e, err := NewEngine("x", l, WithCost(func(keyfuncs.Request) int64 { return tc.cost }))
+		e, err := newEngineNamed("x", l, WithCost(func(keyfuncs.Request) int64 { return tc.cost }))
 		require.NoError(t, err)
 		res := e.Decide(context.Background(), httpReq("GET", "/a", "203.0.113.7:1"))
 		assert.Equal(t, tc.remaining, res.Decision.Remaining, "cost %d", tc.cost)
@@ -212,7 +212,7 @@ func TestCostAtLeastOne(t *testing.T) {
 func TestNoKeyFallbackFails(t *testing.T) {
 	st := &keyStore{}
 	var errs []error
-	e, err := NewEngine("x", limiter(t, st, "p"),
+	e, err := newEngineNamed("x", limiter(t, st, "p"),
 		WithFallbackKey(func(keyfuncs.Request) (string, error) { return "", errors.New("broken") }),
 		WithErrorHook(func(_ context.Context, err error) { errs = append(errs, err) }),
 	)
@@ -231,15 +231,15 @@ func TestNoKeyFallbackFails(t *testing.T) {
 }
 
 func TestIntern(t *testing.T) {
-	a := Intern([]byte("GET /a|203.0.113.7"))
-	b := Intern([]byte("GET /a|203.0.113.7"))
+	a := interned.intern([]byte("GET /a|203.0.113.7"))
+	b := interned.intern([]byte("GET /a|203.0.113.7"))
 	assert.Equal(t, "GET /a|203.0.113.7", a)
 	assert.Same(t, unsafeData(a), unsafeData(b), "a repeated key is served from the table")
 	long := strings.Repeat("x", internMax+1)
-	assert.Equal(t, long, Intern([]byte(long)))
-	assert.Equal(t, "", Intern(nil))
+	assert.Equal(t, long, interned.intern([]byte(long)))
+	assert.Equal(t, "", interned.intern(nil))
 	buf := []byte("mutable")
-	s := Intern(buf)
+	s := interned.intern(buf)
 	buf[0] = 'X'
 	assert.Equal(t, "mutable", s, "interned strings never alias the caller's buffer")
 }
@@ -252,8 +252,8 @@ func TestInternConcurrent(t *testing.T) {
 			defer wg.Done()
 			for i := 0; i < 2000; i++ {
 				k := []byte{byte('a' + g), byte(i), byte(i >> 8)}
-				if got := Intern(k); got != string(k) {
-					t.Errorf("Intern(%q) = %q", k, got)
+				if got := interned.intern(k); got != string(k) {
+					t.Errorf("interned.intern(%q) = %q", k, got)
 					return
 				}
 			}
@@ -276,7 +276,7 @@ func TestDecideAllocs(t *testing.T) {
 	ms := memstore.MustNew()
 	defer ms.Close()
 	l := core.MustNewLimiter(ms, core.Policy{Name: "a", Limits: []core.Limit{core.Per(1<<30, 24*time.Hour)}})
-	e, err := NewEngine("x", l)
+	e, err := newEngineNamed("x", l)
 	require.NoError(t, err)
 	req := httpReq("GET", "GET /a", "203.0.113.7:1")
 	ctx := context.Background()
@@ -297,7 +297,7 @@ func FuzzDecide(f *testing.F) {
 	st := &keyStore{}
 	hk, err := keyfuncs.Header("X-Key")
 	require.NoError(f, err)
-	e, err := NewEngine("x", limiter(f, st, "p"), WithKey(hk))
+	e, err := newEngineNamed("x", limiter(f, st, "p"), WithKey(hk))
 	require.NoError(f, err)
 	f.Fuzz(func(t *testing.T, peer, method, key string) {
 		r, _ := http.NewRequest(http.MethodGet, "http://example.com/x", nil)
@@ -308,7 +308,7 @@ func FuzzDecide(f *testing.F) {
 		e.Fields(&res, &fl)
 		if res.Action == Pass {
 			k := st.last()
-			assert.LessOrEqual(t, len(k), len("OTHER /x|")+len(fallbackPrefix)+keyfuncs.MaxRawKeyLen+64)
+			assert.LessOrEqual(t, len(k), len("OTHER /x|")+len(fallbackPrefix)+64+64)
 		}
 	})
 }
@@ -325,7 +325,7 @@ func TestUnixSocketPeerIsNotAQuotaDenial(t *testing.T) {
 			st := &keyStore{}
 			var errs []error
 			opts := append(opts, WithErrorHook(func(_ context.Context, err error) { errs = append(errs, err) }))
-			e, err := NewEngine("x", limiter(t, st, "p"), opts...)
+			e, err := newEngineNamed("x", limiter(t, st, "p"), opts...)
 			require.NoError(t, err)
 			res := e.Decide(context.Background(), httpReq("GET", "/a", peer))
 			require.Equal(t, Deny, res.Action, "peer %q", peer)
@@ -349,7 +349,7 @@ func TestUnixSocketPeerIsNotAQuotaDenial(t *testing.T) {
 		}
 	}
 	// the quota denial keeps its configured status and body
-	e, err := NewEngine("x", limiter(t, &keyStore{}, "p"), WithDenyStatus(503), WithDenyBody("text/plain", []byte("slow down")))
+	e, err := newEngineNamed("x", limiter(t, &keyStore{}, "p"), WithDenyStatus(503), WithDenyBody("text/plain", []byte("slow down")))
 	require.NoError(t, err)
 	rej := e.Reject(&Result{Action: Deny, Reason: ReasonLimited, Decision: core.Decision{Policy: "p", RetryAfter: time.Second}})
 	assert.Equal(t, 503, rej.Status)
@@ -362,7 +362,7 @@ func TestNoKeyDenyStatus(t *testing.T) {
 	st := &keyStore{}
 	apiKey, err := keyfuncs.Header("X-API-Key")
 	require.NoError(t, err)
-	e, err := NewEngine("x", limiter(t, st, "p"), WithKey(apiKey), WithNoKey(NoKeyDeny))
+	e, err := newEngineNamed("x", limiter(t, st, "p"), WithKey(apiKey), WithNoKey(NoKeyDeny))
 	require.NoError(t, err)
 	res := e.Decide(context.Background(), httpReq("GET", "/a", "203.0.113.7:1"))
 	require.Equal(t, ReasonNoKey, res.Reason)
@@ -391,7 +391,7 @@ func TestFailLocalDenialIsALimit(t *testing.T) {
 	for _, allowed := range []bool{true, false} {
 		l, err := core.NewLimiter(localFallbackStore{allowed: allowed}, core.Policy{Name: "p", FailMode: core.FailLocal, Limits: []core.Limit{core.PerMinute(10)}})
 		require.NoError(t, err)
-		e, err := NewEngine("x", l, WithErrorHook(func(context.Context, error) {}))
+		e, err := newEngineNamed("x", l, WithErrorHook(func(context.Context, error) {}))
 		require.NoError(t, err)
 		res := e.Decide(context.Background(), httpReq("GET", "/a", "203.0.113.7:1"))
 		if allowed {
@@ -407,7 +407,7 @@ func TestFailLocalDenialIsALimit(t *testing.T) {
 	// FailClosed stays 503
 	l, err := core.NewLimiter(&failingStore{}, core.Policy{Name: "p", FailMode: core.FailClosed, Limits: []core.Limit{core.PerMinute(10)}})
 	require.NoError(t, err)
-	e, err := NewEngine("x", l, WithErrorHook(func(context.Context, error) {}))
+	e, err := newEngineNamed("x", l, WithErrorHook(func(context.Context, error) {}))
 	require.NoError(t, err)
 	res := e.Decide(context.Background(), httpReq("GET", "/a", "203.0.113.7:1"))
 	assert.Equal(t, ReasonUnavailable, res.Reason)

@@ -17,14 +17,14 @@ import (
 // a view of the request, a decision, the header fields, and the next
 // handler or the denial. This one is for net/http; another framework
 // changes only the view and how headers and the body are written.
-func ExampleNewEngine() {
+func ExampleNewAdapterEngine() {
 	store := memstore.MustNew()
 	defer store.Close()
 	clk := core.NewManualClock(time.Unix(1_700_000_000, 0))
 	l := core.MustNewLimiter(store, core.Policy{Name: "api", Algorithm: core.FixedWindow,
 		Limits: []core.Limit{core.PerMinute(1)}}, core.WithClock(clk))
 
-	e, err := httplimit.NewEngine("myadapter", l, httplimit.WithResetFormat(httplimit.ResetDelta))
+	e, err := httplimit.NewAdapterEngine(httplimit.Adapter{Name: "myadapter"}, l, httplimit.WithResetFormat(httplimit.ResetDelta))
 	if err != nil {
 		panic(err)
 	}
@@ -54,7 +54,7 @@ func ExampleNewEngine() {
 	}
 
 	// another adapter's option is refused where it is written
-	_, err = httplimit.NewEngine("myadapter", l, nethttp.WithDenyHandler(func(http.ResponseWriter, *http.Request, httplimit.Rejection) {}))
+	_, err = httplimit.NewAdapterEngine(httplimit.Adapter{Name: "myadapter"}, l, nethttp.WithDenyHandler(func(http.ResponseWriter, *http.Request, httplimit.Rejection) {}))
 	fmt.Println(err)
 	// Output:
 	// 200 remaining=0 reset=40 retry-after=""

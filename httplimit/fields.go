@@ -19,17 +19,10 @@ const (
 	// FieldRetryAfter is the whole seconds to wait, on denials
 	// ([HeaderRetryAfter]).
 	FieldRetryAfter = "Retry-After"
-	// FieldPolicy is the IETF RateLimit-Policy field ([HeaderIETF]).
-	FieldPolicy = "Ratelimit-Policy"
-	// FieldRateLimit is the IETF RateLimit field ([HeaderIETF]).
-	FieldRateLimit = "Ratelimit"
-	// ContentTypeProblem is the RFC 9457 media type of the default
-	// denial bodies ([Rejection.ContentType] unless [WithDenyBody]).
-	ContentTypeProblem = "application/problem+json"
 )
 
-// MaxFields bounds the header fields of one [Fields].
-const MaxFields = 8
+// With [HeaderIETF] the engine writes the IETF fields under the names
+// "Ratelimit-Policy" and "Ratelimit" instead of the X-Ratelimit ones.
 
 // Fields is the list of response header fields for one request, for
 // adapters whose framework has no http.Header: [Engine.Fields] fills
@@ -43,7 +36,7 @@ type Fields struct {
 	f respond.Fields
 }
 
-// Len is the number of fields, at most [MaxFields].
+// Len is the number of fields, at most 8.
 func (f *Fields) Len() int { return f.f.Len() }
 
 // At returns field i (0 <= i < Len): its canonical name (one of the

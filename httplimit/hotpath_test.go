@@ -106,7 +106,7 @@ func TestPeerAddrerFastPath(t *testing.T) {
 func TestHotPathKeysAndLimit(t *testing.T) {
 	for _, opts := range [][]Option{nil, {WithIPKey(keyfuncs.PeerIP())}} {
 		st := &keyStore{}
-		e, err := NewEngine("x", limiter(t, st, "p"), opts...)
+		e, err := newEngineNamed("x", limiter(t, st, "p"), opts...)
 		require.NoError(t, err)
 		r, _ := http.NewRequest(http.MethodGet, "http://example.com/x", nil)
 		r.RemoteAddr = "203.0.113.7:40001"

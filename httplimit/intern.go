@@ -3,7 +3,8 @@ package httplimit
 import (
 	"hash/maphash"
 	"sync/atomic"
-	"unsafe"
+
+	"github.com/limitkit/limitkit/httplimit/internal/respond"
 )
 
 // The intern table turns a key assembled in a stack buffer into a string
@@ -44,17 +45,11 @@ func (t *internTable) intern(b []byte) string {
 	h := maphash.Bytes(t.seed, b)
 	slot := &t.slots[h&(internSlots-1)]
 	if e := slot.Load(); e != nil && int(e.n) == len(b) && string(e.b[:e.n]) == string(b) {
-		return unsafe.String(&e.b[0], len(b))
+		return respond.BytesString(e.b[:len(b)])
 	}
 	e := new(internEntry)
 	e.n = uint8(len(b))
 	copy(e.b[:], b)
 	slot.Store(e) // published after the bytes are written; never written again
-	return unsafe.String(&e.b[0], len(b))
+	return respond.BytesString(e.b[:len(b)])
 }
-
-// Intern returns b as a string without allocating when the same bytes were
-// interned recently (a direct-mapped cache of immutable entries, so a
-// busy client's address is rendered once). Adapters use it for values
-// they must render, like fasthttp's peer address.
-func Intern(b []byte) string { return interned.intern(b) }

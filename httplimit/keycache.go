@@ -5,7 +5,8 @@ import (
 	"hash/maphash"
 	"math/bits"
 	"sync/atomic"
-	"unsafe"
+
+	"github.com/limitkit/limitkit/httplimit/internal/respond"
 )
 
 // The key cache skips building the store key of the common middleware
@@ -36,7 +37,7 @@ const (
 )
 
 // KeyParts is what a request's default store key is a function of, given
-// the engine: the scope's method ([ScopeMethod]: "" for a route that
+// the engine: the scope's method ("" for a route that
 // accepts every method, HEAD as GET) and the route, and the TCP peer as
 // RemoteAddr's text or, when Peer is "", as PeerIP (an IPv4 address in
 // the low 32 bits, with bit 32 set). Table, when not zero, names the
@@ -108,7 +109,7 @@ func (kc *keyCache) hash(engine uint64, p *KeyParts) uint64 {
 		h ^= (uint64(len(m))<<16 | uint64(m[0])<<8 | uint64(m[len(m)-1])) << 40
 	}
 	if p.StableRoute {
-		h = mix(h, uint64(len(p.Route)), uint64(uintptr(unsafe.Pointer(unsafe.StringData(p.Route)))))
+		h = mix(h, uint64(len(p.Route)), uint64(respond.StringAddr(p.Route)))
 	} else {
 		h = hashString(h, p.Route)
 	}
@@ -138,7 +139,7 @@ type slotRef struct {
 // constant) or otherwise pick parts that share a slot without the seed;
 // and a collision costs only a miss, since entries are compared in full.
 func hashString(h uint64, s string) uint64 {
-	b := unsafe.Slice(unsafe.StringData(s), len(s))
+	b := respond.StringBytes(s)
 	h ^= uint64(len(b)) * 0x9e3779b97f4a7c15
 	for len(b) > 32 {
 		h = mix(h, binary.LittleEndian.Uint64(b), binary.LittleEndian.Uint64(b[8:]))
@@ -196,7 +197,7 @@ func (kc *keyCache) put(r slotRef, engine uint64, p *KeyParts, key string) {
 	}
 	buf := make([]byte, 0, len(p.Method)+len(p.Route)+len(p.Peer))
 	buf = append(append(append(buf, p.Method...), p.Route...), p.Peer...)
-	all := unsafe.String(unsafe.SliceData(buf), len(buf)) // never written again
+	all := respond.BytesString(buf) // never written again
 	m, n := len(p.Method), len(p.Method)+len(p.Route)
 	kc.slots[r.i].Store(&keyEntry{
 		engine: engine, table: p.Table, peerIP: p.PeerIP, key: key,

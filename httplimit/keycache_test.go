@@ -49,7 +49,7 @@ var longPeer = "[fe80::1%" + strings.Repeat("z", 95-len("[fe80::1%]")) + "]"
 // status; a request the general path cannot key is never cached.
 func TestKeyCacheMatchesGeneralPath(t *testing.T) {
 	for _, opts := range [][]Option{nil, {WithScope("fixed")}, {WithNoKey(NoKeySkip)}} {
-		e, err := NewEngine("x", limiter(t, &keyStore{}, "p"), opts...)
+		e, err := newEngineNamed("x", limiter(t, &keyStore{}, "p"), opts...)
 		require.NoError(t, err)
 		require.NotZero(t, e.cacheID, "the default key and scope are cached")
 		for round := 0; round < 3; round++ {
@@ -75,7 +75,7 @@ func TestKeyCacheMatchesGeneralPath(t *testing.T) {
 // string returned), later ones hit it; a new connection (a new port) is
 // new parts; a client whose peer is not keyable is not cached.
 func TestKeyCacheHitsReturningClient(t *testing.T) {
-	e, err := NewEngine("x", limiter(t, &keyStore{}, "p"))
+	e, err := newEngineNamed("x", limiter(t, &keyStore{}, "p"))
 	require.NoError(t, err)
 	req := httpReq("GET", "GET /hit", "198.51.100.9:4711")
 	p := KeyParts{Route: "GET /hit", Peer: "198.51.100.9:4711", StableRoute: true}
@@ -111,7 +111,7 @@ func TestKeyCacheOneOffPartsAllocateNothing(t *testing.T) {
 	if raceEnabled {
 		t.Skip("allocation counts differ under -race")
 	}
-	e, err := NewEngine("x", limiter(t, &keyStore{}, "p"))
+	e, err := newEngineNamed("x", limiter(t, &keyStore{}, "p"))
 	require.NoError(t, err)
 	reqs := make([]keyfuncs.Request, 300)
 	for i := range reqs {
@@ -146,7 +146,7 @@ func TestKeyCacheOnlyForTheDefaultKey(t *testing.T) {
 		"scope func": {WithScopeFunc(func(keyfuncs.Request) string { return "s" })},
 		"two checks": {WithCheck(limiter(t, st, "q"), hk)},
 	} {
-		e, err := NewEngine("x", limiter(t, st, "p"), opts...)
+		e, err := newEngineNamed("x", limiter(t, st, "p"), opts...)
 		require.NoError(t, err, name)
 		assert.Zero(t, e.cacheID, name)
 	}
@@ -171,7 +171,7 @@ func (v *reusedView) KeyParts(route bool) (KeyParts, bool) {
 // request (another route, one that shares the first one's slot, the
 // worst case) does not make the old entry answer for it.
 func TestKeyCacheCopiesReusedParts(t *testing.T) {
-	e, err := NewEngine("x", limiter(t, &keyStore{}, "p"))
+	e, err := newEngineNamed("x", limiter(t, &keyStore{}, "p"))
 	require.NoError(t, err)
 	const peer = "192.0.2.10:1"
 	seen := map[*atomic.Pointer[keyEntry]]string{}
@@ -212,7 +212,7 @@ func TestKeyCacheCopiesReusedParts(t *testing.T) {
 // TestKeyCacheSlotCollision: parts that share a slot replace each
 // other's entry and each still gets its own key, alternating.
 func TestKeyCacheSlotCollision(t *testing.T) {
-	e, err := NewEngine("x", limiter(t, &keyStore{}, "p"))
+	e, err := newEngineNamed("x", limiter(t, &keyStore{}, "p"))
 	require.NoError(t, err)
 	seen := map[*byte]string{}
 	var a, b string
@@ -241,7 +241,7 @@ func TestKeyCacheSlotCollision(t *testing.T) {
 // few routes, through one engine, each get their own key (-race checks
 // the entries' publication).
 func TestKeyCacheConcurrent(t *testing.T) {
-	e, err := NewEngine("x", limiter(t, &keyStore{}, "p"))
+	e, err := newEngineNamed("x", limiter(t, &keyStore{}, "p"))
 	require.NoError(t, err)
 	var wg sync.WaitGroup
 	for g := 0; g < 16; g++ {
@@ -268,7 +268,7 @@ func TestKeyCacheConcurrent(t *testing.T) {
 // decided by the general path each time, and the table does not keep
 // them.
 func TestKeyCacheLongPartsNotCached(t *testing.T) {
-	e, err := NewEngine("x", limiter(t, &keyStore{}, "p"))
+	e, err := newEngineNamed("x", limiter(t, &keyStore{}, "p"))
 	require.NoError(t, err)
 	route := "/" + string(make([]byte, keyCacheMax))
 	req := httpReq("GET", route, "192.0.2.1:1")
@@ -287,7 +287,7 @@ func TestKeyCacheLongPartsNotCached(t *testing.T) {
 func TestKeyCacheSkipsFallbackKeys(t *testing.T) {
 	hk, err := keyfuncs.Header("X-Key")
 	require.NoError(t, err)
-	e, err := NewEngine("x", limiter(t, &keyStore{}, "p"), WithFallbackKey(hk))
+	e, err := newEngineNamed("x", limiter(t, &keyStore{}, "p"), WithFallbackKey(hk))
 	require.NoError(t, err)
 	require.NotZero(t, e.cacheID)
 	for i := 0; i < 3; i++ {
@@ -358,7 +358,7 @@ func TestKeyCacheComparesMethod(t *testing.T) {
 func TestDecidePartsInto(t *testing.T) {
 	ctx := context.Background()
 	st := &keyStore{}
-	e, err := NewEngine("x", limiter(t, st, "p"))
+	e, err := newEngineNamed("x", limiter(t, st, "p"))
 	require.NoError(t, err)
 	ok, route := e.PartsKeyed()
 	require.True(t, ok)
@@ -401,7 +401,7 @@ func TestDecidePartsInto(t *testing.T) {
 		"tiers":      {WithTiers(func(keyfuncs.Request) (string, error) { return "", nil }, map[string]*core.Limiter{"t": limiter(t, st, "t")})},
 		"two checks": {WithCheck(limiter(t, st, "q"), hk)},
 	} {
-		e, err := NewEngine("x", limiter(t, st, "p"), opts...)
+		e, err := newEngineNamed("x", limiter(t, st, "p"), opts...)
 		require.NoError(t, err, name)
 		ok, _ := e.PartsKeyed()
 		assert.False(t, ok, name)
@@ -410,7 +410,7 @@ func TestDecidePartsInto(t *testing.T) {
 		}
 		assert.False(t, e.DecidePartsInto(ctx, &p, nil, &res), name)
 	}
-	e, err = NewEngine("x", limiter(t, st, "p"), WithScope("s"))
+	e, err = newEngineNamed("x", limiter(t, st, "p"), WithScope("s"))
 	require.NoError(t, err)
 	ok, route = e.PartsKeyed()
 	assert.True(t, ok)

@@ -63,7 +63,7 @@ func (e *Engine) cachedKey(ctx context.Context, c *check, req keyfuncs.Request) 
 	switch r := req.(type) {
 	case keyfuncs.HTTPRequest: // net/http's view: a concrete type is one compare
 		// no Method: a ServeMux pattern names its method or accepts every
-		// one (ScopeMethod), so the scope never depends on the request's
+		// one (scopeMethod), so the scope never depends on the request's
 		p.Peer, p.StableRoute = r.RemoteAddr(), true
 		if !e.scopeFixed {
 			p.Route = r.Route()
@@ -77,7 +77,7 @@ func (e *Engine) cachedKey(ctx context.Context, c *check, req keyfuncs.Request) 
 	default:
 		p.Peer, p.StableRoute = req.RemoteAddr(), true
 		if !e.scopeFixed {
-			p.Method, p.Route = ScopeMethod(req), req.Route()
+			p.Method, p.Route = scopeMethod(req), req.Route()
 		}
 	}
 	key, slot := keys.get(e.cacheID, &p)
@@ -113,7 +113,9 @@ func (e *Engine) key(ctx context.Context, c *check, req keyfuncs.Request, scope 
 	b := scope
 	b = append(b, keySep)
 	n := len(b)
-	if c.key.ip == e.peer && keyfuncs.DefaultIPv4Prefix == 32 {
+	// the peer IP resolver keys an IPv4 peer by its full address (its
+	// default /32: keyfuncs pins it), so the address is the key
+	if c.key.ip == e.peer {
 		if kb, ok := appendPeerIPv4(b, req); ok {
 			return interned.intern(kb), keyOK, true
 		}

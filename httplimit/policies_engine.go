@@ -32,8 +32,8 @@ type outcome struct {
 	n       int
 	primary bool // lims[0] is the primary check's (its key was found)
 	cost    int64
-	lims    [MaxChecks]*core.Limiter
-	keys    [MaxChecks]string
+	lims    [maxChecks]*core.Limiter
+	keys    [maxChecks]string
 }
 
 // initPolicies validates p against the engine's checks and sets e.pol.
@@ -135,7 +135,7 @@ func (e *Engine) decidePolicies(ctx context.Context, req keyfuncs.Request, res *
 	var kbuf [192]byte
 	scope := e.appendScope(kbuf[:0], req)
 	n := len(scope) + 1 // the client key starts after the scope and keySep
-	var cbuf [MaxChecks]core.Check
+	var cbuf [maxChecks]core.Check
 	list := cbuf[:0]
 	primary := false
 	for i := range e.checks {

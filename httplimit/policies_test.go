@@ -25,9 +25,9 @@ func TestPoliciesConfigErrors(t *testing.T) {
 	}
 	plan, _ := keyfuncs.Header("X-Plan")
 	def := lim(ms, "api")
-	_, err := NewEngine("x", def, WithTiers(plan, map[string]*core.Limiter{"pro": def}))
+	_, err := newEngineNamed("x", def, WithTiers(plan, map[string]*core.Limiter{"pro": def}))
 	assert.ErrorContains(t, err, "x: core: NewTiers: tier \"pro\" and the default share the policy name \"api\"")
-	_, err = NewEngine("x", def, WithTiers(nil, nil))
+	_, err = newEngineNamed("x", def, WithTiers(nil, nil))
 	assert.ErrorContains(t, err, "WithTiers(nil")
 	_, err = NewAdapterEngine(counting, lim(takeOnly{ms}, "t"), WithOutcome(Outcome{Count: StatusIn(401)}))
 	assert.ErrorContains(t, err, "does not implement the quota verbs")
@@ -43,7 +43,7 @@ func TestTierHeaders(t *testing.T) {
 	plan, _ := keyfuncs.Header("X-Plan")
 	free := core.MustNewLimiter(ms, core.Policy{Name: "api", Limits: []core.Limit{core.PerMinute(1)}})
 	pro := core.MustNewLimiter(ms, core.Policy{Name: "api/pro", Limits: []core.Limit{core.PerMinute(7)}})
-	e, err := NewEngine("x", free, WithHeaders(HeaderDefault|HeaderIETF), WithTiers(plan, map[string]*core.Limiter{"pro": pro}))
+	e, err := newEngineNamed("x", free, WithHeaders(HeaderDefault|HeaderIETF), WithTiers(plan, map[string]*core.Limiter{"pro": pro}))
 	require.NoError(t, err)
 	r, _ := http.NewRequest("GET", "http://example.com/x", nil)
 	r.Pattern, r.RemoteAddr = "GET /x", "203.0.113.7:1"
@@ -72,7 +72,7 @@ func TestDecideTierAllocs(t *testing.T) {
 	defer ms.Close()
 	plan, _ := keyfuncs.Header("X-Plan")
 	big := []core.Limit{core.Per(1<<30, 24*time.Hour)}
-	e, err := NewEngine("x", core.MustNewLimiter(ms, core.Policy{Name: "a", Limits: big}), WithTiers(plan,
+	e, err := newEngineNamed("x", core.MustNewLimiter(ms, core.Policy{Name: "a", Limits: big}), WithTiers(plan,
 		map[string]*core.Limiter{"pro": core.MustNewLimiter(ms, core.Policy{Name: "a/pro", Limits: big})}))
 	require.NoError(t, err)
 	r, _ := http.NewRequest("GET", "http://example.com/x", nil)
@@ -99,7 +99,7 @@ func TestOverridesMatchOnlyThePrimaryKey(t *testing.T) {
 	lim := func(name string, n int64) *core.Limiter {
 		return core.MustNewLimiter(ms, core.Policy{Name: name, Limits: []core.Limit{core.PerMinute(n)}})
 	}
-	e, err := NewEngine("x", lim("api", 1), WithKey(apiKey), WithOverrides(map[string]*core.Limiter{
+	e, err := newEngineNamed("x", lim("api", 1), WithKey(apiKey), WithOverrides(map[string]*core.Limiter{
 		"k_big":           lim("api/big", 50),
 		"~fb/203.0.113.7": lim("api/fb", 60),
 	}))

@@ -142,7 +142,7 @@ func TestResultIdentity(t *testing.T) {
 		assert.False(t, ok, "%s: without WithIdentity the key is no identity", name)
 		st.keys = nil
 	}
-	ip, err := NewEngine("x", limiter(t, st, "p"))
+	ip, err := newEngineNamed("x", limiter(t, st, "p"))
 	require.NoError(t, err)
 	res := ip.Decide(context.Background(), formReq("/login", "username=alice"))
 	_, ok := res.Identity()

@@ -17,7 +17,7 @@ type AnyMethodRouter interface {
 	AnyMethod() bool
 }
 
-// ScopeMethod is the method part of req's default scope, for a route
+// scopeMethod is the method part of req's default scope, for a route
 // that does not name its method itself: "" when the route accepts every
 // method (a net/http ServeMux pattern without a method, whose handler
 // serves them all, or a view's [AnyMethodRouter] says so); otherwise the
@@ -25,7 +25,7 @@ type AnyMethodRouter interface {
 // and fiber route HEAD to it, and a client must not get a second quota by
 // asking for headers only) and methods outside RFC 9110 and PATCH as
 // "OTHER", so a client inventing methods cannot mint new namespaces.
-func ScopeMethod(req keyfuncs.Request) string {
+func scopeMethod(req keyfuncs.Request) string {
 	switch r := req.(type) {
 	case keyfuncs.HTTPRequest:
 		return ""
@@ -64,7 +64,7 @@ func DefaultScope(req keyfuncs.Request) string {
 // function's result, or by default "METHOD route" ("GET /users/:id"). A
 // route that already names its method or a host (net/http's
 // "GET /users/{id}", "example.com/x") is used as is; a route that accepts
-// every method (see [ScopeMethod]) is the route alone ("/api2"); another
+// every method (see scopeMethod) is the route alone ("/api2"); another
 // route starting with "/" gets the method prepended; an unknown route ("")
 // gives the empty scope.
 func (e *Engine) appendScope(b []byte, req keyfuncs.Request) []byte {
@@ -81,7 +81,7 @@ func (e *Engine) appendScope(b []byte, req keyfuncs.Request) []byte {
 	if strings.IndexByte(route, ' ') >= 0 || route[0] != '/' {
 		return append(b, route...)
 	}
-	if m := ScopeMethod(req); m != "" {
+	if m := scopeMethod(req); m != "" {
 		b = append(b, m...)
 		b = append(b, ' ')
 	}
@@ -92,7 +92,8 @@ func (e *Engine) appendScope(b []byte, req keyfuncs.Request) []byte {
 // method on route, the pattern the router matched ("/users/:id",
 // net/http's "GET /users/{id}"): the route alone when it names its
 // method or a host, or when method is "" (a route that accepts every
-// method, see [ScopeMethod]); otherwise the method as [NormalMethod]
+// method, as a view's [AnyMethodRouter] or a net/http pattern without a
+// method says); otherwise the method as [NormalMethod]
 // names it (HEAD as GET), a space and the route. An empty route is the
 // empty scope.
 func RouteScope(method, route string) string {

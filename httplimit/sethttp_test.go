@@ -35,7 +35,7 @@ func TestSetHTTPMatchesFields(t *testing.T) {
 				if withClock {
 					opts = append(opts, WithClock(clk))
 				}
-				e, err := NewEngine("x", lim, opts...)
+				e, err := newEngineNamed("x", lim, opts...)
 				require.NoError(t, err)
 				for i := 0; i < 300; i++ {
 					res := Result{
@@ -77,7 +77,7 @@ func TestEngineSetHTTPAllocs(t *testing.T) {
 	st := memstore.MustNew()
 	defer st.Close()
 	lim := core.MustNewLimiter(st, core.Policy{Name: "p", Limits: []core.Limit{core.Per(1_000_000_000, time.Hour)}})
-	e, err := NewEngine("x", lim)
+	e, err := newEngineNamed("x", lim)
 	require.NoError(t, err)
 	res := e.Decide(context.Background(), httpReq("GET", "/a", "203.0.113.7:1"))
 	require.Equal(t, Pass, res.Action)

@@ -84,7 +84,8 @@ type Rejection struct {
 	// its cost exceeds the limit).
 	RetryAfter int64
 	// ContentType and Body are the default denial body: the
-	// [WithDenyBody] body or the RFC 9457 quota-exceeded problem for
+	// [WithDenyBody] body or the RFC 9457 quota-exceeded problem
+	// (application/problem+json) for
 	// ReasonLimited, a plain problem naming no policy for the other
 	// reasons. Body is shared between requests: do not modify it.
 	ContentType string

@@ -12,13 +12,13 @@ import (
 
 // Length bounds for key material.
 const (
-	// MaxRawKeyLen is the longest value a key function returns verbatim.
+	// maxRawKeyLen is the longest value a key function returns verbatim.
 	// Longer values, and values with bytes outside printable ASCII or
 	// starting with '~', are replaced by "~" and 32 hex digits of their
 	// SHA-256: bounded, collision-resistant (never truncated, so two long
 	// values sharing a prefix never share a key), and disjoint from every
 	// verbatim value.
-	MaxRawKeyLen = 64
+	maxRawKeyLen = 64
 	// maxHeaderKeyLen is the longest header value [Header] accepts; longer
 	// values are an error rather than a key, so that hashing stays cheap.
 	maxHeaderKeyLen = 4096
@@ -30,13 +30,13 @@ const (
 // [ErrNoKey]: the material is present but refused.
 var errTooLong = errors.New("keyfuncs: key material too long")
 
-// Bound returns s unchanged when it is at most [MaxRawKeyLen] bytes of
+// Bound returns s unchanged when it is at most 64 bytes of
 // printable ASCII not starting with '~', and otherwise "~" followed by 32
 // hex digits of its SHA-256. Key functions in this package apply it to every
 // client-supplied value they return; apply it to your own untrusted values
 // before they reach a store key.
 func Bound(s string) string {
-	if len(s) <= MaxRawKeyLen && (s == "" || s[0] != '~') {
+	if len(s) <= maxRawKeyLen && (s == "" || s[0] != '~') {
 		printable := true
 		for i := 0; i < len(s); i++ {
 			if s[i] < 0x20 || s[i] > 0x7e {

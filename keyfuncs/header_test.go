@@ -10,7 +10,7 @@ import (
 )
 
 func TestBound(t *testing.T) {
-	short := strings.Repeat("a", MaxRawKeyLen)
+	short := strings.Repeat("a", maxRawKeyLen)
 	assert.Equal(t, short, Bound(short))
 	assert.Equal(t, "tenant-42 (eu)", Bound("tenant-42 (eu)"))
 	assert.Equal(t, "", Bound(""))

@@ -136,12 +136,12 @@ func parseTrusted(cidrs []string) (trustSet, error) {
 
 // Aggregation defaults and bounds (prefix lengths in bits).
 const (
-	// DefaultIPv4Prefix keys IPv4 clients by their full address.
-	DefaultIPv4Prefix = 32
-	// DefaultIPv6Prefix keys IPv6 clients by their /64: the smallest block an
+	// defaultIPv4Prefix keys IPv4 clients by their full address.
+	defaultIPv4Prefix = 32
+	// defaultIPv6Prefix keys IPv6 clients by their /64: the smallest block an
 	// ISP assigns to one subscriber, so one machine rotating through its 2^64
 	// addresses stays one key instead of exhausting the store.
-	DefaultIPv6Prefix = 64
+	defaultIPv6Prefix = 64
 	// minIPv4Prefix and minIPv6Prefix are the coarsest aggregations accepted;
 	// coarser would lump unrelated subscribers together.
 	minIPv4Prefix = 16

@@ -94,8 +94,8 @@ func TestWithPrefixesLeavesOriginalUnchanged(t *testing.T) {
 }
 
 func TestDefaults(t *testing.T) {
-	assert.Equal(t, 32, DefaultIPv4Prefix)
-	assert.Equal(t, 64, DefaultIPv6Prefix)
+	assert.Equal(t, 32, defaultIPv4Prefix)
+	assert.Equal(t, 64, defaultIPv6Prefix)
 	var zero Resolver
 	assert.Equal(t, sourcePeer, zero.effectiveSource())
 	k, err := zero.Key(newReq(t, "[2001:db8:1:2::9]:1", "X-Forwarded-For", victimIP))

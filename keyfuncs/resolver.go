@@ -88,8 +88,8 @@ type Resolver struct {
 	trusted trustSet
 	hops    int
 	header  string // canonical header name for sourceHeader
-	v4Bits  int    // 0 means DefaultIPv4Prefix
-	v6Bits  int    // 0 means DefaultIPv6Prefix
+	v4Bits  int    // 0 means defaultIPv4Prefix
+	v6Bits  int    // 0 means defaultIPv6Prefix
 }
 
 // newIPResolver validates cfg and returns its Resolver. Every configuration
@@ -292,10 +292,10 @@ var zeroResolver Resolver
 func (r *Resolver) prefixes() (v4, v6 int) {
 	v4, v6 = r.v4Bits, r.v6Bits
 	if v4 == 0 {
-		v4 = DefaultIPv4Prefix
+		v4 = defaultIPv4Prefix
 	}
 	if v6 == 0 {
-		v6 = DefaultIPv6Prefix
+		v6 = defaultIPv6Prefix
 	}
 	return v4, v6
 }

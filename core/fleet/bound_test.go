@@ -167,7 +167,7 @@ func TestSaturatedHostKeepsTheBound(t *testing.T) {
 			runtime.GOMAXPROCS(prev)
 			var openings int64
 			for _, s := range stores {
-				openings += s.BreakerOpenings()
+				openings += s.breakerOpenings()
 			}
 			bound := int64(quota)
 			if degraded.Load() > 0 { // FailLocal: each tier's local share on top

@@ -284,7 +284,8 @@
 // A deny-cache hit and a fallback carry the request's context (the one
 // the Limiter passed to Take), so an exporter can put them on the
 // request's trace; a sync and a breaker transition belong to no request.
-// BreakerState, BreakerStates and BreakerOpenings report the breakers.
+// BreakerState and BreakerStates report the breakers; an Observer counts
+// their openings (core.EventBreaker with To core.BreakerOpen).
 //
 // # Time
 //

@@ -103,7 +103,7 @@ func runClusterMasterDown(t *testing.T, domains bool) (map[string]*keyStats, map
 	wg.Wait()
 	var openings int64
 	for _, s := range stores {
-		openings += s.BreakerOpenings()
+		openings += s.breakerOpenings()
 	}
 	for _, k := range keys {
 		stats[k].admitted.Add(int64(tiers)) // the warm-up

@@ -220,9 +220,9 @@ func (s *Store) BreakerState() core.BreakerState { return s.dom.worst() }
 // store as a whole, or for keys whose domain is unknown).
 func (s *Store) BreakerStates() map[string]core.BreakerState { return s.dom.states() }
 
-// BreakerOpenings returns how many times a breaker of the tier opened
+// breakerOpenings returns how many times a breaker of the tier opened
 // (closed → open), over every domain, since New.
-func (s *Store) BreakerOpenings() int64 { return s.openings.Load() }
+func (s *Store) breakerOpenings() int64 { return s.openings.Load() }
 
 // breakerFor returns the breaker of key's failure domain under p.
 func (s *Store) breakerFor(key string, p *core.Policy) *breaker {

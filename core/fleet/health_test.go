@@ -55,9 +55,9 @@ func TestOOMIsNotAnOutage(t *testing.T) {
 		}
 	})
 	wg.Wait()
-	t.Logf("OOM: %d failed admissions of fresh keys, %d breaker openings, %d exhausted clients admitted", oomReplies.Load(), tier.BreakerOpenings(), spentAdmitted.Load())
+	t.Logf("OOM: %d failed admissions of fresh keys, %d breaker openings, %d exhausted clients admitted", oomReplies.Load(), tier.breakerOpenings(), spentAdmitted.Load())
 	require.NotZero(t, oomReplies.Load(), "Redis was out of memory")
-	assert.Zero(t, tier.BreakerOpenings(), "an error reply is not an outage")
+	assert.Zero(t, tier.breakerOpenings(), "an error reply is not an outage")
 	assert.Zero(t, spentAdmitted.Load(), "exhausted clients stay denied")
 }
 
@@ -98,8 +98,8 @@ func TestClientPauseWrite(t *testing.T) {
 	// for starveGrace, so a breaker may not have opened at all.)
 	checked := time.Since(paused) < 1450*time.Millisecond
 	for _, s := range stores {
-		openings += s.BreakerOpenings()
-		if checked && s.BreakerOpenings() > 0 {
+		openings += s.breakerOpenings()
+		if checked && s.breakerOpenings() > 0 {
 			assert.NotEqual(t, core.BreakerClosed, s.BreakerState(), "the probes hang as the scripts do: open, or half-open with a probe out")
 		}
 	}
@@ -176,7 +176,7 @@ func TestStarvationForgivesOnlyTheTimeoutsItExplains(t *testing.T) {
 				assert.Equal(t, core.BreakerOpen, tier.BreakerState(), "the store did not answer: an outage")
 			} else {
 				assert.Equal(t, core.BreakerClosed, tier.BreakerState(), "the process's own starvation explains the timeouts")
-				assert.Zero(t, tier.BreakerOpenings())
+				assert.Zero(t, tier.breakerOpenings())
 			}
 		})
 	}

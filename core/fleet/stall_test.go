@@ -55,7 +55,7 @@ func TestSlowStoreReplyClosesTheBreaker(t *testing.T) {
 		assert.True(t, d.Allowed && d.Degraded, "timed out: admitted by the fail mode")
 	}
 	require.Equal(t, core.BreakerOpen, tier.BreakerState(), "three timeouts open the breaker")
-	require.EqualValues(t, 1, tier.BreakerOpenings())
+	require.EqualValues(t, 1, tier.breakerOpenings())
 	eventually(t, tier.dom.def.watching.Load, "a watch call is in flight while the breaker cools down")
 	d, err := lim.Allow(ctx, "k")
 	require.ErrorIs(t, err, core.ErrCircuitOpen, "open: the request does not wait")
@@ -71,7 +71,7 @@ func TestSlowStoreReplyClosesTheBreaker(t *testing.T) {
 		assert.False(t, d.Degraded, "decided by the store, not the fail mode")
 	}
 	assert.EqualValues(t, 10, f.calls.Load()-calls, "each request after the stall went to the store")
-	assert.EqualValues(t, 1, tier.BreakerOpenings())
+	assert.EqualValues(t, 1, tier.breakerOpenings())
 }
 
 // TestDeadStoreStaysOpenWhileWatched: a store that never answers opens
@@ -104,7 +104,7 @@ func TestDeadStoreStaysOpenWhileWatched(t *testing.T) {
 		}
 		assert.Equal(t, calls, f.calls.Load(), "no request called the store")
 		assert.Equal(t, core.BreakerOpen, tier.BreakerState())
-		assert.EqualValues(t, 1, tier.BreakerOpenings())
+		assert.EqualValues(t, 1, tier.breakerOpenings())
 		require.NoError(t, tier.Close()) // ends the watch in flight
 		assert.False(t, tier.dom.def.watching.Load())
 	})
@@ -202,7 +202,7 @@ func TestRedisStallFailsOpenOnlyWhileItLasts(t *testing.T) {
 	// it sees their closed connections first: 1 + (0 to 4) + 21 of 26
 	t.Logf("after the stall: %d admitted, %d denied by Redis", admitted, denied)
 	assert.GreaterOrEqual(t, admitted, after, "admitted by Redis after the stall")
-	assert.EqualValues(t, 1, tier.BreakerOpenings())
+	assert.EqualValues(t, 1, tier.breakerOpenings())
 }
 
 // TestStallWaveCountsOnce: the timeouts of calls that were in flight
@@ -246,5 +246,5 @@ func TestStallWaveCountsOnce(t *testing.T) {
 		require.Equal(t, core.ErrorTimeout, core.ClassifyError(err))
 	}
 	assert.Equal(t, core.BreakerOpen, tier.BreakerState(), "three waves open it")
-	assert.EqualValues(t, 1, tier.BreakerOpenings())
+	assert.EqualValues(t, 1, tier.breakerOpenings())
 }

@@ -160,13 +160,13 @@ func TestSweepDropsExpired(t *testing.T) {
 		}
 	}
 	require.Equal(t, 5000, s.Stats().Keys)
-	s.Sweep()
+	s.sweep()
 	assert.Equal(t, 5000, s.Stats().Keys, "nothing has expired yet")
 	clock.Advance(2 * time.Minute)
-	s.Sweep()
+	s.sweep()
 	assert.Equal(t, 1000, s.Stats().Keys, "only the hourly counter's keys remain")
 	clock.Advance(2 * time.Hour)
-	s.Sweep()
+	s.sweep()
 	assert.Zero(t, s.Stats().Keys)
 	// swept keys start afresh
 	assert.True(t, mustTake(t, s, "1", gcraPolicy("g"), clock.Now(), 2).Allowed)
@@ -187,7 +187,7 @@ func TestDeleteKeepsProbeChains(t *testing.T) {
 	}
 	require.Zero(t, s.Stats().Evictions, "a shard filled: the test is about sweeps, not eviction")
 	s.clock = core.NewManualClock(t0.Add(61 * time.Second))
-	s.Sweep()
+	s.sweep()
 	kept := s.Stats().Keys
 	assert.Positive(t, kept)
 	assert.Less(t, kept, n)

@@ -26,7 +26,7 @@ type replaced struct {
 }
 
 // asideEntry is a table set aside by Replace, under the hidden name it
-// holds in s.tables (so that Sweep and Stats see it until it is dropped).
+// holds in s.tables (so that the sweeper and Stats see it until it is dropped).
 type asideEntry struct {
 	t    *table
 	name string

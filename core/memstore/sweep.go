@@ -6,9 +6,9 @@ import (
 
 // The background sweeper that drops expired keys.
 
-// Sweep drops every key whose state has expired at the clock's now. The
+// sweep drops every key whose state has expired at the clock's now. The
 // sweeper calls it; tests with a manual clock may call it directly.
-func (s *Store) Sweep() {
+func (s *Store) sweep() {
 	now := s.clock.Now().UnixMicro()
 	for _, t := range *s.tables.Load() {
 		for i := range t.shards {
@@ -29,7 +29,7 @@ func (s *Store) sweeper() {
 		case <-s.stop:
 			return
 		case <-tk.C:
-			s.Sweep()
+			s.sweep()
 		}
 	}
 }

@@ -16,7 +16,6 @@ import (
 	"strconv"
 	"sync/atomic"
 	"time"
-	"unsafe"
 
 	"github.com/limitkit/limitkit/core"
 )
@@ -155,7 +154,7 @@ var pow10 = [...]uint64{1, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10,
 func IntText(buf []byte, v int64) []byte {
 	if v >= 0 && v < SmallInts {
 		s := smallInts[v]
-		return unsafe.Slice(unsafe.StringData(s), len(s))
+		return StringBytes(s)
 	}
 	if v >= SmallInts && v < 1e16 && len(buf) >= 16 {
 		// eight digits per step (put16Digits), as SetHTTPTriple formats
@@ -403,7 +402,7 @@ func SetHTTP(h http.Header, f *Fields) {
 		if s := f.statics[i]; s != "" {
 			vals[i] = s
 		} else {
-			vals[i] = bytesString(data[f.starts[i]:f.ends[i]])
+			vals[i] = BytesString(data[f.starts[i]:f.ends[i]])
 		}
 		h[f.names[i]] = vals[i : i+1 : i+1]
 	}
@@ -440,7 +439,7 @@ func SetHTTPTriple(h http.Header, limit []string, remaining int64, reset string,
 			} else if remaining >= SmallInts && remaining < 1e16 {
 				blk := newRemBlock()
 				i := put16Digits(&blk.data, uint64(remaining))
-				blk.vals[0] = unsafe.String(&blk.data[i], len(blk.data)-i)
+				blk.vals[0] = BytesString(blk.data[i:])
 				rem = blk.vals[:]
 			}
 			if rem != nil {
@@ -494,17 +493,6 @@ type remBlock struct {
 	data [16]byte
 }
 
-// newRemBlock allocates a zeroed remBlock as pointer-free memory: the
-// only pointer it ever holds, vals[0]'s, points into its own data, so the
-// garbage collector has nothing to trace in it (any pointer to the
-// string, or to the slice, keeps the whole block alive, as a pointer
-// into an object does) and need not scan it. A pointer-free allocation
-// skips the heap bitmap writes and the scanning that a remBlock typed
-// allocation pays.
-func newRemBlock() *remBlock {
-	return (*remBlock)(unsafe.Pointer(new([unsafe.Sizeof(remBlock{})]byte)))
-}
-
 // setHTTPTriple is SetHTTPTriple with every value in one new block: for
 // a reset not from the cache or a remaining count out of the fast path's
 // range.
@@ -540,10 +528,10 @@ func setHTTPTriple(h http.Header, limit string, remaining int64, reset string, r
 	}
 	copy(data, tmp[:used])
 	if rem == "" {
-		rem = bytesString(data[:remEnd])
+		rem = BytesString(data[:remEnd])
 	}
 	if reset == "" {
-		reset = bytesString(data[remEnd:])
+		reset = BytesString(data[remEnd:])
 	}
 	vals[0], vals[1], vals[2] = limit, rem, reset
 	h[HeaderLimit] = vals[0:1:1]
@@ -579,18 +567,4 @@ type httpBlock3s struct {
 type httpBlock struct {
 	vals [4]string
 	data [httpData]byte
-}
-
-func bytesString(b []byte) string {
-	if len(b) == 0 {
-		return ""
-	}
-	return unsafe.String(&b[0], len(b))
-}
-
-// sameString is a == b, true at once for the same string (EpochString's
-// result is the cache entry's own): the compare the common response
-// makes, without a call when the pointers match.
-func sameString(a, b string) bool {
-	return len(a) == len(b) && (unsafe.StringData(a) == unsafe.StringData(b) || a == b)
 }

@@ -1,0 +1,5 @@
+//go:build race
+
+package fiberlimit
+
+const raceEnabled = true
