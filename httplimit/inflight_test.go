@@ -77,6 +77,6 @@ func TestWithConcurrencyErrors(t *testing.T) {
 	assert.ErrorContains(t, err, "WithConcurrency(nil)")
 	c, err := core.NewConcurrency(memstore.MustNew(), core.ConcurrencyPolicy{Name: "x", Max: 1})
 	require.NoError(t, err)
-	_, err = NewEngine("n", l, WithConcurrency(c))
+	_, err = NewAdapterEngine(Adapter{Name: "n"}, l, WithConcurrency(c))
 	assert.ErrorContains(t, err, "httplimit.WithConcurrency holds a slot until the handler returns")
 }

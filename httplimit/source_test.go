@@ -107,9 +107,9 @@ func TestLimitSourceOtherLimiterRefused(t *testing.T) {
 	b := core.MustNewLimiter(store, core.Policy{Name: "b", Limits: []core.Limit{core.PerHour(2)}})
 	s, err := core.NewSourced(a, (&customers{}).source, core.SourceConfig{})
 	require.NoError(t, err)
-	_, err = httplimit.NewEngine("test", b, httplimit.WithLimitSource(s))
+	_, err = httplimit.NewAdapterEngine(httplimit.Adapter{Name: "test"}, b, httplimit.WithLimitSource(s))
 	assert.ErrorContains(t, err, "WithLimitSource")
-	_, err = httplimit.NewEngine("test", b, httplimit.WithLimitSource(nil))
+	_, err = httplimit.NewAdapterEngine(httplimit.Adapter{Name: "test"}, b, httplimit.WithLimitSource(nil))
 	assert.ErrorContains(t, err, "WithLimitSource(nil)")
 }
 
