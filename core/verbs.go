@@ -165,22 +165,31 @@ type Usage struct {
 	// Degraded is true when the store failed and the figures are the
 	// fail mode's (see Decision.Degraded); the error says why.
 	Degraded bool
+	// Limits is every limit's usage, in the policy's Limits order (Limit,
+	// Used, Remaining, ResetAfter, RetryAfter of that limit alone; their
+	// Limits nil): of a policy with one limit, the figures above; of
+	// several, read in one more store call (the embedded, Redis and fleet
+	// stores; the Redis store's is one or two script calls per limit),
+	// so a little after the binding figures. nil when Degraded, or when
+	// the store cannot read limit by limit.
+	Limits []Usage
 }
 
 // Usage reports key's usage now, for a usage screen or an operator:
 // used, remaining now and when it resets, consuming nothing. It is
 // PeekN(ctx, key, 0) read as a usage (see the table in docs/verbs.md): one
-// store call, two for an exhausted key (its exact RetryAfter). The
-// observer sees an [EventPeek]. Errors as PeekN's. Safe for concurrent
-// use.
+// store call, two for an exhausted key (its exact RetryAfter), and for a
+// policy of several limits one more for every limit's figures
+// (Usage.Limits). The observer sees an [EventPeek]. Errors as PeekN's; a
+// failure of the per-limit read is returned as a *StoreError too (the
+// binding figures stand, Limits is nil). Safe for concurrent use.
 func (l *Limiter) Usage(ctx context.Context, key string) (Usage, error) {
 	d, err := l.PeekN(ctx, key, 0)
-	u := Usage{Limit: d.Limit, Remaining: d.Remaining, ResetAfter: d.ResetAfter, Policy: l.policy.Name, Degraded: d.Degraded}
-	if d.Denied() || d.Shadowed {
-		u.RetryAfter = d.RetryAfter
-	}
-	if c := d.Limit.capacity(); c > 0 {
-		u.Used = max(0, c-d.Remaining)
+	u := l.usageOf(d)
+	if err == nil {
+		if lerr := l.limitUsages(ctx, key, &u); lerr != nil {
+			err = &StoreError{Policy: l.policy.Name, Mode: l.policy.FailMode, Err: lerr}
+		}
 	}
 	return u, err
 }
