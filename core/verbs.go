@@ -8,6 +8,14 @@ import (
 	"time"
 )
 
+// deadlineMover is a store that moves a store deadline later by the
+// process's recent wait to run, as its TakeBy does (the Redis store, the
+// fleet tier: a starved host is not a dead store): MoveDeadline returns
+// dl moved. The quota verbs' deadline moves by it too.
+type deadlineMover interface {
+	MoveDeadline(dl time.Time) time.Time
+}
+
 // For store implementers: VerbStore is a [Store] that implements the
 // quota verbs beyond Take, each atomic on the key's state and, on a
 // remote store, one round trip. The embedded, Redis and fleet stores
@@ -70,14 +78,22 @@ func (l *Limiter) verbStore(verb string) (VerbStore, error) {
 // call runs one verb on the store with the Limiter's store deadline (for a
 // store that does I/O) and settles a failure as AllowN does: the policy's
 // fail mode, a *StoreError, logged (a caller's own cancellation is not a
-// store failure).
+// store failure). On a store that moves its decisions' deadline for a
+// starved process (deadlineMover: the Redis store, the fleet tier) the
+// verbs' deadline moves the same way, so that a starved process does not
+// fail a PeekDecision (counting by outcome: a login's check) or a Charge
+// that the store answered in time.
 func (l *Limiter) call(ctx context.Context, f func(context.Context) (Decision, error)) (Decision, error) {
 	var d Decision
 	var err error
 	if l.local {
 		d, err = f(ctx)
 	} else if err = ctx.Err(); err == nil {
-		cctx, cancel := context.WithTimeout(ctx, l.timeout)
+		dl := time.Now().Add(l.timeout)
+		if m, ok := l.store.(deadlineMover); ok {
+			dl = m.MoveDeadline(dl)
+		}
+		cctx, cancel := context.WithDeadline(ctx, dl)
 		d, err = f(cctx)
 		cancel()
 	}

@@ -146,6 +146,9 @@ func TestColdProbeMovesTheDeadline(t *testing.T) {
 	d := moved()
 	assert.LessOrEqual(t, d, 3*budget, "moved by at most three deadlines")
 	assert.Greater(t, d, 2*budget, "cold: moved by about three deadlines")
+	// the deadline a core.Limiter gives the quota verbs moves alike
+	dl := time.Now().Add(budget)
+	assert.Greater(t, s.MoveDeadline(dl).Sub(dl), 2*budget, "MoveDeadline, cold")
 
 	s.lag = schedlag.New() // a probe run by its owner (never blind) that saw no wait
 	assert.Zero(t, moved(), "warm, no wait: the deadline given")

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/limitkit/limitkit/core"
+	"github.com/limitkit/limitkit/internal/redistest"
 	"github.com/limitkit/limitkit/rules"
 	"github.com/limitkit/limitkit/rules/serve"
 )
@@ -18,7 +19,9 @@ import (
 // rule of two limits its own figures (per_limit: limit, window, used,
 // remaining, reset in epoch seconds, retry after), not only the binding
 // one's; on every store, the fleet tier included, and under GCRA and the
-// sliding log (which the Redis store reads in Go).
+// sliding log (which the Redis store reads in Go). The store deadline is
+// one a loaded host cannot miss (a decision failed open would change the
+// counts).
 func TestAdminPerLimit(t *testing.T) {
 	for _, algo := range []string{"gcra", "sliding_log"} {
 		for name, newStore := range adminStores(t) {
@@ -38,7 +41,7 @@ rules:
 				clock := core.NewManualClock(start)
 				mux := http.NewServeMux()
 				mux.HandleFunc("GET /v2/items", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) })
-				srv, limited, err := serve.NewNetHTTP(serve.Config{Store: newStore(t), Identity: identity(t), LimiterOptions: []core.Option{core.WithClock(clock)}}, set, mux)
+				srv, limited, err := serve.NewNetHTTP(serve.Config{Store: newStore(t), Identity: identity(t), LimiterOptions: []core.Option{core.WithClock(clock), core.WithTimeout(redistest.StoreTimeout)}}, set, mux)
 				require.NoError(t, err)
 				admin, err := srv.AdminHandler(serve.AdminConfig{Authorize: serve.BearerToken("T")})
 				require.NoError(t, err)
