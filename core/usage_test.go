@@ -58,7 +58,9 @@ func TestPeekZeroRetryAfterExact(t *testing.T) {
 			}
 			u, err := l.Usage(ctx, "k")
 			require.NoError(t, err)
-			assert.Equal(t, core.Usage{Limit: core.PerMinute(100), Used: 100, Remaining: 0, ResetAfter: u.ResetAfter, RetryAfter: one.RetryAfter, Policy: "p"}, u)
+			binding := core.Usage{Limit: core.PerMinute(100), Used: 100, Remaining: 0, ResetAfter: u.ResetAfter, RetryAfter: one.RetryAfter, Policy: "p"}
+			assert.Equal(t, core.Usage{Limit: core.PerMinute(100), Used: 100, Remaining: 0, ResetAfter: u.ResetAfter, RetryAfter: one.RetryAfter, Policy: "p",
+				Limits: []core.Usage{binding}}, u, "one limit: Limits repeats the binding figures")
 			if alg == core.GCRA {
 				assert.Equal(t, 600*time.Millisecond, one.RetryAfter, "GCRA 100/min: one request back every 600 ms")
 			}
@@ -84,7 +86,9 @@ func TestUsage(t *testing.T) {
 	ctx := context.Background()
 	u, err := l.Usage(ctx, "k")
 	require.NoError(t, err)
-	assert.Equal(t, core.Usage{Limit: core.PerMinute(100), Used: 0, Remaining: 100, ResetAfter: u.ResetAfter, Policy: "p"}, u, "a fresh key")
+	require.Len(t, u.Limits, 2, "every limit's figures")
+	assert.Equal(t, core.Usage{Limit: core.PerMinute(100), Used: 0, Remaining: 100, ResetAfter: u.ResetAfter, Policy: "p", Limits: u.Limits}, u, "a fresh key")
+	assert.Equal(t, []int64{100, 0, 1000, 0}, []int64{u.Limits[0].Limit.Requests, u.Limits[0].Used, u.Limits[1].Limit.Requests, u.Limits[1].Used}, "a fresh key, per limit")
 	for range 30 {
 		_, err = l.Allow(ctx, "k")
 		require.NoError(t, err)
@@ -96,6 +100,13 @@ func TestUsage(t *testing.T) {
 		assert.Equal(t, int64(70), u.Remaining, "70 left now")
 		assert.Equal(t, time.Minute-time.Duration(time.Unix(1_700_000_000, 0).Unix()%60)*time.Second, u.ResetAfter, "the fixed window's end")
 		assert.Zero(t, u.RetryAfter)
+		// each limit alone (issue 37's admin GET): 30 of 100 a minute,
+		// 30 of 1000 an hour, each full again at its own window's end
+		require.Len(t, u.Limits, 2)
+		assert.Equal(t, []int64{100, 30, 70}, []int64{u.Limits[0].Limit.Requests, u.Limits[0].Used, u.Limits[0].Remaining})
+		assert.Equal(t, []int64{1000, 30, 970}, []int64{u.Limits[1].Limit.Requests, u.Limits[1].Used, u.Limits[1].Remaining})
+		assert.Equal(t, u.ResetAfter, u.Limits[0].ResetAfter)
+		assert.Equal(t, time.Hour-time.Duration(time.Unix(1_700_000_000, 0).Unix()%3600)*time.Second, u.Limits[1].ResetAfter, "the hour's window end")
 	}
 	p, err := l.Peek(ctx, "k")
 	require.NoError(t, err)

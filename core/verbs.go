@@ -8,6 +8,14 @@ import (
 	"time"
 )
 
+// deadlineMover is a store that moves a store deadline later by the
+// process's recent wait to run, as its TakeBy does (the Redis store, the
+// fleet tier: a starved host is not a dead store): MoveDeadline returns
+// dl moved. The quota verbs' deadline moves by it too.
+type deadlineMover interface {
+	MoveDeadline(dl time.Time) time.Time
+}
+
 // For store implementers: VerbStore is a [Store] that implements the
 // quota verbs beyond Take, each atomic on the key's state and, on a
 // remote store, one round trip. The embedded, Redis and fleet stores
@@ -70,14 +78,22 @@ func (l *Limiter) verbStore(verb string) (VerbStore, error) {
 // call runs one verb on the store with the Limiter's store deadline (for a
 // store that does I/O) and settles a failure as AllowN does: the policy's
 // fail mode, a *StoreError, logged (a caller's own cancellation is not a
-// store failure).
+// store failure). On a store that moves its decisions' deadline for a
+// starved process (deadlineMover: the Redis store, the fleet tier) the
+// verbs' deadline moves the same way, so that a starved process does not
+// fail a PeekDecision (counting by outcome: a login's check) or a Charge
+// that the store answered in time.
 func (l *Limiter) call(ctx context.Context, f func(context.Context) (Decision, error)) (Decision, error) {
 	var d Decision
 	var err error
 	if l.local {
 		d, err = f(ctx)
 	} else if err = ctx.Err(); err == nil {
-		cctx, cancel := context.WithTimeout(ctx, l.timeout)
+		dl := time.Now().Add(l.timeout)
+		if m, ok := l.store.(deadlineMover); ok {
+			dl = m.MoveDeadline(dl)
+		}
+		cctx, cancel := context.WithDeadline(ctx, dl)
 		d, err = f(cctx)
 		cancel()
 	}
@@ -165,22 +181,31 @@ type Usage struct {
 	// Degraded is true when the store failed and the figures are the
 	// fail mode's (see Decision.Degraded); the error says why.
 	Degraded bool
+	// Limits is every limit's usage, in the policy's Limits order (Limit,
+	// Used, Remaining, ResetAfter, RetryAfter of that limit alone; their
+	// Limits nil): of a policy with one limit, the figures above; of
+	// several, read in one more store call (the embedded, Redis and fleet
+	// stores; the Redis store's is one or two script calls per limit),
+	// so a little after the binding figures. nil when Degraded, or when
+	// the store cannot read limit by limit.
+	Limits []Usage
 }
 
 // Usage reports key's usage now, for a usage screen or an operator:
 // used, remaining now and when it resets, consuming nothing. It is
 // PeekN(ctx, key, 0) read as a usage (see the table in docs/verbs.md): one
-// store call, two for an exhausted key (its exact RetryAfter). The
-// observer sees an [EventPeek]. Errors as PeekN's. Safe for concurrent
-// use.
+// store call, two for an exhausted key (its exact RetryAfter), and for a
+// policy of several limits one more for every limit's figures
+// (Usage.Limits). The observer sees an [EventPeek]. Errors as PeekN's; a
+// failure of the per-limit read is returned as a *StoreError too (the
+// binding figures stand, Limits is nil). Safe for concurrent use.
 func (l *Limiter) Usage(ctx context.Context, key string) (Usage, error) {
 	d, err := l.PeekN(ctx, key, 0)
-	u := Usage{Limit: d.Limit, Remaining: d.Remaining, ResetAfter: d.ResetAfter, Policy: l.policy.Name, Degraded: d.Degraded}
-	if !d.Allowed || d.Shadowed {
-		u.RetryAfter = d.RetryAfter
-	}
-	if c := d.Limit.capacity(); c > 0 {
-		u.Used = max(0, c-d.Remaining)
+	u := l.usageOf(d)
+	if err == nil {
+		if lerr := l.limitUsages(ctx, key, &u); lerr != nil {
+			err = &StoreError{Policy: l.policy.Name, Mode: l.policy.FailMode, Err: lerr}
+		}
 	}
 	return u, err
 }

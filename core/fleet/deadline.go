@@ -27,3 +27,10 @@ func (s *Store) TakeBy(ctx context.Context, deadline time.Time, key string, p *c
 	defer cancel()
 	return s.Take(ctx, key, p, now, cost)
 }
+
+// MoveDeadline returns the store deadline dl moved as TakeBy moves its
+// own (later by the process's recent wait to run, at most three times
+// the time left): a core.Limiter gives the quota verbs (Peek,
+// PeekDecision, Charge, Refund, Usage) this deadline. A zero dl is
+// returned as is. Safe for concurrent use.
+func (s *Store) MoveDeadline(dl time.Time) time.Time { return s.health.Move(dl) }

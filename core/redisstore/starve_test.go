@@ -112,3 +112,44 @@ func TestStarvedProcessMovesTheDeadline(t *testing.T) {
 		}
 	}
 }
+
+// TestColdProbeMovesTheDeadline: the plain store's probe (Shared's)
+// starts on demand, so a process's first decisions (or the first after
+// an idle second) come before it has measured anything: TakeBy then
+// moves the deadline the command runs under by the most (three times
+// its length), and once the probe's loop has watched for a Window
+// without seeing a wait, not at all. Injected probes, no loop: the
+// machine's load adds nothing.
+func TestColdProbeMovesTheDeadline(t *testing.T) {
+	srv := redistest.StartNode(t)
+	c, err := NewClient("redis://"+srv.Addr, func(cfg *ClientConfig) {
+		cfg.Node.ReadTimeout, cfg.Node.WriteTimeout = redistest.StoreTimeout, redistest.StoreTimeout
+	})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = c.Close() })
+	hook := &deadlineHook{}
+	c.AddHook(hook)
+	s := newStore(t, c)
+	p := mustPolicy(t, core.Policy{Name: "cold", Limits: []core.Limit{core.PerMinute(1000)}})
+	ctx := context.Background()
+	_, err = s.TakeBy(ctx, time.Now().Add(redistest.StoreTimeout), "k", p, time.Time{}, 1) // loads the script
+	require.NoError(t, err)
+
+	const budget = 2 * time.Second
+	moved := func() time.Duration {
+		dl := time.Now().Add(budget)
+		_, err := s.TakeBy(ctx, dl, "k", p, time.Time{}, 1)
+		require.NoError(t, err)
+		return time.Duration(hook.last.Load() - dl.UnixNano())
+	}
+	s.lag = schedlag.NewOnDemand() // as Shared's before its loop ran
+	d := moved()
+	assert.LessOrEqual(t, d, 3*budget, "moved by at most three deadlines")
+	assert.Greater(t, d, 2*budget, "cold: moved by about three deadlines")
+	// the deadline a core.Limiter gives the quota verbs moves alike
+	dl := time.Now().Add(budget)
+	assert.Greater(t, s.MoveDeadline(dl).Sub(dl), 2*budget, "MoveDeadline, cold")
+
+	s.lag = schedlag.New() // a probe run by its owner (never blind) that saw no wait
+	assert.Zero(t, moved(), "warm, no wait: the deadline given")
+}

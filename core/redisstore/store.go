@@ -336,6 +336,14 @@ func (s *Store) TakeBy(ctx context.Context, deadline time.Time, key string, p *c
 	return s.take(ctx, deadline, key, p, now, cost)
 }
 
+// MoveDeadline returns the store deadline dl moved as TakeBy moves its
+// own (later by the process's recent wait to run, at most three times
+// the time left; the most until the probe has watched 500 ms): a
+// core.Limiter gives the quota verbs (Peek, PeekDecision, Charge, Refund,
+// Usage) this deadline. A zero dl is returned as is. Safe for concurrent
+// use.
+func (s *Store) MoveDeadline(dl time.Time) time.Time { return s.starvedDeadline(dl) }
+
 // starvedDeadline returns dl moved later by the process's recent
 // scheduling latency (see TakeBy and schedlag.Probe.Move).
 func (s *Store) starvedDeadline(dl time.Time) time.Time {

@@ -84,6 +84,13 @@ func (s *Store) verb(ctx context.Context, verb, key string, p *core.Policy, now 
 	if err != nil {
 		return core.Decision{}, err
 	}
+	return s.verbOn(ctx, verb, c, key, now, cost, maxWait)
+}
+
+// verbOn is verb on c's keys of key (c the policy's compiled form, or
+// PeekLimits' of one limit).
+func (s *Store) verbOn(ctx context.Context, verb string, c *compiled, key string, now time.Time, cost, maxWait int64) (core.Decision, error) {
+	p := c.p
 	if verb == "Peek" && p.Algorithm == core.SlidingWindowLog {
 		return s.peekLog(ctx, c, key, now, cost)
 	}

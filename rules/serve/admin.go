@@ -75,10 +75,36 @@ type PolicyUsage struct {
 	// RetryAfter is the wait in seconds (fractional) until a request would
 	// be admitted; 0 while Remaining > 0.
 	RetryAfter float64 `json:"retry_after_seconds"`
+	// PerLimit is every limit's own figures, in the order of Limits
+	// (of a policy with one limit, the binding figures again); empty
+	// when the store failed (Degraded) or cannot read limit by limit.
+	PerLimit []LimitUsage `json:"per_limit"`
 	// Degraded is true when the store failed and the figures are the fail
 	// mode's; Error then says why.
 	Degraded bool   `json:"degraded,omitempty"`
 	Error    string `json:"error,omitempty"`
+}
+
+// LimitUsage is one limit's figures in [PolicyUsage].PerLimit, as
+// core.Usage.Limits reports them: the limit's requests and window (in
+// seconds), what the identity used of it and what it would admit now,
+// when it is full again (Unix seconds, rounded up; the current time for
+// an identity with no state) and the wait in seconds until a request
+// would pass it (0 while Remaining > 0).
+type LimitUsage struct {
+	// Limit is the limit's requests per Window.
+	Limit int64 `json:"limit"`
+	// Window is the limit's window in seconds.
+	Window float64 `json:"window_seconds"`
+	// Used is what the identity consumed of the limit's capacity.
+	Used int64 `json:"used"`
+	// Remaining is what the limit would admit now.
+	Remaining int64 `json:"remaining"`
+	// Reset is when the limit is full again, in Unix seconds.
+	Reset int64 `json:"reset"`
+	// RetryAfter is the wait in seconds until a request would pass this
+	// limit; 0 while Remaining > 0.
+	RetryAfter float64 `json:"retry_after_seconds"`
 }
 
 // RuleUsage is [Server.Usage]'s answer.
@@ -272,6 +298,12 @@ func (s *Server[M]) Usage(ctx context.Context, rule, identity string) (RuleUsage
 		}
 		now := t.lim.Clock().Now()
 		pu.Reset = now.Add(u.ResetAfter + time.Second - 1).Unix()
+		pu.PerLimit = make([]LimitUsage, 0, len(u.Limits))
+		for _, lu := range u.Limits {
+			pu.PerLimit = append(pu.PerLimit, LimitUsage{Limit: lu.Limit.Requests, Window: lu.Limit.Window.Seconds(),
+				Used: lu.Used, Remaining: lu.Remaining, Reset: now.Add(lu.ResetAfter + time.Second - 1).Unix(),
+				RetryAfter: lu.RetryAfter.Seconds()})
+		}
 		if err != nil {
 			pu.Error = err.Error()
 		}

@@ -105,7 +105,8 @@ func TestAdminUnblocksLogin(t *testing.T) {
 			require.Len(t, u.Policies, 1, "login-ip keys by IP: not alice's")
 			p := u.Policies[0]
 			assert.Equal(t, serve.PolicyUsage{Policy: "login", Kind: "rule", Limits: []string{"3 per 15m"}, Limit: 3, Window: 900,
-				Used: 3, Remaining: 0, Reset: start.Add(15 * time.Minute).Unix(), RetryAfter: p.RetryAfter}, p)
+				Used: 3, Remaining: 0, Reset: start.Add(15 * time.Minute).Unix(), RetryAfter: p.RetryAfter,
+				PerLimit: []serve.LimitUsage{{Limit: 3, Window: 900, Used: 3, Remaining: 0, Reset: start.Add(15 * time.Minute).Unix(), RetryAfter: 300}}}, p)
 			assert.Equal(t, (5 * time.Minute).Seconds(), p.RetryAfter, "GCRA 3 per 15m: one guess back every 5 minutes")
 
 			w = adminDo(h, "GET", serve.AdminPath+"login-ip/203.0.113.7", "T")
@@ -332,7 +333,7 @@ rules:
 }
 
 // TestAdminJSONFields: the GET's body is exactly the documented JSON
-// (docs/recipes.md): its field names are the contract operators' scripts
+// (docs/operations.md, The admin surface): its field names are the contract operators' scripts
 // read, so a renamed field fails here, not in their dashboards.
 func TestAdminJSONFields(t *testing.T) {
 	start := time.Unix(1_700_000_000, 0)
@@ -346,12 +347,15 @@ func TestAdminJSONFields(t *testing.T) {
 	require.Equal(t, http.StatusOK, w.Code)
 	assert.Equal(t, "no-store", w.Header().Get("Cache-Control"))
 	assert.JSONEq(t, `{"rule":"login","identity":"alice","policies":[{"policy":"login","kind":"rule","limits":["3 per 15m"],
-		"limit":3,"window_seconds":900,"used":3,"remaining":0,"reset":1700000900,"retry_after_seconds":300}]}`, w.Body.String())
+		"limit":3,"window_seconds":900,"used":3,"remaining":0,"reset":1700000900,"retry_after_seconds":300,
+		"per_limit":[{"limit":3,"window_seconds":900,"used":3,"remaining":0,"reset":1700000900,"retry_after_seconds":300}]}]}`, w.Body.String())
 	w = adminDo(h, "GET", serve.AdminPath+"api/a", "T")
 	require.Equal(t, http.StatusOK, w.Code)
 	assert.JSONEq(t, `{"rule":"api","identity":"a","policies":[
-		{"policy":"api","kind":"rule","limits":["2 per 1m"],"limit":2,"window_seconds":60,"used":0,"remaining":2,"reset":1700000000,"retry_after_seconds":0},
-		{"policy":"api/pro","kind":"tier","tier":"pro","limits":["4 per 1m"],"limit":4,"window_seconds":60,"used":0,"remaining":4,"reset":1700000000,"retry_after_seconds":0}]}`, w.Body.String())
+		{"policy":"api","kind":"rule","limits":["2 per 1m"],"limit":2,"window_seconds":60,"used":0,"remaining":2,"reset":1700000000,"retry_after_seconds":0,
+		 "per_limit":[{"limit":2,"window_seconds":60,"used":0,"remaining":2,"reset":1700000000,"retry_after_seconds":0}]},
+		{"policy":"api/pro","kind":"tier","tier":"pro","limits":["4 per 1m"],"limit":4,"window_seconds":60,"used":0,"remaining":4,"reset":1700000000,"retry_after_seconds":0,
+		 "per_limit":[{"limit":4,"window_seconds":60,"used":0,"remaining":4,"reset":1700000000,"retry_after_seconds":0}]}]}`, w.Body.String())
 }
 
 // TestAdminFleetLeases: through the fleet tier in write-back mode the

@@ -45,6 +45,12 @@ type Probe struct {
 	peak atomic.Int64
 	// touched is the last read (Shared's loop stops when nobody reads)
 	touched atomic.Int64
+	// since is when the loop started, ns since base (0: not running)
+	since atomic.Int64
+	// blind is set on a probe whose loop starts on demand (Shared's, or
+	// NewOnDemand's): Move then treats the time before the loop has
+	// watched for a Window as starved (see Move)
+	blind bool
 }
 
 // Window is how far back Peak looks.
@@ -70,7 +76,9 @@ func (p *Probe) loop(stop <-chan struct{}, idleStop bool) {
 	tk := time.NewTicker(Tick)
 	defer tk.Stop()
 	defer p.last.Store(0)
+	defer p.since.Store(0)
 	prev := p.Now()
+	p.since.Store(max(prev, 1))
 	p.last.Store(prev)
 	checked := prev
 	for {
@@ -154,19 +162,42 @@ const MaxMove = 3
 // the rule by which the Redis store and the fleet tier keep a starved
 // host from turning a store's healthy answers into timeouts. A zero or
 // passed dl, or a process that did not wait, gets dl back.
+//
+// A probe whose loop starts on demand (Shared, NewOnDemand) cannot know
+// the wait before its loop has watched for a Window (the first decisions
+// of a process, or the first after an idle second): until then Move
+// moves dl by the most, MaxMove times the time left, as for a process
+// seen starved. A store that is slow or down then costs those first
+// calls up to four deadlines instead of one; a starved process's first
+// decisions are not failed for the time it could not run. A probe run
+// by its owner (New and Run: the fleet tier's) has no such window.
 func (p *Probe) Move(dl time.Time) time.Time {
 	if dl.IsZero() {
 		return dl
 	}
 	lag := p.Peak()
-	if lag <= 0 {
-		return dl
-	}
 	left := time.Until(dl)
 	if left <= 0 {
 		return dl
 	}
+	if p.blind {
+		if st := p.since.Load(); st == 0 || time.Duration(p.Now()-st) < Window {
+			lag = MaxMove * left
+		}
+	}
+	if lag <= 0 {
+		return dl
+	}
 	return dl.Add(min(lag, MaxMove*left))
+}
+
+// NewOnDemand returns a Probe as Shared's (its loop started on demand,
+// Move blind until the loop has watched for a Window), not shared and
+// not started: start it with Run. For tests of the stores' deadlines.
+func NewOnDemand() *Probe {
+	p := New()
+	p.blind = true
+	return p
 }
 
 // touch notes a read (for Shared's idle stop).
@@ -192,7 +223,7 @@ var shared struct {
 // using the stores has no goroutine left behind. A call is an atomic load
 // when the loop runs.
 func Shared() *Probe {
-	shared.once.Do(func() { shared.p = New() })
+	shared.once.Do(func() { shared.p = NewOnDemand() })
 	p := shared.p
 	if p.last.Load() == 0 {
 		shared.mu.Lock()

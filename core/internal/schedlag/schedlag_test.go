@@ -112,3 +112,49 @@ func TestLagSinceAfterTwoWeeks(t *testing.T) {
 		}
 	}
 }
+
+// TestMoveBlindUntilWatched: a probe whose loop starts on demand (Shared's)
+// cannot know the process's wait before its loop has watched for a
+// Window: until then Move moves a deadline by the most (MaxMove times
+// the time left), as for a starved process; once the loop has watched a
+// Window and seen no wait, not at all. A probe run by its owner (New) is
+// never blind.
+func TestMoveBlindUntilWatched(t *testing.T) {
+	const left = 10 * time.Second
+	moved := func(p *Probe) time.Duration {
+		dl := time.Now().Add(left)
+		return p.Move(dl).Sub(dl)
+	}
+	// the most: MaxMove times what is left of the deadline when Move
+	// reads the clock, a little under MaxMove × left
+	most := func(d time.Duration) bool { return d > (MaxMove-1)*left && d <= MaxMove*left }
+
+	p := NewOnDemand()
+	if d := moved(p); !most(d) {
+		t.Errorf("loop not running: moved by %v; want about %v", d, MaxMove*left)
+	}
+	// a loop that has just started, and last woke "ahead" of the test's
+	// clock reads, so that the test's own scheduling delays never read as
+	// an overdue loop
+	p.since.Store(p.Now())
+	p.last.Store(p.Now() + int64(time.Hour))
+	if d := moved(p); !most(d) {
+		t.Errorf("loop started less than a Window ago: moved by %v; want about %v", d, MaxMove*left)
+	}
+	p.since.Store(p.Now() - int64(Window))
+	if d := moved(p); d != 0 {
+		t.Errorf("loop watched a Window, no wait seen: moved by %v; want 0", d)
+	}
+	p.peak.Store(int64(20 * time.Millisecond)) // the loop saw a 20 ms wait
+	if d := moved(p); d != 20*time.Millisecond {
+		t.Errorf("watched, a 20 ms wait: moved by %v; want 20ms", d)
+	}
+
+	owned := New() // the fleet tier's: run by its owner, never blind
+	if d := moved(owned); d != 0 {
+		t.Errorf("an owned probe not running: moved by %v; want 0", d)
+	}
+	if !Shared().blind {
+		t.Error("Shared's probe must be blind until its loop has watched")
+	}
+}
