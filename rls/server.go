@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"hash"
 	"math"
 	"reflect"
 	"strconv"
@@ -350,7 +351,7 @@ func (s *Server) ShouldRateLimit(ctx context.Context, req *pb.RateLimitRequest) 
 		}
 		it.fixed = r.policy.Algorithm == core.FixedWindow
 		it.lim = sn.lims[r]
-		it.key = counterKey(domain, d.GetEntries(), share)
+		it.key = counterKey("", d.GetEntries(), share)
 	}
 	if replacing != nil {
 		for i := range items {
@@ -529,46 +530,94 @@ func (s *Server) override(u unit, rpu uint32) (*core.Limiter, error) {
 	return l, nil
 }
 
-// counterKey is a descriptor's counter key: the domain and every entry's
-// key and value (a share_threshold pattern in place of the value where
-// share says), length-prefixed so that no two descriptors share a key by
-// accident; longer than maxKeyInline, its SHA-256.
+// counterKey is a descriptor's counter key, the contract [Config.Match]
+// documents: '|' and the client key, so that it is the store key a
+// limitkit HTTP middleware with httplimit.WithScope("") gives the same
+// client key (httplimit.StoreKey("", client)). The client key is every
+// entry's key and value, each length-prefixed ("7:api_key3:abc"), so that
+// no two descriptors share a key by accident (a share_threshold pattern,
+// '*' and the pattern, in place of the value where share says); domain,
+// when not empty (the limit overrides, whose policies span domains), is
+// the first segment. A client key longer than maxKeyInline bytes is "~"
+// and 32 hex digits of its SHA-256, as httplimit bounds a long client key
+// (keyfuncs.Bound): a 1 MB value costs one hash, not 1 MB of store memory.
 func counterKey(domain string, entries []*rlpb.RateLimitDescriptor_Entry, share []string) string {
-	n := len(domain) + 8
-	for _, e := range entries {
-		n += len(e.GetKey()) + len(e.GetValue()) + 16
+	n := 0
+	if domain != "" {
+		n += segLen(len(domain))
+	}
+	for i, e := range entries {
+		n += segLen(len(e.GetKey()))
+		if share != nil && share[i] != "" {
+			n += segLen(1 + len(share[i]))
+		} else {
+			n += segLen(len(e.GetValue()))
+		}
 	}
 	if n > maxKeyInline {
 		h := sha256.New()
-		writeKey(h, domain, entries, share)
-		return "#" + hex.EncodeToString(h.Sum(nil))
+		writeKey(hashWriter{h}, domain, entries, share)
+		var sum [sha256.Size]byte
+		var out [2 + 32]byte
+		out[0], out[1] = '|', '~'
+		hex.Encode(out[2:], h.Sum(sum[:0])[:16])
+		return string(out[:])
 	}
-	var b keyBuf
-	b.buf = make([]byte, 0, n)
+	var buf [1 + maxKeyInline]byte
+	b := keyBuf{buf: append(buf[:0], '|')}
 	writeKey(&b, domain, entries, share)
 	return string(b.buf)
+}
+
+// segLen is the length of an n-byte string as writeKey writes it: n in
+// decimal, ':' and the n bytes.
+func segLen(n int) int {
+	d := 1
+	for m := n; m >= 10; m /= 10 {
+		d++
+	}
+	return d + 1 + n
 }
 
 type keyBuf struct{ buf []byte }
 
 func (b *keyBuf) Write(p []byte) (int, error) { b.buf = append(b.buf, p...); return len(p), nil }
 
-type writer interface{ Write([]byte) (int, error) }
+func (b *keyBuf) WriteString(s string) (int, error) {
+	b.buf = append(b.buf, s...)
+	return len(s), nil
+}
+
+type writer interface {
+	Write([]byte) (int, error)
+	WriteString(string) (int, error)
+}
+
+// hashWriter gives a hash.Hash the WriteString writeKey uses.
+type hashWriter struct{ hash.Hash }
+
+func (h hashWriter) WriteString(s string) (int, error) { return h.Write([]byte(s)) }
 
 func writeKey(w writer, domain string, entries []*rlpb.RateLimitDescriptor_Entry, share []string) {
 	var num [20]byte
-	put := func(s string) {
-		w.Write(strconv.AppendInt(num[:0], int64(len(s)), 10))
-		w.Write([]byte{':'})
-		w.Write([]byte(s))
-	}
-	put(domain)
-	for i, e := range entries {
-		put(e.GetKey())
-		v := e.GetValue()
-		if share != nil && share[i] != "" {
-			v = "*" + share[i]
+	put := func(prefix byte, s string) {
+		b := strconv.AppendInt(num[:0], int64(len(s)+min(int(prefix), 1)), 10)
+		b = append(b, ':')
+		if prefix != 0 {
+			b = append(b, prefix)
 		}
-		put(v)
+		w.Write(b)
+		w.WriteString(s)
+	}
+	if domain != "" {
+		put(0, domain)
+	}
+	for i, e := range entries {
+		put(0, e.GetKey())
+		if share != nil && share[i] != "" {
+			put('*', share[i])
+		} else {
+			put(0, e.GetValue())
+		}
 	}
 }
