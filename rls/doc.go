@@ -108,5 +108,7 @@
 // 64 bytes, ends in a hash). Pass core.WithObserver through
 // [WithLimiterOptions] to export decisions per rule with package metrics
 // (limitkit_decisions_total{policy,outcome}: allowed = within_limit,
-// denied = over_limit, shadowed = shadow_mode) or otellimit.
+// denied = over_limit, shadowed = shadow_mode) or otellimit, and
+// [WithNearLimit] for the reference's near_limit (hits above 80% of a
+// rule's limit; cmd/limitkit-rls exports limitkit_rls_near_limit_total).
 package rls

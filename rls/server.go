@@ -63,6 +63,8 @@ type Server struct {
 
 	ovMu      sync.Mutex
 	overrides map[ovKey]*core.Limiter
+
+	nearLimit func(policy string, hits uint64)
 }
 
 // Option configures a [Server] at [New].
@@ -82,6 +84,64 @@ func WithLimiterOptions(opts ...core.Option) Option {
 // the request is denied), and Retry-After (delta seconds) on a denial,
 // spelled as limitkit's HTTP adapters write them.
 func WithHeaders(on bool) Option { return func(s *Server) { s.headers = on } }
+
+// WithNearLimit calls f with a rule's policy name ("rls:" and the rule's
+// full key, or a limit override's "rls-override:<unit>:<n>") and the hits
+// of an admitted descriptor that fell in the rule's near-limit range: above
+// floor(0.8 × requests_per_unit) and up to the limit, counted as
+// envoyproxy/ratelimit counts its near_limit statistic at its default
+// NEAR_LIMIT_RATIO of 0.8 (a charge that starts below the threshold counts
+// only its part above it). Hits a request does not consume are not counted:
+// a denied request (all or nothing; the reference counts the part of a
+// denied charge below the limit), shadow mode's over-limit hits, a store
+// failure's fail-mode decision, hits_addend 0 and is_negative_hits. For
+// the other algorithms the limit is the rule's bucket (burst, by default
+// requests_per_unit) and "used" what the decision's remaining says.
+//
+// f is called on the request path, synchronously, from many goroutines:
+// it must be cheap and safe for concurrent use. cmd/limitkit-rls exports
+// it as limitkit_rls_near_limit_total{policy}. nil (the default) computes
+// nothing.
+func WithNearLimit(f func(policy string, hits uint64)) Option {
+	return func(s *Server) { s.nearLimit = f }
+}
+
+// nearLimitRatio is the reference's default NEAR_LIMIT_RATIO.
+const nearLimitRatio float32 = 0.8
+
+// nearHits is the part of a charge of hits, taking a counter from
+// limit-remaining-hits to limit-remaining, above the near-limit threshold,
+// computed as the reference computes it (a float32 product, floored).
+func nearHits(limit, remaining, hits int64) uint64 {
+	if limit <= 0 || hits <= 0 {
+		return 0
+	}
+	threshold := int64(math.Floor(float64(float32(float32(limit) * nearLimitRatio))))
+	after := limit - max(remaining, 0)
+	before := after - hits
+	if after <= threshold {
+		return 0
+	}
+	return uint64(after - max(threshold, before))
+}
+
+// reportNear gives WithNearLimit's function the near-limit hits of the
+// admitted request's descriptors.
+func (s *Server) reportNear(items []item) {
+	for i := range items {
+		it := &items[i]
+		if !it.taken || it.d.Shadowed || it.d.Degraded || it.lim == nil {
+			continue
+		}
+		limit := it.d.Limit.Requests
+		if it.d.Limit.Burst > 0 {
+			limit = it.d.Limit.Burst
+		}
+		if n := nearHits(limit, it.d.Remaining, it.cost); n > 0 {
+			s.nearLimit(it.lim.Policy().Name, n)
+		}
+	}
+}
 
 type ovKey struct {
 	unit unit
@@ -361,6 +421,9 @@ func (s *Server) ShouldRateLimit(ctx context.Context, req *pb.RateLimitRequest) 
 		}
 	}
 	s.decide(ctx, items)
+	if s.nearLimit != nil {
+		s.reportNear(items)
+	}
 	return s.answer(items), nil
 }
 
