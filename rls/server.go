@@ -6,7 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"hash"
+	"io"
 	"math"
 	"reflect"
 	"strconv"
@@ -311,8 +311,9 @@ func (s *Server) acquire() *snapshot {
 // item is one descriptor of a request being decided.
 type item struct {
 	lim      *core.Limiter
-	limit    *pb.RateLimitResponse_RateLimit
-	fixed    bool // a fixed window aligned as the reference's
+	limit    *pb.RateLimitResponse_RateLimit // read-only: shared by the answers of a rule
+	limitHdr string                          // X-Ratelimit-Limit's value ("" : formatted from limit)
+	fixed    bool                            // a fixed window aligned as the reference's
 	window   int64
 	key      string
 	cost     int64
@@ -367,7 +368,13 @@ func (s *Server) ShouldRateLimit(ctx context.Context, req *pb.RateLimitRequest) 
 	sn := s.acquire()
 	defer sn.release()
 
-	items := make([]item, len(ds))
+	var small [smallN]item
+	var items []item
+	if len(ds) <= smallN {
+		items = small[:len(ds)]
+	} else {
+		items = make([]item, len(ds))
+	}
 	var replacing map[string]bool
 	for i, d := range ds {
 		it := &items[i]
@@ -403,7 +410,7 @@ func (s *Server) ShouldRateLimit(ctx context.Context, req *pb.RateLimitRequest) 
 			it.unlim = true
 			continue
 		}
-		it.limit = &pb.RateLimitResponse_RateLimit{Name: r.name, RequestsPerUnit: r.rpu, Unit: r.unit}
+		it.limit, it.limitHdr = r.current, r.limitHdr
 		it.window = unitSeconds(r.unit)
 		if r.policy == nil {
 			it.zero, it.fixed = true, true
@@ -499,13 +506,47 @@ func (s *Server) decide(ctx context.Context, items []item) {
 	}
 }
 
+// smallN is how many descriptors an answer holds in one allocation
+// (smallAnswer): Envoy's requests carry a few.
+const smallN = 4
+
+// smallAnswer is an answer of at most smallN descriptors with its headers,
+// allocated at once: the statuses, their durations and the header values
+// point into it.
+type smallAnswer struct {
+	resp  pb.RateLimitResponse
+	ptrs  [smallN]*pb.RateLimitResponse_DescriptorStatus
+	sts   [smallN]pb.RateLimitResponse_DescriptorStatus
+	durs  [smallN]durationpb.Duration
+	hptrs [4]*corepb.HeaderValue
+	hdrs  [4]corepb.HeaderValue
+}
+
 func (s *Server) answer(items []item) *pb.RateLimitResponse {
-	resp := &pb.RateLimitResponse{OverallCode: pb.RateLimitResponse_OK, Statuses: make([]*pb.RateLimitResponse_DescriptorStatus, len(items))}
+	var (
+		resp  *pb.RateLimitResponse
+		sts   []pb.RateLimitResponse_DescriptorStatus
+		durs  []durationpb.Duration
+		hbufs *[4]corepb.HeaderValue
+		hptrs []*corepb.HeaderValue
+	)
+	if len(items) <= smallN {
+		a := new(smallAnswer)
+		resp, sts, durs = &a.resp, a.sts[:len(items)], a.durs[:len(items)]
+		resp.Statuses = a.ptrs[:len(items):len(items)]
+		hbufs, hptrs = &a.hdrs, a.hptrs[:0]
+	} else {
+		resp = &pb.RateLimitResponse{Statuses: make([]*pb.RateLimitResponse_DescriptorStatus, len(items))}
+		sts = make([]pb.RateLimitResponse_DescriptorStatus, len(items))
+		durs = make([]durationpb.Duration, len(items))
+	}
+	resp.OverallCode = pb.RateLimitResponse_OK
 	now := s.clock.Now()
 	best := -1
 	for i := range items {
 		it := &items[i]
-		st := &pb.RateLimitResponse_DescriptorStatus{Code: pb.RateLimitResponse_OK}
+		st := &sts[i]
+		st.Code = pb.RateLimitResponse_OK
 		resp.Statuses[i] = st
 		if it.unlim {
 			st.LimitRemaining = math.MaxUint32
@@ -521,13 +562,18 @@ func (s *Server) answer(items []item) *pb.RateLimitResponse {
 		} else if !it.zero && !it.d.Shadowed {
 			st.LimitRemaining = uint32(min(max(it.d.Remaining, 0), math.MaxUint32))
 		}
-		st.DurationUntilReset = durationpb.New(s.untilReset(it, now))
+		durs[i].Seconds = int64(s.untilReset(it, now) / time.Second)
+		st.DurationUntilReset = &durs[i]
 		if best < 0 || it.over && !items[best].over || !items[best].over && st.LimitRemaining < resp.Statuses[best].LimitRemaining {
 			best = i
 		}
 	}
 	if s.headers && best >= 0 {
-		resp.ResponseHeadersToAdd = s.headersFor(&items[best], resp.Statuses[best], now)
+		if hbufs == nil {
+			hbufs = new([4]corepb.HeaderValue)
+			hptrs = make([]*corepb.HeaderValue, 0, 4)
+		}
+		resp.ResponseHeadersToAdd = s.headersFor(&items[best], resp.Statuses[best], now, hbufs, hptrs)
 	}
 	return resp
 }
@@ -543,23 +589,49 @@ func (s *Server) untilReset(it *item, now time.Time) time.Duration {
 	return time.Duration(ceilSeconds(it.d.ResetAfter)) * time.Second
 }
 
-func (s *Server) headersFor(it *item, st *pb.RateLimitResponse_DescriptorStatus, now time.Time) []*corepb.HeaderValue {
+// headersFor returns the response headers of the binding descriptor, in
+// hv (pointed to from ptrs, which has room for 4), their numbers in one
+// string.
+func (s *Server) headersFor(it *item, st *pb.RateLimitResponse_DescriptorStatus, now time.Time, hv *[4]corepb.HeaderValue, ptrs []*corepb.HeaderValue) []*corepb.HeaderValue {
 	reset := st.GetDurationUntilReset().AsDuration()
-	h := []*corepb.HeaderValue{
-		{Key: headerLimit, Value: strconv.FormatUint(uint64(st.CurrentLimit.GetRequestsPerUnit()), 10)},
-		{Key: headerRemaining, Value: strconv.FormatUint(uint64(st.LimitRemaining), 10)},
-		{Key: headerReset, Value: strconv.FormatInt(epochSeconds(now, reset), 10)},
+	var buf [4 * 20]byte
+	b := buf[:0]
+	var ends [4]int
+	if it.limitHdr == "" {
+		b = strconv.AppendUint(b, uint64(st.CurrentLimit.GetRequestsPerUnit()), 10)
 	}
+	ends[0] = len(b)
+	b = strconv.AppendUint(b, uint64(st.LimitRemaining), 10)
+	ends[1] = len(b)
+	b = strconv.AppendInt(b, epochSeconds(now, reset), 10)
+	ends[2] = len(b)
+	n := 3
 	if it.over {
 		ra := it.d.RetryAfter
 		if it.zero || ra == 0 {
 			ra = reset
 		}
 		if secs, ok := retryAfterSeconds(ra); ok {
-			h = append(h, &corepb.HeaderValue{Key: headerRetryAfter, Value: strconv.FormatInt(secs, 10)})
+			b = strconv.AppendInt(b, secs, 10)
+			ends[3] = len(b)
+			n = 4
 		}
 	}
-	return h
+	nums := string(b)
+	limit := it.limitHdr
+	if limit == "" {
+		limit = nums[:ends[0]]
+	}
+	hv[0] = corepb.HeaderValue{Key: headerLimit, Value: limit}
+	hv[1] = corepb.HeaderValue{Key: headerRemaining, Value: nums[ends[0]:ends[1]]}
+	hv[2] = corepb.HeaderValue{Key: headerReset, Value: nums[ends[1]:ends[2]]}
+	if n == 4 {
+		hv[3] = corepb.HeaderValue{Key: headerRetryAfter, Value: nums[ends[2]:ends[3]]}
+	}
+	for i := range n {
+		ptrs = append(ptrs, &hv[i])
+	}
+	return ptrs
 }
 
 // override returns the limiter of a per-descriptor limit override: a fixed
@@ -619,7 +691,11 @@ func counterKey(domain string, entries []*rlpb.RateLimitDescriptor_Entry, share 
 	}
 	if n > maxKeyInline {
 		h := sha256.New()
-		writeKey(hashWriter{h}, domain, entries, share)
+		var seg [24]byte
+		eachSegment(domain, entries, share, func(prefix []byte, v string) {
+			h.Write(prefix)
+			io.WriteString(h, v)
+		}, seg[:0])
 		var sum [sha256.Size]byte
 		var out [2 + 32]byte
 		out[0], out[1] = '|', '~'
@@ -627,9 +703,63 @@ func counterKey(domain string, entries []*rlpb.RateLimitDescriptor_Entry, share 
 		return string(out[:])
 	}
 	var buf [1 + maxKeyInline]byte
-	b := keyBuf{buf: append(buf[:0], '|')}
-	writeKey(&b, domain, entries, share)
-	return string(b.buf)
+	b := append(buf[:0], '|')
+	if domain != "" {
+		b = appendSegment(b, 0, domain)
+	}
+	for i, e := range entries {
+		b = appendSegment(b, 0, e.GetKey())
+		if share != nil && share[i] != "" {
+			b = appendSegment(b, '*', share[i])
+		} else {
+			b = appendSegment(b, 0, e.GetValue())
+		}
+	}
+	return string(b)
+}
+
+// appendSegment appends one segment of a counter key: the length of
+// prefix (0: none) and v in decimal, ':', the prefix and v.
+func appendSegment(b []byte, prefix byte, v string) []byte {
+	n := len(v)
+	if prefix != 0 {
+		n++
+	}
+	b = strconv.AppendInt(b, int64(n), 10)
+	b = append(b, ':')
+	if prefix != 0 {
+		b = append(b, prefix)
+	}
+	return append(b, v...)
+}
+
+// eachSegment calls f with each segment of a counter key as appendSegment
+// writes them (its length and prefix in head, built in scratch, then v),
+// for hashing a long key without building it.
+func eachSegment(domain string, entries []*rlpb.RateLimitDescriptor_Entry, share []string, f func(head []byte, v string), scratch []byte) {
+	seg := func(prefix byte, v string) {
+		n := len(v)
+		if prefix != 0 {
+			n++
+		}
+		head := strconv.AppendInt(scratch[:0], int64(n), 10)
+		head = append(head, ':')
+		if prefix != 0 {
+			head = append(head, prefix)
+		}
+		f(head, v)
+	}
+	if domain != "" {
+		seg(0, domain)
+	}
+	for i, e := range entries {
+		seg(0, e.GetKey())
+		if share != nil && share[i] != "" {
+			seg('*', share[i])
+		} else {
+			seg(0, e.GetValue())
+		}
+	}
 }
 
 // segLen is the length of an n-byte string as writeKey writes it: n in
@@ -640,47 +770,4 @@ func segLen(n int) int {
 		d++
 	}
 	return d + 1 + n
-}
-
-type keyBuf struct{ buf []byte }
-
-func (b *keyBuf) Write(p []byte) (int, error) { b.buf = append(b.buf, p...); return len(p), nil }
-
-func (b *keyBuf) WriteString(s string) (int, error) {
-	b.buf = append(b.buf, s...)
-	return len(s), nil
-}
-
-type writer interface {
-	Write([]byte) (int, error)
-	WriteString(string) (int, error)
-}
-
-// hashWriter gives a hash.Hash the WriteString writeKey uses.
-type hashWriter struct{ hash.Hash }
-
-func (h hashWriter) WriteString(s string) (int, error) { return h.Write([]byte(s)) }
-
-func writeKey(w writer, domain string, entries []*rlpb.RateLimitDescriptor_Entry, share []string) {
-	var num [20]byte
-	put := func(prefix byte, s string) {
-		b := strconv.AppendInt(num[:0], int64(len(s)+min(int(prefix), 1)), 10)
-		b = append(b, ':')
-		if prefix != 0 {
-			b = append(b, prefix)
-		}
-		w.Write(b)
-		w.WriteString(s)
-	}
-	if domain != "" {
-		put(0, domain)
-	}
-	for i, e := range entries {
-		put(0, e.GetKey())
-		if share != nil && share[i] != "" {
-			put('*', share[i])
-		} else {
-			put(0, e.GetValue())
-		}
-	}
 }
