@@ -2,6 +2,7 @@ package rls
 
 import (
 	"context"
+	"os"
 	"strconv"
 	"sync/atomic"
 	"testing"
@@ -43,10 +44,15 @@ func benchServer(b *testing.B, st core.Store) *Server {
 	return s
 }
 
-// runBench decides one or two descriptors per request over 1024 keys,
+// runBench decides one or two descriptors per request over 1024 keys
+// (RLS_BENCH_KEYS=n: n keys, e.g. 64 hot keys as the side-by-side test's),
 // serially and from parallel goroutines.
 func runBench(b *testing.B, s *Server) {
-	reqs := make([][2]*pb.RateLimitRequest, 1024)
+	nkeys := 1024
+	if v, err := strconv.Atoi(os.Getenv("RLS_BENCH_KEYS")); err == nil && v > 0 {
+		nkeys = v
+	}
+	reqs := make([][2]*pb.RateLimitRequest, nkeys)
 	for i := range reqs {
 		ip := "10.0." + strconv.Itoa(i/256) + "." + strconv.Itoa(i%256)
 		reqs[i][0] = request("bench", desc("remote_address", ip))

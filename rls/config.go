@@ -10,8 +10,11 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
+
+	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 
 	"github.com/limitkit/limitkit/core"
 	"go.yaml.in/yaml/v3"
@@ -66,6 +69,10 @@ type rule struct {
 	unit      unit
 	// the limitkit policy (nil when unlimited or rpu is 0)
 	policy *core.Policy
+	// the answers' current_limit (shared by every answer: read-only) and
+	// X-Ratelimit-Limit value
+	current  *pb.RateLimitResponse_RateLimit
+	limitHdr string
 }
 
 type yamlReplaces struct {
@@ -293,6 +300,10 @@ func newRule(file, full string, y *yamlDescriptor) (*rule, error) {
 		return nil, fmt.Errorf("rls: config %s: %s: requests_per_unit %d: limitkit counts at most %d per window; use a shorter unit", file, full, rpu, maxRequestsUnit)
 	}
 	r.rpu = uint32(rpu)
+	if !r.unlimited {
+		r.current = &pb.RateLimitResponse_RateLimit{Name: r.name, RequestsPerUnit: r.rpu, Unit: r.unit}
+		r.limitHdr = strconv.FormatUint(uint64(r.rpu), 10)
+	}
 	if r.unlimited || rpu == 0 {
 		if rl.Algorithm != "" || rl.Burst != 0 || rl.FailMode != "" {
 			return nil, fmt.Errorf("rls: config %s: %s: algorithm, burst and fail_mode need a limit (requests_per_unit > 0, not unlimited)", file, full)

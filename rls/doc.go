@@ -77,9 +77,9 @@
 //   - Request bounds: more than 128 descriptors, more than 64 entries in
 //     a descriptor or a domain over 1 KiB is InvalidArgument, and a limit
 //     override beyond the 1,024 distinct (unit, requests_per_unit) pairs
-//     a Server keeps is ResourceExhausted; a counter
-//     key over 256 bytes is hashed (SHA-256), so a 1 MB value costs one
-//     hash, not 1 MB of store memory.
+//     a Server keeps is ResourceExhausted; a descriptor's counter key
+//     over 256 bytes is hashed (SHA-256), so a 1 MB value costs one hash,
+//     not 1 MB of store memory.
 //   - response_headers_to_add (on by default, [WithHeaders]) are limitkit's
 //     X-Ratelimit-Limit, X-Ratelimit-Remaining, X-Ratelimit-Reset (Unix
 //     seconds) and Retry-After, not the reference's RateLimit-* names.
@@ -92,6 +92,15 @@
 // descriptors without their own, 0 meaning 1; replaces drops the named
 // rules from the request.
 //
+// # Sharing a quota with a Go service
+//
+// A rule's counter is the one a limitkit HTTP middleware charges when its
+// limiter has the rule's policy, on the same store, its scope is ""
+// (httplimit.WithScope("")) and its key function returns the key
+// [Config.Match] gives for the request's descriptor: the policy name and
+// the key encoding Match documents are a stable contract. _examples/rls
+// runs both.
+//
 // # Metrics
 //
 // Each rule is a core policy named "rls:" and its full key
@@ -99,5 +108,7 @@
 // 64 bytes, ends in a hash). Pass core.WithObserver through
 // [WithLimiterOptions] to export decisions per rule with package metrics
 // (limitkit_decisions_total{policy,outcome}: allowed = within_limit,
-// denied = over_limit, shadowed = shadow_mode) or otellimit.
+// denied = over_limit, shadowed = shadow_mode) or otellimit, and
+// [WithNearLimit] for the reference's near_limit (hits above 80% of a
+// rule's limit; cmd/limitkit-rls exports limitkit_rls_near_limit_total).
 package rls

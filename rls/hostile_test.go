@@ -230,6 +230,7 @@ func TestCounterKeyBounded(t *testing.T) {
 	require.LessOrEqual(t, len(k1), maxKeyInline)
 	require.NotEqual(t, k1, counterKey("d", e("k", big+"x"), nil))
 	require.NotEqual(t, counterKey("d", e("a_b", "c"), nil), counterKey("d", e("a", "b_c"), nil))
-	require.NotEqual(t, counterKey("d", e("k", "v"), nil), counterKey("e", e("k", "v"), nil))
+	require.NotEqual(t, counterKey("d", e("k", "v"), nil), counterKey("e", e("k", "v"), nil)) // the overrides: domain first
+	require.NotEqual(t, counterKey("", e("d", "k"), nil), counterKey("d", e("k", ""), nil))
 	require.NotEqual(t, counterKey("d", e("k", "v"), nil), counterKey("d", e("k", "v"), []string{"v"}))
 }

@@ -1,9 +1,12 @@
 package rls
 
 import (
+	"slices"
 	"strings"
 
 	rlpb "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+
+	"github.com/limitkit/limitkit/core"
 )
 
 // wildcardMatch reports whether value matches a pattern split on '*'
@@ -100,4 +103,45 @@ func wildMatchKV(parts []string, k, v string) bool {
 	vp = append(vp, p0[len(k)+1:])
 	vp = append(vp, parts[1:]...)
 	return wildcardMatch(vp, v)
+}
+
+// Match returns what [Server.ShouldRateLimit] charges for a descriptor of
+// domain whose entries are kv, key and value pairs in request order
+// (cfg.Match("edge", "api_key", "abc") for Envoy's descriptor
+// [(api_key, abc)]): the rule's policy and the descriptor's client key.
+// ok is false when no rule with a limit applies (no match, unlimited,
+// requests_per_unit 0), kv is empty or of odd length, or it holds more
+// than 64 entries.
+//
+// This is the contract that lets a Go service share a quota with Envoy:
+// a core.Limiter of policy on the Server's store (or any store on the
+// same Redis) and a limitkit HTTP middleware built with
+// httplimit.WithScope("") and a key function returning key charge the
+// very counter ShouldRateLimit charges (its store key is
+// httplimit.StoreKey("", key): '|' and key). The policy is named "rls:"
+// and the rule's full key ("rls:edge.api_key"); the key is each entry's
+// key and value, length-prefixed ("7:api_key3:abc"), a share_threshold
+// wildcard's pattern ('*' and the pattern) in place of the value it
+// matched, and, when longer than 256 bytes, "~" and 32 hex digits of its
+// SHA-256. Both are stable across releases; a change is a breaking one.
+// Policies of one name on one store must be equal (core.SameState), so
+// build the middleware's limiter from this policy, not a hand-written one.
+//
+// Match allocates; call it once per request at most. It is safe for
+// concurrent use; a nil Config matches nothing.
+func (c *Config) Match(domain string, kv ...string) (policy core.Policy, key string, ok bool) {
+	if c == nil || len(kv) == 0 || len(kv)%2 != 0 || len(kv) > 2*maxEntries {
+		return core.Policy{}, "", false
+	}
+	entries := make([]*rlpb.RateLimitDescriptor_Entry, len(kv)/2)
+	for i := range entries {
+		entries[i] = &rlpb.RateLimitDescriptor_Entry{Key: kv[2*i], Value: kv[2*i+1]}
+	}
+	r, share := c.lookup(domain, &rlpb.RateLimitDescriptor{Entries: entries})
+	if r == nil || r.policy == nil {
+		return core.Policy{}, "", false
+	}
+	p := *r.policy
+	p.Limits = slices.Clone(p.Limits)
+	return p, counterKey("", entries, share)[1:], true
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"reflect"
 	"strconv"
@@ -62,6 +63,8 @@ type Server struct {
 
 	ovMu      sync.Mutex
 	overrides map[ovKey]*core.Limiter
+
+	nearLimit func(policy string, hits uint64)
 }
 
 // Option configures a [Server] at [New].
@@ -81,6 +84,64 @@ func WithLimiterOptions(opts ...core.Option) Option {
 // the request is denied), and Retry-After (delta seconds) on a denial,
 // spelled as limitkit's HTTP adapters write them.
 func WithHeaders(on bool) Option { return func(s *Server) { s.headers = on } }
+
+// WithNearLimit calls f with a rule's policy name ("rls:" and the rule's
+// full key, or a limit override's "rls-override:<unit>:<n>") and the hits
+// of an admitted descriptor that fell in the rule's near-limit range: above
+// floor(0.8 × requests_per_unit) and up to the limit, counted as
+// envoyproxy/ratelimit counts its near_limit statistic at its default
+// NEAR_LIMIT_RATIO of 0.8 (a charge that starts below the threshold counts
+// only its part above it). Hits a request does not consume are not counted:
+// a denied request (all or nothing; the reference counts the part of a
+// denied charge below the limit), shadow mode's over-limit hits, a store
+// failure's fail-mode decision, hits_addend 0 and is_negative_hits. For
+// the other algorithms the limit is the rule's bucket (burst, by default
+// requests_per_unit) and "used" what the decision's remaining says.
+//
+// f is called on the request path, synchronously, from many goroutines:
+// it must be cheap and safe for concurrent use. cmd/limitkit-rls exports
+// it as limitkit_rls_near_limit_total{policy}. nil (the default) computes
+// nothing.
+func WithNearLimit(f func(policy string, hits uint64)) Option {
+	return func(s *Server) { s.nearLimit = f }
+}
+
+// nearLimitRatio is the reference's default NEAR_LIMIT_RATIO.
+const nearLimitRatio float32 = 0.8
+
+// nearHits is the part of a charge of hits, taking a counter from
+// limit-remaining-hits to limit-remaining, above the near-limit threshold,
+// computed as the reference computes it (a float32 product, floored).
+func nearHits(limit, remaining, hits int64) uint64 {
+	if limit <= 0 || hits <= 0 {
+		return 0
+	}
+	threshold := int64(math.Floor(float64(float32(float32(limit) * nearLimitRatio))))
+	after := limit - max(remaining, 0)
+	before := after - hits
+	if after <= threshold {
+		return 0
+	}
+	return uint64(after - max(threshold, before))
+}
+
+// reportNear gives WithNearLimit's function the near-limit hits of the
+// admitted request's descriptors.
+func (s *Server) reportNear(items []item) {
+	for i := range items {
+		it := &items[i]
+		if !it.taken || it.d.Shadowed || it.d.Degraded || it.lim == nil {
+			continue
+		}
+		limit := it.d.Limit.Requests
+		if it.d.Limit.Burst > 0 {
+			limit = it.d.Limit.Burst
+		}
+		if n := nearHits(limit, it.d.Remaining, it.cost); n > 0 {
+			s.nearLimit(it.lim.Policy().Name, n)
+		}
+	}
+}
 
 type ovKey struct {
 	unit unit
@@ -250,8 +311,9 @@ func (s *Server) acquire() *snapshot {
 // item is one descriptor of a request being decided.
 type item struct {
 	lim      *core.Limiter
-	limit    *pb.RateLimitResponse_RateLimit
-	fixed    bool // a fixed window aligned as the reference's
+	limit    *pb.RateLimitResponse_RateLimit // read-only: shared by the answers of a rule
+	limitHdr string                          // X-Ratelimit-Limit's value ("" : formatted from limit)
+	fixed    bool                            // a fixed window aligned as the reference's
 	window   int64
 	key      string
 	cost     int64
@@ -306,7 +368,13 @@ func (s *Server) ShouldRateLimit(ctx context.Context, req *pb.RateLimitRequest) 
 	sn := s.acquire()
 	defer sn.release()
 
-	items := make([]item, len(ds))
+	var small [smallN]item
+	var items []item
+	if len(ds) <= smallN {
+		items = small[:len(ds)]
+	} else {
+		items = make([]item, len(ds))
+	}
 	var replacing map[string]bool
 	for i, d := range ds {
 		it := &items[i]
@@ -342,7 +410,7 @@ func (s *Server) ShouldRateLimit(ctx context.Context, req *pb.RateLimitRequest) 
 			it.unlim = true
 			continue
 		}
-		it.limit = &pb.RateLimitResponse_RateLimit{Name: r.name, RequestsPerUnit: r.rpu, Unit: r.unit}
+		it.limit, it.limitHdr = r.current, r.limitHdr
 		it.window = unitSeconds(r.unit)
 		if r.policy == nil {
 			it.zero, it.fixed = true, true
@@ -350,7 +418,7 @@ func (s *Server) ShouldRateLimit(ctx context.Context, req *pb.RateLimitRequest) 
 		}
 		it.fixed = r.policy.Algorithm == core.FixedWindow
 		it.lim = sn.lims[r]
-		it.key = counterKey(domain, d.GetEntries(), share)
+		it.key = counterKey("", d.GetEntries(), share)
 	}
 	if replacing != nil {
 		for i := range items {
@@ -360,6 +428,9 @@ func (s *Server) ShouldRateLimit(ctx context.Context, req *pb.RateLimitRequest) 
 		}
 	}
 	s.decide(ctx, items)
+	if s.nearLimit != nil {
+		s.reportNear(items)
+	}
 	return s.answer(items), nil
 }
 
@@ -435,13 +506,47 @@ func (s *Server) decide(ctx context.Context, items []item) {
 	}
 }
 
+// smallN is how many descriptors an answer holds in one allocation
+// (smallAnswer): Envoy's requests carry a few.
+const smallN = 4
+
+// smallAnswer is an answer of at most smallN descriptors with its headers,
+// allocated at once: the statuses, their durations and the header values
+// point into it.
+type smallAnswer struct {
+	resp  pb.RateLimitResponse
+	ptrs  [smallN]*pb.RateLimitResponse_DescriptorStatus
+	sts   [smallN]pb.RateLimitResponse_DescriptorStatus
+	durs  [smallN]durationpb.Duration
+	hptrs [4]*corepb.HeaderValue
+	hdrs  [4]corepb.HeaderValue
+}
+
 func (s *Server) answer(items []item) *pb.RateLimitResponse {
-	resp := &pb.RateLimitResponse{OverallCode: pb.RateLimitResponse_OK, Statuses: make([]*pb.RateLimitResponse_DescriptorStatus, len(items))}
+	var (
+		resp  *pb.RateLimitResponse
+		sts   []pb.RateLimitResponse_DescriptorStatus
+		durs  []durationpb.Duration
+		hbufs *[4]corepb.HeaderValue
+		hptrs []*corepb.HeaderValue
+	)
+	if len(items) <= smallN {
+		a := new(smallAnswer)
+		resp, sts, durs = &a.resp, a.sts[:len(items)], a.durs[:len(items)]
+		resp.Statuses = a.ptrs[:len(items):len(items)]
+		hbufs, hptrs = &a.hdrs, a.hptrs[:0]
+	} else {
+		resp = &pb.RateLimitResponse{Statuses: make([]*pb.RateLimitResponse_DescriptorStatus, len(items))}
+		sts = make([]pb.RateLimitResponse_DescriptorStatus, len(items))
+		durs = make([]durationpb.Duration, len(items))
+	}
+	resp.OverallCode = pb.RateLimitResponse_OK
 	now := s.clock.Now()
 	best := -1
 	for i := range items {
 		it := &items[i]
-		st := &pb.RateLimitResponse_DescriptorStatus{Code: pb.RateLimitResponse_OK}
+		st := &sts[i]
+		st.Code = pb.RateLimitResponse_OK
 		resp.Statuses[i] = st
 		if it.unlim {
 			st.LimitRemaining = math.MaxUint32
@@ -457,13 +562,18 @@ func (s *Server) answer(items []item) *pb.RateLimitResponse {
 		} else if !it.zero && !it.d.Shadowed {
 			st.LimitRemaining = uint32(min(max(it.d.Remaining, 0), math.MaxUint32))
 		}
-		st.DurationUntilReset = durationpb.New(s.untilReset(it, now))
+		durs[i].Seconds = int64(s.untilReset(it, now) / time.Second)
+		st.DurationUntilReset = &durs[i]
 		if best < 0 || it.over && !items[best].over || !items[best].over && st.LimitRemaining < resp.Statuses[best].LimitRemaining {
 			best = i
 		}
 	}
 	if s.headers && best >= 0 {
-		resp.ResponseHeadersToAdd = s.headersFor(&items[best], resp.Statuses[best], now)
+		if hbufs == nil {
+			hbufs = new([4]corepb.HeaderValue)
+			hptrs = make([]*corepb.HeaderValue, 0, 4)
+		}
+		resp.ResponseHeadersToAdd = s.headersFor(&items[best], resp.Statuses[best], now, hbufs, hptrs)
 	}
 	return resp
 }
@@ -479,23 +589,49 @@ func (s *Server) untilReset(it *item, now time.Time) time.Duration {
 	return time.Duration(ceilSeconds(it.d.ResetAfter)) * time.Second
 }
 
-func (s *Server) headersFor(it *item, st *pb.RateLimitResponse_DescriptorStatus, now time.Time) []*corepb.HeaderValue {
+// headersFor returns the response headers of the binding descriptor, in
+// hv (pointed to from ptrs, which has room for 4), their numbers in one
+// string.
+func (s *Server) headersFor(it *item, st *pb.RateLimitResponse_DescriptorStatus, now time.Time, hv *[4]corepb.HeaderValue, ptrs []*corepb.HeaderValue) []*corepb.HeaderValue {
 	reset := st.GetDurationUntilReset().AsDuration()
-	h := []*corepb.HeaderValue{
-		{Key: headerLimit, Value: strconv.FormatUint(uint64(st.CurrentLimit.GetRequestsPerUnit()), 10)},
-		{Key: headerRemaining, Value: strconv.FormatUint(uint64(st.LimitRemaining), 10)},
-		{Key: headerReset, Value: strconv.FormatInt(epochSeconds(now, reset), 10)},
+	var buf [4 * 20]byte
+	b := buf[:0]
+	var ends [4]int
+	if it.limitHdr == "" {
+		b = strconv.AppendUint(b, uint64(st.CurrentLimit.GetRequestsPerUnit()), 10)
 	}
+	ends[0] = len(b)
+	b = strconv.AppendUint(b, uint64(st.LimitRemaining), 10)
+	ends[1] = len(b)
+	b = strconv.AppendInt(b, epochSeconds(now, reset), 10)
+	ends[2] = len(b)
+	n := 3
 	if it.over {
 		ra := it.d.RetryAfter
 		if it.zero || ra == 0 {
 			ra = reset
 		}
 		if secs, ok := retryAfterSeconds(ra); ok {
-			h = append(h, &corepb.HeaderValue{Key: headerRetryAfter, Value: strconv.FormatInt(secs, 10)})
+			b = strconv.AppendInt(b, secs, 10)
+			ends[3] = len(b)
+			n = 4
 		}
 	}
-	return h
+	nums := string(b)
+	limit := it.limitHdr
+	if limit == "" {
+		limit = nums[:ends[0]]
+	}
+	hv[0] = corepb.HeaderValue{Key: headerLimit, Value: limit}
+	hv[1] = corepb.HeaderValue{Key: headerRemaining, Value: nums[ends[0]:ends[1]]}
+	hv[2] = corepb.HeaderValue{Key: headerReset, Value: nums[ends[1]:ends[2]]}
+	if n == 4 {
+		hv[3] = corepb.HeaderValue{Key: headerRetryAfter, Value: nums[ends[2]:ends[3]]}
+	}
+	for i := range n {
+		ptrs = append(ptrs, &hv[i])
+	}
+	return ptrs
 }
 
 // override returns the limiter of a per-descriptor limit override: a fixed
@@ -529,46 +665,109 @@ func (s *Server) override(u unit, rpu uint32) (*core.Limiter, error) {
 	return l, nil
 }
 
-// counterKey is a descriptor's counter key: the domain and every entry's
-// key and value (a share_threshold pattern in place of the value where
-// share says), length-prefixed so that no two descriptors share a key by
-// accident; longer than maxKeyInline, its SHA-256.
+// counterKey is a descriptor's counter key, the contract [Config.Match]
+// documents: '|' and the client key, so that it is the store key a
+// limitkit HTTP middleware with httplimit.WithScope("") gives the same
+// client key (httplimit.StoreKey("", client)). The client key is every
+// entry's key and value, each length-prefixed ("7:api_key3:abc"), so that
+// no two descriptors share a key by accident (a share_threshold pattern,
+// '*' and the pattern, in place of the value where share says); domain,
+// when not empty (the limit overrides, whose policies span domains), is
+// the first segment. A client key longer than maxKeyInline bytes is "~"
+// and 32 hex digits of its SHA-256, as httplimit bounds a long client key
+// (keyfuncs.Bound): a 1 MB value costs one hash, not 1 MB of store memory.
 func counterKey(domain string, entries []*rlpb.RateLimitDescriptor_Entry, share []string) string {
-	n := len(domain) + 8
-	for _, e := range entries {
-		n += len(e.GetKey()) + len(e.GetValue()) + 16
+	n := 0
+	if domain != "" {
+		n += segLen(len(domain))
+	}
+	for i, e := range entries {
+		n += segLen(len(e.GetKey()))
+		if share != nil && share[i] != "" {
+			n += segLen(1 + len(share[i]))
+		} else {
+			n += segLen(len(e.GetValue()))
+		}
 	}
 	if n > maxKeyInline {
 		h := sha256.New()
-		writeKey(h, domain, entries, share)
-		return "#" + hex.EncodeToString(h.Sum(nil))
+		var seg [24]byte
+		eachSegment(domain, entries, share, func(prefix []byte, v string) {
+			h.Write(prefix)
+			io.WriteString(h, v)
+		}, seg[:0])
+		var sum [sha256.Size]byte
+		var out [2 + 32]byte
+		out[0], out[1] = '|', '~'
+		hex.Encode(out[2:], h.Sum(sum[:0])[:16])
+		return string(out[:])
 	}
-	var b keyBuf
-	b.buf = make([]byte, 0, n)
-	writeKey(&b, domain, entries, share)
-	return string(b.buf)
+	var buf [1 + maxKeyInline]byte
+	b := append(buf[:0], '|')
+	if domain != "" {
+		b = appendSegment(b, 0, domain)
+	}
+	for i, e := range entries {
+		b = appendSegment(b, 0, e.GetKey())
+		if share != nil && share[i] != "" {
+			b = appendSegment(b, '*', share[i])
+		} else {
+			b = appendSegment(b, 0, e.GetValue())
+		}
+	}
+	return string(b)
 }
 
-type keyBuf struct{ buf []byte }
-
-func (b *keyBuf) Write(p []byte) (int, error) { b.buf = append(b.buf, p...); return len(p), nil }
-
-type writer interface{ Write([]byte) (int, error) }
-
-func writeKey(w writer, domain string, entries []*rlpb.RateLimitDescriptor_Entry, share []string) {
-	var num [20]byte
-	put := func(s string) {
-		w.Write(strconv.AppendInt(num[:0], int64(len(s)), 10))
-		w.Write([]byte{':'})
-		w.Write([]byte(s))
+// appendSegment appends one segment of a counter key: the length of
+// prefix (0: none) and v in decimal, ':', the prefix and v.
+func appendSegment(b []byte, prefix byte, v string) []byte {
+	n := len(v)
+	if prefix != 0 {
+		n++
 	}
-	put(domain)
-	for i, e := range entries {
-		put(e.GetKey())
-		v := e.GetValue()
-		if share != nil && share[i] != "" {
-			v = "*" + share[i]
+	b = strconv.AppendInt(b, int64(n), 10)
+	b = append(b, ':')
+	if prefix != 0 {
+		b = append(b, prefix)
+	}
+	return append(b, v...)
+}
+
+// eachSegment calls f with each segment of a counter key as appendSegment
+// writes them (its length and prefix in head, built in scratch, then v),
+// for hashing a long key without building it.
+func eachSegment(domain string, entries []*rlpb.RateLimitDescriptor_Entry, share []string, f func(head []byte, v string), scratch []byte) {
+	seg := func(prefix byte, v string) {
+		n := len(v)
+		if prefix != 0 {
+			n++
 		}
-		put(v)
+		head := strconv.AppendInt(scratch[:0], int64(n), 10)
+		head = append(head, ':')
+		if prefix != 0 {
+			head = append(head, prefix)
+		}
+		f(head, v)
 	}
+	if domain != "" {
+		seg(0, domain)
+	}
+	for i, e := range entries {
+		seg(0, e.GetKey())
+		if share != nil && share[i] != "" {
+			seg('*', share[i])
+		} else {
+			seg(0, e.GetValue())
+		}
+	}
+}
+
+// segLen is the length of an n-byte string as writeKey writes it: n in
+// decimal, ':' and the n bytes.
+func segLen(n int) int {
+	d := 1
+	for m := n; m >= 10; m /= 10 {
+		d++
+	}
+	return d + 1 + n
 }

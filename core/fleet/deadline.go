@@ -16,16 +16,24 @@ import (
 // in all for core.DefaultTimeout's 50 ms): a starved host is not a dead
 // store, and the time the process could not run does not count against
 // the remote store. On a host with CPU to spare nothing changes.
+//
+// The deadline bounds only what waits: the remote call, or waiting for
+// another request's lease. A decision from the deny cache or from a lease
+// is answered without building a context (no timer, no allocation).
 func (s *Store) TakeBy(ctx context.Context, deadline time.Time, key string, p *core.Policy, now time.Time, cost int64) (core.Decision, error) {
-	if deadline.IsZero() {
-		return s.Take(ctx, key, p, now, cost)
-	}
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	ctx, cancel := context.WithDeadline(ctx, s.health.Move(deadline))
-	defer cancel()
-	return s.Take(ctx, key, p, now, cost)
+	return s.take(ctx, deadline, key, p, now, cost)
+}
+
+// bound is ctx with the deadline TakeBy was given, moved by the process's
+// recent wait to run (a zero deadline: ctx as it is).
+func (s *Store) bound(ctx context.Context, deadline time.Time) (context.Context, context.CancelFunc) {
+	if deadline.IsZero() {
+		return ctx, func() {}
+	}
+	return context.WithDeadline(ctx, s.health.Move(deadline))
 }
 
 // MoveDeadline returns the store deadline dl moved as TakeBy moves its

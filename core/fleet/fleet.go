@@ -248,6 +248,13 @@ func (s *Store) breakerFor(key string, p *core.Policy) *breaker {
 // under WithDefaultFailMode(core.FailClosed)): then it is a Degraded
 // denial.
 func (s *Store) Take(ctx context.Context, key string, p *core.Policy, now time.Time, cost int64) (core.Decision, error) {
+	return s.take(ctx, time.Time{}, key, p, now, cost)
+}
+
+// take is Take, with TakeBy's deadline (zero: none) applied only when the
+// request goes to the remote store or waits for a lease: a decision from
+// the deny cache or a lease builds no context and no timer.
+func (s *Store) take(ctx context.Context, deadline time.Time, key string, p *core.Policy, now time.Time, cost int64) (core.Decision, error) {
 	if p == nil {
 		return core.Decision{}, errors.New("fleet: Take: nil policy")
 	}
@@ -261,8 +268,11 @@ func (s *Store) Take(ctx context.Context, key string, p *core.Policy, now time.T
 	cost = min(max(cost, 0), pi.maxCost)
 	t := now.UnixMicro()
 	if len(key) > maxKeyLen || pi.elastic {
+		ctx, cancel := s.bound(ctx, deadline)
+		defer cancel()
 		return s.remoteTake(ctx, nil, nil, ekey{p: p, key: key}, pi, now, t, cost, 0, 0)
 	}
+	bounded := deadline.IsZero()
 	k := ekey{p: p, key: key}
 	sh := &s.shards[maphash.String(s.seed, key)%numShards]
 	var pending, grab int64
@@ -298,6 +308,12 @@ func (s *Store) Take(ctx context.Context, key string, p *core.Policy, now time.T
 			}
 			if ch := e.grab; ch != nil && waits < maxWaits {
 				sh.mu.Unlock()
+				if !bounded {
+					var cancel context.CancelFunc
+					ctx, cancel = s.bound(ctx, deadline)
+					defer cancel()
+					bounded = true
+				}
 				waitGrab(ctx, ch)
 				continue
 			}
@@ -307,6 +323,11 @@ func (s *Store) Take(ctx context.Context, key string, p *core.Policy, now time.T
 		break
 	}
 	sh.mu.Unlock()
+	if !bounded {
+		var cancel context.CancelFunc
+		ctx, cancel = s.bound(ctx, deadline)
+		defer cancel()
+	}
 	return s.remoteTake(ctx, sh, e, k, pi, now, t, cost, pending, grab)
 }
 

@@ -108,13 +108,17 @@ func Run(ctx context.Context, args []string, hup <-chan os.Signal, log *slog.Log
 	reloads := prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "limitkit", Subsystem: "rls", Name: "config_loads_total",
 		Help: "Configuration loads by result (ok, error)."}, []string{"result"})
 	reg.MustRegister(reloads)
+	near := prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "limitkit", Subsystem: "rls", Name: "near_limit_total",
+		Help: "Hits admitted above 80% of a rule's limit (envoyproxy/ratelimit's near_limit at NEAR_LIMIT_RATIO 0.8), by policy (rls: and the rule's full key)."}, []string{"policy"})
+	reg.MustRegister(near)
 
 	store, info, closeStore, err := openStore(ctx, c, m)
 	if err != nil {
 		return err
 	}
 	defer closeStore()
-	srv, err := rls.New(store, cfg, rls.WithHeaders(c.Headers), rls.WithLimiterOptions(core.WithObserver(m), core.WithLogger(log), core.WithTimeout(c.StoreTimeout)))
+	nearHits := func(policy string, hits uint64) { near.WithLabelValues(policy).Add(float64(hits)) }
+	srv, err := rls.New(store, cfg, rls.WithHeaders(c.Headers), rls.WithNearLimit(nearHits), rls.WithLimiterOptions(core.WithObserver(m), core.WithLogger(log), core.WithTimeout(c.StoreTimeout)))
 	if err != nil {
 		return err
 	}

@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -48,10 +50,11 @@ func (s *syncBuf) Write(p []byte) (int, error) { s.mu.Lock(); defer s.mu.Unlock(
 func (s *syncBuf) String() string              { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
 
 type running struct {
-	client pb.RateLimitServiceClient
-	conn   *grpc.ClientConn
-	hup    chan os.Signal
-	log    *syncBuf
+	client  pb.RateLimitServiceClient
+	conn    *grpc.ClientConn
+	hup     chan os.Signal
+	log     *syncBuf
+	metrics string // the -metrics-addr bound
 }
 
 // start runs the command with args (and -addr, -metrics-addr on free
@@ -60,15 +63,16 @@ func start(t *testing.T, args ...string) *running {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	r := &running{hup: make(chan os.Signal, 1), log: &syncBuf{}}
-	addrs := make(chan string, 1)
+	addrs := make(chan [2]string, 1)
 	done := make(chan error, 1)
 	args = append([]string{"-addr", "127.0.0.1:0", "-metrics-addr", "127.0.0.1:0"}, args...)
 	go func() {
-		done <- Run(ctx, args, r.hup, slog.New(slog.NewTextHandler(r.log, nil)), func(g, _ string) { addrs <- g })
+		done <- Run(ctx, args, r.hup, slog.New(slog.NewTextHandler(r.log, nil)), func(g, m string) { addrs <- [2]string{g, m} })
 	}()
 	var addr string
 	select {
-	case addr = <-addrs:
+	case a := <-addrs:
+		addr, r.metrics = a[0], a[1]
 	case err := <-done:
 		cancel()
 		t.Fatalf("limitkit-rls did not start: %v", err)
@@ -308,4 +312,77 @@ func TestChangeBeforeReadyIsLoaded(t *testing.T) {
 		resp, err := client.ShouldRateLimit(context.Background(), req("shared", "api_key", "ready"))
 		return err == nil && resp.Statuses[0].GetCurrentLimit().GetRequestsPerUnit() == 7
 	}, "the change written before the watch loop began was not loaded")
+}
+
+// scrape returns the command's /metrics.
+func (r *running) scrape(t *testing.T) string {
+	t.Helper()
+	resp, err := http.Get("http://" + r.metrics + "/metrics")
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	return string(b)
+}
+
+// metricValue is the value of the series line name (with its labels) in
+// a scrape, 0 when absent.
+func metricValue(t *testing.T, scrape, series string) float64 {
+	t.Helper()
+	for _, line := range strings.Split(scrape, "\n") {
+		if v, ok := strings.CutPrefix(line, series+" "); ok {
+			var f float64
+			_, err := fmt.Sscan(v, &f)
+			require.NoError(t, err, line)
+			return f
+		}
+	}
+	return 0
+}
+
+// TestNearLimitMetric: limitkit_rls_near_limit_total counts the hits above
+// floor(0.8 × limit) as the reference's near_limit does: of ten requests
+// on a limit of 10, the 9th and 10th; a charge of 5 from 5 to 10, two; a
+// denied request, none.
+func TestNearLimitMetric(t *testing.T) {
+	dir := t.TempDir()
+	writeConfig(t, dir, `
+domain: near
+descriptors:
+  - key: k
+    rate_limit: {unit: year, requests_per_unit: 10}
+`)
+	r := start(t, "-config", dir)
+	ctx := context.Background()
+	const nearSeries = `limitkit_rls_near_limit_total{policy="rls:near.k"}`
+	const allowedSeries = `limitkit_decisions_total{outcome="allowed",policy="rls:near.k"}`
+	// the window is the calendar year (the reference's, on the wall
+	// clock): a run that straddles a new year is repeated on new keys
+	for attempt := range 3 {
+		before := r.scrape(t)
+		year := time.Now().UTC().Year()
+		key := func(s string) string { return s + strconv.Itoa(attempt) }
+		for range 11 {
+			_, err := r.client.ShouldRateLimit(ctx, req("near", "k", key("a")))
+			require.NoError(t, err)
+		}
+		for range 2 {
+			_, err := r.client.ShouldRateLimit(ctx, req("near", "k", key("b")))
+			require.NoError(t, err)
+		}
+		five := req("near", "k", key("c"))
+		five.HitsAddend = 5
+		for range 3 { // 5, 10 (two near); the third is denied
+			_, err := r.client.ShouldRateLimit(ctx, five)
+			require.NoError(t, err)
+		}
+		if time.Now().UTC().Year() != year {
+			continue
+		}
+		after := r.scrape(t)
+		require.Equal(t, 4.0, metricValue(t, after, nearSeries)-metricValue(t, before, nearSeries), after)
+		require.Equal(t, 14.0, metricValue(t, after, allowedSeries)-metricValue(t, before, allowedSeries), after)
+		return
+	}
+	t.Fatal("every attempt straddled a new year")
 }
