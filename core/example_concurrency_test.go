@@ -24,11 +24,11 @@ func ExampleNewConcurrency() {
 	fmt.Println("second:", d.Allowed, "remaining", d.Remaining)
 	_, d, _ = exports.Acquire(ctx, "tenant-a")
 	fmt.Println("third:", d.Allowed, "retry after", d.RetryAfter)
-	first() // the first export is done
+	first.Release() // the first export is done
 	third, d, _ := exports.Acquire(ctx, "tenant-a")
 	fmt.Println("third again:", d.Allowed)
-	second()
-	third()
+	second.Release()
+	third.Release()
 	// Output:
 	// first: true remaining 1
 	// second: true remaining 0
