@@ -114,11 +114,13 @@ type Concurrency struct {
 	l       Limiter // the options (clock, timeout, logger); decides nothing
 	local   bool
 	limit   Limit
-	meanUS  atomic.Int64 // mean hold time in µs; 0: none observed
 	mu      sync.Mutex
 	held    slot // sentinel of the ring of held leased slots, under mu
 	renewOn bool // the renewal timer is armed
 	every   time.Duration
+	_       [64]byte     // releases write meanUS: keep it off the lines Acquire reads
+	meanUS  atomic.Int64 // mean hold time in µs; 0: none observed
+	_       [56]byte
 }
 
 // slot is one held slot: a counted one (n set; pooled, reused once

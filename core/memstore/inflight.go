@@ -129,8 +129,8 @@ func (sh *slotShard) entry(h uint64, now time.Time) *slotEntry {
 // AcquireSlot implements [core.SlotStore]: it takes (or renews) token's
 // leased slot of key under p at now, in one critical section of the key's
 // shard; counted slots ([Store.AcquireCounted]) of key count towards
-// p.Max. A key takes about 100 bytes plus the key and 16 per leased
-// holder; keys with no slot held (released, or expired without
+// p.Max. A key takes about 50 bytes (the key is not kept) plus 16 per
+// leased holder; keys with no slot held (released, or expired without
 // releasing) are dropped when their shard is swept, each time a new key
 // finds the shard's key count doubled since the last sweep. held is exact
 // when no counted slot is released during the call. Safe for concurrent
