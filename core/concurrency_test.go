@@ -36,7 +36,7 @@ func TestConcurrencyExact(t *testing.T) {
 	for round := 0; round < 2; round++ {
 		var admitted atomic.Int64
 		var mu sync.Mutex
-		var releases []func()
+		var releases []core.Slot
 		var wg sync.WaitGroup
 		start := make(chan struct{})
 		for g := 0; g < 60; g++ {
@@ -52,7 +52,7 @@ func TestConcurrencyExact(t *testing.T) {
 					releases = append(releases, rel)
 					mu.Unlock()
 				} else {
-					rel() // a no-op: nothing held
+					rel.Release() // a no-op: nothing held
 					assert.Zero(t, d.Remaining)
 					assert.Equal(t, int64(3), d.Limit.Requests)
 				}
@@ -62,7 +62,7 @@ func TestConcurrencyExact(t *testing.T) {
 		wg.Wait()
 		require.Equal(t, int64(3), admitted.Load(), "round %d", round)
 		for _, r := range releases {
-			r()
+			r.Release()
 		}
 	}
 }
@@ -96,7 +96,7 @@ func TestConcurrencyNeverAboveMax(t *testing.T) {
 					}
 				}
 				running.Add(-1)
-				rel()
+				rel.Release()
 			}
 		}(cs[g%2])
 	}
@@ -112,11 +112,17 @@ func TestConcurrencyNeverAboveMax(t *testing.T) {
 	assert.False(t, d.Allowed)
 }
 
-// TestConcurrencyLeaseFreesCrashedHolder: slots never released come back
-// once their lease has passed, not before.
+// leasedSlots is a store that holds only leased slots (as a remote store
+// does): memstore's AcquireSlot and ReleaseSlot, without its counted slots.
+type leasedSlots struct{ core.SlotStore }
+
+// TestConcurrencyLeaseFreesCrashedHolder: on a store of leased slots,
+// slots never released come back once their lease has passed, not
+// before.
 func TestConcurrencyLeaseFreesCrashedHolder(t *testing.T) {
-	store := memstore.MustNew()
-	defer store.Close()
+	ms := memstore.MustNew()
+	defer ms.Close()
+	store := leasedSlots{ms}
 	clk := core.NewManualClock(t0)
 	c := newConc(t, store, clk, core.ConcurrencyPolicy{Name: "crash", Max: 2, Lease: 10 * time.Second})
 	for i := 0; i < 2; i++ {
@@ -134,12 +140,13 @@ func TestConcurrencyLeaseFreesCrashedHolder(t *testing.T) {
 	assert.Equal(t, int64(1), d.Remaining)
 }
 
-// TestConcurrencyRenewKeepsLongHolder: a holder that runs past its lease
-// keeps its slot while it is renewed; the renewal timer is disarmed once
-// nothing is held (no leak).
+// TestConcurrencyRenewKeepsLongHolder: on a store of leased slots, a
+// holder that runs past its lease keeps its slot while it is renewed; the
+// renewal timer is disarmed once nothing is held (no leak).
 func TestConcurrencyRenewKeepsLongHolder(t *testing.T) {
-	store := memstore.MustNew()
-	defer store.Close()
+	ms := memstore.MustNew()
+	defer ms.Close()
+	store := leasedSlots{ms}
 	clk := core.NewManualClock(t0)
 	c := newConc(t, store, clk, core.ConcurrencyPolicy{Name: "long", Max: 1, Lease: 3 * time.Second})
 	rel, d, _ := c.Acquire(context.Background(), "k")
@@ -151,13 +158,13 @@ func TestConcurrencyRenewKeepsLongHolder(t *testing.T) {
 	}
 	_, d, _ = c.Acquire(context.Background(), "k")
 	require.False(t, d.Allowed, "a renewed holder lost its slot after 10 s on a 3 s lease")
-	rel()
+	rel.Release()
 	assert.True(t, c.RenewArmed(), "the armed timer runs once more")
 	assert.False(t, c.RenewNow())
 	assert.False(t, c.RenewArmed(), "the renewal timer stays armed with nothing held")
 	rel2, d, _ := c.Acquire(context.Background(), "k")
 	require.True(t, d.Allowed)
-	rel2()
+	rel2.Release()
 }
 
 // TestConcurrencyReleaseIdempotent: a second release frees nothing more.
@@ -169,8 +176,8 @@ func TestConcurrencyReleaseIdempotent(t *testing.T) {
 	_, d, _ := c.Acquire(context.Background(), "k")
 	require.True(t, d.Allowed)
 	assert.Zero(t, d.Remaining)
-	a()
-	a()
+	a.Release()
+	a.Release()
 	_, d, _ = c.Acquire(context.Background(), "k")
 	require.True(t, d.Allowed)
 	_, d, _ = c.Acquire(context.Background(), "k")
@@ -190,12 +197,12 @@ func TestConcurrencyRetryAfter(t *testing.T) {
 	assert.Equal(t, time.Second, d.RetryAfter)
 	assert.Equal(t, time.Second, d.ResetAfter)
 	clk.Advance(4500 * time.Millisecond)
-	rel()
+	rel.Release()
 	rel, _, _ = c.Acquire(context.Background(), "k")
 	_, d, _ = c.Acquire(context.Background(), "k")
 	assert.Equal(t, 5*time.Second, d.RetryAfter, "mean hold 4.5 s rounds up to 5 s")
 	clk.Advance(1004500 * time.Millisecond) // mean += (1004.5-4.5)/8 = 129.5 s
-	rel()
+	rel.Release()
 	_, _, _ = c.Acquire(context.Background(), "k")
 	_, d, _ = c.Acquire(context.Background(), "k")
 	assert.Equal(t, 20*time.Second, d.RetryAfter, "capped by the lease")
@@ -220,7 +227,7 @@ func TestConcurrencyFailMode(t *testing.T) {
 	require.ErrorAs(t, err, &se)
 	assert.True(t, d.Allowed)
 	assert.True(t, d.Degraded)
-	rel()
+	rel.Release()
 	closed := newConc(t, st, core.NewManualClock(t0), core.ConcurrencyPolicy{Name: "c", Max: 1, FailMode: core.FailClosed})
 	_, d, err = closed.Acquire(context.Background(), "k")
 	require.ErrorAs(t, err, &se)
@@ -282,10 +289,119 @@ func TestConcurrencyObserverInFlight(t *testing.T) {
 	_, d, _ := c.Acquire(context.Background(), "k")
 	require.False(t, d.Allowed)
 	assert.Equal(t, 2, o.n["obs"])
-	a()
-	a()
+	a.Release()
+	a.Release()
 	assert.Equal(t, 1, o.n["obs"])
-	b()
+	b.Release()
 	assert.Equal(t, 0, o.n["obs"])
 	assert.Equal(t, "in_flight", core.EventInFlight.String())
+}
+
+// TestConcurrencySlotReleaseOnce: a Slot's Release frees its slot once,
+// whichever of its copies calls it and however many goroutines do, also
+// after its handle went to the next holder.
+func TestConcurrencySlotReleaseOnce(t *testing.T) {
+	store := memstore.MustNew()
+	defer store.Close()
+	o := &countObserver{n: map[string]int{}}
+	c, err := core.NewConcurrency(store, core.ConcurrencyPolicy{Name: "once", Max: 1}, core.WithObserver(o), core.WithClock(core.NewManualClock(t0)))
+	require.NoError(t, err)
+	ctx := context.Background()
+	a, d, _ := c.Acquire(ctx, "k")
+	require.True(t, d.Allowed)
+	copyOfA := a
+	a.Release()
+	for i := 0; i < 3; i++ {
+		b, d, _ := c.Acquire(ctx, "k") // may reuse a's handle
+		require.True(t, d.Allowed, "round %d", i)
+		a.Release()
+		copyOfA.Release()
+		_, d, _ = c.Acquire(ctx, "k")
+		require.False(t, d.Allowed, "round %d: a stale Slot released the next holder's slot", i)
+		b.Release()
+	}
+	// many goroutines release copies of one Slot at once: one release
+	s, d, _ := c.Acquire(ctx, "k")
+	require.True(t, d.Allowed)
+	other, _, _ := c.Acquire(ctx, "j")
+	var wg sync.WaitGroup
+	for g := 0; g < 16; g++ {
+		wg.Add(1)
+		go func(s core.Slot) {
+			defer wg.Done()
+			s.Release()
+		}(s)
+	}
+	wg.Wait()
+	assert.Equal(t, 1, o.n["once"], "the observer saw the slot given back more than once")
+	_, d, _ = c.Acquire(ctx, "j")
+	require.False(t, d.Allowed, "releases of k's slot freed j's")
+	other.Release()
+	core.Slot{}.Release() // the zero Slot holds nothing
+	assert.Equal(t, 0, o.n["once"])
+}
+
+// TestConcurrencyEmbeddedHasNoLease: on the embedded store a slot is held
+// until it is released, however long that takes, and no renewal timer
+// runs.
+func TestConcurrencyEmbeddedHasNoLease(t *testing.T) {
+	store := memstore.MustNew()
+	defer store.Close()
+	clk := core.NewManualClock(t0)
+	c := newConc(t, store, clk, core.ConcurrencyPolicy{Name: "nolease", Max: 1, Lease: time.Second})
+	s, d, _ := c.Acquire(context.Background(), "k")
+	require.True(t, d.Allowed)
+	assert.Equal(t, core.Limit{Requests: 1, Window: time.Second}, d.Limit)
+	assert.False(t, c.RenewArmed(), "a renewal timer for an embedded slot")
+	clk.Advance(time.Hour)
+	_, d, _ = c.Acquire(context.Background(), "k")
+	require.False(t, d.Allowed, "an embedded slot expired while held")
+	assert.Equal(t, time.Second, d.RetryAfter)
+	s.Release()
+	_, d, _ = c.Acquire(context.Background(), "k")
+	require.True(t, d.Allowed)
+	assert.False(t, c.RenewArmed())
+}
+
+// TestConcurrencyNoLeakOnDenialOrPanic: denials take nothing, and a
+// holder that panics gives its slot back through its deferred Release:
+// afterwards exactly Max slots are free again.
+func TestConcurrencyNoLeakOnDenialOrPanic(t *testing.T) {
+	store := memstore.MustNew()
+	defer store.Close()
+	c := newConc(t, store, core.NewManualClock(t0), core.ConcurrencyPolicy{Name: "leak", Max: 3})
+	ctx := context.Background()
+	var held []core.Slot
+	for i := 0; i < 3; i++ {
+		s, d, _ := c.Acquire(ctx, "k")
+		require.True(t, d.Allowed)
+		held = append(held, s)
+	}
+	for i := 0; i < 100; i++ {
+		s, d, _ := c.Acquire(ctx, "k")
+		require.False(t, d.Allowed)
+		s.Release() // the zero Slot: nothing
+	}
+	for _, s := range held {
+		s.Release()
+	}
+	work := func() {
+		s, d, _ := c.Acquire(ctx, "k")
+		require.True(t, d.Allowed)
+		defer s.Release()
+		panic("handler failed")
+	}
+	for i := 0; i < 10; i++ {
+		func() {
+			defer func() { _ = recover() }()
+			work()
+		}()
+	}
+	for i := 0; i < 3; i++ {
+		_, d, _ := c.Acquire(ctx, "k")
+		require.True(t, d.Allowed, "slot %d leaked", i)
+		assert.Equal(t, int64(2-i), d.Remaining)
+	}
+	_, d, _ := c.Acquire(ctx, "k")
+	require.False(t, d.Allowed, "more than Max after denials and panics")
 }

@@ -38,7 +38,7 @@ type Result struct {
 	now      time.Time // when the decision was taken, for epoch headers; zero: read the clock
 	chk      *check    // the primary check's tier or override (policies_engine.go), nil for checks[0]
 	out      *outcome  // what to charge once the response is known (policies_engine.go)
-	release  func()    // WithConcurrency: gives the held slot back (inflight.go)
+	slot     core.Slot // WithConcurrency: the held slot, given back by releaseHeld (inflight.go)
 	ident    string    // the primary check's client key from its WithKey function (Identity)
 	refused  uint16    // ReasonRefused: the keyfuncs.Refusal's status
 	refusal  string    // ReasonRefused: its Detail

@@ -46,7 +46,7 @@ func (e *Engine) initConcurrency() {
 
 // decideHeld is decide under WithConcurrency: take a slot of the primary
 // key, then decide the rate checks, giving the slot back unless the
-// request passed (res.release then holds it until Outcome).
+// request passed (res.slot then holds it until Outcome).
 func (e *Engine) decideHeld(ctx context.Context, req keyfuncs.Request, res *Result) {
 	if e.cfg.skip != nil && e.cfg.skip(req) {
 		res.Action = Skip
@@ -59,7 +59,7 @@ func (e *Engine) decideHeld(ctx context.Context, req keyfuncs.Request, res *Resu
 		e.decideRate(ctx, req, res)
 		return
 	}
-	release, d, err := e.cfg.conc.Acquire(ctx, key)
+	slot, d, err := e.cfg.conc.Acquire(ctx, key)
 	if !d.Allowed {
 		res.Decision = d
 		e.finish(ctx, res, err)
@@ -70,10 +70,10 @@ func (e *Engine) decideHeld(ctx context.Context, req keyfuncs.Request, res *Resu
 	}
 	e.decideRate(ctx, req, res)
 	if res.Action != Pass {
-		release()
+		slot.Release()
 		return
 	}
-	res.release = release
+	res.slot = slot
 	if err != nil {
 		res.Degraded = true
 	} else if !res.decided || d.Remaining < res.Decision.Remaining {
@@ -89,8 +89,7 @@ func (e *Engine) decideRate(ctx context.Context, req keyfuncs.Request, res *Resu
 
 // releaseHeld gives back the slot res holds, if any.
 func releaseHeld(res *Result) {
-	if r := res.release; r != nil {
-		res.release = nil
-		r()
-	}
+	s := res.slot
+	res.slot = core.Slot{}
+	s.Release()
 }

@@ -66,7 +66,7 @@ func TestConcurrencyRateDenialHoldsNothing(t *testing.T) {
 	rel, d, err := c.Acquire(context.Background(), "GET /export|203.0.113.7")
 	require.NoError(t, err)
 	require.True(t, d.Allowed, "a rate denial kept its slot")
-	rel()
+	rel.Release()
 }
 
 // TestWithConcurrencyNil and an adapter that reports no outcome are

@@ -19,18 +19,18 @@ func TestInFlightGauge(t *testing.T) {
 	defer store.Close()
 	c, err := core.NewConcurrency(store, core.ConcurrencyPolicy{Name: "exports", Max: 3}, core.WithObserver(m))
 	require.NoError(t, err)
-	var rels []func()
+	var rels []core.Slot
 	for i := 0; i < 4; i++ {
 		rel, _, _ := c.Acquire(context.Background(), "alice")
 		rels = append(rels, rel)
 	}
 	series := map[string]string{"policy": "exports"}
 	assert.Equal(t, 3.0, gauge(t, reg, "limitkit_in_flight", series))
-	rels[0]()
-	rels[0]()
+	rels[0].Release()
+	rels[0].Release()
 	assert.Equal(t, 2.0, gauge(t, reg, "limitkit_in_flight", series))
 	for _, r := range rels {
-		r()
+		r.Release()
 	}
 	assert.Equal(t, 0.0, gauge(t, reg, "limitkit_in_flight", series))
 }

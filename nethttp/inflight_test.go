@@ -114,8 +114,8 @@ func TestConcurrencyWithRateLimit(t *testing.T) {
 	u, err := lim.Peek(ctx, "exports|alice")
 	require.NoError(t, err)
 	assert.Equal(t, int64(2), u.Remaining, "a concurrency denial charged the rate limit (a fresh key leaves 2 after one more)")
-	r1()
-	r2()
+	r1.Release()
+	r2.Release()
 	for i := 0; i < 3; i++ {
 		w := get(h, ctx, "")
 		require.Equal(t, http.StatusOK, w.Code)
@@ -129,6 +129,6 @@ func TestConcurrencyWithRateLimit(t *testing.T) {
 	require.True(t, d.Allowed)
 	b, d, _ := conc.Acquire(ctx, "exports|alice")
 	require.True(t, d.Allowed, "a rate denial leaked a slot")
-	a()
-	b()
+	a.Release()
+	b.Release()
 }

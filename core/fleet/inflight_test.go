@@ -29,7 +29,7 @@ func TestConcurrencyThroughTier(t *testing.T) {
 	require.True(t, d.Allowed)
 	_, d, _ = a.Acquire(ctx, "k")
 	require.False(t, d.Allowed, "the tiers did not share the remote's slots")
-	ra()
+	ra.Release()
 	_, d, _ = b.Acquire(ctx, "k")
 	require.True(t, d.Allowed, "a release through a tier did not reach the remote")
 

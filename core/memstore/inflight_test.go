@@ -68,7 +68,7 @@ func BenchmarkConcurrencyAcquireRelease(b *testing.B) {
 		b.ReportAllocs()
 		for i := 0; i < b.N; i++ {
 			rel, _, _ := conc.Acquire(ctx, "user-1")
-			rel()
+			rel.Release()
 		}
 	})
 	var next atomic.Int64
@@ -87,7 +87,7 @@ func BenchmarkConcurrencyAcquireRelease(b *testing.B) {
 			k := "user-" + strconv.FormatInt(next.Add(1), 10)
 			for pb.Next() {
 				rel, _, _ := conc.Acquire(ctx, k)
-				rel()
+				rel.Release()
 			}
 		})
 	})

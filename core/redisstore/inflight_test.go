@@ -47,7 +47,7 @@ func TestConcurrencyRedisExact(t *testing.T) {
 			ctx := context.Background()
 			for round := 0; round < 2; round++ {
 				var mu sync.Mutex
-				var rels []func()
+				var rels []core.Slot
 				var wg sync.WaitGroup
 				start := make(chan struct{})
 				for g := 0; g < 48; g++ {
@@ -68,7 +68,7 @@ func TestConcurrencyRedisExact(t *testing.T) {
 				wg.Wait()
 				require.Len(t, rels, 3, "round %d", round)
 				for _, r := range rels {
-					r()
+					r.Release()
 				}
 			}
 			var running, peak, admitted atomic.Int64
@@ -88,7 +88,7 @@ func TestConcurrencyRedisExact(t *testing.T) {
 						for m := peak.Load(); n > m && !peak.CompareAndSwap(m, n); m = peak.Load() {
 						}
 						running.Add(-1)
-						rel()
+						rel.Release()
 					}
 				}(cs[g%4])
 			}
@@ -131,7 +131,7 @@ func TestConcurrencyRedisLease(t *testing.T) {
 			clk.Advance(time.Millisecond)
 			rel, d, _ := other.Acquire(ctx, "k")
 			require.True(t, d.Allowed, "the crashed holder's slot did not come back at the end of its lease")
-			rel()
+			rel.Release()
 			_, d, _ = crashed.Acquire(ctx, "k")
 			require.True(t, d.Allowed)
 
