@@ -41,10 +41,12 @@ func retryAfterSeconds(d time.Duration) (secs int64, ok bool) {
 // maxEpochOffset caps the reset instant so that Unix seconds never overflow.
 const maxEpochOffset = 100 * 366 * 24 * time.Hour
 
-// epochSeconds is the Unix time, in whole seconds rounded up, of now + d.
+// epochSeconds is the Unix time, in whole seconds rounded up, of now + d,
+// now in whole microseconds as the stores decide (see the HTTP adapters'
+// respond.EpochSeconds).
 func epochSeconds(now time.Time, d time.Duration) int64 {
 	d = min(max(d, 0), maxEpochOffset)
-	ns := int64(now.Nanosecond()) + int64(d)
+	ns := int64(now.Nanosecond())/1000*1000 + int64(d)
 	sec := now.Unix() + ns/int64(time.Second)
 	if ns%int64(time.Second) != 0 {
 		sec++

@@ -349,10 +349,14 @@ func RetryAfterSeconds(d time.Duration) (secs int64, ok bool) {
 const maxEpochOffset = 100 * 366 * 24 * time.Hour
 
 // EpochSeconds is the Unix time, in whole seconds rounded up, of now + d:
-// the instant at which a quota that resets in d is full again.
+// the instant at which a quota that resets in d is full again. now counts
+// in whole microseconds, as the stores decide (now.UnixMicro(), the Redis
+// server's TIME): a reset that falls on a second (a calendar period's
+// midnight, a fixed window's boundary) is that second, not the next one
+// because of the reading's nanoseconds.
 func EpochSeconds(now time.Time, d time.Duration) int64 {
 	d = min(max(d, 0), maxEpochOffset)
-	ns := int64(now.Nanosecond()) + int64(d) // below 2^63: one division
+	ns := int64(now.Nanosecond())/1000*1000 + int64(d) // below 2^63: one division
 	sec := now.Unix() + ns/int64(time.Second)
 	if ns%int64(time.Second) != 0 {
 		sec++

@@ -49,7 +49,15 @@ func TestRetryAfterSeconds(t *testing.T) {
 func TestEpochSeconds(t *testing.T) {
 	t0 := time.Unix(1_700_000_000, 0)
 	assert.Equal(t, int64(1_700_000_000), EpochSeconds(t0, 0))
-	assert.Equal(t, int64(1_700_000_001), EpochSeconds(t0.Add(time.Nanosecond), 0), "rounded up")
+	assert.Equal(t, int64(1_700_000_001), EpochSeconds(t0.Add(time.Microsecond), 0), "rounded up")
+	assert.Equal(t, int64(1_700_000_000), EpochSeconds(t0.Add(999*time.Nanosecond), 0), "the stores' microseconds")
+	// a reset on a second (a calendar period's midnight), d worked out by
+	// a store from the reading in whole microseconds, as memstore and
+	// Redis do: exactly that second, whatever the reading's nanoseconds
+	now := time.Unix(1_795_931_731, 456_789_123)
+	boundary := time.Unix(1_796_079_600, 0)
+	d := time.Duration(boundary.UnixMicro()-now.UnixMicro()) * time.Microsecond
+	assert.Equal(t, boundary.Unix(), EpochSeconds(now, d), "a boundary is its own second")
 	assert.Equal(t, int64(1_700_000_030), EpochSeconds(t0, 30*time.Second))
 	assert.Equal(t, int64(1_700_000_031), EpochSeconds(t0.Add(500*time.Millisecond), 30*time.Second+time.Millisecond))
 	assert.Equal(t, int64(1_700_000_000), EpochSeconds(t0, -time.Hour), "negative is now")
@@ -57,8 +65,8 @@ func TestEpochSeconds(t *testing.T) {
 	assert.Equal(t, t0.Add(maxEpochOffset).Unix(), big, "capped, no overflow")
 }
 
-// TestEpochSecondsCeil: EpochSeconds is now + d rounded up to the
-// second, as time's own arithmetic computes it, for instants and
+// TestEpochSecondsCeil: EpochSeconds is now (in whole microseconds) + d
+// rounded up to the second, as time's own arithmetic computes it, for instants and
 // durations on both sides of a second's boundary.
 func TestEpochSecondsCeil(t *testing.T) {
 	nanos := []int{0, 1, 499_999_999, 500_000_000, 999_999_999}
@@ -67,7 +75,8 @@ func TestEpochSecondsCeil(t *testing.T) {
 	for _, ns := range nanos {
 		now := time.Unix(1_700_000_000, int64(ns))
 		for _, d := range ds {
-			end := now.Add(d)
+			// the stores decide in whole microseconds of now
+			end := time.Unix(now.Unix(), int64(ns/1000*1000)).Add(d)
 			want := end.Unix()
 			if end.Nanosecond() != 0 {
 				want++
