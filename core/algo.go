@@ -167,16 +167,6 @@ func (p *Policy) Decide(state []int64, now, cost int64) Decision {
 	return c.Decide(state, now, cost)
 }
 
-// For store implementers: ExpiresAt is Compile followed by
-// Compiled.ExpiresAt; 0 for an invalid policy.
-func (p *Policy) ExpiresAt(state []int64, now int64) int64 {
-	c, err := p.Compile()
-	if err != nil {
-		return 0
-	}
-	return c.ExpiresAt(state, now)
-}
-
 // For store implementers: Decide applies cost at now (µs since the Unix
 // epoch) to state, a key's
 // state (len(state) == StateWords(); all zero for a new key), and returns
