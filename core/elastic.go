@@ -397,9 +397,6 @@ func (c *Compiled) Refund(state []int64, now, cost int64) bool {
 	return true
 }
 
-// Limiter returns the Limiter the capacity is drawn from.
-func (c *CapacityLimit) Limiter() *Limiter { return c.limiter }
-
 // InFlight counts the requests a service is handling: the load that
 // [LoadBelow] compares with a threshold. The adapters count into it when
 // configured with httplimit.WithInFlight (Enter before deciding, Exit when
