@@ -11,7 +11,7 @@ import "time"
 // counter's weighted estimate) is written with explicit conversions so the
 // compiler cannot fuse it, and in the same order as the Lua port.
 //
-// Per-key state is a []int64 of Policy.StateWords() words, zero meaning
+// Per-key state is a []int64 of Compiled.StateWords() words, zero meaning
 // "fresh key"; each limit owns a consecutive run of words:
 //
 //	GCRA                 1 word:  tat, the theoretical arrival time (µs)
@@ -145,37 +145,6 @@ func (c *Compiled) Policy() *Policy { return &c.p }
 // For store implementers: StateWords is the number of int64 words of
 // per-key state the policy needs.
 func (c *Compiled) StateWords() int { return c.words }
-
-// For store implementers: StateWords is the number of int64 words of
-// per-key state p needs; 0 for an invalid policy.
-func (p *Policy) StateWords() int {
-	c, err := p.Compile()
-	if err != nil {
-		return 0
-	}
-	return c.words
-}
-
-// For store implementers (and tests): Decide is Compile followed by
-// Compiled.Decide, for one-off use; stores compile once. It panics on an
-// invalid policy. Applications decide through a [Limiter].
-func (p *Policy) Decide(state []int64, now, cost int64) Decision {
-	c, err := p.Compile()
-	if err != nil {
-		panic(err)
-	}
-	return c.Decide(state, now, cost)
-}
-
-// For store implementers: ExpiresAt is Compile followed by
-// Compiled.ExpiresAt; 0 for an invalid policy.
-func (p *Policy) ExpiresAt(state []int64, now int64) int64 {
-	c, err := p.Compile()
-	if err != nil {
-		return 0
-	}
-	return c.ExpiresAt(state, now)
-}
 
 // For store implementers: Decide applies cost at now (µs since the Unix
 // epoch) to state, a key's

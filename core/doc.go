@@ -38,7 +38,7 @@
 //   - A denied request consumes nothing, unless the policy sets CountDenied.
 //   - [Decision.RetryAfter] is exact: the earliest moment the same request
 //     would be allowed if nothing else is consumed, or [Never].
-//   - Time is a parameter: [Policy.Decide] takes now in microseconds; only
+//   - Time is a parameter: [Compiled.Decide] takes now in microseconds; only
 //     the [Limiter] reads a [Clock].
 //   - A store failure is not a denial: the Limiter applies the policy's
 //     [FailMode] within a per-call deadline and returns a [*StoreError].

@@ -193,8 +193,8 @@ func (c *Compiled) room(state []int64, now, cost int64) bool {
 	return true
 }
 
-// DecideElastic is DecideElasticTo returning the decision.
-func (c *Compiled) DecideElastic(state []int64, now, cost int64) (d Decision) {
+// decideElastic is DecideElasticTo returning the decision (for tests).
+func (c *Compiled) decideElastic(state []int64, now, cost int64) (d Decision) {
 	c.DecideElasticTo(&d, state, now, cost)
 	return d
 }
@@ -396,9 +396,6 @@ func (c *Compiled) Refund(state []int64, now, cost int64) bool {
 	}
 	return true
 }
-
-// Limiter returns the Limiter the capacity is drawn from.
-func (c *CapacityLimit) Limiter() *Limiter { return c.limiter }
 
 // InFlight counts the requests a service is handling: the load that
 // [LoadBelow] compares with a threshold. The adapters count into it when

@@ -223,7 +223,7 @@ func TestElasticAgainstReferenceModels(t *testing.T) {
 						require.False(t, wantOK, "seed %d step %d %+v", seed, i, e)
 						continue
 					}
-					ed := c.DecideElastic(st, e.at, e.cost)
+					ed := c.decideElastic(st, e.at, e.cost)
 					require.Equal(t, wantOK, ed.Allowed, "seed %d step %d %+v: elastic admission", seed, i, e)
 					require.Equal(t, wantEl, ed.Elastic, "seed %d step %d %+v", seed, i, e)
 					require.Zero(t, ed.Remaining)
@@ -260,7 +260,7 @@ func TestElasticCeilingInvariants(t *testing.T) {
 				for _, e := range genEvents(rng, 300) {
 					d := c.Decide(st, e.at, e.cost)
 					if !d.Allowed && d.ElasticRoom {
-						d = c.DecideElastic(st, e.at, e.cost)
+						d = c.decideElastic(st, e.at, e.cost)
 					}
 					if d.Allowed && e.cost > 0 {
 						adm = append(adm, e)
@@ -326,7 +326,7 @@ func TestElasticMultiLimit(t *testing.T) {
 			require.False(t, d.Allowed)
 			require.True(t, d.ElasticRoom)
 			for i := 0; i < 4; i++ {
-				e := c.DecideElastic(st, now, 1)
+				e := c.decideElastic(st, now, 1)
 				require.True(t, e.Allowed, "elastic %d", i)
 				require.True(t, e.Elastic)
 				require.Equal(t, p.Limits[1], e.Limit, "the per-minute limit is the exhausted one")
@@ -336,7 +336,7 @@ func TestElasticMultiLimit(t *testing.T) {
 			d = c.Decide(st, now, 1)
 			require.False(t, d.Allowed)
 			require.False(t, d.ElasticRoom)
-			require.False(t, c.DecideElastic(st, now, 1).Allowed)
+			require.False(t, c.decideElastic(st, now, 1).Allowed)
 			// a minute later: 4 nominal per-minute, but the hourly has 2
 			// nominal left, then the hourly ceiling 20 − 8 = 12 elastic
 			now += time.Minute.Microseconds()
@@ -347,7 +347,7 @@ func TestElasticMultiLimit(t *testing.T) {
 			for i := 0; i < 10; i++ {
 				d := c.Decide(st, now, 1)
 				if !d.Allowed && d.ElasticRoom {
-					d = c.DecideElastic(st, now, 1)
+					d = c.decideElastic(st, now, 1)
 				}
 				if d.Allowed {
 					got++

@@ -12,8 +12,8 @@ const (
 	// MaxTiers bounds the named tiers of a Tiers (the default not
 	// counted): every tier is a policy the store keeps state for.
 	MaxTiers = 16
-	// MaxOverrides bounds the per-key overrides of a Tiers.
-	MaxOverrides = 1024
+	// maxOverrides bounds the per-key overrides of a Tiers.
+	maxOverrides = 1024
 )
 
 // Tiers chooses, per request, which of several limiters of one endpoint
@@ -30,7 +30,7 @@ const (
 // pro) starts on the new tier's quota, full, and finds its old tier's
 // state again only if it moves back before that state expires. The tier
 // is only looked up, never written into a store key, so a client choosing
-// its tier (a header) can reach at most the 1 + MaxTiers + MaxOverrides
+// its tier (a header) can reach at most the 1 + MaxTiers + 1024
 // policies configured here; which tier source is safe to trust is the
 // caller's choice (a verified claim is; a client-set header is not).
 //
@@ -44,7 +44,7 @@ type Tiers struct {
 
 // NewTiers returns the Tiers of default limiter def, the named tiers
 // (tier name → limiter; at most [MaxTiers], names not empty) and the
-// overrides (client key → limiter; at most [MaxOverrides], keys not
+// overrides (client key → limiter; at most 1024, keys not
 // empty). It fails on a nil limiter and on two limiters (default, tiers,
 // overrides) with one policy name: their counters would mix. The maps are
 // copied.
@@ -55,8 +55,8 @@ func NewTiers(def *Limiter, tiers, overrides map[string]*Limiter) (*Tiers, error
 	if len(tiers) > MaxTiers {
 		return nil, fmt.Errorf("core: NewTiers: %d tiers, at most %d (each is a policy with its own state)", len(tiers), MaxTiers)
 	}
-	if len(overrides) > MaxOverrides {
-		return nil, fmt.Errorf("core: NewTiers: %d overrides, at most %d", len(overrides), MaxOverrides)
+	if len(overrides) > maxOverrides {
+		return nil, fmt.Errorf("core: NewTiers: %d overrides, at most %d", len(overrides), maxOverrides)
 	}
 	t := &Tiers{def: def, tiers: make(map[string]*Limiter, len(tiers)), overrides: make(map[string]*Limiter, len(overrides))}
 	owner := map[string]string{def.Policy().Name: "the default"}

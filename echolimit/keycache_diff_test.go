@@ -26,7 +26,7 @@ type myCtx struct{ echo.Context }
 func TestCachedKeyEqualsGeneralPath(t *testing.T) {
 	st := &keytest.Rec{}
 	lim := core.MustNewLimiter(st, core.Policy{Name: "p", Limits: []core.Limit{core.Per(1<<30, time.Hour)}})
-	cached, general := New(lim), New(lim, httplimit.WithScopeFunc(httplimit.DefaultScope))
+	cached, general := New(lim), New(lim, httplimit.WithScopeFunc(keytest.Scope))
 	total := 0
 	for cfg := 0; cfg < 4; cfg++ {
 		e := echo.New()

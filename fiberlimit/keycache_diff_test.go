@@ -24,7 +24,7 @@ import (
 func TestCachedKeyEqualsGeneralPath(t *testing.T) {
 	st := &keytest.Rec{}
 	lim := core.MustNewLimiter(st, core.Policy{Name: "p", Limits: []core.Limit{core.Per(1<<30, time.Hour*24*365)}})
-	cached, general := New(lim), New(lim, httplimit.WithScopeFunc(httplimit.DefaultScope))
+	cached, general := New(lim), New(lim, httplimit.WithScopeFunc(keytest.Scope))
 	configs := []fiber.Config{{}, {CaseSensitive: true}, {StrictRouting: true}, {UnescapePath: true}, {CaseSensitive: true, StrictRouting: true, UnescapePath: true}}
 	var hs []fasthttp.RequestHandler
 	var apps []*fiber.App

@@ -25,7 +25,7 @@ func TestCachedKeyEqualsGeneralPath(t *testing.T) {
 	gin.SetMode(gin.ReleaseMode)
 	st := &keytest.Rec{}
 	lim := core.MustNewLimiter(st, core.Policy{Name: "p", Limits: []core.Limit{core.Per(1<<30, time.Hour)}})
-	cached, general := New(lim), New(lim, httplimit.WithScopeFunc(httplimit.DefaultScope))
+	cached, general := New(lim), New(lim, httplimit.WithScopeFunc(keytest.Scope))
 	total, keyed := 0, 0
 	for _, cfg := range []int{0, 1, 2, 3} {
 		e := gin.New()

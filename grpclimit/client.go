@@ -57,10 +57,10 @@ func WithMaxWait(d time.Duration) ClientOption {
 	}
 }
 
-// WithSleep replaces the wait between attempts (default: a timer, cut
+// withSleep replaces the wait between attempts (default: a timer, cut
 // short when ctx is done). sleep returns nil once d has passed, or ctx's
-// error; tests pass one that advances a manual clock.
-func WithSleep(sleep func(ctx context.Context, d time.Duration) error) ClientOption {
+// error; tests pass one that advances a manual clock (export_test.go).
+func withSleep(sleep func(ctx context.Context, d time.Duration) error) ClientOption {
 	return func(o *clientOptions) {
 		if sleep != nil {
 			o.sleep = sleep

@@ -149,8 +149,9 @@
 // suite, package httplimit/adaptertest, fails an adapter that hands such
 // a route one quota per method. Run it from a test of the adapter
 // (adaptertest.Run(t, harness)). The adapters of this module use them; a test
-// comparing a view with and without them ([DefaultScope] keys as the
-// default scope without the cache) keeps them honest. An adapter may
+// comparing a view with and without them (a [WithScopeFunc] that
+// returns the default scope, [RouteScope] of the view's method and
+// route, keys as the default without the key cache) keeps them honest. An adapter may
 // also read its request's KeyParts itself, without an interface call,
 // and decide with [Engine.DecidePartsInto] when [Engine.PartsKeyed] says
 // the engine's keys are a function of them (the default key and scope):

@@ -167,9 +167,9 @@ func newEngine(a *Adapter, lim *core.Limiter, opts []Option) (*Engine, error) {
 	return e, nil
 }
 
-// Clock returns the engine's clock: [WithClock]'s, else the primary
+// clock returns the engine's clock: [WithClock]'s, else the primary
 // limiter's.
-func (e *Engine) Clock() core.Clock { return e.cfg.clock }
+func (e *Engine) clock() core.Clock { return e.cfg.clock }
 
 // InFlight returns the [WithInFlight] counter, or nil. The adapter calls
 // its Enter before DecideInto and its Exit when the rest of the chain has

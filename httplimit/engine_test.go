@@ -119,7 +119,7 @@ func TestDefaults(t *testing.T) {
 	assert.Equal(t, ResetEpoch, e.cfg.reset)
 	assert.Equal(t, NoKeyFallback, e.cfg.noKey)
 	assert.Equal(t, http.StatusTooManyRequests, e.cfg.status)
-	assert.Equal(t, core.Clock(clk), e.Clock())
+	assert.Equal(t, core.Clock(clk), e.clock())
 
 	res := e.Decide(context.Background(), httpReq("GET", "GET /users/{id}", "[2001:db8::1]:9"))
 	assert.Equal(t, "GET /users/{id}|2001:db8::/64", st.last())

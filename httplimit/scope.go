@@ -50,16 +50,6 @@ func NormalMethod(m string) string {
 	return "OTHER"
 }
 
-// DefaultScope is the scope an engine without WithScope or WithScopeFunc
-// gives req, as a scope function: a middleware built with
-// WithScopeFunc(DefaultScope) keys exactly as the default one but never
-// uses the key cache, so tests can compare the two.
-func DefaultScope(req keyfuncs.Request) string {
-	var e Engine
-	var b [128]byte
-	return string(e.appendScope(b[:0], req))
-}
-
 // appendScope appends the key namespace: the fixed scope, the scope
 // function's result, or by default "METHOD route" ("GET /users/:id"). A
 // route that already names its method or a host (net/http's

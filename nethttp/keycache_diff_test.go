@@ -20,7 +20,7 @@ import (
 func TestCachedKeyEqualsGeneralPath(t *testing.T) {
 	st := &keytest.Rec{}
 	lim := core.MustNewLimiter(st, core.Policy{Name: "p", Limits: []core.Limit{core.Per(1<<30, time.Hour)}})
-	cached, general := nethttp.New(lim), nethttp.New(lim, httplimit.WithScopeFunc(httplimit.DefaultScope))
+	cached, general := nethttp.New(lim), nethttp.New(lim, httplimit.WithScopeFunc(keytest.Scope))
 	nop := http.HandlerFunc(func(http.ResponseWriter, *http.Request) {})
 	both := func(h http.Handler) http.Handler { return cached(general(h)) }
 	mux := http.NewServeMux()

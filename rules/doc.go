@@ -63,7 +63,7 @@
 // is reported at once, in line order, with its line, the rule's index and
 // name, the field and what to fix; see [Error]. A syntax error or a value
 // of the wrong type stops the load before the rules are checked. Files are
-// at most [MaxFileSize]; loading time is linear in the number of rules.
+// at most 4 MiB; loading time is linear in the number of rules.
 // Each rule's policy is checked with
 // [core.Policy.Validate] at load time, so a Set that loaded has only valid
 // policies. Rules that would tie on every precedence criterion below for

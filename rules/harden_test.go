@@ -252,7 +252,7 @@ func TestManyRulesLoad(t *testing.T) {
 	for _, f := range []Format{YAML, JSON} {
 		t.Run(f.String(), func(t *testing.T) {
 			data := manyRules(f, n, false)
-			require.LessOrEqual(t, len(data), MaxFileSize)
+			require.LessOrEqual(t, len(data), maxFileSize)
 			s, err := Parse(data, f)
 			require.NoError(t, err)
 			assert.Len(t, s.Rules(), n)
@@ -344,13 +344,13 @@ func hostileFiles(size int) map[string][]byte {
 // TestHostileFiles: worst-case files end in an error (or load), capped at
 // maxErrors problems; BenchmarkParseHostile has the times.
 func TestHostileFiles(t *testing.T) {
-	size := MaxFileSize
+	size := maxFileSize
 	if testing.Short() || raceEnabled {
 		size /= 16 // the race detector makes the full size take half a minute
 	}
 	for name, data := range hostileFiles(size) {
 		t.Run(name, func(t *testing.T) {
-			require.LessOrEqual(t, len(data), MaxFileSize)
+			require.LessOrEqual(t, len(data), maxFileSize)
 			_, err := Parse(data, JSON)
 			if err != nil {
 				assert.LessOrEqual(t, strings.Count(err.Error(), "\n")+1, maxErrors)
@@ -360,7 +360,7 @@ func TestHostileFiles(t *testing.T) {
 }
 
 func BenchmarkParseHostile(b *testing.B) {
-	for name, data := range hostileFiles(MaxFileSize) {
+	for name, data := range hostileFiles(maxFileSize) {
 		b.Run(name, func(b *testing.B) {
 			b.ReportAllocs()
 			b.SetBytes(int64(len(data)))

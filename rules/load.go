@@ -32,8 +32,8 @@ func (f Format) String() string {
 	return "yaml"
 }
 
-// MaxFileSize bounds the size of a rules file the loaders accept.
-const MaxFileSize = 4 << 20
+// maxFileSize bounds the size of a rules file the loaders accept: 4 MiB.
+const maxFileSize = 4 << 20
 
 // maxErrors bounds how many problems one load reports.
 const maxErrors = 20
@@ -201,7 +201,7 @@ func lineOf(m []map[string]int, i int, field string) int {
 
 // LoadFile reads and validates a rules file: JSON when its name ends in
 // ".json", YAML otherwise. It reads with [ReadFile]: only a regular file,
-// of at most [MaxFileSize] bytes, within 5 seconds.
+// of at most 4 MiB, within 5 seconds.
 func LoadFile(path string) (*Set, error) {
 	data, err := ReadFile(path)
 	if err != nil {
@@ -223,10 +223,10 @@ func LoadFile(path string) (*Set, error) {
 // reported in line order with its line, the rule (index and name), the
 // field and what to fix; see [Error]. A syntax error, or a value of the
 // wrong type, ends the load before the rules are validated. Parse takes
-// time and memory linear in len(data), at most [MaxFileSize].
+// time and memory linear in len(data), at most 4 MiB.
 func Parse(data []byte, format Format) (*Set, error) {
-	if len(data) > MaxFileSize {
-		return nil, &Error{Index: -1, Msg: fmt.Sprintf("file is larger than %d bytes", MaxFileSize)}
+	if len(data) > maxFileSize {
+		return nil, &Error{Index: -1, Msg: fmt.Sprintf("file is larger than %d bytes", maxFileSize)}
 	}
 	var (
 		doc fileDoc

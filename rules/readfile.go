@@ -29,7 +29,7 @@ var (
 var reading sync.Map
 
 // ReadFile reads a rules file for [LoadFile]: only a regular file (a
-// symbolic link to one is followed), of at most [MaxFileSize] bytes,
+// symbolic link to one is followed), of at most 4 MiB,
 // within 5 seconds. A FIFO, a device, a socket or a directory is
 // refused without being read (reading a FIFO blocks until a writer comes,
 // a device may never end), as is a larger file; the error says what was
@@ -61,7 +61,7 @@ func ReadFile(path string) ([]byte, error) {
 }
 
 // readRegular reads path when it is a regular file of at most
-// MaxFileSize bytes.
+// maxFileSize bytes.
 func readRegular(path string) ([]byte, error) {
 	fi, err := os.Stat(path)
 	if err != nil {
@@ -83,24 +83,24 @@ func readRegular(path string) ([]byte, error) {
 	if err := regular(path, fi); err != nil {
 		return nil, err
 	}
-	data, err := io.ReadAll(io.LimitReader(f, MaxFileSize+1))
+	data, err := io.ReadAll(io.LimitReader(f, maxFileSize+1))
 	if err != nil {
 		return nil, fmt.Errorf("rules: read %s: %w", path, err)
 	}
-	if len(data) > MaxFileSize {
-		return nil, fmt.Errorf("rules: %s: refused: larger than %d bytes (MaxFileSize)", path, MaxFileSize)
+	if len(data) > maxFileSize {
+		return nil, fmt.Errorf("rules: %s: refused: larger than %d bytes", path, maxFileSize)
 	}
 	return data, nil
 }
 
-// regular refuses what is not a regular file of at most MaxFileSize bytes.
+// regular refuses what is not a regular file of at most maxFileSize bytes.
 func regular(path string, fi fs.FileInfo) error {
 	m := fi.Mode()
 	if !m.IsRegular() {
 		return fmt.Errorf("rules: %s: refused: it is %s, not a regular file; write the rules to a regular file (atomically: write a temporary file, then rename it over this one)", path, fileKind(m))
 	}
-	if fi.Size() > MaxFileSize {
-		return fmt.Errorf("rules: %s: refused: %d bytes, larger than %d (MaxFileSize)", path, fi.Size(), MaxFileSize)
+	if fi.Size() > maxFileSize {
+		return fmt.Errorf("rules: %s: refused: %d bytes, larger than %d", path, fi.Size(), maxFileSize)
 	}
 	return nil
 }

@@ -52,7 +52,7 @@ func TestReloadRefusesFIFO(t *testing.T) {
 }
 
 // TestReadFileRefusesWhatIsNotARegularFile: directories, devices, files
-// above MaxFileSize, and a path whose earlier read has not returned.
+// above maxFileSize, and a path whose earlier read has not returned.
 func TestReadFileRefusesWhatIsNotARegularFile(t *testing.T) {
 	dir := t.TempDir()
 	_, err := ReadFile(dir)
@@ -64,7 +64,7 @@ func TestReadFileRefusesWhatIsNotARegularFile(t *testing.T) {
 	big := filepath.Join(dir, "big.yaml")
 	f, err := os.Create(big)
 	require.NoError(t, err)
-	require.NoError(t, f.Truncate(MaxFileSize+1))
+	require.NoError(t, f.Truncate(maxFileSize+1))
 	require.NoError(t, f.Close())
 	_, err = ReadFile(big)
 	assert.ErrorContains(t, err, "larger than")

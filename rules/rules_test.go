@@ -461,7 +461,7 @@ func TestLoadFile(t *testing.T) {
 	assert.Contains(t, err.Error(), "bad.yml: rules: line 3:")
 	_, err = LoadFile(filepath.Join(dir, "missing.yaml"))
 	require.Error(t, err)
-	big := make([]byte, MaxFileSize+1)
+	big := make([]byte, maxFileSize+1)
 	_, err = Parse(big, YAML)
 	assert.ErrorContains(t, err, "larger than")
 }

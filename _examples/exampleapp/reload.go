@@ -68,7 +68,7 @@ func checkWatch(cfg Config) error {
 }
 
 // readRules reads and parses a rules file as rules.LoadFile does (YAML,
-// or JSON for a .json name; at most rules.MaxFileSize bytes), and returns
+// or JSON for a .json name; at most 4 MiB), and returns
 // the content's hash.
 func readRules(path string) (*rules.Set, [sha256.Size]byte, error) {
 	var sum [sha256.Size]byte

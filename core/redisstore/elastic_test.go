@@ -101,7 +101,7 @@ func TestElasticDifferential(t *testing.T) {
 					// an elastic take straight away, as after a race in
 					// which the quota came back: within the limit it is
 					// not Elastic
-					want := c.DecideElastic(st, us, cost)
+					want := decideElastic(c, st, us, cost)
 					got, err := s.TakeElastic(ctx, key, p, now, cost)
 					require.NoError(t, err)
 					require.Equal(t, want, got, "step %d key %s now %d cost %d: direct elastic", step, key, us, cost)
@@ -125,7 +125,7 @@ func TestElasticDifferential(t *testing.T) {
 				if rng.IntN(4) == 0 {
 					continue
 				}
-				want = c.DecideElastic(st, us, cost)
+				want = decideElastic(c, st, us, cost)
 				got, err = s.TakeElastic(ctx, key, p, now, cost)
 				require.NoError(t, err)
 				require.Equal(t, want, got, "step %d key %s now %d cost %d: elastic", step, key, us, cost)
@@ -378,7 +378,7 @@ func TestElasticClockBack(t *testing.T) {
 				now := t0.Add(step.at)
 				var want, got core.Decision
 				if step.elastic {
-					want = c.DecideElastic(st, now.UnixMicro(), 1)
+					want = decideElastic(c, st, now.UnixMicro(), 1)
 					got, err = s.TakeElastic(ctx, "k", p, now, 1)
 				} else {
 					want = c.Decide(st, now.UnixMicro(), 1)
@@ -449,4 +449,11 @@ func TestRefund(t *testing.T) {
 	require.NoError(t, s.Refund(ctx, "k", &fw, at.Add(time.Minute), 100))
 	d, _ = s.Take(ctx, "k", &fw, at.Add(time.Minute), 0)
 	require.Equal(t, int64(10), d.Remaining, "both counts back to 0")
+}
+
+// decideElastic is core's model of an elastic take: DecideElasticTo
+// returning the decision.
+func decideElastic(c *core.Compiled, st []int64, now, cost int64) (d core.Decision) {
+	c.DecideElasticTo(&d, st, now, cost)
+	return d
 }

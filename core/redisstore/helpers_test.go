@@ -67,19 +67,26 @@ var epoch = time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
 
 // ref is the in-memory reference: core's Decide over a []int64 state.
 type ref struct {
-	p     *core.Policy
+	c     *core.Compiled
 	state map[string][]int64
 }
 
-func newRef(p *core.Policy) *ref { return &ref{p: p, state: map[string][]int64{}} }
+// newRef compiles p (a test's valid policy: it panics on an invalid one).
+func newRef(p *core.Policy) *ref {
+	c, err := p.Compile()
+	if err != nil {
+		panic(err)
+	}
+	return &ref{c: c, state: map[string][]int64{}}
+}
 
 func (r *ref) take(key string, now time.Time, cost int64) core.Decision {
 	st, ok := r.state[key]
 	if !ok {
-		st = make([]int64, r.p.StateWords())
+		st = make([]int64, r.c.StateWords())
 		r.state[key] = st
 	}
-	return r.p.Decide(st, max(now.UnixMicro(), 0), cost)
+	return r.c.Decide(st, max(now.UnixMicro(), 0), cost)
 }
 
 type atomicInt = atomic.Int64

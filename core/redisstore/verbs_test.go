@@ -25,14 +25,10 @@ import (
 func (r *ref) verb(v byte, key string, now time.Time, cost int64) core.Decision {
 	st, ok := r.state[key]
 	if !ok {
-		st = make([]int64, r.p.StateWords())
+		st = make([]int64, r.c.StateWords())
 		r.state[key] = st
 	}
-	c, err := r.p.Compile()
-	if err != nil {
-		panic(err)
-	}
-	return storetest.ApplyVerb(c, st, v, max(now.UnixMicro(), 0), cost, verbMaxWait.Microseconds())
+	return storetest.ApplyVerb(r.c, st, v, max(now.UnixMicro(), 0), cost, verbMaxWait.Microseconds())
 }
 
 const verbMaxWait = 5 * time.Second

@@ -10,7 +10,32 @@ import (
 	"time"
 
 	"github.com/limitkit/limitkit/core"
+	"github.com/limitkit/limitkit/httplimit"
+	"github.com/limitkit/limitkit/keyfuncs"
 )
+
+// Scope is the scope an engine without WithScope or WithScopeFunc gives
+// req, built from httplimit's public pieces (a net/http request and a
+// route that accepts every method scope by route alone, see
+// httplimit.RouteScope): a middleware built with
+// httplimit.WithScopeFunc(Scope) keys as the default one does but never
+// uses the key cache, so a test can compare the two. Were it to drift
+// from the engine's default scope, the comparing tests would fail.
+func Scope(req keyfuncs.Request) string {
+	route := req.Route()
+	// NormalMethod first: an empty request method is "OTHER" (not a route
+	// of every method, which is what RouteScope reads "" as).
+	method := httplimit.NormalMethod(req.Method())
+	switch r := req.(type) {
+	case keyfuncs.HTTPRequest:
+		method = ""
+	case httplimit.AnyMethodRouter:
+		if r.AnyMethod() {
+			method = ""
+		}
+	}
+	return httplimit.RouteScope(method, route)
+}
 
 // Rec is a core.Store that admits everything and records "policy#key"
 // for every Take. The zero value is ready; it is safe for concurrent use.
