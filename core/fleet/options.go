@@ -113,12 +113,12 @@ func WithMaxLease(n int64) Option {
 // WithMaxKeys bounds the local table: deny-cache and lease entries over all
 // policies (default 65,536). When full, an entry not used recently
 // is evicted (CLOCK); eviction only loses a cached denial or unused leased
-// units, it never admits more. An entry takes about 480 bytes of heap
+// units, it never admits more. An entry takes about 510 bytes of heap
 // (the entry, its map slot, its places in the CLOCK ring and the sync
 // list) plus its key (at most 512 bytes): the default table stays
-// below 33 MB plus the keys, 68 MB with hostile 512-byte keys (measured
-// at 30-32 MB and 63-65 MB after a flood of 100,000-150,000 distinct
-// keys; TestTableHeapBound). n >= 64.
+// below 36 MB plus the keys, 70 MB with hostile 512-byte keys (measured
+// at 33.5 MB and 67 MB after a flood of 100,000 distinct keys, since a
+// Limit carries its calendar period; TestTableHeapBound). n >= 64.
 func WithMaxKeys(n int) Option {
 	return func(c *config) {
 		if n < numShards || n > 1<<26 {
