@@ -102,7 +102,7 @@ func (p *Policy) Compile() (*Compiled, error) {
 			k.debtMax = ceil - k.capa
 		}
 		k.bl = k.w / k.n
-		if l.period != 0 {
+		if l.cal != nil {
 			k.cal = newCalendar(l)
 		}
 		k.off = c.words

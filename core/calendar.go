@@ -55,7 +55,7 @@ func PerCalendar(n int64, p Period, loc *time.Location) Limit {
 	if loc == nil {
 		loc = time.UTC
 	}
-	l := Limit{Requests: n, period: p, loc: loc}
+	l := Limit{Requests: n, cal: &calSpec{period: p, loc: loc}}
 	if p >= CalendarDay && p <= CalendarYear {
 		l.Window = periodWindows[p]
 	}
@@ -67,25 +67,51 @@ func PerCalendar(n int64, p Period, loc *time.Location) Limit {
 // outside Sunday..Saturday, or a week start on a limit that is not a
 // calendar week.
 func (l Limit) WithWeekStart(d time.Weekday) Limit {
-	if d < time.Sunday || d > time.Saturday {
-		l.weekStart = -1
-		return l
+	ws := int8(-1)
+	if d >= time.Sunday && d <= time.Saturday {
+		ws = int8((int(d) + 6) % 7)
 	}
-	l.weekStart = int8((int(d) + 6) % 7)
+	if l.cal == nil && ws == 0 {
+		return l // Monday on a duration window: nothing to record
+	}
+	c := calSpec{}
+	if l.cal != nil {
+		c = *l.cal // copy: the receiver's copies share its spec
+	}
+	c.weekStart = ws
+	l.cal = &c
 	return l
+}
+
+// calSpec is a calendar limit's period, zone and week start (days after
+// Monday; -1 invalid). A Limit holds it by pointer and never changes it
+// once made: copies of the Limit share it.
+type calSpec struct {
+	period    Period
+	loc       *time.Location
+	weekStart int8
+}
+
+// spec is l's calendar spec, or the zero one for a duration window.
+func (l Limit) spec() calSpec {
+	if l.cal == nil {
+		return calSpec{}
+	}
+	return *l.cal
 }
 
 // validateCalendar checks a calendar limit's period, zone, week start and
 // algorithm.
 func (l Limit) validateCalendar(alg Algorithm) error {
+	c := l.spec()
 	switch {
-	case l.period < CalendarDay || l.period > CalendarYear:
-		return fmt.Errorf("unknown calendar period %d (use core.CalendarDay, CalendarWeek, CalendarMonth or CalendarYear)", l.period)
-	case l.weekStart < 0:
+	case c.period < CalendarDay || c.period > CalendarYear:
+		return fmt.Errorf("unknown calendar period %d (use core.CalendarDay, CalendarWeek, CalendarMonth or CalendarYear)", c.period)
+	case c.weekStart < 0:
 		return fmt.Errorf("%s: week start is not a weekday (use time.Sunday .. time.Saturday)", l)
-	case l.weekStart != 0 && l.period != CalendarWeek:
+	case c.weekStart != 0 && c.period != CalendarWeek:
 		return fmt.Errorf("%s: a week start applies to calendar weeks only; remove it", l)
-	case l.Window != periodWindows[l.period]:
+	case l.Window != periodWindows[c.period]:
 		return fmt.Errorf("%s: window %v is not the period's (build calendar limits with core.PerCalendar)", l, l.Window)
 	case alg != FixedWindow:
 		return fmt.Errorf("%s: calendar periods need the fixed_window algorithm; %v measures durations since each request, which no calendar boundary resets", l, alg)
@@ -100,7 +126,7 @@ func (p *Policy) validateCalendar() error {
 		return nil
 	}
 	for i, l := range p.Limits {
-		if l.period != 0 {
+		if l.cal != nil {
 			return fmt.Errorf("core: policy %q: limits[%d]: %s: calendar limits cannot be elastic; remove elastic or use a duration window", p.Name, i, l)
 		}
 	}
@@ -110,27 +136,35 @@ func (p *Policy) validateCalendar() error {
 // sameLimit reports whether a and b are the same limit, their zones
 // compared by name (every time.LoadLocation returns a new pointer).
 func sameLimit(a, b Limit) bool {
-	if a.loc != b.loc && a.loc != nil && b.loc != nil && a.loc.String() == b.loc.String() {
-		b.loc = a.loc
+	if a.Requests != b.Requests || a.Window != b.Window || a.Burst != b.Burst || (a.cal == nil) != (b.cal == nil) {
+		return false
 	}
-	return a == b
+	if a.cal == nil || a.cal == b.cal {
+		return true
+	}
+	x, y := *a.cal, *b.cal
+	if x.loc != y.loc && x.loc != nil && y.loc != nil && x.loc.String() == y.loc.String() {
+		y.loc = x.loc
+	}
+	return x == y
 }
 
 // calendarString is the String of a calendar limit: "5 per calendar
 // month", "5 per calendar month in Europe/Berlin", "5 per calendar week
 // in UTC from sunday" (rules.ParseLimit reads it back).
 func (l Limit) calendarString() string {
+	c := l.spec()
 	name := "?"
-	if l.period >= CalendarDay && l.period <= CalendarYear {
-		name = periodNames[l.period]
+	if c.period >= CalendarDay && c.period <= CalendarYear {
+		name = periodNames[c.period]
 	}
 	s := fmt.Sprintf("%d per calendar %s", l.Requests, name)
-	if l.loc != nil && l.loc != time.UTC && l.loc.String() != "UTC" {
-		s += " in " + l.loc.String()
+	if c.loc != nil && c.loc != time.UTC && c.loc.String() != "UTC" {
+		s += " in " + c.loc.String()
 	}
-	if l.weekStart > 0 {
-		s += " from " + lowerWeekday(time.Weekday((int(l.weekStart)+1)%7))
-	} else if l.weekStart < 0 {
+	if c.weekStart > 0 {
+		s += " from " + lowerWeekday(time.Weekday((int(c.weekStart)+1)%7))
+	} else if c.weekStart < 0 {
 		s += " from ?"
 	}
 	return s
@@ -157,11 +191,12 @@ type calendar struct {
 type calSpan struct{ idx, start, end int64 }
 
 func newCalendar(l Limit) *calendar {
-	loc := l.loc
+	c := l.spec()
+	loc := c.loc
 	if loc == nil {
 		loc = time.UTC
 	}
-	return &calendar{period: l.period, loc: loc, ws: int64(l.weekStart)}
+	return &calendar{period: c.period, loc: loc, ws: int64(c.weekStart)}
 }
 
 // index is the index of the period holding now (µs): days, weeks, months

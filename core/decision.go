@@ -13,11 +13,11 @@ const Never time.Duration = math.MaxInt64
 //
 // The zero Decision denies with no limit attached; stores never return it
 // except alongside an error.
+//
+// The flags follow the other fields so that they share one word: a
+// Decision is returned by value on every path, and its size (80 bytes on
+// 64-bit platforms) is part of what a decision costs.
 type Decision struct {
-	// Allowed reports whether the request may proceed. In shadow mode it is
-	// always true (see Shadowed); under a store failure it follows the
-	// policy's FailMode (see Degraded).
-	Allowed bool
 	// Limit is the binding limit as configured (nominal, without soft
 	// overage): when allowed, the one with the least room left; when
 	// denied, the denying one with the longest wait. Zero when Degraded by
@@ -41,6 +41,10 @@ type Decision struct {
 	RetryAfter time.Duration
 	// Policy is the name of the policy that decided.
 	Policy string
+	// Allowed reports whether the request may proceed. In shadow mode it is
+	// always true (see Shadowed); under a store failure it follows the
+	// policy's FailMode (see Degraded).
+	Allowed bool
 	// Shadowed is true when the policy is in shadow mode and would have
 	// denied this request; Allowed is then true and RetryAfter says how long
 	// the client would have had to wait.

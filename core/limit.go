@@ -30,11 +30,10 @@ type Limit struct {
 	// Requests. Window algorithms require 0.
 	Burst int64 `json:"burst,omitempty" yaml:"burst,omitempty"`
 
-	// a calendar limit's period, zone and week start (days after Monday;
-	// -1 invalid): see PerCalendar
-	period    Period
-	loc       *time.Location
-	weekStart int8
+	// a calendar limit's period, zone and week start (see PerCalendar);
+	// nil for a duration window. One pointer, not the three fields: a
+	// Limit is copied into every Decision, and its size is on the hot path.
+	cal *calSpec
 }
 
 // Per returns a limit of n requests per d.
@@ -68,7 +67,7 @@ func (l Limit) capacity() int64 {
 // left out for UTC; " from sunday" for a week that does not start on
 // Monday).
 func (l Limit) String() string {
-	if l.period != 0 || l.weekStart != 0 {
+	if l.cal != nil {
 		return l.calendarString()
 	}
 	s := strconv.FormatInt(l.Requests, 10) + " per " + formatWindow(l.Window)
@@ -100,7 +99,7 @@ const maxSpan = 30 * 366 * 24 * 3600 * 1_000_000
 const maxRequests = 1<<31 - 1
 
 func (l Limit) validate(alg Algorithm) error {
-	if l.period != 0 || l.weekStart != 0 {
+	if l.cal != nil {
 		if err := l.validateCalendar(alg); err != nil {
 			return err
 		}
