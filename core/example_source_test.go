@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/limitkit/limitkit/core"
 	"github.com/limitkit/limitkit/core/memstore"
@@ -28,7 +29,7 @@ func ExampleNewSourced() {
 		return []core.Limit{core.PerMinute(n)}, true, nil
 	}
 	def := core.MustNewLimiter(store, core.Policy{Name: "api", Limits: []core.Limit{core.PerMinute(2)}})
-	customers, err := core.NewSourced(def, source, core.SourceConfig{})
+	customers, err := core.NewSourced(def, source, core.SourceConfig{TTL: 30 * time.Second, Timeout: time.Second})
 	if err != nil {
 		panic(err)
 	}
