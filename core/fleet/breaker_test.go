@@ -41,11 +41,16 @@ func (r *events) transitions() [][2]core.BreakerState {
 
 var t0 = time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
 
+// The breaker tests that count failures run without the background sync
+// loop (withoutSyncLoop): on the wall clock it forwards the fallback's
+// admissions to the failing fake, and on a host at load 40 a tick between
+// two requests was one more failure, which opened the breaker a request
+// early.
 func TestBreakerOpensFailsFastAndProbes(t *testing.T) {
 	f := newFake()
 	clk := core.NewManualClock(t0)
 	ev := &events{}
-	tier := newTier(t, pingFake{batchFake{f}}, WithClock(clk), WithObserver(ev), WithBreaker(3, time.Second, 100*time.Millisecond), WithFlapHorizon(0))
+	tier := newTier(t, pingFake{batchFake{f}}, WithClock(clk), WithObserver(ev), WithBreaker(3, time.Second, 100*time.Millisecond), WithFlapHorizon(0), withoutSyncLoop())
 	lim := core.MustNewLimiter(tier, core.Policy{Name: "p", Limits: []core.Limit{core.PerMinute(100)}}, core.WithClock(clk))
 	ctx := context.Background()
 
@@ -90,7 +95,7 @@ func TestBreakerOpensFailsFastAndProbes(t *testing.T) {
 
 func TestBreakerSuccessResetsTheCount(t *testing.T) {
 	f := newFake()
-	tier := newTier(t, pingFake{batchFake{f}}, WithBreaker(2, time.Second, time.Second))
+	tier := newTier(t, pingFake{batchFake{f}}, WithBreaker(2, time.Second, time.Second), withoutSyncLoop())
 	p := &core.Policy{Name: "p", Limits: []core.Limit{core.PerMinute(100)}}
 	ctx := context.Background()
 	for i := 0; i < 5; i++ {
@@ -111,7 +116,7 @@ func TestBreakerHalfOpenWithoutPing(t *testing.T) {
 	f := newFake()
 	clk := core.NewManualClock(t0)
 	ev := &events{}
-	tier := newTier(t, batchFake{f}, WithClock(clk), WithObserver(ev), WithBreaker(1, time.Second, time.Second))
+	tier := newTier(t, batchFake{f}, WithClock(clk), WithObserver(ev), WithBreaker(1, time.Second, time.Second), withoutSyncLoop())
 	p := &core.Policy{Name: "p", Limits: []core.Limit{core.PerMinute(100)}}
 	ctx := context.Background()
 	f.setFail(errDown)
@@ -145,7 +150,7 @@ func TestFailLocalDividesByFleetSize(t *testing.T) {
 	f := newFake()
 	clk := core.NewManualClock(t0)
 	ev := &events{}
-	tier := newTier(t, pingFake{batchFake{f}}, WithClock(clk), WithObserver(ev), WithFleetSize(3), WithBreaker(1, time.Second, time.Second), WithFlapHorizon(0))
+	tier := newTier(t, pingFake{batchFake{f}}, WithClock(clk), WithObserver(ev), WithFleetSize(3), WithBreaker(1, time.Second, time.Second), WithFlapHorizon(0), withoutSyncLoop())
 	pol := core.Policy{Name: "local", FailMode: core.FailLocal, FleetSize: 4, Limits: []core.Limit{core.PerMinute(10)}}
 	lim := core.MustNewLimiter(tier, pol, core.WithClock(clk))
 	ctx := context.Background()
@@ -191,7 +196,7 @@ func TestFailLocalDividesByFleetSize(t *testing.T) {
 // only to the requests sent before the breaker opened.
 func TestHungRemoteFailsFastOnceOpen(t *testing.T) {
 	f := newFake()
-	tier := newTier(t, pingFake{batchFake{f}}, WithBreaker(3, time.Hour, time.Hour), withoutStarvationGrace())
+	tier := newTier(t, pingFake{batchFake{f}}, WithBreaker(3, time.Hour, time.Hour), withoutStarvationGrace(), withoutSyncLoop())
 	lim := core.MustNewLimiter(tier, core.Policy{Name: "p", FailMode: core.FailClosed, Limits: []core.Limit{core.PerMinute(100)}}, core.WithTimeout(5*time.Millisecond))
 	f.hang.Store(true)
 	ctx := context.Background()
@@ -227,7 +232,7 @@ func TestFailLocalAcceptedByLimiter(t *testing.T) {
 func TestFailLocalAfterLimitsChange(t *testing.T) {
 	f := newFake()
 	f.setFail(errDown)
-	tier := newTier(t, pingFake{batchFake{f}}, WithBreaker(1, time.Hour, time.Hour), WithFlapHorizon(0))
+	tier := newTier(t, pingFake{batchFake{f}}, WithBreaker(1, time.Hour, time.Hour), WithFlapHorizon(0), withoutSyncLoop())
 	ctx := context.Background()
 	for _, n := range []int64{2, 3} {
 		p := &core.Policy{Name: "reloaded", FailMode: core.FailLocal, Limits: []core.Limit{core.PerMinute(n)}}
