@@ -7,3 +7,12 @@ var WithSleep = withSleep
 // CopiesHeader is copiesHeader, for the test that checks grpc-go's own
 // transport stream is recognised and copies the metadata it is given.
 var CopiesHeader = copiesHeader
+
+// Exempt, HTTPStatus and UnregisteredRoute are the unexported exempt,
+// httpStatus and unregisteredRoute, for the external tests.
+var (
+	Exempt     = exempt
+	HTTPStatus = httpStatus
+)
+
+const UnregisteredRoute = unregisteredRoute

@@ -62,7 +62,7 @@ type Interceptor struct {
 	inFlight *core.InFlight
 	outcome  bool // WithOutcome: settle each admitted call after its handler
 	// httplimit.WithOutcome (a rule's count:), not grpclimit's: the
-	// outcome is the code's HTTP status ([HTTPStatus])
+	// outcome is the code's HTTP status (httpStatus)
 	httpOutcome bool
 	// limits are the shared metadata values of the limit sizes sent
 	// (limitVals)
@@ -90,14 +90,14 @@ var adapter = httplimit.Adapter{
 // /64; no metadata is trusted); the scope is the full method name, so
 // each method has its own quota per client, and every method the server
 // did not register (a call served by grpc.UnknownServiceHandler) shares
-// one, [UnregisteredRoute]; the registered health checking and reflection
-// methods ([Exempt], matched exactly) are never limited. The HTTP-only options [httplimit.WithDenyStatus] and
+// one, "(unregistered)"; the registered health checking and reflection
+// methods (matched exactly) are never limited. The HTTP-only options [httplimit.WithDenyStatus] and
 // [httplimit.WithDenyBody], and the HTTP adapters' own options (their
 // WithDenyHandler, nethttp.WithRoute), are refused with an error naming
 // them; header options name metadata keys; [httplimit.WithTiers] and [httplimit.WithOverrides]
 // apply as on HTTP. Counting by outcome is [WithOutcome], by status code;
 // [httplimit.WithOutcome] (a rules file's count:) also works, counting by
-// the code's [HTTPStatus].
+// the code's HTTP status (google.rpc's mapping, grpc-gateway's).
 func New(l *core.Limiter, opts ...httplimit.Option) (*Interceptor, error) {
 	e, err := httplimit.NewAdapterEngine(adapter, l, opts...)
 	if err != nil {
@@ -118,16 +118,16 @@ func MustNew(l *core.Limiter, opts ...httplimit.Option) *Interceptor {
 	return i
 }
 
-// Exempt reports whether fullMethod is exempt by default: exactly a method
+// exempt reports whether fullMethod is exempt by default: exactly a method
 // of the health checking service (grpc.health.v1.Health: Check, Watch,
 // List) or of server reflection (grpc.reflection.v1 and v1alpha
 // ServerReflection: ServerReflectionInfo). The interceptors exempt a call
 // only when the server also registered the method: behind
 // grpc.UnknownServiceHandler (a proxy), a call to one of these names that
 // the server does not serve itself is limited as any unregistered method
-// ([UnregisteredRoute]), and so is any other name under those services
+// ("(unregistered)"), and so is any other name under those services
 // ("/grpc.health.v1.Health/Nope").
-func Exempt(fullMethod string) bool {
+func exempt(fullMethod string) bool {
 	switch fullMethod {
 	case "/grpc.health.v1.Health/Check", "/grpc.health.v1.Health/Watch", "/grpc.health.v1.Health/List",
 		"/grpc.reflection.v1.ServerReflection/ServerReflectionInfo",
@@ -218,7 +218,7 @@ func (i *Interceptor) StreamServerInterceptor(opts ...StreamOption) grpc.StreamS
 // messages limited by perMessage when set.
 func (i *Interceptor) serveStream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler, perMessage *Interceptor) error {
 	registered := srv != nil
-	if perMessage == nil || registered && Exempt(info.FullMethod) {
+	if perMessage == nil || registered && exempt(info.FullMethod) {
 		return handler(srv, ss)
 	}
 	ms := &messageStream{ServerStream: ss, ic: perMessage, method: info.FullMethod, registered: registered}
@@ -302,9 +302,9 @@ func (i *Interceptor) admit(ctx context.Context, fullMethod string, registered b
 // denial's metadata goes in the trailers. The decision is left in res
 // (zero for an exempt method), for the outcome under WithOutcome. A
 // method the server did not register (registered false) is never exempt
-// and has the route UnregisteredRoute.
+// and has the route unregisteredRoute.
 func (i *Interceptor) decide(ctx context.Context, fullMethod string, registered bool, ss grpc.ServerStream, message bool, res *httplimit.Result) *status.Status {
-	if registered && Exempt(fullMethod) {
+	if registered && exempt(fullMethod) {
 		return nil
 	}
 	req := requests.Get().(*request)
