@@ -206,3 +206,57 @@ func BenchmarkGRPCMetadata(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkGRPCMetadataCPU is BenchmarkGRPCMetadata's serial rows run
+// round robin (see roundRobin: chunks of 1000 calls per row in turn, on
+// one locked thread, timed by its CPU time), so that the peer and
+// limitkit see the same moments of a loaded host. It reports each row's
+// median cpu-ns and the median per-round ratio of limitkit's added cost
+// (its row minus bare) to the peer's on the same stream kind:
+// added-ratio:mock (mdStream, a stream that may keep the map) and
+// added-ratio:grpcstream (grpc-go's own transport stream). The thread's
+// CPU time leaves out the garbage collector's background work on other
+// threads (its assists are counted), which BenchmarkGRPCMetadata's
+// process cpu-ns includes.
+func BenchmarkGRPCMetadataCPU(b *testing.B) {
+	info := &grpc.UnaryServerInfo{FullMethod: "/limitkit.example.Echo/Say"}
+	req := wrapperspb.String("hi")
+	st := memstore.MustNew()
+	b.Cleanup(func() { _ = st.Close() })
+	lim := core.MustNewLimiter(st, core.Policy{Name: "bench", Limits: []core.Limit{core.PerSecond(1000)}}, core.WithClock(&stepClock{}))
+	peerIC := ratelimit.UnaryServerInterceptor(&peerRates{m: map[string]*rate.Limiter{}})
+	lkIC := grpclimit.MustNew(lim).UnaryServerInterceptor()
+	offIC := grpclimit.MustNew(lim, httplimit.WithHeaders(httplimit.HeaderNone)).UnaryServerInterceptor()
+	mock := mdCtx(&mdStream{}, 7)
+	live := liveCtx(b, 6)
+	row := func(name string, ic grpc.UnaryServerInterceptor, ctx context.Context) rrRow {
+		if ic == nil {
+			return rrRow{name, func() { _, _ = echoUnary(ctx, req) }}
+		}
+		return rrRow{name, func() {
+			if _, err := ic(ctx, req, info, echoUnary); err != nil {
+				b.Fatal(err)
+			}
+		}}
+	}
+	r := roundRobin(b, []rrRow{
+		row("bare", nil, mock),
+		row("peer", peerIC, mock),
+		row("limitkit", lkIC, mock),
+		row("limitkit-md-off", offIC, mock),
+		row("peer-grpcstream", peerIC, live),
+		row("limitkit-grpcstream", lkIC, live),
+	}, 1000)
+	r.report(b)
+	added := func(lk, peer, unit string) {
+		jl, jp, j0 := r.row(lk), r.row(peer), r.row("bare")
+		x := make([]float64, len(r.cpu[jl]))
+		for i := range x {
+			x[i] = (r.cpu[jl][i] - r.cpu[j0][i]) / (r.cpu[jp][i] - r.cpu[j0][i])
+		}
+		b.ReportMetric(median(x), unit)
+	}
+	added("limitkit", "peer", "added-ratio:mock")
+	added("limitkit-grpcstream", "peer-grpcstream", "added-ratio:grpcstream")
+	added("limitkit-md-off", "peer", "added-ratio:md-off")
+}

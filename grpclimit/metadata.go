@@ -25,9 +25,35 @@ import (
 // delete their entries, not write into their value slices (which no
 // grpc-go code does: MD.Set, MD.Append and Join make new slices).
 
-// mdPool holds the three-entry header maps lent to grpc-go's transport
-// stream for the duration of its SetHeader.
-var mdPool = sync.Pool{New: func() any { return make(metadata.MD, 3) }}
+// mdPool holds the three-entry header maps (*lentMD) lent to grpc-go's
+// transport stream for the duration of its SetHeader.
+var mdPool = sync.Pool{New: func() any { return &lentMD{md: make(metadata.MD, 3)} }}
+
+// lentMD is a pooled header map and the value slices it holds: a value
+// the map already holds (the limit's and the reset's, as a rule, and
+// often the remaining count) is not written again.
+type lentMD struct {
+	md                metadata.MD
+	limit, rem, reset []string
+}
+
+// set writes the X-RateLimit triple t into l.md, each value only when it
+// is not the slice the map holds.
+func (l *lentMD) set(i *Interceptor, t *httplimit.Triple) {
+	limit, rem, reset := i.tripleVals(t)
+	if !same(l.limit, limit) {
+		l.md[mdLimit], l.limit = limit, limit
+	}
+	if !same(l.rem, rem) {
+		l.md[mdRemaining], l.rem = rem, rem
+	}
+	if !same(l.reset, reset) {
+		l.md[mdReset], l.reset = reset, reset
+	}
+}
+
+// same reports whether a and b are the same one-value slice.
+func same(a, b []string) bool { return len(a) == 1 && len(b) == 1 && &a[0] == &b[0] }
 
 // setHeader writes res's header metadata to st, a unary call's
 // transport stream, as grpc.SetHeader would.
@@ -40,12 +66,11 @@ func (i *Interceptor) setHeader(st grpc.ServerTransportStream, res *httplimit.Re
 		return
 	}
 	if copiesHeader(st) {
-		md := mdPool.Get().(metadata.MD)
-		i.fillTriple(md, &t)
-		_ = st.SetHeader(md)
-		// the transport kept copies: the same three keys are written
-		// again by the next call
-		mdPool.Put(md)
+		l := mdPool.Get().(*lentMD)
+		l.set(i, &t)
+		_ = st.SetHeader(l.md)
+		// the transport kept copies: the next call rewrites what differs
+		mdPool.Put(l)
 		return
 	}
 	md := make(metadata.MD, 3)
@@ -99,14 +124,18 @@ func copiesHeader(st grpc.ServerTransportStream) bool {
 	return copies
 }
 
-// fillTriple writes the X-RateLimit triple t into md. The values are
-// shared slices (see above) but for a remaining count of smallInts or
-// more and a reset the engine has no text for: those numbers' text is
-// one string, their slices one array.
+// fillTriple writes the X-RateLimit triple t into md (see tripleVals).
 func (i *Interceptor) fillTriple(md metadata.MD, t *httplimit.Triple) {
-	md[mdLimit] = i.limitVals(t.Limit)
-	rem := smallVals(t.Remaining)
-	var reset []string
+	md[mdLimit], md[mdRemaining], md[mdReset] = i.tripleVals(t)
+}
+
+// tripleVals is the value slices of the X-RateLimit triple t: shared
+// slices (see above) but for a remaining count of smallInts or more and
+// a reset the engine has no text for, whose text is one string and
+// slices one array.
+func (i *Interceptor) tripleVals(t *httplimit.Triple) (limit, rem, reset []string) {
+	limit = i.limitVals(t.Limit)
+	rem = smallVals(t.Remaining)
 	if t.Reset != "" {
 		reset = resetVals(t.Reset)
 	} else {
@@ -133,8 +162,7 @@ func (i *Interceptor) fillTriple(md metadata.MD, t *httplimit.Triple) {
 			reset = vals[1:2:2]
 		}
 	}
-	md[mdRemaining] = rem
-	md[mdReset] = reset
+	return limit, rem, reset
 }
 
 // sharedText is a value and its one-value slice (capacity 1).
