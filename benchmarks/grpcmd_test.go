@@ -13,8 +13,10 @@ import (
 	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/ratelimit"
 	"golang.org/x/time/rate"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 	grpcpeer "google.golang.org/grpc/peer"
+	"google.golang.org/grpc/test/bufconn"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/limitkit/limitkit/core"
@@ -40,6 +42,50 @@ func mdCtx(st *mdStream, ip byte) context.Context {
 	ctx := metadata.NewIncomingContext(context.Background(), metadata.Pairs("user-agent", "grpc-go/1.85.0"))
 	ctx = grpcpeer.NewContext(ctx, &grpcpeer.Peer{Addr: &net.TCPAddr{IP: net.IPv4(203, 0, 113, ip), Port: 40001}})
 	return grpc.NewContextWithServerTransportStream(ctx, st)
+}
+
+// liveCtx is the context of a live call on a real grpc-go server (over
+// bufconn), so that grpc-go's own server transport stream is the one in
+// it, with mdCtx's metadata and peer on top. The call's header is sent
+// before the context is handed out: the stream then refuses every
+// SetHeader (ErrIllegalHeaderWrite) after the interceptor has built its
+// metadata, where a header not yet sent would grow by each iteration's
+// (the copy grpc-go's transport makes of a header, metadata.Join, is the
+// transport's cost whoever sets the header; mdStream does not measure
+// it either). The call ends at cleanup.
+func liveCtx(b *testing.B, ip byte) context.Context {
+	b.Helper()
+	lis := bufconn.Listen(1 << 16)
+	got := make(chan context.Context, 1)
+	release := make(chan struct{})
+	s := grpc.NewServer(grpc.UnknownServiceHandler(func(_ any, ss grpc.ServerStream) error {
+		if err := ss.SendHeader(nil); err != nil {
+			return err
+		}
+		got <- ss.Context()
+		<-release
+		return nil
+	}))
+	go func() { _ = s.Serve(lis) }()
+	cc, err := grpc.NewClient("passthrough:///bufnet",
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }))
+	if err != nil {
+		b.Fatal(err)
+	}
+	callCtx, cancel := context.WithCancel(context.Background())
+	if _, err := cc.NewStream(callCtx, &grpc.StreamDesc{ServerStreams: true, ClientStreams: true}, "/limitkit.example.Echo/Say"); err != nil {
+		b.Fatal(err)
+	}
+	ctx := <-got
+	b.Cleanup(func() {
+		close(release)
+		cancel()
+		_ = cc.Close()
+		s.Stop()
+	})
+	ctx = metadata.NewIncomingContext(ctx, metadata.Pairs("user-agent", "grpc-go/1.85.0"))
+	return grpcpeer.NewContext(ctx, &grpcpeer.Peer{Addr: &net.TCPAddr{IP: net.IPv4(203, 0, 113, ip), Port: 40001}})
 }
 
 // peerRates is the peer's usual setup: go-grpc-middleware's
@@ -98,15 +144,23 @@ func BenchmarkGRPCMetadata(b *testing.B) {
 	lim := core.MustNewLimiter(st, core.Policy{Name: "bench", Limits: []core.Limit{core.PerSecond(1000)}}, core.WithClock(&stepClock{}))
 	// a 2^30 burst: the remaining quota a ten-digit number
 	big := core.MustNewLimiter(st, core.Policy{Name: "big", Limits: []core.Limit{core.Per(1<<30, 366*24*time.Hour)}})
+	// the same interceptors again with grpc-go's own transport stream
+	// in the context (liveCtx), serial only, on keys of their own
+	live := liveCtx(b, 6)
+	peerIC := ratelimit.UnaryServerInterceptor(&peerRates{m: map[string]*rate.Limiter{}})
+	limitkitIC := grpclimit.MustNew(lim).UnaryServerInterceptor()
 	cases := []struct {
 		name string
 		ic   grpc.UnaryServerInterceptor
+		live bool
 	}{
-		{"bare", nil},
-		{"peer", ratelimit.UnaryServerInterceptor(&peerRates{m: map[string]*rate.Limiter{}})},
-		{"limitkit", grpclimit.MustNew(lim).UnaryServerInterceptor()},
-		{"limitkit-md-off", grpclimit.MustNew(lim, httplimit.WithHeaders(httplimit.HeaderNone)).UnaryServerInterceptor()},
-		{"limitkit-2^30", grpclimit.MustNew(big).UnaryServerInterceptor()},
+		{"bare", nil, false},
+		{"peer", peerIC, false},
+		{"limitkit", limitkitIC, false},
+		{"limitkit-md-off", grpclimit.MustNew(lim, httplimit.WithHeaders(httplimit.HeaderNone)).UnaryServerInterceptor(), false},
+		{"limitkit-2^30", grpclimit.MustNew(big).UnaryServerInterceptor(), false},
+		{"peer-grpcstream", peerIC, true},
+		{"limitkit-grpcstream", limitkitIC, true},
 	}
 	call := func(b *testing.B, ic grpc.UnaryServerInterceptor, ctx context.Context) {
 		if ic == nil {
@@ -122,6 +176,9 @@ func BenchmarkGRPCMetadata(b *testing.B) {
 			b.ReportAllocs()
 			s := &mdStream{}
 			ctx := mdCtx(s, 7)
+			if c.live {
+				ctx = live
+			}
 			c0 := processCPU()
 			for b.Loop() {
 				call(b, c.ic, ctx)
@@ -129,10 +186,13 @@ func BenchmarkGRPCMetadata(b *testing.B) {
 			// the process's CPU time (the garbage collector's included) per
 			// call: unlike ns/op, not inflated by a loaded host's waits
 			b.ReportMetric(float64(processCPU()-c0)/float64(b.N), "cpu-ns/op")
-			if strings.HasPrefix(c.name, "limitkit") && c.name != "limitkit-md-off" && len(s.hdr.Get("x-ratelimit-remaining")) != 1 {
+			if strings.HasPrefix(c.name, "limitkit") && c.name != "limitkit-md-off" && !c.live && len(s.hdr.Get("x-ratelimit-remaining")) != 1 {
 				b.Fatalf("no metadata written: %v", s.hdr)
 			}
 		})
+		if c.live {
+			continue
+		}
 		b.Run(c.name+"/parallel", func(b *testing.B) {
 			b.ReportAllocs()
 			var clients atomic.Int32
@@ -145,4 +205,58 @@ func BenchmarkGRPCMetadata(b *testing.B) {
 			})
 		})
 	}
+}
+
+// BenchmarkGRPCMetadataCPU is BenchmarkGRPCMetadata's serial rows run
+// round robin (see roundRobin: chunks of 1000 calls per row in turn, on
+// one locked thread, timed by its CPU time), so that the peer and
+// limitkit see the same moments of a loaded host. It reports each row's
+// median cpu-ns and the median per-round ratio of limitkit's added cost
+// (its row minus bare) to the peer's on the same stream kind:
+// added-ratio:mock (mdStream, a stream that may keep the map) and
+// added-ratio:grpcstream (grpc-go's own transport stream). The thread's
+// CPU time leaves out the garbage collector's background work on other
+// threads (its assists are counted), which BenchmarkGRPCMetadata's
+// process cpu-ns includes.
+func BenchmarkGRPCMetadataCPU(b *testing.B) {
+	info := &grpc.UnaryServerInfo{FullMethod: "/limitkit.example.Echo/Say"}
+	req := wrapperspb.String("hi")
+	st := memstore.MustNew()
+	b.Cleanup(func() { _ = st.Close() })
+	lim := core.MustNewLimiter(st, core.Policy{Name: "bench", Limits: []core.Limit{core.PerSecond(1000)}}, core.WithClock(&stepClock{}))
+	peerIC := ratelimit.UnaryServerInterceptor(&peerRates{m: map[string]*rate.Limiter{}})
+	lkIC := grpclimit.MustNew(lim).UnaryServerInterceptor()
+	offIC := grpclimit.MustNew(lim, httplimit.WithHeaders(httplimit.HeaderNone)).UnaryServerInterceptor()
+	mock := mdCtx(&mdStream{}, 7)
+	live := liveCtx(b, 6)
+	row := func(name string, ic grpc.UnaryServerInterceptor, ctx context.Context) rrRow {
+		if ic == nil {
+			return rrRow{name, func() { _, _ = echoUnary(ctx, req) }}
+		}
+		return rrRow{name, func() {
+			if _, err := ic(ctx, req, info, echoUnary); err != nil {
+				b.Fatal(err)
+			}
+		}}
+	}
+	r := roundRobin(b, []rrRow{
+		row("bare", nil, mock),
+		row("peer", peerIC, mock),
+		row("limitkit", lkIC, mock),
+		row("limitkit-md-off", offIC, mock),
+		row("peer-grpcstream", peerIC, live),
+		row("limitkit-grpcstream", lkIC, live),
+	}, 1000)
+	r.report(b)
+	added := func(lk, peer, unit string) {
+		jl, jp, j0 := r.row(lk), r.row(peer), r.row("bare")
+		x := make([]float64, len(r.cpu[jl]))
+		for i := range x {
+			x[i] = (r.cpu[jl][i] - r.cpu[j0][i]) / (r.cpu[jp][i] - r.cpu[j0][i])
+		}
+		b.ReportMetric(median(x), unit)
+	}
+	added("limitkit", "peer", "added-ratio:mock")
+	added("limitkit-grpcstream", "peer-grpcstream", "added-ratio:grpcstream")
+	added("limitkit-md-off", "peer", "added-ratio:md-off")
 }

@@ -21,10 +21,11 @@
 // unary and a stream method alike. [httplimit.WithScope] and [httplimit.WithScopeFunc]
 // change that. Behind grpc.UnknownServiceHandler (a proxy) the client
 // names the method: every method the server did not register shares one
-// scope, [UnregisteredRoute], so that invented names never give a client
+// scope, "(unregistered)", so that invented names never give a client
 // fresh quota. The health service's and server reflection's methods are
 // never limited when the server registered them, matched exactly
-// ([Exempt]); any other name under those services is limited.
+// (Health's Check, Watch and List; ServerReflectionInfo of reflection's
+// v1 and v1alpha); any other name under those services is limited.
 //
 // A stream is admitted, and charged once, when it opens. The messages on
 // an admitted stream are not limited unless the stream interceptor is
@@ -78,8 +79,9 @@
 // takes the quota before the handler and refunds it when the code does not
 // count, exact under concurrency. A stream is settled by its handler's
 // code when it ends. [httplimit.WithOutcome] (what a rules file's count:
-// builds) works too, its Count seeing the code's [HTTPStatus]
-// (Unauthenticated is 401). [httplimit.WithTiers] and
+// builds) works too, its Count seeing the code's HTTP status
+// (google.rpc's mapping, grpc-gateway's: Unauthenticated is 401; the
+// table is in docs/grpc.md). [httplimit.WithTiers] and
 // [httplimit.WithOverrides] choose the limiter per call as over HTTP.
 //
 // # Options

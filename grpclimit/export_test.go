@@ -3,3 +3,16 @@ package grpclimit
 // WithSleep is withSleep, for the client tests of the external test
 // package: they advance a manual clock instead of sleeping.
 var WithSleep = withSleep
+
+// CopiesHeader is copiesHeader, for the test that checks grpc-go's own
+// transport stream is recognised and copies the metadata it is given.
+var CopiesHeader = copiesHeader
+
+// Exempt, HTTPStatus and UnregisteredRoute are the unexported exempt,
+// httpStatus and unregisteredRoute, for the external tests.
+var (
+	Exempt     = exempt
+	HTTPStatus = httpStatus
+)
+
+const UnregisteredRoute = unregisteredRoute

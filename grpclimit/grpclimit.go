@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 	"strconv"
-	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -64,8 +62,11 @@ type Interceptor struct {
 	inFlight *core.InFlight
 	outcome  bool // WithOutcome: settle each admitted call after its handler
 	// httplimit.WithOutcome (a rule's count:), not grpclimit's: the
-	// outcome is the code's HTTP status ([HTTPStatus])
+	// outcome is the code's HTTP status (httpStatus)
 	httpOutcome bool
+	// limits are the shared metadata values of the limit sizes sent
+	// (limitVals)
+	limits atomic.Pointer[[]*sharedText]
 }
 
 // adapter is this package to the engine: it writes no HTTP response
@@ -89,14 +90,14 @@ var adapter = httplimit.Adapter{
 // /64; no metadata is trusted); the scope is the full method name, so
 // each method has its own quota per client, and every method the server
 // did not register (a call served by grpc.UnknownServiceHandler) shares
-// one, [UnregisteredRoute]; the registered health checking and reflection
-// methods ([Exempt], matched exactly) are never limited. The HTTP-only options [httplimit.WithDenyStatus] and
+// one, "(unregistered)"; the registered health checking and reflection
+// methods (matched exactly) are never limited. The HTTP-only options [httplimit.WithDenyStatus] and
 // [httplimit.WithDenyBody], and the HTTP adapters' own options (their
 // WithDenyHandler, nethttp.WithRoute), are refused with an error naming
 // them; header options name metadata keys; [httplimit.WithTiers] and [httplimit.WithOverrides]
 // apply as on HTTP. Counting by outcome is [WithOutcome], by status code;
 // [httplimit.WithOutcome] (a rules file's count:) also works, counting by
-// the code's [HTTPStatus].
+// the code's HTTP status (google.rpc's mapping, grpc-gateway's).
 func New(l *core.Limiter, opts ...httplimit.Option) (*Interceptor, error) {
 	e, err := httplimit.NewAdapterEngine(adapter, l, opts...)
 	if err != nil {
@@ -117,16 +118,16 @@ func MustNew(l *core.Limiter, opts ...httplimit.Option) *Interceptor {
 	return i
 }
 
-// Exempt reports whether fullMethod is exempt by default: exactly a method
+// exempt reports whether fullMethod is exempt by default: exactly a method
 // of the health checking service (grpc.health.v1.Health: Check, Watch,
 // List) or of server reflection (grpc.reflection.v1 and v1alpha
 // ServerReflection: ServerReflectionInfo). The interceptors exempt a call
 // only when the server also registered the method: behind
 // grpc.UnknownServiceHandler (a proxy), a call to one of these names that
 // the server does not serve itself is limited as any unregistered method
-// ([UnregisteredRoute]), and so is any other name under those services
+// ("(unregistered)"), and so is any other name under those services
 // ("/grpc.health.v1.Health/Nope").
-func Exempt(fullMethod string) bool {
+func exempt(fullMethod string) bool {
 	switch fullMethod {
 	case "/grpc.health.v1.Health/Check", "/grpc.health.v1.Health/Watch", "/grpc.health.v1.Health/List",
 		"/grpc.reflection.v1.ServerReflection/ServerReflectionInfo",
@@ -217,7 +218,7 @@ func (i *Interceptor) StreamServerInterceptor(opts ...StreamOption) grpc.StreamS
 // messages limited by perMessage when set.
 func (i *Interceptor) serveStream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler, perMessage *Interceptor) error {
 	registered := srv != nil
-	if perMessage == nil || registered && Exempt(info.FullMethod) {
+	if perMessage == nil || registered && exempt(info.FullMethod) {
 		return handler(srv, ss)
 	}
 	ms := &messageStream{ServerStream: ss, ic: perMessage, method: info.FullMethod, registered: registered}
@@ -301,9 +302,9 @@ func (i *Interceptor) admit(ctx context.Context, fullMethod string, registered b
 // denial's metadata goes in the trailers. The decision is left in res
 // (zero for an exempt method), for the outcome under WithOutcome. A
 // method the server did not register (registered false) is never exempt
-// and has the route UnregisteredRoute.
+// and has the route unregisteredRoute.
 func (i *Interceptor) decide(ctx context.Context, fullMethod string, registered bool, ss grpc.ServerStream, message bool, res *httplimit.Result) *status.Status {
-	if registered && Exempt(fullMethod) {
+	if registered && exempt(fullMethod) {
 		return nil
 	}
 	req := requests.Get().(*request)
@@ -318,13 +319,14 @@ func (i *Interceptor) decide(ctx context.Context, fullMethod string, registered 
 		if message {
 			return nil
 		}
-		if md := i.metadata(res); md != nil {
-			// fails only once headers were sent: nothing to do
-			if ss != nil {
+		// fails only once headers were sent: nothing to do
+		if ss != nil {
+			if md := i.metadata(res); md != nil {
 				_ = ss.SetHeader(md)
-			} else {
-				_ = grpc.SetHeader(ctx, md)
 			}
+		} else if st := grpc.ServerTransportStreamFromContext(ctx); st != nil {
+			// grpc.SetHeader's path, the stream looked up once
+			i.setHeader(st, res)
 		}
 		return nil
 	}
@@ -348,128 +350,6 @@ func (i *Interceptor) decide(ctx context.Context, fullMethod string, registered 
 		}
 	}
 	return st
-}
-
-// metadata is res's rate-limit fields as header metadata, or nil.
-func (i *Interceptor) metadata(res *httplimit.Result) metadata.MD {
-	var t httplimit.Triple
-	if i.e.Triple(res, &t) {
-		return tripleMD(&t)
-	}
-	var f httplimit.Fields
-	i.e.Fields(res, &f)
-	n := f.Len()
-	if n == 0 {
-		return nil
-	}
-	md := make(metadata.MD, n)
-	vals := make([]string, n) // one backing array for every field's value
-	// every computed value in one string: one allocation for them all
-	var buf [128]byte
-	b := buf[:0]
-	var ends [16]int
-	for j := 0; j < n && j < len(ends); j++ {
-		_, dyn, _ := f.At(j)
-		b = append(b, dyn...)
-		ends[j] = len(b)
-	}
-	text := string(b)
-	start := 0
-	for j := 0; j < n; j++ {
-		name, dyn, static := f.At(j)
-		switch {
-		case dyn == nil:
-			vals[j] = static
-		case j < len(ends):
-			vals[j] = text[start:ends[j]]
-		default:
-			vals[j] = string(dyn)
-		}
-		if j < len(ends) {
-			start = ends[j]
-		}
-		md[mdName(name)] = vals[j : j+1 : j+1]
-	}
-	return md
-}
-
-// tripleMD is the metadata of the X-RateLimit triple t in three
-// allocations when Remaining is under smallInts and the engine has the
-// reset's text (a pass, as a rule): the map and its group, and the
-// values' backing array; a larger number adds one string for its text.
-func tripleMD(t *httplimit.Triple) metadata.MD {
-	vals := new([3]string)
-	vals[0] = t.Limit
-	var buf [48]byte
-	b := buf[:0]
-	small := t.Remaining >= 0 && t.Remaining < smallInts
-	if small {
-		vals[1] = smallInt(int(t.Remaining))
-	} else {
-		b = strconv.AppendInt(b, t.Remaining, 10)
-	}
-	n := len(b)
-	if t.Reset == "" {
-		b = strconv.AppendInt(b, t.ResetN, 10)
-	}
-	var text string
-	if len(b) > 0 {
-		text = string(b)
-	}
-	if !small {
-		vals[1] = text[:n]
-	}
-	vals[2] = t.Reset
-	if t.Reset == "" {
-		vals[2] = text[n:]
-	}
-	md := make(metadata.MD, 3)
-	md[mdLimit] = vals[0:1:1]
-	md[mdRemaining] = vals[1:2:2]
-	md[mdReset] = vals[2:3:3]
-	return md
-}
-
-// smallInts bounds the numbers smallInt has text for: the remaining
-// quota of most limits (a few thousand a minute at most).
-const smallInts = 10000
-
-var (
-	smallOnce sync.Once
-	smallText string                // "0123...9999"
-	smallEnds [smallInts + 1]uint32 // smallText[smallEnds[n]:smallEnds[n+1]] is n
-)
-
-// smallInt is the decimal text of 0 <= n < smallInts without an
-// allocation: a slice of one string of them all, built on first use
-// (about 39 KB of text and 40 KB of offsets).
-func smallInt(n int) string {
-	smallOnce.Do(func() {
-		b := make([]byte, 0, 38890)
-		for i := range smallInts {
-			smallEnds[i] = uint32(len(b))
-			b = strconv.AppendInt(b, int64(i), 10)
-		}
-		smallEnds[smallInts] = uint32(len(b))
-		smallText = string(b)
-	})
-	return smallText[smallEnds[n]:smallEnds[n+1]]
-}
-
-// mdName is the metadata key of header field name: lowercase, without
-// an allocation for the fields the engine writes.
-func mdName(name string) string {
-	switch name {
-	case httplimit.FieldLimit:
-		return mdLimit
-	case httplimit.FieldRemaining:
-		return mdRemaining
-	case httplimit.FieldReset:
-		return mdReset
-	case httplimit.FieldRetryAfter:
-		return mdRetryAfter
-	}
-	return strings.ToLower(name)
 }
 
 // denial is the status of rej and its pushback trailer value ("" for

@@ -64,8 +64,8 @@ type Outcome struct {
 // Every limiter's store must implement the quota verbs (memstore,
 // redisstore, the fleet tier), or New fails. [httplimit.WithOutcome],
 // the HTTP adapters' option (and what a rules file's count: builds), also
-// works on gRPC: its Count sees the code's [HTTPStatus] (StatusIn(401)
-// counts Unauthenticated). Give one of the two: New fails when given
+// works on gRPC: its Count sees the code's HTTP status (google.rpc's
+// mapping, grpc-gateway's: StatusIn(401) counts Unauthenticated). Give one of the two: New fails when given
 // both, in either order. Errors of the store calls after the handler go
 // to the error hook ([httplimit.WithErrorHook]), which names the code as
 // "status 1000+code" (status 1016: Unauthenticated); an OK call is status
@@ -133,13 +133,13 @@ func codeOfErr(err error) codes.Code {
 func (i *Interceptor) settle(ctx context.Context, res *httplimit.Result, err error) {
 	c := codeOfErr(err)
 	if i.httpOutcome {
-		i.e.Outcome(ctx, res, HTTPStatus(c))
+		i.e.Outcome(ctx, res, httpStatus(c))
 		return
 	}
 	i.e.Outcome(ctx, res, statusOf(c))
 }
 
-// HTTPStatus is the HTTP status that [httplimit.WithOutcome]'s Count (and
+// httpStatus is the HTTP status that [httplimit.WithOutcome]'s Count (and
 // a rules file's count:) sees for a call that ended with code c, when
 // given to [New] instead of [WithOutcome]: the mapping of
 // google.rpc.Code and grpc-gateway. OK 200; InvalidArgument,
@@ -150,7 +150,7 @@ func (i *Interceptor) settle(ctx context.Context, res *httplimit.Result, err err
 // DeadlineExceeded 504. Every code but OK is 400 or above, so only OK is a
 // success for ResetOnSuccess. Several codes share a status: to count by
 // the code itself, use WithOutcome.
-func HTTPStatus(c codes.Code) int {
+func httpStatus(c codes.Code) int {
 	switch c {
 	case codes.OK:
 		return 200

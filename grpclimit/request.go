@@ -23,7 +23,7 @@ type request struct {
 	peer       net.Addr
 	peerRead   bool // peer holds peer.FromContext's answer: read on first use
 	// unregistered: the server did not register fullMethod (Route is
-	// UnregisteredRoute); a bool, not a route string, keeps the view in
+	// unregisteredRoute); a bool, not a route string, keeps the view in
 	// the 64-byte size class
 	unregistered bool
 }
@@ -45,7 +45,7 @@ var (
 //   - Method is "POST" (every gRPC call is an HTTP/2 POST);
 //   - Path is the full method name, "/pkg.Service/Method", as the client
 //     sent it; Route is the same for a method the server registered, and
-//     [UnregisteredRoute] for any other (a call served by
+//     "(unregistered)" for any other (a call served by
 //     grpc.UnknownServiceHandler, whose name the client chose), so that
 //     the default scope, which is the Route, is one for all of them;
 //   - Header and HeaderValues read the incoming metadata (names in any
@@ -67,7 +67,7 @@ func NewRequest(ctx context.Context, fullMethod string) keyfuncs.Request {
 	return r
 }
 
-// UnregisteredRoute is the Route of a call to a method the server has not
+// unregisteredRoute is the Route of a call to a method the server has not
 // registered: one served by grpc.UnknownServiceHandler (a proxy), whose
 // full method name is whatever the client sent. Every such call shares
 // this route, and so, with the default scope, one quota per client: a
@@ -77,7 +77,7 @@ func NewRequest(ctx context.Context, fullMethod string) keyfuncs.Request {
 // handler (a service registered with a nil implementation reads as
 // unregistered too); a unary interceptor only ever sees registered
 // methods.
-const UnregisteredRoute = "(unregistered)"
+const unregisteredRoute = "(unregistered)"
 
 func (r *request) init(ctx context.Context, fullMethod string, registered bool) {
 	r.ctx, r.fullMethod, r.unregistered = ctx, fullMethod, !registered
@@ -103,10 +103,10 @@ func (r *request) FullMethod() string { return r.fullMethod }
 func (r *request) Method() string { return "POST" }
 
 // Route implements [keyfuncs.Request]: the full method name of a
-// registered method, else [UnregisteredRoute].
+// registered method, else "(unregistered)".
 func (r *request) Route() string {
 	if r.unregistered {
-		return UnregisteredRoute
+		return unregisteredRoute
 	}
 	return r.fullMethod
 }

@@ -17,7 +17,7 @@
 // and ErrorInfo details and the grpc-retry-pushback-ms trailer; every
 // limited call carries x-ratelimit-limit, -remaining and -reset metadata.
 // The health checking and reflection services are never limited when a
-// server registers them (grpclimit.Exempt; this one registers neither).
+// server registers them (matched exactly; this one registers neither).
 //
 // The flags are the HTTP examples', with the same meaning: -addr; -rules,
 // a rules file whose routes are full method names (/pkg.Service/Method,
