@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"math"
 	"strconv"
 	"strings"
 	"sync"
@@ -94,10 +95,13 @@ type SourceConfig struct {
 //
 // An identity's limits decide under a policy of their own: the default's
 // policy with those limits, named "<default name>/<hash of the limits>".
-// The state of a key is therefore kept per limit set: an identity whose
-// limit changes starts on the new limits with a fresh quota, and finds
-// its state under the old limits again if they come back before it
-// expires (docs/limit-sources.md tabulates it per algorithm). At most 64
+// The state of a key is therefore kept per limit set. Through
+// [Sourced.SelectKey] (what httplimit uses), an identity whose limits
+// change has its key's use carried to the new limits on its first
+// decision after the change; through Select it starts on the new limits
+// with a fresh quota, and finds its state under the old limits again if
+// they come back before it expires (docs/limit-sources.md tabulates both
+// per algorithm). At most 64
 // distinct limit sets are live; a set no cached identity uses is released
 // (its state dropped) when a new one needs the room, and an identity
 // whose set finds none falls back.
@@ -136,8 +140,20 @@ type srcEntry struct {
 	id         string
 	set        *limitSet // nil: the default's limits
 	failed     bool      // the lookup failed: the fallback
-	exp        int64     // clock nanoseconds
+	exp        int64     // clock nanoseconds; expired (or invalidated): asked again
 	prev, next *srcEntry
+	// carry is the identity's answer before this one when it chose
+	// another Limiter: SelectKey carries the key's use from it once
+	// (carry.lim nil: none). A failed entry keeps its predecessor's, for
+	// the answer after it.
+	carry carryFrom
+}
+
+// carryFrom is a Limiter an identity's use is to be carried from, and
+// its limit set (nil for the default), whose reference it holds.
+type carryFrom struct {
+	lim *Limiter
+	set *limitSet
 }
 
 type srcCall struct {
@@ -146,6 +162,7 @@ type srcCall struct {
 	err   error
 	stale bool // invalidated while under way: not cached
 	gen   uint64
+	prev  carryFrom // the expired entry's choice, handed to the new entry
 }
 
 type limitSet struct {
@@ -222,20 +239,63 @@ func (sourceFailStore) Local() bool { return true }
 // (see [Sourced]). It never returns nil and never waits beyond the
 // lookup timeout or ctx.
 func (s *Sourced) Select(ctx context.Context, identity string) *Limiter {
+	l, _ := s.selectCarry(ctx, identity, false)
+	return l
+}
+
+// SelectKey is [Sourced.Select] for a decision on key (the store key of
+// identity's requests): when identity's limits changed since this
+// Sourced last chose a Limiter for it (its cached answer expired or was
+// invalidated, and the source now answers other limits, or not found,
+// or found where it had not), it first carries key's use from the
+// previous Limiter to the new one, once per change. That costs a Usage
+// of key under each (a store call each, one more per multi-limit
+// policy) and, when the new one has less use, a Charge of the
+// difference. What carries over, per algorithm and for several limits,
+// and what does not (an answer evicted from the cache, a failed lookup
+// between the two answers, a store without the quota verbs), is in
+// docs/limit-sources.md. A carry that fails is skipped: the request is
+// decided as without it. httplimit.WithLimitSource decides with it.
+// Safe for concurrent use.
+func (s *Sourced) SelectKey(ctx context.Context, identity, key string) *Limiter {
+	l, from := s.selectCarry(ctx, identity, true)
+	if from.lim != nil {
+		s.carryUse(ctx, from.lim, l, key)
+		s.unref(from.set)
+	}
+	return l
+}
+
+// selectCarry is Select; with take, it also takes (and clears) the
+// identity's pending carry when the entry chose l.
+func (s *Sourced) selectCarry(ctx context.Context, identity string, take bool) (*Limiter, carryFrom) {
 	now := s.def.clock.Now().UnixNano()
 	sh := s.shard(identity)
 	sh.mu.Lock()
+	var prev carryFrom
 	if e := sh.m[identity]; e != nil {
 		if now < e.exp {
 			sh.touch(e)
 			set, failed := e.set, e.failed
+			var from carryFrom
+			if take && !failed && e.carry.lim != nil {
+				from, e.carry = e.carry, carryFrom{}
+			}
 			sh.mu.Unlock()
 			if failed { // a lookup failed less than a second ago
 				s.observe(ctx, EventSourceFallback, errSourceFailed, 0)
 			} else {
 				s.observe(ctx, EventSourceHit, nil, 0)
 			}
-			return s.limiterOf(set, failed)
+			return s.limiterOf(set, failed), from
+		}
+		// expired or invalidated: its choice is what the next answer
+		// carries from (a failed entry's, the one before it)
+		if e.failed {
+			prev, e.carry = e.carry, carryFrom{}
+		} else {
+			prev = carryFrom{lim: s.limiterOf(e.set, false), set: e.set}
+			e.set = nil // its reference moves to prev
 		}
 		s.remove(sh, e)
 	}
@@ -243,14 +303,17 @@ func (s *Sourced) Select(ctx context.Context, identity string) *Limiter {
 	if c == nil {
 		if s.inflight.Add(1) > maxSourceLookups {
 			s.inflight.Add(-1)
+			s.unref(prev.set)
 			sh.mu.Unlock()
 			s.observe(ctx, EventSourceFallback, errSourceBusy, 0)
-			return s.limiterOf(nil, true)
+			return s.limiterOf(nil, true), carryFrom{}
 		}
 		identity = strings.Clone(identity) // kept in the cache: not a view of the caller's buffer
-		c = &srcCall{done: make(chan struct{}), gen: s.gen.Load()}
+		c = &srcCall{done: make(chan struct{}), gen: s.gen.Load(), prev: prev}
 		sh.calls[identity] = c
 		go s.lookup(context.WithoutCancel(ctx), sh, identity, c)
+	} else {
+		s.unref(prev.set) // a lookup is under way: it carries nothing (setsMu nests in sh.mu)
 	}
 	sh.mu.Unlock()
 	t := time.NewTimer(s.timeout)
@@ -261,7 +324,16 @@ func (s *Sourced) Select(ctx context.Context, identity string) *Limiter {
 	select {
 	case <-c.done:
 		if c.err == nil {
-			return s.limiterOf(c.set, false)
+			l := s.limiterOf(c.set, false)
+			var from carryFrom
+			if take {
+				sh.mu.Lock()
+				if e := sh.m[identity]; e != nil && !e.failed && e.set == c.set && e.carry.lim != nil {
+					from, e.carry = e.carry, carryFrom{}
+				}
+				sh.mu.Unlock()
+			}
+			return l, from
 		}
 		err = c.err
 	case <-t.C:
@@ -270,7 +342,16 @@ func (s *Sourced) Select(ctx context.Context, identity string) *Limiter {
 		err = ctx.Err()
 	}
 	s.observe(ctx, EventSourceFallback, err, 0)
-	return s.limiterOf(nil, true)
+	return s.limiterOf(nil, true), carryFrom{}
+}
+
+// unref drops one reference to set (nil: none).
+func (s *Sourced) unref(set *limitSet) {
+	if set != nil {
+		s.setsMu.Lock()
+		set.refs--
+		s.setsMu.Unlock()
+	}
 }
 
 // errSourceBusy is the fallback's cause when too many lookups are under
@@ -313,22 +394,28 @@ func (s *Sourced) lookup(parent context.Context, sh *srcShard, identity string, 
 	exp := s.def.clock.Now().UnixNano() + ttl
 	sh.mu.Lock()
 	delete(sh.calls, identity)
+	var drop [2]*limitSet // references released after sh.mu
 	if !c.stale && c.gen == s.gen.Load() {
 		if old := sh.m[identity]; old != nil {
 			s.remove(sh, old)
 		}
 		e := &srcEntry{id: identity, set: c.set, failed: err != nil, exp: exp}
+		if c.prev.lim != nil && (err != nil || c.prev.lim != s.limiterOf(c.set, false)) {
+			e.carry = c.prev // the entry takes its reference
+		} else {
+			drop[0] = c.prev.set
+		}
 		sh.m[identity] = e
 		sh.push(e) // the entry takes the lookup's reference to c.set
 		for len(sh.m) > sh.cap {
 			s.remove(sh, sh.head.prev)
 		}
-	} else if c.set != nil {
-		s.setsMu.Lock()
-		c.set.refs--
-		s.setsMu.Unlock()
+	} else {
+		drop = [2]*limitSet{c.set, c.prev.set}
 	}
 	sh.mu.Unlock()
+	s.unref(drop[0])
+	s.unref(drop[1])
 	close(c.done)
 }
 
@@ -403,13 +490,14 @@ func limitsKey(limits []Limit) string {
 }
 
 // Invalidate drops identity's cached answer: its next request asks the
-// source again (an admin changed its limit). A lookup of identity under
-// way when Invalidate is called is not cached.
+// source again (an admin changed its limit; [Sourced.SelectKey] carries
+// the identity's use to its new limits). A lookup of identity under way
+// when Invalidate is called is not cached.
 func (s *Sourced) Invalidate(identity string) {
 	sh := s.shard(identity)
 	sh.mu.Lock()
 	if e := sh.m[identity]; e != nil {
-		s.remove(sh, e)
+		e.exp = math.MinInt64 // expired: the next request asks, and carries from it
 	}
 	if c := sh.calls[identity]; c != nil {
 		c.stale = true
@@ -424,8 +512,8 @@ func (s *Sourced) InvalidateAll() {
 	for i := range s.shards {
 		sh := &s.shards[i]
 		sh.mu.Lock()
-		for sh.head.next != &sh.head {
-			s.remove(sh, sh.head.next)
+		for e := sh.head.next; e != &sh.head; e = e.next {
+			e.exp = math.MinInt64 // expired: the next request asks, and carries from it
 		}
 		sh.mu.Unlock()
 	}
@@ -439,14 +527,19 @@ func (s *Sourced) shard(identity string) *srcShard {
 	return &s.shards[h%srcShards]
 }
 
-// remove unlinks e (under sh.mu) and drops its limit set's reference.
+// remove unlinks e (under sh.mu) and drops its limit sets' references.
 func (s *Sourced) remove(sh *srcShard, e *srcEntry) {
 	e.prev.next, e.next.prev = e.next, e.prev
 	e.prev, e.next = nil, nil
 	delete(sh.m, e.id)
-	if e.set != nil {
+	if e.set != nil || e.carry.set != nil {
 		s.setsMu.Lock()
-		e.set.refs--
+		if e.set != nil {
+			e.set.refs--
+		}
+		if e.carry.set != nil {
+			e.carry.set.refs--
+		}
 		s.setsMu.Unlock()
 	}
 }
@@ -480,3 +573,52 @@ func (s *Sourced) observe(ctx context.Context, k EventKind, err error, n int, la
 // Default returns the default Limiter NewSourced was given: the one
 // Select returns for an identity the source does not know.
 func (s *Sourced) Default() *Limiter { return s.def }
+
+// carryUse carries key's use from Limiter from to Limiter to (see
+// [Sourced.SelectKey]): each limit of to's policy whose window (or
+// calendar period) one of from's limits has is matched with it, and to is
+// charged the least, over the matched limits, of how much more from has
+// used (at least 0): one charge adds to every limit alike, so a larger
+// one would count use that never happened on the limit with the least
+// difference. A limit of to with no match carries nothing. Failures
+// (a store down, a store without the quota verbs, a degraded reading)
+// skip the carry.
+func (s *Sourced) carryUse(ctx context.Context, from, to *Limiter, key string) {
+	uf, err := from.Usage(ctx, key)
+	if err != nil || uf.Degraded || uf.Limits == nil {
+		return
+	}
+	ut, err := to.Usage(ctx, key)
+	if err != nil || ut.Degraded || ut.Limits == nil {
+		return
+	}
+	if n := carryCost(uf.Limits, ut.Limits); n > 0 {
+		_, _ = to.Charge(ctx, key, n)
+	}
+}
+
+// carryCost is the cost to charge the limits whose usage is to so that
+// none counts more than it used plus what the matching limit of from
+// used beyond it (see carryUse); 0 when no limit matches.
+func carryCost(from, to []Usage) int64 {
+	n, matched := int64(math.MaxInt64), false
+	for _, t := range to {
+		for _, f := range from {
+			if sameWindow(f.Limit, t.Limit) {
+				n, matched = min(n, max(f.Used-t.Used, 0)), true
+				break
+			}
+		}
+	}
+	if !matched {
+		return 0
+	}
+	return n
+}
+
+// sameWindow reports whether a and b count over the same window: the
+// same duration, or the same calendar period in the same zone.
+func sameWindow(a, b Limit) bool {
+	a.Requests, a.Burst, b.Requests, b.Burst = 1, 0, 1, 0
+	return sameLimit(a, b)
+}

@@ -84,7 +84,7 @@ func TestSourceLimitsPerIdentity(t *testing.T) {
 	tb := &table{}
 	tb.set("alice", 2)
 	tb.set("bob", 9)
-	s, _ := sourced(t, core.GCRA, core.FailOpen, tb.source, core.SourceConfig{})
+	s, _ := sourced(t, core.GCRA, core.FailOpen, tb.source, patient)
 	assert.Equal(t, 2, admitted(t, s, "alice", 20))
 	assert.Equal(t, 9, admitted(t, s, "bob", 20))
 	assert.Equal(t, 5, admitted(t, s, "carol", 20), "not found: the default's limits")
@@ -112,7 +112,7 @@ func TestSourceInvalidate(t *testing.T) {
 	tb := &table{}
 	tb.set("alice", 2)
 	tb.set("bob", 3)
-	s, _ := sourced(t, core.GCRA, core.FailOpen, tb.source, core.SourceConfig{})
+	s, _ := sourced(t, core.GCRA, core.FailOpen, tb.source, patient)
 	ctx := context.Background()
 	assert.Equal(t, int64(2), s.Select(ctx, "alice").Policy().Limits[0].Requests)
 	assert.Equal(t, int64(3), s.Select(ctx, "bob").Policy().Limits[0].Requests)
@@ -121,9 +121,11 @@ func TestSourceInvalidate(t *testing.T) {
 	s.Invalidate("alice")
 	assert.Equal(t, int64(8), s.Select(ctx, "alice").Policy().Limits[0].Requests, "Invalidate applies at once")
 	assert.Equal(t, int64(3), s.Select(ctx, "bob").Policy().Limits[0].Requests, "other identities keep their answer")
+	calls := tb.calls.Load()
 	s.InvalidateAll()
-	assert.Equal(t, 0, core.SourcedLen(s))
 	assert.Equal(t, int64(9), s.Select(ctx, "bob").Policy().Limits[0].Requests)
+	assert.Equal(t, int64(8), s.Select(ctx, "alice").Policy().Limits[0].Requests)
+	assert.Equal(t, calls+2, tb.calls.Load(), "InvalidateAll: every identity is asked again")
 }
 
 func TestSourceNotFoundIsCached(t *testing.T) {
@@ -152,7 +154,7 @@ func TestSourceErrorFallsBackToOwnLimits(t *testing.T) {
 			}
 		}
 	})
-	s, clk := sourced(t, core.GCRA, core.FailClosed, tb.source, core.SourceConfig{}, core.WithObserver(obs))
+	s, clk := sourced(t, core.GCRA, core.FailClosed, tb.source, patient, core.WithObserver(obs))
 	ctx := context.Background()
 	d, err := s.Select(ctx, "alice").Allow(ctx, "alice")
 	require.NoError(t, err)
@@ -310,7 +312,7 @@ func TestSourceMemoryPerEntry(t *testing.T) {
 func TestSourceRaceOneKeyExact(t *testing.T) {
 	tb := &table{}
 	tb.set("alice", 37)
-	s, _ := sourced(t, core.GCRA, core.FailOpen, tb.source, core.SourceConfig{})
+	s, _ := sourced(t, core.GCRA, core.FailOpen, tb.source, patient)
 	var ok atomic.Int64
 	var wg sync.WaitGroup
 	for range 16 {
@@ -341,7 +343,7 @@ func TestSourceLimitChangePerAlgorithm(t *testing.T) {
 		t.Run(alg.String(), func(t *testing.T) {
 			tb := &table{}
 			tb.set("alice", 10)
-			s, clk := sourced(t, alg, core.FailOpen, tb.source, core.SourceConfig{})
+			s, clk := sourced(t, alg, core.FailOpen, tb.source, patient)
 			clk.Set(time.Date(2026, 1, 1, 0, 0, 1, 0, time.UTC)) // inside a fixed window
 			assert.Equal(t, 10, admitted(t, s, "alice", 30), "at 10 per minute")
 			tb.set("alice", 20)
@@ -382,7 +384,7 @@ func TestSourceBadLimitsFallBack(t *testing.T) {
 		}
 		return make([]core.Limit, core.MaxLimits+1), true, nil
 	}
-	s, _ := sourced(t, core.GCRA, core.FailOpen, src, core.SourceConfig{})
+	s, _ := sourced(t, core.GCRA, core.FailOpen, src, patient)
 	for _, id := range []string{"zero", "none", "many", "panic"} {
 		assert.Equal(t, "api", s.Select(context.Background(), id).Policy().Name, id)
 	}

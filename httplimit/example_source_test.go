@@ -59,8 +59,8 @@ func ExampleWithLimitSource() {
 	perMinute["acme"] = 10 // an admin raises acme's limit
 	mu.Unlock()
 	customers.Invalidate("acme")
-	fmt.Println(quota("acme"))
+	fmt.Println(quota("acme")) // the 3 used this minute carry over: 7 more
 	// Output:
 	// 3 2
-	// 10
+	// 7
 }

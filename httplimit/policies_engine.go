@@ -102,13 +102,15 @@ func (e *Engine) tierCheck(policy string) *check {
 	return e.sourcedCheck(policy)
 }
 
-// choose is the primary check for a request with client key client:
+// choose is the primary check for a request whose store key is key, with
+// client key key[n:]:
 // its own limits from the source, its override, its tier's, or checks[0]. fromKeyFunc is false for a
 // fallback key, which never matches an override.
-func (e *Engine) choose(ctx context.Context, req keyfuncs.Request, client string, fromKeyFunc bool) *check {
+func (e *Engine) choose(ctx context.Context, req keyfuncs.Request, key string, n int, fromKeyFunc bool) *check {
 	p := e.pol
+	client := key[n:]
 	if fromKeyFunc && p.source != nil {
-		if c := e.chooseSource(ctx, client); c != nil {
+		if c := e.chooseSource(ctx, client, key); c != nil {
 			return c
 		}
 	}
@@ -154,7 +156,7 @@ func (e *Engine) decidePolicies(ctx context.Context, req keyfuncs.Request, res *
 			if own && c.key.fn != nil && e.cfg.identity {
 				res.ident = key[n:]
 			}
-			if c = e.choose(ctx, req, key[n:], own); c != &e.checks[0] {
+			if c = e.choose(ctx, req, key, n, own); c != &e.checks[0] {
 				res.chk = c
 			}
 		}

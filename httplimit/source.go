@@ -18,7 +18,10 @@ import (
 // found, or a fallback to the rule's own limits) goes on to
 // [WithOverrides], [WithTiers] and New's limiter as without the source.
 // A fallback key (the IP when the key function found no key) is never
-// looked up.
+// looked up. When an identity's limits change, its first request after
+// the change carries the use of its key to the new limits (see
+// [core.Sourced.SelectKey]: a raise from 5 to 10 after 5 used admits 5
+// more, a cut from 10 to 5 after 3 used 2 more).
 //
 // src must be built on the limiter passed to New
 // (core.NewSourced(limiter, source, cfg)), or New fails: its "not found"
@@ -79,10 +82,11 @@ func (e *Engine) sourcedCheck(policy string) *check {
 }
 
 // chooseSource is the check of client's own limits, or nil when the
-// rule's own apply.
-func (e *Engine) chooseSource(ctx context.Context, client string) *check {
+// rule's own apply; key is the store key of client's requests, whose use
+// a change of client's limits carries to the new ones.
+func (e *Engine) chooseSource(ctx context.Context, client, key string) *check {
 	src := e.pol.source
-	if l := src.Select(ctx, client); l != src.Default() {
+	if l := src.SelectKey(ctx, client, key); l != src.Default() {
 		return e.sourceCheck(l)
 	}
 	return nil

@@ -3,6 +3,7 @@ package memstore
 import (
 	"context"
 	"hash/maphash"
+	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -22,9 +23,17 @@ type slots struct {
 	slotTabs atomic.Pointer[map[string]*slotTable] // by limit name; copied on write
 }
 
-// slotTable is one limit's keys, sharded by key hash.
+// slotCacheSize is the number of entries of a slot table's fast-path
+// cache (a power of two).
+const slotCacheSize = 1024
+
+// slotTable is one limit's keys, sharded by key hash, and a direct-mapped
+// cache of recently used entries by the low bits of their hash: a counted
+// take whose entry is cached takes its slot with one compare-and-swap,
+// without the shard's lock or a map lookup.
 type slotTable struct {
 	shards [slotShards]slotShard
+	cache  [slotCacheSize]atomic.Pointer[slotEntry]
 }
 
 type slotShard struct {
@@ -34,14 +43,47 @@ type slotShard struct {
 	_       [40]byte // keep shards' mutexes on separate cache lines
 }
 
-// slotEntry is one key's slots: the counted ones (AcquireCounted: a count,
-// given back by its holders' n.Add(-1) without the shard's lock) and the
-// leased ones (AcquireSlot: tokens with an expiry, under the lock). The
-// count only grows under the shard's lock, where Max is checked, so a
-// release racing an acquisition can only make room.
+// slotEntry is one key's slots: the counted ones (CountedSlots: given
+// back by their holders' n.Add(-1), without the shard's lock) and the
+// leased ones (AcquireSlot: tokens with an expiry in hs, under the lock).
+// n counts both: every counted holder and every leased holder in hs (an
+// expired one until it is dropped, under the lock). n only grows by a
+// compare-and-swap from a value below Max, from the lock-free fast path
+// and under the lock alike, so no interleaving holds more than Max; a
+// release racing an acquisition can only make room. A swept entry's n is
+// slotDead (set from zero by a compare-and-swap, so never while a slot is
+// held): a fast path still holding it fails its swap and takes the lock.
 type slotEntry struct {
 	n  atomic.Int64
+	h  uint64 // the key's hash: the cache's tag
 	hs []holder
+}
+
+// slotDead is the count of an entry the sweep dropped: below any count.
+const slotDead = math.MinInt64 / 2
+
+// takeSlot adds one to e's count if it is below limit (and e not
+// swept), returning the count after; ok false leaves it unchanged.
+func (e *slotEntry) takeSlot(limit int64) (held int64, ok bool) {
+	for {
+		v := e.n.Load()
+		if v < 0 || v >= limit {
+			return max(v, 0), false
+		}
+		if e.n.CompareAndSwap(v, v+1) {
+			return v + 1, true
+		}
+	}
+}
+
+// prune drops e's leased holders expired at now (µs), and their counts.
+// Under the shard's lock.
+func (e *slotEntry) prune(now int64) {
+	if n := len(e.hs); n > 0 {
+		if e.hs = live(e.hs, now); len(e.hs) < n {
+			e.n.Add(int64(len(e.hs) - n))
+		}
+	}
 }
 
 // holder is one leased slot: its token and lease expiry (µs since the epoch).
@@ -115,24 +157,25 @@ func (sh *slotShard) entry(h uint64, now time.Time) *slotEntry {
 	if len(sh.keys) >= sh.sweepAt {
 		us := now.UnixMicro()
 		for k, e := range sh.keys {
-			if e.hs = live(e.hs, us); len(e.hs) == 0 && e.n.Load() == 0 {
+			if e.prune(us); len(e.hs) == 0 && e.n.CompareAndSwap(0, slotDead) {
 				delete(sh.keys, k)
 			}
 		}
 		sh.sweepAt = max(2*len(sh.keys), 64)
 	}
-	e := &slotEntry{}
+	e := &slotEntry{h: h}
 	sh.keys[h] = e
 	return e
 }
 
 // AcquireSlot implements [core.SlotStore]: it takes (or renews) token's
 // leased slot of key under p at now, in one critical section of the key's
-// shard; counted slots ([Store.AcquireCounted]) of key count towards
-// p.Max. A key takes about 50 bytes (the key is not kept) plus 16 per
+// shard; counted slots ([Store.CountedSlots]) of key count towards
+// p.Max. A key takes about 70 bytes (the key is not kept) plus 16 per
 // leased holder; keys with no slot held (released, or expired without
 // releasing) are dropped when their shard is swept, each time a new key
-// finds the shard's key count doubled since the last sweep. held is exact
+// finds the shard's key count doubled since the last sweep; each limit
+// name adds 8 KiB (the counted slots' cache). held is exact
 // when no counted slot is released during the call. Safe for concurrent
 // use.
 func (s *Store) AcquireSlot(_ context.Context, key string, p *core.ConcurrencyPolicy, token uint64, now time.Time) (int64, bool, error) {
@@ -149,19 +192,18 @@ func (s *Store) AcquireSlot(_ context.Context, key string, p *core.ConcurrencyPo
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	e := sh.entry(h, now)
-	e.hs = live(e.hs, us)
-	held := e.n.Load() + int64(len(e.hs))
+	e.prune(us)
 	for i := range e.hs {
 		if e.hs[i].token == token {
 			e.hs[i].exp = exp
-			return held, true, nil
+			return max(e.n.Load(), 0), true, nil
 		}
 	}
-	if held >= p.Max {
-		return held, false, nil
+	held, ok := e.takeSlot(p.Max)
+	if ok {
+		e.hs = append(e.hs, holder{token: token, exp: exp})
 	}
-	e.hs = append(e.hs, holder{token: token, exp: exp})
-	return held + 1, true, nil
+	return held, ok, nil
 }
 
 // CountedSlots returns the taker of the embedded store's in-flight slots
@@ -185,19 +227,26 @@ func (s *Store) CountedSlots(p *core.ConcurrencyPolicy) func(key string, now tim
 			return nil, 0, false, core.ErrClosed
 		}
 		h := maphash.String(s.seed, key)
+		c := &t.cache[h&(slotCacheSize-1)]
+		if e := c.Load(); e != nil && e.h == h {
+			// the fast path: no lock, no map; a full key (its expired
+			// leased holders are dropped under the lock) or a swept entry
+			// goes on below
+			if held, ok := e.takeSlot(p.Max); ok {
+				return &e.n, held, true, nil
+			}
+		}
 		sh := t.shard(h)
 		sh.mu.Lock()
 		defer sh.mu.Unlock()
 		e := sh.entry(h, now)
-		if len(e.hs) > 0 {
-			e.hs = live(e.hs, now.UnixMicro())
-		}
-		held := e.n.Load() + int64(len(e.hs))
-		if held >= p.Max {
+		e.prune(now.UnixMicro())
+		c.Store(e)
+		held, ok := e.takeSlot(p.Max)
+		if !ok {
 			return nil, held, false, nil
 		}
-		e.n.Add(1)
-		return &e.n, held + 1, true, nil
+		return &e.n, held, true, nil
 	}
 }
 
@@ -219,6 +268,7 @@ func (s *Store) ReleaseSlot(_ context.Context, key string, p *core.ConcurrencyPo
 		if e.hs[i].token == token {
 			e.hs[i] = e.hs[len(e.hs)-1]
 			e.hs = e.hs[:len(e.hs)-1]
+			e.n.Add(-1)
 			break
 		}
 	}
