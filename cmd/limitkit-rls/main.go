@@ -21,7 +21,7 @@
 //	-watch         how often the configuration is checked for changes (default 1s; 0: only SIGHUP)
 //
 // GOGC, when unset, is 400 rather than Go's 100: the collector took a fifth
-// to a quarter of the server's CPU under load at 100 (see docs/envoy.md);
+// to a third of the server's CPU under load at 100 (see docs/envoy.md);
 // set GOGC=100 to trade that CPU for memory.
 //
 // The configuration is reloaded when its files change and on SIGHUP; a file

@@ -88,7 +88,7 @@ func ParseFlags(args []string, out io.Writer) (Config, error) {
 // when the environment sets none. An RLS allocates a few kilobytes per
 // decision and keeps little: at Go's default of 100 it collects so often
 // that the collector, and the regrowth of the stacks it shrinks, take a
-// fifth to a quarter of the server's CPU under load (docs/envoy.md has the
+// fifth to a third of the server's CPU under load (docs/envoy.md has the
 // figures). 400 lets the heap grow to five times what is live (a few MB,
 // up to the fleet tier's table when flooded with keys) before a
 // collection.
