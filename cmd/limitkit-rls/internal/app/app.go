@@ -221,7 +221,7 @@ func Run(ctx context.Context, args []string, hup <-chan os.Signal, log *slog.Log
 // per stream, gRPC's default, grows a fresh stack for nearly every
 // decision. Past this many decisions in flight (waiting for Redis), gRPC
 // starts a goroutine per stream again. (grpc.NumStreamWorkers is marked
-// experimental in grpc-go; it has been there since 1.30.)
+// experimental in grpc-go 1.85, the version in go.mod.)
 const streamWorkers = 128
 
 // windowSize is the HTTP/2 stream and connection flow-control window.
