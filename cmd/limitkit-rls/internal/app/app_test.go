@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"sync"
@@ -385,4 +386,21 @@ descriptors:
 		return
 	}
 	t.Fatal("every attempt straddled a new year")
+}
+
+// TestTuneGC: without GOGC the command runs the collector at GCPercent;
+// a GOGC in the environment is left in force.
+func TestTuneGC(t *testing.T) {
+	old := debug.SetGCPercent(100)
+	defer debug.SetGCPercent(old)
+	require.Equal(t, GCPercent, TuneGC(func(string) string { return "" }))
+	require.Equal(t, GCPercent, debug.SetGCPercent(100), "the runtime's target")
+	gogc := func(k string) string {
+		if k == "GOGC" {
+			return "100"
+		}
+		return ""
+	}
+	require.Equal(t, 100, TuneGC(gogc))
+	require.Equal(t, 100, debug.SetGCPercent(100), "the runtime's target")
 }

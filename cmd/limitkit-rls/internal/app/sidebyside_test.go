@@ -1,8 +1,10 @@
+//go:build linux
+
 package app
 
 import (
+	"bytes"
 	"context"
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -10,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -43,8 +46,47 @@ func redisCPU(t *testing.T, s *redistest.Server) float64 {
 	return sum
 }
 
-// drive sends requests from 64 goroutines for d and returns decisions/s.
-func drive(t *testing.T, c pb.RateLimitServiceClient, d time.Duration) float64 {
+// clockTicks is Linux's USER_HZ, the unit of /proc/<pid>/stat's times
+// (100 on every architecture Go supports on Linux).
+const clockTicks = 100
+
+// procCPU is process pid's user + system CPU time, from /proc/<pid>/stat
+// (10 ms resolution).
+func procCPU(t *testing.T, pid int) time.Duration {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	require.NoError(t, err)
+	// the command name, in parentheses, may hold spaces: fields count
+	// from the last ')'
+	f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
+	ut, err1 := strconv.ParseInt(f[11], 10, 64) // field 14, utime
+	st, err2 := strconv.ParseInt(f[12], 10, 64) // field 15, stime
+	require.NoError(t, err1)
+	require.NoError(t, err2)
+	return time.Duration(ut+st) * time.Second / clockTicks
+}
+
+// peakRSS is process pid's peak resident set (VmHWM), in MiB.
+func peakRSS(pid int) float64 {
+	b, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, "VmHWM:"); ok {
+			kb, _ := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 64)
+			return kb / 1024
+		}
+	}
+	return 0
+}
+
+// selfCPU is the test process's (the load generator's) user + system CPU.
+func selfCPU(t *testing.T) time.Duration {
+	var ru syscall.Rusage
+	require.NoError(t, syscall.Getrusage(syscall.RUSAGE_SELF, &ru))
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// drive sends requests from 64 goroutines for d and returns the decisions
+// answered.
+func drive(c pb.RateLimitServiceClient, d time.Duration) int64 {
 	var n atomic.Int64
 	var wg sync.WaitGroup
 	ctx, cancel := context.WithTimeout(context.Background(), d)
@@ -62,27 +104,90 @@ func drive(t *testing.T, c pb.RateLimitServiceClient, d time.Duration) float64 {
 		}()
 	}
 	wg.Wait()
-	return float64(n.Load()) / d.Seconds()
+	return n.Load()
 }
 
-// TestSideBySideThroughput measures decisions per second and Redis CPU per
-// decision at 64 concurrent callers for envoyproxy/ratelimit (pipeline
-// window 0 and 150µs) and limitkit-rls (exact, pipelined, fleet tier).
+// loadTarget is one server under load: its process, its Redis and a client.
+type loadTarget struct {
+	name   string
+	pid    int
+	redis  *redistest.Server
+	client pb.RateLimitServiceClient
+	// sums over the rounds
+	decisions                int64
+	secs                     float64
+	server, gen, redisCPUSum float64 // seconds of CPU
+}
+
+// dial returns a client of the gRPC server at addr once it answers.
+func dial(t *testing.T, addr, domain string) pb.RateLimitServiceClient {
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	require.NoError(t, err)
+	t.Cleanup(func() { conn.Close() })
+	c := pb.NewRateLimitServiceClient(conn)
+	eventually(t, func() bool {
+		_, err := c.ShouldRateLimit(context.Background(), req(domain, "ip", "probe"))
+		return err == nil
+	}, "the server at "+addr+" did not start")
+	return c
+}
+
+// startProcess starts cmd, killed at the end of the test.
+func startProcess(t *testing.T, cmd *exec.Cmd) {
+	var logs syncBuf
+	cmd.Stdout, cmd.Stderr = &logs, &logs
+	require.NoError(t, cmd.Start())
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+		if t.Failed() {
+			out := logs.String()
+			t.Logf("%s's last output:\n%s", cmd.Path, out[max(0, len(out)-4000):])
+		}
+	})
+}
+
+// buildRLS builds cmd/limitkit-rls into a temporary directory (or returns
+// $LIMITKIT_RLS_BINARY).
+func buildRLS(t *testing.T) string {
+	if b := os.Getenv("LIMITKIT_RLS_BINARY"); b != "" {
+		return b
+	}
+	bin := filepath.Join(t.TempDir(), "limitkit-rls")
+	out, err := exec.Command("go", "build", "-o", bin, "github.com/limitkit/limitkit/cmd/limitkit-rls").CombinedOutput()
+	require.NoError(t, err, "go build: %s", out)
+	return bin
+}
+
+// TestSideBySideThroughput measures, at 64 concurrent callers (one gRPC
+// connection, one descriptor per request, 64 keys never over their
+// limit), the decisions per second, each server process's CPU per
+// decision (/proc/<pid>/stat), its Redis's CPU per decision (INFO cpu)
+// and the load generator's (this process's getrusage) for
+// envoyproxy/ratelimit (pipeline window 0 and 150µs) and limitkit-rls
+// (exact, pipelined, fleet tier), each a separate process on its own
+// redis-server. The targets are measured round-robin,
+// LIMITKIT_RLS_ROUNDS times (default 3) for LIMITKIT_RLS_SECONDS each
+// (default 5, after a 1 s warm-up), so that the host's load falls on all
+// of them alike. LIMITKIT_RLS_BASELINE names another limitkit-rls binary
+// (a baseline build) measured in the same rounds.
+//
 // It asserts nothing about speed; it logs the figures. Skipped without
 // LIMITKIT_RLS_REFERENCE and LIMITKIT_RLS_SIDE_BY_SIDE=1.
 func TestSideBySideThroughput(t *testing.T) {
-	bin := os.Getenv(ReferenceEnv)
-	if bin == "" || os.Getenv("LIMITKIT_RLS_SIDE_BY_SIDE") != "1" {
+	ref := os.Getenv(ReferenceEnv)
+	if ref == "" || os.Getenv("LIMITKIT_RLS_SIDE_BY_SIDE") != "1" {
 		t.Skipf("set %s and LIMITKIT_RLS_SIDE_BY_SIDE=1 to measure", ReferenceEnv)
 	}
-	const d = 5 * time.Second
-	run := func(name string, s *redistest.Server, c pb.RateLimitServiceClient) {
-		drive(t, c, time.Second) // warm up
-		cpu0 := redisCPU(t, s)
-		rate := drive(t, c, d)
-		cpu := redisCPU(t, s) - cpu0
-		t.Logf("%-34s %9.0f decisions/s  %6.2f µs Redis CPU/decision", name, rate, cpu/(rate*d.Seconds())*1e6)
+	rounds, secs := 3, 5
+	if v, err := strconv.Atoi(os.Getenv("LIMITKIT_RLS_ROUNDS")); err == nil && v > 0 {
+		rounds = v
 	}
+	if v, err := strconv.Atoi(os.Getenv("LIMITKIT_RLS_SECONDS")); err == nil && v > 0 {
+		secs = v
+	}
+	bin := buildRLS(t)
+	var targets []*loadTarget
 	for _, window := range []string{"0", "150us"} {
 		s := redistest.StartNode(t)
 		root := t.TempDir()
@@ -90,29 +195,72 @@ func TestSideBySideThroughput(t *testing.T) {
 		require.NoError(t, os.MkdirAll(dir, 0o755))
 		require.NoError(t, os.WriteFile(filepath.Join(dir, "load.yaml"), []byte(loadConfig), 0o600))
 		port := freePort(t)
-		cmd := exec.Command(bin)
+		cmd := exec.Command(ref)
 		cmd.Env = append(os.Environ(), "USE_STATSD=false", "LOG_LEVEL=error", "REDIS_SOCKET_TYPE=tcp", "REDIS_URL="+s.Addr,
 			"REDIS_PIPELINE_WINDOW="+window, "RUNTIME_ROOT="+root, "RUNTIME_SUBDIRECTORY=rl",
 			"HOST=127.0.0.1", "PORT="+strconv.Itoa(freePort(t)), "DEBUG_HOST=127.0.0.1", "DEBUG_PORT="+strconv.Itoa(freePort(t)),
 			"GRPC_HOST=127.0.0.1", "GRPC_PORT="+strconv.Itoa(port))
-		require.NoError(t, cmd.Start())
-		conn, err := grpc.NewClient("127.0.0.1:"+strconv.Itoa(port), grpc.WithTransportCredentials(insecure.NewCredentials()))
-		require.NoError(t, err)
-		c := pb.NewRateLimitServiceClient(conn)
-		eventually(t, func() bool {
-			_, err := c.ShouldRateLimit(context.Background(), req("load", "ip", "x"))
-			return err == nil
-		}, "reference did not start")
-		run("envoyproxy/ratelimit window="+window, s, c)
-		conn.Close()
-		cmd.Process.Kill()
-		cmd.Wait()
+		startProcess(t, cmd)
+		targets = append(targets, &loadTarget{name: "envoyproxy/ratelimit window=" + window, pid: cmd.Process.Pid, redis: s,
+			client: dial(t, "127.0.0.1:"+strconv.Itoa(port), "load")})
 	}
-	for _, extra := range [][]string{nil, {"-redis-pipeline"}, {"-sync", "100ms"}} {
+	type rlsRun struct {
+		name, bin string
+		extra     []string
+	}
+	runs := []rlsRun{
+		{"limitkit-rls exact", bin, nil},
+		{"limitkit-rls -redis-pipeline", bin, []string{"-redis-pipeline"}},
+		{"limitkit-rls -sync 100ms", bin, []string{"-sync", "100ms"}},
+	}
+	if base := os.Getenv("LIMITKIT_RLS_BASELINE"); base != "" {
+		runs = append(runs,
+			rlsRun{"baseline exact", base, nil},
+			rlsRun{"baseline -redis-pipeline", base, []string{"-redis-pipeline"}},
+			rlsRun{"baseline -sync 100ms", base, []string{"-sync", "100ms"}})
+	}
+	for _, r := range runs {
 		s := redistest.StartNode(t)
 		dir := t.TempDir()
 		writeConfig(t, dir, loadConfig)
-		r := start(t, append([]string{"-config", dir, "-redis", s.Addr, "-headers=false", "-store-timeout", "1s"}, extra...)...)
-		run(fmt.Sprintf("limitkit-rls %v", extra), s, r.client)
+		addr := "127.0.0.1:" + strconv.Itoa(freePort(t))
+		cmd := exec.Command(r.bin, append([]string{"-addr", addr, "-metrics-addr", "", "-config", dir, "-redis", s.Addr,
+			"-headers=false", "-store-timeout", "1s"}, r.extra...)...)
+		startProcess(t, cmd)
+		targets = append(targets, &loadTarget{name: r.name, pid: cmd.Process.Pid, redis: s, client: dial(t, addr, "load")})
 	}
+	d := time.Duration(secs) * time.Second
+	load0 := loadAvg()
+	for round := range rounds {
+		for i := range targets {
+			// rotate the order each round: no target always follows the same one
+			tg := targets[(i+round)%len(targets)]
+			drive(tg.client, time.Second) // warm up
+			r0, s0, c0 := redisCPU(t, tg.redis), procCPU(t, tg.pid), selfCPU(t)
+			t0 := time.Now()
+			n := drive(tg.client, d)
+			el := time.Since(t0).Seconds()
+			r1, s1, c1 := redisCPU(t, tg.redis), procCPU(t, tg.pid), selfCPU(t)
+			tg.decisions += n
+			tg.secs += el
+			tg.redisCPUSum += r1 - r0
+			tg.server += (s1 - s0).Seconds()
+			tg.gen += (c1 - c0).Seconds()
+			t.Logf("round %d %-30s %8.0f decisions/s", round, tg.name, float64(n)/el)
+		}
+	}
+	t.Logf("%-30s %12s %14s %14s %14s %9s", "server", "decisions/s", "server CPU", "Redis CPU", "client CPU", "peak RSS")
+	t.Logf("%-30s %12s %14s %14s %14s %9s", "", "", "µs/decision", "µs/decision", "µs/decision", "MiB")
+	for _, tg := range targets {
+		n := float64(tg.decisions)
+		t.Logf("%-30s %12.0f %14.2f %14.2f %14.2f %9.1f", tg.name, n/tg.secs, tg.server/n*1e6, tg.redisCPUSum/n*1e6, tg.gen/n*1e6, peakRSS(tg.pid))
+	}
+	t.Logf("load average before: %s, after: %s", load0, loadAvg())
+}
+
+// loadAvg is /proc/loadavg's first three fields.
+func loadAvg() string {
+	b, _ := os.ReadFile("/proc/loadavg")
+	f := strings.Fields(string(b))
+	return strings.Join(f[:min(3, len(f))], " ")
 }
