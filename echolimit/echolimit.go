@@ -54,17 +54,20 @@ func NewMiddleware(l *core.Limiter, opts ...httplimit.Option) (echo.MiddlewareFu
 	if err != nil {
 		return nil, err
 	}
-	deny, _ := e.AdapterValue("WithDenyHandler").(DenyHandler)
+	deny, err := httplimit.AdapterOptionValue[DenyHandler](e, "WithDenyHandler")
+	if err != nil {
+		return nil, err
+	}
 	parts, route := e.PartsKeyed()
 	wrap := func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) error {
 			// decided from the KeyParts when the engine's key cache knows
-			// them (see httplimit.Engine.DecidePartsInto), else through a
+			// them (see httplimit.Engine.Decide), else through a
 			// request view
 			var res httplimit.Result
 			var p httplimit.KeyParts
 			hr := c.Request()
-			if !parts || !e.DecidePartsInto(hr.Context(), keyParts(&p, c, hr, route), nil, &res) {
+			if !parts || !e.Decide(hr.Context(), nil, keyParts(&p, c, hr, route), &res) {
 				decideView(e, c, hr, &res)
 			}
 			if res.Action == httplimit.Skip {
@@ -130,7 +133,7 @@ func WriteRejection(c echo.Context, rej httplimit.Rejection) error {
 func decideView(e *httplimit.Engine, c echo.Context, hr *http.Request, res *httplimit.Result) {
 	req := requests.Get().(*request)
 	req.c = c
-	e.DecideInto(hr.Context(), req, res)
+	e.Decide(hr.Context(), req, nil, res)
 	req.c = nil
 	requests.Put(req)
 }
@@ -172,7 +175,7 @@ func keyParts(p *httplimit.KeyParts, c echo.Context, hr *http.Request, route boo
 	return p
 }
 
-// AnyMethod implements httplimit.AnyMethodRouter: whether the matched route
+// AnyMethod implements httplimit.Request: whether the matched route
 // is registered under every method e.Any registers (its scope is then the
 // route alone).
 func (r *request) AnyMethod() bool { return anyMethod(r.c, r.Route()) }

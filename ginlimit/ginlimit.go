@@ -54,7 +54,10 @@ func NewMiddleware(l *core.Limiter, opts ...httplimit.Option) (gin.HandlerFunc, 
 	if err != nil {
 		return nil, err
 	}
-	deny, _ := e.AdapterValue("WithDenyHandler").(DenyHandler)
+	deny, err := httplimit.AdapterOptionValue[DenyHandler](e, "WithDenyHandler")
+	if err != nil {
+		return nil, err
+	}
 	m := &middleware{e: e, deny: deny, inflight: e.InFlight()}
 	m.parts, m.route = e.PartsKeyed()
 	if m.inflight != nil {
@@ -173,10 +176,10 @@ func (m *middleware) decide(c *gin.Context, res *httplimit.Result) {
 	if m.parts {
 		var p httplimit.KeyParts
 		v.keyParts(&p, m.route)
-		m.e.DecidePartsInto(c.Request.Context(), &p, v, res)
+		m.e.Decide(c.Request.Context(), v, &p, res)
 		return
 	}
-	m.e.DecideInto(c.Request.Context(), v, res)
+	m.e.Decide(c.Request.Context(), v, nil, res)
 }
 
 // WriteRejection writes rej's default denial (status, Content-Type, body)
@@ -238,7 +241,7 @@ func (r *request) keyParts(p *httplimit.KeyParts, route bool) {
 	}
 }
 
-// AnyMethod implements httplimit.AnyMethodRouter: whether the matched route
+// AnyMethod implements httplimit.Request: whether the matched route
 // is registered under every method r.Any registers (its scope is then the
 // route alone).
 func (r *request) AnyMethod() bool { return r.anyMethod(r.ctx().FullPath()) }

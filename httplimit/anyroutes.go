@@ -9,7 +9,7 @@ import (
 // AnyRoutes says which route patterns of one router are registered under
 // every method of a set (the methods gin's r.Any or echo's e.Any
 // registers): the routes whose default scope is the route alone (see
-// [AnyMethodRouter]). It holds every pattern the router had when it was
+// [Request]). It holds every pattern the router had when it was
 // built, so a pattern it does not know is a route registered later.
 // Immutable.
 //
