@@ -169,7 +169,7 @@ func keyParts(p *httplimit.KeyParts, c echo.Context, hr *http.Request, route boo
 		}
 		p.Route = c.Path()
 		if e := c.Echo(); e != nil && p.Route != "" {
-			p.Table = anyRoutes.Routes(e, buildAnyRoutes).ID()
+			p.Table = anyRoutes.Table(e)
 		}
 	}
 	return p
@@ -182,7 +182,7 @@ func (r *request) AnyMethod() bool { return anyMethod(r.c, r.Route()) }
 
 func anyMethod(c echo.Context, route string) bool {
 	e := c.Echo()
-	return route != "" && e != nil && anyRoutes.AnyMethod(e, route, buildAnyRoutes)
+	return route != "" && e != nil && anyRoutes.AnyMethod(e, route)
 }
 
 // anyMethods is what echo's Any registers.
@@ -192,22 +192,18 @@ var anyMethods = []string{
 	http.MethodPut, http.MethodTrace, echo.REPORT,
 }
 
-var anyRoutes httplimit.AnyRouteIndex[*echo.Echo]
-
-// buildAnyRoutes indexes the routes of every router of the Echo (the
-// default one and each host's).
-func buildAnyRoutes(e *echo.Echo) *httplimit.AnyRoutes[*echo.Echo] {
-	return httplimit.BuildAnyRoutes(e, anyMethods, func(yield func(method, pattern string)) {
-		for _, rt := range e.Routes() {
+// anyRoutes indexes the routes of every router of each Echo (the default
+// one and each host's).
+var anyRoutes = httplimit.NewAnyRoutes(anyMethods, func(e *echo.Echo, yield func(method, pattern string)) {
+	for _, rt := range e.Routes() {
+		yield(rt.Method, rt.Path)
+	}
+	for _, router := range e.Routers() {
+		for _, rt := range router.Routes() {
 			yield(rt.Method, rt.Path)
 		}
-		for _, router := range e.Routers() {
-			for _, rt := range router.Routes() {
-				yield(rt.Method, rt.Path)
-			}
-		}
-	})
-}
+	}
+})
 
 func (r *request) Method() string { return r.c.Request().Method }
 

@@ -236,7 +236,7 @@ func (r *request) keyParts(p *httplimit.KeyParts, route bool) {
 	if route {
 		p.Method, p.Route = r.Request.Method, r.ctx().FullPath()
 		if e := engineOf(r.ctx()); e != nil && p.Route != "" {
-			p.Table = anyRoutes.Routes(e, buildAnyRoutes).ID()
+			p.Table = anyRoutes.Table(e)
 		}
 	}
 }
@@ -248,7 +248,7 @@ func (r *request) AnyMethod() bool { return r.anyMethod(r.ctx().FullPath()) }
 
 func (r *request) anyMethod(route string) bool {
 	e := engineOf(r.ctx())
-	return route != "" && e != nil && anyRoutes.AnyMethod(e, route, buildAnyRoutes)
+	return route != "" && e != nil && anyRoutes.AnyMethod(e, route)
 }
 
 // anyMethods is what gin's RouterGroup.Any registers.
@@ -258,15 +258,13 @@ var anyMethods = []string{
 	http.MethodTrace,
 }
 
-var anyRoutes httplimit.AnyRouteIndex[*gin.Engine]
-
-func buildAnyRoutes(e *gin.Engine) *httplimit.AnyRoutes[*gin.Engine] {
-	return httplimit.BuildAnyRoutes(e, anyMethods, func(yield func(method, pattern string)) {
-		for _, ri := range e.Routes() {
-			yield(ri.Method, ri.Path)
-		}
-	})
-}
+// anyRoutes indexes the routes of each gin.Engine, by its public
+// Routes().
+var anyRoutes = httplimit.NewAnyRoutes(anyMethods, func(e *gin.Engine, yield func(method, pattern string)) {
+	for _, ri := range e.Routes() {
+		yield(ri.Method, ri.Path)
+	}
+})
 
 // Value looks in the gin context's keys (c.Set, where gin authentication
 // middleware leaves the principal), then in the request's context.
