@@ -286,7 +286,7 @@ func (c *call) Method() string { return http.MethodPost }
 // Route is the procedure ("/pkg.Service/Method").
 func (c *call) Route() string { return c.procedure }
 
-// AnyMethod implements httplimit.AnyMethodRouter: the scope is the
+// AnyMethod implements httplimit.Request: the scope is the
 // procedure alone.
 func (c *call) AnyMethod() bool { return true }
 

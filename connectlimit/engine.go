@@ -6,7 +6,6 @@ import (
 
 	"github.com/limitkit/limitkit/core"
 	"github.com/limitkit/limitkit/httplimit"
-	"github.com/limitkit/limitkit/keyfuncs"
 )
 
 // This file is every call the package makes into httplimit's engine, so
@@ -40,8 +39,8 @@ func newEngine(l *core.Limiter, opts []httplimit.Option) (*engine, error) {
 // decision is one call's result.
 type decision = httplimit.Result
 
-func (g *engine) decide(ctx context.Context, req keyfuncs.Request, res *decision) {
-	g.e.DecideInto(ctx, req, res)
+func (g *engine) decide(ctx context.Context, req httplimit.Request, res *decision) {
+	g.e.Decide(ctx, req, nil, res)
 }
 
 func skipped(res *decision) bool { return res.Action == httplimit.Skip }

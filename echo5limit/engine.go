@@ -43,8 +43,8 @@ func newEngine(l *core.Limiter, opts []httplimit.Option) (*engine, error) {
 // decision is one request's result.
 type decision = httplimit.Result
 
-func (g *engine) decide(ctx context.Context, req keyfuncs.Request, res *decision) {
-	g.e.DecideInto(ctx, req, res)
+func (g *engine) decide(ctx context.Context, req httplimit.Request, res *decision) {
+	g.e.Decide(ctx, req, nil, res)
 }
 
 func skipped(res *decision) bool { return res.Action == httplimit.Skip }

@@ -38,7 +38,7 @@ func (r *request) Route() string {
 	return c.Path()
 }
 
-// AnyMethod implements httplimit.AnyMethodRouter: whether the matched
+// AnyMethod implements httplimit.Request: whether the matched
 // route is echo's e.Any (or g.Any) registration, a route of
 // echo.RouteAny (its scope is then the route alone).
 func (r *request) AnyMethod() bool {

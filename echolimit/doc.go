@@ -100,7 +100,7 @@
 // echo.MethodNotAllowedHandler (by code pointer) to give unrouted
 // requests the unmatched scope, e.Routes() and e.Routers() for routes of
 // e.Any. A returning client is decided from the context's key parts
-// alone (httplimit.Engine.DecidePartsInto); the request view, a pooled
+// alone (httplimit.Engine.Decide); the request view, a pooled
 // struct around the context, is built only when the key cache misses, so
 // a returning client's request takes nothing from the pool. Two unsafe
 // reads remain, of Go's own representation of a function value, not of

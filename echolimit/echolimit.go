@@ -54,17 +54,20 @@ func NewMiddleware(l *core.Limiter, opts ...httplimit.Option) (echo.MiddlewareFu
 	if err != nil {
 		return nil, err
 	}
-	deny, _ := e.AdapterValue("WithDenyHandler").(DenyHandler)
+	deny, err := httplimit.AdapterOptionValue[DenyHandler](e, "WithDenyHandler")
+	if err != nil {
+		return nil, err
+	}
 	parts, route := e.PartsKeyed()
 	wrap := func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) error {
 			// decided from the KeyParts when the engine's key cache knows
-			// them (see httplimit.Engine.DecidePartsInto), else through a
+			// them (see httplimit.Engine.Decide), else through a
 			// request view
 			var res httplimit.Result
 			var p httplimit.KeyParts
 			hr := c.Request()
-			if !parts || !e.DecidePartsInto(hr.Context(), keyParts(&p, c, hr, route), nil, &res) {
+			if !parts || !e.Decide(hr.Context(), nil, keyParts(&p, c, hr, route), &res) {
 				decideView(e, c, hr, &res)
 			}
 			if res.Action == httplimit.Skip {
@@ -130,7 +133,7 @@ func WriteRejection(c echo.Context, rej httplimit.Rejection) error {
 func decideView(e *httplimit.Engine, c echo.Context, hr *http.Request, res *httplimit.Result) {
 	req := requests.Get().(*request)
 	req.c = c
-	e.DecideInto(hr.Context(), req, res)
+	e.Decide(hr.Context(), req, nil, res)
 	req.c = nil
 	requests.Put(req)
 }
@@ -166,20 +169,20 @@ func keyParts(p *httplimit.KeyParts, c echo.Context, hr *http.Request, route boo
 		}
 		p.Route = c.Path()
 		if e := c.Echo(); e != nil && p.Route != "" {
-			p.Table = anyRoutes.Routes(e, buildAnyRoutes).ID()
+			p.Table = anyRoutes.Table(e)
 		}
 	}
 	return p
 }
 
-// AnyMethod implements httplimit.AnyMethodRouter: whether the matched route
+// AnyMethod implements httplimit.Request: whether the matched route
 // is registered under every method e.Any registers (its scope is then the
 // route alone).
 func (r *request) AnyMethod() bool { return anyMethod(r.c, r.Route()) }
 
 func anyMethod(c echo.Context, route string) bool {
 	e := c.Echo()
-	return route != "" && e != nil && anyRoutes.AnyMethod(e, route, buildAnyRoutes)
+	return route != "" && e != nil && anyRoutes.AnyMethod(e, route)
 }
 
 // anyMethods is what echo's Any registers.
@@ -189,22 +192,18 @@ var anyMethods = []string{
 	http.MethodPut, http.MethodTrace, echo.REPORT,
 }
 
-var anyRoutes httplimit.AnyRouteIndex[*echo.Echo]
-
-// buildAnyRoutes indexes the routes of every router of the Echo (the
-// default one and each host's).
-func buildAnyRoutes(e *echo.Echo) *httplimit.AnyRoutes[*echo.Echo] {
-	return httplimit.BuildAnyRoutes(e, anyMethods, func(yield func(method, pattern string)) {
-		for _, rt := range e.Routes() {
+// anyRoutes indexes the routes of every router of each Echo (the default
+// one and each host's).
+var anyRoutes = httplimit.NewAnyRoutes(anyMethods, func(e *echo.Echo, yield func(method, pattern string)) {
+	for _, rt := range e.Routes() {
+		yield(rt.Method, rt.Path)
+	}
+	for _, router := range e.Routers() {
+		for _, rt := range router.Routes() {
 			yield(rt.Method, rt.Path)
 		}
-		for _, router := range e.Routers() {
-			for _, rt := range router.Routes() {
-				yield(rt.Method, rt.Path)
-			}
-		}
-	})
-}
+	}
+})
 
 func (r *request) Method() string { return r.c.Request().Method }
 

@@ -39,7 +39,7 @@ func (r *request) Route() string {
 	return t.match(c.Method(), c.Path())
 }
 
-// AnyMethod implements httplimit.AnyMethodRouter: whether the route is
+// AnyMethod implements httplimit.Request: whether the route is
 // registered under every method of the app's RequestMethods (app.All).
 func (r *request) AnyMethod() bool {
 	route := r.Route()

@@ -71,7 +71,10 @@ func NewMiddleware(l *core.Limiter, opts ...httplimit.Option) (fiber.Handler, er
 	if err != nil {
 		return nil, err
 	}
-	deny, _ := e.AdapterValue("WithDenyHandler").(DenyHandler)
+	deny, err := httplimit.AdapterOptionValue[DenyHandler](e, "WithDenyHandler")
+	if err != nil {
+		return nil, err
+	}
 	m := &middleware{e: e, deny: deny, inflight: e.InFlight()}
 	m.parts, m.route = e.PartsKeyed()
 	if m.inflight != nil {
@@ -153,10 +156,10 @@ func (m *middleware) decide(c *fiber.Ctx, res *httplimit.Result) {
 	v := (*request)(c)
 	var p httplimit.KeyParts
 	if m.parts && v.keyParts(&p, m.route) {
-		m.e.DecidePartsInto(c.UserContext(), &p, v, res)
+		m.e.Decide(c.UserContext(), v, &p, res)
 		return
 	}
-	m.e.DecideInto(c.UserContext(), v, res)
+	m.e.Decide(c.UserContext(), v, nil, res)
 }
 
 // request is the keyfuncs.Request view of a fiber context: a pointer
@@ -229,7 +232,7 @@ func (r *request) keyParts(p *httplimit.KeyParts, route bool) bool {
 	return true
 }
 
-// AnyMethod implements httplimit.AnyMethodRouter: whether the route is
+// AnyMethod implements httplimit.Request: whether the route is
 // registered under every method of the app's RequestMethods (app.All),
 // whose scope is then the route alone.
 func (r *request) AnyMethod() bool {

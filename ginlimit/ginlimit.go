@@ -54,7 +54,10 @@ func NewMiddleware(l *core.Limiter, opts ...httplimit.Option) (gin.HandlerFunc, 
 	if err != nil {
 		return nil, err
 	}
-	deny, _ := e.AdapterValue("WithDenyHandler").(DenyHandler)
+	deny, err := httplimit.AdapterOptionValue[DenyHandler](e, "WithDenyHandler")
+	if err != nil {
+		return nil, err
+	}
 	m := &middleware{e: e, deny: deny, inflight: e.InFlight()}
 	m.parts, m.route = e.PartsKeyed()
 	if m.inflight != nil {
@@ -173,10 +176,10 @@ func (m *middleware) decide(c *gin.Context, res *httplimit.Result) {
 	if m.parts {
 		var p httplimit.KeyParts
 		v.keyParts(&p, m.route)
-		m.e.DecidePartsInto(c.Request.Context(), &p, v, res)
+		m.e.Decide(c.Request.Context(), v, &p, res)
 		return
 	}
-	m.e.DecideInto(c.Request.Context(), v, res)
+	m.e.Decide(c.Request.Context(), v, nil, res)
 }
 
 // WriteRejection writes rej's default denial (status, Content-Type, body)
@@ -233,19 +236,19 @@ func (r *request) keyParts(p *httplimit.KeyParts, route bool) {
 	if route {
 		p.Method, p.Route = r.Request.Method, r.ctx().FullPath()
 		if e := engineOf(r.ctx()); e != nil && p.Route != "" {
-			p.Table = anyRoutes.Routes(e, buildAnyRoutes).ID()
+			p.Table = anyRoutes.Table(e)
 		}
 	}
 }
 
-// AnyMethod implements httplimit.AnyMethodRouter: whether the matched route
+// AnyMethod implements httplimit.Request: whether the matched route
 // is registered under every method r.Any registers (its scope is then the
 // route alone).
 func (r *request) AnyMethod() bool { return r.anyMethod(r.ctx().FullPath()) }
 
 func (r *request) anyMethod(route string) bool {
 	e := engineOf(r.ctx())
-	return route != "" && e != nil && anyRoutes.AnyMethod(e, route, buildAnyRoutes)
+	return route != "" && e != nil && anyRoutes.AnyMethod(e, route)
 }
 
 // anyMethods is what gin's RouterGroup.Any registers.
@@ -255,15 +258,13 @@ var anyMethods = []string{
 	http.MethodTrace,
 }
 
-var anyRoutes httplimit.AnyRouteIndex[*gin.Engine]
-
-func buildAnyRoutes(e *gin.Engine) *httplimit.AnyRoutes[*gin.Engine] {
-	return httplimit.BuildAnyRoutes(e, anyMethods, func(yield func(method, pattern string)) {
-		for _, ri := range e.Routes() {
-			yield(ri.Method, ri.Path)
-		}
-	})
-}
+// anyRoutes indexes the routes of each gin.Engine, by its public
+// Routes().
+var anyRoutes = httplimit.NewAnyRoutes(anyMethods, func(e *gin.Engine, yield func(method, pattern string)) {
+	for _, ri := range e.Routes() {
+		yield(ri.Method, ri.Path)
+	}
+})
 
 // Value looks in the gin context's keys (c.Set, where gin authentication
 // middleware leaves the principal), then in the request's context.

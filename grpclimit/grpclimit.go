@@ -104,7 +104,11 @@ func New(l *core.Limiter, opts ...httplimit.Option) (*Interceptor, error) {
 		return nil, err
 	}
 	i := &Interceptor{e: e, inFlight: e.InFlight(), outcome: e.CountsOutcome()}
-	i.httpOutcome = i.outcome && e.AdapterValue(outcomeMark) == nil
+	byCode, err := httplimit.AdapterOptionValue[func(int) bool](e, outcomeMark)
+	if err != nil {
+		return nil, err
+	}
+	i.httpOutcome = i.outcome && byCode == nil
 	return i, nil
 }
 
@@ -309,7 +313,7 @@ func (i *Interceptor) decide(ctx context.Context, fullMethod string, registered 
 	}
 	req := requests.Get().(*request)
 	req.init(ctx, fullMethod, registered)
-	i.e.DecideInto(ctx, req, res)
+	i.e.Decide(ctx, req, nil, res)
 	*req = request{} // keeps no context alive in the pool
 	requests.Put(req)
 	if res.Action == httplimit.Skip {

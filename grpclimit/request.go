@@ -30,7 +30,7 @@ type request struct {
 
 var (
 	_ keyfuncs.Request          = (*request)(nil)
-	_ httplimit.AnyMethodRouter = (*request)(nil)
+	_ httplimit.Request = (*request)(nil)
 	_ httplimit.PeerAddrer      = (*request)(nil)
 	_ httplimit.KeyParter       = (*request)(nil)
 )

@@ -82,10 +82,15 @@ func NewAdapterEngine(a Adapter, lim *core.Limiter, opts ...Option) (*Engine, er
 // (the adapter declared the option with another type: a bug of the
 // adapter, for its constructor to return). The value of a declared
 // option has its declared type, whatever the user passed to
-// AdapterOption.
+// AdapterOption. When the option was given twice, the last one wins.
 func AdapterOptionValue[T any](e *Engine, name string) (T, error) {
 	var zero T
-	v := e.AdapterValue(name)
+	var v any
+	for _, a := range e.cfg.adapter { // the last one given wins
+		if a.name == name {
+			v = a.v
+		}
+	}
 	if v == nil {
 		return zero, nil
 	}

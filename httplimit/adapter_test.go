@@ -99,9 +99,6 @@ func TestAdapterOptionValue(t *testing.T) {
 	require.NoError(t, err)
 	require.NotNil(t, h, "a function literal of the declared signature is honoured")
 	assert.Equal(t, "literal", h(429))
-	_, ok := e.AdapterValue("WithHandler").(handler)
-	assert.True(t, ok, "AdapterValue holds the declared type")
-
 	_, err = AdapterOptionValue[func(int) string](e, "WithHandler")
 	assert.EqualError(t, err, "m: option WithHandler holds a httplimit.handler, read as a func(int) string: declare it with DeclareOption[func(int) string]")
 

@@ -39,7 +39,7 @@ func BenchmarkDecideTier(b *testing.B) {
 	ctx := context.Background()
 	b.ReportAllocs()
 	for b.Loop() {
-		res := e.Decide(ctx, keyfuncs.FromHTTP(r))
+		res := decide(e, ctx, httpView{r})
 		if res.Action != Pass || res.Decision.Policy != "bench/pro" {
 			b.Fatal(res.Action, res.Decision.Policy)
 		}
@@ -54,7 +54,7 @@ func BenchmarkDecideOutcome(b *testing.B) {
 	ctx := context.Background()
 	b.ReportAllocs()
 	for b.Loop() {
-		res := e.Decide(ctx, keyfuncs.FromHTTP(r))
+		res := decide(e, ctx, httpView{r})
 		if res.Action != Pass {
 			b.Fatal(res.Action)
 		}

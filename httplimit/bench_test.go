@@ -10,7 +10,6 @@ import (
 	"github.com/limitkit/limitkit/core/memstore"
 	"github.com/limitkit/limitkit/httplimit/internal/respond"
 	"github.com/limitkit/limitkit/internal/benchalt"
-	"github.com/limitkit/limitkit/keyfuncs"
 )
 
 func benchEngine(b *testing.B, opts ...Option) *Engine {
@@ -40,7 +39,7 @@ func BenchmarkDecide(b *testing.B) {
 	ctx := context.Background()
 	b.ReportAllocs()
 	for b.Loop() {
-		res := e.Decide(ctx, keyfuncs.FromHTTP(r))
+		res := decide(e, ctx, httpView{r})
 		if res.Action != Pass {
 			b.Fatal(res.Action)
 		}
@@ -49,7 +48,7 @@ func BenchmarkDecide(b *testing.B) {
 
 func BenchmarkKey(b *testing.B) {
 	e := benchEngine(b)
-	r := keyfuncs.FromHTTP(benchRequest())
+	r := httpView{benchRequest()}
 	ctx := context.Background()
 	b.ReportAllocs()
 	for b.Loop() {
@@ -62,7 +61,7 @@ func BenchmarkKey(b *testing.B) {
 // client on a known route.
 func BenchmarkCachedKey(b *testing.B) {
 	e := benchEngine(b)
-	r := keyfuncs.FromHTTP(benchRequest())
+	r := httpView{benchRequest()}
 	ctx := context.Background()
 	b.ReportAllocs()
 	for b.Loop() {
@@ -72,7 +71,7 @@ func BenchmarkCachedKey(b *testing.B) {
 
 func benchFields(b *testing.B, opts ...Option) {
 	e := benchEngine(b, opts...)
-	res := e.Decide(context.Background(), keyfuncs.FromHTTP(benchRequest()))
+	res := decide(e, context.Background(), httpView{benchRequest()})
 	b.ReportAllocs()
 	for b.Loop() {
 		var f Fields
@@ -85,7 +84,7 @@ func BenchmarkFieldsDelta(b *testing.B) { benchFields(b, WithResetFormat(ResetDe
 
 func BenchmarkSetHTTP(b *testing.B) {
 	e := benchEngine(b)
-	res := e.Decide(context.Background(), keyfuncs.FromHTTP(benchRequest()))
+	res := decide(e, context.Background(), httpView{benchRequest()})
 	var f Fields
 	e.Fields(&res, &f)
 	h := http.Header{}
@@ -119,7 +118,7 @@ func BenchmarkHeaderSetBaseline(b *testing.B) {
 // response: Triple and respond.SetHTTPTriple into a cleared header.
 func BenchmarkEngineSetHTTP(b *testing.B) {
 	e := benchEngine(b)
-	res := e.Decide(context.Background(), keyfuncs.FromHTTP(benchRequest()))
+	res := decide(e, context.Background(), httpView{benchRequest()})
 	h := http.Header{}
 	b.ReportAllocs()
 	for b.Loop() {
@@ -141,7 +140,7 @@ func BenchmarkTripleShapes(b *testing.B) {
 	e := benchEngine(b)
 	sameTriples(b, e)
 	sameTriples(b, benchEngine(b, WithResetFormat(ResetDelta)))
-	res := e.Decide(context.Background(), keyfuncs.FromHTTP(benchRequest()))
+	res := decide(e, context.Background(), httpView{benchRequest()})
 	var sum int64
 	ways := []func(){
 		func() {
@@ -169,7 +168,7 @@ func BenchmarkTripleShapes(b *testing.B) {
 // sameTriples fails unless the shapes BenchmarkTripleShapes measures
 // write what e.Triple writes for a common response.
 func sameTriples(b *testing.B, e *Engine) {
-	res := e.Decide(context.Background(), keyfuncs.FromHTTP(benchRequest()))
+	res := decide(e, context.Background(), httpView{benchRequest()})
 	var out Triple
 	okOut := e.Triple(&res, &out)
 	val, okVal := tripleValue(e, &res)

@@ -102,8 +102,8 @@ func newConfig(a *Adapter, opts []Option) (*Config, error) {
 // silently ignored by another, and the adapter itself rejects a name it
 // does not declare or a value not assignable to the declared type. name
 // is the option's name in the adapter's package ("WithDenyHandler"); v
-// is its value, which the adapter reads back with [AdapterOptionValue]
-// (or [Engine.AdapterValue]). A nil v (or a nil function or pointer in
+// is its value, which the adapter reads back with [AdapterOptionValue].
+// A nil v (or a nil function or pointer in
 // v) is a mistake the engine reports. The adapters' WithDenyHandler are
 // built on it:
 //

@@ -4,29 +4,33 @@ import (
 	"context"
 
 	"github.com/limitkit/limitkit/core"
-	"github.com/limitkit/limitkit/keyfuncs"
 )
 
-// Decide runs the skip hook, derives each check's key, and decides.
-// ctx is the request's context (the store deadline derives from it).
-func (e *Engine) Decide(ctx context.Context, req keyfuncs.Request) Result {
-	var r Result
-	e.DecideInto(ctx, req, &r)
-	return r
-}
-
-// DecideInto is Decide writing the result into *res, which must be the
-// zero Result (a fresh variable; the fields a decision leaves unset are
-// not cleared again): adapters keep the Result on their stack and nothing
-// copies or clears it twice.
-func (e *Engine) DecideInto(ctx context.Context, req keyfuncs.Request, res *Result) {
-	e.decide(ctx, req, nil, res)
+// Decide decides the request req is the view of, writing the result into
+// *res, which must be the zero Result (a fresh variable on the adapter's
+// stack; the fields a decision leaves unset are not cleared again): it runs
+// the skip hook, derives each check's key and decides. ctx is the request's
+// context (the store deadline derives from it). It reports whether it
+// decided, which it always does when req is not nil.
+//
+// p is nil, or the request's [KeyParts], which an adapter whose engine is
+// [Engine.PartsKeyed] may pass to decide from the key cache when it knows
+// them (a client that asked the route recently); the engine hashes them
+// once and the adapter builds them without an interface call. p must be the
+// parts the engine would read from req, route as PartsKeyed said: what the
+// view's [KeyParter] returns with ok. On a cache miss Decide decides with
+// req (and caches its key under p); with req nil, it decides nothing,
+// leaves *res as it was and reports false, and the adapter calls Decide
+// again with a view (an adapter whose view costs something to build builds
+// it only then). Decide never panics on any request.
+func (e *Engine) Decide(ctx context.Context, req Request, p *KeyParts, res *Result) bool {
+	return e.decide(ctx, req, p, res)
 }
 
 // PartsKeyed reports whether the engine's store key is a function of a
 // request's [KeyParts] (one check, the default peer-IP key, the default
 // or a fixed scope, no skip or cost function, no tiers, overrides or
-// counting by outcome), so that [Engine.DecidePartsInto] can decide, and
+// counting by outcome), so that [Engine.Decide] can decide by them, and
 // whether those parts include the route (the argument of
 // [KeyParter.KeyParts]; false under WithScope). An adapter whose request
 // view costs something to build (an allocation, a pool) asks once, at
@@ -35,29 +39,18 @@ func (e *Engine) PartsKeyed() (ok, route bool) {
 	return e.cacheID != 0 && e.cfg.skip == nil && e.cfg.cost == nil, !e.scopeFixed
 }
 
-// DecidePartsInto decides the request whose KeyParts are p as
-// DecideInto(ctx, req, res) would, and reports whether it did: from the
-// key cache when it knows p (a client that asked the route recently),
-// else on the general path with req, the request's view (whose key is
-// then cached under p). With req nil a cache miss decides nothing: *res
-// is left as it was and the adapter calls DecideInto with a view (an
-// adapter whose view costs something to build builds it only then). p
-// must be the parts the engine would read from req, route as
-// [Engine.PartsKeyed] said: what its [KeyParter] returns with ok (for
-// net/http's keyfuncs.HTTPRequest: Peer its RemoteAddr, Route its
-// pattern, StableRoute). On an engine that is not PartsKeyed it reports
-// false. *res must be the zero Result, as for DecideInto. The
-// adapter calls the view's KeyParts directly (no interface), and the
-// engine hashes the parts once.
-func (e *Engine) DecidePartsInto(ctx context.Context, p *KeyParts, req keyfuncs.Request, res *Result) bool {
-	return e.decide(ctx, req, p, res)
-}
-
-// decide is DecideInto for req or, when p is not nil, DecidePartsInto
-// for p and req (which takes only the one check's branch, and reports
-// false on an engine that is not PartsKeyed), in one function: a
-// decision on the common path is a single call from the adapter.
-func (e *Engine) decide(ctx context.Context, req keyfuncs.Request, p *KeyParts, res *Result) bool {
+// decide is Decide for req or, when p is not nil, for p and req (which
+// takes only the one check's branch; on an engine that is not PartsKeyed
+// it decides by req, and it reports false with req nil there or on a
+// miss, *res untouched), in one function: a decision on the common path
+// is a single call from the adapter.
+func (e *Engine) decide(ctx context.Context, req Request, p *KeyParts, res *Result) bool {
+	if p != nil && (e.cacheID == 0 || e.cfg.skip != nil || e.cfg.cost != nil) { // not PartsKeyed
+		if req == nil {
+			return false
+		}
+		p = nil
+	}
 	if e.cfg.conc != nil {
 		if p != nil {
 			return false
@@ -69,7 +62,7 @@ func (e *Engine) decide(ctx context.Context, req keyfuncs.Request, p *KeyParts, 
 }
 
 // decideChecks is decide's rate checks.
-func (e *Engine) decideChecks(ctx context.Context, req keyfuncs.Request, p *KeyParts, res *Result) bool {
+func (e *Engine) decideChecks(ctx context.Context, req Request, p *KeyParts, res *Result) bool {
 	cost := int64(1)
 	if e.cfg.skip != nil || e.cfg.cost != nil {
 		if p != nil {
@@ -138,7 +131,7 @@ func (e *Engine) decideChecks(ctx context.Context, req keyfuncs.Request, p *KeyP
 
 // decideAll decides every check, each key built after the scope in one
 // buffer, or the tiers, overrides and counting by outcome.
-func (e *Engine) decideAll(ctx context.Context, req keyfuncs.Request, res *Result, cost int64) {
+func (e *Engine) decideAll(ctx context.Context, req Request, res *Result, cost int64) {
 	if e.pol != nil {
 		e.decidePolicies(ctx, req, res, cost)
 		return

@@ -99,7 +99,7 @@
 //	e, err := httplimit.NewAdapterEngine(adapter, limiter, opts...) // at construction
 //
 //	var res httplimit.Result                    // per request, on the stack
-//	e.DecideInto(ctx, view, &res)               // view: a keyfuncs.Request of the request
+//	e.Decide(ctx, view, nil, &res)              // view: the httplimit.Request of the request
 //	switch res.Action {
 //	case httplimit.Skip:                        // exempt (WithSkip): no headers
 //		next()
@@ -115,10 +115,10 @@
 //		write(rej.Status, rej.ContentType, rej.Body)
 //	}
 //
-// The view is the framework's request as a keyfuncs.Request: method,
-// route pattern (the framework's matched pattern, never the raw path),
-// header, query, the TCP peer address as the server saw it, and context
-// values; keyfuncs.FromHTTP is the view of an *http.Request. A view that
+// The view is the framework's request as a [Request]: method, route
+// pattern (the framework's matched pattern, never the raw path), header,
+// query, the TCP peer address as the server saw it, context values, and
+// whether the matched route accepts every method (see below). A view that
 // implements keyfuncs.HTTPRequester or keyfuncs.BodyRequester lets
 // keyfuncs.FormField read the body; without either, a request with a
 // body is refused by a form key (415), never keyed by another key. The
@@ -139,21 +139,20 @@
 // A view may implement optional interfaces that make the engine faster
 // without changing what it decides: [KeyParter] (the parts the key cache
 // hashes, cheaper than Method, Route and RemoteAddr) and [PeerAddrer] (the
-// peer as a netip.Addr). [AnyMethodRouter] is different: it does change
-// the decision, since it changes the scope. A route that accepts every
-// method (gin's r.Any; [AnyRoutes] indexes a router's registrations for
-// it) is scoped by its route alone, one quota for all its methods; a view
-// that omits the interface scopes such a route per method, one quota for
-// each of the nine methods. An adapter whose framework can register a
-// route for every method must implement it: the public conformance
-// suite, package httplimit/adaptertest, fails an adapter that hands such
-// a route one quota per method. Run it from a test of the adapter
+// peer as a netip.Addr). [Request.AnyMethod] is different: it is part of
+// the contract, not an optimisation, since it changes the scope. A route
+// that accepts every method (gin's r.Any; [AnyRoutes] indexes a router's
+// registrations for it) is scoped by its route alone, one quota for all
+// its methods; a view that answered false for it would scope such a route
+// per method, one quota for each of the nine methods. The public
+// conformance suite, package httplimit/adaptertest, fails an adapter that
+// hands such a route one quota per method. Run it from a test of the adapter
 // (adaptertest.Run(t, harness)). The adapters of this module use them; a test
 // comparing a view with and without them (a [WithScopeFunc] that
 // returns the default scope, [RouteScope] of the view's method and
 // route, keys as the default without the key cache) keeps them honest. An adapter may
 // also read its request's KeyParts itself, without an interface call,
-// and decide with [Engine.DecidePartsInto] when [Engine.PartsKeyed] says
+// and pass them to [Engine.Decide] when [Engine.PartsKeyed] says
 // the engine's keys are a function of them (the default key and scope):
 // a returning client is then decided from the parts alone, and a view
 // that costs something to build (echolimit's, pooled) is built only on a

@@ -172,21 +172,7 @@ func newEngine(a *Adapter, lim *core.Limiter, opts []Option) (*Engine, error) {
 func (e *Engine) clock() core.Clock { return e.cfg.clock }
 
 // InFlight returns the [WithInFlight] counter, or nil. The adapter calls
-// its Enter before DecideInto and its Exit when the rest of the chain has
+// its Enter before Decide and its Exit when the rest of the chain has
 // returned, for every request; with nil it counts nothing (and should
 // build a handler that pays nothing for it).
 func (e *Engine) InFlight() *core.InFlight { return e.cfg.inFlight }
-
-// AdapterValue returns the value of the [AdapterOption] named name given
-// to this engine (the last one, when given twice), or nil when none was.
-// The engine has already rejected adapter options of other adapters, and
-// names and types its [Adapter] does not declare; [AdapterOptionValue]
-// is the typed form.
-func (e *Engine) AdapterValue(name string) any {
-	for _, a := range e.cfg.adapter {
-		if a.name == name {
-			return a.v
-		}
-	}
-	return nil
-}

@@ -48,17 +48,17 @@ func limiter(t testing.TB, st core.Store, name string) *core.Limiter {
 	return l
 }
 
-func httpReq(method, pattern, peer string) keyfuncs.Request {
+func httpReq(method, pattern, peer string) Request {
 	r, _ := http.NewRequest(method, "http://example.com/x", nil)
 	r.Pattern = pattern
 	r.RemoteAddr = peer
-	return keyfuncs.FromHTTP(r)
+	return httpView{r}
 }
 
 // routerReq is a framework's view: its route never names the method,
 // and it knows whether the route accepts every method.
 type routerReq struct {
-	keyfuncs.Request
+	Request
 	any bool
 }
 
@@ -113,7 +113,9 @@ func TestDefaults(t *testing.T) {
 	clk := core.NewManualClock(time.Unix(1_700_000_000, 0))
 	e, err := newEngineNamed("x", limiter(t, st, "p"), WithClock(clk))
 	require.NoError(t, err)
-	assert.Nil(t, e.AdapterValue("WithDenyHandler"))
+	deny, err := AdapterOptionValue[func()](e, "WithDenyHandler")
+	require.NoError(t, err)
+	assert.Nil(t, deny)
 	assert.Nil(t, e.InFlight())
 	assert.Equal(t, HeaderXRateLimit|HeaderRetryAfter, e.cfg.headers)
 	assert.Equal(t, ResetEpoch, e.cfg.reset)
@@ -121,7 +123,7 @@ func TestDefaults(t *testing.T) {
 	assert.Equal(t, http.StatusTooManyRequests, e.cfg.status)
 	assert.Equal(t, core.Clock(clk), e.clock())
 
-	res := e.Decide(context.Background(), httpReq("GET", "GET /users/{id}", "[2001:db8::1]:9"))
+	res := decide(e, context.Background(), httpReq("GET", "GET /users/{id}", "[2001:db8::1]:9"))
 	assert.Equal(t, "GET /users/{id}|2001:db8::/64", st.last())
 	res.Decision.ResetAfter = 1500 * time.Millisecond
 	var f Fields
@@ -153,7 +155,7 @@ func TestScope(t *testing.T) {
 		{"GET", "example.com/x", "example.com/x|203.0.113.7"},
 		{"GET", "", "|203.0.113.7"},
 	} {
-		e.Decide(context.Background(), httpReq(tc.method, tc.route, "203.0.113.7:1"))
+		decide(e, context.Background(), httpReq(tc.method, tc.route, "203.0.113.7:1"))
 		assert.Equal(t, tc.want, st.last(), "%s %s", tc.method, tc.route)
 	}
 	// a framework's route pattern, which never names the method
@@ -171,16 +173,16 @@ func TestScope(t *testing.T) {
 		{"FROBNICATE", "/api2", true, "/api2|203.0.113.7"},
 		{"GET", "", true, "|203.0.113.7"},
 	} {
-		e.Decide(context.Background(), routerReq{httpReq(tc.method, tc.route, "203.0.113.7:1"), tc.any})
+		decide(e, context.Background(), routerReq{httpReq(tc.method, tc.route, "203.0.113.7:1"), tc.any})
 		assert.Equal(t, tc.want, st.last(), "%s %s", tc.method, tc.route)
 	}
 	fixed, err := newEngineNamed("x", limiter(t, st, "p"), WithScope("shared"))
 	require.NoError(t, err)
-	fixed.Decide(context.Background(), httpReq("GET", "/a", "203.0.113.7:1"))
+	decide(fixed, context.Background(), httpReq("GET", "/a", "203.0.113.7:1"))
 	assert.Equal(t, "shared|203.0.113.7", st.last())
 	fn, err := newEngineNamed("x", limiter(t, st, "p"), WithScopeFunc(func(r keyfuncs.Request) string { return "fn:" + r.Method() }))
 	require.NoError(t, err)
-	fn.Decide(context.Background(), httpReq("PUT", "/a", "203.0.113.7:1"))
+	decide(fn, context.Background(), httpReq("PUT", "/a", "203.0.113.7:1"))
 	assert.Equal(t, "fn:PUT|203.0.113.7", st.last())
 }
 
@@ -189,7 +191,7 @@ func TestLongKeyIsBounded(t *testing.T) {
 	long := strings.Repeat("k", 10_000)
 	e, err := newEngineNamed("x", limiter(t, st, "p"), WithKey(func(keyfuncs.Request) (string, error) { return long, nil }))
 	require.NoError(t, err)
-	e.Decide(context.Background(), httpReq("GET", "GET /a", "203.0.113.7:1"))
+	decide(e, context.Background(), httpReq("GET", "GET /a", "203.0.113.7:1"))
 	assert.Equal(t, "GET /a|"+keyfuncs.Bound(long), st.last())
 }
 
@@ -204,7 +206,7 @@ func TestCostAtLeastOne(t *testing.T) {
 	}{{-5, 9}, {0, 8}, {1, 7}, {3, 4}, {2, 2}} { // 2: the boundary of "at least one"
 		e, err := newEngineNamed("x", l, WithCost(func(keyfuncs.Request) int64 { return tc.cost }))
 		require.NoError(t, err)
-		res := e.Decide(context.Background(), httpReq("GET", "/a", "203.0.113.7:1"))
+		res := decide(e, context.Background(), httpReq("GET", "/a", "203.0.113.7:1"))
 		assert.Equal(t, tc.remaining, res.Decision.Remaining, "cost %d", tc.cost)
 	}
 }
@@ -219,7 +221,7 @@ func TestNoKeyFallbackFails(t *testing.T) {
 	require.NoError(t, err)
 	// the default key (peer IP) finds nothing on a unix-socket peer, the
 	// fallback fails: denied, never let through unlimited
-	res := e.Decide(context.Background(), httpReq("GET", "/a", "@"))
+	res := decide(e, context.Background(), httpReq("GET", "/a", "@"))
 	assert.Equal(t, Deny, res.Action)
 	assert.Equal(t, ReasonNoKey, res.Reason)
 	assert.Equal(t, core.Never, res.Decision.RetryAfter)
@@ -280,9 +282,9 @@ func TestDecideAllocs(t *testing.T) {
 	require.NoError(t, err)
 	req := httpReq("GET", "GET /a", "203.0.113.7:1")
 	ctx := context.Background()
-	e.Decide(ctx, req)
+	decide(e, ctx, req)
 	assert.Equal(t, 0.0, testing.AllocsPerRun(200, func() {
-		res := e.Decide(ctx, req)
+		res := decide(e, ctx, req)
 		var f Fields
 		e.Fields(&res, &f)
 	}), "a returning client: no allocation before the headers are written")
@@ -303,7 +305,7 @@ func FuzzDecide(f *testing.F) {
 		r, _ := http.NewRequest(http.MethodGet, "http://example.com/x", nil)
 		r.Method, r.RemoteAddr, r.Pattern = method, peer, "/x"
 		r.Header["X-Key"] = []string{key}
-		res := e.Decide(context.Background(), keyfuncs.FromHTTP(r))
+		res := decide(e, context.Background(), httpView{r})
 		var fl Fields
 		e.Fields(&res, &fl)
 		if res.Action == Pass {
@@ -327,7 +329,7 @@ func TestUnixSocketPeerIsNotAQuotaDenial(t *testing.T) {
 			opts := append(opts, WithErrorHook(func(_ context.Context, err error) { errs = append(errs, err) }))
 			e, err := newEngineNamed("x", limiter(t, st, "p"), opts...)
 			require.NoError(t, err)
-			res := e.Decide(context.Background(), httpReq("GET", "/a", peer))
+			res := decide(e, context.Background(), httpReq("GET", "/a", peer))
 			require.Equal(t, Deny, res.Action, "peer %q", peer)
 			assert.Equal(t, ReasonNoKey, res.Reason)
 			assert.Empty(t, st.keys, "nothing is counted")
@@ -364,7 +366,7 @@ func TestNoKeyDenyStatus(t *testing.T) {
 	require.NoError(t, err)
 	e, err := newEngineNamed("x", limiter(t, st, "p"), WithKey(apiKey), WithNoKey(NoKeyDeny))
 	require.NoError(t, err)
-	res := e.Decide(context.Background(), httpReq("GET", "/a", "203.0.113.7:1"))
+	res := decide(e, context.Background(), httpReq("GET", "/a", "203.0.113.7:1"))
 	require.Equal(t, ReasonNoKey, res.Reason)
 	rej := e.Reject(&res)
 	assert.Equal(t, http.StatusForbidden, rej.Status)
@@ -393,7 +395,7 @@ func TestFailLocalDenialIsALimit(t *testing.T) {
 		require.NoError(t, err)
 		e, err := newEngineNamed("x", l, WithErrorHook(func(context.Context, error) {}))
 		require.NoError(t, err)
-		res := e.Decide(context.Background(), httpReq("GET", "/a", "203.0.113.7:1"))
+		res := decide(e, context.Background(), httpReq("GET", "/a", "203.0.113.7:1"))
 		if allowed {
 			assert.Equal(t, Pass, res.Action)
 			continue
@@ -409,7 +411,7 @@ func TestFailLocalDenialIsALimit(t *testing.T) {
 	require.NoError(t, err)
 	e, err := newEngineNamed("x", l, WithErrorHook(func(context.Context, error) {}))
 	require.NoError(t, err)
-	res := e.Decide(context.Background(), httpReq("GET", "/a", "203.0.113.7:1"))
+	res := decide(e, context.Background(), httpReq("GET", "/a", "203.0.113.7:1"))
 	assert.Equal(t, ReasonUnavailable, res.Reason)
 }
 

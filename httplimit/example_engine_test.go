@@ -13,6 +13,14 @@ import (
 	"github.com/limitkit/limitkit/nethttp"
 )
 
+// view is the adapter's httplimit.Request: keyfuncs.FromHTTP's view, and
+// whether the matched route accepts every method — a ServeMux pattern
+// names its method or accepts them all, so the method is never part of
+// the scope. (A framework's view answers from its router: gin's r.Any.)
+type view struct{ keyfuncs.Request }
+
+func (view) AnyMethod() bool { return true }
+
 // An adapter in a dozen lines: an Engine per middleware, and per request
 // a view of the request, a decision, the header fields, and the next
 // handler or the denial. This one is for net/http; another framework
@@ -31,7 +39,7 @@ func ExampleNewAdapterEngine() {
 	middleware := func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			var res httplimit.Result
-			e.DecideInto(r.Context(), keyfuncs.FromHTTP(r), &res)
+			e.Decide(r.Context(), view{keyfuncs.FromHTTP(r)}, nil, &res)
 			if res.Action != httplimit.Skip {
 				e.SetHTTP(&res, w.Header())
 			}

@@ -27,7 +27,7 @@ func ExampleEngine_Fields() {
 	}
 	var res httplimit.Result
 	req := httptest.NewRequest("GET", "/", nil)
-	e.DecideInto(context.Background(), keyfuncs.FromHTTP(req), &res)
+	e.Decide(context.Background(), view{keyfuncs.FromHTTP(req)}, nil, &res)
 
 	var f httplimit.Fields
 	e.Fields(&res, &f)

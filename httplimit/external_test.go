@@ -9,7 +9,7 @@ import (
 
 // TestExternalAdapter proves that an adapter can be written outside this
 // module: testdata/extadapter, a net/http middleware that uses only the
-// public API (NewAdapterEngine, a keyfuncs.Request view of its own, DecideInto,
+// public API (NewAdapterEngine, an httplimit.Request view of its own, Decide,
 // Fields, Reject, AdapterOption), is built as a module of its own against
 // this checkout, vetted and tested, offline. An internal package or an
 // unexported name used there fails the build.

@@ -17,14 +17,14 @@ import (
 func slowPeerKey(remote string) (string, error) {
 	r, _ := http.NewRequest(http.MethodGet, "http://example.com/", nil)
 	r.RemoteAddr = remote
-	b, err := appendKey(nil, keySpec{ip: keyfuncs.PeerIP(), set: true}, keyfuncs.FromHTTP(r))
+	b, err := appendKey(nil, keySpec{ip: keyfuncs.PeerIP(), set: true}, httpView{r})
 	return string(b), err
 }
 
 func fastPeerKey(remote string) (string, bool) {
 	r, _ := http.NewRequest(http.MethodGet, "http://example.com/", nil)
 	r.RemoteAddr = remote
-	b, ok := appendPeerIPv4(nil, keyfuncs.FromHTTP(r))
+	b, ok := appendPeerIPv4(nil, httpView{r})
 	return string(b), ok
 }
 
@@ -72,7 +72,7 @@ func FuzzPeerIPv4FastPath(f *testing.F) {
 // peerView is a request view that also holds the peer as an address, as
 // fiberlimit's does.
 type peerView struct {
-	keyfuncs.HTTPRequest
+	httpView
 	addr netip.Addr
 }
 
@@ -90,7 +90,7 @@ func TestPeerAddrerFastPath(t *testing.T) {
 	} {
 		r, _ := http.NewRequest(http.MethodGet, "http://example.com/", nil)
 		r.RemoteAddr = tc.remote
-		b, ok := appendPeerIPv4(nil, peerView{keyfuncs.FromHTTP(r), tc.addr})
+		b, ok := appendPeerIPv4(nil, peerView{httpView{r}, tc.addr})
 		require.Equal(t, tc.ok, ok, tc.remote)
 		if ok {
 			slow, err := slowPeerKey(tc.remote)
@@ -112,7 +112,7 @@ func TestHotPathKeysAndLimit(t *testing.T) {
 		r.RemoteAddr = "203.0.113.7:40001"
 		r.Pattern = "GET /x"
 		var res Result
-		e.DecideInto(t.Context(), keyfuncs.FromHTTP(r), &res)
+		e.Decide(t.Context(), httpView{r}, nil, &res)
 		require.Equal(t, Pass, res.Action)
 		assert.Equal(t, "GET /x|203.0.113.7", st.last())
 		var f Fields
@@ -120,7 +120,7 @@ func TestHotPathKeysAndLimit(t *testing.T) {
 		v, ok := f.Get(respond.HeaderLimit)
 		require.True(t, ok)
 		assert.Equal(t, "10", v)
-		assert.Equal(t, e.Decide(t.Context(), keyfuncs.FromHTTP(r)).Action, Pass, "Decide and DecideInto agree")
+		assert.Equal(t, decide(e, t.Context(), httpView{r}).Action, Pass, "Decide and decide agree")
 	}
 }
 
@@ -131,7 +131,7 @@ func TestPeerIPv4FastPathAgreesOnPorts(t *testing.T) {
 	for _, port := range []string{"0", "80", "65535", "00080", "", "65536", "99999", "123456", "-1", "8a", " 80", "+1", "8:", "80:80"} {
 		r, _ := http.NewRequest(http.MethodGet, "http://example.com/", nil)
 		r.RemoteAddr = "203.0.113.7:" + port
-		_, fast := appendPeerIPv4(nil, keyfuncs.FromHTTP(r))
+		_, fast := appendPeerIPv4(nil, httpView{r})
 		_, err := keyfuncs.PeerIP().Prefix(keyfuncs.FromHTTP(r))
 		if fast != (err == nil) {
 			t.Errorf("port %q: fast path ok=%v, keyfuncs.PeerIP err=%v", port, fast, err)

@@ -4,7 +4,6 @@ import (
 	"context"
 
 	"github.com/limitkit/limitkit/core"
-	"github.com/limitkit/limitkit/keyfuncs"
 )
 
 // WithConcurrency adds an in-flight limit to the middleware: a request
@@ -47,7 +46,7 @@ func (e *Engine) initConcurrency() {
 // decideHeld is decide under WithConcurrency: take a slot of the primary
 // key, then decide the rate checks, giving the slot back unless the
 // request passed (res.slot then holds it until Outcome).
-func (e *Engine) decideHeld(ctx context.Context, req keyfuncs.Request, res *Result) {
+func (e *Engine) decideHeld(ctx context.Context, req Request, res *Result) {
 	if e.cfg.skip != nil && e.cfg.skip(req) {
 		res.Action = Skip
 		return
@@ -83,7 +82,7 @@ func (e *Engine) decideHeld(ctx context.Context, req keyfuncs.Request, res *Resu
 }
 
 // decideRate is decide's rate checks, without the key cache's parts.
-func (e *Engine) decideRate(ctx context.Context, req keyfuncs.Request, res *Result) {
+func (e *Engine) decideRate(ctx context.Context, req Request, res *Result) {
 	e.decideChecks(ctx, req, nil, res)
 }
 

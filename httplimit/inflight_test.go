@@ -10,7 +10,6 @@ import (
 
 	"github.com/limitkit/limitkit/core"
 	"github.com/limitkit/limitkit/core/memstore"
-	"github.com/limitkit/limitkit/keyfuncs"
 )
 
 // concEngine is an engine with a rate limit of rate per hour and a
@@ -31,7 +30,7 @@ func concEngine(t *testing.T, rate int64) (*Engine, *core.Concurrency) {
 func decideExport(e *Engine) Result {
 	r, _ := http.NewRequest("GET", "http://example.com/export", nil)
 	r.Pattern, r.RemoteAddr = "GET /export", "203.0.113.7:1"
-	return e.Decide(context.Background(), keyfuncs.FromHTTP(r))
+	return decide(e, context.Background(), httpView{r})
 }
 
 // TestConcurrencyHeldUntilOutcome: the slot is held from Decide until

@@ -21,7 +21,7 @@ import (
 
 // generalKey is what the engine's general path (no key cache) derives
 // for req: the specification the cache must reproduce.
-func generalKey(e *Engine, req keyfuncs.Request) (string, keyStatus) {
+func generalKey(e *Engine, req Request) (string, keyStatus) {
 	key, st, _ := e.generalKey(context.Background(), &e.checks[0], req)
 	return key, st
 }
@@ -58,7 +58,7 @@ func TestKeyCacheMatchesGeneralPath(t *testing.T) {
 					for _, peer := range cachePeers {
 						r, _ := http.NewRequest("GET", "http://example.com/x", nil)
 						r.Method, r.Pattern, r.RemoteAddr = m, route, peer
-						req := keyfuncs.FromHTTP(r)
+						req := httpView{r}
 						wantKey, wantSt := generalKey(e, req)
 						key, st := e.cachedKey(context.Background(), &e.checks[0], req)
 						require.Equalf(t, wantSt, st, "round %d %q %q %q", round, m, route, peer)
@@ -113,7 +113,7 @@ func TestKeyCacheOneOffPartsAllocateNothing(t *testing.T) {
 	}
 	e, err := newEngineNamed("x", limiter(t, &keyStore{}, "p"))
 	require.NoError(t, err)
-	reqs := make([]keyfuncs.Request, 300)
+	reqs := make([]Request, 300)
 	for i := range reqs {
 		reqs[i] = httpReq("GET", fmt.Sprintf("GET /p%d", i), "192.0.2.1:1")
 	}
@@ -155,12 +155,15 @@ func TestKeyCacheOnlyForTheDefaultKey(t *testing.T) {
 // reusedView is a request view over one reused buffer, as fasthttp's
 // strings are: its KeyParts are not Stable.
 type reusedView struct {
-	keyfuncs.Request
+	Request
 	buf   []byte
 	route string
 }
 
 func (v *reusedView) Route() string { return v.route }
+
+// AnyMethod: a framework's route, registered under one method.
+func (v *reusedView) AnyMethod() bool { return false }
 
 func (v *reusedView) KeyParts(route bool) (KeyParts, bool) {
 	return KeyParts{Method: "GET", Route: v.route, Peer: v.RemoteAddr()}, true
@@ -253,7 +256,7 @@ func TestKeyCacheConcurrent(t *testing.T) {
 				peer := fmt.Sprintf("192.0.2.%d:%d", (i*7+g)%5, 1000+g)
 				r, _ := http.NewRequest("GET", "http://example.com/", nil)
 				r.Pattern, r.RemoteAddr = route, peer
-				key, st := e.cachedKey(context.Background(), &e.checks[0], keyfuncs.FromHTTP(r))
+				key, st := e.cachedKey(context.Background(), &e.checks[0], httpView{r})
 				if st != keyOK || key != route+"|"+peer[:len(peer)-5] {
 					t.Errorf("%s %s: got %q (%d)", route, peer, key, st)
 					return
@@ -295,7 +298,7 @@ func TestKeyCacheSkipsFallbackKeys(t *testing.T) {
 			r, _ := http.NewRequest("GET", "http://example.com/x", nil)
 			r.Pattern, r.RemoteAddr = "GET /x", ""
 			r.Header.Set("X-Key", h)
-			key, st := e.cachedKey(context.Background(), &e.checks[0], keyfuncs.FromHTTP(r))
+			key, st := e.cachedKey(context.Background(), &e.checks[0], httpView{r})
 			require.Equal(t, keyOK, st)
 			require.Equal(t, "GET /x|"+fallbackPrefix+h, key)
 		}
@@ -349,13 +352,13 @@ func TestKeyCacheComparesMethod(t *testing.T) {
 	}
 }
 
-// TestDecidePartsInto: a returning client's parts decide as DecideInto
+// TestDecideParts: a returning client's parts decide as without them
 // does (the same store key and result); parts the cache does not know
 // decide nothing without the view, and on the general path with it
 // (caching the key); nothing is decided by every engine whose key is not a function of
 // the parts (skip and cost functions, a key function, tiers, two checks);
 // under WithScope the parts leave the route out.
-func TestDecidePartsInto(t *testing.T) {
+func TestDecideParts(t *testing.T) {
 	ctx := context.Background()
 	st := &keyStore{}
 	e, err := newEngineNamed("x", limiter(t, st, "p"))
@@ -366,15 +369,15 @@ func TestDecidePartsInto(t *testing.T) {
 	req := httpReq("GET", "GET /parts", "198.51.100.9:4711")
 	p := KeyParts{Route: "GET /parts", Peer: "198.51.100.9:4711", StableRoute: true}
 	var res Result
-	require.False(t, e.DecidePartsInto(ctx, &p, nil, &res), "unknown parts")
+	require.False(t, e.Decide(ctx, nil, &p, &res), "unknown parts")
 	require.Equal(t, Result{}, res)
 	var want Result
 	for i := 0; i < 2; i++ { // an entry at the second miss
 		want = Result{}
-		e.DecideInto(ctx, req, &want)
+		e.Decide(ctx, req, nil, &want)
 	}
 	wantKey := st.last()
-	require.True(t, e.DecidePartsInto(ctx, &p, nil, &res))
+	require.True(t, e.Decide(ctx, nil, &p, &res))
 	assert.Equal(t, wantKey, st.last())
 	assert.Equal(t, "GET /parts|198.51.100.9", st.last())
 	res.now, want.now = time.Time{}, time.Time{}
@@ -385,12 +388,12 @@ func TestDecidePartsInto(t *testing.T) {
 	p2 := KeyParts{Route: "GET /parts", Peer: "198.51.100.9:4712", StableRoute: true}
 	for i := 0; i < 2; i++ {
 		res = Result{}
-		require.True(t, e.DecidePartsInto(ctx, &p2, req2, &res))
+		require.True(t, e.Decide(ctx, req2, &p2, &res))
 		assert.Equal(t, "GET /parts|198.51.100.9", st.last())
 		assert.True(t, res.decided)
 	}
 	res = Result{}
-	assert.True(t, e.DecidePartsInto(ctx, &p2, nil, &res), "cached by the calls with the view")
+	assert.True(t, e.Decide(ctx, nil, &p2, &res), "cached by the calls with the view")
 
 	hk, err := keyfuncs.Header("X-Key")
 	require.NoError(t, err)
@@ -406,9 +409,12 @@ func TestDecidePartsInto(t *testing.T) {
 		ok, _ := e.PartsKeyed()
 		assert.False(t, ok, name)
 		for i := 0; i < 3; i++ {
-			e.DecideInto(ctx, req, &Result{})
+			e.Decide(ctx, req, nil, &Result{})
 		}
-		assert.False(t, e.DecidePartsInto(ctx, &p, nil, &res), name)
+		assert.False(t, e.Decide(ctx, nil, &p, &res), name)
+		var viewed Result
+		assert.True(t, e.Decide(ctx, req, &p, &viewed), "%s: with the view, decided on the general path", name)
+		assert.NotEmpty(t, viewed.Decision.Policy, name)
 	}
 	e, err = newEngineNamed("x", limiter(t, st, "p"), WithScope("s"))
 	require.NoError(t, err)

@@ -58,16 +58,9 @@ var errEmptyKey = fmt.Errorf("%w: the key function returned an empty key", keyfu
 // parts were seen recently, else from key, whose result is cached when
 // it came from the check's own key function (a fallback key may read
 // anything).
-func (e *Engine) cachedKey(ctx context.Context, c *check, req keyfuncs.Request) (string, keyStatus) {
+func (e *Engine) cachedKey(ctx context.Context, c *check, req Request) (string, keyStatus) {
 	var p KeyParts
 	switch r := req.(type) {
-	case keyfuncs.HTTPRequest: // net/http's view: a concrete type is one compare
-		// no Method: a ServeMux pattern names its method or accepts every
-		// one (scopeMethod), so the scope never depends on the request's
-		p.Peer, p.StableRoute = r.RemoteAddr(), true
-		if !e.scopeFixed {
-			p.Route = r.Route()
-		}
 	case KeyParter:
 		var ok bool
 		if p, ok = r.KeyParts(!e.scopeFixed); !ok {
@@ -90,7 +83,7 @@ func (e *Engine) cachedKey(ctx context.Context, c *check, req keyfuncs.Request) 
 // missedKey is the general path's key for req, whose parts p the key
 // cache missed at slot: cached under p when it came from the check's own
 // key function (a fallback key may read anything).
-func (e *Engine) missedKey(ctx context.Context, c *check, req keyfuncs.Request, p *KeyParts, slot slotRef) (string, keyStatus) {
+func (e *Engine) missedKey(ctx context.Context, c *check, req Request, p *KeyParts, slot slotRef) (string, keyStatus) {
 	key, st, own := e.generalKey(ctx, c, req)
 	if st == keyOK && own {
 		keys.put(slot, e.cacheID, p, key)
@@ -100,14 +93,14 @@ func (e *Engine) missedKey(ctx context.Context, c *check, req keyfuncs.Request, 
 
 // generalKey is key after the request's scope, built in a stack buffer:
 // the path without the key cache.
-func (e *Engine) generalKey(ctx context.Context, c *check, req keyfuncs.Request) (string, keyStatus, bool) {
+func (e *Engine) generalKey(ctx context.Context, c *check, req Request) (string, keyStatus, bool) {
 	var kbuf [192]byte
 	return e.key(ctx, c, req, e.appendScope(kbuf[:0], req))
 }
 
 // key derives check c's store key: scope, '|', client key. own reports
 // that the key came from the check's key function, not the fallback.
-func (e *Engine) key(ctx context.Context, c *check, req keyfuncs.Request, scope []byte) (key string, st keyStatus, own bool) {
+func (e *Engine) key(ctx context.Context, c *check, req Request, scope []byte) (key string, st keyStatus, own bool) {
 	// built in place after the scope; interned (copied) before the next
 	// check reuses the bytes
 	b := scope
@@ -162,7 +155,7 @@ func (e *Engine) key(ctx context.Context, c *check, req keyfuncs.Request, scope 
 // or without a valid port, and reports false for anything else, which
 // the general path then decides. The result is byte for byte what
 // keyfuncs.PeerIP's Prefix, printed, gives (tested against it).
-func appendPeerIPv4(b []byte, req keyfuncs.Request) ([]byte, bool) {
+func appendPeerIPv4(b []byte, req Request) ([]byte, bool) {
 	if pa, ok := req.(PeerAddrer); ok {
 		if a := pa.PeerAddr(); a.Is4() {
 			return a.AppendTo(b), true
@@ -204,7 +197,7 @@ func appendPeerIPv4(b []byte, req keyfuncs.Request) ([]byte, bool) {
 	return append(b, s[:i]...), true
 }
 
-func appendKey(b []byte, k keySpec, req keyfuncs.Request) ([]byte, error) {
+func appendKey(b []byte, k keySpec, req Request) ([]byte, error) {
 	if k.ip != nil {
 		p, err := k.ip.Prefix(req)
 		if err != nil {

@@ -12,7 +12,6 @@ import (
 
 	"github.com/limitkit/limitkit/core"
 	"github.com/limitkit/limitkit/core/memstore"
-	"github.com/limitkit/limitkit/keyfuncs"
 )
 
 // ctxStore is a local verb store over a memstore that records, for each
@@ -111,7 +110,7 @@ func decideLogin(t *testing.T, ctx context.Context, e *Engine) *Result {
 	t.Helper()
 	r, _ := http.NewRequestWithContext(ctx, "POST", "http://example.com/login", nil)
 	r.Pattern, r.RemoteAddr = "POST /login", "203.0.113.7:1"
-	res := e.Decide(ctx, keyfuncs.FromHTTP(r))
+	res := decide(e, ctx, httpView{r})
 	require.Equal(t, Pass, res.Action)
 	return &res
 }
@@ -136,7 +135,7 @@ func TestOutcomeSettledTwiceChargesOnce(t *testing.T) {
 // The charge after the response of a client that went away runs on a
 // context detached from the request's cancellation (the store is asked
 // on a live context, and the charge lands), with a deadline of its own,
-// OutcomeTimeout at most.
+// outcomeTimeout at most.
 func TestOutcomeChargeDetachedFromRequestCancellation(t *testing.T) {
 	e, st, errs := outcomeRig(t, false)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -152,7 +151,7 @@ func TestOutcomeChargeDetachedFromRequestCancellation(t *testing.T) {
 	assert.Equal(t, "charge", calls[0].verb)
 	assert.False(t, calls[0].ended, "the charge ran on the request's cancelled context")
 	assert.Greater(t, calls[0].deadline, time.Duration(0), "the charge ran without a deadline of its own")
-	assert.LessOrEqual(t, calls[0].deadline, OutcomeTimeout)
+	assert.LessOrEqual(t, calls[0].deadline, outcomeTimeout)
 	st.verbs()
 	d, err := e.checks[0].lim.Peek(context.Background(), "POST /login|203.0.113.7")
 	require.NoError(t, err)
@@ -221,7 +220,7 @@ func TestOutcomePeekIsADecision(t *testing.T) {
 	r, _ := http.NewRequest("POST", "http://example.com/login", nil)
 	r.Pattern, r.RemoteAddr = "POST /login", "203.0.113.7:1"
 	for range 3 {
-		res := e.Decide(context.Background(), keyfuncs.FromHTTP(r))
+		res := decide(e, context.Background(), httpView{r})
 		e.Outcome(context.Background(), &res, 401)
 	}
 	assert.Equal(t, map[string]int{"decision/allowed": 2, "decision/denied": 1, "charge/allowed": 1, "charge/denied": 1}, events)

@@ -106,7 +106,7 @@ func (e *Engine) tierCheck(policy string) *check {
 // client key key[n:]:
 // its own limits from the source, its override, its tier's, or checks[0]. fromKeyFunc is false for a
 // fallback key, which never matches an override.
-func (e *Engine) choose(ctx context.Context, req keyfuncs.Request, key string, n int, fromKeyFunc bool) *check {
+func (e *Engine) choose(ctx context.Context, req Request, key string, n int, fromKeyFunc bool) *check {
 	p := e.pol
 	client := key[n:]
 	if fromKeyFunc && p.source != nil {
@@ -129,11 +129,11 @@ func (e *Engine) choose(ctx context.Context, req keyfuncs.Request, key string, n
 	return &e.checks[0]
 }
 
-// decidePolicies is DecideInto for an engine with e.pol: the primary
+// decidePolicies is Decide for an engine with e.pol: the primary
 // check's limiter chosen per request, and with counting by outcome a peek
 // (or a take, ChargeFirst) whose charge (or refund) [Engine.Outcome] settles
 // after the response.
-func (e *Engine) decidePolicies(ctx context.Context, req keyfuncs.Request, res *Result, cost int64) {
+func (e *Engine) decidePolicies(ctx context.Context, req Request, res *Result, cost int64) {
 	var kbuf [192]byte
 	scope := e.appendScope(kbuf[:0], req)
 	n := len(scope) + 1 // the client key starts after the scope and keySep
@@ -238,13 +238,13 @@ const (
 	OutcomeCanceled = -3
 )
 
-// OutcomeTimeout bounds the store calls that settle a request after its
+// outcomeTimeout (one second) bounds the store calls that settle a request after its
 // response ([Engine.Outcome]): they run on a context detached from the
 // request's cancellation (a client that hangs up before its failure is
 // answered is still charged) with this deadline of its own, so that
 // settling never outlives a hung store by more. Each limiter's own store
 // deadline (core.WithTimeout, 50 ms by default) applies within it.
-const OutcomeTimeout = time.Second
+const outcomeTimeout = time.Second
 
 // Outcome settles a request admitted under [WithOutcome] once its
 // outcome is known: status is the response's status, or one of
@@ -260,7 +260,7 @@ const OutcomeTimeout = time.Second
 // one. It does nothing for a request it has nothing to settle (denied,
 // skipped, or an engine without WithOutcome); a second call for the same
 // res settles nothing. The store calls run on a context detached from
-// ctx's cancellation, with [OutcomeTimeout] as its deadline, and report
+// ctx's cancellation, with a deadline of one second, and report
 // their errors to the error hook.
 func (e *Engine) Outcome(ctx context.Context, res *Result, status int) {
 	releaseHeld(res)
@@ -278,7 +278,7 @@ func (e *Engine) Outcome(ctx context.Context, res *Result, status int) {
 	if counts == p.first && !reset {
 		return // nothing to charge, refund or reset
 	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), OutcomeTimeout)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), outcomeTimeout)
 	defer cancel()
 	for i := 0; i < o.n; i++ {
 		var err error

@@ -48,15 +48,15 @@ func TestTierHeaders(t *testing.T) {
 	r, _ := http.NewRequest("GET", "http://example.com/x", nil)
 	r.Pattern, r.RemoteAddr = "GET /x", "203.0.113.7:1"
 	r.Header.Set("X-Plan", "pro")
-	res := e.Decide(context.Background(), keyfuncs.FromHTTP(r))
+	res := decide(e, context.Background(), httpView{r})
 	h := http.Header{}
 	e.SetHTTP(&res, h)
 	assert.Equal(t, "7", h.Get("X-Ratelimit-Limit"))
 	assert.Equal(t, `"api/pro";q=7;w=60`, h.Get("Ratelimit-Policy"))
 	assert.Equal(t, `"api/pro";r=6;t=9`, h.Get("Ratelimit"))
 	r.Header.Del("X-Plan")
-	e.Decide(context.Background(), keyfuncs.FromHTTP(r))
-	res = e.Decide(context.Background(), keyfuncs.FromHTTP(r))
+	decide(e, context.Background(), httpView{r})
+	res = decide(e, context.Background(), httpView{r})
 	require.Equal(t, Deny, res.Action)
 	h = http.Header{}
 	e.SetHTTP(&res, h)
@@ -78,11 +78,11 @@ func TestDecideTierAllocs(t *testing.T) {
 	r, _ := http.NewRequest("GET", "http://example.com/x", nil)
 	r.Pattern, r.RemoteAddr = "GET /a", "203.0.113.7:1"
 	r.Header.Set("X-Plan", "pro")
-	req := keyfuncs.FromHTTP(r)
+	req := httpView{r}
 	ctx := context.Background()
-	e.Decide(ctx, req)
+	decide(e, ctx, req)
 	assert.Equal(t, 0.0, testing.AllocsPerRun(200, func() {
-		res := e.Decide(ctx, req)
+		res := decide(e, ctx, req)
 		var f Fields
 		e.Fields(&res, &f)
 	}), "a returning client of a tier: no allocation")
@@ -110,7 +110,7 @@ func TestOverridesMatchOnlyThePrimaryKey(t *testing.T) {
 		if key != "" {
 			r.Header.Set("X-API-Key", key)
 		}
-		return e.Decide(context.Background(), keyfuncs.FromHTTP(r))
+		return decide(e, context.Background(), httpView{r})
 	}
 	res := decide("k_big")
 	assert.Equal(t, "api/big", res.Decision.Policy, "the primary key's override")

@@ -39,11 +39,11 @@ func (s *recStore) Peek(ctx context.Context, key string, p *core.Policy, now tim
 	return s.Store.Peek(ctx, key, p, now, n)
 }
 
-func formReq(target, body string) keyfuncs.Request {
+func formReq(target, body string) Request {
 	r, _ := http.NewRequest(http.MethodPost, "http://example.com"+target, strings.NewReader(body))
 	r.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 	r.RemoteAddr = "192.0.2.1:1234"
-	return keyfuncs.FromHTTP(r)
+	return httpView{r}
 }
 
 // engines are the three decide paths a form key can take: one check, two
@@ -81,7 +81,7 @@ func TestRefusedKeyIsNeverFallback(t *testing.T) {
 				{"/login", "username=victim&x=%zz", 400},
 				{"/login", "username=victim&p=" + strings.Repeat("x", keyfuncs.MaxFormBody), 413},
 			} {
-				res := e.Decide(context.Background(), formReq(c.target, c.body))
+				res := decide(e, context.Background(), formReq(c.target, c.body))
 				require.Equal(t, Deny, res.Action, "%s: %s %s", name, c.target, c.body)
 				assert.Equal(t, ReasonRefused, res.Reason, name)
 				_, ok := res.Identity()
@@ -113,14 +113,14 @@ func TestRefusedKeyIsNeverFallback(t *testing.T) {
 func TestResultIdentity(t *testing.T) {
 	st := newRecStore(t)
 	for name, e := range refusalEngines(t, st) {
-		res := e.Decide(context.Background(), formReq("/login", "username=+alice&password=x"))
+		res := decide(e, context.Background(), formReq("/login", "username=+alice&password=x"))
 		require.Equal(t, Pass, res.Action, name)
 		id, ok := res.Identity()
 		assert.True(t, ok, name)
 		assert.Equal(t, "alice", id, name)
 		assert.True(t, strings.HasSuffix(st.keys[0], "|alice"), st.keys[0])
 		st.keys = nil
-		res = e.Decide(context.Background(), formReq("/login", "password=x"))
+		res = decide(e, context.Background(), formReq("/login", "password=x"))
 		require.Equal(t, Pass, res.Action, name)
 		_, ok = res.Identity()
 		assert.False(t, ok, "%s: keyed by the fallback IP key: no identity", name)
@@ -135,7 +135,7 @@ func TestResultIdentity(t *testing.T) {
 	} {
 		e, err := NewAdapterEngine(Adapter{Name: "x", Outcome: true}, limiter(t, st, "login-noid"), opts...)
 		require.NoError(t, err)
-		res := e.Decide(context.Background(), formReq("/login", "username=alice&password=x"))
+		res := decide(e, context.Background(), formReq("/login", "username=alice&password=x"))
 		require.Equal(t, Pass, res.Action, name)
 		assert.True(t, strings.HasSuffix(st.keys[0], "|alice"), st.keys[0])
 		_, ok := res.Identity()
@@ -144,7 +144,7 @@ func TestResultIdentity(t *testing.T) {
 	}
 	ip, err := newEngineNamed("x", limiter(t, st, "p"))
 	require.NoError(t, err)
-	res := ip.Decide(context.Background(), formReq("/login", "username=alice"))
+	res := decide(ip, context.Background(), formReq("/login", "username=alice"))
 	_, ok := res.Identity()
 	assert.False(t, ok, "the IP key is no identity")
 	ctx := ContextWithIdentity(context.Background(), "alice")

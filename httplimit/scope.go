@@ -7,32 +7,36 @@ import (
 	"github.com/limitkit/limitkit/keyfuncs"
 )
 
-// AnyMethodRouter is implemented by request views that know whether the
-// route the request matched accepts every method: gin's r.Any, echo's
-// e.Any and fiber's app.All register one path under every method, and
-// such a route has one quota per client, whatever the method.
-type AnyMethodRouter interface {
-	// AnyMethod reports whether the matched route is registered under
-	// every method the framework's "any" registration uses.
+// Request is the view of a request an adapter gives [Engine.Decide]: what
+// the key functions read (keyfuncs.Request), and whether the route the
+// request matched accepts every method. That second part is the adapter's
+// contract, not an option: gin's r.Any, echo's e.Any and fiber's app.All
+// register one path under every method, net/http's ServeMux pattern
+// without a method serves them all, and such a route has one quota per
+// client whatever the method — a view that answered false for it would hand
+// a client one quota per method (9 with gin's Any). The conformance suite
+// (httplimit/adaptertest) checks it. A view must be safe to read from the
+// goroutine serving the request; Decide reads it only during the call.
+type Request interface {
+	keyfuncs.Request
+	// AnyMethod reports whether the matched route accepts every method
+	// (registered under every method the framework's "any" registration
+	// uses, or a pattern that names no method): the request's scope is
+	// then the route alone.
 	AnyMethod() bool
 }
 
 // scopeMethod is the method part of req's default scope, for a route
 // that does not name its method itself: "" when the route accepts every
-// method (a net/http ServeMux pattern without a method, whose handler
-// serves them all, or a view's [AnyMethodRouter] says so); otherwise the
+// method (the view's [Request.AnyMethod] says so: a net/http ServeMux
+// pattern without a method, gin's r.Any); otherwise the
 // request's method, with HEAD as GET (a GET route serves HEAD: net/http
 // and fiber route HEAD to it, and a client must not get a second quota by
 // asking for headers only) and methods outside RFC 9110 and PATCH as
 // "OTHER", so a client inventing methods cannot mint new namespaces.
-func scopeMethod(req keyfuncs.Request) string {
-	switch r := req.(type) {
-	case keyfuncs.HTTPRequest:
+func scopeMethod(req Request) string {
+	if req.AnyMethod() {
 		return ""
-	case AnyMethodRouter:
-		if r.AnyMethod() {
-			return ""
-		}
 	}
 	return NormalMethod(req.Method())
 }
@@ -57,7 +61,7 @@ func NormalMethod(m string) string {
 // every method (see scopeMethod) is the route alone ("/api2"); another
 // route starting with "/" gets the method prepended; an unknown route ("")
 // gives the empty scope.
-func (e *Engine) appendScope(b []byte, req keyfuncs.Request) []byte {
+func (e *Engine) appendScope(b []byte, req Request) []byte {
 	if e.scopeFixed {
 		return append(b, e.scope...)
 	}
@@ -82,8 +86,7 @@ func (e *Engine) appendScope(b []byte, req keyfuncs.Request) []byte {
 // method on route, the pattern the router matched ("/users/:id",
 // net/http's "GET /users/{id}"): the route alone when it names its
 // method or a host, or when method is "" (a route that accepts every
-// method, as a view's [AnyMethodRouter] or a net/http pattern without a
-// method says); otherwise the method as [NormalMethod]
+// method, as a view's [Request.AnyMethod] says); otherwise the method as [NormalMethod]
 // names it (HEAD as GET), a space and the route. An empty route is the
 // empty scope.
 func RouteScope(method, route string) string {

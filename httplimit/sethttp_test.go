@@ -79,7 +79,7 @@ func TestEngineSetHTTPAllocs(t *testing.T) {
 	lim := core.MustNewLimiter(st, core.Policy{Name: "p", Limits: []core.Limit{core.Per(1_000_000_000, time.Hour)}})
 	e, err := newEngineNamed("x", lim)
 	require.NoError(t, err)
-	res := e.Decide(context.Background(), httpReq("GET", "/a", "203.0.113.7:1"))
+	res := decide(e, context.Background(), httpReq("GET", "/a", "203.0.113.7:1"))
 	require.Equal(t, Pass, res.Action)
 	h := http.Header{}
 	e.SetHTTP(&res, h)

@@ -24,7 +24,7 @@ const MaxFormBody = 64 << 10
 const maxFormParts = 64
 
 // HTTPRequester is implemented by request views backed by a *http.Request:
-// [HTTPRequest] and the views of ginlimit and echolimit. [FormField] reads
+// [FromHTTP]'s and the views of ginlimit and echolimit. [FormField] reads
 // the body through it.
 type HTTPRequester interface {
 	HTTP() *http.Request

@@ -9,7 +9,7 @@ import (
 
 // newReq builds a request from peer remote with the given header lines
 // (name, value pairs; a repeated name makes a repeated header).
-func newReq(tb testing.TB, remote string, hdr ...string) HTTPRequest {
+func newReq(tb testing.TB, remote string, hdr ...string) httpRequest {
 	tb.Helper()
 	if len(hdr)%2 != 0 {
 		tb.Fatalf("newReq: odd header list %q", hdr)
@@ -19,13 +19,13 @@ func newReq(tb testing.TB, remote string, hdr ...string) HTTPRequest {
 	for i := 0; i < len(hdr); i += 2 {
 		r.Header.Add(hdr[i], hdr[i+1])
 	}
-	return FromHTTP(r)
+	return httpRequest{r}
 }
 
 // withValue returns req with key=val in its context.
-func withValue(req HTTPRequest, key, val any) HTTPRequest {
+func withValue(req httpRequest, key, val any) httpRequest {
 	r := req.HTTP()
-	return FromHTTP(r.WithContext(context.WithValue(r.Context(), key, val)))
+	return httpRequest{r.WithContext(context.WithValue(r.Context(), key, val))}
 }
 
 type ctxKey string

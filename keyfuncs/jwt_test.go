@@ -82,7 +82,7 @@ func sign(tb testing.TB, s signer, c jwt.Claims) string {
 	return tok
 }
 
-func bearer(tb testing.TB, tok string) HTTPRequest {
+func bearer(tb testing.TB, tok string) httpRequest {
 	return newReq(tb, lbPeer, "Authorization", "Bearer "+tok)
 }
 

@@ -57,29 +57,34 @@ type Func func(Request) (string, error)
 // for. It is returned wrapped; test it with errors.Is.
 var ErrNoKey = errors.New("keyfuncs: no key")
 
-// HTTPRequest is the [Request] view of a *http.Request, for net/http
-// middleware and for tests. Build it with [FromHTTP]. It is a single pointer,
-// so converting it to a Request does not allocate, and none of its methods
-// allocate except Query on a percent-encoded value.
-//
-// The zero value (nil request) is valid: every method returns its zero value.
-type HTTPRequest struct {
+// httpRequest is FromHTTP's view: a single pointer, so converting it to a
+// Request does not allocate. The zero value (nil request) is valid: every
+// method returns its zero value.
+type httpRequest struct {
 	r *http.Request
 }
 
-var _ Request = HTTPRequest{}
+var _ HTTPRequester = httpRequest{}
 
-// FromHTTP returns the [Request] view of r.
+// FromHTTP returns the [Request] view of r, for net/http middleware and for
+// tests. Building it and converting it to a Request do not allocate, and
+// none of its methods allocate except Query on a percent-encoded value. It
+// implements [HTTPRequester] (HTTP returns r). A nil r is valid: every
+// method returns its zero value.
 //
-// Route is r.Pattern, which net/http's ServeMux sets only once it has routed
-// the request: a limiter wrapping the whole mux sees "".
-func FromHTTP(r *http.Request) HTTPRequest { return HTTPRequest{r: r} }
+// Method is GET when r.Method is "" (as net/http reads it). Route is
+// r.Pattern, which net/http's ServeMux sets only once it has routed the
+// request: a limiter wrapping the whole mux sees "". Query scans the raw
+// query without building a url.Values map, with the semantics of
+// url.Values.Get (pairs with a semicolon or an invalid escape are skipped,
+// as url.ParseQuery does). Value reads r's context.
+func FromHTTP(r *http.Request) Request { return httpRequest{r: r} }
 
 // HTTP returns the wrapped *http.Request (nil for the zero value).
-func (h HTTPRequest) HTTP() *http.Request { return h.r }
+func (h httpRequest) HTTP() *http.Request { return h.r }
 
 // Method implements [Request].
-func (h HTTPRequest) Method() string {
+func (h httpRequest) Method() string {
 	if h.r == nil {
 		return ""
 	}
@@ -90,7 +95,7 @@ func (h HTTPRequest) Method() string {
 }
 
 // Route implements [Request]: the ServeMux pattern (Go 1.22+), "" if none.
-func (h HTTPRequest) Route() string {
+func (h httpRequest) Route() string {
 	if h.r == nil {
 		return ""
 	}
@@ -98,7 +103,7 @@ func (h HTTPRequest) Route() string {
 }
 
 // Path implements [Request].
-func (h HTTPRequest) Path() string {
+func (h httpRequest) Path() string {
 	if h.r == nil || h.r.URL == nil {
 		return ""
 	}
@@ -106,7 +111,7 @@ func (h HTTPRequest) Path() string {
 }
 
 // Header implements [Request].
-func (h HTTPRequest) Header(name string) string {
+func (h httpRequest) Header(name string) string {
 	if h.r == nil {
 		return ""
 	}
@@ -114,17 +119,14 @@ func (h HTTPRequest) Header(name string) string {
 }
 
 // HeaderValues implements [Request].
-func (h HTTPRequest) HeaderValues(name string) []string {
+func (h httpRequest) HeaderValues(name string) []string {
 	if h.r == nil {
 		return nil
 	}
 	return h.r.Header.Values(name)
 }
 
-// Query implements [Request]. It scans the raw query without building a
-// url.Values map, with the semantics of url.Values.Get (pairs with a
-// semicolon or an invalid escape are skipped, as url.ParseQuery does).
-func (h HTTPRequest) Query(name string) string {
+func (h httpRequest) Query(name string) string {
 	if h.r == nil || h.r.URL == nil {
 		return ""
 	}
@@ -132,7 +134,7 @@ func (h HTTPRequest) Query(name string) string {
 }
 
 // RemoteAddr implements [Request].
-func (h HTTPRequest) RemoteAddr() string {
+func (h httpRequest) RemoteAddr() string {
 	if h.r == nil {
 		return ""
 	}
@@ -140,7 +142,7 @@ func (h HTTPRequest) RemoteAddr() string {
 }
 
 // Value implements [Request].
-func (h HTTPRequest) Value(key any) any {
+func (h httpRequest) Value(key any) any {
 	if h.r == nil {
 		return nil
 	}

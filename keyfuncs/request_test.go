@@ -15,7 +15,7 @@ func TestHTTPRequestView(t *testing.T) {
 	r.Header.Add("X-Forwarded-For", "1.1.1.1")
 	r.Header.Add("x-forwarded-for", "2.2.2.2")
 	r.Pattern = "POST /users/{id}"
-	req := withValue(FromHTTP(r), ctxKey("k"), "v")
+	req := withValue(FromHTTP(r).(httpRequest), ctxKey("k"), "v")
 
 	assert.Equal(t, "POST", req.Method())
 	assert.Equal(t, "POST /users/{id}", req.Route())
@@ -33,8 +33,8 @@ func TestHTTPRequestView(t *testing.T) {
 	assert.Same(t, req.HTTP(), req.HTTP())
 }
 
-func TestHTTPRequestZeroValue(t *testing.T) {
-	var z HTTPRequest
+func TestFromHTTPNil(t *testing.T) {
+	var z httpRequest
 	assert.Equal(t, "", z.Method())
 	assert.Equal(t, "", z.Route())
 	assert.Equal(t, "", z.Path())

@@ -6,7 +6,6 @@ import (
 
 	"github.com/limitkit/limitkit/core"
 	"github.com/limitkit/limitkit/httplimit"
-	"github.com/limitkit/limitkit/keyfuncs"
 )
 
 // DenyHandler writes a denial in place of the default one. The rate-limit
@@ -63,8 +62,14 @@ func NewMiddleware(l *core.Limiter, opts ...httplimit.Option) (func(http.Handler
 	if err != nil {
 		return nil, err
 	}
-	deny, _ := e.AdapterValue("WithDenyHandler").(DenyHandler)
-	route, _ := e.AdapterValue("WithRoute").(func(*http.Request) string)
+	deny, err := httplimit.AdapterOptionValue[DenyHandler](e, "WithDenyHandler")
+	if err != nil {
+		return nil, err
+	}
+	route, err := httplimit.AdapterOptionValue[func(*http.Request) string](e, "WithRoute")
+	if err != nil {
+		return nil, err
+	}
 	parts, routeParts := e.PartsKeyed()
 	return func(next http.Handler) http.Handler {
 		if next == nil {
@@ -158,11 +163,11 @@ func (h *handler) decide(r *http.Request, res *httplimit.Result) {
 		if h.routeParts {
 			p.Route = r.Pattern
 		}
-		h.e.DecidePartsInto(r.Context(), &p, keyfuncs.FromHTTP(r), res)
+		h.e.Decide(r.Context(), request{r}, &p, res)
 	case h.route != nil && r.Pattern == "":
-		h.e.DecideInto(r.Context(), routedRequest{keyfuncs.FromHTTP(r), h.route(r)}, res)
+		h.e.Decide(r.Context(), routedRequest{request{r}, h.route(r)}, nil, res)
 	default:
-		h.e.DecideInto(r.Context(), keyfuncs.FromHTTP(r), res)
+		h.e.Decide(r.Context(), request{r}, nil, res)
 	}
 }
 

@@ -4,7 +4,6 @@ import (
 	"net/http"
 
 	"github.com/limitkit/limitkit/httplimit"
-	"github.com/limitkit/limitkit/keyfuncs"
 )
 
 // WithRoute tells a middleware that runs before its router has routed the
@@ -33,11 +32,18 @@ func WithRoute(route func(r *http.Request) string) httplimit.Option {
 	return httplimit.AdapterOption("nethttp", "WithRoute", route)
 }
 
-// routedRequest is the request view with the route WithRoute resolved.
+// routedRequest is the request view with the route WithRoute resolved:
+// the router's pattern does not name its method, so the method is part
+// of the scope.
 type routedRequest struct {
-	keyfuncs.HTTPRequest
+	request
 	route string
 }
 
 // Route is the pattern WithRoute's function returned.
 func (r routedRequest) Route() string { return r.route }
+
+// AnyMethod implements httplimit.Request: WithRoute's pattern does not
+// say whether its route accepts every method, so the method is part of
+// the scope.
+func (r routedRequest) AnyMethod() bool { return false }

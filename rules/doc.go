@@ -112,7 +112,7 @@
 // appears), an also: check by its name; the rule's own policy is the
 // default tier. [Set.Policies] lists them after the descriptors, a
 // [Live] keeps their state across reloads like any policy's, and
-// [NewLiveWith] hands every limiter of a rule ([Limiters]) to the build
+// [NewLive] hands every limiter of a rule ([Limiters]) to the build
 // function. Package rules/serve turns a Set into adapter middleware. The
 // guide with complete programs is docs/policies.md.
 //

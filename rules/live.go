@@ -64,8 +64,8 @@ import (
 // capacities or names leave the store's policy count and the heap flat
 // (the capacity limits no set uses any more are released too). A store
 // that does not register policies but keeps one table per policy name and
-// refuses a same-named policy of other limits implements [TableReplacer];
-// Swap then uses it to give a changed rule its new table while requests
+// refuses a same-named policy of other limits implements memstore.Store's
+// Replace and Forget (the same signatures; see tableStore); Swap then uses them to give a changed rule its new table while requests
 // under the old rule finish on the old one.
 //
 // A superseded Snapshot, its Limiters and on memstore the tables set
@@ -87,7 +87,7 @@ type Live[H any] struct {
 	gen uint64                // under mu
 }
 
-// TableReplacer is implemented by stores that hold one table of state per
+// tableStore is implemented by stores that hold one table of state per
 // policy name and refuse a policy whose name is taken by other limits
 // (memstore.Store). A store that is also a [core.PolicyRegistrar] (as
 // memstore is) is not called through it: registration does the same. For
@@ -96,7 +96,7 @@ type Live[H any] struct {
 // use, before it publishes the new set; and Forget with a superseded
 // snapshot's policies once its last request has released it. See
 // memstore.Store.Replace for the contract.
-type TableReplacer interface {
+type tableStore interface {
 	Replace(p *core.Policy, inflight ...*core.Policy) (bool, error)
 	Forget(policies ...*core.Policy)
 }
@@ -117,23 +117,17 @@ type Snapshot[H any] struct {
 
 // NewLive builds the first Snapshot of set: a Limiter per rule and
 // descriptor on store with opts (a clock, an observer, a logger), and
-// build(rule, limiter) per rule (nil build: the zero H). Errors from
-// core.NewLimiter and build are returned with the rule's name. On a
-// [TableReplacer] store it registers every policy's table (replacing a
-// table of another configuration under one of the names: one store, one
-// Live per policy name).
-func NewLive[H any](store core.Store, set *Set, build func(*Rule, *core.Limiter) (H, error), opts ...core.Option) (*Live[H], error) {
-	if store == nil {
-		return nil, fmt.Errorf("rules: NewLive: nil store; pass the store the limiters share (memstore.MustNew() for the embedded one)")
-	}
-	if set == nil {
-		return nil, fmt.Errorf("rules: NewLive: nil set; load one with LoadFile or use Default()")
-	}
-	var all func(*Rule, Limiters) (H, error)
-	if build != nil {
-		all = func(r *Rule, ls Limiters) (H, error) { return build(r, ls.Default) }
-	}
-	return newLive(store, set, all, opts)
+// build(rule, limiters) per rule (nil build: the zero H). limiters are
+// every limiter of the rule ([Limiters]): its own (Limiters.Default) and
+// those of the policies it adds (tiers, overrides, also: checks), which
+// keep their state across swaps as a rule's own does (matched by policy
+// name; see [Live]). Errors from core.NewLimiter and build are returned
+// with the rule's name. On a store that replaces policy tables (memstore)
+// it registers every policy's table (replacing a table of another
+// configuration under one of the names: one store, one Live per policy
+// name).
+func NewLive[H any](store core.Store, set *Set, build func(*Rule, Limiters) (H, error), opts ...core.Option) (*Live[H], error) {
+	return newLive(store, set, build, opts)
 }
 
 func newLive[H any](store core.Store, set *Set, build func(*Rule, Limiters) (H, error), opts []core.Option) (*Live[H], error) {
@@ -250,7 +244,7 @@ func (l *Live[H]) swapLocked(set *Set) (Change, error) {
 	return ch, nil
 }
 
-// replaceTables tells a TableReplacer store about the rebuilt policies,
+// replaceTables tells a tableStore store about the rebuilt policies,
 // listing as in flight the same-named policies of cur and of the
 // superseded snapshots still under way. Called with l.mu held.
 func (l *Live[H]) replaceTables(cur *Snapshot[H], rebuilt []*core.Policy) error {
@@ -312,7 +306,7 @@ func (l *Live[H]) drained(s *Snapshot[H]) {
 
 // compile builds a snapshot of set, reusing prev's limiters for equal
 // policies, and returns the policies it built new Limiters for (a
-// TableReplacer may hold a table of another configuration under any of
+// tableStore may hold a table of another configuration under any of
 // their names: a changed rule's, or a removed rule's added back).
 func (l *Live[H]) compile(set *Set, prev *Snapshot[H]) (*Snapshot[H], Change, []*core.Policy, error) {
 	s := &Snapshot[H]{set: set, live: l}
@@ -477,7 +471,7 @@ func (s *Snapshot[H]) Descriptor(domain, key string) (*Descriptor, *core.Limiter
 
 // Release ends the caller's use of the snapshot; call it exactly once per
 // Acquire. The last Release of a superseded snapshot lets a
-// [TableReplacer] store drop the tables only it used.
+// tableStore store drop the tables only it used.
 func (s *Snapshot[H]) Release() {
 	if s.refs.Add(-1) == 0 {
 		s.live.drained(s)

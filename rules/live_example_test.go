@@ -23,8 +23,8 @@ rules:
 `), rules.YAML)
 	// The value built per rule is usually the adapter's middleware; here,
 	// a description.
-	live, err := rules.NewLive(store, v1, func(r *rules.Rule, l *core.Limiter) (string, error) {
-		return fmt.Sprint(r.Name, " ", l.Policy().Limits), nil
+	live, err := rules.NewLive(store, v1, func(r *rules.Rule, ls rules.Limiters) (string, error) {
+		return fmt.Sprint(r.Name, " ", ls.Default.Policy().Limits), nil
 	}, core.WithClock(core.NewManualClock(time.Unix(0, 0))))
 	if err != nil {
 		fmt.Println(err)

@@ -21,7 +21,7 @@ import (
 	"github.com/limitkit/limitkit/internal/redistest"
 )
 
-var _ TableReplacer = (*memstore.Store)(nil)
+var _ tableStore = (*memstore.Store)(nil)
 
 var liveT0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 
@@ -54,8 +54,8 @@ func TestLiveNoHalfAppliedSet(t *testing.T) {
 	defer store.Close()
 	clock := core.NewManualClock(liveT0)
 	sets := [2]*Set{setAB(t, false), setAB(t, true)}
-	build := func(r *Rule, l *core.Limiter) (string, error) {
-		return fmt.Sprintf("%s=%d", r.Name, l.Policy().Limits[0].Requests), nil
+	build := func(r *Rule, ls Limiters) (string, error) {
+		return fmt.Sprintf("%s=%d", r.Name, ls.Default.Policy().Limits[0].Requests), nil
 	}
 	live, err := NewLive(store, sets[0], build, core.WithClock(clock))
 	require.NoError(t, err)
@@ -362,7 +362,7 @@ func TestLiveReloadFileInvalidKeepsOld(t *testing.T) {
 func TestSnapshotForeignRule(t *testing.T) {
 	store := memstore.MustNew()
 	defer store.Close()
-	live, err := NewLive(store, setAB(t, false), func(r *Rule, _ *core.Limiter) (string, error) { return r.Name, nil })
+	live, err := NewLive(store, setAB(t, false), func(r *Rule, _ Limiters) (string, error) { return r.Name, nil })
 	require.NoError(t, err)
 	s1 := live.Acquire()
 	defer s1.Release()
@@ -387,7 +387,7 @@ func TestLiveBuildErrorKeepsOld(t *testing.T) {
 	store := memstore.MustNew()
 	defer store.Close()
 	fail := false
-	live, err := NewLive(store, setAB(t, false), func(r *Rule, _ *core.Limiter) (int, error) {
+	live, err := NewLive(store, setAB(t, false), func(r *Rule, _ Limiters) (int, error) {
 		if fail && r.Name == "r2" {
 			return 0, fmt.Errorf("no middleware for you")
 		}

@@ -21,14 +21,6 @@ type Limiters struct {
 	Concurrency *core.Concurrency
 }
 
-// NewLiveWith is [NewLive] whose build function gets every limiter of a
-// rule ([Limiters]), not only its own: for rules with tiers, overrides or
-// also: checks. The limiters of the policies a rule adds keep their state
-// across swaps as a rule's own does (matched by policy name; see [Live]).
-func NewLiveWith[H any](store core.Store, set *Set, build func(*Rule, Limiters) (H, error), opts ...core.Option) (*Live[H], error) {
-	return newLive(store, set, build, opts)
-}
-
 // index records where each rule's added policies start in s.limiters:
 // after the rules' and the descriptors', in rule order (Set.Policies).
 func (s *Snapshot[H]) index() {

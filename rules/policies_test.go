@@ -138,7 +138,7 @@ func TestLiveTiersReload(t *testing.T) {
 		return r.Name, nil
 	}
 	got = map[string]rules.Limiters{}
-	live, err := rules.NewLiveWith(store, s, build)
+	live, err := rules.NewLive(store, s, build)
 	require.NoError(t, err)
 	first := got
 	assert.Equal(t, "api/pro", first["api"].Tiers["pro"].Policy().Name)

@@ -13,13 +13,13 @@ import (
 // more. So reloads that change limits, capacities or names leave the
 // store's policy count and the heap flat.
 
-// tableReplacer is store's TableReplacer, unless the store registers
+// tableReplacer is store's tableStore, unless the store registers
 // policies itself (then NewLimiter, with core.Replacing, does the work).
-func tableReplacer(store core.Store) (TableReplacer, bool) {
+func tableReplacer(store core.Store) (tableStore, bool) {
 	if _, ok := store.(core.PolicyRegistrar); ok {
 		return nil, false
 	}
-	r, ok := store.(TableReplacer)
+	r, ok := store.(tableStore)
 	return r, ok
 }
 

@@ -10,7 +10,7 @@
 //   - a route that accepts every method (gin's r.Any, echo's e.Any,
 //     fiber's app.All, a net/http pattern without a method) has ONE quota
 //     per client, whatever the method: an adapter that does not tell the
-//     engine so (see httplimit.AnyMethodRouter) hands a client one quota
+//     engine so (see httplimit.Request) hands a client one quota
 //     per method, nine times the limit, and fails here;
 //   - a GET route serves HEAD on the GET quota;
 //   - a denial is 429 with Retry-After and the X-RateLimit headers, and a

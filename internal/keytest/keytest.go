@@ -26,13 +26,8 @@ func Scope(req keyfuncs.Request) string {
 	// NormalMethod first: an empty request method is "OTHER" (not a route
 	// of every method, which is what RouteScope reads "" as).
 	method := httplimit.NormalMethod(req.Method())
-	switch r := req.(type) {
-	case keyfuncs.HTTPRequest:
+	if r, ok := req.(httplimit.Request); ok && r.AnyMethod() {
 		method = ""
-	case httplimit.AnyMethodRouter:
-		if r.AnyMethod() {
-			method = ""
-		}
 	}
 	return httplimit.RouteScope(method, route)
 }

@@ -128,7 +128,7 @@ func New[M any](cfg Config, set *rules.Set, newMW func(*core.Limiter, ...httplim
 		}
 		return m, err
 	}
-	live, err := rules.NewLiveWith(cfg.Store, set, build, cfg.LimiterOptions...)
+	live, err := rules.NewLive(cfg.Store, set, build, cfg.LimiterOptions...)
 	if err != nil {
 		return nil, fmt.Errorf("serve: %w", err)
 	}

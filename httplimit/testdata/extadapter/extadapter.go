@@ -10,7 +10,6 @@ import (
 
 	"github.com/limitkit/limitkit/core"
 	"github.com/limitkit/limitkit/httplimit"
-	"github.com/limitkit/limitkit/keyfuncs"
 )
 
 // name is this adapter's name: it prefixes errors, and tags the options
@@ -54,7 +53,7 @@ func New(l *core.Limiter, opts ...httplimit.Option) (func(http.Handler) http.Han
 				defer f.Exit()
 			}
 			var res httplimit.Result
-			e.DecideInto(r.Context(), view{r}, &res)
+			e.Decide(r.Context(), view{r}, nil, &res)
 			if res.Action == httplimit.Skip {
 				next.ServeHTTP(w, r)
 				return
@@ -88,7 +87,7 @@ func New(l *core.Limiter, opts ...httplimit.Option) (func(http.Handler) http.Han
 // the X-Route header, standing for a router's matched pattern.
 type view struct{ r *http.Request }
 
-var _ keyfuncs.Request = view{}
+var _ httplimit.Request = view{}
 
 func (v view) Method() string                    { return v.r.Method }
 func (v view) Route() string                     { return v.r.Header.Get("X-Route") }
@@ -98,3 +97,8 @@ func (v view) HeaderValues(name string) []string { return v.r.Header.Values(name
 func (v view) Query(name string) string          { return v.r.URL.Query().Get(name) }
 func (v view) RemoteAddr() string                { return v.r.RemoteAddr }
 func (v view) Value(key any) any                 { return v.r.Context().Value(key) }
+
+// AnyMethod is part of the engine's contract: whether the matched route
+// accepts every method (its scope is then the route alone). This stand-in
+// router registers each route under one method.
+func (v view) AnyMethod() bool { return false }
