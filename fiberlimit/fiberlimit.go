@@ -54,11 +54,12 @@ var adapter = httplimit.Adapter{
 // app.Static are not routes). The lookup table is built at the first
 // request and rebuilt only when the app's number of routes changes (the
 // tables of the last eight apps served this way are kept); it holds
-// nothing derived from requests. Literal segments, ":param",
-// a last ":param?" and a last "*" or "+" are matched without allocating;
-// patterns beyond those (constraints such as ":id<int>", several
-// parameters in one segment, escapes) are matched by
-// fiber.RoutePatternMatch, which allocates per request and route tried. A request that matches no route
+// nothing derived from requests. Static patterns, literal segments,
+// ":param", a last ":param?" and a last "*" or "+" are matched without
+// allocating; patterns beyond those (constraints such as ":id<int>",
+// several parameters in one segment, escapes) are matched by
+// fiber.RoutePatternMatch, which allocates per request and route tried
+// (the default key skips the lookup for a returning client and path). A request that matches no route
 // (a 404 or 405) gets the empty scope: such requests share one quota per
 // client, as on the other adapters. [httplimit.WithScope] and [httplimit.WithScopeFunc]
 // replace the route scope. Requests are keyed by the TCP peer (fasthttp's
@@ -173,7 +174,8 @@ func (r *request) Method() string { return r.ctx().Method() }
 // Route is the matched route's pattern (c.Route().Path). Inside an
 // app.Use or group.Use handler, which runs before fiber has chosen the
 // final route, it is the pattern of the route fiber will run for the
-// request's method and path (see routes.go), or "" when none matches.
+// request's method and path (see routes.go and fastroutes.go), or "" when
+// none matches.
 func (r *request) Route() string {
 	c := r.ctx()
 	rt := c.Route()
