@@ -311,15 +311,18 @@ func (r *request) Value(key any) any {
 	return r.ctx().UserContext().Value(key)
 }
 
-// setFields writes f into h. The names are canonical already, so they are
-// set as they are (SetCanonical: no normalising copy).
+// setFields writes f into h. fasthttp's Set copies name and value into
+// the header's own buffers first: SetCanonical (fasthttp 1.69) lets
+// its value escape, so handing it a conversion of ours or a stack buffer
+// cost an allocation per field; a value converted for Set stays on the
+// stack (up to 32 bytes, every field of the default response).
 func setFields(h *fasthttp.ResponseHeader, f *httplimit.Fields) {
 	for i := 0; i < f.Len(); i++ {
 		name, dyn, static := f.At(i)
-		if static != "" {
-			dyn = stringBytes(static)
+		if static == "" {
+			static = string(dyn)
 		}
-		h.SetCanonical(stringBytes(name), dyn)
+		h.Set(name, static)
 	}
 }
 
@@ -327,18 +330,11 @@ func setFields(h *fasthttp.ResponseHeader, f *httplimit.Fields) {
 // setFields would write them, without building Fields.
 func setTriple(h *fasthttp.ResponseHeader, t *httplimit.Triple) {
 	var buf [20]byte
-	h.SetCanonical(stringBytes(httplimit.FieldLimit), stringBytes(t.Limit))
-	h.SetCanonical(stringBytes(httplimit.FieldRemaining), httplimit.IntText(buf[:], t.Remaining))
-	reset := stringBytes(t.Reset)
-	if t.Reset == "" {
-		reset = httplimit.IntText(buf[:], t.ResetN)
+	h.Set(httplimit.FieldLimit, t.Limit)
+	h.Set(httplimit.FieldRemaining, string(httplimit.IntText(buf[:], t.Remaining)))
+	reset := t.Reset
+	if reset == "" {
+		reset = string(httplimit.IntText(buf[:], t.ResetN))
 	}
-	h.SetCanonical(stringBytes(httplimit.FieldReset), reset)
+	h.Set(httplimit.FieldReset, reset)
 }
-
-// stringBytes is s as bytes for fasthttp's SetCanonical, which copies
-// them. A plain conversion: SetCanonical does not let them escape, so a
-// name or value of up to 32 bytes (every field of the default response) is
-// copied on the stack, with no allocation (BenchmarkMiddleware reports
-// 0 allocs/op); the read-only unsafe view it replaced saved only that copy.
-func stringBytes(s string) []byte { return []byte(s) }
