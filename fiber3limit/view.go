@@ -183,7 +183,11 @@ func bucketOf(p string, cfg *fiber.Config) string {
 		p = "/" + p
 	}
 	if !cfg.CaseSensitive {
-		p = strings.Map(lowerASCII, p) // as fiber's utils.ToLower
+		b := []byte(p) // as fiber's utils.ToLower: ASCII only, byte by byte
+		for i, c := range b {
+			b[i] = lowerASCII(c)
+		}
+		p = string(b)
 	}
 	if !cfg.StrictRouting && len(p) > 1 {
 		p = strings.TrimRight(p, "/")
@@ -214,14 +218,14 @@ func inBucket(detect, b string, cfg *fiber.Config) bool {
 		return detect[:3] == b
 	}
 	for i := 0; i < 3; i++ {
-		if lowerASCII(rune(detect[i])) != rune(b[i]) {
+		if lowerASCII(detect[i]) != b[i] {
 			return false
 		}
 	}
 	return true
 }
 
-func lowerASCII(c rune) rune {
+func lowerASCII(c byte) byte {
 	if 'A' <= c && c <= 'Z' {
 		return c + 'a' - 'A'
 	}
