@@ -5,6 +5,7 @@ import (
 	"net"
 	"net/netip"
 	"strconv"
+	"sync"
 
 	"github.com/gofiber/fiber/v2"
 	"github.com/valyala/fasthttp"
@@ -311,30 +312,44 @@ func (r *request) Value(key any) any {
 	return r.ctx().UserContext().Value(key)
 }
 
-// setFields writes f into h. fasthttp's Set copies name and value into
-// the header's own buffers first: SetCanonical (fasthttp 1.69) lets
-// its value escape, so handing it a conversion of ours or a stack buffer
-// cost an allocation per field; a value converted for Set stays on the
-// stack (up to 32 bytes, every field of the default response).
+// setFields writes f into h. The names are canonical already, so they are
+// set as they are (SetCanonical: no normalising copy, which costs more
+// than the rest). SetCanonical copies name and value into the header
+// (for these names; only Set-Cookie, Content-Type and the like are
+// special), but in fasthttp 1.69 its value parameter escapes, so a
+// value converted or formatted on the stack would be allocated per
+// field: values are copied into a pooled buffer instead (a name stays a
+// stack conversion, which does not escape).
 func setFields(h *fasthttp.ResponseHeader, f *httplimit.Fields) {
+	bp := valueBufs.Get().(*valueBuf)
 	for i := 0; i < f.Len(); i++ {
 		name, dyn, static := f.At(i)
-		if static == "" {
-			static = string(dyn)
+		if static != "" {
+			dyn = append(bp[:0], static...)
+		} else {
+			dyn = append(bp[:0], dyn...)
 		}
-		h.Set(name, static)
+		h.SetCanonical([]byte(name), dyn)
 	}
+	valueBufs.Put(bp)
 }
 
 // setTriple writes the common response's fields (see httplimit.Triple), as
 // setFields would write them, without building Fields.
 func setTriple(h *fasthttp.ResponseHeader, t *httplimit.Triple) {
-	var buf [20]byte
-	h.Set(httplimit.FieldLimit, t.Limit)
-	h.Set(httplimit.FieldRemaining, string(httplimit.IntText(buf[:], t.Remaining)))
-	reset := t.Reset
-	if reset == "" {
-		reset = string(httplimit.IntText(buf[:], t.ResetN))
+	bp := valueBufs.Get().(*valueBuf)
+	h.SetCanonical([]byte(httplimit.FieldLimit), append(bp[:0], t.Limit...))
+	h.SetCanonical([]byte(httplimit.FieldRemaining), httplimit.IntText(bp[:20], t.Remaining))
+	if t.Reset == "" {
+		h.SetCanonical([]byte(httplimit.FieldReset), httplimit.IntText(bp[:20], t.ResetN))
+	} else {
+		h.SetCanonical([]byte(httplimit.FieldReset), append(bp[:0], t.Reset...))
 	}
-	h.Set(httplimit.FieldReset, reset)
+	valueBufs.Put(bp)
 }
+
+// valueBuf holds one header value while SetCanonical copies it: a longer
+// value is appended past it (allocated), never truncated.
+type valueBuf [64]byte
+
+var valueBufs = sync.Pool{New: func() any { return new(valueBuf) }}
