@@ -110,8 +110,10 @@
 // fastroutes.go: the common patterns (static, ":param", a last
 // ":param?", "*" or "+") compiled once and matched without allocating,
 // where RoutePatternMatch parses its pattern on every call;
-// BenchmarkRouteMatch, beside it, measures both (3-6× faster, 4-11
-// allocations fewer per lookup). Both are checked loudly: differential
+// BenchmarkRouteMatch, beside it, measures both (for a route found, the
+// public path allocates 4 to 18 times, 136-896 B, where fastroutes.go
+// allocates nothing, and takes several times as long; a path that no
+// route's bucket admits costs both about the same). Both are checked loudly: differential
 // tests compare each one's answer with the route fiber's router runs,
 // over many paths and patterns (parameters, optional parameters,
 // wildcards, constraints, groups, mounts, prefixed Use, case sensitivity,
