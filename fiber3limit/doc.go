@@ -33,7 +33,10 @@
 // finds the route itself, with fiber's public API only: the app's
 // routes (app.Stack and app.GetRoutes), tried in fiber's order for the
 // request's method with fiber.RoutePatternMatch under the app's
-// CaseSensitive and StrictRouting. Group and mount prefixes are part of
+// CaseSensitive and StrictRouting, within fiber's three-byte buckets (a
+// route whose leading literal has three bytes or more serves only paths
+// that start with them; route_diff_test.go checks the answer against
+// fiber's router). Group and mount prefixes are part of
 // the pattern. A route of app.All (every method of the app's
 // RequestMethods) has one quota per client whatever the method; HEAD is
 // scoped as GET. A request no route serves (fiber's 404) gets the empty

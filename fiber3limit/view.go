@@ -25,7 +25,8 @@ func (r *request) Method() string { return r.c.Method() }
 // registration, so the route is looked up among the app's routes: the
 // first route of the request's method, in fiber's order, whose pattern
 // matches the path by fiber.RoutePatternMatch with the app's
-// CaseSensitive and StrictRouting, as fiber's router picks it.
+// CaseSensitive and StrictRouting, within fiber's buckets (see
+// bucketOf), as fiber's router picks it.
 func (r *request) Route() string {
 	c := r.c
 	rt := c.Route()
@@ -105,7 +106,7 @@ type table struct {
 	app      *fiber.App
 	cfg      fiber.Config
 	own      map[*fiber.Route]bool // every route of the stack: true for a route, false for a Use
-	byMethod map[string][]string   // patterns of routes, in the stack's order
+	byMethod map[string][]pattern  // routes' patterns, in the stack's order
 	any      map[string]bool
 }
 
@@ -136,7 +137,7 @@ func tableOf(app *fiber.App, rt *fiber.Route) *table {
 // registration of the stack is a route when it is the next copy (same
 // method, path and handlers).
 func buildTable(app *fiber.App) *table {
-	t := &table{app: app, cfg: app.Config(), own: map[*fiber.Route]bool{}, byMethod: map[string][]string{}, any: map[string]bool{}}
+	t := &table{app: app, cfg: app.Config(), own: map[*fiber.Route]bool{}, byMethod: map[string][]pattern{}, any: map[string]bool{}}
 	routes := app.GetRoutes(true)
 	j := 0
 	methods := map[string]map[string]bool{}
@@ -145,7 +146,7 @@ func buildTable(app *fiber.App) *table {
 			if j < len(routes) && sameRoute(rt, &routes[j]) {
 				j++
 				t.own[rt] = true
-				t.byMethod[rt.Method] = append(t.byMethod[rt.Method], rt.Path)
+				t.byMethod[rt.Method] = append(t.byMethod[rt.Method], pattern{rt.Path, bucketOf(rt.Path, &t.cfg)})
 				if methods[rt.Path] == nil {
 					methods[rt.Path] = map[string]bool{}
 				}
@@ -163,6 +164,72 @@ func buildTable(app *fiber.App) *table {
 		t.any[p] = all && len(t.cfg.RequestMethods) > 0
 	}
 	return t
+}
+
+// pattern is a route's pattern and fiber's bucket for it: fiber's router
+// tries a route whose pattern starts with a literal of three bytes or
+// more only for paths that start with those three bytes.
+type pattern struct {
+	path, bucket string
+}
+
+// bucketOf is the bucket of a route pattern under cfg: the first three
+// bytes of its leading literal (up to the first unescaped ':', '*' or
+// '+', escapes removed) as fiber's register prepares it (a leading "/",
+// lower case unless CaseSensitive, no trailing slash unless
+// StrictRouting), or "" when that literal is shorter.
+func bucketOf(p string, cfg *fiber.Config) string {
+	if p == "" || p[0] != '/' {
+		p = "/" + p
+	}
+	if !cfg.CaseSensitive {
+		b := []byte(p) // as fiber's utils.ToLower: ASCII only, byte by byte
+		for i, c := range b {
+			b[i] = lowerASCII(c)
+		}
+		p = string(b)
+	}
+	if !cfg.StrictRouting && len(p) > 1 {
+		p = strings.TrimRight(p, "/")
+	}
+	for i := 0; i < len(p); i++ {
+		if c := p[i]; (c == ':' || c == '*' || c == '+') && (i == 0 || p[i-1] != '\\') {
+			p = p[:i]
+			break
+		}
+	}
+	p = strings.ReplaceAll(p, `\`, "")
+	if len(p) < 3 {
+		return ""
+	}
+	return p[:3]
+}
+
+// inBucket reports whether fiber's router tries a route of bucket b for
+// the detection path detect.
+func inBucket(detect, b string, cfg *fiber.Config) bool {
+	if b == "" {
+		return true
+	}
+	if len(detect) < 3 {
+		return false
+	}
+	if cfg.CaseSensitive {
+		return detect[:3] == b
+	}
+	for i := 0; i < 3; i++ {
+		if lowerASCII(detect[i]) != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+func lowerASCII(c byte) byte {
+	if 'A' <= c && c <= 'Z' {
+		return c + 'a' - 'A'
+	}
+	return c
 }
 
 func sameRoute(a, b *fiber.Route) bool {
@@ -208,8 +275,11 @@ func (t *table) match(method, path string) string {
 	}
 	route := ""
 	for _, p := range t.byMethod[method] {
-		if fiber.RoutePatternMatch(detect, p, t.cfg) {
-			route = p
+		if !inBucket(detect, p.bucket, &t.cfg) {
+			continue // fiber's router does not try it for this path
+		}
+		if fiber.RoutePatternMatch(detect, p.path, t.cfg) {
+			route = p.path
 			break
 		}
 	}

@@ -5,6 +5,7 @@ import (
 	"net"
 	"net/netip"
 	"strconv"
+	"sync"
 
 	"github.com/gofiber/fiber/v2"
 	"github.com/valyala/fasthttp"
@@ -54,11 +55,12 @@ var adapter = httplimit.Adapter{
 // app.Static are not routes). The lookup table is built at the first
 // request and rebuilt only when the app's number of routes changes (the
 // tables of the last eight apps served this way are kept); it holds
-// nothing derived from requests. Literal segments, ":param",
-// a last ":param?" and a last "*" or "+" are matched without allocating;
-// patterns beyond those (constraints such as ":id<int>", several
-// parameters in one segment, escapes) are matched by
-// fiber.RoutePatternMatch, which allocates per request and route tried. A request that matches no route
+// nothing derived from requests. Static patterns, literal segments,
+// ":param", a last ":param?" and a last "*" or "+" are matched without
+// allocating; patterns beyond those (constraints such as ":id<int>",
+// several parameters in one segment, escapes) are matched by
+// fiber.RoutePatternMatch, which allocates per request and route tried
+// (the default key skips the lookup for a returning client and path). A request that matches no route
 // (a 404 or 405) gets the empty scope: such requests share one quota per
 // client, as on the other adapters. [httplimit.WithScope] and [httplimit.WithScopeFunc]
 // replace the route scope. Requests are keyed by the TCP peer (fasthttp's
@@ -176,7 +178,8 @@ func (r *request) Method() string { return r.ctx().Method() }
 // Route is the matched route's pattern (c.Route().Path). Inside an
 // app.Use or group.Use handler, which runs before fiber has chosen the
 // final route, it is the pattern of the route fiber will run for the
-// request's method and path (see routes.go), or "" when none matches.
+// request's method and path (see routes.go and fastroutes.go), or "" when
+// none matches.
 func (r *request) Route() string {
 	c := r.ctx()
 	rt := c.Route()
@@ -313,33 +316,43 @@ func (r *request) Value(key any) any {
 }
 
 // setFields writes f into h. The names are canonical already, so they are
-// set as they are (SetCanonical: no normalising copy).
+// set as they are (SetCanonical: no normalising copy, which costs more
+// than the rest). SetCanonical copies name and value into the header
+// (for these names; only Set-Cookie, Content-Type and the like are
+// special), but in fasthttp 1.69 its value parameter escapes, so a
+// value converted or formatted on the stack would be allocated per
+// field: values are copied into a pooled buffer instead (a name stays a
+// stack conversion, which does not escape).
 func setFields(h *fasthttp.ResponseHeader, f *httplimit.Fields) {
+	bp := valueBufs.Get().(*valueBuf)
 	for i := 0; i < f.Len(); i++ {
 		name, dyn, static := f.At(i)
 		if static != "" {
-			dyn = stringBytes(static)
+			dyn = append(bp[:0], static...)
+		} else {
+			dyn = append(bp[:0], dyn...)
 		}
-		h.SetCanonical(stringBytes(name), dyn)
+		h.SetCanonical([]byte(name), dyn)
 	}
+	valueBufs.Put(bp)
 }
 
 // setTriple writes the common response's fields (see httplimit.Triple), as
 // setFields would write them, without building Fields.
 func setTriple(h *fasthttp.ResponseHeader, t *httplimit.Triple) {
-	var buf [20]byte
-	h.SetCanonical(stringBytes(httplimit.FieldLimit), stringBytes(t.Limit))
-	h.SetCanonical(stringBytes(httplimit.FieldRemaining), httplimit.IntText(buf[:], t.Remaining))
-	reset := stringBytes(t.Reset)
+	bp := valueBufs.Get().(*valueBuf)
+	h.SetCanonical([]byte(httplimit.FieldLimit), append(bp[:0], t.Limit...))
+	h.SetCanonical([]byte(httplimit.FieldRemaining), httplimit.IntText(bp[:20], t.Remaining))
 	if t.Reset == "" {
-		reset = httplimit.IntText(buf[:], t.ResetN)
+		h.SetCanonical([]byte(httplimit.FieldReset), httplimit.IntText(bp[:20], t.ResetN))
+	} else {
+		h.SetCanonical([]byte(httplimit.FieldReset), append(bp[:0], t.Reset...))
 	}
-	h.SetCanonical(stringBytes(httplimit.FieldReset), reset)
+	valueBufs.Put(bp)
 }
 
-// stringBytes is s as bytes for fasthttp's SetCanonical, which copies
-// them. A plain conversion: SetCanonical does not let them escape, so a
-// name or value of up to 32 bytes (every field of the default response) is
-// copied on the stack, with no allocation (BenchmarkMiddleware reports
-// 0 allocs/op); the read-only unsafe view it replaced saved only that copy.
-func stringBytes(s string) []byte { return []byte(s) }
+// valueBuf holds one header value while SetCanonical copies it: a longer
+// value is appended past it (allocated), never truncated.
+type valueBuf [64]byte
+
+var valueBufs = sync.Pool{New: func() any { return new(valueBuf) }}

@@ -52,10 +52,11 @@ func diffPaths(rng *rand.Rand, n int) []string {
 	return paths
 }
 
-// TestRouteTableMatchesFibersRouter is the table's specification: for
+// TestRouteTableMatchesFibersRouter is the tables' specification: for
 // every route configuration and request tried, the route a global
 // middleware computes is the route fiber's router then runs ("" for a
-// 404 or 405).
+// 404 or 405), with fastroutes.go's matcher and with the public one
+// (routes.go's fiber.RoutePatternMatch alone) alike.
 func TestRouteTableMatchesFibersRouter(t *testing.T) {
 	rng := rand.New(rand.NewSource(13))
 	paths := diffPaths(rng, 1500)
@@ -72,10 +73,11 @@ func TestRouteTableMatchesFibersRouter(t *testing.T) {
 			t.Run(fmt.Sprintf("config%d/order%d", ci, order), func(t *testing.T) {
 				cfg.DisableStartupMessage = true
 				app := fiber.New(cfg)
-				rc := new(routeCache)
-				var got string
+				rc, pub := new(routeCache), &routeCache{public: true}
+				var got, gotPub string
 				app.Use(func(c *fiber.Ctx) error {
 					got = rc.table(c.App()).match(c.Method(), c.Path())
+					gotPub = pub.table(c.App()).match(c.Method(), c.Path())
 					return c.Next()
 				})
 				for i, p := range pats {
@@ -93,7 +95,7 @@ func TestRouteTableMatchesFibersRouter(t *testing.T) {
 						var ctx fasthttp.RequestCtx
 						ctx.Request.Header.SetMethod(m)
 						ctx.Request.SetRequestURI(p)
-						got = "unset"
+						got, gotPub = "unset", "unset"
 						handler(&ctx)
 						want := ""
 						if body := string(ctx.Response.Body()); strings.HasPrefix(body, "route:") {
@@ -101,9 +103,10 @@ func TestRouteTableMatchesFibersRouter(t *testing.T) {
 						} else if m == http.MethodHead && ctx.Response.StatusCode() == http.StatusOK {
 							want = routeOfHead(app, p)
 						}
-						if got != want && mismatches < 10 {
+						if (got != want || gotPub != want) && mismatches < 10 {
 							mismatches++
-							t.Errorf("%s %q: table says %q, fiber ran %q (status %d)", m, p, got, want, ctx.Response.StatusCode())
+							t.Errorf("%s %q: fastroutes says %q, the public matcher %q, fiber ran %q (status %d)",
+								m, p, got, gotPub, want, ctx.Response.StatusCode())
 						}
 					}
 				}
@@ -153,7 +156,8 @@ func TestRouteTableDoesNotGrowWithPaths(t *testing.T) {
 	assert.Same(t, first, rc.t.Load())
 	tb := rc.t.Load()
 	for _, mr := range tb.methods {
-		assert.LessOrEqual(t, len(mr.static)+len(mr.params), 2, "only the routes")
+		assert.LessOrEqual(t, len(mr.routes), 2, "only the routes")
+		assert.LessOrEqual(t, len(mr.fast.static)+len(mr.fast.params), 2, "only the routes")
 	}
 	// a new route is seen: the route count changed
 	app.Get("/probe/:a/:b", func(c *fiber.Ctx) error { return nil })
@@ -179,10 +183,11 @@ func TestRouteTableGroupsMountsAndUse(t *testing.T) {
 		t.Run(fmt.Sprintf("config%d", ci), func(t *testing.T) {
 			cfg.DisableStartupMessage = true
 			app := fiber.New(cfg)
-			rc := new(routeCache)
-			var got string
+			rc, pub := new(routeCache), &routeCache{public: true}
+			var got, gotPub string
 			app.Use(func(c *fiber.Ctx) error {
 				got = rc.table(c.App()).match(c.Method(), c.Path())
+				gotPub = pub.table(c.App()).match(c.Method(), c.Path())
 				return c.Next()
 			})
 			h := func(c *fiber.Ctx) error { return c.SendString("route:" + c.Route().Path) }
@@ -217,16 +222,17 @@ func TestRouteTableGroupsMountsAndUse(t *testing.T) {
 					var ctx fasthttp.RequestCtx
 					ctx.Request.Header.SetMethod(m)
 					ctx.Request.SetRequestURI(p)
-					got = "unset"
+					got, gotPub = "unset", "unset"
 					handler(&ctx)
 					want := ""
 					if body := string(ctx.Response.Body()); strings.HasPrefix(body, "route:") {
 						want = strings.TrimPrefix(body, "route:")
 						routed[want] = true
 					}
-					if got != want && mismatches < 10 {
+					if (got != want || gotPub != want) && mismatches < 10 {
 						mismatches++
-						t.Errorf("%s %q: table says %q, fiber ran %q (status %d)", m, p, got, want, ctx.Response.StatusCode())
+						t.Errorf("%s %q: fastroutes says %q, the public matcher %q, fiber ran %q (status %d)",
+							m, p, got, gotPub, want, ctx.Response.StatusCode())
 					}
 				}
 			}

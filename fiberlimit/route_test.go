@@ -127,7 +127,7 @@ func TestStaticRoutesFewAndMany(t *testing.T) {
 			app.Get(fmt.Sprintf("/s%d", i), func(c *fiber.Ctx) error { return nil })
 		}
 		app.Get("/S0", func(c *fiber.Ctx) error { return nil }) // same detection path: the first serves
-		tb := buildTable(app, routeCount(app))
+		tb := buildTable(app, routeCount(app), true)
 		for i := 0; i < n; i++ {
 			assert.Equal(t, fmt.Sprintf("/s%d", i), tb.match("GET", fmt.Sprintf("/s%d", i)), "n=%d", n)
 			assert.Equal(t, fmt.Sprintf("/s%d", i), tb.match("GET", fmt.Sprintf("/S%d/", i)), "n=%d folded", n)

@@ -17,19 +17,27 @@ import (
 // route matches gets the empty ("unmatched") scope, like an unmatched
 // request on the other adapters.
 //
+// This file is the default path and reads fiber's public API only:
+// app.Stack() and app.GetRoutes(true) (the routes, and which of them are
+// Use routes), app.Config() (CaseSensitive, StrictRouting,
+// RequestMethods), and fiber.RoutePatternMatch, fiber's own matcher,
+// which decides every pattern syntax fiber has (parameters, optional
+// parameters, wildcards, constraints, several parameters in a segment,
+// escapes). What it adds is fiber's router's order: the request's
+// detection path (trailing slashes dropped unless StrictRouting), the
+// method's routes in registration order, and fiber's three-byte buckets
+// (a route whose leading literal has three bytes or more is tried only
+// for paths that start with them). RoutePatternMatch parses its pattern
+// on every call, so it allocates per route tried: fastroutes.go holds
+// the one trick, a pre-compiled matcher for the common patterns, with
+// the benchmark of what it buys beside it; it falls back to this file's
+// per-route match for the rest.
+//
 // The table is built from the app's routes, lazily on the first request
 // and again only when the number of routes changes: it never holds
 // anything derived from the requests, so a client sending a million
 // distinct paths costs a million lookups and no memory.
-//
-// Patterns made of literal segments, whole-segment parameters (":id"), a
-// last optional parameter (":id?") and a last wildcard ("*", "+") are
-// matched here without allocating, under fiber's rules (CaseSensitive,
-// StrictRouting, UnescapePath, fiber's optional trailing slashes and its
-// three-byte route buckets); other patterns (constraints "<int>",
-// parameters within a segment ":name.:ext", escapes, wildcards in the
-// middle) are matched by fiber's own fiber.RoutePatternMatch, which
-// allocates. route_diff_test.go checks the table against fiber's router.
+// route_diff_test.go checks both matchers against fiber's router.
 
 // routeTable is one app's non-Use routes, grouped by method. Immutable.
 type routeTable struct {
@@ -47,6 +55,22 @@ type routeTable struct {
 	// when there are more than fewUses.
 	uses    []*fiber.Route
 	usesMap map[*fiber.Route]bool
+}
+
+type methodRoutes struct {
+	method string
+	routes []*tableRoute // in registration order
+	fast   *fastRoutes   // fastroutes.go's matcher; nil: matchPublic
+}
+
+// tableRoute is one route. path is what Route returns for it: the pattern
+// as registered (fiber's Route.Path), which c.Route().Path also gives in
+// a per-route middleware.
+type tableRoute struct {
+	path     string
+	prepared string // path as fiber's App.register prepares it (see prepare)
+	params   int    // len(Route.Params): 0 for a static route
+	bucket   string // fiber's tree bucket: the first 3 bytes of the leading literal, or ""
 }
 
 // fewUses is the most Use routes looked up by a scan.
@@ -99,59 +123,12 @@ func sameRoute(a, b *fiber.Route) bool {
 		len(a.Params) == len(b.Params) && (len(a.Params) == 0 || &a.Params[0] == &b.Params[0])
 }
 
-type methodRoutes struct {
-	method string
-	// static maps the detection path of each parameterless route to the
-	// first such route (fiber compares those by equality).
-	static map[string]*tableRoute
-	// few is static as a list when it has at most fewStatic entries:
-	// comparing a handful of strings beats hashing the path.
-	few []staticRoute
-	// params are the routes with parameters, in registration order.
-	params []*tableRoute
-	n      int // routes seen while building: the next index
-}
-
-// tableRoute is one route. path is what Route returns for it: the pattern
-// as registered (fiber's Route.Path), which c.Route().Path also gives in
-// a per-route middleware.
-type tableRoute struct {
-	path   string
-	index  int       // position among the method's non-Use routes
-	bucket string    // fiber's tree bucket: the first 3 bytes of the leading literal, or ""
-	star   bool      // the pattern is "/*": matches every path
-	segs   []segment // nil: match with fiber.RoutePatternMatch
-	// optTrail: the pattern ends with "/" after a parameter; fiber makes
-	// that last slash optional.
-	optTrail bool
-}
-
-// fewStatic is the most static routes of a method looked up by a scan.
-const fewStatic = 8
-
-type staticRoute struct {
-	det string
-	r   *tableRoute
-}
-
-type segKind uint8
-
-const (
-	segLit   segKind = iota // literal text (lower-cased unless CaseSensitive)
-	segParam                // ":name": one non-empty segment
-	segOpt                  // ":name?" (last only): one segment, possibly empty, or none
-	segStar                 // "*" (last only): the rest, possibly empty
-	segPlus                 // "+" (last only): the rest, not empty
-)
-
-type segment struct {
-	kind segKind
-	lit  string
-}
-
-// routeCache holds a middleware's table for the app it last served.
+// routeCache holds a middleware's table for the app it last served
+// (tests; the middleware uses appTables). public builds tables without
+// fastroutes.go's matcher.
 type routeCache struct {
-	t atomic.Pointer[routeTable]
+	t      atomic.Pointer[routeTable]
+	public bool
 }
 
 // appTables holds the tables of the apps whose Use-handler requests were
@@ -178,13 +155,13 @@ func appTable(app *fiber.App) *routeTable {
 		}
 		if t.app == app {
 			if t.count != n {
-				t = buildTable(app, n)
+				t = buildTable(app, n, true)
 				appTables[i].Store(t)
 			}
 			return t
 		}
 	}
-	t := buildTable(app, n)
+	t := buildTable(app, n, true)
 	appTables[(appTablesNext.Add(1)-1)%uint32(len(appTables))].Store(t)
 	return t
 }
@@ -208,12 +185,13 @@ func (rc *routeCache) table(app *fiber.App) *routeTable {
 	if t := rc.t.Load(); t != nil && t.app == app && t.count == n {
 		return t
 	}
-	t := buildTable(app, n)
+	t := buildTable(app, n, !rc.public)
 	rc.t.Store(t)
 	return t
 }
 
-func buildTable(app *fiber.App, count int) *routeTable {
+// buildTable builds app's table; fast adds fastroutes.go's matcher.
+func buildTable(app *fiber.App, count int, fast bool) *routeTable {
 	cfg := app.Config()
 	t := &routeTable{
 		id:            uint64(routeBuilds.Add(1)),
@@ -245,18 +223,12 @@ func buildTable(app *fiber.App, count int) *routeTable {
 			}
 			mr := t.methodFor(r.Method)
 			if mr == nil {
-				t.methods = append(t.methods, methodRoutes{method: r.Method, static: map[string]*tableRoute{}})
+				t.methods = append(t.methods, methodRoutes{method: r.Method})
 				mr = &t.methods[len(t.methods)-1]
 			}
-			mr.n++
-			tr, static := t.compile(r, mr.n)
-			if static != "" {
-				if _, dup := mr.static[static]; !dup { // the first one serves
-					mr.static[static] = tr
-				}
-				continue
-			}
-			mr.params = append(mr.params, tr)
+			tr := &tableRoute{path: r.Path, prepared: t.prepare(r.Path), params: len(r.Params)}
+			tr.bucket = leadingLiteralBucket(tr.prepared)
+			mr.routes = append(mr.routes, tr)
 		}
 	}
 	for path, n := range perPath {
@@ -267,43 +239,12 @@ func buildTable(app *fiber.App, count int) *routeTable {
 			t.any[path] = true
 		}
 	}
-	for i := range t.methods {
-		mr := &t.methods[i]
-		if len(mr.static) <= fewStatic {
-			for det, r := range mr.static {
-				mr.few = append(mr.few, staticRoute{det, r})
-			}
+	if fast {
+		for i := range t.methods {
+			t.methods[i].fast = t.compileFast(t.methods[i].routes)
 		}
 	}
 	return t
-}
-
-// staticRoute returns the static route whose detection path is det.
-func (mr *methodRoutes) staticRoute(det string) *tableRoute {
-	if len(mr.static) > fewStatic {
-		return mr.static[det]
-	}
-	for i := range mr.few {
-		if len(mr.few[i].det) == len(det) && mr.few[i].det == det {
-			return mr.few[i].r
-		}
-	}
-	return nil
-}
-
-// staticRouteBytes is staticRoute for a detection path in a buffer: the
-// compiler looks a string(b) map key and compares string(b) without
-// copying b, so the lowered path costs no allocation and no unsafe.
-func (mr *methodRoutes) staticRouteBytes(det []byte) *tableRoute {
-	if len(mr.static) > fewStatic {
-		return mr.static[string(det)]
-	}
-	for i := range mr.few {
-		if len(mr.few[i].det) == len(det) && mr.few[i].det == string(det) {
-			return mr.few[i].r
-		}
-	}
-	return nil
 }
 
 func (t *routeTable) methodFor(m string) *methodRoutes {
@@ -315,27 +256,10 @@ func (t *routeTable) methodFor(m string) *methodRoutes {
 	return nil
 }
 
-// lowerASCII appends s with A-Z lower-cased, as fiber's utils.ToLower
-// does (non-ASCII bytes are kept).
-func lowerASCII(b []byte, s string) []byte {
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if 'A' <= c && c <= 'Z' {
-			c += 'a' - 'A'
-		}
-		b = append(b, c)
-	}
-	return b
-}
-
-// compile turns route r, the idx-th of its method, into a tableRoute.
-// For a parameterless route static is its detection path (fiber compares
-// those by equality), else "".
-func (t *routeTable) compile(r *fiber.Route, idx int) (tr *tableRoute, static string) {
-	tr = &tableRoute{path: r.Path, index: idx}
-	// fiber's App.register: a leading "/", lower case unless
-	// CaseSensitive, no trailing slashes unless StrictRouting
-	p := r.Path
+// prepare is pattern as fiber's App.register prepares it: a leading "/",
+// lower case unless CaseSensitive, no trailing slashes unless
+// StrictRouting.
+func (t *routeTable) prepare(p string) string {
 	if p == "" || p[0] != '/' {
 		p = "/" + p
 	}
@@ -345,24 +269,11 @@ func (t *routeTable) compile(r *fiber.Route, idx int) (tr *tableRoute, static st
 	if !t.strict && len(p) > 1 {
 		p = strings.TrimRight(p, "/")
 	}
-	if p == "/*" {
-		tr.star = true
-		return tr, ""
-	}
-	if len(r.Params) == 0 {
-		return tr, strings.ReplaceAll(p, `\`, "") // fiber's RemoveEscapeChar
-	}
-	tr.bucket = leadingLiteralBucket(p)
-	if segs, ok := simpleSegments(p); ok {
-		tr.segs = segs
-		n := len(segs)
-		tr.optTrail = n > 1 && segs[n-1].kind == segLit && segs[n-1].lit == ""
-	}
-	return tr, ""
+	return p
 }
 
-// leadingLiteralBucket is fiber's tree bucket of a pattern with
-// parameters: the first three bytes of its leading literal (up to the
+// leadingLiteralBucket is fiber's tree bucket of a prepared pattern: the
+// first three bytes of its leading literal (up to the
 // first unescaped ':', '*' or '+', escapes removed), or "" when that
 // literal is shorter.
 func leadingLiteralBucket(p string) string {
@@ -380,51 +291,6 @@ func leadingLiteralBucket(p string) string {
 	return lit[:3]
 }
 
-// simpleSegments splits a prepared pattern into segments when every
-// segment is a literal, a whole-segment parameter, or (last) an optional
-// parameter or wildcard; ok is false for anything else.
-func simpleSegments(p string) ([]segment, bool) {
-	parts := strings.Split(p[1:], "/")
-	segs := make([]segment, 0, len(parts))
-	for i, s := range parts {
-		last := i == len(parts)-1
-		switch {
-		case s == "*" && last:
-			segs = append(segs, segment{kind: segStar})
-		case s == "+" && last:
-			segs = append(segs, segment{kind: segPlus})
-		case len(s) > 1 && s[0] == ':':
-			name, opt := s[1:], false
-			if name[len(name)-1] == '?' {
-				name, opt = name[:len(name)-1], true
-			}
-			if name == "" || !paramName(name) || (opt && !last) {
-				return nil, false
-			}
-			k := segParam
-			if opt {
-				k = segOpt
-			}
-			segs = append(segs, segment{kind: k})
-		case strings.ContainsAny(s, `:*+\?<>()`):
-			return nil, false
-		default:
-			segs = append(segs, segment{kind: segLit, lit: s})
-		}
-	}
-	return segs, true
-}
-
-func paramName(s string) bool {
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_') {
-			return false
-		}
-	}
-	return true
-}
-
 // match returns the pattern of the route fiber runs for method and path
 // (c.Path(): unescaped when UnescapePath is set), or "" when none
 // matches.
@@ -439,80 +305,42 @@ func (t *routeTable) match(method, path string) string {
 	if !t.strict && len(det) > 1 && det[len(det)-1] == '/' {
 		det = strings.TrimRight(det, "/")
 	}
-	fold := !t.caseSensitive && hasUpper(det)
-	var st *tableRoute
-	if len(mr.static) > 0 {
-		if fold {
-			var buf [128]byte
-			lb := lowerASCII(buf[:0], det)
-			st = mr.staticRouteBytes(lb)
-		} else {
-			st = mr.staticRoute(det)
-		}
+	if mr.fast != nil {
+		return mr.fast.match(t, det)
 	}
-	for _, r := range mr.params {
-		if st != nil && r.index > st.index {
-			break
-		}
-		if t.routeMatches(r, det, fold) {
+	for _, r := range mr.routes {
+		if t.routeMatches(r, det) {
 			return r.path
 		}
-	}
-	if st != nil {
-		return st.path
 	}
 	return ""
 }
 
-func (t *routeTable) routeMatches(r *tableRoute, det string, fold bool) bool {
-	if r.star {
-		return true
-	}
-	if r.bucket != "" && (len(det) < 3 || !equalLit(det[:3], r.bucket, fold)) {
+// routeMatches reports whether fiber's router runs r for a request whose
+// detection path is det, when no earlier route matched.
+func (t *routeTable) routeMatches(r *tableRoute, det string) bool {
+	if r.bucket != "" && (len(det) < 3 || !equalLit(det[:3], r.bucket, !t.caseSensitive)) {
 		return false // fiber only tries the route for paths in its bucket
 	}
-	if r.segs == nil { // it lower-cases det itself unless CaseSensitive
-		return fiber.RoutePatternMatch(det, r.path, t.cfg)
+	if det == "" { // "//" without StrictRouting: RoutePatternMatch would read "/"
+		return r.prepared == "/*"
 	}
-	return matchSegments(r, det, fold)
+	// RoutePatternMatch prepares the pattern and lower-cases det itself
+	// unless CaseSensitive, as fiber's register and router do
+	return fiber.RoutePatternMatch(det, r.path, t.cfg)
 }
 
-// matchSegments matches det against a simple pattern.
-func matchSegments(r *tableRoute, det string, fold bool) bool {
-	rest := det
-	for i, s := range r.segs {
-		last := i == len(r.segs)-1
-		if rest == "" {
-			return last && (s.kind == segOpt || s.kind == segStar || r.optTrail)
+// lowerASCII appends s with A-Z lower-cased, as fiber's utils.ToLower
+// does (non-ASCII bytes are kept).
+func lowerASCII(b []byte, s string) []byte {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if 'A' <= c && c <= 'Z' {
+			c += 'a' - 'A'
 		}
-		if rest[0] != '/' {
-			return false
-		}
-		rest = rest[1:]
-		switch s.kind {
-		case segStar:
-			return true
-		case segPlus:
-			return rest != ""
-		}
-		j := strings.IndexByte(rest, '/')
-		if j < 0 {
-			j = len(rest)
-		}
-		part := rest[:j]
-		switch s.kind {
-		case segLit:
-			if !equalLit(part, s.lit, fold) {
-				return false
-			}
-		case segParam:
-			if part == "" {
-				return false
-			}
-		}
-		rest = rest[j:]
+		b = append(b, c)
 	}
-	return rest == ""
+	return b
 }
 
 // equalLit reports whether s equals lit (already lower case when fold),
@@ -534,13 +362,4 @@ func equalLit(s, lit string, fold bool) bool {
 		}
 	}
 	return true
-}
-
-func hasUpper(s string) bool {
-	for i := 0; i < len(s); i++ {
-		if 'A' <= s[i] && s[i] <= 'Z' {
-			return true
-		}
-	}
-	return false
 }
