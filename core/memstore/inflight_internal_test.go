@@ -17,7 +17,7 @@ import (
 // counted and leased slots of a key count together, and a key whose count
 // is back at zero is swept (one with a holder is not).
 func TestCountedSlotsCountAndSweep(t *testing.T) {
-	s := MustNew()
+	s := mustNew()
 	defer s.Close()
 	p := &core.ConcurrencyPolicy{Name: "c", Max: 5, Lease: time.Second}
 	take := s.CountedSlots(p)
