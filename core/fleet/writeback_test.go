@@ -299,7 +299,7 @@ func TestRequestsWaitForTheLeaseInFlight(t *testing.T) {
 		buf := make([]byte, 1<<20)
 		n := 0
 		for _, g := range strings.Split(string(buf[:runtime.Stack(buf, true)]), "\n\n") {
-			if strings.Contains(g, "[select") && strings.Contains(g, "fleet.(*Store).Take(") {
+			if strings.Contains(g, "[select") && strings.Contains(g, "fleet.(*fleetStore).Take(") {
 				n++
 			}
 		}
