@@ -10,7 +10,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/limitkit/limitkit/core"
-	"github.com/limitkit/limitkit/core/memstore"
 )
 
 func mustZone(t testing.TB, name string) *time.Location {
@@ -112,7 +111,7 @@ func TestCalendarWalkAcrossDST(t *testing.T) {
 		time.Date(2026, 3, 7, 0, 0, 0, 0, ny),
 		time.Date(2026, 10, 31, 0, 0, 0, 0, ny),
 	} {
-		s := memstore.MustNew()
+		s := mustMem()
 		clock := core.NewManualClock(from)
 		l := core.MustNewLimiter(s, core.Policy{Name: "d", Algorithm: core.FixedWindow, Limits: []core.Limit{core.PerCalendar(3, core.CalendarDay, ny)}}, core.WithClock(clock))
 		admitted := map[string]int{}
@@ -186,7 +185,7 @@ func TestCalendarValidation(t *testing.T) {
 // time to the next boundary for a calendar limit, consuming nothing.
 func TestCalendarUsage(t *testing.T) {
 	berlin := mustZone(t, "Europe/Berlin")
-	s := memstore.MustNew()
+	s := mustMem()
 	defer s.Close()
 	clock := core.NewManualClock(time.Date(2026, 2, 27, 15, 0, 0, 0, berlin))
 	l := core.MustNewLimiter(s, core.Policy{Name: "m", Algorithm: core.FixedWindow, Limits: []core.Limit{core.PerCalendar(10, core.CalendarMonth, berlin)}}, core.WithClock(clock))

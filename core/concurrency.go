@@ -208,7 +208,7 @@ func NewConcurrency(store Store, p ConcurrencyPolicy, opts ...Option) (*Concurre
 	c := &Concurrency{store: ss, p: p, every: p.Lease / 3}
 	c.held.prev, c.held.next = &c.held, &c.held
 	c.l = Limiter{clock: coarseClock{}, timeout: DefaultTimeout}
-	c.l.log.interval = DefaultLogInterval
+	c.l.log.interval = defaultLogInterval
 	for _, o := range opts {
 		o(&c.l)
 	}

@@ -12,7 +12,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/limitkit/limitkit/core"
-	"github.com/limitkit/limitkit/core/memstore"
 )
 
 var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
@@ -28,7 +27,7 @@ func newConc(t *testing.T, store core.Store, clk core.Clock, p core.ConcurrencyP
 // one name on one store, all asking at once while nobody releases, get
 // exactly Max slots; after they release, exactly Max again.
 func TestConcurrencyExact(t *testing.T) {
-	store := memstore.MustNew()
+	store := mustMem()
 	defer store.Close()
 	clk := core.NewManualClock(t0)
 	p := core.ConcurrencyPolicy{Name: "exports", Max: 3}
@@ -71,7 +70,7 @@ func TestConcurrencyExact(t *testing.T) {
 // many run at once, which never passes Max, and every slot is back at the
 // end.
 func TestConcurrencyNeverAboveMax(t *testing.T) {
-	store := memstore.MustNew()
+	store := mustMem()
 	defer store.Close()
 	p := core.ConcurrencyPolicy{Name: "hammer", Max: 4}
 	cs := []*core.Concurrency{newConc(t, store, core.SystemClock{}, p), newConc(t, store, core.SystemClock{}, p)}
@@ -120,7 +119,7 @@ type leasedSlots struct{ core.SlotStore }
 // slots never released come back once their lease has passed, not
 // before.
 func TestConcurrencyLeaseFreesCrashedHolder(t *testing.T) {
-	ms := memstore.MustNew()
+	ms := mustMem()
 	defer ms.Close()
 	store := leasedSlots{ms}
 	clk := core.NewManualClock(t0)
@@ -144,7 +143,7 @@ func TestConcurrencyLeaseFreesCrashedHolder(t *testing.T) {
 // holder that runs past its lease keeps its slot while it is renewed; the
 // renewal timer is disarmed once nothing is held (no leak).
 func TestConcurrencyRenewKeepsLongHolder(t *testing.T) {
-	ms := memstore.MustNew()
+	ms := mustMem()
 	defer ms.Close()
 	store := leasedSlots{ms}
 	clk := core.NewManualClock(t0)
@@ -169,7 +168,7 @@ func TestConcurrencyRenewKeepsLongHolder(t *testing.T) {
 
 // TestConcurrencyReleaseIdempotent: a second release frees nothing more.
 func TestConcurrencyReleaseIdempotent(t *testing.T) {
-	store := memstore.MustNew()
+	store := mustMem()
 	defer store.Close()
 	c := newConc(t, store, core.NewManualClock(t0), core.ConcurrencyPolicy{Name: "idem", Max: 2})
 	a, _, _ := c.Acquire(context.Background(), "k")
@@ -187,7 +186,7 @@ func TestConcurrencyReleaseIdempotent(t *testing.T) {
 // TestConcurrencyRetryAfter: 1 s before any release, then the mean hold
 // time rounded up to a second, capped by the lease.
 func TestConcurrencyRetryAfter(t *testing.T) {
-	store := memstore.MustNew()
+	store := mustMem()
 	defer store.Close()
 	clk := core.NewManualClock(t0)
 	c := newConc(t, store, clk, core.ConcurrencyPolicy{Name: "retry", Max: 1, Lease: 20 * time.Second})
@@ -220,7 +219,7 @@ func (failSlots) ReleaseSlot(context.Context, string, *core.ConcurrencyPolicy, u
 
 // TestConcurrencyFailMode: a store error follows the fail mode.
 func TestConcurrencyFailMode(t *testing.T) {
-	st := failSlots{memstore.MustNew()}
+	st := failSlots{mustMem()}
 	open := newConc(t, st, core.NewManualClock(t0), core.ConcurrencyPolicy{Name: "o", Max: 1})
 	rel, d, err := open.Acquire(context.Background(), "k")
 	var se *core.StoreError
@@ -238,7 +237,7 @@ func TestConcurrencyFailMode(t *testing.T) {
 
 // TestNewConcurrencyErrors: bad configuration fails at construction.
 func TestNewConcurrencyErrors(t *testing.T) {
-	ms := memstore.MustNew()
+	ms := mustMem()
 	for _, tc := range []struct {
 		store core.Store
 		p     core.ConcurrencyPolicy
@@ -279,7 +278,7 @@ func (o *countObserver) Observe(e core.Event) {
 // TestConcurrencyObserverInFlight: the observer sees each slot taken and
 // given back, so that its sum is the slots held; a denial reports none.
 func TestConcurrencyObserverInFlight(t *testing.T) {
-	store := memstore.MustNew()
+	store := mustMem()
 	defer store.Close()
 	o := &countObserver{n: map[string]int{}}
 	c, err := core.NewConcurrency(store, core.ConcurrencyPolicy{Name: "obs", Max: 2}, core.WithObserver(o))
@@ -301,7 +300,7 @@ func TestConcurrencyObserverInFlight(t *testing.T) {
 // whichever of its copies calls it and however many goroutines do, also
 // after its handle went to the next holder.
 func TestConcurrencySlotReleaseOnce(t *testing.T) {
-	store := memstore.MustNew()
+	store := mustMem()
 	defer store.Close()
 	o := &countObserver{n: map[string]int{}}
 	c, err := core.NewConcurrency(store, core.ConcurrencyPolicy{Name: "once", Max: 1}, core.WithObserver(o), core.WithClock(core.NewManualClock(t0)))
@@ -345,7 +344,7 @@ func TestConcurrencySlotReleaseOnce(t *testing.T) {
 // until it is released, however long that takes, and no renewal timer
 // runs.
 func TestConcurrencyEmbeddedHasNoLease(t *testing.T) {
-	store := memstore.MustNew()
+	store := mustMem()
 	defer store.Close()
 	clk := core.NewManualClock(t0)
 	c := newConc(t, store, clk, core.ConcurrencyPolicy{Name: "nolease", Max: 1, Lease: time.Second})
@@ -367,7 +366,7 @@ func TestConcurrencyEmbeddedHasNoLease(t *testing.T) {
 // holder that panics gives its slot back through its deferred Release:
 // afterwards exactly Max slots are free again.
 func TestConcurrencyNoLeakOnDenialOrPanic(t *testing.T) {
-	store := memstore.MustNew()
+	store := mustMem()
 	defer store.Close()
 	c := newConc(t, store, core.NewManualClock(t0), core.ConcurrencyPolicy{Name: "leak", Max: 3})
 	ctx := context.Background()

@@ -12,7 +12,7 @@
 //   - [Decision]: the answer — Allowed, Remaining, ResetAfter, RetryAfter —
 //     from which the adapters write the response headers.
 //
-// Besides Allow, a Limiter has the quota verbs: [Limiter.Peek] (what a
+// Besides Allow, a Limiter has the quota verbs: [Limiter.PeekN] (what a
 // request would get, consuming nothing), [Limiter.Reset] (forget a key),
 // [Limiter.Charge] (consume after the fact, even past the limit),
 // [Limiter.Refund] (give units back) and [Limiter.Wait] (block until

@@ -9,7 +9,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/limitkit/limitkit/core"
-	"github.com/limitkit/limitkit/core/memstore"
 )
 
 type signalFunc func(ctx context.Context, cost int64) (bool, error)
@@ -17,7 +16,7 @@ type signalFunc func(ctx context.Context, cost int64) (bool, error)
 func (f signalFunc) Acquire(ctx context.Context, cost int64) (bool, error) { return f(ctx, cost) }
 
 // failingElastic is the embedded store whose elastic take fails.
-type failingElastic struct{ *memstore.Store }
+type failingElastic struct{ fullMem }
 
 func (failingElastic) TakeElastic(context.Context, string, *core.Policy, time.Time, int64) (core.Decision, error) {
 	return core.Decision{}, errors.New("elastic take failed")
@@ -50,7 +49,7 @@ func TestElasticFailuresAreHard(t *testing.T) {
 		costs = append(costs, cost)
 		return true, errors.New("signal down")
 	})
-	s := memstore.MustNew()
+	s := mustMem()
 	defer s.Close()
 	l, err := core.NewLimiter(s, elasticFixed(sigErr), clock)
 	require.NoError(t, err)
@@ -67,7 +66,7 @@ func TestElasticFailuresAreHard(t *testing.T) {
 	require.Equal(t, []int64{2}, costs)
 
 	ok := signalFunc(func(context.Context, int64) (bool, error) { return true, nil })
-	s2 := memstore.MustNew()
+	s2 := mustMem()
 	defer s2.Close()
 	l, err = core.NewLimiter(failingElastic{s2}, elasticFixed(ok), clock)
 	require.NoError(t, err)

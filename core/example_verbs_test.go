@@ -17,15 +17,15 @@ func exampleLimiter(limit core.Limit) (*core.Limiter, *core.ManualClock, func())
 }
 
 // A peek reports what a request would get, consuming nothing.
-func ExampleLimiter_Peek() {
+func ExampleLimiter_PeekN() {
 	l, _, done := exampleLimiter(core.PerMinute(2))
 	defer done()
 	ctx := context.Background()
 	l.Allow(ctx, "alice")
 	l.Allow(ctx, "alice")
-	d, _ := l.Peek(ctx, "alice")
+	d, _ := l.PeekN(ctx, "alice", 1)
 	fmt.Println(d.Allowed, d.RetryAfter)
-	d, _ = l.Peek(ctx, "alice") // still the same: the peek took nothing
+	d, _ = l.PeekN(ctx, "alice", 1) // still the same: the peek took nothing
 	fmt.Println(d.Allowed, d.RetryAfter)
 	// Output:
 	// false 30s
@@ -67,7 +67,7 @@ func ExampleLimiter_Reset() {
 	ctx := context.Background()
 	l.AllowN(ctx, "carol", 3)
 	l.Reset(ctx, "carol")
-	d, _ := l.Peek(ctx, "carol")
+	d, _ := l.PeekN(ctx, "carol", 1)
 	fmt.Println(d.Allowed, d.Remaining)
 	// Output:
 	// true 2

@@ -10,7 +10,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/limitkit/limitkit/core"
-	"github.com/limitkit/limitkit/core/memstore"
 	"github.com/limitkit/limitkit/internal/benchalt"
 )
 
@@ -94,7 +93,7 @@ func allowNThroughAt(l *core.Limiter, ctx context.Context, key string, cost int6
 // ns:through-AllowN is what reading the default clock directly saves.
 func BenchmarkHotKeyWrittenOut(b *testing.B) {
 	p := core.Policy{Name: "hot", Limits: []core.Limit{core.Per(1<<30, 30*24*time.Hour)}}
-	st := memstore.MustNew()
+	st := mustMem()
 	defer st.Close()
 	l, err := core.NewLimiter(st, p)
 	if err != nil {

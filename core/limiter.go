@@ -23,7 +23,7 @@ const DefaultTimeout = 50 * time.Millisecond
 // the request's earlier one). When the store fails or times out, the
 // decision follows the policy's FailMode and the call returns a
 // *StoreError alongside it: callers use the decision. The Limiter also
-// logs store failures itself, at most one line per [DefaultLogInterval]
+// logs store failures itself, at most one line per 10 s
 // (see [WithLogger]), so that a failing store is never silent.
 //
 // The zero Limiter is not usable; build one with NewLimiter. A Limiter is
@@ -82,7 +82,7 @@ func WithLogger(logger *slog.Logger) Option {
 }
 
 // WithLogInterval sets the least time between two store-failure lines of
-// the Limiter (default [DefaultLogInterval]), measured on the Limiter's
+// the Limiter (default 10 s), measured on the Limiter's
 // clock; failures in between are counted into the next line. It must be
 // > 0.
 func WithLogInterval(d time.Duration) Option { return func(l *Limiter) { l.log.interval = d } }
@@ -124,8 +124,9 @@ func Replacing(old ...*Limiter) Option {
 // policy cap is reached, or the store cannot hold its state. Each error
 // says what to change. [Limiter.Release] ends the registration.
 //
-// A nil store, or a typed nil (the *redisstore.Store of an ignored
-// redisstore.New error), is an error here, never a panic later.
+// A nil store (what memstore.New, redisstore.New and fleet.New return
+// with an error), or a typed nil (a *T of a store written elsewhere whose
+// constructor error was ignored), is an error here, never a panic later.
 func NewLimiter(store Store, policy Policy, opts ...Option) (*Limiter, error) {
 	if store == nil {
 		return nil, fmt.Errorf("core: NewLimiter: nil store; use memstore.MustNew() (or memstore.New()) for the embedded store")
@@ -138,7 +139,7 @@ func NewLimiter(store Store, policy Policy, opts ...Option) (*Limiter, error) {
 		return nil, err
 	}
 	l := &Limiter{store: store, policy: &policy, clock: coarseClock{}, timeout: DefaultTimeout}
-	l.log.interval = DefaultLogInterval
+	l.log.interval = defaultLogInterval
 	for _, o := range opts {
 		o(l)
 	}

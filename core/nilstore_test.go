@@ -13,7 +13,8 @@ import (
 )
 
 // TestNewLimiterTypedNilStore: a store variable whose constructor's error
-// was ignored holds a typed nil (var s *redisstore.Store); NewLimiter
+// was ignored may hold a typed nil (var s *T of a store written
+// elsewhere); NewLimiter
 // refuses it with an error that names the type and says what to fix,
 // instead of panicking at construction or on the first request.
 func TestNewLimiterTypedNilStore(t *testing.T) {
@@ -23,9 +24,6 @@ func TestNewLimiterTypedNilStore(t *testing.T) {
 		store core.Store
 		typ   string
 	}{
-		{"memstore", (*memstore.Store)(nil), "*memstore.Store"},
-		{"redisstore", (*redisstore.Store)(nil), "*redisstore.Store"},
-		{"fleet", (*fleet.Store)(nil), "*fleet.Store"},
 		{"user store", (*mapStore)(nil), "*core_test.mapStore"},
 	}
 	for _, c := range cases {
@@ -38,5 +36,24 @@ func TestNewLimiterTypedNilStore(t *testing.T) {
 			assert.Contains(t, err.Error(), "nil "+c.typ)
 			assert.Contains(t, err.Error(), "constructor")
 		})
+	}
+}
+
+// TestNewLimiterFailedConstructors: the in-module constructors return a nil
+// interface (never a typed nil) on error, which NewLimiter refuses as a
+// nil store.
+func TestNewLimiterFailedConstructors(t *testing.T) {
+	p := core.Policy{Name: "p", Limits: []core.Limit{core.PerMinute(10)}}
+	ms, err := memstore.New(memstore.WithMaxKeys(-1))
+	require.Error(t, err)
+	rs, err := redisstore.New(nil)
+	require.Error(t, err)
+	fs, err := fleet.New(nil)
+	require.Error(t, err)
+	for _, s := range []core.Store{ms, rs, fs} {
+		require.Nil(t, s)
+		_, err := core.NewLimiter(s, p)
+		require.Error(t, err)
+		assert.Contains(t, err.Error(), "nil store")
 	}
 }

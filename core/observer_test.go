@@ -15,7 +15,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/limitkit/limitkit/core"
-	"github.com/limitkit/limitkit/core/memstore"
 )
 
 // countingBlockStore blocks every call until its context is done and counts
@@ -229,7 +228,7 @@ type ctxKey struct{}
 func TestObserverEventKindsCarryTheContext(t *testing.T) {
 	var events []core.Event
 	obs := core.ObserverFunc(func(e core.Event) { events = append(events, e) })
-	st := memstore.MustNew()
+	st := mustMem()
 	defer st.Close()
 	clk := core.NewManualClock(time.Unix(1_700_000_000, 0))
 	l := core.MustNewLimiter(st, core.Policy{Name: "kinds", Algorithm: core.GCRA, Limits: []core.Limit{core.PerMinute(2)}},
@@ -242,7 +241,7 @@ func TestObserverEventKindsCarryTheContext(t *testing.T) {
 	}{
 		{func() error { _, err := l.Allow(ctx, "k"); return err }, core.EventDecision, core.OutcomeAllowed},
 		{func() error { _, err := l.AllowN(ctx, "k", 0); return err }, core.EventPeek, core.OutcomeAllowed},
-		{func() error { _, err := l.Peek(ctx, "k"); return err }, core.EventPeek, core.OutcomeAllowed},
+		{func() error { _, err := l.PeekN(ctx, "k", 1); return err }, core.EventPeek, core.OutcomeAllowed},
 		{func() error { _, err := l.Charge(ctx, "k", 1); return err }, core.EventCharge, core.OutcomeDenied},
 		{func() error { _, err := l.Allow(ctx, "k"); return err }, core.EventDecision, core.OutcomeDenied},
 		{func() error { _, err := l.Refund(ctx, "k", 1); return err }, core.EventRefund, core.OutcomeAllowed},
@@ -287,7 +286,7 @@ func TestObserverVerbFailures(t *testing.T) {
 	obs := core.ObserverFunc(func(e core.Event) { events = append(events, e) })
 	l := core.MustNewLimiter(failingVerbs{errors.New("down")}, core.Policy{Name: "f", Limits: []core.Limit{core.PerMinute(1)}}, core.WithObserver(obs))
 	ctx := context.Background()
-	_, _ = l.Peek(ctx, "k")
+	_, _ = l.PeekN(ctx, "k", 1)
 	_, _ = l.Charge(ctx, "k", 1)
 	_, _ = l.Refund(ctx, "k", 1)
 	_ = l.Reset(ctx, "k")

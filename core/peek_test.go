@@ -11,7 +11,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/limitkit/limitkit/core"
-	"github.com/limitkit/limitkit/core/memstore"
 )
 
 // TestPeekReportsExhaustedKeyDenied (issue 22, item 7): AllowN(ctx, key,
@@ -26,7 +25,7 @@ func TestPeekReportsExhaustedKeyDenied(t *testing.T) {
 				name += "/observed"
 			}
 			t.Run(name, func(t *testing.T) {
-				s := memstore.MustNew()
+				s := mustMem()
 				defer s.Close()
 				clock := core.NewManualClock(time.Unix(1_700_000_000, 0))
 				var kinds []core.EventKind
@@ -67,7 +66,7 @@ func TestPeekReportsExhaustedKeyDenied(t *testing.T) {
 // TestPeekShadow: a shadow policy never denies; its peek of an exhausted
 // key says so with Shadowed.
 func TestPeekShadow(t *testing.T) {
-	s := memstore.MustNew()
+	s := mustMem()
 	defer s.Close()
 	l := core.MustNewLimiter(s, core.Policy{Name: "p", Shadow: true, Limits: []core.Limit{core.PerMinute(1)}})
 	ctx := context.Background()
@@ -131,7 +130,7 @@ func TestCallerDoneIsNotAStoreFailure(t *testing.T) {
 		})
 	}
 	t.Run("store error while cancelled", func(t *testing.T) {
-		s := memstore.MustNew()
+		s := mustMem()
 		l := core.MustNewLimiter(s, policy, core.WithLogger(nil))
 		s.Close()
 		ctx, cancel := context.WithCancel(context.Background())

@@ -9,14 +9,13 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/limitkit/limitkit/core"
-	"github.com/limitkit/limitkit/core/memstore"
 )
 
 // PeekDecision answers as PeekN and consumes nothing, but the observer
 // sees an EventDecision (allowed, then denied on an exhausted key), not an
 // EventPeek: a request counted by outcome is a decision to the metrics.
 func TestPeekDecisionIsADecision(t *testing.T) {
-	ms := memstore.MustNew()
+	ms := mustMem()
 	defer ms.Close()
 	var kinds []string
 	obs := core.ObserverFunc(func(e core.Event) { kinds = append(kinds, e.Kind.String()+"/"+e.Outcome.String()) })

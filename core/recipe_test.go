@@ -10,7 +10,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/limitkit/limitkit/core"
-	"github.com/limitkit/limitkit/core/memstore"
 )
 
 // partnerPolicy is docs/recipes.md's outbound worker policy.
@@ -30,7 +29,7 @@ func partnerPolicy() core.Policy {
 func TestOutboundRecipe(t *testing.T) {
 	ctx := context.Background()
 	t.Run("20 in any second", func(t *testing.T) {
-		s := memstore.MustNew()
+		s := mustMem()
 		defer s.Close()
 		clock := core.NewManualClock(time.Unix(1_700_000_000, 0))
 		defer core.SetSleep(func(_ context.Context, d time.Duration) error { clock.Advance(d); return nil })()

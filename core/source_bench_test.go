@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/limitkit/limitkit/core"
-	"github.com/limitkit/limitkit/core/memstore"
 )
 
 // BenchmarkSourced: one decision through a Sourced whose answer is
@@ -26,7 +25,7 @@ func BenchmarkSourced(b *testing.B) {
 	pol := core.Policy{Name: "api", Limits: []core.Limit{core.PerHour(1e9)}}
 	ctx := context.Background()
 	for _, mode := range []string{"without_source", "cached_source"} {
-		store := memstore.MustNew()
+		store := mustMem()
 		def := core.MustNewLimiter(store, pol)
 		s, err := core.NewSourced(def, src, core.SourceConfig{TTL: time.Hour})
 		if err != nil {

@@ -14,7 +14,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/limitkit/limitkit/core"
-	"github.com/limitkit/limitkit/core/memstore"
 )
 
 // table is a LimitSource over a map, standing in for a database table:
@@ -58,7 +57,7 @@ func sourced(t *testing.T, alg core.Algorithm, mode core.FailMode, src core.Limi
 	if alg == core.SlidingWindowCounter {
 		p.Buckets = 6
 	}
-	def, err := core.NewLimiter(memstore.MustNew(), p, append([]core.Option{core.WithClock(clk)}, opts...)...)
+	def, err := core.NewLimiter(mustMem(), p, append([]core.Option{core.WithClock(clk)}, opts...)...)
 	require.NoError(t, err)
 	s, err := core.NewSourced(def, src, cfg)
 	require.NoError(t, err)
@@ -359,7 +358,7 @@ func TestSourceLimitChangePerAlgorithm(t *testing.T) {
 }
 
 func TestNewSourcedErrors(t *testing.T) {
-	def := core.MustNewLimiter(memstore.MustNew(), core.Policy{Name: "api", Limits: []core.Limit{core.PerMinute(5)}})
+	def := core.MustNewLimiter(mustMem(), core.Policy{Name: "api", Limits: []core.Limit{core.PerMinute(5)}})
 	src := (&table{}).source
 	for name, f := range map[string]func() (*core.Sourced, error){
 		"nil def":     func() (*core.Sourced, error) { return core.NewSourced(nil, src, core.SourceConfig{}) },

@@ -9,9 +9,9 @@ import (
 	"time"
 )
 
-// DefaultLogInterval is the least time between two store-failure lines of
+// defaultLogInterval is the least time between two store-failure lines of
 // one Limiter unless [WithLogInterval] says otherwise.
-const DefaultLogInterval = 10 * time.Second
+const defaultLogInterval = 10 * time.Second
 
 // storeLog rate-limits a Limiter's store-failure lines: the first failure
 // is logged at once, later ones at most once per interval, each line with

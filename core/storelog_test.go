@@ -191,7 +191,7 @@ func TestStoreFailureLogConcurrent(t *testing.T) {
 	}
 	wg.Wait()
 	require.Len(t, buf.lines(), 1)
-	clk.Advance(core.DefaultLogInterval)
+	clk.Advance(10 * time.Second)
 	_, _ = l.Allow(context.Background(), "k")
 	lines := buf.lines()
 	require.Len(t, lines, 2)

@@ -24,7 +24,7 @@ func tierLimiter(t testing.TB, store core.Store, name string, n int64) *core.Lim
 // each get exactly their own quota, and a client whose tier changes
 // starts afresh on the new tier's (the counters never mix).
 func TestTiersEachTierItsOwnQuota(t *testing.T) {
-	store := memstore.MustNew()
+	store := mustMem()
 	defer store.Close()
 	def := tierLimiter(t, store, "api", 2)
 	tiers, err := core.NewTiers(def,
@@ -48,7 +48,7 @@ func TestTiersEachTierItsOwnQuota(t *testing.T) {
 }
 
 func TestNewTiersRefuses(t *testing.T) {
-	store := memstore.MustNew()
+	store := mustMem()
 	defer store.Close()
 	def := tierLimiter(t, store, "api", 2)
 	other := tierLimiter(t, store, "api/pro", 2)
@@ -73,7 +73,7 @@ func TestNewTiersRefuses(t *testing.T) {
 // Plans: the limiter is chosen by the caller's tier, with a default for
 // a missing or unknown tier and an override for one customer's key.
 func ExampleTiers() {
-	store := memstore.MustNew()
+	store := mustMem()
 	defer store.Close()
 	mk := func(name string, n int64) *core.Limiter {
 		return core.MustNewLimiter(store, core.Policy{Name: name, Limits: []core.Limit{core.PerMinute(n)}})
@@ -96,7 +96,7 @@ func ExampleTiers() {
 // overrides are accepted, one more of either is refused (the boundary
 // itself, not only far beyond it).
 func TestNewTiersCapsAreExact(t *testing.T) {
-	store := memstore.MustNew(memstore.WithMaxPolicies(4 * core.MaxOverrides))
+	store := mustMem(memstore.WithMaxPolicies(4 * core.MaxOverrides))
 	defer store.Close()
 	def := tierLimiter(t, store, "api", 1)
 	limiters := func(prefix string, n int) map[string]*core.Limiter {

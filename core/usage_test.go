@@ -9,7 +9,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/limitkit/limitkit/core"
-	"github.com/limitkit/limitkit/core/memstore"
 )
 
 // TestPeekZeroRetryAfterExact (issue 37): AllowN(ctx, key, 0) and
@@ -21,7 +20,7 @@ func TestPeekZeroRetryAfterExact(t *testing.T) {
 	warmup := map[core.Algorithm]int{core.FixedWindow: 30, core.SlidingWindowLog: 30, core.SlidingWindowCounter: 30}
 	for _, alg := range []core.Algorithm{core.GCRA, core.TokenBucket, core.FixedWindow, core.SlidingWindowLog, core.SlidingWindowCounter} {
 		t.Run(alg.String(), func(t *testing.T) {
-			s := memstore.MustNew()
+			s := mustMem()
 			defer s.Close()
 			clock := core.NewManualClock(time.Unix(1_700_000_000, 0))
 			pol := core.Policy{Name: "p", Algorithm: alg, Limits: []core.Limit{core.PerMinute(100)}}
@@ -44,7 +43,7 @@ func TestPeekZeroRetryAfterExact(t *testing.T) {
 					break
 				}
 			}
-			one, err := l.Peek(ctx, "k")
+			one, err := l.PeekN(ctx, "k", 1)
 			require.NoError(t, err)
 			require.False(t, one.Allowed)
 			for name, peek := range map[string]func() (core.Decision, error){
@@ -79,7 +78,7 @@ func TestPeekZeroRetryAfterExact(t *testing.T) {
 // TestUsage (issue 37): Usage reads used, remaining now (Peek's Remaining
 // is after one more request) and the reset, consuming nothing.
 func TestUsage(t *testing.T) {
-	s := memstore.MustNew()
+	s := mustMem()
 	defer s.Close()
 	clock := core.NewManualClock(time.Unix(1_700_000_000, 0))
 	l := core.MustNewLimiter(s, core.Policy{Name: "p", Algorithm: core.FixedWindow, Limits: []core.Limit{core.PerMinute(100), core.Per(1000, time.Hour)}}, core.WithClock(clock))
@@ -108,7 +107,7 @@ func TestUsage(t *testing.T) {
 		assert.Equal(t, u.ResetAfter, u.Limits[0].ResetAfter)
 		assert.Equal(t, time.Hour-time.Duration(time.Unix(1_700_000_000, 0).Unix()%3600)*time.Second, u.Limits[1].ResetAfter, "the hour's window end")
 	}
-	p, err := l.Peek(ctx, "k")
+	p, err := l.PeekN(ctx, "k", 1)
 	require.NoError(t, err)
 	assert.Equal(t, int64(69), p.Remaining, "Peek: after one more request")
 }

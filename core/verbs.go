@@ -104,12 +104,8 @@ func (l *Limiter) call(ctx context.Context, f func(context.Context) (Decision, e
 	return d, nil
 }
 
-// Peek is PeekN(ctx, key, 1): would a request be admitted now?
-func (l *Limiter) Peek(ctx context.Context, key string) (Decision, error) {
-	return l.PeekN(ctx, key, 1)
-}
-
-// PeekN returns the Decision a request of cost would get now (Allowed,
+// PeekN returns the Decision a request of cost would get now (PeekN(ctx,
+// key, 1): would one more request be admitted?) (Allowed,
 // Remaining, RetryAfter and ResetAfter exactly as AllowN would report
 // them), consuming nothing and writing nothing. An exhausted key is
 // reported denied. A cost of 0 answers as AllowN's: Remaining now,

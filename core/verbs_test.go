@@ -11,23 +11,22 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/limitkit/limitkit/core"
-	"github.com/limitkit/limitkit/core/memstore"
 )
 
 // countingStore counts the calls a Limiter makes to the embedded store.
 type countingStore struct {
-	*memstore.Store
+	fullMem
 	calls atomic.Int64
 }
 
 func (s *countingStore) Take(ctx context.Context, key string, p *core.Policy, now time.Time, cost int64) (core.Decision, error) {
 	s.calls.Add(1)
-	return s.Store.Take(ctx, key, p, now, cost)
+	return s.fullMem.Take(ctx, key, p, now, cost)
 }
 
 func (s *countingStore) Reserve(ctx context.Context, key string, p *core.Policy, now time.Time, cost int64, maxWait time.Duration) (core.Decision, error) {
 	s.calls.Add(1)
-	return s.Store.Reserve(ctx, key, p, now, cost, maxWait)
+	return s.fullMem.Reserve(ctx, key, p, now, cost, maxWait)
 }
 
 // waitFixture is a limiter on a counting embedded store with a manual
@@ -43,7 +42,7 @@ type waitFixture struct {
 
 func newWaitFixture(t *testing.T, p core.Policy, advance bool) *waitFixture {
 	f := &waitFixture{clk: core.NewManualClock(time.Unix(1_767_000_000, 0))}
-	f.st = &countingStore{Store: memstore.MustNew()}
+	f.st = &countingStore{fullMem: mustMem()}
 	t.Cleanup(func() { f.st.Close() })
 	f.l = core.MustNewLimiter(f.st, p, core.WithClock(f.clk))
 	t.Cleanup(core.SetSleep(func(_ context.Context, d time.Duration) error {
@@ -78,7 +77,7 @@ func TestWaitReservesOneCallPerAdmission(t *testing.T) {
 		assert.Equal(t, int64(13), f.st.calls.Load(), "%s: one store call per admission", alg)
 		// the turns are taken: at 300 ms nothing is left
 		f.clk.Advance(300 * time.Millisecond)
-		d, err := f.l.Peek(ctx, "k")
+		d, err := f.l.PeekN(ctx, "k", 1)
 		require.NoError(t, err)
 		assert.False(t, d.Allowed, "%s", alg)
 		assert.Equal(t, 100*time.Millisecond, d.RetryAfter, "%s", alg)
@@ -110,14 +109,14 @@ func TestWaitErrors(t *testing.T) {
 	defer cancel()
 	require.ErrorIs(t, f.l.Wait(dctx, "k"), core.ErrWaitExceedsDeadline)
 	assert.Empty(t, f.slept)
-	d, err := f.l.Peek(ctx, "k")
+	d, err := f.l.PeekN(ctx, "k", 1)
 	require.NoError(t, err)
 	assert.Equal(t, 100*time.Millisecond, d.RetryAfter, "nothing reserved")
 
 	// a reservation whose wait is cancelled is refunded
 	f.sleepE = context.Canceled
 	require.ErrorIs(t, f.l.Wait(ctx, "k"), context.Canceled)
-	d, err = f.l.Peek(ctx, "k")
+	d, err = f.l.PeekN(ctx, "k", 1)
 	require.NoError(t, err)
 	assert.Equal(t, 100*time.Millisecond, d.RetryAfter, "the cancelled turn was handed back")
 
@@ -131,10 +130,10 @@ type plainStore struct{ core.Store }
 
 func TestVerbsUnsupportedStore(t *testing.T) {
 	ctx := context.Background()
-	ms := memstore.MustNew()
+	ms := mustMem()
 	defer ms.Close()
 	l := core.MustNewLimiter(plainStore{ms}, core.Policy{Name: "u", Limits: []core.Limit{core.PerSecond(1)}})
-	_, err := l.Peek(ctx, "k")
+	_, err := l.PeekN(ctx, "k", 1)
 	require.ErrorIs(t, err, core.ErrUnsupported)
 	assert.Contains(t, err.Error(), "Peek")
 	require.ErrorIs(t, l.Reset(ctx, "k"), core.ErrUnsupported)
@@ -147,7 +146,7 @@ func TestVerbsUnsupportedStore(t *testing.T) {
 
 func TestVerbsThroughLimiter(t *testing.T) {
 	ctx := context.Background()
-	ms := memstore.MustNew()
+	ms := mustMem()
 	defer ms.Close()
 	var kinds []core.EventKind
 	obs := core.ObserverFunc(func(e core.Event) { kinds = append(kinds, e.Kind) })
@@ -158,7 +157,7 @@ func TestVerbsThroughLimiter(t *testing.T) {
 	require.NoError(t, err)
 	assert.False(t, d.Allowed)
 	assert.Equal(t, 36*time.Second, d.RetryAfter, "the 5 owed and 1 more refill at 6 s each")
-	d, err = l.Peek(ctx, "k")
+	d, err = l.PeekN(ctx, "k", 1)
 	require.NoError(t, err)
 	assert.False(t, d.Allowed, "an exhausted key peeks denied")
 	assert.Equal(t, []core.EventKind{core.EventCharge, core.EventPeek}, kinds, "a charge and a peek are their own kinds, not decisions")
@@ -208,7 +207,7 @@ func TestVerbStoreFailure(t *testing.T) {
 	boom := errors.New("boom")
 	l := core.MustNewLimiter(failingVerbs{boom}, core.Policy{Name: "f", Limits: []core.Limit{core.PerSecond(1)}, FailMode: core.FailClosed}, core.WithLogger(nil))
 	var se *core.StoreError
-	d, err := l.Peek(ctx, "k")
+	d, err := l.PeekN(ctx, "k", 1)
 	require.ErrorAs(t, err, &se)
 	require.ErrorIs(t, err, boom)
 	assert.True(t, d.Degraded)
@@ -254,7 +253,7 @@ func (b blockingVerbs) Reserve(ctx context.Context, k string, p *core.Policy, no
 // failure, logged at ERROR.
 func TestVerbsCallerDone(t *testing.T) {
 	verbs := map[string]func(context.Context, *core.Limiter) error{
-		"peek":   func(ctx context.Context, l *core.Limiter) error { _, err := l.Peek(ctx, "k"); return err },
+		"peek":   func(ctx context.Context, l *core.Limiter) error { _, err := l.PeekN(ctx, "k", 1); return err },
 		"charge": func(ctx context.Context, l *core.Limiter) error { _, err := l.Charge(ctx, "k", 1); return err },
 		"refund": func(ctx context.Context, l *core.Limiter) error { _, err := l.Refund(ctx, "k", 1); return err },
 		"reset":  func(ctx context.Context, l *core.Limiter) error { return l.Reset(ctx, "k") },
@@ -335,7 +334,7 @@ func TestWaitHorizonIsTheTightestLimits(t *testing.T) {
 		}
 	}
 	require.ErrorIs(t, err, errStop, "a Wait was turned away and slept until stopped")
-	d, err := f.l.Peek(ctx, "k")
+	d, err := f.l.PeekN(ctx, "k", 1)
 	require.NoError(t, err)
 	require.False(t, d.Allowed)
 	require.Greater(t, d.RetryAfter, time.Second, "the turn lies beyond the 10/s queue")

@@ -265,7 +265,7 @@ func TestDenialDetails(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	d, err := lim.Peek(context.Background(), sayMethod+"|"+k)
+	d, err := lim.PeekN(context.Background(), sayMethod+"|"+k, 1)
 	if err != nil {
 		t.Fatal(err)
 	}

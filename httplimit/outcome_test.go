@@ -18,7 +18,7 @@ import (
 // verb, whether the context it was given had ended and had a deadline,
 // and fails a call on an ended context, as a store doing I/O would.
 type ctxStore struct {
-	ms    *memstore.Store
+	ms    core.VerbStore
 	mu    sync.Mutex
 	calls []ctxCall
 }
@@ -96,7 +96,7 @@ func outcomeRig(t *testing.T, first bool) (*Engine, *ctxStore, *[]error) {
 	t.Helper()
 	ms := memstore.MustNew()
 	t.Cleanup(func() { _ = ms.Close() })
-	st := &ctxStore{ms: ms}
+	st := &ctxStore{ms: ms.(core.VerbStore)}
 	l := core.MustNewLimiter(st, core.Policy{Name: "login", Limits: []core.Limit{core.PerMinute(5)}})
 	var errs []error
 	e, err := NewAdapterEngine(counting, l, WithOutcome(Outcome{Count: StatusIn(401), ResetOnSuccess: true, ChargeFirst: first}),
@@ -153,7 +153,7 @@ func TestOutcomeChargeDetachedFromRequestCancellation(t *testing.T) {
 	assert.Greater(t, calls[0].deadline, time.Duration(0), "the charge ran without a deadline of its own")
 	assert.LessOrEqual(t, calls[0].deadline, outcomeTimeout)
 	st.verbs()
-	d, err := e.checks[0].lim.Peek(context.Background(), "POST /login|203.0.113.7")
+	d, err := e.checks[0].lim.PeekN(context.Background(), "POST /login|203.0.113.7", 1)
 	require.NoError(t, err)
 	assert.Equal(t, int64(3), d.Remaining, "one unit charged (remaining after one more: 3 of 5)")
 }

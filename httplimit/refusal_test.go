@@ -16,9 +16,19 @@ import (
 	"github.com/limitkit/limitkit/keyfuncs"
 )
 
+// memVerbs is what memstore.New's value implements besides memstore.Store
+// (core finds these by type assertion).
+type memVerbs interface {
+	memstore.Store
+	core.LocalStore
+	core.VerbStore
+	core.ReserveStore
+	core.PolicyRegistrar
+}
+
 // recStore is the embedded store recording the keys it takes or peeks.
 type recStore struct {
-	*memstore.Store
+	memVerbs
 	keys []string
 }
 
@@ -26,17 +36,17 @@ func newRecStore(t *testing.T) *recStore {
 	m, err := memstore.New()
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = m.Close() })
-	return &recStore{Store: m}
+	return &recStore{memVerbs: m.(memVerbs)}
 }
 
 func (s *recStore) Take(ctx context.Context, key string, p *core.Policy, now time.Time, n int64) (core.Decision, error) {
 	s.keys = append(s.keys, key)
-	return s.Store.Take(ctx, key, p, now, n)
+	return s.memVerbs.Take(ctx, key, p, now, n)
 }
 
 func (s *recStore) Peek(ctx context.Context, key string, p *core.Policy, now time.Time, n int64) (core.Decision, error) {
 	s.keys = append(s.keys, key)
-	return s.Store.Peek(ctx, key, p, now, n)
+	return s.memVerbs.Peek(ctx, key, p, now, n)
 }
 
 func formReq(target, body string) Request {

@@ -70,7 +70,7 @@ func TestStoreKeyIsTheMiddlewares(t *testing.T) {
 				assert.Equal(t, 429, send(c.h, c.method, c.other, who))
 			}
 			key := httplimit.StoreKey(httplimit.RouteScope(c.method, c.route), who)
-			d, err := c.lim.Peek(ctx, key)
+			d, err := c.lim.PeekN(ctx, key, 1)
 			require.NoError(t, err)
 			assert.False(t, d.Allowed, "%s: the middleware's key is exhausted", key)
 			require.NoError(t, c.lim.Reset(ctx, key))

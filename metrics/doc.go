@@ -6,7 +6,7 @@
 //	m := metrics.MustNew()
 //	prometheus.MustRegister(m)
 //	lim, err := core.NewLimiter(store, policy, core.WithObserver(m))
-//	m.WatchMemstore("default", store) // when store is a *memstore.Store
+//	m.WatchMemstore("default", store) // when store is a memstore.Store
 //	m.WatchPolicy(*lim.Policy())       // the configured-limit gauge
 //	m.WatchFleet()                     // when store is a fleet tier: its series at zero
 //	http.Handle("GET /metrics", promhttp.Handler())

@@ -85,7 +85,7 @@ type watched struct {
 }
 
 // StatsSource is what [Metrics.WatchMemstore] reads at each scrape:
-// *memstore.Store satisfies it.
+// memstore.Store satisfies it.
 type StatsSource interface {
 	Stats() memstore.Stats
 }

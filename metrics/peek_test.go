@@ -47,7 +47,7 @@ func TestVerbsAreNotDecisions(t *testing.T) {
 	_, _ = l.Allow(ctx, "k")
 	_, _ = l.Charge(ctx, "k", 5) // reports the key denied: not a denial
 	_, _ = l.Refund(ctx, "k", 5)
-	_, _ = l.Peek(ctx, "k")
+	_, _ = l.PeekN(ctx, "k", 1)
 	require.NoError(t, l.Reset(ctx, "k"))
 	require.NoError(t, testutil.GatherAndCompare(reg, strings.NewReader(`
 # HELP limitkit_decisions_total Decisions by policy and outcome: allowed, denied, shadowed (a shadow policy would have denied), elastic (admitted above the limits by elastic throttling), degraded (the store failed; the fail mode decided).

@@ -111,7 +111,7 @@ func TestConcurrencyWithRateLimit(t *testing.T) {
 	for i := 0; i < 10; i++ {
 		require.Equal(t, http.StatusTooManyRequests, get(h, ctx, "").Code)
 	}
-	u, err := lim.Peek(ctx, "exports|alice")
+	u, err := lim.PeekN(ctx, "exports|alice", 1)
 	require.NoError(t, err)
 	assert.Equal(t, int64(2), u.Remaining, "a concurrency denial charged the rate limit (a fresh key leaves 2 after one more)")
 	r1.Release()

@@ -118,7 +118,7 @@ func TestDecisionsMatchTraffic(t *testing.T) {
 	fl := core.MustNewLimiter(localFallback{}, core.Policy{Name: "api", FailMode: core.FailLocal, Limits: []core.Limit{core.PerMinute(3)}}, core.WithObserver(o))
 	_, _ = fl.Allow(ctx, "k") // degraded by fail mode local, connection
 	// not decisions: counted nowhere
-	_, _ = l.Peek(ctx, "k")
+	_, _ = l.PeekN(ctx, "k", 1)
 	_, _ = l.AllowN(ctx, "k", 0)
 	_, _ = l.Charge(ctx, "k", 1)
 	_, _ = l.Refund(ctx, "k", 1)
@@ -192,7 +192,7 @@ func TestSpanEventsFromTheEventsContext(t *testing.T) {
 		_, err := l.Allow(ctx, key)
 		require.NoError(t, err)
 	}
-	_, _ = l.Peek(ctx, key)
+	_, _ = l.PeekN(ctx, key, 1)
 	_, _ = l.Refund(ctx, key, 1)
 	_, _ = l.Charge(ctx, key, 1)
 	require.NoError(t, l.Reset(ctx, key))

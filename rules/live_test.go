@@ -21,7 +21,7 @@ import (
 	"github.com/limitkit/limitkit/internal/redistest"
 )
 
-var _ tableStore = (*memstore.Store)(nil)
+var _ tableStore = memstore.Store(nil)
 
 var liveT0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 

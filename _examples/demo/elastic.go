@@ -85,7 +85,7 @@ type elasticDemo struct {
 	out      io.Writer
 	rule     *rules.Rule
 	clock    *core.ManualClock
-	store    *memstore.Store
+	store    memstore.Store
 	inflight core.InFlight
 	elastic  atomic.Int64
 	hold     chan struct{} // bob's slow requests wait on it

@@ -31,7 +31,7 @@ const (
 // costs remoteRTT and is counted; hung makes every call wait for its
 // deadline, as a SIGSTOPped Redis does.
 type simRemote struct {
-	st    *memstore.Store
+	st    memstore.Store
 	calls atomic.Int64
 	hung  atomic.Bool
 }

@@ -309,7 +309,7 @@ func WithClock(c core.Clock) Option { return func(o *options) { o.clock = c } }
 func WithLogger(l *slog.Logger) Option { return func(o *options) { o.logger, o.logSet = l, true } }
 
 // WithLogInterval sets the least time between two store-failure lines of
-// a limiter (core.WithLogInterval; default core.DefaultLogInterval).
+// a limiter (core.WithLogInterval; default 10 s).
 func WithLogInterval(d time.Duration) Option { return func(o *options) { o.logInterval = d } }
 
 // WithStoreTimeout sets every limiter's store deadline

@@ -179,7 +179,7 @@ func (a *App) notify(trigger string, ch rules.Change, err error) {
 // stateNote says where a rule whose limits changed starts, on the app's
 // store (see rules.Live).
 func (a *App) stateNote() string {
-	if _, ok := a.Store.(*memstore.Store); ok {
+	if _, ok := a.Store.(memstore.Store); ok {
 		return "starts afresh: every key has its full quota under the new limits"
 	}
 	return "limits unchanged at their position keep their state; changed limits start afresh"

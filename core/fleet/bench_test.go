@@ -90,7 +90,7 @@ func fleetOf(b testing.TB, tg target, n int, tier bool, opts ...Option) []core.S
 		}
 		out[i] = rs
 		if tier {
-			s, err := New(rs, opts...)
+			s, err := newFleet(rs, opts...)
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -194,7 +194,7 @@ func BenchmarkFloodOfKeys(b *testing.B) {
 		}
 		b.Run(name, func(b *testing.B) {
 			var s core.Store = batchFake{newFake()}
-			var tier *Store
+			var tier *fleetStore
 			if tiered {
 				tier = newTier(b, s, WithSync(time.Second), WithMaxKeys(1<<14))
 				s = tier

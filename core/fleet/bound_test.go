@@ -136,7 +136,7 @@ func TestSaturatedHostKeepsTheBound(t *testing.T) {
 		t.Run(mode.String(), func(t *testing.T) {
 			pol := core.Policy{Name: "hot-" + mode.String(), Mode: mode, FleetSize: tiers, Limits: []core.Limit{core.Per(quota, time.Hour)}}
 			var lims []*core.Limiter
-			var stores []*Store
+			var stores []*fleetStore
 			for i := 0; i < tiers; i++ {
 				s := newTier(t, redisStore(t, srv.NewClient(t)), WithSync(100*time.Millisecond))
 				stores = append(stores, s)

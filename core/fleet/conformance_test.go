@@ -9,9 +9,9 @@ import (
 )
 
 // newTier builds a tier over remote, closed when the test ends.
-func newTier(t testing.TB, remote core.Store, opts ...Option) *Store {
+func newTier(t testing.TB, remote core.Store, opts ...Option) *fleetStore {
 	t.Helper()
-	s, err := New(remote, opts...)
+	s, err := newFleet(remote, opts...)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = s.Close() })
 	return s

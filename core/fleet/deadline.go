@@ -20,7 +20,7 @@ import (
 // The deadline bounds only what waits: the remote call, or waiting for
 // another request's lease. A decision from the deny cache or from a lease
 // is answered without building a context (no timer, no allocation).
-func (s *Store) TakeBy(ctx context.Context, deadline time.Time, key string, p *core.Policy, now time.Time, cost int64) (core.Decision, error) {
+func (s *fleetStore) TakeBy(ctx context.Context, deadline time.Time, key string, p *core.Policy, now time.Time, cost int64) (core.Decision, error) {
 	if ctx == nil {
 		ctx = context.Background()
 	}
@@ -29,7 +29,7 @@ func (s *Store) TakeBy(ctx context.Context, deadline time.Time, key string, p *c
 
 // bound is ctx with the deadline TakeBy was given, moved by the process's
 // recent wait to run (a zero deadline: ctx as it is).
-func (s *Store) bound(ctx context.Context, deadline time.Time) (context.Context, context.CancelFunc) {
+func (s *fleetStore) bound(ctx context.Context, deadline time.Time) (context.Context, context.CancelFunc) {
 	if deadline.IsZero() {
 		return ctx, func() {}
 	}
@@ -41,4 +41,4 @@ func (s *Store) bound(ctx context.Context, deadline time.Time) (context.Context,
 // the time left): a core.Limiter gives the quota verbs (Peek,
 // PeekDecision, Charge, Refund, Usage) this deadline. A zero dl is
 // returned as is. Safe for concurrent use.
-func (s *Store) MoveDeadline(dl time.Time) time.Time { return s.health.Move(dl) }
+func (s *fleetStore) MoveDeadline(dl time.Time) time.Time { return s.health.Move(dl) }

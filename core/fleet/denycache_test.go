@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/limitkit/limitkit/core"
-	"github.com/limitkit/limitkit/core/storetest"
+	"github.com/limitkit/limitkit/core/internal/conformkit"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -59,10 +59,10 @@ func TestDenyCacheServesRepeatedDenials(t *testing.T) {
 // at that instant too (peeked without consuming): other servers'
 // consumption only makes a denial last longer.
 func TestDenyCacheNeverAdmitsExtra(t *testing.T) {
-	for _, p := range storetest.Policies() {
+	for _, p := range conformkit.Policies() {
 		t.Run(p.Name, func(t *testing.T) {
 			f := newFake()
-			tiers := make([]*Store, 4)
+			tiers := make([]*fleetStore, 4)
 			for i := range tiers {
 				tiers[i] = newTier(t, batchFake{f})
 			}

@@ -159,7 +159,7 @@
 // each one decided while the breaker is open, is Degraded (under
 // FailOpen, admitted without limit, and reported as such; under
 // FailLocal, within the bounds below).
-// The deadline a Limiter gives the tier ([Store.TakeBy]) is moved later
+// The deadline a Limiter gives the tier (TakeBy) is moved later
 // by the process's recent wait to run, at most three times its length,
 // as the Redis store's is: on a starved host fewer calls time out.
 //

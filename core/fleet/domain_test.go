@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/limitkit/limitkit/core"
-	"github.com/limitkit/limitkit/core/redisstore"
 	"github.com/limitkit/limitkit/internal/redistest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -17,7 +16,7 @@ import (
 
 // oneDomain hides the Redis store's failure domains: the tier then has one
 // breaker, as before per-domain breakers (the baseline of the test below).
-type oneDomain struct{ rs *redisstore.Store }
+type oneDomain struct{ rs fullRedis }
 
 func (o oneDomain) Take(ctx context.Context, key string, p *core.Policy, now time.Time, cost int64) (core.Decision, error) {
 	return o.rs.Take(ctx, key, p, now, cost)
@@ -38,8 +37,8 @@ func runClusterMasterDown(t *testing.T, domains bool) (map[string]*keyStats, map
 	cl := redistest.StartCluster(t)
 	pol := core.Policy{Name: "domains", FleetSize: tiers, Limits: []core.Limit{core.Per(quota, time.Hour)}}
 	var lims []*core.Limiter
-	var stores []*Store
-	var rs0 *redisstore.Store
+	var stores []*fleetStore
+	var rs0 fullRedis
 	for i := 0; i < tiers; i++ {
 		rs := redisStore(t, cl.NewClient(t))
 		var remote core.Store = rs

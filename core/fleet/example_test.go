@@ -14,7 +14,7 @@ import (
 // remote stands in for the Redis store (redisstore.New(client)) in this
 // example: an embedded store that says it does I/O, counting its calls.
 type remote struct {
-	*memstore.Store
+	memstore.Store
 	calls atomic.Int64
 }
 

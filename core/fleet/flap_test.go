@@ -53,7 +53,7 @@ func simulateFlap(t *testing.T, mode core.Mode, pattern flapPattern, seed int64,
 	clk := core.NewManualClock(t0) // a whole second: windows start on steps
 	remote := batchFake{newFake()}
 	pol := core.Policy{Name: "flap", Mode: mode, Algorithm: core.FixedWindow, FailMode: core.FailLocal, FleetSize: tiers, Limits: []core.Limit{core.PerSecond(limit)}}
-	var stores []*Store
+	var stores []*fleetStore
 	var lims []*core.Limiter
 	for range tiers {
 		s := newTier(t, remote, append([]Option{WithClock(clk), WithSync(100 * time.Millisecond),
@@ -182,9 +182,9 @@ func TestFlapShareAfterHorizon(t *testing.T) {
 	assert.Equal(t, 0, window(), "the remote admissions spent the flap share")
 	assert.Equal(t, max(2*time.Second+200*time.Millisecond, defaultFlapHorizon), tier.cfg.flapHorizon())
 
-	_, err = New(remote, WithFlapHorizon(-time.Second))
+	_, err = newFleet(remote, WithFlapHorizon(-time.Second))
 	require.ErrorContains(t, err, "WithFlapHorizon")
-	long, err := New(remote, WithBreaker(3, 10*time.Second, time.Second))
+	long, err := newFleet(remote, WithBreaker(3, 10*time.Second, time.Second))
 	require.NoError(t, err)
 	defer long.Close()
 	assert.Equal(t, 22*time.Second, long.cfg.flapHorizon(), "at least twice the cool-down and two probe intervals")
@@ -257,7 +257,7 @@ func TestVerbsKeepTheFlapShare(t *testing.T) {
 		core.WithClock(clk), core.WithLogger(nil))
 	ctx := context.Background()
 	peek := func() int64 {
-		d, err := lim.Peek(ctx, "u")
+		d, err := lim.PeekN(ctx, "u", 1)
 		require.Error(t, err)
 		require.True(t, d.Degraded)
 		if !d.Allowed {

@@ -15,6 +15,15 @@ import (
 	"github.com/limitkit/limitkit/core/memstore"
 )
 
+// localStore is what the tier uses of its embedded store (a
+// memstore.Store, whose quota verbs and registrar core reaches by type
+// assertion too).
+type localStore interface {
+	memstore.Store
+	core.VerbStore
+	core.PolicyRegistrar
+}
+
 // numShards is the number of independently locked parts of the local table.
 const numShards = 64
 
@@ -37,12 +46,49 @@ const maxPolicies = 4096
 //
 // Build one with [New] and Close it when done; the zero Store is not
 // usable. A Store is safe for concurrent use.
-type Store struct {
+//
+// Besides the methods below, the value New returns implements the optional
+// store interfaces of package core that a [core.Limiter] finds by type
+// assertion (core.FallbackStore, core.VerbStore, core.ReserveStore,
+// core.ElasticStore, core.Refunder, core.SlotStore, core.PolicyRegistrar,
+// and the deadline-bounded take a Limiter gives its per-call deadline to):
+// they are core's business, reached through a Limiter, and not part of
+// this package's API.
+type Store interface {
+	core.Store
+	// Stats reports the tier's local store (its write-back entries,
+	// leases and FailLocal shares): its key count and evictions, as
+	// memstore.Store's Stats, so that metrics.Metrics.WatchMemstore can
+	// export them.
+	Stats() memstore.Stats
+	// BreakerState returns the most open state over the tier's breakers
+	// (one per failure domain of the remote store): core.BreakerOpen
+	// when one domain's breaker is open, else core.BreakerHalfOpen when
+	// one is probing, else core.BreakerClosed.
+	BreakerState() core.BreakerState
+	// BreakerStates returns the state of each failure domain's breaker
+	// the tier knows, by domain (a Cluster master's address; "" for the
+	// remote store as a whole, or for keys whose domain is unknown).
+	BreakerStates() map[string]core.BreakerState
+	// Sync forwards the counts held locally now, in one round (the
+	// background goroutine does it every WithSync interval); it returns
+	// the first error.
+	Sync(ctx context.Context) error
+	// Close stops the background goroutines, forwards the counts still
+	// held locally in one last sync of at most a second, and closes the
+	// embedded fallback store. Later Takes return core.ErrClosed. Close
+	// is idempotent; it does not close the remote store, which the
+	// caller owns.
+	Close() error
+}
+
+// fleetStore is the [Store] New returns.
+type fleetStore struct {
 	remote core.Store
 	batch  core.BatchStore  // the remote's batch form, or nil
 	dstore core.DomainStore // the remote's failure domains, or nil
 	cfg    config
-	local  *memstore.Store // FailLocal decisions while the remote is unreachable
+	local  localStore // FailLocal decisions while the remote is unreachable
 	dom    domains
 	health *schedlag.Probe // the process's scheduling latency (health.go)
 	seed   maphash.Seed
@@ -66,15 +112,24 @@ type Store struct {
 }
 
 var (
-	_ core.Store         = (*Store)(nil)
-	_ core.FallbackStore = (*Store)(nil)
+	_ core.Store         = (*fleetStore)(nil)
+	_ core.FallbackStore = (*fleetStore)(nil)
 )
 
 // New returns a tier in front of remote and starts its background
 // goroutines (sync rounds; the scheduler-latency monitor), which Close
 // stops.
 // Configuration mistakes are reported here.
-func New(remote core.Store, opts ...Option) (*Store, error) {
+func New(remote core.Store, opts ...Option) (Store, error) {
+	s, err := newFleet(remote, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// newFleet is New returning the concrete tier.
+func newFleet(remote core.Store, opts ...Option) (*fleetStore, error) {
 	if err := checkRemote(remote); err != nil {
 		return nil, err
 	}
@@ -86,10 +141,14 @@ func New(remote core.Store, opts ...Option) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("fleet: New: local store: %w", err)
 	}
-	s := &Store{
+	ls, ok := local.(localStore)
+	if !ok {
+		return nil, fmt.Errorf("fleet: New: the embedded store %T lacks the quota verbs", local)
+	}
+	s := &fleetStore{
 		remote:   remote,
 		cfg:      cfg,
-		local:    local,
+		local:    ls,
 		seed:     maphash.MakeSeed(),
 		shardCap: max(1, cfg.maxKeys/numShards),
 		stop:     make(chan struct{}),
@@ -140,7 +199,7 @@ func checkRemote(remote core.Store) error {
 	if ls, ok := remote.(core.LocalStore); ok && ls.Local() {
 		return errors.New("fleet: New: the remote store is an embedded store; the fleet tier belongs in front of a shared remote store (Redis)")
 	}
-	if _, ok := remote.(*Store); ok {
+	if _, ok := remote.(*fleetStore); ok {
 		return errors.New("fleet: New: the remote store is already a fleet tier")
 	}
 	return nil
@@ -179,13 +238,13 @@ func newConfig(opts []Option) (config, error) {
 
 // FallsBackLocally reports true: for a policy with core.FailLocal the tier
 // decides from its embedded store when the remote store fails.
-func (s *Store) FallsBackLocally() bool { return true }
+func (s *fleetStore) FallsBackLocally() bool { return true }
 
 // Stats reports the tier's local store (its write-back entries, leases
 // and FailLocal shares): its key count and evictions, as
 // memstore.Store.Stats, so that metrics.Metrics.WatchMemstore can export
 // them. Safe for concurrent use.
-func (s *Store) Stats() memstore.Stats { return s.local.Stats() }
+func (s *fleetStore) Stats() memstore.Stats { return s.local.Stats() }
 
 // Close stops the background goroutines, forwards the counts still held
 // locally (denied requests under CountDenied, fallback admissions) in one
@@ -193,7 +252,7 @@ func (s *Store) Stats() memstore.Stats { return s.local.Stats() }
 // open: those counts are lost), and closes the embedded fallback store.
 // Later Takes return core.ErrClosed. Close is idempotent; it does not
 // close the remote store, which the caller owns.
-func (s *Store) Close() error {
+func (s *fleetStore) Close() error {
 	s.closeOnce.Do(func() {
 		close(s.stop)
 		s.endLife()
@@ -213,19 +272,19 @@ func (s *Store) Close() error {
 // per failure domain of the remote store): core.BreakerOpen when one
 // domain's breaker is open, else core.BreakerHalfOpen when one is probing,
 // else core.BreakerClosed.
-func (s *Store) BreakerState() core.BreakerState { return s.dom.worst() }
+func (s *fleetStore) BreakerState() core.BreakerState { return s.dom.worst() }
 
 // BreakerStates returns the state of each failure domain's breaker the
 // tier knows, by domain (a Cluster master's address; "" for the remote
 // store as a whole, or for keys whose domain is unknown).
-func (s *Store) BreakerStates() map[string]core.BreakerState { return s.dom.states() }
+func (s *fleetStore) BreakerStates() map[string]core.BreakerState { return s.dom.states() }
 
 // breakerOpenings returns how many times a breaker of the tier opened
 // (closed → open), over every domain, since New.
-func (s *Store) breakerOpenings() int64 { return s.openings.Load() }
+func (s *fleetStore) breakerOpenings() int64 { return s.openings.Load() }
 
 // breakerFor returns the breaker of key's failure domain under p.
-func (s *Store) breakerFor(key string, p *core.Policy) *breaker {
+func (s *fleetStore) breakerFor(key string, p *core.Policy) *breaker {
 	if s.dstore == nil {
 		return &s.dom.def
 	}
@@ -247,14 +306,14 @@ func (s *Store) breakerFor(key string, p *core.Policy) *breaker {
 // divided by the fleet size; or fails closed (FailClosed, or no fail mode
 // under WithDefaultFailMode(core.FailClosed)): then it is a Degraded
 // denial.
-func (s *Store) Take(ctx context.Context, key string, p *core.Policy, now time.Time, cost int64) (core.Decision, error) {
+func (s *fleetStore) Take(ctx context.Context, key string, p *core.Policy, now time.Time, cost int64) (core.Decision, error) {
 	return s.take(ctx, time.Time{}, key, p, now, cost)
 }
 
 // take is Take, with TakeBy's deadline (zero: none) applied only when the
 // request goes to the remote store or waits for a lease: a decision from
 // the deny cache or a lease builds no context and no timer.
-func (s *Store) take(ctx context.Context, deadline time.Time, key string, p *core.Policy, now time.Time, cost int64) (core.Decision, error) {
+func (s *fleetStore) take(ctx context.Context, deadline time.Time, key string, p *core.Policy, now time.Time, cost int64) (core.Decision, error) {
 	if p == nil {
 		return core.Decision{}, errors.New("fleet: Take: nil policy")
 	}
@@ -340,7 +399,7 @@ func waitGrab(ctx context.Context, ch chan struct{}) {
 	}
 }
 
-var _ core.ElasticStore = (*Store)(nil)
+var _ core.ElasticStore = (*fleetStore)(nil)
 
 // TakeElastic is the elastic take of an elastic policy (see
 // core.ElasticStore), passed to the remote store, which must implement
@@ -350,7 +409,7 @@ var _ core.ElasticStore = (*Store)(nil)
 // breaker: while it is open, TakeElastic fails at once and the Limiter
 // keeps the hard decision. Errors as Take, and one naming a remote store
 // that cannot decide elastic policies.
-func (s *Store) TakeElastic(ctx context.Context, key string, p *core.Policy, now time.Time, cost int64) (core.Decision, error) {
+func (s *fleetStore) TakeElastic(ctx context.Context, key string, p *core.Policy, now time.Time, cost int64) (core.Decision, error) {
 	if p == nil {
 		return core.Decision{}, errors.New("fleet: TakeElastic: nil policy")
 	}
@@ -380,7 +439,7 @@ func (s *Store) TakeElastic(ctx context.Context, key string, p *core.Policy, now
 
 // remoteTake decides at the remote store, first forwarding pending
 // locally denied cost (CountDenied) and asking for grab leased units.
-func (s *Store) remoteTake(ctx context.Context, sh *shard, e *entry, k ekey, pi *pinfo, now time.Time, t, cost, pending, grab int64) (core.Decision, error) {
+func (s *fleetStore) remoteTake(ctx context.Context, sh *shard, e *entry, k ekey, pi *pinfo, now time.Time, t, cost, pending, grab int64) (core.Decision, error) {
 	p := pi.p
 	grabbing := grab > 0 // e's lease request in flight is ours to end
 	b := s.breakerFor(k.key, p)
@@ -437,7 +496,7 @@ func (s *Store) remoteTake(ctx context.Context, sh *shard, e *entry, k ekey, pi 
 
 // takeBatch sends b in one round trip when the remote can batch, else one
 // Take per entry.
-func (s *Store) takeBatch(ctx context.Context, b []core.BatchTake) error {
+func (s *fleetStore) takeBatch(ctx context.Context, b []core.BatchTake) error {
 	if s.batch != nil {
 		return s.batch.TakeBatch(ctx, b)
 	}
@@ -458,7 +517,7 @@ func (s *Store) takeBatch(ctx context.Context, b []core.BatchTake) error {
 
 // undo puts back what a failed remote call took from the entry: the
 // pending denied cost (counted at a later sync) and the grab in flight.
-func (s *Store) undo(sh *shard, e *entry, pending int64, grabbing bool) {
+func (s *fleetStore) undo(sh *shard, e *entry, pending int64, grabbing bool) {
 	if e == nil || pending == 0 && !grabbing {
 		return
 	}
@@ -478,7 +537,7 @@ func (s *Store) undo(sh *shard, e *entry, pending int64, grabbing bool) {
 // (after the entry decided next, when there is one), so that the window's
 // remote admissions and the tier's local ones add up to the limit at
 // most. CountDenied policies counted the denied forward already.
-func (s *Store) chargeRest(ctx context.Context, key string, pi *pinfo, now time.Time, fw core.Decision, next core.BatchTake) {
+func (s *fleetStore) chargeRest(ctx context.Context, key string, pi *pinfo, now time.Time, fw core.Decision, next core.BatchTake) {
 	if pi.countDenied || fw.Allowed || fw.Shadowed {
 		return
 	}
@@ -501,7 +560,7 @@ func cancelled(ctx context.Context) bool {
 // share in the embedded fallback store (FailLocal policies), as far as the
 // share has room: a tier that falls back later in the window admits
 // locally only what is left of its share after what it admitted remotely.
-func (s *Store) chargeLocal(ctx context.Context, key string, pi *pinfo, now time.Time, n int64) {
+func (s *fleetStore) chargeLocal(ctx context.Context, key string, pi *pinfo, now time.Time, n int64) {
 	if pi.failMode != core.FailLocal || pi.local == nil || n <= 0 {
 		return
 	}
@@ -511,7 +570,7 @@ func (s *Store) chargeLocal(ctx context.Context, key string, pi *pinfo, now time
 
 // record stores what a remote decision teaches about the key: a denial
 // for the deny cache (replacing any cached one), a granted lease.
-func (s *Store) record(sh *shard, e *entry, k ekey, pi *pinfo, t, cost int64, d core.Decision, grab int64, granted, grabbing bool) {
+func (s *fleetStore) record(sh *shard, e *entry, k ekey, pi *pinfo, t, cost int64, d core.Decision, grab int64, granted, grabbing bool) {
 	if sh == nil {
 		return // a key too long for the table
 	}
@@ -562,7 +621,7 @@ func (s *Store) record(sh *shard, e *entry, k ekey, pi *pinfo, t, cost int64, d 
 // for the Limiter's fail mode (open). A local admission is owed to the remote store: its cost is
 // forwarded (as the pending count) with the key's next remote decision or
 // sync round, so that the remote store's window counts it.
-func (s *Store) fallback(ctx context.Context, key string, pi *pinfo, now time.Time, cost int64, cause error) (core.Decision, error) {
+func (s *fleetStore) fallback(ctx context.Context, key string, pi *pinfo, now time.Time, cost int64, cause error) (core.Decision, error) {
 	err := fmt.Errorf("fleet: %w", cause)
 	if pi.failMode == core.FailClosed {
 		// Denied here, not by the Limiter: a policy that sets no fail
@@ -588,7 +647,7 @@ func (s *Store) fallback(ctx context.Context, key string, pi *pinfo, now time.Ti
 }
 
 // owe adds cost admitted by the fallback to the key's pending count.
-func (s *Store) owe(key string, pi *pinfo, cost int64) {
+func (s *fleetStore) owe(key string, pi *pinfo, cost int64) {
 	k := ekey{p: pi.p, key: key}
 	sh := &s.shards[maphash.String(s.seed, key)%numShards]
 	sh.mu.Lock()

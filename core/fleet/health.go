@@ -31,7 +31,7 @@ const (
 // explains a call started at start (on the probe's clock) under ctx
 // missing its deadline: the longest wait to run seen since start is at
 // least half the call's budget.
-func (s *Store) starvedDuring(ctx context.Context, start int64) bool {
+func (s *fleetStore) starvedDuring(ctx context.Context, start int64) bool {
 	need := starveLag
 	if dl, ok := ctx.Deadline(); ok {
 		need = dl.Sub(s.health.Time(start)) / 2
@@ -62,7 +62,7 @@ const (
 // ClassifyError adds for one (OOM, TRYAGAIN, CLUSTERDOWN, MOVED) — means
 // the domain answered; it is returned to the caller (the Limiter applies
 // the fail mode to that request) and never opens a breaker.
-func (s *Store) classify(ctx context.Context, b *breaker, err error, start int64) outcome {
+func (s *fleetStore) classify(ctx context.Context, b *breaker, err error, start int64) outcome {
 	if err == nil {
 		return answered
 	}
@@ -97,7 +97,7 @@ func (s *Store) classify(ctx context.Context, b *breaker, err error, start int64
 // and opened the breaker on one stall). A stopped Redis opens it after
 // threshold waves: threshold store deadlines with concurrent callers, the
 // threshold's calls for a serial one, as before.
-func (s *Store) report(ctx context.Context, b *breaker, err error, start int64) outcome {
+func (s *fleetStore) report(ctx context.Context, b *breaker, err error, start int64) outcome {
 	o := s.classify(ctx, b, err, start)
 	switch o {
 	case answered:

@@ -69,7 +69,7 @@ func TestClientPauseWrite(t *testing.T) {
 	const tiers, perTier = 2, 8
 	const coolDown, probe = 200 * time.Millisecond, 50 * time.Millisecond
 	srv := redistest.StartNode(t)
-	var stores []*Store
+	var stores []*fleetStore
 	var lims []*core.Limiter
 	pol := core.Policy{Name: "pausewrite", FleetSize: tiers, Limits: []core.Limit{core.Per(1<<30, time.Hour)}}
 	for i := 0; i < tiers; i++ {

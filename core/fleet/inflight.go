@@ -8,14 +8,14 @@ import (
 	"github.com/limitkit/limitkit/core"
 )
 
-var _ core.SlotStore = (*Store)(nil)
+var _ core.SlotStore = (*fleetStore)(nil)
 
 // AcquireSlot implements [core.SlotStore] by passing the call straight to
 // the remote store (exact: no deny cache, no write-back, no breaker; a
 // remote failure is the error, and core.Concurrency applies its fail
 // mode). A remote store that does not implement core.SlotStore is an
 // error here, on every call.
-func (s *Store) AcquireSlot(ctx context.Context, key string, p *core.ConcurrencyPolicy, token uint64, now time.Time) (int64, bool, error) {
+func (s *fleetStore) AcquireSlot(ctx context.Context, key string, p *core.ConcurrencyPolicy, token uint64, now time.Time) (int64, bool, error) {
 	rs, ok := s.remote.(core.SlotStore)
 	if !ok {
 		return 0, false, fmt.Errorf("fleet: the remote store %T cannot hold in-flight slots (it does not implement core.SlotStore)", s.remote)
@@ -25,7 +25,7 @@ func (s *Store) AcquireSlot(ctx context.Context, key string, p *core.Concurrency
 
 // ReleaseSlot implements [core.SlotStore] by passing the call straight to
 // the remote store, as AcquireSlot does.
-func (s *Store) ReleaseSlot(ctx context.Context, key string, p *core.ConcurrencyPolicy, token uint64) error {
+func (s *fleetStore) ReleaseSlot(ctx context.Context, key string, p *core.ConcurrencyPolicy, token uint64) error {
 	rs, ok := s.remote.(core.SlotStore)
 	if !ok {
 		return fmt.Errorf("fleet: the remote store %T cannot hold in-flight slots (it does not implement core.SlotStore)", s.remote)

@@ -8,13 +8,12 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/limitkit/limitkit/core"
-	"github.com/limitkit/limitkit/core/memstore"
 )
 
 // TestConcurrencyThroughTier: two tiers over one remote store share its
 // slots exactly; a tier over a remote without slots fails the call.
 func TestConcurrencyThroughTier(t *testing.T) {
-	mem := memstore.MustNew()
+	mem := mustMem()
 	defer mem.Close()
 	remote := remoteMem{mem}
 	p := core.ConcurrencyPolicy{Name: "exports", Max: 2}
@@ -42,6 +41,6 @@ func TestConcurrencyThroughTier(t *testing.T) {
 }
 
 // remoteMem is a memstore the tier takes for a remote store.
-type remoteMem struct{ *memstore.Store }
+type remoteMem struct{ fullMem }
 
 func (remoteMem) Local() bool { return false }

@@ -9,7 +9,7 @@ import (
 )
 
 // limitsPeeker is a remote store that reads a key's state limit by limit
-// (redisstore.Store.PeekLimits).
+// (the Redis store's PeekLimits).
 type limitsPeeker interface {
 	PeekLimits(ctx context.Context, key string, p *core.Policy, now time.Time) ([]core.Decision, error)
 }
@@ -22,7 +22,7 @@ type limitsPeeker interface {
 // store that cannot read limit by limit, is an error (no local figures:
 // core.Limiter.Usage then reports the binding limit alone). Safe for
 // concurrent use.
-func (s *Store) PeekLimits(ctx context.Context, key string, p *core.Policy, now time.Time) ([]core.Decision, error) {
+func (s *fleetStore) PeekLimits(ctx context.Context, key string, p *core.Policy, now time.Time) ([]core.Decision, error) {
 	_, pi, err := s.remoteVerbs("PeekLimits", p)
 	if err != nil {
 		return nil, err

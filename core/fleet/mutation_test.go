@@ -18,7 +18,7 @@ import (
 // it.
 
 // leaseOf is the number of units the tier holds leased for key under p.
-func leaseOf(s *Store, key string, p *core.Policy) int64 {
+func leaseOf(s *fleetStore, key string, p *core.Policy) int64 {
 	sh := &s.shards[maphash.String(s.seed, key)%numShards]
 	sh.mu.Lock()
 	defer sh.mu.Unlock()

@@ -36,7 +36,7 @@ func TestNewRejectsBadConfiguration(t *testing.T) {
 		"nil clock":       {newFake(), []Option{WithClock(nil)}, "WithClock"},
 	} {
 		t.Run(name, func(t *testing.T) {
-			s, err := New(c.remote, c.opts...)
+			s, err := newFleet(c.remote, c.opts...)
 			require.Error(t, err)
 			assert.Nil(t, s)
 			assert.Contains(t, err.Error(), c.want)
@@ -80,7 +80,7 @@ func TestDefaults(t *testing.T) {
 func TestTakeErrorsAndClose(t *testing.T) {
 	f := newFake()
 	clk := core.NewManualClock(t0)
-	tier, err := New(batchFake{f}, WithClock(clk), WithSync(time.Hour))
+	tier, err := newFleet(batchFake{f}, WithClock(clk), WithSync(time.Hour))
 	require.NoError(t, err)
 	ctx := context.Background()
 	_, err = tier.Take(ctx, "k", nil, t0, 1)

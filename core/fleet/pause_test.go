@@ -69,7 +69,7 @@ func TestRedisPausedMidTraffic(t *testing.T) {
 	srv := redistest.StartNode(t)
 	base := runtime.NumGoroutine()
 	var clients []*redis.Client
-	var stores []*Store
+	var stores []*fleetStore
 	var lims []*core.Limiter
 	ev := &fallbackCount{}
 	obs := make([]*closeCounter, tiers)
@@ -81,7 +81,7 @@ func TestRedisPausedMidTraffic(t *testing.T) {
 		clients = append(clients, c)
 		rs, err := redisstore.New(c)
 		require.NoError(t, err)
-		s, err := New(rs, WithBreaker(3, coolDown, probe), WithObserver(obs[i]))
+		s, err := newFleet(rs, WithBreaker(3, coolDown, probe), WithObserver(obs[i]))
 		require.NoError(t, err)
 		stores = append(stores, s)
 		lims = append(lims, core.MustNewLimiter(s, pol, core.WithTimeout(timeout)))
@@ -291,10 +291,10 @@ func (sentHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Proces
 // cool-down and probe interval), and a Limiter of pol over it: each of
 // its decisions takes the path of a decision with the breaker open
 // (breaker, local fallback, observer) with no Redis behind it.
-func openTierBaseline(t *testing.T, pol core.Policy) (*Store, *core.Limiter) {
+func openTierBaseline(t *testing.T, pol core.Policy) (*fleetStore, *core.Limiter) {
 	remote := newFake()
 	remote.setFail(errDown)
-	s, err := New(remote, WithBreaker(1, time.Hour, time.Hour), WithObserver(&fallbackCount{}))
+	s, err := newFleet(remote, WithBreaker(1, time.Hour, time.Hour), WithObserver(&fallbackCount{}))
 	require.NoError(t, err)
 	pol.Name = "baseline"
 	lim := core.MustNewLimiter(s, pol)

@@ -26,7 +26,7 @@ type pinfo struct {
 
 // info returns p's pinfo, worked out on p's first use (an invalid p is an
 // error).
-func (s *Store) info(p *core.Policy) (*pinfo, error) {
+func (s *fleetStore) info(p *core.Policy) (*pinfo, error) {
 	if pi := (*s.policies.Load())[p]; pi != nil {
 		return pi, nil
 	}
@@ -38,7 +38,7 @@ func (s *Store) info(p *core.Policy) (*pinfo, error) {
 
 // newInfo works out p's pinfo: its settings read with the tier's
 // defaults, its cost bound and lease cap, its local fallback policy.
-func (s *Store) newInfo(p *core.Policy) *pinfo {
+func (s *fleetStore) newInfo(p *core.Policy) *pinfo {
 	pi := &pinfo{p: p, countDenied: p.CountDenied, elastic: p.Elastic != nil, failMode: p.FailMode}
 	if pi.failMode == core.FailOpen {
 		pi.failMode = s.cfg.failMode
@@ -126,7 +126,7 @@ func localPolicy(p *core.Policy, fleet int) *core.Policy {
 // remember publishes pi as p's pinfo and returns it, or the pinfo another
 // goroutine published first. Past maxPolicies policies the map starts
 // afresh.
-func (s *Store) remember(p *core.Policy, pi *pinfo) *pinfo {
+func (s *fleetStore) remember(p *core.Policy, pi *pinfo) *pinfo {
 	s.pmu.Lock()
 	defer s.pmu.Unlock()
 	old := *s.policies.Load()

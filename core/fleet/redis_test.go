@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/limitkit/limitkit/core"
+	"github.com/limitkit/limitkit/core/internal/conformkit"
 	"github.com/limitkit/limitkit/core/redisstore"
 	"github.com/limitkit/limitkit/core/storetest"
 	"github.com/limitkit/limitkit/internal/redistest"
@@ -15,11 +16,11 @@ import (
 )
 
 // redisStore builds a client-time Redis store over c.
-func redisStore(t testing.TB, c redis.UniversalClient, opts ...redisstore.Option) *redisstore.Store {
+func redisStore(t testing.TB, c redis.UniversalClient, opts ...redisstore.Option) fullRedis {
 	t.Helper()
 	s, err := redisstore.New(c, append([]redisstore.Option{redisstore.WithClientTime()}, opts...)...)
 	require.NoError(t, err)
-	return s
+	return s.(fullRedis)
 }
 
 // TestConformanceExactNode runs the conformance suite against the tier in
@@ -72,11 +73,11 @@ func TestExactEqualsPlainRedis(t *testing.T) {
 				tc = tcc
 			}
 			plain := redisStore(t, c, redisstore.WithPrefix("plain:"))
-			clk := core.NewManualClock(storetest.Epoch)
+			clk := core.NewManualClock(conformkit.Epoch)
 			tier := newTier(t, redisStore(t, tc, redisstore.WithPrefix("tier:")), WithClock(clk), WithSync(0))
 			ctx := context.Background()
 			var calls, cached int64
-			for _, p := range storetest.Policies() {
+			for _, p := range conformkit.Policies() {
 				t.Run(p.Name, func(t *testing.T) {
 					rng := rand.New(rand.NewPCG(uint64(len(p.Name)), 11))
 					for i := 0; i < 400; i++ {
@@ -119,7 +120,7 @@ func TestWriteBackBoundRedis(t *testing.T) {
 	srv := redistest.StartNode(t)
 	cl := redistest.StartCluster(t)
 	for _, target := range []string{"node", "cluster"} {
-		for _, p := range storetest.Policies() {
+		for _, p := range conformkit.Policies() {
 			if p.Shadow {
 				continue
 			}

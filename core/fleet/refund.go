@@ -10,7 +10,7 @@ import (
 	"github.com/limitkit/limitkit/core"
 )
 
-var _ core.Refunder = (*Store)(nil)
+var _ core.Refunder = (*fleetStore)(nil)
 
 // Refund gives cost back to key under p (see core.Refunder): what a
 // core.CapacityLimit on the tier releases when an elastic take it found
@@ -20,7 +20,7 @@ var _ core.Refunder = (*Store)(nil)
 // may have made stale. A policy decided in write-back mode cannot be
 // refunded (its units may be leased by other servers): an error, and the
 // capacity is kept until it refills, conservatively.
-func (s *Store) Refund(ctx context.Context, key string, p *core.Policy, now time.Time, cost int64) error {
+func (s *fleetStore) Refund(ctx context.Context, key string, p *core.Policy, now time.Time, cost int64) error {
 	if p == nil {
 		return errors.New("fleet: Refund: nil policy")
 	}

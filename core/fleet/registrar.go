@@ -8,7 +8,7 @@ import (
 	"github.com/limitkit/limitkit/core"
 )
 
-var _ core.PolicyRegistrar = (*Store)(nil)
+var _ core.PolicyRegistrar = (*fleetStore)(nil)
 
 // RegisterPolicy implements [core.PolicyRegistrar]; [core.NewLimiter]
 // calls it. It forwards the registration to the remote store when that is
@@ -19,7 +19,7 @@ var _ core.PolicyRegistrar = (*Store)(nil)
 // remote store without core.ElasticStore, a conflicting name, a policy the
 // fallback store cannot hold. The release function releases both and
 // forgets the tier's per-policy data.
-func (s *Store) RegisterPolicy(p *core.Policy, replaces ...core.Registration) (core.Registration, error) {
+func (s *fleetStore) RegisterPolicy(p *core.Policy, replaces ...core.Registration) (core.Registration, error) {
 	if p == nil {
 		return nil, errors.New("fleet: RegisterPolicy: nil policy")
 	}
@@ -62,7 +62,7 @@ func (s *Store) RegisterPolicy(p *core.Policy, replaces ...core.Registration) (c
 // registration is a Limiter's claim on the tier: its remote store's and
 // its local store's.
 type registration struct {
-	s             *Store
+	s             *fleetStore
 	p             *core.Policy
 	remote, local core.Registration
 	once          sync.Once
@@ -82,7 +82,7 @@ func (r *registration) Release() {
 }
 
 // forget drops the tier's per-policy data of p.
-func (s *Store) forget(p *core.Policy) {
+func (s *fleetStore) forget(p *core.Policy) {
 	s.pmu.Lock()
 	defer s.pmu.Unlock()
 	old := *s.policies.Load()

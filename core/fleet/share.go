@@ -48,7 +48,7 @@ func (c *config) flapHorizon() time.Duration {
 // flapping reports whether key's domain answered within the flap
 // horizon, or has not failed since it last answered (or since New): a
 // local decision then also fits in the flap share.
-func (s *Store) flapping(key string, pi *pinfo) bool {
+func (s *fleetStore) flapping(key string, pi *pinfo) bool {
 	h := s.cfg.flapHorizon()
 	if h <= 0 || pi.flap == nil {
 		return false
@@ -75,7 +75,7 @@ func flapPolicy(local *core.Policy) *core.Policy {
 // FailLocal policy); while the domain flaps, only when the flap share
 // admits it too. What the share admits is charged to the flap share as
 // far as it has room, so that it counts when the domain flaps again.
-func (s *Store) localTake(ctx context.Context, key string, pi *pinfo, now time.Time, cost int64) (core.Decision, error) {
+func (s *fleetStore) localTake(ctx context.Context, key string, pi *pinfo, now time.Time, cost int64) (core.Decision, error) {
 	if pi.flap == nil || !s.flapping(key, pi) {
 		d, err := s.local.Take(ctx, key, pi.local, now, cost)
 		if err == nil && d.Allowed && !d.Shadowed {
@@ -98,7 +98,7 @@ func (s *Store) localTake(ctx context.Context, key string, pi *pinfo, now time.T
 
 // localPeek is the local share's Peek for key, and the flap share's when
 // the domain flaps and it denies or leaves less.
-func (s *Store) localPeek(ctx context.Context, key string, pi *pinfo, now time.Time, cost int64) (core.Decision, error) {
+func (s *fleetStore) localPeek(ctx context.Context, key string, pi *pinfo, now time.Time, cost int64) (core.Decision, error) {
 	d, err := s.local.Peek(ctx, key, pi.local, now, cost)
 	if err != nil || pi.flap == nil || !s.flapping(key, pi) {
 		return d, err
@@ -112,7 +112,7 @@ func (s *Store) localPeek(ctx context.Context, key string, pi *pinfo, now time.T
 
 // chargeShare charges n units to key's state under lp in the embedded
 // store as far as it has room (nothing when lp is nil).
-func (s *Store) chargeShare(ctx context.Context, key string, lp *core.Policy, now time.Time, n int64) {
+func (s *fleetStore) chargeShare(ctx context.Context, key string, lp *core.Policy, now time.Time, n int64) {
 	if lp == nil || n <= 0 {
 		return
 	}

@@ -84,7 +84,7 @@ func TestDeadStoreStaysOpenWhileWatched(t *testing.T) {
 	t.Run("stopped", func(t *testing.T) {
 		f := newFake()
 		clk := core.NewManualClock(time.Unix(1_700_000_000, 0))
-		tier, err := New(pingFake{batchFake{f}}, WithBreaker(3, time.Hour, time.Hour), WithClock(clk),
+		tier, err := newFleet(pingFake{batchFake{f}}, WithBreaker(3, time.Hour, time.Hour), WithClock(clk),
 			withoutStarvationGrace(), withoutSyncLoop(), WithDefaultFailMode(core.FailOpen))
 		require.NoError(t, err)
 		lim := core.MustNewLimiter(tier, stallPolicy, core.WithTimeout(5*time.Millisecond), core.WithClock(clk))

@@ -14,7 +14,7 @@ const maxBatch = 512
 // tick is the period of the background sync rounds: the tier's
 // sync interval, or 100 ms when the tier is exact by default
 // (rounds then only forward and renew for policies that ask for them).
-func (s *Store) tick() time.Duration {
+func (s *fleetStore) tick() time.Duration {
 	if s.cfg.sync > 0 {
 		return s.cfg.sync
 	}
@@ -24,7 +24,7 @@ func (s *Store) tick() time.Duration {
 // syncLoop runs a sync round every tick (each skips the domains whose
 // breaker is open) and reclaims the breakers of vanished domains. It
 // stops at Close.
-func (s *Store) syncLoop() {
+func (s *fleetStore) syncLoop() {
 	defer s.wg.Done()
 	tk := time.NewTicker(s.tick())
 	defer tk.Stop()
@@ -55,7 +55,7 @@ const probeDeadline = 4 * core.DefaultTimeout
 // by PING (which a Redis under CLIENT PAUSE WRITE answers while its
 // scripts hang). Requests past the retry time may probe too. It stops at
 // Close.
-func (s *Store) probeLoop() {
+func (s *fleetStore) probeLoop() {
 	defer s.wg.Done()
 	tk := time.NewTicker(s.cfg.probe)
 	defer tk.Stop()
@@ -73,7 +73,7 @@ func (s *Store) probeLoop() {
 
 // probeOpen probes each open breaker whose retry time has passed (see
 // probeLoop).
-func (s *Store) probeOpen() {
+func (s *fleetStore) probeOpen() {
 	for _, b := range s.dom.open() {
 		k := b.probe.Load()
 		if k == nil {
@@ -106,7 +106,7 @@ func (s *Store) probeOpen() {
 // not slow) ends the watching until the breaker opens again. At most one
 // command per domain is thus in flight while it cools down. Only the
 // background probe loop watches (tests that probe by hand do not).
-func (s *Store) watch(b *breaker, k *ekey) {
+func (s *fleetStore) watch(b *breaker, k *ekey) {
 	if s.cfg.wake == nil || !b.slow.Load() || !b.watching.CompareAndSwap(false, true) {
 		return
 	}
@@ -150,7 +150,7 @@ type op struct {
 // outcome counts towards its own domain's breaker, and the forwarded cost
 // of a failed entry is kept for the next round. It returns the first
 // error.
-func (s *Store) Sync(ctx context.Context) error {
+func (s *fleetStore) Sync(ctx context.Context) error {
 	s.syncMu.Lock()
 	defer s.syncMu.Unlock()
 	now := s.cfg.clock.Now()
@@ -207,7 +207,7 @@ func (s *Store) Sync(ctx context.Context) error {
 }
 
 // syncBatch sends one round trip of ops and applies the results.
-func (s *Store) syncBatch(ctx context.Context, now time.Time, ops []op) error {
+func (s *fleetStore) syncBatch(ctx context.Context, now time.Time, ops []op) error {
 	b := syncTakes(ops, now)
 	start, began := time.Now(), s.health.Now()
 	err := s.takeBatch(ctx, b)
@@ -253,7 +253,7 @@ func syncTakes(ops []op, now time.Time) []core.BatchTake {
 // applySync applies to o's entry the outcome of its forward fw and its
 // renewal rn (nil when o has none; err is the round trip's): a failed
 // forward is pending again, a granted renewal is the new lease.
-func (s *Store) applySync(ctx context.Context, o op, fw, rn *core.BatchTake, err error, now time.Time) {
+func (s *fleetStore) applySync(ctx context.Context, o op, fw, rn *core.BatchTake, err error, now time.Time) {
 	t := now.UnixMicro()
 	e, sh := o.e, o.sh
 	granted := false
@@ -291,7 +291,7 @@ func (s *Store) applySync(ctx context.Context, o op, fw, rn *core.BatchTake, err
 // breaker, once per domain: answered when one of its entries was answered,
 // else the first entry's outcome (every entry of the round trip when err,
 // the batch as a whole, is set). It returns the first error.
-func (s *Store) reportBatch(ctx context.Context, ops []op, b []core.BatchTake, err error, start int64) error {
+func (s *fleetStore) reportBatch(ctx context.Context, ops []op, b []core.BatchTake, err error, start int64) error {
 	type verdict struct {
 		ok  bool
 		err error

@@ -60,7 +60,7 @@ func (e *entry) denied(t int64) core.Decision {
 // deniesCached reports whether e's cached denial answers a request of
 // cost at t: the same cost (or, in write-back mode, a larger one), within
 // the denial's validity and the deny cache's ttl.
-func (s *Store) deniesCached(e *entry, pi *pinfo, t, cost int64) bool {
+func (s *fleetStore) deniesCached(e *entry, pi *pinfo, t, cost int64) bool {
 	return cost > 0 && e.denyCost > 0 && (cost == e.denyCost || pi.writeBack && cost > e.denyCost) && t >= e.denyAt && t < e.denyUntil && t-e.denyAt < s.denyTTL()
 }
 

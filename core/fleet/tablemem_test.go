@@ -45,7 +45,7 @@ func heapInUse() uint64 {
 // (its keys included), the keys' own bytes, and the entries held.
 func tableHeap(t testing.TB, n, keyLen int, deny bool) (heap, keyBytes uint64, entries int) {
 	base := heapInUse()
-	tier, err := New(stateless{deny: deny}, WithSync(time.Second), withoutSyncLoop())
+	tier, err := newFleet(stateless{deny: deny}, WithSync(time.Second), withoutSyncLoop())
 	require.NoError(t, err)
 	defer tier.Close()
 	mode := core.ModeWriteBack

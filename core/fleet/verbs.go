@@ -19,7 +19,7 @@ const defaultDenyCacheTTL = time.Second
 // round trip (default 1 s), whatever its RetryAfter: a
 // denial older than d is asked of the remote store again (and cached
 // again if still denied, with the remote store's exact RetryAfter). A
-// [Store.Reset] through one server drops that server's entry at once;
+// Reset through one server drops that server's entry at once;
 // every other server of the fleet honours it within d. A longer d saves
 // round trips for clients that keep hammering while denied; d must be > 0.
 func WithDenyCacheTTL(d time.Duration) Option {
@@ -32,7 +32,7 @@ func WithDenyCacheTTL(d time.Duration) Option {
 }
 
 // denyTTL is the deny cache's bound in µs.
-func (s *Store) denyTTL() int64 {
+func (s *fleetStore) denyTTL() int64 {
 	if s.cfg.denyTTL > 0 {
 		return s.cfg.denyTTL.Microseconds()
 	}
@@ -40,12 +40,12 @@ func (s *Store) denyTTL() int64 {
 }
 
 var (
-	_ core.VerbStore    = (*Store)(nil)
-	_ core.ReserveStore = (*Store)(nil)
+	_ core.VerbStore    = (*fleetStore)(nil)
+	_ core.ReserveStore = (*fleetStore)(nil)
 )
 
 // remoteVerbs returns the remote store's verbs.
-func (s *Store) remoteVerbs(verb string, p *core.Policy) (core.VerbStore, *pinfo, error) {
+func (s *fleetStore) remoteVerbs(verb string, p *core.Policy) (core.VerbStore, *pinfo, error) {
 	if p == nil {
 		return nil, nil, fmt.Errorf("fleet: %s: nil policy", verb)
 	}
@@ -74,7 +74,7 @@ func (s *Store) remoteVerbs(verb string, p *core.Policy) (core.VerbStore, *pinfo
 
 // remoteVerb runs call, a verb's call to the remote store for key under
 // pi, through the key's breaker, and reports its outcome there.
-func (s *Store) remoteVerb(ctx context.Context, key string, pi *pinfo, call func() error) error {
+func (s *fleetStore) remoteVerb(ctx context.Context, key string, pi *pinfo, call func() error) error {
 	b := s.breakerFor(key, pi.p)
 	if !b.allow() {
 		return fmt.Errorf("fleet: %w", core.ErrCircuitOpen)
@@ -94,7 +94,7 @@ func (s *Store) remoteVerb(ctx context.Context, key string, pi *pinfo, call func
 // a FailLocal policy, local's decision on the key's share in the embedded
 // store (local gets the divided policy), marked Degraded, with err; else
 // a zero decision and err.
-func (s *Store) degraded(ctx context.Context, pi *pinfo, err error, local func(*core.Policy) (core.Decision, error)) (core.Decision, error) {
+func (s *fleetStore) degraded(ctx context.Context, pi *pinfo, err error, local func(*core.Policy) (core.Decision, error)) (core.Decision, error) {
 	if pi.failMode != core.FailLocal || pi.local == nil || cancelled(ctx) {
 		return core.Decision{}, err
 	}
@@ -113,7 +113,7 @@ func (s *Store) degraded(ctx context.Context, pi *pinfo, err error, local func(*
 // usage read, core.Limiter.Usage) adds them to Remaining, so that what
 // it reports used is what was admitted; other servers' leases still
 // count as used until they expire. Failures as the verbs' above.
-func (s *Store) Peek(ctx context.Context, key string, p *core.Policy, now time.Time, cost int64) (core.Decision, error) {
+func (s *fleetStore) Peek(ctx context.Context, key string, p *core.Policy, now time.Time, cost int64) (core.Decision, error) {
 	vs, pi, err := s.remoteVerbs("Peek", p)
 	if err != nil {
 		return core.Decision{}, err
@@ -135,7 +135,7 @@ func (s *Store) Peek(ctx context.Context, key string, p *core.Policy, now time.T
 
 // leasedHere is the units of key's lease this server may still spend at
 // t (0 without one).
-func (s *Store) leasedHere(key string, pi *pinfo, t int64) int64 {
+func (s *fleetStore) leasedHere(key string, pi *pinfo, t int64) int64 {
 	if len(key) > maxKeyLen {
 		return 0
 	}
@@ -157,7 +157,7 @@ func (s *Store) leasedHere(key string, pi *pinfo, t int64) int64 {
 // deny cache's bound (WithDenyCacheTTL: their cached denials expire);
 // their leases, at most the lease cap per server, stay spendable until
 // they expire (one sync interval). Failures as the verbs' above.
-func (s *Store) Reset(ctx context.Context, key string, p *core.Policy) error {
+func (s *fleetStore) Reset(ctx context.Context, key string, p *core.Policy) error {
 	vs, pi, err := s.remoteVerbs("Reset", p)
 	if err != nil {
 		return err
@@ -176,7 +176,7 @@ func (s *Store) Reset(ctx context.Context, key string, p *core.Policy) error {
 // this server's cached denial for it, and charges the key's share in the
 // local fallback store as far as it has room (as a remote admission is).
 // Failures as the verbs' above.
-func (s *Store) Charge(ctx context.Context, key string, p *core.Policy, now time.Time, cost int64) (core.Decision, error) {
+func (s *fleetStore) Charge(ctx context.Context, key string, p *core.Policy, now time.Time, cost int64) (core.Decision, error) {
 	vs, pi, err := s.remoteVerbs("Charge", p)
 	if err != nil {
 		return core.Decision{}, err
@@ -205,7 +205,7 @@ func (s *Store) Charge(ctx context.Context, key string, p *core.Policy, now time
 // store side of core.Limiter.Refund), drops this server's cached denial
 // for it, which the refund may have made too long, and refunds the key's
 // share in the local fallback store. Failures as the verbs' above.
-func (s *Store) Credit(ctx context.Context, key string, p *core.Policy, now time.Time, cost int64) (core.Decision, error) {
+func (s *fleetStore) Credit(ctx context.Context, key string, p *core.Policy, now time.Time, cost int64) (core.Decision, error) {
 	vs, pi, err := s.remoteVerbs("Refund", p)
 	if err != nil {
 		return core.Decision{}, err
@@ -238,7 +238,7 @@ func (s *Store) Credit(ctx context.Context, key string, p *core.Policy, now time
 // round trip each, through the key's breaker; else it is Take. When the
 // call fails or the breaker is open it is the fallback's decision, as
 // Take's (no reservation). Errors as Take's remote ones.
-func (s *Store) Reserve(ctx context.Context, key string, p *core.Policy, now time.Time, cost int64, maxWait time.Duration) (core.Decision, error) {
+func (s *fleetStore) Reserve(ctx context.Context, key string, p *core.Policy, now time.Time, cost int64, maxWait time.Duration) (core.Decision, error) {
 	rs, ok := s.remote.(core.ReserveStore)
 	if !ok || p == nil {
 		return s.Take(ctx, key, p, now, cost)
@@ -269,7 +269,7 @@ func (s *Store) Reserve(ctx context.Context, key string, p *core.Policy, now tim
 
 // forgetKey drops the key's cached denial and, with all, its lease and
 // pending denied counts.
-func (s *Store) forgetKey(key string, p *core.Policy, all bool) {
+func (s *fleetStore) forgetKey(key string, p *core.Policy, all bool) {
 	if len(key) > maxKeyLen {
 		return
 	}
@@ -286,7 +286,7 @@ func (s *Store) forgetKey(key string, p *core.Policy, all bool) {
 
 // unowe cancels up to cost of the key's owed fallback admissions (a
 // refund during an outage of what was charged during it).
-func (s *Store) unowe(key string, pi *pinfo, cost int64) {
+func (s *fleetStore) unowe(key string, pi *pinfo, cost int64) {
 	if len(key) > maxKeyLen || cost <= 0 {
 		return
 	}

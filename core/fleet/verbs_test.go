@@ -11,14 +11,13 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/limitkit/limitkit/core"
-	"github.com/limitkit/limitkit/core/memstore"
-	"github.com/limitkit/limitkit/core/storetest"
+	"github.com/limitkit/limitkit/core/internal/conformkit"
 	"github.com/limitkit/limitkit/internal/redistest"
 )
 
 // sharedMem is an embedded store posing as a remote one: what four tiers
 // share in these tests (it implements the verbs and Reserve).
-type sharedMem struct{ *memstore.Store }
+type sharedMem struct{ fullMem }
 
 func (sharedMem) Local() bool { return false }
 
@@ -33,7 +32,7 @@ func TestResetHonouredFleetWide(t *testing.T) {
 		if ttl > 0 {
 			bound, opts = ttl, append(opts, WithDenyCacheTTL(ttl))
 		}
-		remote := sharedMem{memstore.MustNew()}
+		remote := sharedMem{mustMem()}
 		clk := core.NewManualClock(t0)
 		p := core.Policy{Name: "r", Limits: []core.Limit{core.PerMinute(10)}}
 		var ls []*core.Limiter
@@ -74,7 +73,7 @@ func TestResetHonouredFleetWide(t *testing.T) {
 // TestVerbsThroughTier: the verbs reach the remote store, a peek
 // consumes nothing, a refund drops the tier's cached denial.
 func TestVerbsThroughTier(t *testing.T) {
-	remote := sharedMem{memstore.MustNew()}
+	remote := sharedMem{mustMem()}
 	defer remote.Close()
 	clk := core.NewManualClock(t0)
 	l := core.MustNewLimiter(newTier(t, remote), core.Policy{Name: "v", Limits: []core.Limit{core.PerMinute(10)}}, core.WithClock(clk))
@@ -86,7 +85,7 @@ func TestVerbsThroughTier(t *testing.T) {
 	d, err = l.Allow(ctx, "u")
 	require.NoError(t, err)
 	assert.False(t, d.Allowed) // cached
-	d, err = l.Peek(ctx, "u")
+	d, err = l.PeekN(ctx, "u", 1)
 	require.NoError(t, err)
 	assert.Equal(t, 18*time.Second, d.RetryAfter, "a peek consumed nothing")
 	d, err = l.Refund(ctx, "u", 5)
@@ -97,7 +96,7 @@ func TestVerbsThroughTier(t *testing.T) {
 	assert.True(t, d.Allowed, "the refund dropped the cached denial")
 	require.NoError(t, l.Wait(ctx, "u"))
 
-	_, err = New(remote, WithDenyCacheTTL(0))
+	_, err = newFleet(remote, WithDenyCacheTTL(0))
 	require.ErrorContains(t, err, "WithDenyCacheTTL")
 }
 
@@ -124,7 +123,7 @@ func TestResetFleetOverRedis(t *testing.T) {
 	clk := core.NewManualClock(time.Now())
 	p := core.Policy{Name: "fleet-reset", Limits: []core.Limit{core.PerMinute(40)}}
 	var ls []*core.Limiter
-	var tiers []*Store
+	var tiers []*fleetStore
 	for range 4 {
 		tier := newTier(t, redisStore(t, srv.NewClient(t)), WithSync(time.Minute), withoutSyncLoop(), WithDenyCacheTTL(300*time.Millisecond))
 		tiers = append(tiers, tier)
@@ -147,14 +146,14 @@ func TestResetFleetOverRedis(t *testing.T) {
 	}
 	require.LessOrEqual(t, admitted, 40)
 	require.NoError(t, ls[0].Reset(ctx, "u"))
-	d, err := ls[0].Peek(ctx, "u")
+	d, err := ls[0].PeekN(ctx, "u", 1)
 	require.NoError(t, err)
 	require.True(t, d.Allowed)
 	require.Equal(t, int64(39), d.Remaining, "Redis reset the key (a peek of 1 leaves 39)")
 	d, err = ls[0].Allow(ctx, "u")
 	require.NoError(t, err)
 	require.True(t, d.Allowed)
-	d, err = ls[0].Peek(ctx, "u")
+	d, err = ls[0].PeekN(ctx, "u", 1)
 	require.NoError(t, err)
 	assert.Equal(t, int64(38), d.Remaining, "the admission after the reset was counted at Redis, not spent from the old lease")
 	clk.Advance(300 * time.Millisecond)
@@ -200,7 +199,7 @@ func (f verbFake) apply(ctx context.Context, key string, p *core.Policy, v byte,
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	st, c := f.st(p, key)
-	return storetest.ApplyVerb(c, st, v, now.UnixMicro(), cost, maxWait), nil
+	return conformkit.ApplyVerb(c, st, v, now.UnixMicro(), cost, maxWait), nil
 }
 
 func (f verbFake) Peek(ctx context.Context, key string, p *core.Policy, now time.Time, cost int64) (core.Decision, error) {
@@ -251,7 +250,7 @@ func TestVerbsThroughBreaker(t *testing.T) {
 	require.NoError(t, err)
 	f.setFail(errDown)
 	for _, call := range []func() error{
-		func() error { _, err := closed.Peek(ctx, "u"); return err },
+		func() error { _, err := closed.PeekN(ctx, "u", 1); return err },
 		func() error { _, err := closed.Charge(ctx, "u", 1); return err },
 		func() error { return closed.Reset(ctx, "u") },
 	} {
@@ -262,7 +261,7 @@ func TestVerbsThroughBreaker(t *testing.T) {
 
 	calls := f.calls.Load()
 	var se *core.StoreError
-	d, err := closed.Peek(ctx, "u")
+	d, err := closed.PeekN(ctx, "u", 1)
 	require.ErrorIs(t, err, core.ErrCircuitOpen)
 	require.ErrorAs(t, err, &se)
 	assert.True(t, d.Degraded && !d.Allowed, "FailClosed denies a peek")
@@ -291,13 +290,13 @@ func TestVerbsThroughBreaker(t *testing.T) {
 	// after the cool-down and a probe interval a verb is the probe
 	clk.Advance(time.Second + 100*time.Millisecond)
 	f.setFail(nil)
-	d, err = local.Peek(ctx, "u")
+	d, err = local.PeekN(ctx, "u", 1)
 	require.NoError(t, err)
 	assert.False(t, d.Degraded)
 	require.Equal(t, core.BreakerClosed, tier.BreakerState())
 	assert.Equal(t, int64(8), d.Remaining, "the remote store saw only the first charge (and the peek's 1)")
 	require.NoError(t, tier.Sync(ctx))
-	d, err = local.Peek(ctx, "u")
+	d, err = local.PeekN(ctx, "u", 1)
 	require.NoError(t, err)
 	assert.Equal(t, int64(5), d.Remaining, "the outage's charge (2 net of the refund) and admission (1) were forwarded")
 }
@@ -377,7 +376,7 @@ func TestVerbsDeadRedis(t *testing.T) {
 			assert.Equal(t, core.ErrorConnection, core.ClassifyError(err), "%v", err)
 		}
 		sent := cnt.n.Load()
-		d, err := closed.Peek(ctx, "u")
+		d, err := closed.PeekN(ctx, "u", 1)
 		require.ErrorIs(t, err, core.ErrCircuitOpen)
 		assert.True(t, d.Degraded && !d.Allowed, "FailClosed denies")
 		require.ErrorIs(t, closed.Wait(ctx, "u"), core.ErrCircuitOpen)
@@ -386,11 +385,11 @@ func TestVerbsDeadRedis(t *testing.T) {
 		assert.True(t, d.Degraded)
 		assert.Equal(t, int64(1), d.Remaining, "the local share of 5, less the 2 charged at Redis and these 2")
 		require.NoError(t, local.Wait(ctx, "u"), "the local share admits a waiter")
-		d, err = local.Peek(ctx, "u")
+		d, err = local.PeekN(ctx, "u", 1)
 		require.ErrorIs(t, err, core.ErrCircuitOpen)
 		assert.True(t, d.Degraded && !d.Allowed, "the local share is spent")
 		require.ErrorIs(t, local.Reset(ctx, "u"), core.ErrCircuitOpen)
-		d, err = local.Peek(ctx, "u")
+		d, err = local.PeekN(ctx, "u", 1)
 		require.ErrorIs(t, err, core.ErrCircuitOpen)
 		assert.True(t, d.Degraded && d.Allowed, "the reset reached the local share")
 		assert.Equal(t, sent, cnt.n.Load(), "no command while the breaker is open")
@@ -423,7 +422,7 @@ func TestVerbsDeadRedis(t *testing.T) {
 			require.Error(t, err)
 		}
 		require.Equal(t, core.BreakerOpen, tier.BreakerStates()[victim], "the dead master's breaker")
-		_, err := lim.Peek(ctx, vkey)
+		_, err := lim.PeekN(ctx, vkey, 1)
 		require.ErrorIs(t, err, core.ErrCircuitOpen)
 		d, err := lim.Charge(ctx, hkey, 3)
 		require.NoError(t, err, "another master's key is served by Redis")
@@ -450,7 +449,7 @@ func TestVerbsDeadRedis(t *testing.T) {
 // 70 remaining, and 70 more are admitted; a peek of cost 1 stays
 // conservative (the lease is not remaining to it).
 func TestUsageCountsLeaseHere(t *testing.T) {
-	remote := sharedMem{memstore.MustNew()}
+	remote := sharedMem{mustMem()}
 	defer remote.Close()
 	clk := core.NewManualClock(t0)
 	l := core.MustNewLimiter(newTier(t, remote, WithSync(time.Minute), withoutSyncLoop(), WithClock(clk)),
@@ -464,7 +463,7 @@ func TestUsageCountsLeaseHere(t *testing.T) {
 	u, err := l.Usage(ctx, "u")
 	require.NoError(t, err)
 	assert.Equal(t, []int64{30, 70}, []int64{u.Used, u.Remaining})
-	d, err := l.Peek(ctx, "u")
+	d, err := l.PeekN(ctx, "u", 1)
 	require.NoError(t, err)
 	assert.Less(t, d.Remaining, int64(69), "a peek of cost 1 does not count the lease")
 	n := 0

@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/limitkit/limitkit/core"
-	"github.com/limitkit/limitkit/core/storetest"
+	"github.com/limitkit/limitkit/core/internal/conformkit"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -49,7 +49,7 @@ func TestWriteBackDecidesHotKeyLocally(t *testing.T) {
 // every policy of the conformance suite, through many windows, and checks
 // the write-back bound (see checkBound).
 func TestWriteBackOverAdmissionBound(t *testing.T) {
-	for _, p := range storetest.Policies() {
+	for _, p := range conformkit.Policies() {
 		if p.Shadow {
 			continue
 		}
@@ -119,7 +119,7 @@ func checkBound(t *testing.T, p core.Policy, span time.Duration, remote func(t *
 	rec := &recorder{BatchStore: remote(t)}
 	var admitted []charge
 	clk := core.NewManualClock(t0)
-	ts := make([]*Store, tiers)
+	ts := make([]*fleetStore, tiers)
 	for i := range ts {
 		ts[i] = newTier(t, rec, WithClock(clk), WithSync(50*time.Millisecond), WithMaxLease(maxLease))
 	}
@@ -299,7 +299,7 @@ func TestRequestsWaitForTheLeaseInFlight(t *testing.T) {
 		buf := make([]byte, 1<<20)
 		n := 0
 		for _, g := range strings.Split(string(buf[:runtime.Stack(buf, true)]), "\n\n") {
-			if strings.Contains(g, "[select") && strings.Contains(g, "fleet.(*Store).Take(") {
+			if strings.Contains(g, "[select") && strings.Contains(g, "fleet.(*fleetStore).Take(") {
 				n++
 			}
 		}
@@ -324,7 +324,7 @@ func TestWriteBackConcurrent(t *testing.T) {
 	f := newFake()
 	clk := core.NewManualClock(t0.Truncate(time.Hour))
 	p := &core.Policy{Name: "fw", Algorithm: core.FixedWindow, Limits: []core.Limit{core.PerHour(limit)}}
-	ts := make([]*Store, tiers)
+	ts := make([]*fleetStore, tiers)
 	for i := range ts {
 		ts[i] = newTier(t, batchFake{f}, WithClock(clk), WithSync(time.Minute), WithMaxLease(64))
 	}
@@ -345,7 +345,7 @@ func TestWriteBackConcurrent(t *testing.T) {
 	}()
 	for g := 0; g < tiers*perTier; g++ {
 		wg.Add(1)
-		go func(s *Store) {
+		go func(s *fleetStore) {
 			defer wg.Done()
 			for i := 0; i < 400; i++ {
 				d, err := s.Take(context.Background(), "k", p, clk.Now(), 1)

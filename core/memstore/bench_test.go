@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/limitkit/limitkit/core"
-	"github.com/limitkit/limitkit/core/storetest"
+	"github.com/limitkit/limitkit/core/internal/conformkit"
 )
 
 // maxBuckets is core's bound on Policy.Buckets.
@@ -32,7 +32,7 @@ var benchPolicies = []core.Policy{
 func BenchmarkHotKey(b *testing.B) {
 	for _, p := range benchPolicies {
 		b.Run(p.Name, func(b *testing.B) {
-			s := MustNew()
+			s := mustNew()
 			defer s.Close()
 			ctx := context.Background()
 			pp := &p
@@ -60,7 +60,7 @@ func BenchmarkHotKeyParallel(b *testing.B) {
 			continue
 		}
 		b.Run(p.Name, func(b *testing.B) {
-			s := MustNew()
+			s := mustNew()
 			defer s.Close()
 			ctx := context.Background()
 			pp := &p
@@ -102,7 +102,7 @@ func BenchmarkMillionKeys(b *testing.B) {
 				var before, after runtime.MemStats
 				runtime.GC()
 				runtime.ReadMemStats(&before)
-				s := MustNew()
+				s := mustNew()
 				b.StartTimer()
 				for _, k := range keys {
 					s.Take(ctx, k, pp, now, 1)
@@ -172,7 +172,7 @@ func BenchmarkFloodAtCap(b *testing.B) {
 			if p.Algorithm == core.SlidingWindowLog {
 				opt = WithMaxStateBytes(64 << 20)
 			}
-			s := MustNew(opt)
+			s := mustNew(opt)
 			defer s.Close()
 			ctx := context.Background()
 			pp := &p
@@ -264,7 +264,7 @@ func worstCases() []worstCase {
 		// reads and writes every bucket of every limit (8 × 600 buckets,
 		// 1,397 µs of Redis CPU, is refused since issue 22)
 		{"sliding_counter_8_limits_max_buckets_allowed", core.Policy{Name: "w-sc8", Algorithm: core.SlidingWindowCounter, Buckets: maxBuckets / 8,
-			Limits: storetest.WorstMultiLimits()},
+			Limits: conformkit.WorstMultiLimits()},
 			func(take func(time.Duration, int64) core.Decision) {
 				for j := 0; j < maxBuckets; j++ {
 					take(time.Duration(j)*time.Second, 100)
@@ -283,7 +283,7 @@ func worstCases() []worstCase {
 func BenchmarkWorstCase(b *testing.B) {
 	for _, wc := range worstCases() {
 		b.Run(wc.name, func(b *testing.B) {
-			s := MustNew()
+			s := mustNew()
 			defer s.Close()
 			ctx := context.Background()
 			p := wc.p

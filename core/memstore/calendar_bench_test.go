@@ -27,7 +27,7 @@ func BenchmarkCalendar(b *testing.B) {
 	}
 	for _, p := range pols {
 		b.Run(p.Name+"/serial", func(b *testing.B) {
-			s := MustNew()
+			s := mustNew()
 			defer s.Close()
 			ctx, pp := context.Background(), &p
 			now := time.Date(2026, 3, 10, 12, 0, 0, 0, time.UTC)
@@ -43,7 +43,7 @@ func BenchmarkCalendar(b *testing.B) {
 			}
 		})
 		b.Run(p.Name+"/parallel", func(b *testing.B) {
-			s := MustNew()
+			s := mustNew()
 			defer s.Close()
 			ctx, pp := context.Background(), &p
 			now := time.Date(2026, 3, 10, 12, 0, 0, 0, time.UTC)

@@ -22,7 +22,7 @@
 // policy names ([WithMaxPolicies]).
 //
 // Elastic policies (core.Policy.Elastic) are decided under the key's lock
-// in both takes ([Store.Take] with its ceiling hint, [Store.TakeElastic]),
+// in both takes (Take with its ceiling hint, TakeElastic),
 // so their ceilings hold exactly; their state is sized for the ceiling.
 //
 //	store := memstore.MustNew()

@@ -63,7 +63,7 @@ var hourStart = time.Unix(1_767_000_000-1_767_000_000%3600, 0)
 func TestElasticCeilingExactUnderConcurrency(t *testing.T) {
 	for _, alg := range allAlgorithms {
 		t.Run(alg.String(), func(t *testing.T) {
-			s := MustNew()
+			s := mustNew()
 			defer s.Close()
 			sig := onSignal()
 			l, err := core.NewLimiter(s, elasticPolicy(alg, sig), core.WithClock(core.NewManualClock(hourStart)))
@@ -106,7 +106,7 @@ func TestElasticCeilingExactUnderConcurrency(t *testing.T) {
 // goroutines over the ten keys: exactly 10 × 10 nominal admissions and 60
 // elastic ones, the capacity limit's quota.
 func TestElasticCapacityLimitExact(t *testing.T) {
-	s := MustNew()
+	s := mustNew()
 	defer s.Close()
 	clock := core.WithClock(core.NewManualClock(hourStart))
 	capL, err := core.NewLimiter(s, core.Policy{Name: "capacity", Algorithm: core.FixedWindow, Limits: []core.Limit{core.PerHour(60)}}, clock)
@@ -145,7 +145,7 @@ func TestElasticCapacityLimitExact(t *testing.T) {
 func TestElasticSignalFlipsMidBurst(t *testing.T) {
 	for _, alg := range []core.Algorithm{core.FixedWindow, core.SlidingWindowLog} {
 		t.Run(alg.String(), func(t *testing.T) {
-			s := MustNew()
+			s := mustNew()
 			defer s.Close()
 			clock := core.NewManualClock(hourStart)
 			sig := &switchSignal{}
@@ -201,7 +201,7 @@ func TestElasticSignalFlipsMidBurst(t *testing.T) {
 func TestElasticNoRoomIsHardLimiter(t *testing.T) {
 	for _, alg := range allAlgorithms {
 		t.Run(alg.String(), func(t *testing.T) {
-			s := MustNew()
+			s := mustNew()
 			defer s.Close()
 			clock := core.NewManualClock(hourStart)
 			p := elasticPolicy(alg, &switchSignal{})
@@ -228,7 +228,7 @@ func TestElasticNoRoomIsHardLimiter(t *testing.T) {
 }
 
 func TestElasticSignals(t *testing.T) {
-	s := MustNew()
+	s := mustNew()
 	defer s.Close()
 	clock := core.WithClock(core.NewManualClock(hourStart))
 	var inflight core.InFlight
@@ -276,7 +276,7 @@ func TestElasticSignals(t *testing.T) {
 // TestElasticPolicyConflict: two policies that differ only in their
 // ceiling cannot share a name (their states mean different things).
 func TestElasticPolicyConflict(t *testing.T) {
-	s := MustNew()
+	s := mustNew()
 	defer s.Close()
 	a := elasticPolicy(core.FixedWindow, onSignal())
 	b := a
@@ -309,7 +309,7 @@ func (s *flipSignal) Release(_ context.Context, cost int64) { s.released.Add(cos
 func TestElasticSignalFlipsUnderConcurrency(t *testing.T) {
 	for _, alg := range allAlgorithms {
 		t.Run(alg.String(), func(t *testing.T) {
-			s := MustNew()
+			s := mustNew()
 			defer s.Close()
 			sig := &flipSignal{}
 			l, err := core.NewLimiter(s, elasticPolicy(alg, sig), core.WithClock(core.NewManualClock(hourStart)))
@@ -350,7 +350,7 @@ func BenchmarkElasticWithinLimit(b *testing.B) {
 			name = "elastic"
 		}
 		b.Run(name, func(b *testing.B) {
-			s := MustNew()
+			s := mustNew()
 			defer s.Close()
 			p := core.Policy{Name: name, Limits: []core.Limit{core.Per(1<<30, 30*24*time.Hour)}}
 			if el {
@@ -374,7 +374,7 @@ func BenchmarkElasticWithinLimit(b *testing.B) {
 // other clients.
 func TestElasticDrain(t *testing.T) {
 	storetest.ElasticDrain(t, func(t *testing.T) []core.Store {
-		s := MustNew()
+		s := mustNew()
 		t.Cleanup(func() { _ = s.Close() })
 		return []core.Store{s}
 	}, core.WithClock(core.NewManualClock(hourStart)))

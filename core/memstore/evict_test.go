@@ -31,7 +31,7 @@ func tenPerMinute() []*core.Policy {
 }
 
 // exhaust spends victim's whole quota at now and checks it is denied.
-func exhaust(t *testing.T, s *Store, p *core.Policy, victim string, now time.Time) {
+func exhaust(t *testing.T, s *memStore, p *core.Policy, victim string, now time.Time) {
 	t.Helper()
 	ctx := context.Background()
 	for {
@@ -47,7 +47,7 @@ func exhaust(t *testing.T, s *Store, p *core.Policy, victim string, now time.Tim
 
 // flood sends one request for each of n new keys, from now on, one
 // microsecond apart, and counts the victim's admissions in between.
-func flood(t *testing.T, s *Store, p *core.Policy, victim string, n int, now time.Time) (admitted int) {
+func flood(t *testing.T, s *memStore, p *core.Policy, victim string, n int, now time.Time) (admitted int) {
 	t.Helper()
 	ctx := context.Background()
 	for i := 0; i < n; i++ {
@@ -73,7 +73,7 @@ func TestFloodNeverRefreshesLimitedKey(t *testing.T) {
 	for _, capKeys := range []int{1 << 12, 300} {
 		for _, p := range tenPerMinute() {
 			t.Run(p.Name+"/cap"+strconv.Itoa(capKeys), func(t *testing.T) {
-				s := MustNew(WithMaxKeys(capKeys))
+				s := mustNew(WithMaxKeys(capKeys))
 				defer s.Close()
 				exhaust(t, s, p, "victim", t0)
 				admitted := flood(t, s, p, "victim", 10*capKeys, t0)
@@ -102,7 +102,7 @@ func TestFloodOfLimitedKeysEvictsItsOwn(t *testing.T) {
 		{Name: "sliding_log", Algorithm: core.SlidingWindowLog, Limits: l},
 	} {
 		t.Run(p.Name, func(t *testing.T) {
-			s := MustNew(WithMaxKeys(1 << 10))
+			s := mustNew(WithMaxKeys(1 << 10))
 			defer s.Close()
 			exhaust(t, s, p, "victim", t0)
 			assert.Zero(t, flood(t, s, p, "victim", 20<<10, t0))
@@ -121,7 +121,7 @@ func TestSlidingLogFloodWithinBudget(t *testing.T) {
 	var before, after runtime.MemStats
 	runtime.GC()
 	runtime.ReadMemStats(&before)
-	s := MustNew(WithMaxStateBytes(budget))
+	s := mustNew(WithMaxStateBytes(budget))
 	defer s.Close()
 	d, err := s.Take(context.Background(), "victim", p, t0, 1000)
 	require.NoError(t, err)
@@ -156,7 +156,7 @@ func TestBudgetHoldsForEveryAlgorithm(t *testing.T) {
 	for round := 0; round < 6; round++ {
 		budget := 100<<10 + rng.IntN(1<<20)
 		for _, p := range policies {
-			s := MustNew(WithMaxStateBytes(budget))
+			s := mustNew(WithMaxStateBytes(budget))
 			tab, err := s.lookup(p)
 			require.NoError(t, err)
 			capKeys := tab.shardCap << (64 - tab.shift)
@@ -190,7 +190,7 @@ func TestTableSizing(t *testing.T) {
 		alg := core.Algorithm(rng.IntN(5))
 		l := core.Per(int64(1+rng.IntN(1<<rng.IntN(11))), time.Hour)
 		p := &core.Policy{Name: "p", Algorithm: alg, Limits: []core.Limit{l}}
-		s := MustNew(opts...)
+		s := mustNew(opts...)
 		tab, err := s.lookup(p)
 		s.Close()
 		if err != nil {
@@ -222,7 +222,7 @@ func TestLimitedKeySurvivesWhileAnyKeyHasQuota(t *testing.T) {
 	for _, p := range tenPerMinute() {
 		t.Run(p.Name, func(t *testing.T) {
 			for trial := 0; trial < 20; trial++ {
-				s := MustNew(WithMaxKeys(minShardKeys))
+				s := mustNew(WithMaxKeys(minShardKeys))
 				tab, err := s.lookup(p)
 				require.NoError(t, err)
 				require.Equal(t, uint(64), tab.shift, "one shard")
@@ -265,7 +265,7 @@ func TestAllocBytes(t *testing.T) {
 
 // shardCensus lists the hashes of the limited keys of p's one-shard table
 // at now, and counts the keys with quota left.
-func shardCensus(t *testing.T, s *Store, p *core.Policy, now time.Time) (limited []uint64, withQuota int) {
+func shardCensus(t *testing.T, s *memStore, p *core.Policy, now time.Time) (limited []uint64, withQuota int) {
 	tab, err := s.lookup(p)
 	if err != nil || tab.shift != 64 {
 		t.Fatalf("want a one-shard table: %v", err)
@@ -310,7 +310,7 @@ func checkEviction(t *testing.T, data []byte) {
 		{Name: "gcra_one", Algorithm: core.GCRA, Limits: []core.Limit{core.PerMinute(1)}},
 	}
 	p := policies[int(data[0])%len(policies)]
-	s := MustNew(WithMaxKeys(minShardKeys))
+	s := mustNew(WithMaxKeys(minShardKeys))
 	defer s.Close()
 	ctx := context.Background()
 	now, fresh := t0, 0

@@ -11,7 +11,7 @@ import (
 	"github.com/limitkit/limitkit/core"
 )
 
-var _ core.SlotStore = (*Store)(nil)
+var _ core.SlotStore = (*memStore)(nil)
 
 // slotShards is the number of shards of a concurrency limit's table.
 const slotShards = 32
@@ -94,7 +94,7 @@ type holder struct {
 
 // slotTable returns the table of the limit named name, creating it on
 // first use. The lookup is one atomic load and one map read.
-func (s *Store) slotTable(name string) *slotTable {
+func (s *memStore) slotTable(name string) *slotTable {
 	if m := s.slotTabs.Load(); m != nil {
 		if t := (*m)[name]; t != nil {
 			return t
@@ -126,7 +126,7 @@ func (s *Store) slotTable(name string) *slotTable {
 // slotShard returns key's hash and shard in p's table. Two keys whose
 // seeded 64-bit hashes collide share their slots, as they share state in
 // the tables (see Store).
-func (s *Store) slotShard(key string, p *core.ConcurrencyPolicy) (uint64, *slotShard) {
+func (s *memStore) slotShard(key string, p *core.ConcurrencyPolicy) (uint64, *slotShard) {
 	h := maphash.String(s.seed, key)
 	return h, s.slotTable(p.Name).shard(h)
 }
@@ -170,7 +170,7 @@ func (sh *slotShard) entry(h uint64, now time.Time) *slotEntry {
 
 // AcquireSlot implements [core.SlotStore]: it takes (or renews) token's
 // leased slot of key under p at now, in one critical section of the key's
-// shard; counted slots ([Store.CountedSlots]) of key count towards
+// shard; counted slots (CountedSlots) of key count towards
 // p.Max. A key takes about 70 bytes (the key is not kept) plus 16 per
 // leased holder; keys with no slot held (released, or expired without
 // releasing) are dropped when their shard is swept, each time a new key
@@ -178,7 +178,7 @@ func (sh *slotShard) entry(h uint64, now time.Time) *slotEntry {
 // name adds 8 KiB (the counted slots' cache). held is exact
 // when no counted slot is released during the call. Safe for concurrent
 // use.
-func (s *Store) AcquireSlot(_ context.Context, key string, p *core.ConcurrencyPolicy, token uint64, now time.Time) (int64, bool, error) {
+func (s *memStore) AcquireSlot(_ context.Context, key string, p *core.ConcurrencyPolicy, token uint64, now time.Time) (int64, bool, error) {
 	if s.closed.Load() {
 		return 0, false, core.ErrClosed
 	}
@@ -211,7 +211,7 @@ func (s *Store) AcquireSlot(_ context.Context, key string, p *core.ConcurrencyPo
 // core.Concurrency.Acquire instead): a plain count per key, with no
 // token, no lease and no renewal, since this process's slots go away with
 // its memory. The taker drops key's expired leased holders
-// ([Store.AcquireSlot]) at now; then, if fewer than p.Max slots of key are
+// (AcquireSlot) at now; then, if fewer than p.Max slots of key are
 // held (counted and leased together), it adds one to key's count (ok
 // true) and returns the count; else it changes nothing (ok false, n nil).
 // held is the slots held after the call. The holder gives the slot back
@@ -220,7 +220,7 @@ func (s *Store) AcquireSlot(_ context.Context, key string, p *core.ConcurrencyPo
 // key's shard and allocates nothing for a key already present; its error
 // is core.ErrClosed once the Store is closed. p must not be modified
 // while the taker is in use. Safe for concurrent use.
-func (s *Store) CountedSlots(p *core.ConcurrencyPolicy) func(key string, now time.Time) (n *atomic.Int64, held int64, ok bool, err error) {
+func (s *memStore) CountedSlots(p *core.ConcurrencyPolicy) func(key string, now time.Time) (n *atomic.Int64, held int64, ok bool, err error) {
 	t := s.slotTable(p.Name)
 	return func(key string, now time.Time) (*atomic.Int64, int64, bool, error) {
 		if s.closed.Load() {
@@ -253,7 +253,7 @@ func (s *Store) CountedSlots(p *core.ConcurrencyPolicy) func(key string, now tim
 // ReleaseSlot implements [core.SlotStore]: it frees token's leased slot of
 // key under p; a key left with no slot held is dropped at the next sweep.
 // Safe for concurrent use.
-func (s *Store) ReleaseSlot(_ context.Context, key string, p *core.ConcurrencyPolicy, token uint64) error {
+func (s *memStore) ReleaseSlot(_ context.Context, key string, p *core.ConcurrencyPolicy, token uint64) error {
 	if s.closed.Load() {
 		return core.ErrClosed
 	}

@@ -17,7 +17,7 @@ import (
 // counted and leased slots of a key count together, and a key whose count
 // is back at zero is swept (one with a holder is not).
 func TestCountedSlotsCountAndSweep(t *testing.T) {
-	s := MustNew()
+	s := mustNew()
 	defer s.Close()
 	p := &core.ConcurrencyPolicy{Name: "c", Max: 5, Lease: time.Second}
 	take := s.CountedSlots(p)
@@ -95,7 +95,7 @@ func TestCountedSlotsCountAndSweep(t *testing.T) {
 // counts on an entry the sweep dropped (the key gets a new one, whose
 // count starts from the slots actually held).
 func TestCountedSlotsFastPathCache(t *testing.T) {
-	s := MustNew()
+	s := mustNew()
 	defer s.Close()
 	p := &core.ConcurrencyPolicy{Name: "c", Max: 5, Lease: time.Second}
 	take := s.CountedSlots(p)
@@ -151,7 +151,7 @@ func TestCountedSlotsFastPathCache(t *testing.T) {
 // TestSlotStoreReleaseFreesSlot: releasing a leased slot makes room for
 // exactly one more holder, for leased and counted takers alike.
 func TestSlotStoreReleaseFreesSlot(t *testing.T) {
-	s := MustNew()
+	s := mustNew()
 	defer s.Close()
 	ctx := t.Context()
 	p := &core.ConcurrencyPolicy{Name: "c", Max: 2, Lease: time.Minute}

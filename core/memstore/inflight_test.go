@@ -16,8 +16,9 @@ import (
 // TestSlotStoreRenewAndSweep: AcquireSlot with a held token renews it past
 // the key's Max; keys whose holders left are swept.
 func TestSlotStoreRenewAndSweep(t *testing.T) {
-	s := memstore.MustNew()
-	defer s.Close()
+	ms := memstore.MustNew()
+	defer ms.Close()
+	s := ms.(core.SlotStore)
 	p := &core.ConcurrencyPolicy{Name: "s", Max: 1, Lease: time.Second}
 	ctx := context.Background()
 	n, ok, err := s.AcquireSlot(ctx, "k", p, 7, t0)
@@ -41,7 +42,7 @@ func TestSlotStoreRenewAndSweep(t *testing.T) {
 		require.True(t, ok)
 		require.NoError(t, s.ReleaseSlot(ctx, k, p, 1))
 	}
-	require.NoError(t, s.Close())
+	require.NoError(t, ms.Close())
 	_, _, err = s.AcquireSlot(ctx, "k", p, 9, t0)
 	require.ErrorIs(t, err, core.ErrClosed)
 }

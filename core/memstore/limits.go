@@ -15,7 +15,7 @@ import (
 // false with the exact RetryAfter). core.Limiter.Usage calls it for a
 // policy of several limits (core.Usage.Limits). Errors as Take. Safe for
 // concurrent use.
-func (s *Store) PeekLimits(_ context.Context, key string, p *core.Policy, now time.Time) ([]core.Decision, error) {
+func (s *memStore) PeekLimits(_ context.Context, key string, p *core.Policy, now time.Time) ([]core.Decision, error) {
 	t, err := s.open(p)
 	if err != nil {
 		return nil, err

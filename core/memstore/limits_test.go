@@ -16,7 +16,7 @@ import (
 // consuming nothing: after 3 requests, 3 a minute is spent (the next in
 // 20 s) and 5 an hour has 2 left (full again in 36 minutes).
 func TestPeekLimits(t *testing.T) {
-	s := MustNew()
+	s := mustNew()
 	defer s.Close()
 	p := &core.Policy{Name: "two", Limits: []core.Limit{core.PerMinute(3), core.Per(5, time.Hour)}}
 	now := time.Unix(1_700_000_000, 0)

@@ -88,16 +88,72 @@ const (
 // must agree on the algorithm, limits, buckets, soft percentage,
 // CountDenied, Shadow and elastic ceiling: core.NewLimiter refuses one
 // that does not while a Limiter of the other is live (the Store is a
-// core.PolicyRegistrar, see [Store.RegisterPolicy]), and Take returns an
+// core.PolicyRegistrar, see RegisterPolicy), and Take returns an
 // error for one used without a Limiter. A Store holds at most
 // defaultMaxPolicies names (WithMaxPolicies); a new name beyond that is an
 // error of NewLimiter: put per-client variation in the key, not in the
 // policy name. Releasing a name's last Limiter (core.Limiter.Release)
 // drops its table.
 //
-// A Store is safe for concurrent use. Close stops the sweeper. The zero
-// Store is not usable; call New.
-type Store struct {
+// Besides the methods below, the value New returns implements the optional
+// store interfaces of package core that a [core.Limiter] finds by type
+// assertion (core.LocalStore, core.VerbStore, core.ReserveStore,
+// core.ElasticStore, core.Refunder, core.SlotStore, core.PolicyRegistrar):
+// they are core's business, reached through a Limiter, and are not part of
+// this package's API.
+//
+// A Store is safe for concurrent use. Close stops the sweeper. Build one
+// with New (or MustNew); a nil Store is not usable.
+type Store interface {
+	core.Store
+	// Stats returns the current sizes and eviction counts.
+	Stats() Stats
+	// Replace gives p's name a new, empty table when the name's table holds
+	// another configuration (algorithm, limits, buckets, soft percentage,
+	// CountDenied or Shadow; see [Store]): from then on p, and any policy of
+	// p's configuration, decides on the new table, so every key starts with
+	// its full quota. It reports whether it replaced a table. When the name
+	// has a table of p's configuration (its state is then kept), Replace does
+	// nothing and returns false; when it has none yet, Replace creates p's, as
+	// p's first Take would, and returns false (a policy of another
+	// configuration then cannot take the name first).
+	//
+	// The replaced table is set aside, not dropped: Takes with one of the
+	// policies listed in inflight (matched by pointer: the *core.Policy a
+	// [core.Limiter] passes, see core.Limiter.Policy) keep deciding on it, so
+	// that requests already under way are decided wholly by the configuration
+	// they started with. An in-flight policy that already has a table set
+	// aside (by an earlier Replace) keeps that one; one whose configuration is
+	// not the replaced table's is ignored (Take refuses it, as before). Call
+	// [Store.Forget] with those policies once no request uses them; the
+	// set-aside table is dropped when no policy holds it. When no in-flight
+	// policy holds it, the replaced table is dropped at once. A set-aside
+	// table counts towards the Store's policy cap and its Stats until then,
+	// and keeps being swept.
+	//
+	// Replace is safe for concurrent use with Take. It returns an error for an
+	// invalid policy, a configuration whose table does not fit the memory
+	// budget, a new name beyond the policy cap, or after Close; the Store is
+	// then unchanged.
+	Replace(p *core.Policy, inflight ...*core.Policy) (bool, error)
+	// Forget releases policies passed to [Store.Replace] as in flight: Takes
+	// with them no longer find the table set aside for them (they decide on
+	// the name's current table, or fail with the configuration error when it
+	// holds another configuration). A set-aside table that no policy holds any
+	// more is dropped with its keys. Policies that hold no set-aside table are
+	// ignored, so Forget may be called with every policy a finished
+	// generation of rules used.
+	Forget(policies ...*core.Policy)
+	// Registered is the number of policy names live Limiters have
+	// registered on the store.
+	Registered() int
+	// Close stops the sweeper and makes later Takes return
+	// core.ErrClosed. It is idempotent and always returns nil.
+	Close() error
+}
+
+// memStore is the [Store] New returns.
+type memStore struct {
 	seed        maphash.Seed
 	tables      atomic.Pointer[map[string]*table] // copy on write, under mu
 	last        atomic.Pointer[table]             // the table last looked up: most stores serve one policy at a time
@@ -121,40 +177,50 @@ type Store struct {
 	slots    // concurrency limits' slots (inflight.go)
 }
 
-var _ core.LocalStore = (*Store)(nil)
+var _ core.LocalStore = (*memStore)(nil)
 
 // Option configures a Store.
-type Option func(*Store)
+type Option func(*memStore)
 
 // WithMaxKeys caps the keys held per policy (default: what fits the memory
 // budget, at most 4,194,304 (2^22)). n must be in (0, 2^32]. Given alone, it
 // replaces the default budget; with WithMaxStateBytes, the smaller cap
 // applies.
-func WithMaxKeys(n int) Option { return func(s *Store) { s.maxKeys = n } }
+func WithMaxKeys(n int) Option { return func(s *memStore) { s.maxKeys = n } }
 
 // WithMaxStateBytes sets the memory budget of each policy's table
 // (default 512 MiB): the slots, the state and the per-shard
 // buffers stay within n bytes. n must be > 0, and large enough for one key
 // of each policy (Take returns an error naming the policy otherwise).
 func WithMaxStateBytes(n int) Option {
-	return func(s *Store) { s.maxBytes, s.bytesSet = n, true }
+	return func(s *memStore) { s.maxBytes, s.bytesSet = n, true }
 }
 
 // WithMaxPolicies caps the distinct policy names the Store holds tables
 // for (default 1024). n must be > 0.
-func WithMaxPolicies(n int) Option { return func(s *Store) { s.maxPolicies = n } }
+func WithMaxPolicies(n int) Option { return func(s *memStore) { s.maxPolicies = n } }
 
 // WithClock sets the clock the sweeper uses to decide what has expired
 // (default the system clock). Decisions use the time passed to Take.
-func WithClock(c core.Clock) Option { return func(s *Store) { s.clock = c } }
+func WithClock(c core.Clock) Option { return func(s *memStore) { s.clock = c } }
 
 // WithSweepInterval sets how often the background sweeper runs (default
 // one minute). d must be > 0.
-func WithSweepInterval(d time.Duration) Option { return func(s *Store) { s.interval = d } }
+func WithSweepInterval(d time.Duration) Option { return func(s *memStore) { s.interval = d } }
 
-// New returns an empty Store and starts its sweeper.
-func New(opts ...Option) (*Store, error) {
-	s := &Store{
+// New returns an empty Store and starts its sweeper. A configuration
+// error returns a nil Store.
+func New(opts ...Option) (Store, error) {
+	s, err := newMem(opts...)
+	if err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// newMem is New returning the concrete store.
+func newMem(opts ...Option) (*memStore, error) {
+	s := &memStore{
 		seed:        maphash.MakeSeed(),
 		maxBytes:    defaultMaxStateBytes,
 		maxPolicies: defaultMaxPolicies,
@@ -185,8 +251,13 @@ func New(opts ...Option) (*Store, error) {
 }
 
 // MustNew is New that panics on a configuration error.
-func MustNew(opts ...Option) *Store {
-	s, err := New(opts...)
+func MustNew(opts ...Option) Store {
+	return mustNew(opts...)
+}
+
+// mustNew is MustNew returning the concrete store.
+func mustNew(opts ...Option) *memStore {
+	s, err := newMem(opts...)
 	if err != nil {
 		panic(err)
 	}
@@ -194,7 +265,7 @@ func MustNew(opts ...Option) *Store {
 }
 
 // Local reports true: Take never blocks on I/O.
-func (s *Store) Local() bool { return true }
+func (s *memStore) Local() bool { return true }
 
 // Stats is a snapshot of a Store's size.
 type Stats struct {
@@ -217,7 +288,7 @@ type Stats struct {
 }
 
 // Stats returns the current sizes and eviction counts.
-func (s *Store) Stats() Stats {
+func (s *memStore) Stats() Stats {
 	st := Stats{Evictions: s.evictions.Load(), LimitedEvictions: s.limitedEvictions.Load()}
 	for _, t := range *s.tables.Load() {
 		st.Policies++
@@ -235,7 +306,7 @@ func (s *Store) Stats() Stats {
 
 // Close stops the sweeper and makes later Takes return core.ErrClosed. It
 // is idempotent and always returns nil.
-func (s *Store) Close() error {
+func (s *memStore) Close() error {
 	s.closeOnce.Do(func() {
 		s.closed.Store(true)
 		close(s.stop)

@@ -17,7 +17,7 @@ var t0 = time.Unix(1_767_000_000, 0)
 
 // mustTake is s.Take that fails the test on an error, so that a store
 // error (a zero Decision) never passes for a denial.
-func mustTake(t testing.TB, s *Store, key string, p *core.Policy, at time.Time, cost int64) core.Decision {
+func mustTake(t testing.TB, s *memStore, key string, p *core.Policy, at time.Time, cost int64) core.Decision {
 	t.Helper()
 	d, err := s.Take(context.Background(), key, p, at, cost)
 	require.NoError(t, err, "key %q", key)
@@ -34,7 +34,7 @@ func gcraPolicy(name string) *core.Policy {
 func TestKeyCapEvictsExpiredFirst(t *testing.T) {
 	take := mustTake
 	t.Run("flood at the cap", func(t *testing.T) {
-		s := MustNew(WithMaxKeys(numShards)) // 4 shards of 64 keys
+		s := mustNew(WithMaxKeys(numShards)) // 4 shards of 64 keys
 		defer s.Close()
 		p := gcraPolicy("cap")
 		for i := 0; i < 5000; i++ {
@@ -58,7 +58,7 @@ func TestKeyCapEvictsExpiredFirst(t *testing.T) {
 			"exactly one expired key per shard goes uncounted: every later new key takes the previous one, which spent one unit, at once")
 	})
 	t.Run("expired rather than live with more quota left", func(t *testing.T) {
-		s := MustNew(WithMaxKeys(minShardKeys)) // one shard of 64 keys
+		s := mustNew(WithMaxKeys(minShardKeys)) // one shard of 64 keys
 		defer s.Close()
 		p := &core.Policy{Name: "choice", Algorithm: core.GCRA, Limits: []core.Limit{core.PerMinute(10)}}
 		live := t0.Add(40 * time.Second)
@@ -89,7 +89,7 @@ func TestKeyCapEvictsExpiredFirst(t *testing.T) {
 		assert.Equal(t, int64(5), take(t, s, "new", p, now, 0).Remaining, "the new key is tracked")
 	})
 	t.Run("expired rather than limited, then the newest limited", func(t *testing.T) {
-		s := MustNew(WithMaxKeys(minShardKeys)) // one shard of 64 keys
+		s := mustNew(WithMaxKeys(minShardKeys)) // one shard of 64 keys
 		defer s.Close()
 		p := gcraPolicy("limited")
 		half := minShardKeys / 2
@@ -130,7 +130,7 @@ func TestCapKeepsHotKeyTracked(t *testing.T) {
 	// The hot key is never admitted untracked: once denied, it stays denied
 	// while other keys churn through the table (eviction prefers the keys
 	// that expire soonest; the hot key's state lasts longest).
-	s := MustNew(WithMaxKeys(numShards * 4))
+	s := mustNew(WithMaxKeys(numShards * 4))
 	defer s.Close()
 	p := &core.Policy{Name: "hot", Algorithm: core.GCRA, Limits: []core.Limit{core.PerHour(3)}}
 	for i := 0; i < 3; i++ {
@@ -146,7 +146,7 @@ func TestCapKeepsHotKeyTracked(t *testing.T) {
 
 func TestSweepDropsExpired(t *testing.T) {
 	clock := core.NewManualClock(t0)
-	s := MustNew(WithClock(clock))
+	s := mustNew(WithClock(clock))
 	defer s.Close()
 	for _, p := range []*core.Policy{
 		gcraPolicy("g"),
@@ -179,7 +179,7 @@ func TestDeleteKeepsProbeChains(t *testing.T) {
 	// shard fills (10,000 filled one in about 2% of runs, and the eviction
 	// of a limited key then failed the test for the wrong reason)
 	const n = 8000
-	s := MustNew(WithMaxKeys(numShards * 64))
+	s := mustNew(WithMaxKeys(numShards * 64))
 	defer s.Close()
 	short := &core.Policy{Name: "mix", Algorithm: core.GCRA, Limits: []core.Limit{core.PerMinute(1)}}
 	for i := 0; i < n; i++ {
@@ -199,7 +199,7 @@ func TestDeleteKeepsProbeChains(t *testing.T) {
 }
 
 func TestCloseIsIdempotentAndStopsSweeper(t *testing.T) {
-	s := MustNew(WithSweepInterval(time.Millisecond))
+	s := mustNew(WithSweepInterval(time.Millisecond))
 	require.NoError(t, s.Close())
 	require.NoError(t, s.Close())
 	_, err := s.Take(context.Background(), "k", gcraPolicy("g"), t0, 1)
@@ -212,7 +212,7 @@ func TestCloseIsIdempotentAndStopsSweeper(t *testing.T) {
 }
 
 func TestPolicyNameConflict(t *testing.T) {
-	s := MustNew()
+	s := mustNew()
 	defer s.Close()
 	ctx := context.Background()
 	_, err := s.Take(ctx, "k", gcraPolicy("same"), t0, 1)
@@ -225,22 +225,22 @@ func TestPolicyNameConflict(t *testing.T) {
 }
 
 func TestOptionsValidate(t *testing.T) {
-	_, err := New(WithMaxKeys(-1))
+	_, err := newMem(WithMaxKeys(-1))
 	assert.ErrorContains(t, err, "WithMaxKeys")
 	if big := int64(1)<<32 + 1; int64(int(big)) == big { // 64-bit ints
-		_, err = New(WithMaxKeys(int(big)))
+		_, err = newMem(WithMaxKeys(int(big)))
 		assert.ErrorContains(t, err, "WithMaxKeys")
 	}
-	_, err = New(WithSweepInterval(0))
+	_, err = newMem(WithSweepInterval(0))
 	assert.ErrorContains(t, err, "WithSweepInterval")
-	_, err = New(WithClock(nil))
+	_, err = newMem(WithClock(nil))
 	assert.ErrorContains(t, err, "WithClock")
-	_, err = New(WithMaxStateBytes(0))
+	_, err = newMem(WithMaxStateBytes(0))
 	assert.ErrorContains(t, err, "WithMaxStateBytes")
 }
 
 func TestPeekAndDenialOfNewKeyStoreNothing(t *testing.T) {
-	s := MustNew()
+	s := mustNew()
 	defer s.Close()
 	p := gcraPolicy("g")
 	mustTake(t, s, "peek", p, t0, 0)
@@ -250,7 +250,7 @@ func TestPeekAndDenialOfNewKeyStoreNothing(t *testing.T) {
 
 func TestLargeStateKeysAreCapped(t *testing.T) {
 	const budget = 1 << 20
-	s := MustNew(WithMaxStateBytes(budget))
+	s := mustNew(WithMaxStateBytes(budget))
 	defer s.Close()
 	p := &core.Policy{Name: "log", Algorithm: core.SlidingWindowLog, Limits: []core.Limit{core.PerHour(500)}}
 	for i := 0; i < 3000; i++ {
@@ -265,7 +265,7 @@ func TestLargeStateKeysAreCapped(t *testing.T) {
 }
 
 func TestStatsCountsSharedTableOnce(t *testing.T) {
-	s := MustNew()
+	s := mustNew()
 	defer s.Close()
 	a, b := gcraPolicy("shared"), gcraPolicy("shared") // two pointers, one name, one table
 	mustTake(t, s, "k1", a, t0, 1)

@@ -10,7 +10,7 @@ import (
 // Finding a policy's table by name, creating it on first use.
 
 // lookup finds the table of p by name, creating it on first use.
-func (s *Store) lookup(p *core.Policy) (*table, error) {
+func (s *memStore) lookup(p *core.Policy) (*table, error) {
 	if p == nil {
 		return nil, errors.New("memstore: nil policy")
 	}
@@ -41,7 +41,7 @@ func conflict(name string) error {
 }
 
 // register finds or creates the table of p's name.
-func (s *Store) register(p *core.Policy) (*table, error) {
+func (s *memStore) register(p *core.Policy) (*table, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	old := *s.tables.Load()

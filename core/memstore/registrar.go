@@ -13,7 +13,7 @@ type registry struct {
 	reg   core.PolicyRegistry
 }
 
-var _ core.PolicyRegistrar = (*Store)(nil)
+var _ core.PolicyRegistrar = (*memStore)(nil)
 
 // RegisterPolicy implements [core.PolicyRegistrar]; [core.NewLimiter]
 // calls it. It claims p's name for p's configuration and gives the name a
@@ -32,7 +32,7 @@ var _ core.PolicyRegistrar = (*Store)(nil)
 // released (rules reloads) does not grow. A table that Take created for a
 // policy no Limiter registered is not registered, and is replaced by the
 // first registration of another configuration.
-func (s *Store) RegisterPolicy(p *core.Policy, replaces ...core.Registration) (core.Registration, error) {
+func (s *memStore) RegisterPolicy(p *core.Policy, replaces ...core.Registration) (core.Registration, error) {
 	if p == nil {
 		return nil, errors.New("memstore: RegisterPolicy: nil policy")
 	}
@@ -64,7 +64,7 @@ func (s *Store) RegisterPolicy(p *core.Policy, replaces ...core.Registration) (c
 
 // registration is a Limiter's claim on a Store.
 type registration struct {
-	s     *Store
+	s     *memStore
 	claim *core.PolicyClaim
 }
 
@@ -84,10 +84,10 @@ func (r *registration) Release() {
 
 // Registered is the number of policy names that live Limiters have
 // registered.
-func (s *Store) Registered() int { return s.reg.Len() }
+func (s *memStore) Registered() int { return s.reg.Len() }
 
 // drop removes the table of p's name when it holds p's configuration.
-func (s *Store) drop(p *core.Policy) {
+func (s *memStore) drop(p *core.Policy) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	old := *s.tables.Load()

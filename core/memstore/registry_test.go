@@ -18,7 +18,7 @@ import (
 func TestLimitersBuiltPerRequestShareQuota(t *testing.T) {
 	for _, alg := range []core.Algorithm{core.GCRA, core.TokenBucket, core.FixedWindow, core.SlidingWindowLog, core.SlidingWindowCounter} {
 		t.Run(alg.String(), func(t *testing.T) {
-			s := MustNew()
+			s := mustNew()
 			defer s.Close()
 			clock := core.NewManualClock(t0)
 			policy := core.Policy{Name: "login", Algorithm: alg, Limits: []core.Limit{core.PerMinute(100)}}
@@ -40,7 +40,7 @@ func TestLimitersBuiltPerRequestShareQuota(t *testing.T) {
 }
 
 func TestPolicyNamesAreCapped(t *testing.T) {
-	s := MustNew(WithMaxPolicies(3))
+	s := mustNew(WithMaxPolicies(3))
 	defer s.Close()
 	ctx := context.Background()
 	for i := 0; i < 3; i++ {
@@ -55,7 +55,7 @@ func TestPolicyNamesAreCapped(t *testing.T) {
 	require.NoError(t, err)
 	assert.True(t, d.Allowed)
 	assert.Equal(t, 3, s.Stats().Policies)
-	_, err = New(WithMaxPolicies(0))
+	_, err = newMem(WithMaxPolicies(0))
 	assert.ErrorContains(t, err, "WithMaxPolicies(0)")
 }
 
@@ -77,7 +77,7 @@ func TestSameNameMustDecideAlike(t *testing.T) {
 		{"shadow", func(p *core.Policy) { p.Shadow = true }, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			s := MustNew()
+			s := mustNew()
 			defer s.Close()
 			ctx := context.Background()
 			first := base
@@ -102,7 +102,7 @@ func TestSameNameMustDecideAlike(t *testing.T) {
 }
 
 func TestNilPolicyIsAnError(t *testing.T) {
-	s := MustNew()
+	s := mustNew()
 	defer s.Close()
 	_, err := s.Take(context.Background(), "k", nil, t0, 1)
 	assert.ErrorContains(t, err, "nil policy")
@@ -112,7 +112,7 @@ func TestNilPolicyIsAnError(t *testing.T) {
 // policy value: the anti-pattern must stay cheap and flat (it used to copy
 // a growing table map under a global lock per Limiter).
 func BenchmarkLimiterPerRequest(b *testing.B) {
-	s := MustNew()
+	s := mustNew()
 	defer s.Close()
 	ctx := context.Background()
 	policy := core.Policy{Name: "api", Limits: []core.Limit{core.Per(1<<30, 30*24*time.Hour)}}

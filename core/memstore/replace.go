@@ -32,34 +32,8 @@ type asideEntry struct {
 	name string
 }
 
-// Replace gives p's name a new, empty table when the name's table holds
-// another configuration (algorithm, limits, buckets, soft percentage,
-// CountDenied or Shadow; see [Store]): from then on p, and any policy of
-// p's configuration, decides on the new table, so every key starts with
-// its full quota. It reports whether it replaced a table. When the name
-// has a table of p's configuration (its state is then kept), Replace does
-// nothing and returns false; when it has none yet, Replace creates p's, as
-// p's first Take would, and returns false (a policy of another
-// configuration then cannot take the name first).
-//
-// The replaced table is set aside, not dropped: Takes with one of the
-// policies listed in inflight (matched by pointer: the *core.Policy a
-// [core.Limiter] passes, see core.Limiter.Policy) keep deciding on it, so
-// that requests already under way are decided wholly by the configuration
-// they started with. An in-flight policy that already has a table set
-// aside (by an earlier Replace) keeps that one; one whose configuration is
-// not the replaced table's is ignored (Take refuses it, as before). Call
-// [Store.Forget] with those policies once no request uses them; the
-// set-aside table is dropped when no policy holds it. When no in-flight
-// policy holds it, the replaced table is dropped at once. A set-aside
-// table counts towards the Store's policy cap and its Stats until then,
-// and keeps being swept.
-//
-// Replace is safe for concurrent use with Take. It returns an error for an
-// invalid policy, a configuration whose table does not fit the memory
-// budget, a new name beyond the policy cap, or after Close; the Store is
-// then unchanged.
-func (s *Store) Replace(p *core.Policy, inflight ...*core.Policy) (bool, error) {
+// Replace implements [Store.Replace].
+func (s *memStore) Replace(p *core.Policy, inflight ...*core.Policy) (bool, error) {
 	if p == nil {
 		return false, errors.New("memstore: Replace: nil policy")
 	}
@@ -128,14 +102,8 @@ func (s *Store) Replace(p *core.Policy, inflight ...*core.Policy) (bool, error) 
 	return true, nil
 }
 
-// Forget releases policies passed to [Store.Replace] as in flight: Takes
-// with them no longer find the table set aside for them (they decide on
-// the name's current table, or fail with the configuration error when it
-// holds another configuration). A set-aside table that no policy holds any
-// more is dropped with its keys. Policies that hold no set-aside table are
-// ignored, so Forget may be called with every policy a finished
-// generation of rules used.
-func (s *Store) Forget(policies ...*core.Policy) {
+// Forget implements [Store.Forget].
+func (s *memStore) Forget(policies ...*core.Policy) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	a := s.aside.Load()
@@ -175,7 +143,7 @@ func (s *Store) Forget(policies ...*core.Policy) {
 }
 
 // asideTable returns the table Replace set aside for p, or nil.
-func (s *Store) asideTable(p *core.Policy) *table {
+func (s *memStore) asideTable(p *core.Policy) *table {
 	a := s.aside.Load()
 	if a == nil || len(*a) == 0 {
 		return nil

@@ -11,7 +11,7 @@ import (
 )
 
 // take runs n Takes of cost 1 for key under p at t0 and counts the allowed.
-func takeN(t *testing.T, s *Store, p *core.Policy, key string, n int) (allowed int, last core.Decision) {
+func takeN(t *testing.T, s *memStore, p *core.Policy, key string, n int) (allowed int, last core.Decision) {
 	t.Helper()
 	for i := 0; i < n; i++ {
 		d, err := s.Take(context.Background(), key, p, t0, 1)
@@ -29,7 +29,7 @@ func takeN(t *testing.T, s *Store, p *core.Policy, key string, n int) (allowed i
 // in flight across the replacement) keeps deciding on the old table, with
 // the old limits, until Forget; then it is the configuration error again.
 func TestReplaceStartsFreshAndKeepsInflight(t *testing.T) {
-	s := MustNew()
+	s := mustNew()
 	defer s.Close()
 	oldP := &core.Policy{Name: "api", Limits: []core.Limit{core.PerHour(5)}}
 	newP := &core.Policy{Name: "api", Limits: []core.Limit{core.PerHour(10)}}
@@ -62,7 +62,7 @@ func TestReplaceStartsFreshAndKeepsInflight(t *testing.T) {
 // TestReplaceSameConfigKeepsState: Replace with a policy of the table's
 // configuration (another *Policy, another fail mode) changes nothing.
 func TestReplaceSameConfigKeepsState(t *testing.T) {
-	s := MustNew()
+	s := mustNew()
 	defer s.Close()
 	p1 := &core.Policy{Name: "api", Limits: []core.Limit{core.PerHour(5)}}
 	p2 := &core.Policy{Name: "api", Limits: []core.Limit{core.PerHour(5)}, FailMode: core.FailClosed}
@@ -85,7 +85,7 @@ func TestReplaceSameConfigKeepsState(t *testing.T) {
 // is dropped at once, and one held by two in-flight policies stays until
 // both are forgotten.
 func TestReplaceWithoutInflightDrops(t *testing.T) {
-	s := MustNew()
+	s := mustNew()
 	defer s.Close()
 	a := &core.Policy{Name: "api", Limits: []core.Limit{core.PerHour(5)}}
 	a2 := &core.Policy{Name: "api", Limits: []core.Limit{core.PerHour(5)}, FailMode: core.FailClosed}
@@ -112,7 +112,7 @@ func TestReplaceWithoutInflightDrops(t *testing.T) {
 }
 
 func TestReplaceErrors(t *testing.T) {
-	s := MustNew()
+	s := mustNew()
 	_, err := s.Replace(nil)
 	assert.Error(t, err)
 	_, err = s.Replace(&core.Policy{Name: "bad"})

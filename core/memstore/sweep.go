@@ -8,7 +8,7 @@ import (
 
 // sweep drops every key whose state has expired at the clock's now. The
 // sweeper calls it; tests with a manual clock may call it directly.
-func (s *Store) sweep() {
+func (s *memStore) sweep() {
 	now := s.clock.Now().UnixMicro()
 	for _, t := range *s.tables.Load() {
 		for i := range t.shards {
@@ -20,7 +20,7 @@ func (s *Store) sweep() {
 	}
 }
 
-func (s *Store) sweeper() {
+func (s *memStore) sweeper() {
 	defer close(s.done)
 	tk := time.NewTicker(s.interval)
 	defer tk.Stop()

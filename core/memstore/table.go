@@ -34,7 +34,7 @@ type table struct {
 	shardCap  int  // keys per shard
 	maxSlots  int  // slots per shard at most (power of two)
 	maxChunks int  // state chunks per shard at most (large state)
-	store     *Store
+	store     *memStore
 	shards    [numShards]shard
 }
 
@@ -47,7 +47,7 @@ func (t *table) shardOf(seed maphash.Seed, key string) (uint64, *shard) {
 // newTable sizes c's table: the key cap from the options, the shard count
 // so that a shard holds at least minShardKeys keys when the cap allows,
 // and the keys per shard within the memory budget.
-func (s *Store) newTable(c *core.Compiled) (*table, error) {
+func (s *memStore) newTable(c *core.Compiled) (*table, error) {
 	t := &table{policy: c, words: c.StateWords(), store: s}
 	t.inline = t.words <= inlineWords
 	keyCap, budget := s.maxKeys, -1

@@ -14,7 +14,7 @@ import (
 // It returns core.ErrClosed after Close, and an error for an invalid
 // policy, one whose name is already used by a policy with other limits,
 // or a new name beyond the Store's policy cap.
-func (s *Store) Take(_ context.Context, key string, p *core.Policy, now time.Time, cost int64) (d core.Decision, err error) {
+func (s *memStore) Take(_ context.Context, key string, p *core.Policy, now time.Time, cost int64) (d core.Decision, err error) {
 	t := s.last.Load()
 	if t == nil || t.key != p || s.closed.Load() {
 		err = s.decide(&d, key, p, now, cost, false)
@@ -31,7 +31,7 @@ func (s *Store) Take(_ context.Context, key string, p *core.Policy, now time.Tim
 // takeTo is Take writing the decision into *d, which it overwrites
 // whole, and returning only the error. d must not be nil; takeTo does not
 // keep it. A call that returns an error consumes no quota.
-func (s *Store) takeTo(key string, p *core.Policy, now time.Time, cost int64, d *core.Decision) error {
+func (s *memStore) takeTo(key string, p *core.Policy, now time.Time, cost int64, d *core.Decision) error {
 	t := s.last.Load()
 	if t == nil || t.key != p || s.closed.Load() {
 		return s.decide(d, key, p, now, cost, false)
@@ -44,20 +44,20 @@ func (s *Store) takeTo(key string, p *core.Policy, now time.Time, cost int64, d 
 	return nil
 }
 
-var _ core.ElasticStore = (*Store)(nil)
+var _ core.ElasticStore = (*memStore)(nil)
 
 // TakeElastic applies cost to key under the elastic policy p at now
 // against its limits raised to the elastic ceiling, atomically under the
 // key's lock (see core.ElasticStore and core.Compiled.DecideElasticTo).
 // For a policy without Elastic it is Take. Errors as Take.
-func (s *Store) TakeElastic(_ context.Context, key string, p *core.Policy, now time.Time, cost int64) (d core.Decision, err error) {
+func (s *memStore) TakeElastic(_ context.Context, key string, p *core.Policy, now time.Time, cost int64) (d core.Decision, err error) {
 	err = s.decide(&d, key, p, now, cost, true)
 	return d, err
 }
 
 // decide is Take, takeTo (or TakeElastic) through the policy lookup: for
 // a policy other than the last one used, or after Close.
-func (s *Store) decide(d *core.Decision, key string, p *core.Policy, now time.Time, cost int64, elastic bool) error {
+func (s *memStore) decide(d *core.Decision, key string, p *core.Policy, now time.Time, cost int64, elastic bool) error {
 	t, err := s.open(p)
 	if err != nil {
 		failed(d, p)
@@ -72,7 +72,7 @@ func (s *Store) decide(d *core.Decision, key string, p *core.Policy, now time.Ti
 }
 
 // open is p's table (lookup), or core.ErrClosed after Close.
-func (s *Store) open(p *core.Policy) (*table, error) {
+func (s *memStore) open(p *core.Policy) (*table, error) {
 	t, err := s.lookup(p)
 	if err == nil && s.closed.Load() {
 		return nil, core.ErrClosed
@@ -89,12 +89,12 @@ func failed(d *core.Decision, p *core.Policy) {
 	}
 }
 
-var _ core.Refunder = (*Store)(nil)
+var _ core.Refunder = (*memStore)(nil)
 
 // Refund gives cost back to key under p at now, under the key's lock (see
 // core.Refunder): what a CapacityLimit releases. It returns an error for
 // a policy that is not Refundable, and core.ErrClosed after Close.
-func (s *Store) Refund(_ context.Context, key string, p *core.Policy, now time.Time, cost int64) error {
+func (s *memStore) Refund(_ context.Context, key string, p *core.Policy, now time.Time, cost int64) error {
 	t, err := s.lookup(p)
 	if err != nil {
 		return err

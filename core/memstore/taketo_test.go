@@ -19,7 +19,7 @@ func TestTakeToAlternatingPolicies(t *testing.T) {
 	ctx := context.Background()
 	pa := &core.Policy{Name: "a", Limits: []core.Limit{core.PerSecond(3)}}
 	pb := &core.Policy{Name: "b", Algorithm: core.FixedWindow, Limits: []core.Limit{core.PerSecond(5)}}
-	shared, onlyA, onlyB := MustNew(), MustNew(), MustNew()
+	shared, onlyA, onlyB := mustNew(), mustNew(), mustNew()
 	defer shared.Close()
 	defer onlyA.Close()
 	defer onlyB.Close()
@@ -49,7 +49,7 @@ func TestTakeToAlternatingPolicies(t *testing.T) {
 func TestTakeToAfterClose(t *testing.T) {
 	ctx := context.Background()
 	p := gcraPolicy("g")
-	s := MustNew()
+	s := mustNew()
 	var d core.Decision
 	require.NoError(t, s.takeTo("k", p, t0, 1, &d))
 	require.True(t, d.Allowed)

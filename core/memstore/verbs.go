@@ -8,8 +8,8 @@ import (
 )
 
 var (
-	_ core.VerbStore    = (*Store)(nil)
-	_ core.ReserveStore = (*Store)(nil)
+	_ core.VerbStore    = (*memStore)(nil)
+	_ core.ReserveStore = (*memStore)(nil)
 )
 
 // verb is one of the quota verbs beyond Take.
@@ -25,13 +25,13 @@ const (
 // Peek returns the decision Take would return, consuming and storing
 // nothing (core.Compiled.PeekTo), under the key's shard lock. Errors as
 // Take.
-func (s *Store) Peek(_ context.Context, key string, p *core.Policy, now time.Time, cost int64) (core.Decision, error) {
+func (s *memStore) Peek(_ context.Context, key string, p *core.Policy, now time.Time, cost int64) (core.Decision, error) {
 	return s.verb(key, p, now, cost, 0, verbPeek)
 }
 
 // Charge consumes cost even beyond the limit (core.Compiled.ChargeTo),
 // atomically under the key's shard lock. Errors as Take.
-func (s *Store) Charge(_ context.Context, key string, p *core.Policy, now time.Time, cost int64) (core.Decision, error) {
+func (s *memStore) Charge(_ context.Context, key string, p *core.Policy, now time.Time, cost int64) (core.Decision, error) {
 	return s.verb(key, p, now, cost, 0, verbCharge)
 }
 
@@ -39,20 +39,20 @@ func (s *Store) Charge(_ context.Context, key string, p *core.Policy, now time.T
 // side of core.Limiter.Refund), atomically
 // under the key's shard lock. A key the store does not hold is full: a
 // refund stores nothing for it. Errors as Take.
-func (s *Store) Credit(_ context.Context, key string, p *core.Policy, now time.Time, cost int64) (core.Decision, error) {
+func (s *memStore) Credit(_ context.Context, key string, p *core.Policy, now time.Time, cost int64) (core.Decision, error) {
 	return s.verb(key, p, now, cost, 0, verbRefund)
 }
 
 // Reserve admits now or reserves a later admission
 // (core.Compiled.ReserveTo), atomically under the key's shard lock.
 // Errors as Take.
-func (s *Store) Reserve(_ context.Context, key string, p *core.Policy, now time.Time, cost int64, maxWait time.Duration) (core.Decision, error) {
+func (s *memStore) Reserve(_ context.Context, key string, p *core.Policy, now time.Time, cost int64, maxWait time.Duration) (core.Decision, error) {
 	return s.verb(key, p, now, cost, maxWait.Microseconds(), verbReserve)
 }
 
 // Reset drops key's state under p: its next request is a fresh key's.
 // Errors as Take.
-func (s *Store) Reset(_ context.Context, key string, p *core.Policy) error {
+func (s *memStore) Reset(_ context.Context, key string, p *core.Policy) error {
 	t, err := s.open(p)
 	if err != nil {
 		return err
@@ -66,7 +66,7 @@ func (s *Store) Reset(_ context.Context, key string, p *core.Policy) error {
 	return nil
 }
 
-func (s *Store) verb(key string, p *core.Policy, now time.Time, cost, maxWait int64, v verb) (d core.Decision, err error) {
+func (s *memStore) verb(key string, p *core.Policy, now time.Time, cost, maxWait int64, v verb) (d core.Decision, err error) {
 	t, err := s.open(p)
 	if err != nil {
 		failed(&d, p)

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/limitkit/limitkit/core"
+	"github.com/limitkit/limitkit/core/internal/conformkit"
 	"github.com/limitkit/limitkit/core/storetest"
 )
 
@@ -20,10 +21,10 @@ var verbAlgorithms = []core.Algorithm{core.GCRA, core.TokenBucket, core.FixedWin
 // applyModel applies verb v to a plain state with core's model: what the
 // store must do under its lock.
 func applyModel(c *core.Compiled, st []int64, v byte, now, cost int64) core.Decision {
-	return storetest.ApplyVerb(c, st, v, now, cost, 2_000_000)
+	return conformkit.ApplyVerb(c, st, v, now, cost, 2_000_000)
 }
 
-func applyStore(t *testing.T, s *Store, key string, p *core.Policy, v byte, now time.Time, cost int64) core.Decision {
+func applyStore(t *testing.T, s *memStore, key string, p *core.Policy, v byte, now time.Time, cost int64) core.Decision {
 	ctx := context.Background()
 	var d core.Decision
 	var err error
@@ -58,7 +59,7 @@ func TestVerbsMatchModel(t *testing.T) {
 			}
 			c, err := p.Compile()
 			require.NoError(t, err)
-			s := MustNew()
+			s := mustNew()
 			st := make([]int64, c.StateWords())
 			now := time.Unix(1_767_000_000, 0)
 			for i := range 4000 {
@@ -85,7 +86,7 @@ func TestVerbsMatchModel(t *testing.T) {
 func TestVerbsDoNotAllocate(t *testing.T) {
 	ctx := context.Background()
 	for _, alg := range verbAlgorithms {
-		s := MustNew()
+		s := mustNew()
 		p := &core.Policy{Name: "a", Algorithm: alg, Limits: []core.Limit{core.PerSecond(100)}}
 		now := time.Unix(1_767_000_000, 0)
 		_, _ = s.Take(ctx, "k", p, now, 1)
@@ -113,7 +114,7 @@ func TestVerbsConcurrentExact(t *testing.T) {
 			limit = core.Per(20_000, time.Hour) // a ring of one slot per unit
 		}
 		p := &core.Policy{Name: "x", Algorithm: alg, Limits: []core.Limit{limit}}
-		s := MustNew()
+		s := mustNew()
 		keys := []string{"a", "b", "c"}
 		const G, N = 16, 200
 		var wg sync.WaitGroup
@@ -172,7 +173,7 @@ func countFor(k string, keys []string, g, n int) int {
 // Limiter's verbs is promised) on the embedded store.
 func TestVerbsConformance(t *testing.T) {
 	storetest.RunVerbs(t, func(t *testing.T) core.Store {
-		s := MustNew()
+		s := mustNew()
 		t.Cleanup(func() { s.Close() })
 		return s
 	}, storetest.VerbOptions{})

@@ -99,7 +99,7 @@ func boolInt(b bool) int {
 
 // unbaked is p's constants as arguments, as compile passes them when the
 // cache is full.
-func unbaked(t *testing.T, s *Store, p *core.Policy) []any {
+func unbaked(t *testing.T, s *redisStore, p *core.Policy) []any {
 	t.Helper()
 	saved := bakery
 	bakery = &oven{max: 0}

@@ -10,9 +10,9 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-var _ core.BatchStore = (*Store)(nil)
+var _ core.BatchStore = (*redisStore)(nil)
 
-// TakeBatch applies every entry of batch as [Store.Take] would, in one
+// TakeBatch applies every entry of batch as Take would, in one
 // round trip per Redis node: the EVALSHAs go out as one go-redis pipeline
 // (a Cluster client splits it into one pipeline per node, in order), and
 // entries whose script Redis had lost (NOSCRIPT) are sent again as EVAL in
@@ -24,7 +24,7 @@ var _ core.BatchStore = (*Store)(nil)
 // The returned error is non-nil only when no entry could be decided (every
 // entry's Err is then set too): a dead or hung Redis, a done ctx. The call
 // is bounded by ctx's deadline.
-func (s *Store) TakeBatch(ctx context.Context, batch []core.BatchTake) error {
+func (s *redisStore) TakeBatch(ctx context.Context, batch []core.BatchTake) error {
 	if ctx == nil {
 		ctx = context.Background()
 	}
@@ -59,7 +59,7 @@ type batchTake struct {
 
 // prepareBatch clears every entry's result and returns the entries to
 // send; an entry with a nil or invalid policy gets its error instead.
-func (s *Store) prepareBatch(batch []core.BatchTake) []batchTake {
+func (s *redisStore) prepareBatch(batch []core.BatchTake) []batchTake {
 	todo := make([]batchTake, 0, len(batch))
 	for i := range batch {
 		b := &batch[i]
@@ -94,7 +94,7 @@ func runBatch(ctx context.Context, client redis.UniversalClient, list []batchTak
 // entry and counts the entries that failed. When retryable, an entry
 // whose script Redis had lost is returned, turned into an EVAL, to be
 // sent again instead.
-func (s *Store) readBatch(batch []core.BatchTake, sent []batchTake, retryable bool) (retry []batchTake, failed int) {
+func (s *redisStore) readBatch(batch []core.BatchTake, sent []batchTake, retryable bool) (retry []batchTake, failed int) {
 	for _, t := range sent {
 		b := &batch[t.i]
 		if cerr := t.cmd.Err(); cerr != nil {
@@ -115,13 +115,13 @@ func (s *Store) readBatch(batch []core.BatchTake, sent []batchTake, retryable bo
 // args builds the script arguments of one take (Take and TakeBatch). Any
 // cost above every capacity decides like capacity+1 (denied, never
 // retryable, the same state written): clamping keeps Lua's products exact.
-func (s *Store) args(c *compiled, tail []any, key string, now time.Time, cost int64) []any {
+func (s *redisStore) args(c *compiled, tail []any, key string, now time.Time, cost int64) []any {
 	return s.appendArgs(make([]any, 0, 3+len(c.suffixes)+2+len(tail)), nil, c, tail, key, now, cost)
 }
 
 // appendArgs appends args' arguments to dst; with ka non-nil, a single
 // key goes in as ka's reused bytes instead of a new string.
-func (s *Store) appendArgs(dst []any, ka *keyArg, c *compiled, tail []any, key string, now time.Time, cost int64) []any {
+func (s *redisStore) appendArgs(dst []any, ka *keyArg, c *compiled, tail []any, key string, now time.Time, cost int64) []any {
 	cost = min(max(cost, 0), c.maxEff+1)
 	dst = append(dst, "evalsha", c.script.shaArg, c.nkeys)
 	var kb [maxKeyBase + 8]byte
@@ -164,10 +164,8 @@ func (k *keyArg) set(base []byte, suf string) any {
 	return k.box
 }
 
-// Ping checks that Redis answers: PING to the node, or to every shard of a
-// Cluster or Ring. The fleet tier's circuit breaker uses it as its probe.
-// It is bounded by ctx's deadline.
-func (s *Store) Ping(ctx context.Context) error {
+// Ping implements [Store.Ping].
+func (s *redisStore) Ping(ctx context.Context) error {
 	if ctx == nil {
 		ctx = context.Background()
 	}

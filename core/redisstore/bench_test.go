@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/limitkit/limitkit/core"
-	"github.com/limitkit/limitkit/core/storetest"
+	"github.com/limitkit/limitkit/core/internal/conformkit"
 	"github.com/limitkit/limitkit/internal/redistest"
 	"github.com/redis/go-redis/v9"
 )
@@ -303,7 +303,7 @@ func worstCases() []worstCase {
 		// reads and writes every bucket of every limit (8 × 600 buckets,
 		// 1,397 µs of Redis CPU, is refused since issue 22)
 		{"sliding_counter_8_limits_max_buckets_allowed", core.Policy{Name: "w-sc8", Algorithm: core.SlidingWindowCounter, Buckets: maxBuckets / 8,
-			Limits: storetest.WorstMultiLimits()},
+			Limits: conformkit.WorstMultiLimits()},
 			func(take func(time.Duration, int64) core.Decision) {
 				for j := 0; j < maxBuckets; j++ {
 					take(time.Duration(j)*time.Second, 100)

@@ -48,29 +48,8 @@ func (e *CheckError) Error() string {
 // Unwrap returns the cause.
 func (e *CheckError) Unwrap() error { return e.Err }
 
-// Check verifies that the store can decide, for use before serving: every
-// server (the node of a *redis.Client; each master of a *redis.ClusterClient,
-// whose cluster state must be ok; each shard of a *redis.Ring) answers
-// PING, runs Redis 5.0 or later, and holds every script of
-// the store (Check loads them, as [Store.Preload] does, and confirms with
-// SCRIPT EXISTS). A client of another type is checked as one server.
-//
-// Check also reads each server's persistence settings (CONFIG GET; a
-// server that refuses CONFIG is not judged) and warns, without failing,
-// through the store's logger ([WithLogger]), when they let a restart
-// forget the limits: appendonly no with save "" (a restart forgets every
-// key's state and each key gets its full quota again), appendonly no with
-// RDB snapshots (a crash forgets what was consumed since the last
-// snapshot, up to the save interval), appendfsync no (a crash may lose
-// the last ~30 s of writes). docs/redis.md's "Durability" section says what
-// to set.
-//
-// The first failure is returned as a *[CheckError] naming the server's
-// address, the step, the cause (a refused connection, a timeout, an
-// authentication error, ...) and what to do. ctx bounds the whole check;
-// give it a few seconds (the limiter's per-decision deadline is far too
-// short for dialling every server). Check is safe for concurrent use.
-func (s *Store) Check(ctx context.Context) error {
+// Check implements [Store.Check].
+func (s *redisStore) Check(ctx context.Context) error {
 	switch c := s.client.(type) {
 	case *redis.Client:
 		return s.checkServer(ctx, c.Options().Addr, c, false)
@@ -124,7 +103,7 @@ type scripter interface {
 	redis.Scripter
 }
 
-func (s *Store) checkServer(ctx context.Context, addr string, c scripter, cluster bool) error {
+func (s *redisStore) checkServer(ctx context.Context, addr string, c scripter, cluster bool) error {
 	fail := func(step string, err error, hint string) error {
 		return &CheckError{Addr: addr, Step: step, Err: err, Hint: hint}
 	}

@@ -36,7 +36,7 @@ func TestNewClientURLs(t *testing.T) {
 		assert.Equal(t, clientDialTimeout, o.DialTimeout)
 		assert.Equal(t, 2*time.Second, o.ReadTimeout, "the URL's timeout wins")
 		assert.Equal(t, clientReadTimeout, o.WriteTimeout)
-		_, err = New(c)
+		_, err = newRedis(c)
 		assert.NoError(t, err)
 	})
 	t.Run("cluster", func(t *testing.T) {
@@ -66,7 +66,7 @@ func TestNewClientURLs(t *testing.T) {
 		closeLater(c)
 		_, ok := c.(*redis.Client)
 		assert.True(t, ok, "%T", c)
-		_, err = New(c)
+		_, err = newRedis(c)
 		assert.NoError(t, err, "ContextTimeoutEnabled is set")
 	})
 	t.Run("option", func(t *testing.T) {
@@ -116,7 +116,7 @@ func TestNewClientRefusedDialFailsFast(t *testing.T) {
 	// decision's window; on a Cluster, so may the slot-map reload the
 	// store asks for after a connection error (go-redis asks nodes in
 	// random order, the dead master among them): extra dials per decision.
-	check := func(t *testing.T, s *Store, key string, dials *dialCount, extra int64) {
+	check := func(t *testing.T, s *redisStore, key string, dials *dialCount, extra int64) {
 		t.Helper()
 		for try := range 2 { // the second after a failure
 			ctx, cancel := context.WithTimeout(context.Background(), redistest.StoreTimeout)
@@ -174,7 +174,7 @@ func TestNewClientRefusedDialFailsFast(t *testing.T) {
 
 // keysOn returns n keys whose state p keeps on srv's slots, as cc's
 // slot map has it now.
-func keysOn(t *testing.T, s *Store, cc *redis.ClusterClient, p *core.Policy, srv *redistest.Server, n int) []string {
+func keysOn(t *testing.T, s *redisStore, cc *redis.ClusterClient, p *core.Policy, srv *redistest.Server, n int) []string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()

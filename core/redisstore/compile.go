@@ -49,7 +49,7 @@ var algoLetters = [...]byte{'g', 't', 'w', 'l', 'c'}
 // compile works out once what a policy needs per call: the per-limit
 // figures and key layout, the script that decides it, and that script's
 // ARGV after now and cost.
-func (s *Store) compile(p *core.Policy) (*compiled, error) {
+func (s *redisStore) compile(p *core.Policy) (*compiled, error) {
 	if err := p.Validate(); err != nil {
 		return nil, fmt.Errorf("redisstore: %w", err)
 	}
@@ -225,7 +225,7 @@ func multiArgs(p *core.Policy, figs []figures, cd string) []any {
 // genericArgs is generic[p.Algorithm]'s: count denied, TTL pad, mode,
 // then each limit's row (genericRow); for an elastic policy also the
 // elastic take's, which differs in the mode alone.
-func (s *Store) genericArgs(p *core.Policy, figs []figures, cd string) (tail, etail []any) {
+func (s *redisStore) genericArgs(p *core.Policy, figs []figures, cd string) (tail, etail []any) {
 	mode := modeHard
 	if p.Elastic != nil {
 		mode = modeTake

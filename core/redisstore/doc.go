@@ -48,7 +48,7 @@
 // BenchmarkElasticTake. The generic scripts take about twice the hard
 // ones'): the nominal take also
 // evaluates, on a denial, whether the ceiling would admit (the hint that
-// makes the Limiter ask its capacity signal), and [Store.TakeElastic]
+// makes the Limiter ask its capacity signal), and TakeElastic
 // decides against the limits raised to the ceiling in one more script
 // call on the same keys. Each take is one atomic round trip, so the ceiling holds
 // exactly across servers. Their keys carry the ceiling in the digest (the
@@ -165,7 +165,7 @@
 //
 // The store does not arm its own timer: the context passed to Take bounds
 // the call, and [core.Limiter] gives each call a deadline (50 ms by
-// default), as a time to [Store.TakeBy], which bounds the call's context by it; under
+// default), as a time to TakeBy, which bounds the call's context by it; under
 // [WithPipelining] a queued decision's deadline is kept by its node's
 // queue instead (see there).
 // go-redis applies a context deadline to socket reads and writes only when

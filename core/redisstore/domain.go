@@ -7,7 +7,7 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-var _ core.DomainStore = (*Store)(nil)
+var _ core.DomainStore = (*redisStore)(nil)
 
 // noIO is an already cancelled context: a go-redis call under it returns
 // before dialing or sending anything.
@@ -25,7 +25,7 @@ var noIO = func() context.Context {
 // no slot map yet. It does no I/O: it reads go-redis's cached cluster
 // state (whose periodic reload, when due, go-redis starts in the
 // background). The fleet tier keeps a breaker per domain.
-func (s *Store) Domain(key string, p *core.Policy) string {
+func (s *redisStore) Domain(key string, p *core.Policy) string {
 	cc, ok := s.client.(*redis.ClusterClient)
 	if !ok || p == nil {
 		return ""

@@ -193,7 +193,7 @@ var (
 
 func init() { allScripts = append(allScripts, refundGCRA, refundFixedWindow) }
 
-var _ core.Refunder = (*Store)(nil)
+var _ core.Refunder = (*redisStore)(nil)
 
 // Refund gives cost back to key under p (see core.Refunder), in one
 // script call on the keys Take uses: what a core.CapacityLimit releases
@@ -201,7 +201,7 @@ var _ core.Refunder = (*Store)(nil)
 // at the Redis server's time, or at now under [WithClientTime]. Only a
 // Refundable (hard GCRA or fixed-window) policy can be refunded; errors
 // as Take.
-func (s *Store) Refund(ctx context.Context, key string, p *core.Policy, now time.Time, cost int64) error {
+func (s *redisStore) Refund(ctx context.Context, key string, p *core.Policy, now time.Time, cost int64) error {
 	if p == nil {
 		return errors.New("redisstore: Refund: nil policy")
 	}

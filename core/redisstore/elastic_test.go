@@ -322,7 +322,7 @@ func BenchmarkElasticTake(b *testing.B) {
 // runs its own script (which Preload loads); every other elastic policy
 // its algorithm's generic script.
 func TestElasticScriptChoice(t *testing.T) {
-	s := &Store{}
+	s := &redisStore{}
 	assert.Contains(t, allScripts, gcra1E)
 	assert.Contains(t, allScripts, fixedWindow1E)
 	for a := core.GCRA; a <= core.SlidingWindowCounter; a++ {

@@ -34,7 +34,7 @@ func TestGenericScripts(t *testing.T) {
 	skip := map[string]bool{}
 	all := diffPolicies()
 	for _, pol := range all {
-		c, err := (&Store{}).compile(mustPolicy(t, pol))
+		c, err := (&redisStore{}).compile(mustPolicy(t, pol))
 		require.NoError(t, err)
 		if c.script == generic[pol.Algorithm] {
 			skip[pol.Name] = true
@@ -45,7 +45,7 @@ func TestGenericScripts(t *testing.T) {
 	t.Cleanup(func() { alreadyGeneric = nil })
 	forceGenericScripts(t)
 	for _, pol := range diffPolicies() {
-		c, err := (&Store{}).compile(mustPolicy(t, pol))
+		c, err := (&redisStore{}).compile(mustPolicy(t, pol))
 		require.NoError(t, err)
 		require.Same(t, generic[pol.Algorithm], c.script, "%s runs the generic script", pol.Name)
 	}

@@ -16,9 +16,9 @@ import (
 )
 
 // newStore builds a Store over client, failing the test on error.
-func newStore(t testing.TB, client redis.UniversalClient, opts ...Option) *Store {
+func newStore(t testing.TB, client redis.UniversalClient, opts ...Option) *redisStore {
 	t.Helper()
-	s, err := New(client, opts...)
+	s, err := newRedis(client, opts...)
 	require.NoError(t, err)
 	// a probe that never sees the process wait to run: the deadlines the
 	// tests give are the ones the store keeps, whatever the machine's
@@ -28,7 +28,7 @@ func newStore(t testing.TB, client redis.UniversalClient, opts ...Option) *Store
 }
 
 // nodeStore starts a node and returns a client-time store over it.
-func nodeStore(t testing.TB, opts ...Option) (*Store, *redis.Client, *redistest.Server) {
+func nodeStore(t testing.TB, opts ...Option) (*redisStore, *redis.Client, *redistest.Server) {
 	t.Helper()
 	srv := redistest.StartNode(t)
 	c := srv.NewClient(t)

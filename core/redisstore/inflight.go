@@ -11,7 +11,7 @@ import (
 	"github.com/limitkit/limitkit/core"
 )
 
-var _ core.SlotStore = (*Store)(nil)
+var _ core.SlotStore = (*redisStore)(nil)
 
 // luaAcquireSlot is a concurrency limit's acquire (and renewal), one round
 // trip. The key is a sorted set of holder tokens scored by their lease
@@ -53,7 +53,7 @@ var acquireSlotScript = newScript(luaAcquireSlot)
 // slotKey is the Redis key of key's holders under p: the prefix, a hash
 // tag of the limit's name and the key (hashed: no raw key material in
 // Redis), and ":inflight".
-func (s *Store) slotKey(key string, p *core.ConcurrencyPolicy) string {
+func (s *redisStore) slotKey(key string, p *core.ConcurrencyPolicy) string {
 	h := sha256.New()
 	h.Write([]byte("inflight\x00"))
 	h.Write([]byte(p.Name))
@@ -73,7 +73,7 @@ func (s *Store) slotKey(key string, p *core.ConcurrencyPolicy) string {
 // over a sorted set of holder tokens scored by lease expiry; see the
 // package doc). Expiry is judged on Redis TIME, or on now under
 // [WithClientTime]. A Cluster holds each key's set in one slot.
-func (s *Store) AcquireSlot(ctx context.Context, key string, p *core.ConcurrencyPolicy, token uint64, now time.Time) (int64, bool, error) {
+func (s *redisStore) AcquireSlot(ctx context.Context, key string, p *core.ConcurrencyPolicy, token uint64, now time.Time) (int64, bool, error) {
 	lease := p.Lease
 	if lease <= 0 {
 		lease = core.DefaultLease
@@ -95,7 +95,7 @@ func (s *Store) AcquireSlot(ctx context.Context, key string, p *core.Concurrency
 }
 
 // ReleaseSlot implements [core.SlotStore]: one ZREM.
-func (s *Store) ReleaseSlot(ctx context.Context, key string, p *core.ConcurrencyPolicy, token uint64) error {
+func (s *redisStore) ReleaseSlot(ctx context.Context, key string, p *core.ConcurrencyPolicy, token uint64) error {
 	if err := s.client.ZRem(ctx, s.slotKey(key, p), strconv.FormatUint(token, 10)).Err(); err != nil {
 		return fmt.Errorf("redisstore: releasing an in-flight slot of %q: %w", p.Name, err)
 	}

@@ -17,7 +17,7 @@ import (
 // remaining; the sliding window log's ring is read and decided in Go as
 // Peek's. core.Limiter.Usage calls it for a policy of several limits
 // (core.Usage.Limits). Errors as Peek. Safe for concurrent use.
-func (s *Store) PeekLimits(ctx context.Context, key string, p *core.Policy, now time.Time) ([]core.Decision, error) {
+func (s *redisStore) PeekLimits(ctx context.Context, key string, p *core.Policy, now time.Time) ([]core.Decision, error) {
 	if p == nil {
 		return nil, errors.New("redisstore: PeekLimits: nil policy")
 	}

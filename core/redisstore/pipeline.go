@@ -56,8 +56,8 @@ const senderIdle = time.Second
 
 // WithPipelining makes the store send concurrent decisions bound for the
 // same Redis node in shared pipelines: one write and one read for many
-// EVALSHAs instead of a round trip each. It serves [Store.Take] and
-// [Store.TakeElastic]; the other verbs and TakeBatch (already one
+// EVALSHAs instead of a round trip each. It serves Take and
+// TakeElastic; the other verbs and TakeBatch (already one
 // pipeline per node) are unchanged. Each decision is still one script
 // call, atomic on its own, so decisions are exact under concurrency as
 // without pipelining, for every algorithm and multi-limit policy.
@@ -87,7 +87,7 @@ const senderIdle = time.Second
 // and is never sent (a sender checks each call's context as it takes
 // it); one whose context ends after that returns the error at once, and
 // Redis may have counted it, as after a timeout without pipelining. The
-// deadline [Store.TakeBy] is given (a core.Limiter's per-call deadline)
+// deadline TakeBy is given (a core.Limiter's per-call deadline)
 // bounds it alike without a context per decision: a decision whose
 // deadline has passed when a sender would take it is answered with
 // context.DeadlineExceeded and never sent, and one timer per queue,
@@ -124,7 +124,7 @@ const senderIdle = time.Second
 // A field out of its range (negative, or above MaxBatch 65,536,
 // MaxQueue 16,777,216, Senders 64) is an error, when the store is built.
 func WithPipelining(cfg Pipelining) Option {
-	return func(s *Store) error {
+	return func(s *redisStore) error {
 		for _, f := range []struct {
 			name   string
 			v, max int
@@ -203,7 +203,7 @@ type call struct {
 var callPool = sync.Pool{New: func() any { return &call{done: make(chan struct{}, 1)} }}
 
 // take is s.Take's script call under c, batched (see do).
-func (p *pipeliner) take(ctx context.Context, dl time.Time, s *Store, c *compiled, key string, now time.Time, cost int64) ([]int64, error) {
+func (p *pipeliner) take(ctx context.Context, dl time.Time, s *redisStore, c *compiled, key string, now time.Time, cost int64) ([]int64, error) {
 	cl := callPool.Get().(*call)
 	var ka *keyArg
 	if _, ok := s.client.(*redis.ClusterClient); !ok {

@@ -64,7 +64,7 @@ func TestPipeliningNeverSendsTwiceCluster(t *testing.T) {
 // MaxRedirects 8), hot's lane, which the store made deciding on another
 // of p's keys there, and a key of p on hot no decision touched. A new client per cut: none of its
 // pooled connections was cut before.
-func cutClusterStore(t *testing.T, cl *redistest.Cluster, hot *redistest.Server, p *core.Policy) (*swallowProxy, *Store, *lane, string) {
+func cutClusterStore(t *testing.T, cl *redistest.Cluster, hot *redistest.Server, p *core.Policy) (*swallowProxy, *redisStore, *lane, string) {
 	t.Helper()
 	proxy := startSwallowProxy(t, hot.Addr)
 	o := cl.ClusterOptions()
@@ -97,7 +97,7 @@ func cutClusterStore(t *testing.T, cl *redistest.Cluster, hot *redistest.Server,
 // proxy) with replies swallowed; release lets them go once they are
 // under way. Once hot ran n scripts it cuts the connections, letting the
 // replies of new ones pass, and checks that nothing was sent twice.
-func cutCluster(t *testing.T, cl *redistest.Cluster, hot *redistest.Server, proxy *swallowProxy, st *Store, p *core.Policy, key string, n int, release func()) {
+func cutCluster(t *testing.T, cl *redistest.Cluster, hot *redistest.Server, proxy *swallowProxy, st *redisStore, p *core.Policy, key string, n int, release func()) {
 	t.Helper()
 	runs := func() (onHot, all int64) {
 		for _, srv := range cl.Nodes {

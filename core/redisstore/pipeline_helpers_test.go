@@ -79,7 +79,7 @@ func defaultLane(t *testing.T) *lane {
 
 // takeOne makes one decision of cost 1 on key at epoch, failing the test
 // on error.
-func takeOne(t *testing.T, st *Store, key string, p *core.Policy) core.Decision {
+func takeOne(t *testing.T, st *redisStore, key string, p *core.Policy) core.Decision {
 	t.Helper()
 	d, err := st.Take(context.Background(), key, p, epoch, 1)
 	require.NoError(t, err)
@@ -88,7 +88,7 @@ func takeOne(t *testing.T, st *Store, key string, p *core.Policy) core.Decision 
 
 // warmLane makes one decision on "warm" (sent directly, a lone call) so
 // that the pipelined st has its single lane, and returns that lane.
-func warmLane(t *testing.T, st *Store, p *core.Policy) *lane {
+func warmLane(t *testing.T, st *redisStore, p *core.Policy) *lane {
 	t.Helper()
 	takeOne(t, st, "warm", p)
 	l := st.pipe.single.Load()
@@ -112,7 +112,7 @@ func queueN(t *testing.T, l *lane, n int, take func(i int)) (wait func()) {
 // takeTogether makes n decisions of 1 on "k" under p, each on a
 // goroutine of its own, held in l's queue until all n are there, and
 // waits for them once a sender has them; each must succeed.
-func takeTogether(t *testing.T, st *Store, l *lane, p *core.Policy, n int) {
+func takeTogether(t *testing.T, st *redisStore, l *lane, p *core.Policy, n int) {
 	t.Helper()
 	hold(l)
 	wait := queueN(t, l, n, func(int) {

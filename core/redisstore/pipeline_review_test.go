@@ -36,13 +36,13 @@ func TestWithPipeliningBounds(t *testing.T) {
 		for _, v := range []int{0, 1, f.max} {
 			var cfg Pipelining
 			f.set(&cfg, v)
-			_, err := New(c, WithPipelining(cfg))
+			_, err := newRedis(c, WithPipelining(cfg))
 			assert.NoError(t, err, "%s %d", f.name, v)
 		}
 		for _, v := range []int{-1, f.max + 1, 1 << 62} {
 			var cfg Pipelining
 			f.set(&cfg, v)
-			_, err := New(c, WithPipelining(cfg))
+			_, err := newRedis(c, WithPipelining(cfg))
 			if assert.Error(t, err, "%s %d", f.name, v) {
 				assert.Contains(t, err.Error(), fmt.Sprintf("%s is %d; it must be between 0 (the default) and %d", f.name, v, f.max))
 			}
@@ -184,7 +184,7 @@ func TestPipeliningLimiterExact(t *testing.T) {
 		i int // the index of its policy
 	}
 	var ls []lim
-	var stores []*Store
+	var stores []*redisStore
 	for range 2 {
 		st := newStore(t, srv.NewClient(t), WithClientTime(), WithPipelining(Pipelining{}))
 		stores = append(stores, st)

@@ -123,7 +123,7 @@ func TestPipeliningStallChargesBounded(t *testing.T) {
 // between the readings of the clock around it, so c lies in the
 // intersection of the intervals the probes give; the fastest probe
 // (on a loaded host, one is fast sooner or later) makes it narrow.
-func ttlConstant(t *testing.T, st *Store, p *core.Policy, c *redis.Client) (lo, hi int64) {
+func ttlConstant(t *testing.T, st *redisStore, p *core.Policy, c *redis.Client) (lo, hi int64) {
 	t.Helper()
 	ctx := context.Background()
 	lo, hi = math.MinInt64, math.MaxInt64

@@ -65,7 +65,7 @@ func scriptRunsAll(t testing.TB, servers []*redistest.Server) int64 {
 }
 
 // batched is the number of decisions s sent in pipelines.
-func batched(s *Store) int64 {
+func batched(s *redisStore) int64 {
 	var n int64
 	if l := s.pipe.single.Load(); l != nil {
 		n += l.batched.Load()
@@ -80,7 +80,7 @@ func batched(s *Store) int64 {
 // sequence was admitted, with one script call per decision.
 func exactUnderPipelining(t *testing.T, clients []redis.UniversalClient, servers []*redistest.Server) {
 	const goroutines, perG, keys = 64, 8, 4
-	var stores []*Store
+	var stores []*redisStore
 	for _, c := range clients {
 		stores = append(stores, newStore(t, c, WithClientTime(), WithPipelining(Pipelining{})))
 	}
@@ -389,7 +389,7 @@ func TestPipeliningNoScriptMixed(t *testing.T) {
 
 func TestWithPipeliningRejectsNegative(t *testing.T) {
 	c := unreachableClient(t)
-	_, err := New(c, WithPipelining(Pipelining{Senders: -1}))
+	_, err := newRedis(c, WithPipelining(Pipelining{Senders: -1}))
 	require.Error(t, err)
 }
 

@@ -6,7 +6,7 @@ import (
 	"github.com/limitkit/limitkit/core"
 )
 
-var _ core.PolicyRegistrar = (*Store)(nil)
+var _ core.PolicyRegistrar = (*redisStore)(nil)
 
 // RegisterPolicy implements [core.PolicyRegistrar]; [core.NewLimiter]
 // calls it. It claims p's name on this Store for p's configuration and
@@ -22,7 +22,7 @@ var _ core.PolicyRegistrar = (*Store)(nil)
 // under one name are not detected (give each configuration its own name).
 // The release function ends the claim and forgets p's compiled form; it
 // does no I/O (the keys expire by their TTL).
-func (s *Store) RegisterPolicy(p *core.Policy, replaces ...core.Registration) (core.Registration, error) {
+func (s *redisStore) RegisterPolicy(p *core.Policy, replaces ...core.Registration) (core.Registration, error) {
 	if p == nil {
 		return nil, errors.New("redisstore: RegisterPolicy: nil policy")
 	}
@@ -45,7 +45,7 @@ func (s *Store) RegisterPolicy(p *core.Policy, replaces ...core.Registration) (c
 
 // registration is a Limiter's claim on a Store.
 type registration struct {
-	s     *Store
+	s     *redisStore
 	claim *core.PolicyClaim
 }
 
@@ -56,7 +56,7 @@ func (r *registration) Release() {
 }
 
 // forget drops p's compiled form from the cache.
-func (s *Store) forget(p *core.Policy) {
+func (s *redisStore) forget(p *core.Policy) {
 	s.mu.Lock()
 	delete(s.compiled, p)
 	s.mu.Unlock()
@@ -64,4 +64,4 @@ func (s *Store) forget(p *core.Policy) {
 
 // Registered is the number of policy names that live Limiters have
 // registered with this Store.
-func (s *Store) Registered() int { return s.reg.Len() }
+func (s *redisStore) Registered() int { return s.reg.Len() }

@@ -61,7 +61,7 @@ const tagLen = 12
 // ContextTimeoutEnabled, which New checks, so a hung or dead Redis never
 // blocks past it. TakeBy's deadline measures Redis's time, not the
 // process's: it is moved later by the time the process itself recently
-// waited to run (see [Store.TakeBy]), so that a host starved of CPU does
+// waited to run (see TakeBy), so that a host starved of CPU does
 // not turn healthy answers into timeouts and, under FailOpen, into bulk
 // admissions.
 //
@@ -70,7 +70,69 @@ const tagLen = 12
 // every Store, runs while TakeBy is called and stops within two seconds
 // after the last call): the caller owns the client and closes it. Build one with [New]; the zero Store is
 // not usable. A Store is safe for concurrent use.
-type Store struct {
+//
+// Besides the methods below, the value New returns implements the optional
+// store interfaces of package core that a [core.Limiter] (and the fleet
+// tier in front of the store) find by type assertion: core.VerbStore,
+// core.ReserveStore, core.ElasticStore, core.Refunder, core.SlotStore,
+// core.BatchStore, core.DomainStore, core.PolicyRegistrar, and the
+// deadline-bounded take a Limiter gives its per-call deadline to. They are
+// core's business, reached through a Limiter, and not part of this
+// package's API.
+type Store interface {
+	core.Store
+	// Preload loads the scripts into Redis (on a Cluster or Ring, into
+	// every shard) so that the first decisions, and the first calls of the
+	// quota verbs (Peek, Charge, Credit, Reserve, Reset: their scripts are
+	// loaded too), skip the EVAL fallback, which sends the whole script: each
+	// is then one EVALSHA. Optional: without it, each shard loads a script
+	// on first use, and again after a restart or SCRIPT FLUSH, invisibly.
+	//
+	// The single-limit GCRA, token bucket and fixed-window policies run a
+	// copy of their script with their constants written in, built when the
+	// policy is first used; Preload loads the copies built so far (and the
+	// policies passed, which it builds first).
+	Preload(ctx context.Context, policies ...*core.Policy) error
+	// Keys returns the Redis keys holding key's state under p, one per limit,
+	// all under one hash tag: prefix + "{" + 12 base64url characters of
+	// SHA-256(policy name, NUL, key) + "}" + algorithm letter + limit index + 4
+	// characters of a digest of the limit's parameters. The raw key never
+	// reaches Redis. For inspection and tests.
+	Keys(p *core.Policy, key string) ([]string, error)
+	// Ping checks that Redis answers: PING to the node, or to every shard of a
+	// Cluster or Ring. The fleet tier's circuit breaker uses it as its probe.
+	// It is bounded by ctx's deadline.
+	Ping(ctx context.Context) error
+	// Check verifies that the store can decide, for use before serving: every
+	// server (the node of a *redis.Client; each master of a *redis.ClusterClient,
+	// whose cluster state must be ok; each shard of a *redis.Ring) answers
+	// PING, runs Redis 5.0 or later, and holds every script of
+	// the store (Check loads them, as [Store.Preload] does, and confirms with
+	// SCRIPT EXISTS). A client of another type is checked as one server.
+	//
+	// Check also reads each server's persistence settings (CONFIG GET; a
+	// server that refuses CONFIG is not judged) and warns, without failing,
+	// through the store's logger ([WithLogger]), when they let a restart
+	// forget the limits: appendonly no with save "" (a restart forgets every
+	// key's state and each key gets its full quota again), appendonly no with
+	// RDB snapshots (a crash forgets what was consumed since the last
+	// snapshot, up to the save interval), appendfsync no (a crash may lose
+	// the last ~30 s of writes). docs/redis.md's "Durability" section says what
+	// to set.
+	//
+	// The first failure is returned as a *[CheckError] naming the server's
+	// address, the step, the cause (a refused connection, a timeout, an
+	// authentication error, ...) and what to do. ctx bounds the whole check;
+	// give it a few seconds (the limiter's per-decision deadline is far too
+	// short for dialling every server). Check is safe for concurrent use.
+	Check(ctx context.Context) error
+	// Registered is the number of policy names live Limiters have
+	// registered on the store.
+	Registered() int
+}
+
+// redisStore is the [Store] New returns.
+type redisStore struct {
 	client     redis.UniversalClient
 	prefix     string
 	clientTime bool
@@ -88,10 +150,10 @@ type Store struct {
 	lag *schedlag.Probe // tests: an injected probe; nil: schedlag.Shared()
 }
 
-var _ core.Store = (*Store)(nil)
+var _ core.Store = (*redisStore)(nil)
 
 // Option configures a Store.
-type Option func(*Store) error
+type Option func(*redisStore) error
 
 // WithPrefix sets the prefix of every key (default "limitkit:",
 // "limitkit:"). Use it to share one Redis between applications or
@@ -99,7 +161,7 @@ type Option func(*Store) error
 // the per-key hash tag and put every key in one Cluster slot) and is at
 // most 128 bytes; it may be empty.
 func WithPrefix(prefix string) Option {
-	return func(s *Store) error {
+	return func(s *redisStore) error {
 		if strings.ContainsAny(prefix, "{}") {
 			return fmt.Errorf("redisstore: WithPrefix(%q): the prefix must not contain '{' or '}' (it would override the per-key hash tag)", prefix)
 		}
@@ -117,7 +179,7 @@ func WithPrefix(prefix string) Option {
 // disagree, which the default (Redis TIME) avoids. TTLs then get one
 // second more room (Redis expires keys on its own clock).
 func WithClientTime() Option {
-	return func(s *Store) error {
+	return func(s *redisStore) error {
 		s.clientTime = true
 		return nil
 	}
@@ -128,7 +190,7 @@ func WithClientTime() Option {
 // snapshots only), at level WARN. The default is slog.Default(); nil
 // silences them.
 func WithLogger(l *slog.Logger) Option {
-	return func(s *Store) error {
+	return func(s *redisStore) error {
 		s.logger = l
 		return nil
 	}
@@ -146,7 +208,16 @@ func WithLogger(l *slog.Logger) Option {
 // that the context deadline is honoured.
 //
 // New does no I/O; the scripts are loaded on first use.
-func New(client redis.UniversalClient, opts ...Option) (*Store, error) {
+func New(client redis.UniversalClient, opts ...Option) (Store, error) {
+	s, err := newRedis(client, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// newRedis is New returning the concrete store.
+func newRedis(client redis.UniversalClient, opts ...Option) (*redisStore, error) {
 	if client == nil {
 		return nil, errors.New("redisstore: New: nil client; pass a go-redis client (redis.NewClient, redis.NewClusterClient, ...)")
 	}
@@ -162,7 +233,7 @@ func New(client redis.UniversalClient, opts ...Option) (*Store, error) {
 	if known && !ctxTimeout {
 		return nil, errors.New("redisstore: New: the client has ContextTimeoutEnabled false, so go-redis would ignore the limiter's per-call deadline and a hung Redis would block requests for ReadTimeout; set ContextTimeoutEnabled: true in the client options")
 	}
-	s := &Store{client: client, prefix: defaultPrefix, compiled: make(map[*core.Policy]*compiled), logger: slog.Default()}
+	s := &redisStore{client: client, prefix: defaultPrefix, compiled: make(map[*core.Policy]*compiled), logger: slog.Default()}
 	for _, o := range opts {
 		if o == nil {
 			return nil, errors.New("redisstore: New: nil Option")
@@ -179,18 +250,8 @@ func New(client redis.UniversalClient, opts ...Option) (*Store, error) {
 	return s, nil
 }
 
-// Preload loads the scripts into Redis (on a Cluster or Ring, into
-// every shard) so that the first decisions, and the first calls of the
-// quota verbs (Peek, Charge, Credit, Reserve, Reset: their scripts are
-// loaded too), skip the EVAL fallback, which sends the whole script: each
-// is then one EVALSHA. Optional: without it, each shard loads a script
-// on first use, and again after a restart or SCRIPT FLUSH, invisibly.
-//
-// The single-limit GCRA, token bucket and fixed-window policies run a
-// copy of their script with their constants written in, built when the
-// policy is first used; Preload loads the copies built so far (and the
-// policies passed, which it builds first).
-func (s *Store) Preload(ctx context.Context, policies ...*core.Policy) error {
+// Preload implements [Store.Preload].
+func (s *redisStore) Preload(ctx context.Context, policies ...*core.Policy) error {
 	for _, p := range policies {
 		if _, err := s.policy(p); err != nil {
 			return fmt.Errorf("redisstore: Preload: %w", err)
@@ -234,7 +295,7 @@ func suffix(p *core.Policy, i int) string {
 // cache holds at most maxCompiled policies; when a new one finds it full it
 // starts afresh, so callers that build a *Policy per call cannot grow it
 // without bound, and cannot lock the long-lived policies out of it either.
-func (s *Store) policy(p *core.Policy) (*compiled, error) {
+func (s *redisStore) policy(p *core.Policy) (*compiled, error) {
 	s.mu.RLock()
 	c := s.compiled[p]
 	s.mu.RUnlock()
@@ -254,12 +315,8 @@ func (s *Store) policy(p *core.Policy) (*compiled, error) {
 	return c, nil
 }
 
-// Keys returns the Redis keys holding key's state under p, one per limit,
-// all under one hash tag: prefix + "{" + 12 base64url characters of
-// SHA-256(policy name, NUL, key) + "}" + algorithm letter + limit index + 4
-// characters of a digest of the limit's parameters. The raw key never
-// reaches Redis. For inspection and tests.
-func (s *Store) Keys(p *core.Policy, key string) ([]string, error) {
+// Keys implements [Store.Keys].
+func (s *redisStore) Keys(p *core.Policy, key string) ([]string, error) {
 	c, err := s.policy(p)
 	if err != nil {
 		return nil, err
@@ -267,7 +324,7 @@ func (s *Store) Keys(p *core.Policy, key string) ([]string, error) {
 	return s.keys(c, key), nil
 }
 
-func (s *Store) keys(c *compiled, key string) []string {
+func (s *redisStore) keys(c *compiled, key string) []string {
 	var kb [maxKeyBase]byte
 	base := s.keyBase(kb[:0], c, key)
 	keys := make([]string, len(c.suffixes))
@@ -282,7 +339,7 @@ const maxKeyBase = maxPrefix + 2 + tagLen
 
 // keyBase appends the part of key's Redis keys under c before the
 // per-limit suffix, prefix + "{" + tag + "}", to dst.
-func (s *Store) keyBase(dst []byte, c *compiled, key string) []byte {
+func (s *redisStore) keyBase(dst []byte, c *compiled, key string) []byte {
 	var hb [128]byte
 	sum := sha256.Sum256(append(append(hb[:0], c.hashPre...), key...))
 	dst = append(dst, s.prefix...)
@@ -300,7 +357,7 @@ func (s *Store) keyBase(dst []byte, c *compiled, key string) []byte {
 // failure or timeout, an unexpected reply) are returned as
 // "redisstore: ..." wrapping the cause (context.DeadlineExceeded on a
 // timeout), with a zero Decision.
-func (s *Store) Take(ctx context.Context, key string, p *core.Policy, now time.Time, cost int64) (core.Decision, error) {
+func (s *redisStore) Take(ctx context.Context, key string, p *core.Policy, now time.Time, cost int64) (core.Decision, error) {
 	return s.take(ctx, time.Time{}, key, p, now, cost)
 }
 
@@ -323,7 +380,7 @@ func (s *Store) Take(ctx context.Context, key string, p *core.Policy, now time.T
 // stopped Redis still fails at the deadline; in a process that could
 // not run, the time it could not run does not count against Redis.
 // ctx's own deadline and cancellation still bound the call.
-func (s *Store) TakeBy(ctx context.Context, deadline time.Time, key string, p *core.Policy, now time.Time, cost int64) (core.Decision, error) {
+func (s *redisStore) TakeBy(ctx context.Context, deadline time.Time, key string, p *core.Policy, now time.Time, cost int64) (core.Decision, error) {
 	deadline = s.starvedDeadline(deadline)
 	if s.pipe == nil && !deadline.IsZero() {
 		if ctx == nil {
@@ -342,11 +399,11 @@ func (s *Store) TakeBy(ctx context.Context, deadline time.Time, key string, p *c
 // core.Limiter gives the quota verbs (Peek, PeekDecision, Charge, Refund,
 // Usage) this deadline. A zero dl is returned as is. Safe for concurrent
 // use.
-func (s *Store) MoveDeadline(dl time.Time) time.Time { return s.starvedDeadline(dl) }
+func (s *redisStore) MoveDeadline(dl time.Time) time.Time { return s.starvedDeadline(dl) }
 
 // starvedDeadline returns dl moved later by the process's recent
 // scheduling latency (see TakeBy and schedlag.Probe.Move).
-func (s *Store) starvedDeadline(dl time.Time) time.Time {
+func (s *redisStore) starvedDeadline(dl time.Time) time.Time {
 	if dl.IsZero() {
 		return dl
 	}
@@ -358,7 +415,7 @@ func (s *Store) starvedDeadline(dl time.Time) time.Time {
 }
 
 // take is Take and TakeBy: dl (zero: none) bounds the call besides ctx.
-func (s *Store) take(ctx context.Context, dl time.Time, key string, p *core.Policy, now time.Time, cost int64) (core.Decision, error) {
+func (s *redisStore) take(ctx context.Context, dl time.Time, key string, p *core.Policy, now time.Time, cost int64) (core.Decision, error) {
 	if p == nil {
 		return core.Decision{}, errors.New("redisstore: Take: nil policy")
 	}
@@ -384,14 +441,14 @@ func (s *Store) take(ctx context.Context, dl time.Time, key string, p *core.Poli
 	return decision(c, vals, false)
 }
 
-var _ core.ElasticStore = (*Store)(nil)
+var _ core.ElasticStore = (*redisStore)(nil)
 
 // TakeElastic applies cost to key under the elastic policy p against its
 // limits raised to the elastic ceiling (see core.ElasticStore), in one
 // script call on the same keys as Take: one round trip, atomic with the
 // state it counts against. For a policy without Elastic it is Take.
 // Errors as Take.
-func (s *Store) TakeElastic(ctx context.Context, key string, p *core.Policy, now time.Time, cost int64) (core.Decision, error) {
+func (s *redisStore) TakeElastic(ctx context.Context, key string, p *core.Policy, now time.Time, cost int64) (core.Decision, error) {
 	if p == nil {
 		return core.Decision{}, errors.New("redisstore: TakeElastic: nil policy")
 	}
@@ -416,7 +473,7 @@ func (s *Store) TakeElastic(ctx context.Context, key string, p *core.Policy, now
 // deadline. An error asks a Cluster client to reload its slot map when
 // it says the map may be stale, and comes back as "redisstore: policy
 // ...: " wrapping the cause, a *ReplyError for an error reply.
-func (s *Store) run(ctx context.Context, c *compiled, args []any) ([]int64, error) {
+func (s *redisStore) run(ctx context.Context, c *compiled, args []any) ([]int64, error) {
 	var vals []int64
 	var err error
 	if s.pipe != nil {
@@ -431,7 +488,7 @@ func (s *Store) run(ctx context.Context, c *compiled, args []any) ([]int64, erro
 }
 
 // failed is what run and TakeBatch do with a call's error.
-func (s *Store) failed(c *compiled, err error) error {
+func (s *redisStore) failed(c *compiled, err error) error {
 	s.reload.after(err)
 	return fmt.Errorf("redisstore: policy %q: %w", c.p.Name, replyErr(err))
 }

@@ -38,19 +38,19 @@ func TestNewValidates(t *testing.T) {
 			if c, isCloser := tt.client.(interface{ Close() error }); isCloser && tt.client != ok {
 				defer c.Close()
 			}
-			s, err := New(tt.client, tt.opts...)
+			s, err := newRedis(tt.client, tt.opts...)
 			require.Error(t, err)
 			assert.Nil(t, s)
 			assert.Contains(t, err.Error(), tt.want)
 			assert.True(t, strings.HasPrefix(err.Error(), "redisstore: "), err.Error())
 		})
 	}
-	s, err := New(ok)
+	s, err := newRedis(ok)
 	require.NoError(t, err)
 	assert.Equal(t, defaultPrefix, s.prefix, "default prefix")
 	assert.False(t, s.clientTime, "Redis TIME by default")
 	assert.Equal(t, ttlRoundPad.Milliseconds(), s.ttlPad)
-	s, err = New(ok, WithPrefix(""), WithClientTime())
+	s, err = newRedis(ok, WithPrefix(""), WithClientTime())
 	require.NoError(t, err)
 	assert.Equal(t, "", s.prefix)
 	assert.Equal(t, (ttlRoundPad + clientTimeSlack).Milliseconds(), s.ttlPad)
@@ -75,7 +75,7 @@ func TestTakeErrors(t *testing.T) {
 // store's whole reply path (Take and TakeBatch) against a real Redis.
 func TestUnexpectedReply(t *testing.T) {
 	p := mustPolicy(t, core.Policy{Name: "p", Limits: []core.Limit{core.PerSecond(1), core.PerMinute(10)}})
-	cp, err := (&Store{}).compile(p)
+	cp, err := (&redisStore{}).compile(p)
 	require.NoError(t, err)
 	for _, v := range [][]int64{nil, {1, 0, 0, 0}, {1, 0, 0, 0, 0, 0, 0}, {1, 0, 0, 0, 0, 2}, {2, 0, 0, 0, 0}, {1, 2, 0, 0, 0}, {1, -1, 0, 0, 0}, {1, 0, -1, 0, 0}, {0, 0, 0, 0, -2}} {
 		_, err := decision(cp, v, false)
@@ -142,7 +142,7 @@ func TestUnexpectedReply(t *testing.T) {
 
 // withScript makes s run src, instead of the script compiled for it, for
 // policy p (the store's own compile, cache and reply path otherwise).
-func withScript(t *testing.T, s *Store, p *core.Policy, src string) {
+func withScript(t *testing.T, s *redisStore, p *core.Policy, src string) {
 	t.Helper()
 	c, err := s.policy(p)
 	require.NoError(t, err)
@@ -428,7 +428,7 @@ func TestConcurrentStoresExact(t *testing.T) {
 			for _, a := range []core.Algorithm{core.GCRA, core.SlidingWindowLog} {
 				p := mustPolicy(t, core.Policy{Name: "exact2-" + a.String(), Algorithm: a,
 					Limits: []core.Limit{core.PerHour(1000), core.PerMinute(250)}})
-				stores := make([]*Store, 8)
+				stores := make([]*redisStore, 8)
 				for i := range stores {
 					stores[i] = newStore(t, nc(t), WithClientTime(), WithPrefix(redistest.KeyPrefix(t)))
 				}
@@ -500,7 +500,7 @@ func FuzzKeys(f *testing.F) {
 	}
 	c := redis.NewClient(&redis.Options{Addr: "127.0.0.1:0", ContextTimeoutEnabled: true})
 	defer c.Close()
-	s, err := New(c, WithPrefix("fz:"))
+	s, err := newRedis(c, WithPrefix("fz:"))
 	require.NoError(f, err)
 	f.Fuzz(func(t *testing.T, key, name string) {
 		p := &core.Policy{Name: name, Limits: []core.Limit{core.PerSecond(1), core.PerMinute(5)}}
@@ -525,7 +525,7 @@ func FuzzKeys(f *testing.F) {
 // specialised script cannot silently drop out of use (the differential
 // tests pass with the generic ones too: TestGenericScripts forces them).
 func TestScriptChoice(t *testing.T) {
-	s := &Store{}
+	s := &redisStore{}
 	for a := core.GCRA; a <= core.SlidingWindowCounter; a++ {
 		one := mustPolicy(t, core.Policy{Name: "one", Algorithm: a, Limits: []core.Limit{core.PerMinute(10)}})
 		two := mustPolicy(t, core.Policy{Name: "two", Algorithm: a, Limits: []core.Limit{core.PerHour(100), core.PerMinute(10)}})

@@ -10,14 +10,14 @@ import (
 )
 
 var (
-	_ core.VerbStore    = (*Store)(nil)
-	_ core.ReserveStore = (*Store)(nil)
+	_ core.VerbStore    = (*redisStore)(nil)
+	_ core.ReserveStore = (*redisStore)(nil)
 )
 
 // Peek returns the decision Take would return, in one script call that
 // writes nothing (see verbs_scripts.go; the sliding window log's reads
 // the rings and decides in Go, see verbs_log.go). Errors as Take.
-func (s *Store) Peek(ctx context.Context, key string, p *core.Policy, now time.Time, cost int64) (core.Decision, error) {
+func (s *redisStore) Peek(ctx context.Context, key string, p *core.Policy, now time.Time, cost int64) (core.Decision, error) {
 	return s.verb(ctx, "Peek", key, p, now, cost, -1)
 }
 
@@ -25,13 +25,13 @@ func (s *Store) Peek(ctx context.Context, key string, p *core.Policy, now time.T
 // one script call, for every algorithm (the debt bounded as core states:
 // one full quota for GCRA and the token bucket, the rest of the window
 // for the fixed window, one window for the sliding ones). Errors as Peek.
-func (s *Store) Charge(ctx context.Context, key string, p *core.Policy, now time.Time, cost int64) (core.Decision, error) {
+func (s *redisStore) Charge(ctx context.Context, key string, p *core.Policy, now time.Time, cost int64) (core.Decision, error) {
 	return s.verb(ctx, "Charge", key, p, now, cost, -1)
 }
 
 // Credit returns up to cost units (core.Compiled.RefundTo: the store side
 // of core.Limiter.Refund), in one script call. Errors as Peek.
-func (s *Store) Credit(ctx context.Context, key string, p *core.Policy, now time.Time, cost int64) (core.Decision, error) {
+func (s *redisStore) Credit(ctx context.Context, key string, p *core.Policy, now time.Time, cost int64) (core.Decision, error) {
 	return s.verb(ctx, "Refund", key, p, now, cost, -1)
 }
 
@@ -39,7 +39,7 @@ func (s *Store) Credit(ctx context.Context, key string, p *core.Policy, now time
 // (core.Compiled.ReserveTo), in one script call, for GCRA and the token
 // bucket; for the other algorithms, and Shadow or elastic policies, it is
 // Take. Errors as Take.
-func (s *Store) Reserve(ctx context.Context, key string, p *core.Policy, now time.Time, cost int64, maxWait time.Duration) (core.Decision, error) {
+func (s *redisStore) Reserve(ctx context.Context, key string, p *core.Policy, now time.Time, cost int64, maxWait time.Duration) (core.Decision, error) {
 	if p == nil || p.Shadow || p.Elastic != nil || (p.Algorithm != core.GCRA && p.Algorithm != core.TokenBucket) {
 		return s.Take(ctx, key, p, now, cost)
 	}
@@ -49,7 +49,7 @@ func (s *Store) Reserve(ctx context.Context, key string, p *core.Policy, now tim
 // Reset deletes key's state under p (every limit's key, one DEL under the
 // hash tag, through a script as the other verbs): its next request is a
 // fresh key's. Errors as Take.
-func (s *Store) Reset(ctx context.Context, key string, p *core.Policy) error {
+func (s *redisStore) Reset(ctx context.Context, key string, p *core.Policy) error {
 	if p == nil {
 		return errors.New("redisstore: Reset: nil policy")
 	}
@@ -73,7 +73,7 @@ func (s *Store) Reset(ctx context.Context, key string, p *core.Policy) error {
 	return nil
 }
 
-func (s *Store) verb(ctx context.Context, verb, key string, p *core.Policy, now time.Time, cost, maxWait int64) (core.Decision, error) {
+func (s *redisStore) verb(ctx context.Context, verb, key string, p *core.Policy, now time.Time, cost, maxWait int64) (core.Decision, error) {
 	if p == nil {
 		return core.Decision{}, fmt.Errorf("redisstore: %s: nil policy", verb)
 	}
@@ -89,7 +89,7 @@ func (s *Store) verb(ctx context.Context, verb, key string, p *core.Policy, now 
 
 // verbOn is verb on c's keys of key (c the policy's compiled form, or
 // PeekLimits' of one limit).
-func (s *Store) verbOn(ctx context.Context, verb string, c *compiled, key string, now time.Time, cost, maxWait int64) (core.Decision, error) {
+func (s *redisStore) verbOn(ctx context.Context, verb string, c *compiled, key string, now time.Time, cost, maxWait int64) (core.Decision, error) {
 	p := c.p
 	if verb == "Peek" && p.Algorithm == core.SlidingWindowLog {
 		return s.peekLog(ctx, c, key, now, cost)
@@ -133,7 +133,7 @@ func (s *Store) verbOn(ctx context.Context, verb string, c *compiled, key string
 // verbTail is the generic scripts' ARGV after now and cost for c's policy
 // (see lua_generic.go), with the elastic mode "0": the verbs decide against
 // the nominal limits.
-func (s *Store) verbTail(c *compiled) []any {
+func (s *redisStore) verbTail(c *compiled) []any {
 	p := c.p
 	cd := "0"
 	if p.CountDenied {

@@ -24,7 +24,7 @@ return r
 `)
 
 // peekLog is Peek for a sliding window log policy.
-func (s *Store) peekLog(ctx context.Context, c *compiled, key string, now time.Time, cost int64) (core.Decision, error) {
+func (s *redisStore) peekLog(ctx context.Context, c *compiled, key string, now time.Time, cost int64) (core.Decision, error) {
 	p := c.p
 	cp, err := p.Compile()
 	if err != nil {

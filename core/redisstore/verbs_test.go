@@ -17,7 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/limitkit/limitkit/core"
-	"github.com/limitkit/limitkit/core/storetest"
+	"github.com/limitkit/limitkit/core/internal/conformkit"
 	"github.com/limitkit/limitkit/internal/redistest"
 )
 
@@ -28,12 +28,12 @@ func (r *ref) verb(v byte, key string, now time.Time, cost int64) core.Decision 
 		st = make([]int64, r.c.StateWords())
 		r.state[key] = st
 	}
-	return storetest.ApplyVerb(r.c, st, v, max(now.UnixMicro(), 0), cost, verbMaxWait.Microseconds())
+	return conformkit.ApplyVerb(r.c, st, v, max(now.UnixMicro(), 0), cost, verbMaxWait.Microseconds())
 }
 
 const verbMaxWait = 5 * time.Second
 
-func storeVerb(ctx context.Context, s *Store, v byte, key string, p *core.Policy, now time.Time, cost int64) (core.Decision, error) {
+func storeVerb(ctx context.Context, s *redisStore, v byte, key string, p *core.Policy, now time.Time, cost int64) (core.Decision, error) {
 	switch v {
 	case 'A':
 		return s.Take(ctx, key, p, now, cost)
@@ -275,10 +275,10 @@ func verbRound(t *testing.T, l *core.Limiter) {
 			d, err := l.Charge(ctx, "u", 10)
 			require.NoError(t, err)
 			assert.False(t, d.Allowed)
-			d, err = l.Peek(ctx, "u")
+			d, err = l.PeekN(ctx, "u", 1)
 			require.NoError(t, err)
 			assert.False(t, d.Allowed, "an exhausted key peeks denied")
-			d2, err := l.Peek(ctx, "u")
+			d2, err := l.PeekN(ctx, "u", 1)
 			require.NoError(t, err)
 			assert.InDelta(t, d.RetryAfter, d2.RetryAfter, float64(50*time.Millisecond), "a peek consumed nothing")
 			require.NoError(t, l.Reset(ctx, "u"))
@@ -404,7 +404,7 @@ func TestVerbsConcurrentExactRedis(t *testing.T) {
 			pol.Limits = []core.Limit{core.Per(3000, time.Hour), core.Per(5000, 2*time.Hour)}
 		}
 		p := mustPolicy(t, pol)
-		var stores []*Store
+		var stores []*redisStore
 		for range 4 {
 			stores = append(stores, newStore(t, srv.NewClient(t), WithClientTime()))
 		}

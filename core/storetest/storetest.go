@@ -13,8 +13,7 @@
 //	}
 //
 // Run checks that decisions equal core's model step by step (the
-// differential, over one policy per algorithm and switch, see
-// [Policies]), that a hot key is exact under concurrency (no lost
+// differential, over one policy per algorithm and switch), that a hot key is exact under concurrency (no lost
 // update, no over-admission), that a multi-limit decision is
 // all-or-nothing, keys are isolated, hostile keys (huge, binary) are
 // harmless, a cost above capacity is never admitted, and time jumps and
@@ -24,9 +23,7 @@
 // also runs [RunRegistry]; an elastic store [ElasticDrain]; a
 // core.VerbStore [RunVerbs] (the verbs' contract) and, when it does any of
 // the arithmetic itself, [RunVerbsDifferential] (every verb compared
-// with core's model). [ApplyVerb] is core's model of the
-// quota verbs, for a store's own differential tests of Peek, Charge,
-// Refund and Wait.
+// with core's model).
 //
 // Stores under test must honour the now argument of Take (the Redis store
 // with its client-time option). The suite uses testify's require and
@@ -52,6 +49,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/limitkit/limitkit/core"
+	"github.com/limitkit/limitkit/core/internal/conformkit"
 )
 
 // Factory returns a fresh, empty store for one subtest; the suite does not
@@ -74,35 +72,6 @@ type Options struct {
 	// and would compare core with itself. (Not a skip: the subtest is not
 	// registered, so it is not counted.)
 	CoreDecides bool
-}
-
-// Epoch is the suite's base time (a fixed instant, so runs repeat).
-var Epoch = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
-
-// Policies is one policy per algorithm plus the switches and a two-limit
-// policy, small enough that random traffic hits every branch.
-func Policies() []core.Policy {
-	return []core.Policy{
-		{Name: "gcra", Algorithm: core.GCRA, Limits: []core.Limit{core.Per(5, time.Second)}},
-		{Name: "gcra-burst", Algorithm: core.GCRA, Limits: []core.Limit{core.Per(3, time.Second).WithBurst(7)}},
-		{Name: "tb", Algorithm: core.TokenBucket, Limits: []core.Limit{core.Per(4, time.Second).WithBurst(6)}},
-		{Name: "fw", Algorithm: core.FixedWindow, Limits: []core.Limit{core.Per(6, time.Second)}},
-		{Name: "log", Algorithm: core.SlidingWindowLog, Limits: []core.Limit{core.Per(6, time.Second)}},
-		{Name: "sc1", Algorithm: core.SlidingWindowCounter, Limits: []core.Limit{core.Per(6, time.Second)}},
-		{Name: "sc10", Algorithm: core.SlidingWindowCounter, Buckets: 10, Limits: []core.Limit{core.Per(8, time.Second)}},
-		{Name: "gcra-2", Algorithm: core.GCRA, Limits: []core.Limit{core.Per(9, 15*time.Second), core.Per(4, time.Second)}},
-		{Name: "fw-2", Algorithm: core.FixedWindow, Limits: []core.Limit{core.Per(9, 15*time.Second), core.Per(4, time.Second)}},
-		{Name: "log-2", Algorithm: core.SlidingWindowLog, Limits: []core.Limit{core.Per(9, 15*time.Second), core.Per(4, time.Second)}},
-		{Name: "sc-2", Algorithm: core.SlidingWindowCounter, Buckets: 5, Limits: []core.Limit{core.Per(9, 15*time.Second), core.Per(4, time.Second)}},
-		{Name: "tb-2", Algorithm: core.TokenBucket, Limits: []core.Limit{core.Per(9, 15*time.Second), core.Per(4, time.Second)}},
-		{Name: "gcra-soft", Algorithm: core.GCRA, SoftPercent: 50, Limits: []core.Limit{core.Per(4, time.Second)}},
-		{Name: "fw-counted", Algorithm: core.FixedWindow, CountDenied: true, Limits: []core.Limit{core.Per(4, time.Second)}},
-		{Name: "log-counted", Algorithm: core.SlidingWindowLog, CountDenied: true, Limits: []core.Limit{core.Per(4, time.Second)}},
-		{Name: "sc-counted", Algorithm: core.SlidingWindowCounter, Buckets: 4, CountDenied: true, Limits: []core.Limit{core.Per(4, time.Second)}},
-		{Name: "gcra-counted", Algorithm: core.GCRA, CountDenied: true, Limits: []core.Limit{core.Per(4, time.Second)}},
-		{Name: "tb-counted", Algorithm: core.TokenBucket, CountDenied: true, Limits: []core.Limit{core.Per(4, time.Second)}},
-		{Name: "fw-shadow", Algorithm: core.FixedWindow, Shadow: true, Limits: []core.Limit{core.Per(3, time.Second)}},
-	}
 }
 
 // Run runs the whole suite.
@@ -134,14 +103,14 @@ func Run(t *testing.T, f Factory, o Options) {
 // testDifferential drives random (time, cost) sequences through the store
 // and through core's math on a local state; every decision must match.
 func testDifferential(t *testing.T, f Factory, o Options) {
-	for _, p := range Policies() {
+	for _, p := range conformkit.Policies() {
 		t.Run(p.Name, func(t *testing.T) {
 			s := f(t)
 			c, err := p.Compile()
 			require.NoError(t, err)
 			rng := rand.New(rand.NewPCG(uint64(len(p.Name)), 7))
 			state := make([]int64, c.StateWords())
-			now := Epoch
+			now := conformkit.Epoch
 			ctx := context.Background()
 			for i := 0; i < o.Steps; i++ {
 				now = now.Add(randStep(rng))
@@ -153,7 +122,7 @@ func testDifferential(t *testing.T, f Factory, o Options) {
 				got, err := s.Take(ctx, "k", &p, now, cost)
 				require.NoError(t, err)
 				got.Cached = false // where a store tier's denial came from, not what it is
-				require.Equal(t, want, got, "step %d at +%v cost %d", i, now.Sub(Epoch), cost)
+				require.Equal(t, want, got, "step %d at +%v cost %d", i, now.Sub(conformkit.Epoch), cost)
 			}
 		})
 	}
@@ -195,7 +164,7 @@ func testExact(t *testing.T, f Factory, o Options) {
 					defer wg.Done()
 					s := stores[g%len(stores)]
 					for i := 0; i < o.Calls; i++ {
-						d, err := s.Take(context.Background(), "hot", &p, Epoch, 1)
+						d, err := s.Take(context.Background(), "hot", &p, conformkit.Epoch, 1)
 						if err != nil {
 							select {
 							case errs <- err:
@@ -239,7 +208,7 @@ func testMultiLimit(t *testing.T, f Factory) {
 			p := core.Policy{Name: "multi-" + alg.String(), Algorithm: alg,
 				Limits: []core.Limit{core.Per(90, 15*time.Minute), core.Per(20, time.Minute)}}
 			ctx := context.Background()
-			now := Epoch.Truncate(time.Hour)
+			now := conformkit.Epoch.Truncate(time.Hour)
 			for _, key := range []string{"u", "ctl"} {
 				for i := 0; i < 20; i++ {
 					d, err := s.Take(ctx, key, &p, now, 1)
@@ -297,12 +266,12 @@ func testIsolation(t *testing.T, f Factory) {
 	assert.False(t, take(t, s, "a", &same).Allowed, "a policy copy with the same name shares the key's state")
 }
 
-// take is one request of cost 1 at Epoch that fails the test on a store
+// take is one request of cost 1 at conformkit.Epoch that fails the test on a store
 // error: a failing store returns a zero Decision, which must never pass
 // for a denial.
 func take(t *testing.T, s core.Store, key string, p *core.Policy) core.Decision {
 	t.Helper()
-	d, err := s.Take(context.Background(), key, p, Epoch, 1)
+	d, err := s.Take(context.Background(), key, p, conformkit.Epoch, 1)
 	require.NoError(t, err, "key %q", key)
 	return d
 }
@@ -313,12 +282,12 @@ func testHostileKeys(t *testing.T, f Factory) {
 	keys := []string{"", "{", "}", "{a}", "a:b", "a\nb", "a\x00b", "\xff\xfe", strings.Repeat("x", 64<<10), "*", "?", "user:{victim}"}
 	ctx := context.Background()
 	for _, k := range keys {
-		d, err := s.Take(ctx, k, &p, Epoch, 1)
+		d, err := s.Take(ctx, k, &p, conformkit.Epoch, 1)
 		require.NoError(t, err, "key %q", k[:min(len(k), 16)])
 		assert.True(t, d.Allowed, "key %q starts fresh", k[:min(len(k), 16)])
 	}
 	for _, k := range keys {
-		d, err := s.Take(ctx, k, &p, Epoch, 1)
+		d, err := s.Take(ctx, k, &p, conformkit.Epoch, 1)
 		require.NoError(t, err)
 		assert.False(t, d.Allowed, "key %q keeps its own state", k[:min(len(k), 16)])
 	}
@@ -326,8 +295,8 @@ func testHostileKeys(t *testing.T, f Factory) {
 
 func testNever(t *testing.T, f Factory) {
 	s := f(t)
-	for _, p := range Policies() {
-		d, err := s.Take(context.Background(), "n", &p, Epoch, 1000)
+	for _, p := range conformkit.Policies() {
+		d, err := s.Take(context.Background(), "n", &p, conformkit.Epoch, 1000)
 		require.NoError(t, err)
 		if p.Shadow {
 			assert.True(t, d.Shadowed, p.Name)
@@ -343,14 +312,14 @@ func testNever(t *testing.T, f Factory) {
 // mints quota beyond what the limit allows over the elapsed time (as the
 // clock tells it).
 func testTimeJumps(t *testing.T, f Factory) {
-	for _, p := range Policies() {
+	for _, p := range conformkit.Policies() {
 		if len(p.Limits) > 1 || p.Shadow || p.SoftPercent > 0 {
 			continue
 		}
 		t.Run(p.Name, func(t *testing.T) {
 			s := f(t)
 			ctx := context.Background()
-			now := Epoch
+			now := conformkit.Epoch
 			admit := func(at time.Time, n int) int {
 				k := 0
 				for i := 0; i < n; i++ {
@@ -399,7 +368,7 @@ func maxWait(p *core.Policy) time.Duration {
 // half-used one and one that has used its quota.
 func testHugeCosts(t *testing.T, f Factory) {
 	costs := []int64{1 << 31, 1<<31 - 1, 1 << 40, 1 << 53, 1<<53 + 1, 1 << 58, 1 << 62, math.MaxInt64 - 1, math.MaxInt64}
-	for _, p := range Policies() {
+	for _, p := range conformkit.Policies() {
 		t.Run(p.Name, func(t *testing.T) {
 			s := f(t)
 			ctx := context.Background()
@@ -410,7 +379,7 @@ func testHugeCosts(t *testing.T, f Factory) {
 			capa += capa * int64(p.SoftPercent) / 100
 			for _, used := range []int64{0, 1, capa} {
 				key := fmt.Sprintf("huge-%d", used)
-				now := Epoch.Add(time.Duration(used) * time.Millisecond)
+				now := conformkit.Epoch.Add(time.Duration(used) * time.Millisecond)
 				for i := int64(0); i < used; i++ {
 					_, err := s.Take(ctx, key, &p, now, 1)
 					require.NoError(t, err)
@@ -459,7 +428,7 @@ func testClockBackNoLockout(t *testing.T, f Factory) {
 				t.Run(fmt.Sprintf("%s/%v/used%d", alg, back, used), func(t *testing.T) {
 					s := f(t)
 					ctx := context.Background()
-					now := Epoch.Truncate(time.Hour).Add(30 * time.Second)
+					now := conformkit.Epoch.Truncate(time.Hour).Add(30 * time.Second)
 					for i := 0; i < used; i++ {
 						d, err := s.Take(ctx, "u", &p, now, 1)
 						require.NoError(t, err)
@@ -499,7 +468,7 @@ func testSkewedServers(t *testing.T, f Factory) {
 		t.Run(alg.String(), func(t *testing.T) {
 			s := f(t)
 			ctx := context.Background()
-			real := Epoch.Truncate(time.Hour)
+			real := conformkit.Epoch.Truncate(time.Hour)
 			slow, fast := 0, 0
 			for i := 0; i < 2000; i++ {
 				real = real.Add(150 * time.Millisecond)

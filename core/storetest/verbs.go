@@ -11,30 +11,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/limitkit/limitkit/core"
+	"github.com/limitkit/limitkit/core/internal/conformkit"
 )
-
-// ApplyVerb applies the verb named by v to the plain state st with core's
-// model, what a store must do under its lock or in its script: 'A' a
-// decision, 'P' a peek, 'C' a charge, 'R' a refund, 'W' a reservation
-// at most maxWait µs ahead, 'X' a reset. now and maxWait are in
-// microseconds. The stores' differential verb tests compare with it.
-func ApplyVerb(c *core.Compiled, st []int64, v byte, now, cost, maxWait int64) (d core.Decision) {
-	switch v {
-	case 'A':
-		c.DecideTo(&d, st, now, cost)
-	case 'P':
-		c.PeekTo(&d, st, make([]int64, len(st)), now, cost)
-	case 'C':
-		c.ChargeTo(&d, st, now, cost)
-	case 'R':
-		c.RefundTo(&d, st, now, cost)
-	case 'W':
-		c.ReserveTo(&d, st, now, cost, maxWait)
-	case 'X':
-		clear(st)
-	}
-	return d
-}
 
 // VerbOptions tunes RunVerbs.
 type VerbOptions struct {
@@ -109,7 +87,7 @@ func RunVerbs(t *testing.T, f Factory, o VerbOptions) {
 	}
 	for _, p := range verbPolicies() {
 		t.Run(p.Name, func(t *testing.T) {
-			clk := core.NewManualClock(Epoch)
+			clk := core.NewManualClock(conformkit.Epoch)
 			var ls []*core.Limiter
 			for range o.Stores {
 				l, err := core.NewLimiter(f(t), p, core.WithClock(clk), core.WithTimeout(10*time.Second))
@@ -246,12 +224,12 @@ func verbWait(t *testing.T, l *core.Limiter) {
 }
 
 // RunVerbsDifferential is [Run]'s differential for the quota verbs: it
-// drives a core.VerbStore and core's model ([ApplyVerb]) through the same
+// drives a core.VerbStore and core's model through the same
 // random steps — Take, Peek, Charge, Credit and Reset, and Reserve when
 // the store is a core.ReserveStore (at most 2s ahead) — on two keys, with
 // the clock stepping back as well as forward and now and then a huge
 // cost, and requires identical decisions step by step, for every policy
-// of [Policies] and the verbs' own policies. o.Steps is each sequence's length
+// of the suite's policies and the verbs' own policies. o.Steps is each sequence's length
 // (default 300); the other options are not used. A store whose decisions
 // are core's own (Options.CoreDecides) need not run it; one that does
 // part of the arithmetic itself should, since [RunVerbs] checks the
@@ -261,7 +239,7 @@ func RunVerbsDifferential(t *testing.T, f Factory, o Options) {
 		o.Steps = 300
 	}
 	const maxWait = 2 * time.Second
-	for i, p := range append(Policies(), verbPolicies()...) {
+	for i, p := range append(conformkit.Policies(), verbPolicies()...) {
 		t.Run(p.Name, func(t *testing.T) {
 			s := f(t)
 			vs, ok := s.(core.VerbStore)
@@ -277,7 +255,7 @@ func RunVerbsDifferential(t *testing.T, f Factory, o Options) {
 			rng := rand.New(rand.NewPCG(uint64(i), 11))
 			model := map[string][]int64{}
 			ctx := context.Background()
-			now := Epoch
+			now := conformkit.Epoch
 			for step := range o.Steps {
 				switch x := rng.IntN(12); {
 				case x == 0:
@@ -299,7 +277,7 @@ func RunVerbsDifferential(t *testing.T, f Factory, o Options) {
 					st = make([]int64, c.StateWords())
 					model[key] = st
 				}
-				want := ApplyVerb(c, st, v, now.UnixMicro(), cost, maxWait.Microseconds())
+				want := conformkit.ApplyVerb(c, st, v, now.UnixMicro(), cost, maxWait.Microseconds())
 				var got core.Decision
 				switch v {
 				case 'A':
@@ -317,7 +295,7 @@ func RunVerbsDifferential(t *testing.T, f Factory, o Options) {
 				}
 				require.NoError(t, err, "step %d: %c", step, v)
 				got.Cached = false // where a store tier's denial came from, not what it is
-				require.Equal(t, want, got, "step %d: %c key %q cost %d at %+v", step, v, key, cost, now.Sub(Epoch))
+				require.Equal(t, want, got, "step %d: %c key %q cost %d at %+v", step, v, key, cost, now.Sub(conformkit.Epoch))
 			}
 		})
 	}

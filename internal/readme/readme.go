@@ -8,7 +8,7 @@
 // fragment's free variables are declared by an HTML comment on the line
 // before its fence, invisible on GitHub:
 //
-//	<!-- snippet vars: store *memstore.Store; mux *http.ServeMux -->
+//	<!-- snippet vars: store memstore.Store; mux *http.ServeMux -->
 //
 // Fragments see the packages listed in [FragmentImports]. Locals a
 // fragment declares must be used, as in real code.

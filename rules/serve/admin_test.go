@@ -64,7 +64,7 @@ func adminStores(t *testing.T) map[string]func(t *testing.T) core.Store {
 		},
 	}
 	{ // StartNode skips without redis-server, or fails under LIMITKIT_REQUIRE_REDIS=1
-		redis := func(t *testing.T) *redisstore.Store {
+		redis := func(t *testing.T) redisstore.Store {
 			rs, err := redisstore.New(redistest.StartNode(t).NewClient(t), redisstore.WithClientTime())
 			require.NoError(t, err)
 			return rs
