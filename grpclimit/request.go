@@ -29,10 +29,10 @@ type request struct {
 }
 
 var (
-	_ keyfuncs.Request          = (*request)(nil)
-	_ httplimit.Request = (*request)(nil)
-	_ httplimit.PeerAddrer      = (*request)(nil)
-	_ httplimit.KeyParter       = (*request)(nil)
+	_ keyfuncs.Request     = (*request)(nil)
+	_ httplimit.Request    = (*request)(nil)
+	_ httplimit.PeerAddrer = (*request)(nil)
+	_ httplimit.KeyParter  = (*request)(nil)
 )
 
 // NewRequest returns the [keyfuncs.Request] view of the call with context
