@@ -37,6 +37,8 @@ func ExampleNew() {
 		grpc.StreamInterceptor(ic.StreamServerInterceptor()),
 	)
 	defer srv.Stop()
+	fmt.Println("serving")
+	// Output: serving
 }
 
 // Streams are admitted at open by one policy and each message the client
