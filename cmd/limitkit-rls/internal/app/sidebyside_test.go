@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"sync"
@@ -20,6 +21,8 @@ import (
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/mem"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/limitkit/limitkit/internal/redistest"
 )
@@ -84,37 +87,92 @@ func selfCPU(t *testing.T) time.Duration {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
-// drive sends requests from 64 goroutines for d and returns the decisions
-// answered.
-func drive(c pb.RateLimitServiceClient, d time.Duration) int64 {
-	var n atomic.Int64
+// rawCodec passes pre-marshalled requests through and reads only an
+// answer's overall_code, so that the load generator spends no CPU on
+// protobuf: it shares the host's cores with the servers it measures.
+type rawCodec struct{}
+
+func (rawCodec) Name() string { return "proto" } // the servers see the usual content-type
+
+func (rawCodec) Marshal(v any) (mem.BufferSlice, error) {
+	return mem.BufferSlice{mem.SliceBuffer(*v.(*[]byte))}, nil
+}
+
+// Unmarshal sets *v.(*bool) to whether the answer is overall_code OK:
+// field 1, varint 1, the first two bytes of the message as protobuf's
+// Go marshaller writes fields in number order (both servers use it).
+func (rawCodec) Unmarshal(data mem.BufferSlice, v any) error {
+	var head [2]byte
+	n := 0
+	for _, b := range data {
+		n += copy(head[n:], b.ReadOnlyData())
+		if n == len(head) {
+			break
+		}
+	}
+	*v.(*bool) = n == 2 && head == [2]byte{0x08, byte(pb.RateLimitResponse_OK)}
+	return nil
+}
+
+const shouldRateLimit = "/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit"
+
+// dialLoad returns the load generator's connection to addr: the raw codec,
+// and static 1 MB flow-control windows (no bandwidth-delay pings, which
+// the server would answer too). Each server under load gets one.
+func dialLoad(t *testing.T, addr string) *grpc.ClientConn {
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithInitialWindowSize(1<<20), grpc.WithInitialConnWindowSize(1<<20),
+		grpc.WithDefaultCallOptions(grpc.ForceCodecV2(rawCodec{})))
+	require.NoError(t, err)
+	t.Cleanup(func() { conn.Close() })
+	return conn
+}
+
+// drive sends requests from 64 goroutines for d, one descriptor each
+// (ip, g<n>), each goroutine's request marshalled once, and returns the
+// decisions answered OK and the other answers (errors or over the limit:
+// the load's rule is never reached, so any is a failure). The calls carry
+// no deadline (Envoy's do, timing each call on both sides, at the same
+// cost for every server): the goroutines stop at the first answer after d.
+func drive(conn *grpc.ClientConn, d time.Duration) (ok, failed int64) {
+	var nOK, nFailed atomic.Int64
+	var stop atomic.Bool
 	var wg sync.WaitGroup
-	ctx, cancel := context.WithTimeout(context.Background(), d)
-	defer cancel()
 	for g := range 64 {
+		b, err := proto.Marshal(req("load", "ip", "g"+strconv.Itoa(g)))
+		if err != nil {
+			panic(err) // a fixed message: cannot fail
+		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			r := req("load", "ip", "g"+strconv.Itoa(g))
-			for ctx.Err() == nil {
-				if _, err := c.ShouldRateLimit(ctx, r); err == nil {
-					n.Add(1)
+			var n, bad int64
+			for !stop.Load() {
+				var answeredOK bool
+				if err := conn.Invoke(context.Background(), shouldRateLimit, &b, &answeredOK); err == nil && answeredOK {
+					n++
+				} else {
+					bad++
 				}
 			}
+			nOK.Add(n)
+			nFailed.Add(bad)
 		}()
 	}
+	time.Sleep(d)
+	stop.Store(true)
 	wg.Wait()
-	return n.Load()
+	return nOK.Load(), nFailed.Load()
 }
 
 // loadTarget is one server under load: its process, its Redis and a client.
 type loadTarget struct {
-	name   string
-	pid    int
-	redis  *redistest.Server
-	client pb.RateLimitServiceClient
+	name  string
+	pid   int
+	redis *redistest.Server
+	conn  *grpc.ClientConn // the load's (dialLoad)
 	// sums over the rounds
-	decisions                int64
+	decisions, failed        int64
 	secs                     float64
 	server, gen, redisCPUSum float64 // seconds of CPU
 }
@@ -186,6 +244,8 @@ func TestSideBySideThroughput(t *testing.T) {
 	if v, err := strconv.Atoi(os.Getenv("LIMITKIT_RLS_SECONDS")); err == nil && v > 0 {
 		secs = v
 	}
+	// the generator collects as seldom as the servers (GCPercent)
+	defer debug.SetGCPercent(debug.SetGCPercent(GCPercent))
 	bin := buildRLS(t)
 	var targets []*loadTarget
 	for _, window := range []string{"0", "150us"} {
@@ -201,8 +261,10 @@ func TestSideBySideThroughput(t *testing.T) {
 			"HOST=127.0.0.1", "PORT="+strconv.Itoa(freePort(t)), "DEBUG_HOST=127.0.0.1", "DEBUG_PORT="+strconv.Itoa(freePort(t)),
 			"GRPC_HOST=127.0.0.1", "GRPC_PORT="+strconv.Itoa(port))
 		startProcess(t, cmd)
+		addr := "127.0.0.1:" + strconv.Itoa(port)
+		dial(t, addr, "load") // waits until it answers
 		targets = append(targets, &loadTarget{name: "envoyproxy/ratelimit window=" + window, pid: cmd.Process.Pid, redis: s,
-			client: dial(t, "127.0.0.1:"+strconv.Itoa(port), "load")})
+			conn: dialLoad(t, addr)})
 	}
 	type rlsRun struct {
 		name, bin string
@@ -227,7 +289,8 @@ func TestSideBySideThroughput(t *testing.T) {
 		cmd := exec.Command(r.bin, append([]string{"-addr", addr, "-metrics-addr", "", "-config", dir, "-redis", s.Addr,
 			"-headers=false", "-store-timeout", "1s"}, r.extra...)...)
 		startProcess(t, cmd)
-		targets = append(targets, &loadTarget{name: r.name, pid: cmd.Process.Pid, redis: s, client: dial(t, addr, "load")})
+		dial(t, addr, "load")
+		targets = append(targets, &loadTarget{name: r.name, pid: cmd.Process.Pid, redis: s, conn: dialLoad(t, addr)})
 	}
 	d := time.Duration(secs) * time.Second
 	load0 := loadAvg()
@@ -235,13 +298,14 @@ func TestSideBySideThroughput(t *testing.T) {
 		for i := range targets {
 			// rotate the order each round: no target always follows the same one
 			tg := targets[(i+round)%len(targets)]
-			drive(tg.client, time.Second) // warm up
+			drive(tg.conn, time.Second) // warm up
 			r0, s0, c0 := redisCPU(t, tg.redis), procCPU(t, tg.pid), selfCPU(t)
 			t0 := time.Now()
-			n := drive(tg.client, d)
+			n, failed := drive(tg.conn, d)
 			el := time.Since(t0).Seconds()
 			r1, s1, c1 := redisCPU(t, tg.redis), procCPU(t, tg.pid), selfCPU(t)
 			tg.decisions += n
+			tg.failed += failed
 			tg.secs += el
 			tg.redisCPUSum += r1 - r0
 			tg.server += (s1 - s0).Seconds()
@@ -254,6 +318,9 @@ func TestSideBySideThroughput(t *testing.T) {
 	for _, tg := range targets {
 		n := float64(tg.decisions)
 		t.Logf("%-30s %12.0f %14.2f %14.2f %14.2f %9.1f", tg.name, n/tg.secs, tg.server/n*1e6, tg.redisCPUSum/n*1e6, tg.gen/n*1e6, peakRSS(tg.pid))
+	}
+	for _, tg := range targets {
+		require.Zero(t, tg.failed, "%s: answers that were errors or over the limit", tg.name)
 	}
 	t.Logf("load average before: %s, after: %s", load0, loadAvg())
 }
