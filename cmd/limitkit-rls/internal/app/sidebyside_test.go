@@ -116,16 +116,42 @@ func (rawCodec) Unmarshal(data mem.BufferSlice, v any) error {
 
 const shouldRateLimit = "/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit"
 
-// dialLoad returns the load generator's connection to addr: the raw codec,
-// and static 1 MB flow-control windows (no bandwidth-delay pings, which
-// the server would answer too). Each server under load gets one.
-func dialLoad(t *testing.T, addr string) *grpc.ClientConn {
+// loadClient is a load generator's connection to one server.
+type loadClient interface {
+	// caller returns a function that sends msg (a marshalled
+	// RateLimitRequest) and reports whether the answer was overall_code
+	// OK; each of drive's goroutines has its own.
+	caller(msg []byte) func() bool
+}
+
+// grpcCaller is the generator on grpc-go: the raw codec, and static 1 MB
+// flow-control windows (no bandwidth-delay pings, which the server would
+// answer too).
+type grpcCaller struct{ conn *grpc.ClientConn }
+
+func dialGRPC(t *testing.T, addr string) grpcCaller {
 	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithInitialWindowSize(1<<20), grpc.WithInitialConnWindowSize(1<<20),
 		grpc.WithDefaultCallOptions(grpc.ForceCodecV2(rawCodec{})))
 	require.NoError(t, err)
 	t.Cleanup(func() { conn.Close() })
-	return conn
+	return grpcCaller{conn}
+}
+
+func (c grpcCaller) caller(msg []byte) func() bool {
+	return func() bool {
+		var ok bool
+		err := c.conn.Invoke(context.Background(), shouldRateLimit, &msg, &ok)
+		return err == nil && ok
+	}
+}
+
+// Generators are the load generators TestSideBySideThroughput can drive
+// a server with (LIMITKIT_RLS_GENERATORS, a comma-separated list; "h2"
+// by default): "h2" is h2Caller, "grpc" grpcCaller.
+var generators = map[string]func(t *testing.T, addr string) loadClient{
+	"h2":   func(t *testing.T, addr string) loadClient { return dialH2(t, addr) },
+	"grpc": func(t *testing.T, addr string) loadClient { return dialGRPC(t, addr) },
 }
 
 // drive sends requests from 64 goroutines for d, one descriptor each
@@ -134,7 +160,7 @@ func dialLoad(t *testing.T, addr string) *grpc.ClientConn {
 // the load's rule is never reached, so any is a failure). The calls carry
 // no deadline (Envoy's do, timing each call on both sides, at the same
 // cost for every server): the goroutines stop at the first answer after d.
-func drive(conn *grpc.ClientConn, d time.Duration) (ok, failed int64) {
+func drive(c loadClient, d time.Duration) (ok, failed int64) {
 	var nOK, nFailed atomic.Int64
 	var stop atomic.Bool
 	var wg sync.WaitGroup
@@ -143,13 +169,13 @@ func drive(conn *grpc.ClientConn, d time.Duration) (ok, failed int64) {
 		if err != nil {
 			panic(err) // a fixed message: cannot fail
 		}
+		call := c.caller(b)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			var n, bad int64
 			for !stop.Load() {
-				var answeredOK bool
-				if err := conn.Invoke(context.Background(), shouldRateLimit, &b, &answeredOK); err == nil && answeredOK {
+				if call() {
 					n++
 				} else {
 					bad++
@@ -167,14 +193,15 @@ func drive(conn *grpc.ClientConn, d time.Duration) (ok, failed int64) {
 
 // loadTarget is one server under load: its process, its Redis and a client.
 type loadTarget struct {
-	name  string
-	pid   int
-	redis *redistest.Server
-	conn  *grpc.ClientConn // the load's (dialLoad)
+	name   string
+	pid    int
+	redis  *redistest.Server
+	gen    string // the load generator (generators)
+	client loadClient
 	// sums over the rounds
-	decisions, failed        int64
-	secs                     float64
-	server, gen, redisCPUSum float64 // seconds of CPU
+	decisions, failed           int64
+	secs                        float64
+	server, genCPU, redisCPUSum float64 // seconds of CPU
 }
 
 // dial returns a client of the gRPC server at addr once it answers.
@@ -246,6 +273,13 @@ func TestSideBySideThroughput(t *testing.T) {
 	}
 	// the generator collects as seldom as the servers (GCPercent)
 	defer debug.SetGCPercent(debug.SetGCPercent(GCPercent))
+	gens := []string{"h2"}
+	if v := os.Getenv("LIMITKIT_RLS_GENERATORS"); v != "" {
+		gens = strings.Split(v, ",")
+		for _, g := range gens {
+			require.Contains(t, generators, g, "LIMITKIT_RLS_GENERATORS: h2 or grpc")
+		}
+	}
 	bin := buildRLS(t)
 	var targets []*loadTarget
 	for _, window := range []string{"0", "150us"} {
@@ -263,8 +297,10 @@ func TestSideBySideThroughput(t *testing.T) {
 		startProcess(t, cmd)
 		addr := "127.0.0.1:" + strconv.Itoa(port)
 		dial(t, addr, "load") // waits until it answers
-		targets = append(targets, &loadTarget{name: "envoyproxy/ratelimit window=" + window, pid: cmd.Process.Pid, redis: s,
-			conn: dialLoad(t, addr)})
+		for _, g := range gens {
+			targets = append(targets, &loadTarget{name: "envoyproxy/ratelimit window=" + window, gen: g, pid: cmd.Process.Pid, redis: s,
+				client: generators[g](t, addr)})
+		}
 	}
 	type rlsRun struct {
 		name, bin string
@@ -290,7 +326,9 @@ func TestSideBySideThroughput(t *testing.T) {
 			"-headers=false", "-store-timeout", "1s"}, r.extra...)...)
 		startProcess(t, cmd)
 		dial(t, addr, "load")
-		targets = append(targets, &loadTarget{name: r.name, pid: cmd.Process.Pid, redis: s, conn: dialLoad(t, addr)})
+		for _, g := range gens {
+			targets = append(targets, &loadTarget{name: r.name, gen: g, pid: cmd.Process.Pid, redis: s, client: generators[g](t, addr)})
+		}
 	}
 	d := time.Duration(secs) * time.Second
 	load0 := loadAvg()
@@ -298,10 +336,10 @@ func TestSideBySideThroughput(t *testing.T) {
 		for i := range targets {
 			// rotate the order each round: no target always follows the same one
 			tg := targets[(i+round)%len(targets)]
-			drive(tg.conn, time.Second) // warm up
+			drive(tg.client, time.Second) // warm up
 			r0, s0, c0 := redisCPU(t, tg.redis), procCPU(t, tg.pid), selfCPU(t)
 			t0 := time.Now()
-			n, failed := drive(tg.conn, d)
+			n, failed := drive(tg.client, d)
 			el := time.Since(t0).Seconds()
 			r1, s1, c1 := redisCPU(t, tg.redis), procCPU(t, tg.pid), selfCPU(t)
 			tg.decisions += n
@@ -309,18 +347,18 @@ func TestSideBySideThroughput(t *testing.T) {
 			tg.secs += el
 			tg.redisCPUSum += r1 - r0
 			tg.server += (s1 - s0).Seconds()
-			tg.gen += (c1 - c0).Seconds()
-			t.Logf("round %d %-30s %8.0f decisions/s", round, tg.name, float64(n)/el)
+			tg.genCPU += (c1 - c0).Seconds()
+			t.Logf("round %d %-30s %-4s %8.0f decisions/s", round, tg.name, tg.gen, float64(n)/el)
 		}
 	}
-	t.Logf("%-30s %12s %14s %14s %14s %9s", "server", "decisions/s", "server CPU", "Redis CPU", "client CPU", "peak RSS")
-	t.Logf("%-30s %12s %14s %14s %14s %9s", "", "", "µs/decision", "µs/decision", "µs/decision", "MiB")
+	t.Logf("%-30s %-4s %12s %14s %14s %14s %9s", "server", "gen", "decisions/s", "server CPU", "Redis CPU", "client CPU", "peak RSS")
+	t.Logf("%-30s %-4s %12s %14s %14s %14s %9s", "", "", "", "µs/decision", "µs/decision", "µs/decision", "MiB")
 	for _, tg := range targets {
 		n := float64(tg.decisions)
-		t.Logf("%-30s %12.0f %14.2f %14.2f %14.2f %9.1f", tg.name, n/tg.secs, tg.server/n*1e6, tg.redisCPUSum/n*1e6, tg.gen/n*1e6, peakRSS(tg.pid))
+		t.Logf("%-30s %-4s %12.0f %14.2f %14.2f %14.2f %9.1f", tg.name, tg.gen, n/tg.secs, tg.server/n*1e6, tg.redisCPUSum/n*1e6, tg.genCPU/n*1e6, peakRSS(tg.pid))
 	}
 	for _, tg := range targets {
-		require.Zero(t, tg.failed, "%s: answers that were errors or over the limit", tg.name)
+		require.Zero(t, tg.failed, "%s (%s): answers that were errors or over the limit", tg.name, tg.gen)
 	}
 	t.Logf("load average before: %s, after: %s", load0, loadAvg())
 }
