@@ -255,9 +255,13 @@ func buildRLS(t *testing.T) string {
 // LIMITKIT_RLS_ROUNDS times (default 3) for LIMITKIT_RLS_SECONDS each
 // (default 5, after a 1 s warm-up), so that the host's load falls on all
 // of them alike. LIMITKIT_RLS_BASELINE names another limitkit-rls binary
-// (a baseline build) measured in the same rounds.
+// (a baseline build) measured in the same rounds. The load generator is
+// h2Caller; LIMITKIT_RLS_GENERATORS=h2,grpc measures every server with
+// each generator in the same rounds (grpc: grpc-go with the raw codec).
 //
-// It asserts nothing about speed; it logs the figures. Skipped without
+// It asserts nothing about speed; it logs the figures. It fails when any
+// answer was an error or not OK (the rule is never reached), so that no
+// figure counts failures as decisions. Skipped without
 // LIMITKIT_RLS_REFERENCE and LIMITKIT_RLS_SIDE_BY_SIDE=1.
 func TestSideBySideThroughput(t *testing.T) {
 	ref := os.Getenv(ReferenceEnv)
