@@ -28,7 +28,10 @@ import (
 // ShouldRateLimit needs and no more: no deadlines, no compression, no
 // retries; it answers the server's SETTINGS and PINGs and keeps the
 // connection's receive window open, and a GOAWAY or a broken
-// connection fails every call from then on.
+// connection fails every call from then on. The reader writes those
+// answers under the writers' lock: a writer blocked on a full socket
+// would stall it, which 64 requests of a few dozen bytes in flight
+// cannot cause.
 type h2Caller struct {
 	conn net.Conn
 	hdr  []byte // the HEADERS block of every request
