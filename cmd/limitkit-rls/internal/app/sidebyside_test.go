@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"sync"
@@ -20,6 +21,8 @@ import (
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/mem"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/limitkit/limitkit/internal/redistest"
 )
@@ -84,27 +87,108 @@ func selfCPU(t *testing.T) time.Duration {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
-// drive sends requests from 64 goroutines for d and returns the decisions
-// answered.
-func drive(c pb.RateLimitServiceClient, d time.Duration) int64 {
-	var n atomic.Int64
+// rawCodec passes pre-marshalled requests through and reads only an
+// answer's overall_code, so that the load generator spends no CPU on
+// protobuf: it shares the host's cores with the servers it measures.
+type rawCodec struct{}
+
+func (rawCodec) Name() string { return "proto" } // the servers see the usual content-type
+
+func (rawCodec) Marshal(v any) (mem.BufferSlice, error) {
+	return mem.BufferSlice{mem.SliceBuffer(*v.(*[]byte))}, nil
+}
+
+// Unmarshal sets *v.(*bool) to whether the answer is overall_code OK:
+// field 1, varint 1, the first two bytes of the message as protobuf's
+// Go marshaller writes fields in number order (both servers use it).
+func (rawCodec) Unmarshal(data mem.BufferSlice, v any) error {
+	var head [2]byte
+	n := 0
+	for _, b := range data {
+		n += copy(head[n:], b.ReadOnlyData())
+		if n == len(head) {
+			break
+		}
+	}
+	*v.(*bool) = n == 2 && head == [2]byte{0x08, byte(pb.RateLimitResponse_OK)}
+	return nil
+}
+
+const shouldRateLimit = "/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit"
+
+// loadClient is a load generator's connection to one server.
+type loadClient interface {
+	// caller returns a function that sends msg (a marshalled
+	// RateLimitRequest) and reports whether the answer was overall_code
+	// OK; each of drive's goroutines has its own.
+	caller(msg []byte) func() bool
+}
+
+// grpcCaller is the generator on grpc-go: the raw codec, and static 1 MB
+// flow-control windows (no bandwidth-delay pings, which the server would
+// answer too).
+type grpcCaller struct{ conn *grpc.ClientConn }
+
+func dialGRPC(t *testing.T, addr string) grpcCaller {
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithInitialWindowSize(1<<20), grpc.WithInitialConnWindowSize(1<<20),
+		grpc.WithDefaultCallOptions(grpc.ForceCodecV2(rawCodec{})))
+	require.NoError(t, err)
+	t.Cleanup(func() { conn.Close() })
+	return grpcCaller{conn}
+}
+
+func (c grpcCaller) caller(msg []byte) func() bool {
+	return func() bool {
+		var ok bool
+		err := c.conn.Invoke(context.Background(), shouldRateLimit, &msg, &ok)
+		return err == nil && ok
+	}
+}
+
+// Generators are the load generators TestSideBySideThroughput can drive
+// a server with (LIMITKIT_RLS_GENERATORS, a comma-separated list; "h2"
+// by default): "h2" is h2Caller, "grpc" grpcCaller.
+var generators = map[string]func(t *testing.T, addr string) loadClient{
+	"h2":   func(t *testing.T, addr string) loadClient { return dialH2(t, addr) },
+	"grpc": func(t *testing.T, addr string) loadClient { return dialGRPC(t, addr) },
+}
+
+// drive sends requests from 64 goroutines for d, one descriptor each
+// (ip, g<n>), each goroutine's request marshalled once, and returns the
+// decisions answered OK and the other answers (errors or over the limit:
+// the load's rule is never reached, so any is a failure). The calls carry
+// no deadline (Envoy's do, timing each call on both sides, at the same
+// cost for every server): the goroutines stop at the first answer after d.
+func drive(c loadClient, d time.Duration) (ok, failed int64) {
+	var nOK, nFailed atomic.Int64
+	var stop atomic.Bool
 	var wg sync.WaitGroup
-	ctx, cancel := context.WithTimeout(context.Background(), d)
-	defer cancel()
 	for g := range 64 {
+		b, err := proto.Marshal(req("load", "ip", "g"+strconv.Itoa(g)))
+		if err != nil {
+			panic(err) // a fixed message: cannot fail
+		}
+		call := c.caller(b)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			r := req("load", "ip", "g"+strconv.Itoa(g))
-			for ctx.Err() == nil {
-				if _, err := c.ShouldRateLimit(ctx, r); err == nil {
-					n.Add(1)
+			var n, bad int64
+			for !stop.Load() {
+				if call() {
+					n++
+				} else {
+					bad++
 				}
 			}
+			nOK.Add(n)
+			nFailed.Add(bad)
 		}()
 	}
+	time.Sleep(d)
+	stop.Store(true)
 	wg.Wait()
-	return n.Load()
+	return nOK.Load(), nFailed.Load()
 }
 
 // loadTarget is one server under load: its process, its Redis and a client.
@@ -112,11 +196,12 @@ type loadTarget struct {
 	name   string
 	pid    int
 	redis  *redistest.Server
-	client pb.RateLimitServiceClient
+	gen    string // the load generator (generators)
+	client loadClient
 	// sums over the rounds
-	decisions                int64
-	secs                     float64
-	server, gen, redisCPUSum float64 // seconds of CPU
+	decisions, failed           int64
+	secs                        float64
+	server, genCPU, redisCPUSum float64 // seconds of CPU
 }
 
 // dial returns a client of the gRPC server at addr once it answers.
@@ -170,9 +255,13 @@ func buildRLS(t *testing.T) string {
 // LIMITKIT_RLS_ROUNDS times (default 3) for LIMITKIT_RLS_SECONDS each
 // (default 5, after a 1 s warm-up), so that the host's load falls on all
 // of them alike. LIMITKIT_RLS_BASELINE names another limitkit-rls binary
-// (a baseline build) measured in the same rounds.
+// (a baseline build) measured in the same rounds. The load generator is
+// h2Caller; LIMITKIT_RLS_GENERATORS=h2,grpc measures every server with
+// each generator in the same rounds (grpc: grpc-go with the raw codec).
 //
-// It asserts nothing about speed; it logs the figures. Skipped without
+// It asserts nothing about speed; it logs the figures. It fails when any
+// answer was an error or not OK (the rule is never reached), so that no
+// figure counts failures as decisions. Skipped without
 // LIMITKIT_RLS_REFERENCE and LIMITKIT_RLS_SIDE_BY_SIDE=1.
 func TestSideBySideThroughput(t *testing.T) {
 	ref := os.Getenv(ReferenceEnv)
@@ -185,6 +274,15 @@ func TestSideBySideThroughput(t *testing.T) {
 	}
 	if v, err := strconv.Atoi(os.Getenv("LIMITKIT_RLS_SECONDS")); err == nil && v > 0 {
 		secs = v
+	}
+	// the generator collects as seldom as the servers (GCPercent)
+	defer debug.SetGCPercent(debug.SetGCPercent(GCPercent))
+	gens := []string{"h2"}
+	if v := os.Getenv("LIMITKIT_RLS_GENERATORS"); v != "" {
+		gens = strings.Split(v, ",")
+		for _, g := range gens {
+			require.Contains(t, generators, g, "LIMITKIT_RLS_GENERATORS: h2 or grpc")
+		}
 	}
 	bin := buildRLS(t)
 	var targets []*loadTarget
@@ -201,8 +299,12 @@ func TestSideBySideThroughput(t *testing.T) {
 			"HOST=127.0.0.1", "PORT="+strconv.Itoa(freePort(t)), "DEBUG_HOST=127.0.0.1", "DEBUG_PORT="+strconv.Itoa(freePort(t)),
 			"GRPC_HOST=127.0.0.1", "GRPC_PORT="+strconv.Itoa(port))
 		startProcess(t, cmd)
-		targets = append(targets, &loadTarget{name: "envoyproxy/ratelimit window=" + window, pid: cmd.Process.Pid, redis: s,
-			client: dial(t, "127.0.0.1:"+strconv.Itoa(port), "load")})
+		addr := "127.0.0.1:" + strconv.Itoa(port)
+		dial(t, addr, "load") // waits until it answers
+		for _, g := range gens {
+			targets = append(targets, &loadTarget{name: "envoyproxy/ratelimit window=" + window, gen: g, pid: cmd.Process.Pid, redis: s,
+				client: generators[g](t, addr)})
+		}
 	}
 	type rlsRun struct {
 		name, bin string
@@ -227,7 +329,10 @@ func TestSideBySideThroughput(t *testing.T) {
 		cmd := exec.Command(r.bin, append([]string{"-addr", addr, "-metrics-addr", "", "-config", dir, "-redis", s.Addr,
 			"-headers=false", "-store-timeout", "1s"}, r.extra...)...)
 		startProcess(t, cmd)
-		targets = append(targets, &loadTarget{name: r.name, pid: cmd.Process.Pid, redis: s, client: dial(t, addr, "load")})
+		dial(t, addr, "load")
+		for _, g := range gens {
+			targets = append(targets, &loadTarget{name: r.name, gen: g, pid: cmd.Process.Pid, redis: s, client: generators[g](t, addr)})
+		}
 	}
 	d := time.Duration(secs) * time.Second
 	load0 := loadAvg()
@@ -238,22 +343,26 @@ func TestSideBySideThroughput(t *testing.T) {
 			drive(tg.client, time.Second) // warm up
 			r0, s0, c0 := redisCPU(t, tg.redis), procCPU(t, tg.pid), selfCPU(t)
 			t0 := time.Now()
-			n := drive(tg.client, d)
+			n, failed := drive(tg.client, d)
 			el := time.Since(t0).Seconds()
 			r1, s1, c1 := redisCPU(t, tg.redis), procCPU(t, tg.pid), selfCPU(t)
 			tg.decisions += n
+			tg.failed += failed
 			tg.secs += el
 			tg.redisCPUSum += r1 - r0
 			tg.server += (s1 - s0).Seconds()
-			tg.gen += (c1 - c0).Seconds()
-			t.Logf("round %d %-30s %8.0f decisions/s", round, tg.name, float64(n)/el)
+			tg.genCPU += (c1 - c0).Seconds()
+			t.Logf("round %d %-30s %-4s %8.0f decisions/s", round, tg.name, tg.gen, float64(n)/el)
 		}
 	}
-	t.Logf("%-30s %12s %14s %14s %14s %9s", "server", "decisions/s", "server CPU", "Redis CPU", "client CPU", "peak RSS")
-	t.Logf("%-30s %12s %14s %14s %14s %9s", "", "", "µs/decision", "µs/decision", "µs/decision", "MiB")
+	t.Logf("%-30s %-4s %12s %14s %14s %14s %9s", "server", "gen", "decisions/s", "server CPU", "Redis CPU", "client CPU", "peak RSS")
+	t.Logf("%-30s %-4s %12s %14s %14s %14s %9s", "", "", "", "µs/decision", "µs/decision", "µs/decision", "MiB")
 	for _, tg := range targets {
 		n := float64(tg.decisions)
-		t.Logf("%-30s %12.0f %14.2f %14.2f %14.2f %9.1f", tg.name, n/tg.secs, tg.server/n*1e6, tg.redisCPUSum/n*1e6, tg.gen/n*1e6, peakRSS(tg.pid))
+		t.Logf("%-30s %-4s %12.0f %14.2f %14.2f %14.2f %9.1f", tg.name, tg.gen, n/tg.secs, tg.server/n*1e6, tg.redisCPUSum/n*1e6, tg.genCPU/n*1e6, peakRSS(tg.pid))
+	}
+	for _, tg := range targets {
+		require.Zero(t, tg.failed, "%s (%s): answers that were errors or over the limit", tg.name, tg.gen)
 	}
 	t.Logf("load average before: %s, after: %s", load0, loadAvg())
 }
