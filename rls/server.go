@@ -522,6 +522,17 @@ type smallAnswer struct {
 	hdrs  [4]corepb.HeaderValue
 }
 
+// oneAnswer is the answer of one descriptor without headers (Envoy's
+// commonest request under -headers=false), allocated at once: a quarter
+// of smallAnswer's bytes, which the collector would otherwise zero and
+// scan on every decision (BenchmarkShouldRateLimit…/1descriptor).
+type oneAnswer struct {
+	resp pb.RateLimitResponse
+	ptrs [1]*pb.RateLimitResponse_DescriptorStatus
+	sts  [1]pb.RateLimitResponse_DescriptorStatus
+	durs [1]durationpb.Duration
+}
+
 func (s *Server) answer(items []item) *pb.RateLimitResponse {
 	var (
 		resp  *pb.RateLimitResponse
@@ -530,12 +541,17 @@ func (s *Server) answer(items []item) *pb.RateLimitResponse {
 		hbufs *[4]corepb.HeaderValue
 		hptrs []*corepb.HeaderValue
 	)
-	if len(items) <= smallN {
+	switch {
+	case len(items) == 1 && !s.headers:
+		a := new(oneAnswer)
+		resp, sts, durs = &a.resp, a.sts[:], a.durs[:]
+		resp.Statuses = a.ptrs[:]
+	case len(items) <= smallN:
 		a := new(smallAnswer)
 		resp, sts, durs = &a.resp, a.sts[:len(items)], a.durs[:len(items)]
 		resp.Statuses = a.ptrs[:len(items):len(items)]
 		hbufs, hptrs = &a.hdrs, a.hptrs[:0]
-	} else {
+	default:
 		resp = &pb.RateLimitResponse{Statuses: make([]*pb.RateLimitResponse_DescriptorStatus, len(items))}
 		sts = make([]pb.RateLimitResponse_DescriptorStatus, len(items))
 		durs = make([]durationpb.Duration, len(items))
