@@ -30,13 +30,13 @@ descriptors:
       requests_per_unit: 2000000000
 `
 
-func benchServer(b *testing.B, st core.Store) *Server {
+func benchServer(b *testing.B, st core.Store, opts ...Option) *Server {
 	b.Helper()
 	cfg, err := ParseConfig(map[string][]byte{"b.yaml": []byte(benchConfig)})
 	if err != nil {
 		b.Fatal(err)
 	}
-	s, err := New(st, cfg, WithLimiterOptions(core.WithTimeout(redistest.StoreTimeout)))
+	s, err := New(st, cfg, append([]Option{WithLimiterOptions(core.WithTimeout(redistest.StoreTimeout))}, opts...)...)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -90,6 +90,15 @@ func BenchmarkShouldRateLimitEmbedded(b *testing.B) {
 	st := memstore.MustNew()
 	defer st.Close()
 	runBench(b, benchServer(b, st))
+}
+
+// BenchmarkShouldRateLimitEmbeddedNoHeaders is the embedded store's
+// decisions without response headers (the side-by-side test's
+// -headers=false): the answer's own allocation.
+func BenchmarkShouldRateLimitEmbeddedNoHeaders(b *testing.B) {
+	st := memstore.MustNew()
+	defer st.Close()
+	runBench(b, benchServer(b, st, WithHeaders(false)))
 }
 
 func benchRedis(b *testing.B, sync bool) {

@@ -522,6 +522,25 @@ type smallAnswer struct {
 	hdrs  [4]corepb.HeaderValue
 }
 
+// oneAnswer is the answer of one descriptor (Envoy's commonest request)
+// without headers, allocated at once: a quarter of smallAnswer's bytes,
+// which the collector would otherwise zero and scan on every decision;
+// oneAnswerH is it with room for the headers, two thirds of them
+// (BenchmarkShouldRateLimitEmbedded…/1descriptor).
+type oneAnswer struct {
+	resp pb.RateLimitResponse
+	ptrs [1]*pb.RateLimitResponse_DescriptorStatus
+	sts  [1]pb.RateLimitResponse_DescriptorStatus
+	durs [1]durationpb.Duration
+}
+
+// oneAnswerH is a oneAnswer and its headers.
+type oneAnswerH struct {
+	oneAnswer
+	hptrs [4]*corepb.HeaderValue
+	hdrs  [4]corepb.HeaderValue
+}
+
 func (s *Server) answer(items []item) *pb.RateLimitResponse {
 	var (
 		resp  *pb.RateLimitResponse
@@ -530,12 +549,23 @@ func (s *Server) answer(items []item) *pb.RateLimitResponse {
 		hbufs *[4]corepb.HeaderValue
 		hptrs []*corepb.HeaderValue
 	)
-	if len(items) <= smallN {
+	switch {
+	case len(items) == 1:
+		var a *oneAnswer
+		if s.headers {
+			h := new(oneAnswerH)
+			a, hbufs, hptrs = &h.oneAnswer, &h.hdrs, h.hptrs[:0]
+		} else {
+			a = new(oneAnswer)
+		}
+		resp, sts, durs = &a.resp, a.sts[:], a.durs[:]
+		resp.Statuses = a.ptrs[:]
+	case len(items) <= smallN:
 		a := new(smallAnswer)
 		resp, sts, durs = &a.resp, a.sts[:len(items)], a.durs[:len(items)]
 		resp.Statuses = a.ptrs[:len(items):len(items)]
 		hbufs, hptrs = &a.hdrs, a.hptrs[:0]
-	} else {
+	default:
 		resp = &pb.RateLimitResponse{Statuses: make([]*pb.RateLimitResponse_DescriptorStatus, len(items))}
 		sts = make([]pb.RateLimitResponse_DescriptorStatus, len(items))
 		durs = make([]durationpb.Duration, len(items))

@@ -9,6 +9,7 @@ import (
 	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
 	"github.com/stretchr/testify/require"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/limitkit/limitkit/core"
@@ -352,6 +353,39 @@ func TestHeaders(t *testing.T) {
 	off, _ := newTestServer(t, testConfig, WithHeaders(false))
 	r, _ = off.ShouldRateLimit(ctx, request("edge", desc("path", "/login")))
 	require.Empty(t, r.ResponseHeadersToAdd)
+}
+
+// TestHeadersOffAnswersAlike: -headers=false changes nothing in an answer
+// but its response headers, whatever the number of descriptors (one is
+// built in its own smaller allocation, oneAnswer): the same conversation
+// with headers on and off gives the same statuses.
+func TestHeadersOffAnswersAlike(t *testing.T) {
+	on, clockOn := newTestServer(t, testConfig)
+	off, clockOff := newTestServer(t, testConfig, WithHeaders(false))
+	ctx := context.Background()
+	reqs := []*pb.RateLimitRequest{
+		request("edge", desc("path", "/login")),
+		request("edge", desc("remote_address", "1")),
+		request("edge", desc("path", "/free")),
+		request("edge", desc("path", "/blocked")),
+		request("edge", desc("path", "/shadow")),
+		request("edge", desc("remote_address", "1"), desc("path", "/login")),
+		request("edge", desc("nothing", "matches")),
+		request("edge", desc("path", "/login")),
+		request("edge", desc("remote_address", "1")),
+	}
+	for i, req := range reqs {
+		a, err := on.ShouldRateLimit(ctx, req)
+		require.NoError(t, err)
+		b, err := off.ShouldRateLimit(ctx, req)
+		require.NoError(t, err)
+		require.Empty(t, b.ResponseHeadersToAdd, "request %d", i)
+		a.ResponseHeadersToAdd = nil
+		require.Len(t, b.Statuses, len(req.Descriptors), "request %d", i)
+		require.True(t, proto.Equal(a, b), "request %d: headers on %v, off %v", i, a, b)
+		clockOn.Advance(7 * time.Second)
+		clockOff.Advance(7 * time.Second)
+	}
 }
 
 func TestOtherAlgorithm(t *testing.T) {
