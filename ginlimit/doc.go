@@ -63,7 +63,7 @@
 // limit's requests per window), X-RateLimit-Remaining and
 // X-RateLimit-Reset — by default the Unix time in seconds at which the
 // quota is full again (the GitHub convention most clients parse);
-// httplimit.WithResetFormat(httplimit.ResetDelta) writes delta seconds instead. A denial is
+// httplimit.WithResetDelta() writes delta seconds instead. A denial is
 // 429 Too Many Requests with Retry-After in whole seconds — the core's exact
 // retry-after rounded up, at least 1, so a client that waits that long is
 // admitted — and an RFC 9457 problem+json body of the IETF quota-exceeded

@@ -498,12 +498,12 @@ var gscenarios = []struct {
 	}},
 	{"Metadata", func(t *testing.T, env *adaptertest.Env) {
 		// HeaderNone writes no rate-limit metadata (the pushback stays: it
-		// is the retry signal); ResetDelta; the IETF fields as metadata
+		// is the retry signal); WithResetDelta; the IETF fields as metadata
 		a := env.Limiter(t, pol("quiet", core.PerMinute(1)))
 		b := env.Limiter(t, pol("api", core.PerMinute(2), core.PerHour(100)))
 		r := newGRig(t,
 			grpclimit.MustNew(a, only(sayMethod), httplimit.WithHeaders(httplimit.HeaderNone)),
-			grpclimit.MustNew(b, only(otherMethod), httplimit.WithHeaders(httplimit.HeaderDefault|httplimit.HeaderIETF), httplimit.WithResetFormat(httplimit.ResetDelta)))
+			grpclimit.MustNew(b, only(otherMethod), httplimit.WithHeaders(httplimit.HeaderDefault|httplimit.HeaderIETF), httplimit.WithResetDelta()))
 		ka, kb := []string{"quiet#" + sayMethod + "|" + ip1}, []string{"api#" + otherMethod + "|" + ip1}
 		pol := `"api-1m";q=2;w=60, "api-1h";q=100;w=3600`
 		hd := func(rem, reset int64, rl string) md {

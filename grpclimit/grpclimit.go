@@ -32,7 +32,7 @@ const (
 	// mdRemaining is what is left of it after this call.
 	mdRemaining = "x-ratelimit-remaining"
 	// mdReset is when the quota is full again: Unix seconds by default,
-	// seconds from now with WithResetFormat(ResetDelta).
+	// seconds from now with WithResetDelta().
 	mdReset = "x-ratelimit-reset"
 	// mdRetryAfter is the whole seconds to wait, on denials
 	// (HeaderRetryAfter, on by default).

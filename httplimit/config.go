@@ -28,30 +28,30 @@ type Option func(*Config)
 // options. The zero value is not used directly: [NewAdapterEngine] starts from
 // the defaults documented on each option.
 type Config struct {
-	primary   keySpec
-	extra     []checkSpec
-	scope     *string
-	scopeFunc func(keyfuncs.Request) string
-	skip      func(keyfuncs.Request) bool
-	cost      func(keyfuncs.Request) int64
-	noKey     NoKeyMode
-	fallback  keySpec
-	headers   HeaderSet
-	reset     ResetFormat
-	degraded  string
-	status    int
-	bodyType  string
-	body      []byte
-	bodySet   bool
-	onError   func(ctx context.Context, err error)
-	clock     core.Clock
-	inFlight  *core.InFlight
-	conc      *core.Concurrency // WithConcurrency (inflight.go)
-	identity  bool              // WithIdentity: the primary key reaches the handler
-	pol       policySpec        // WithTiers, WithOverrides, WithOutcome (policies.go)
-	adapter   []adapterValue
-	httpOnly  []string // the options given that shape an HTTP response (see Adapter.NoHTTPResponse)
-	errs      []error
+	primary    keySpec
+	extra      []checkSpec
+	scope      *string
+	scopeFunc  func(keyfuncs.Request) string
+	skip       func(keyfuncs.Request) bool
+	cost       func(keyfuncs.Request) int64
+	noKey      NoKeyMode
+	fallback   keySpec
+	headers    HeaderSet
+	resetDelta bool
+	degraded   string
+	status     int
+	bodyType   string
+	body       []byte
+	bodySet    bool
+	onError    func(ctx context.Context, err error)
+	clock      core.Clock
+	inFlight   *core.InFlight
+	conc       *core.Concurrency // WithConcurrency (inflight.go)
+	identity   bool              // WithIdentity: the primary key reaches the handler
+	pol        policySpec        // WithTiers, WithOverrides, WithOutcome (policies.go)
+	adapter    []adapterValue
+	httpOnly   []string // the options given that shape an HTTP response (see Adapter.NoHTTPResponse)
+	errs       []error
 }
 
 // adapterValue is one AdapterOption: a value only adapter accepts.

@@ -81,7 +81,6 @@ func TestNewErrors(t *testing.T) {
 		{"bad no-key", l, []Option{WithNoKey(9)}, "x: WithNoKey(9)"},
 		{"nil fallback", l, []Option{WithFallbackKey(nil)}, "x: WithFallbackKey(nil)"},
 		{"bad headers", l, []Option{WithHeaders(64)}, "x: WithHeaders(64)"},
-		{"bad reset", l, []Option{WithResetFormat(7)}, "x: WithResetFormat(7)"},
 		{"bad degraded header", l, []Option{WithDegradedHeader("bad header")}, `x: WithDegradedHeader("bad header")`},
 		{"bad status", l, []Option{WithDenyStatus(200)}, "x: WithDenyStatus(200)"},
 		{"nil clock", l, []Option{WithClock(nil)}, "x: WithClock(nil)"},
@@ -118,7 +117,7 @@ func TestDefaults(t *testing.T) {
 	assert.Nil(t, deny)
 	assert.Nil(t, e.InFlight())
 	assert.Equal(t, HeaderXRateLimit|HeaderRetryAfter, e.cfg.headers)
-	assert.Equal(t, ResetEpoch, e.cfg.reset)
+	assert.False(t, e.cfg.resetDelta)
 	assert.Equal(t, NoKeyFallback, e.cfg.noKey)
 	assert.Equal(t, http.StatusTooManyRequests, e.cfg.status)
 	assert.Equal(t, core.Clock(clk), e.clock())

@@ -21,7 +21,7 @@ func ExampleEngine_Fields() {
 	clk := core.NewManualClock(time.Unix(1_700_000_000, 0))
 	l := core.MustNewLimiter(store, core.Policy{Name: "api", Algorithm: core.FixedWindow,
 		Limits: []core.Limit{core.PerMinute(5)}}, core.WithClock(clk))
-	e, err := httplimit.NewAdapterEngine(httplimit.Adapter{Name: "myadapter"}, l, httplimit.WithResetFormat(httplimit.ResetDelta))
+	e, err := httplimit.NewAdapterEngine(httplimit.Adapter{Name: "myadapter"}, l, httplimit.WithResetDelta())
 	if err != nil {
 		panic(err)
 	}

@@ -33,7 +33,7 @@ func Example() {
 		httplimit.WithKey(userKey),
 		httplimit.WithNoKey(httplimit.NoKeySkip), // anonymous requests: the IP check alone
 		httplimit.WithCheck(ips, nil),
-		httplimit.WithResetFormat(httplimit.ResetDelta),
+		httplimit.WithResetDelta(),
 	}
 
 	mux := http.NewServeMux()

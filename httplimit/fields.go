@@ -14,7 +14,7 @@ const (
 	// FieldRemaining is what is left of it ([HeaderXRateLimit]).
 	FieldRemaining = "X-Ratelimit-Remaining"
 	// FieldReset is when it is full again ([HeaderXRateLimit],
-	// [WithResetFormat]).
+	// [WithResetDelta]).
 	FieldReset = "X-Ratelimit-Reset"
 	// FieldRetryAfter is the whole seconds to wait, on denials
 	// ([HeaderRetryAfter]).

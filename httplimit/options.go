@@ -156,16 +156,14 @@ func WithHeaders(h HeaderSet) Option {
 	}
 }
 
-// WithResetFormat chooses epoch seconds ([ResetEpoch], the default) or
-// delta seconds ([ResetDelta]) for X-RateLimit-Reset.
-func WithResetFormat(f ResetFormat) Option {
-	return func(c *Config) {
-		if f > ResetDelta {
-			c.fail("WithResetFormat(%d): use ResetEpoch or ResetDelta", f)
-			return
-		}
-		c.reset = f
-	}
+// WithResetDelta writes X-RateLimit-Reset as delta seconds (rounded
+// up) until the binding limit's quota is full again, like Retry-After and
+// the IETF t parameter: immune to clock skew between client and server.
+// Without it the field is Unix epoch seconds (rounded up) of that moment:
+// the GitHub/GitLab/Twitter convention that most X-RateLimit-* clients
+// parse, which relies on the client's clock agreeing with the server's.
+func WithResetDelta() Option {
+	return func(c *Config) { c.resetDelta = true }
 }
 
 // WithDegradedHeader sets the named header to "1" on requests admitted

@@ -101,7 +101,7 @@ type HeaderSet uint8
 const (
 	// HeaderXRateLimit is X-RateLimit-Limit (the binding limit's Requests
 	// per window), X-RateLimit-Remaining and X-RateLimit-Reset (see
-	// [WithResetFormat]), on allowed and denied responses. On by default.
+	// [WithResetDelta]), on allowed and denied responses. On by default.
 	HeaderXRateLimit HeaderSet = 1 << iota
 	// HeaderRetryAfter is Retry-After on denials: integer delta seconds,
 	// the core's exact RetryAfter rounded up, at least 1. Absent when the
@@ -124,22 +124,6 @@ const (
 	HeaderDefault = HeaderXRateLimit | HeaderRetryAfter
 
 	headerAll = HeaderXRateLimit | HeaderRetryAfter | HeaderIETF
-)
-
-// ResetFormat says how X-RateLimit-Reset is written, for
-// [WithResetFormat]. The zero value is [ResetEpoch].
-type ResetFormat uint8
-
-// Reset formats.
-const (
-	// ResetEpoch: Unix seconds (rounded up) at which the binding limit's
-	// quota is full again — the GitHub/GitLab/Twitter convention that most
-	// X-RateLimit-* clients parse. The default. Relies on the client's
-	// clock agreeing with the server's.
-	ResetEpoch ResetFormat = iota
-	// ResetDelta: seconds (rounded up) until then, like Retry-After and
-	// the IETF t parameter; immune to clock skew.
-	ResetDelta
 )
 
 // NoKeyMode says what a middleware does when a check's key function finds

@@ -67,7 +67,7 @@ func ExampleNew_perRoute() {
 
 	mux := http.NewServeMux()
 	mux.Handle("POST /login", nethttp.New(login,
-		httplimit.WithResetFormat(httplimit.ResetDelta),
+		httplimit.WithResetDelta(),
 		httplimit.WithHeaders(httplimit.HeaderDefault|httplimit.HeaderIETF),
 	)(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "welcome") })))
 	mux.HandleFunc("GET /", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "home") })
@@ -98,7 +98,7 @@ func ExampleWithCheck() {
 		httplimit.WithKey(user),
 		httplimit.WithNoKey(httplimit.NoKeySkip), // anonymous: IP check only
 		httplimit.WithCheck(perIP, nil),          // nil: key by the peer IP
-		httplimit.WithResetFormat(httplimit.ResetDelta),
+		httplimit.WithResetDelta(),
 	)
 	h := mw(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
 

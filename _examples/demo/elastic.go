@@ -141,7 +141,7 @@ func (d *elasticDemo) limited() (http.Handler, error) {
 	if err != nil {
 		return nil, err
 	}
-	mw, err := nethttp.NewMiddleware(l, httplimit.WithKey(key), httplimit.WithClock(d.clock), httplimit.WithResetFormat(httplimit.ResetDelta))
+	mw, err := nethttp.NewMiddleware(l, httplimit.WithKey(key), httplimit.WithClock(d.clock), httplimit.WithResetDelta())
 	if err != nil {
 		return nil, err
 	}

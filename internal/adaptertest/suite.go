@@ -253,9 +253,9 @@ var scenarios = []scenario{
 	}},
 	{"RoutePatternKeys", func(t *testing.T, h Harness, env *Env) {
 		l := env.Limiter(t, policy("users", core.PerMinute(2)))
-		m := mw(l, httplimit.WithClock(env.Clock), httplimit.WithResetFormat(httplimit.ResetDelta))
+		m := mw(l, httplimit.WithClock(env.Clock), httplimit.WithResetDelta())
 		shared := env.Limiter(t, policy("shared", core.PerMinute(1)))
-		ms := mw(shared, httplimit.WithScope("uploads"), httplimit.WithResetFormat(httplimit.ResetDelta))
+		ms := mw(shared, httplimit.WithScope("uploads"), httplimit.WithResetDelta())
 		c := build(t, h, App{Routes: []Route{
 			{Method: "GET", Path: "/users/:id", Mw: m},
 			{Method: "DELETE", Path: "/users/:id", Mw: m},
@@ -498,7 +498,7 @@ var scenarios = []scenario{
 	{"IETFHeaders", func(t *testing.T, h Harness, env *Env) {
 		l := env.Limiter(t, policy("api", core.PerMinute(2), core.PerHour(100)))
 		c := build(t, h, App{Routes: []Route{{Method: "GET", Path: "/i", Mw: mw(l,
-			httplimit.WithHeaders(httplimit.HeaderDefault|httplimit.HeaderIETF), httplimit.WithResetFormat(httplimit.ResetDelta))}}})
+			httplimit.WithHeaders(httplimit.HeaderDefault|httplimit.HeaderIETF), httplimit.WithResetDelta())}}})
 		k := "api#" + h.Scope("GET", "/i") + "|" + IP1
 		pol := `"api-1m";q=2;w=60, "api-1h";q=100;w=3600`
 		hd := func(rem, reset int64, rl string) H {

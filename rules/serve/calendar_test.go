@@ -33,7 +33,7 @@ rules:
 // with timezone: Europe/Berlin, served through net/http at a manual
 // clock, admits 5 requests and denies the sixth with Retry-After and
 // X-RateLimit-Reset (epoch seconds, and delta seconds under
-// ResetDelta) at the next first of the month, midnight in Berlin; the
+// WithResetDelta) at the next first of the month, midnight in Berlin; the
 // month after admits again. Walked from November 29 (a 30-day month) and
 // from February 28 2028 (a leap February) and December 31 (the year end).
 func TestCalendarMonthThroughHTTP(t *testing.T) {
@@ -53,7 +53,7 @@ func TestCalendarMonthThroughHTTP(t *testing.T) {
 			clock := core.NewManualClock(c.at)
 			cfg := serve.Config{Store: store, Identity: identity(t), LimiterOptions: []core.Option{core.WithClock(clock)}}
 			if delta {
-				cfg.Options = []httplimit.Option{httplimit.WithResetFormat(httplimit.ResetDelta)}
+				cfg.Options = []httplimit.Option{httplimit.WithResetDelta()}
 			}
 			_, h, err := serve.NewNetHTTP(cfg, set, routes())
 			require.NoError(t, err)
