@@ -45,9 +45,10 @@
 // with different policies never share quota either.
 //
 // A key function that finds no key (an anonymous request to a user check)
-// follows [httplimit.WithNoKey]: fall back to the peer IP (default), skip the check,
-// or deny. A no-key denial is 403, not 429: it claims no quota. A server
-// on a Unix socket has no peer IP to fall back to (see [httplimit.NoKeyFallback]).
+// falls back to the peer IP ([httplimit.WithFallbackKey], the default), or skips
+// the check ([httplimit.WithNoKeySkip]) or denies ([httplimit.WithNoKeyDeny]). A
+// no-key denial is 403, not 429: it claims no quota. A server on a Unix socket
+// has no peer IP to fall back to (see [httplimit.WithFallbackKey]).
 //
 // # Several checks
 //

@@ -34,7 +34,7 @@ type Config struct {
 	scopeFunc  func(keyfuncs.Request) string
 	skip       func(keyfuncs.Request) bool
 	cost       func(keyfuncs.Request) int64
-	noKey      NoKeyMode
+	noKey      noKeyMode
 	fallback   keySpec
 	headers    HeaderSet
 	resetDelta bool

@@ -11,8 +11,8 @@
 // this package's options, written the same way whatever the framework, so
 // moving between frameworks changes only the constructor:
 //
-//	ginlimit.New(limiter, httplimit.WithKey(userKey), httplimit.WithNoKey(httplimit.NoKeySkip))
-//	nethttp.New(limiter, httplimit.WithKey(userKey), httplimit.WithNoKey(httplimit.NoKeySkip))
+//	ginlimit.New(limiter, httplimit.WithKey(userKey), httplimit.WithNoKeySkip())
+//	nethttp.New(limiter, httplimit.WithKey(userKey), httplimit.WithNoKeySkip())
 //
 // Code shared by several adapters (a function returning the options of a
 // service) is written once against this package. The adapters export only

@@ -31,7 +31,7 @@ func Example() {
 	}
 	opts := []httplimit.Option{
 		httplimit.WithKey(userKey),
-		httplimit.WithNoKey(httplimit.NoKeySkip), // anonymous requests: the IP check alone
+		httplimit.WithNoKeySkip(), // anonymous requests: the IP check alone
 		httplimit.WithCheck(ips, nil),
 		httplimit.WithResetDelta(),
 	}

@@ -14,10 +14,11 @@ import (
 // framework's client-IP helper, which trusts spoofable headers. Behind a
 // proxy, pass a trusted-proxy resolver (keyfuncs.XForwardedFor(cidrs...))
 // to [WithIPKey], or its Key method here. A key function that returns
-// keyfuncs.ErrNoKey or "" follows [WithNoKey]; keys longer than 256 bytes
+// keyfuncs.ErrNoKey or "" gets the fallback key ([WithFallbackKey]), or
+// what [WithNoKeySkip] or [WithNoKeyDeny] says; keys longer than 256 bytes
 // are hashed (keyfuncs.Bound). A *keyfuncs.Refusal (keyfuncs.FormField's
 // for a body it cannot read as the handler would) refuses the request
-// with its status ([ReasonRefused]) whatever WithNoKey says. With
+// with its status ([ReasonRefused]), never keyed by the fallback. With
 // [WithIdentity], the key of an admitted request reaches its handler as
 // [Identity].
 func WithKey(f keyfuncs.Func) Option {
@@ -62,7 +63,7 @@ func WithIPKey(r *keyfuncs.Resolver) Option {
 // check admits it (core.AllowAll: checks run in order, New's limiter first,
 // and stop at the first denial, so later checks consume nothing); the
 // headers describe the binding check. This is the hybrid "limit the user
-// and the IP": New(userLimiter, WithKey(userKey), WithNoKey(NoKeySkip),
+// and the IP": New(userLimiter, WithKey(userKey), WithNoKeySkip(),
 // WithCheck(ipLimiter, nil)). At most 8 checks.
 func WithCheck(l *core.Limiter, key keyfuncs.Func) Option {
 	return func(c *Config) {
@@ -119,29 +120,51 @@ func WithCost(f func(r keyfuncs.Request) int64) Option {
 	return func(c *Config) { c.cost = f }
 }
 
-// WithNoKey sets what happens when a check's key function finds no key
-// ([NoKeyFallback] by default).
-func WithNoKey(m NoKeyMode) Option {
-	return func(c *Config) {
-		if m > NoKeyDeny {
-			c.fail("WithNoKey(%d): use NoKeyFallback, NoKeySkip or NoKeyDeny", m)
-			return
-		}
-		c.noKey = m
-	}
-}
-
-// WithFallbackKey selects [NoKeyFallback] with f as the fallback key
-// function (default keyfuncs.PeerIP().Key).
+// WithFallbackKey, [WithNoKeySkip] and [WithNoKeyDeny] say what a
+// middleware does when a check's key function finds no key
+// (keyfuncs.ErrNoKey) or invalid key material (any other error, which is
+// also reported to the [WithErrorHook] hook); the last of the three given
+// wins. A *keyfuncs.Refusal is none of these: it is always refused
+// ([ReasonRefused]).
+//
+// WithFallbackKey keys such a check by f (by default, without this
+// option, keyfuncs.PeerIP().Key: the peer IP), prefixed "~fb/" so that it
+// never shares quota with a primary key that looks the same; if f finds
+// no key either, the request is denied (ReasonNoKey, 403) and the
+// [WithErrorHook] hook is told. The fallback is the default: a request is
+// never let through unlimited by accident.
+//
+// With the default key (the peer IP) a primary key always exists unless
+// the peer address is not an IP: a server listening on a Unix socket
+// (behind a local proxy) denies every request with 403. There, key by
+// what the proxy passes on — e.g. [WithKey] with keyfuncs.Header on a
+// header the proxy overwrites on every request, safe only when nothing
+// but the proxy can reach the socket — or choose [WithNoKeySkip] to leave
+// such requests unlimited.
 func WithFallbackKey(f keyfuncs.Func) Option {
 	return func(c *Config) {
 		if f == nil {
 			c.fail("WithFallbackKey(nil): pass a keyfuncs.Func")
 			return
 		}
-		c.noKey = NoKeyFallback
+		c.noKey = noKeyFallback
 		c.fallback = keySpec{fn: f, set: true}
 	}
+}
+
+// WithNoKeySkip skips a check whose key function finds no key, for that
+// request; other checks still apply. Use it for the user check of a
+// user+IP hybrid, so anonymous requests are limited by the IP check alone
+// (see [WithFallbackKey] for the default).
+func WithNoKeySkip() Option {
+	return func(c *Config) { c.noKey = noKeySkip }
+}
+
+// WithNoKeyDeny denies a request for which a check's key function finds
+// no key (ReasonNoKey: 403, no rate-limit fields, no Retry-After; see
+// [WithFallbackKey] for the default).
+func WithNoKeyDeny() Option {
+	return func(c *Config) { c.noKey = noKeyDeny }
 }
 
 // WithHeaders selects the header fields written (default

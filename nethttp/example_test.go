@@ -96,8 +96,8 @@ func ExampleWithCheck() {
 
 	mw := nethttp.New(perUser,
 		httplimit.WithKey(user),
-		httplimit.WithNoKey(httplimit.NoKeySkip), // anonymous: IP check only
-		httplimit.WithCheck(perIP, nil),          // nil: key by the peer IP
+		httplimit.WithNoKeySkip(),       // anonymous: IP check only
+		httplimit.WithCheck(perIP, nil), // nil: key by the peer IP
 		httplimit.WithResetDelta(),
 	)
 	h := mw(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))

@@ -285,7 +285,7 @@ var scenarios = []scenario{
 		userKey, err := keyfuncs.Header("X-User")
 		require.NoError(t, err)
 		c := build(t, h, App{Global: mw(user, httplimit.WithClock(env.Clock), httplimit.WithKey(userKey),
-			httplimit.WithNoKey(httplimit.NoKeySkip), httplimit.WithCheck(ip, nil)),
+			httplimit.WithNoKeySkip(), httplimit.WithCheck(ip, nil)),
 			Routes: []Route{{Method: "GET", Path: "/h"}}})
 		sc := h.Scope("GET", "/h") + "|"
 		ua, ub, i1, i2 := "user#"+sc+"alice", "user#"+sc+"bob", "ip#"+sc+IP1, "ip#"+sc+IP2
@@ -443,11 +443,11 @@ var scenarios = []scenario{
 		lo := env.Limiter(t, policy("opt", core.PerMinute(5)))
 		c := build(t, h, App{Routes: []Route{
 			{Method: "GET", Path: "/fb", Mw: mw(lf, httplimit.WithClock(env.Clock), httplimit.WithKey(apiKey))},
-			{Method: "GET", Path: "/skip", Mw: mw(ls, httplimit.WithClock(env.Clock), httplimit.WithKey(apiKey), httplimit.WithNoKey(httplimit.NoKeySkip))},
-			{Method: "GET", Path: "/deny", Mw: mw(ld, httplimit.WithClock(env.Clock), httplimit.WithKey(apiKey), httplimit.WithNoKey(httplimit.NoKeyDeny))},
+			{Method: "GET", Path: "/skip", Mw: mw(ls, httplimit.WithClock(env.Clock), httplimit.WithKey(apiKey), httplimit.WithNoKeySkip())},
+			{Method: "GET", Path: "/deny", Mw: mw(ld, httplimit.WithClock(env.Clock), httplimit.WithKey(apiKey), httplimit.WithNoKeyDeny())},
 			{Method: "GET", Path: "/bad", Mw: mw(lb, httplimit.WithClock(env.Clock), httplimit.WithKey(badKey), httplimit.WithErrorHook(hook))},
-			{Method: "GET", Path: "/dh", Mw: mw(lh, httplimit.WithKey(apiKey), httplimit.WithNoKey(httplimit.NoKeyDeny), h.CustomDeny())},
-			// all defaults (peer-IP key, NoKeyFallback), and the quota
+			{Method: "GET", Path: "/dh", Mw: mw(lh, httplimit.WithKey(apiKey), httplimit.WithNoKeyDeny(), h.CustomDeny())},
+			// all defaults (peer-IP key, the fallback key), and the quota
 			// denial's status and body options, which a no-key denial ignores
 			{Method: "GET", Path: "/def", Mw: mw(lu, httplimit.WithClock(env.Clock))},
 			{Method: "GET", Path: "/opt", Mw: mw(lo, httplimit.WithClock(env.Clock), httplimit.WithDenyStatus(503), httplimit.WithDenyBody("text/plain", []byte("slow down")),
