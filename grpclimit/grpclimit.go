@@ -3,6 +3,7 @@ package grpclimit
 import (
 	"context"
 	"fmt"
+	"reflect"
 	"strconv"
 	"sync/atomic"
 	"time"
@@ -74,7 +75,7 @@ type Interceptor struct {
 // mark, and reports outcomes.
 var adapter = httplimit.Adapter{
 	Name:           "grpclimit",
-	Options:        []httplimit.OptionDecl{httplimit.DeclareOption[func(int) bool](outcomeMark)},
+	Options:        map[string]reflect.Type{outcomeMark: reflect.TypeFor[func(int) bool]()},
 	Outcome:        true,
 	NoHTTPResponse: true,
 	Denials: "grpclimit answers a denial with a status: codes.ResourceExhausted with RetryInfo, " +

@@ -125,7 +125,7 @@
 // [Adapter] description says what else the adapter honours, so that the
 // engine refuses what it would ignore. An adapter with options of its
 // own (a deny handler) defines them with [AdapterOption], declares them
-// in Adapter.Options with [DeclareOption] and reads them back with
+// in [Adapter.Options] (name and value type) and reads them back with
 // [AdapterOptionValue]. One that supports [WithOutcome] sets
 // Adapter.Outcome, runs the handler of a passed request itself when
 // [Engine.CountsOutcome] reports true and then calls [Engine.Outcome]
