@@ -126,9 +126,9 @@ func TestDefaults(t *testing.T) {
 	res.Decision.ResetAfter = 1500 * time.Millisecond
 	var f Fields
 	e.Fields(&res, &f)
-	v, _ := f.Get(respond.HeaderReset)
+	v, _ := f.f.Get(respond.HeaderReset)
 	assert.Equal(t, "1700000002", v)
-	_, ok := f.Get(respond.HeaderPolicy)
+	_, ok := f.f.Get(respond.HeaderPolicy)
 	assert.False(t, ok)
 	rej := e.Reject(&Result{Action: Deny, Reason: ReasonLimited, Decision: core.Decision{Policy: "p", RetryAfter: time.Second}})
 	assert.Equal(t, 429, rej.Status)
@@ -334,7 +334,7 @@ func TestUnixSocketPeerIsNotAQuotaDenial(t *testing.T) {
 			var f Fields
 			e.Fields(&res, &f)
 			for _, h := range []string{respond.HeaderLimit, respond.HeaderRemaining, respond.HeaderReset, respond.HeaderRetryAfter, respond.HeaderRateLimit} {
-				_, ok := f.Get(h)
+				_, ok := f.f.Get(h)
 				assert.False(t, ok, "peer %q: %s claims a quota", peer, h)
 			}
 			rej := e.Reject(&res)

@@ -37,12 +37,13 @@ func ExampleEngine_Fields() {
 			static = string(dyn) // dyn aliases f: copy it
 		}
 		fmt.Printf("%s: %s\n", strings.ToLower(name), static)
+		if name == httplimit.FieldRemaining {
+			fmt.Println("remaining", static)
+		}
 	}
-	remaining, _ := f.Get(httplimit.FieldRemaining)
-	fmt.Println("remaining", remaining)
 	// Output:
 	// x-ratelimit-limit: 5
 	// x-ratelimit-remaining: 4
-	// x-ratelimit-reset: 40
 	// remaining 4
+	// x-ratelimit-reset: 40
 }

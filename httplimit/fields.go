@@ -46,11 +46,6 @@ func (f *Fields) Len() int { return f.f.Len() }
 // non-empty.
 func (f *Fields) At(i int) (name string, dyn []byte, static string) { return f.f.At(i) }
 
-// Get returns the value of the named field (a canonical name, as At
-// returns) as a string and whether it is present. It allocates for a
-// formatted value: for tests and deny handlers, not the request path.
-func (f *Fields) Get(name string) (string, bool) { return f.f.Get(name) }
-
 // IntText is the decimal form of v for a header value: written into buf
 // (at least 20 bytes; not necessarily at its start) and returned, or,
 // for 0 <= v < 1024, a view of a ready-made constant, so that it formats
