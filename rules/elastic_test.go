@@ -216,7 +216,7 @@ func TestElasticLive(t *testing.T) {
 	take := func(n int) (nominal, elastic int) {
 		snap := live.Acquire()
 		defer snap.Release()
-		r := snap.Match("GET", "/api", false)
+		r := snap.Set().Match("GET", "/api", false)
 		require.NotNil(t, r)
 		for i := 0; i < n; i++ {
 			d, err := snap.Limiter(r).Allow(ctx, "u1")

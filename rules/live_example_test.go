@@ -33,7 +33,7 @@ rules:
 	request := func(path string) {
 		snap := live.Acquire() // one snapshot for the whole request
 		defer snap.Release()
-		r := snap.Match("GET", path, false)
+		r := snap.Set().Match("GET", path, false)
 		d, _ := snap.Limiter(r).Allow(context.Background(), "client-1")
 		h, _ := snap.Handler(r)
 		fmt.Printf("%-28s allowed=%v remaining=%d\n", h, d.Allowed, d.Remaining)

@@ -232,7 +232,7 @@ func TestSwapKeyOnlyChangeIsAnUpdate(t *testing.T) {
 	assert.False(t, ch.Empty())
 	snap := live.Acquire()
 	defer snap.Release()
-	r := snap.Match("GET", "/v1/items", false)
+	r := snap.Set().Match("GET", "/v1/items", false)
 	require.NotNil(t, r)
 	assert.Equal(t, rules.Key{Kind: rules.KeyHeader, Header: "X-Tenant"}, r.Key)
 }
