@@ -95,7 +95,7 @@ func AdapterOptionValue[T any](e *Engine, name string) (T, error) {
 // checkAdapter rejects what adapter a cannot honour among c's options,
 // and converts the values of its declared adapter options to their
 // declared types.
-func (c *Config) checkAdapter(a *Adapter) {
+func (c *config) checkAdapter(a *Adapter) {
 	for i := range c.adapter {
 		v := &c.adapter[i]
 		if v.adapter != a.Name {

@@ -27,7 +27,7 @@ import (
 // The skip function skips it too; a request without a key (see
 // [WithNoKeySkip]) takes no slot. c must not be nil.
 func WithConcurrency(c *core.Concurrency) Option {
-	return func(cfg *Config) {
+	return func(cfg *config) {
 		if c == nil {
 			cfg.fail("WithConcurrency(nil): pass a *core.Concurrency (core.NewConcurrency)")
 			return
