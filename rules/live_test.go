@@ -426,7 +426,7 @@ func BenchmarkLiveSwap(b *testing.B) {
 	a := Default()
 	src, err := a.encodeYAML()
 	require.NoError(b, err)
-	other, err := Parse([]byte(strings.Replace(string(src), "100 per 1m", "120 per 1m", 1)), YAML)
+	other, err := parse([]byte(strings.Replace(string(src), "100 per 1m", "120 per 1m", 1)), syntaxYAML)
 	require.NoError(b, err)
 	live, err := NewLive[struct{}](store, a, nil)
 	require.NoError(b, err)

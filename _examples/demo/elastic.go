@@ -119,7 +119,7 @@ func newElasticDemo(out io.Writer) (*elasticDemo, error) {
 
 // limited is the search handler behind the elastic rule's middleware.
 func (d *elasticDemo) limited() (http.Handler, error) {
-	set, err := rules.Parse([]byte(elasticRules), rules.YAML)
+	set, err := rules.Parse([]byte(elasticRules))
 	if err != nil {
 		return nil, err
 	}
