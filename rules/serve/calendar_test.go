@@ -175,7 +175,7 @@ func TestCalendarRuleReloadKeepsCounters(t *testing.T) {
 	}
 	// the same limits, a fail mode changed: the policy is not identical,
 	// its state means the same
-	again, err := rules.Parse([]byte(calendarRules+"    fail_mode: closed\n"))
+	again, err := rules.Parse([]byte(calendarRules + "    fail_mode: closed\n"))
 	require.NoError(t, err)
 	_, err = srv.Swap(again)
 	require.NoError(t, err)

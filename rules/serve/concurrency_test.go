@@ -187,7 +187,7 @@ rules:
 		{`{name: x, route: /x, concurrency: 3, fail_mode: local}`, `rules[0] "x": concurrency: fail_mode local`},
 		{`{name: x, route: /x}`, `no limits`},
 	} {
-		_, err := rules.Parse([]byte("rules:\n  - "+tc.doc+"\n"))
+		_, err := rules.Parse([]byte("rules:\n  - " + tc.doc + "\n"))
 		require.Error(t, err, tc.doc)
 		assert.Contains(t, err.Error(), tc.want, tc.doc)
 	}
