@@ -48,7 +48,7 @@ import (
 //     seconds, at least 1);
 //   - store failure under FailClosed: connect.CodeUnavailable with a
 //     RetryInfo of one second and Retry-After: 1;
-//   - no key under httplimit.NoKeyDeny: connect.CodeUnauthenticated;
+//   - no key under httplimit.WithNoKeyDeny: connect.CodeUnauthenticated;
 //   - a key function's refusal: connect.CodeInvalidArgument.
 //
 // Counting by outcome (httplimit.WithOutcome) sees the HTTP status the

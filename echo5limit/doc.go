@@ -43,7 +43,7 @@
 // X-RateLimit-Remaining and X-RateLimit-Reset; a denial is 429 with
 // Retry-After and an RFC 9457 problem+json body; a FailClosed store
 // failure is 503 with Retry-After: 1; a request without a key under
-// httplimit.NoKeyDeny is 403. [WithDenyHandler] replaces the whole
+// httplimit.WithNoKeyDeny is 403. [WithDenyHandler] replaces the whole
 // denial. Outcome counting (httplimit.WithOutcome) sees the status
 // written, or for an error returned unwritten the status echo's error
 // handler sends (echo.StatusCode, else 500); a panic counts as a

@@ -3,6 +3,7 @@ package echo5limit
 import (
 	"context"
 	"net/http"
+	"reflect"
 
 	"github.com/limitkit/limitkit/core"
 	"github.com/limitkit/limitkit/httplimit"
@@ -16,7 +17,7 @@ import (
 // WithDenyHandler and reports outcomes.
 var adapter = httplimit.Adapter{
 	Name:    "echo5limit",
-	Options: []httplimit.OptionDecl{httplimit.DeclareOption[DenyHandler]("WithDenyHandler")},
+	Options: map[string]reflect.Type{"WithDenyHandler": reflect.TypeFor[DenyHandler]()},
 	Outcome: true,
 }
 

@@ -62,7 +62,7 @@ func ExampleNew_perRoute() {
 
 	e := echo.New()
 	e.POST("/login", func(c *echo.Context) error { return c.String(http.StatusOK, "welcome") },
-		echo5limit.New(login, httplimit.WithClock(clock), httplimit.WithResetFormat(httplimit.ResetDelta)))
+		echo5limit.New(login, httplimit.WithClock(clock), httplimit.WithResetDelta()))
 	e.GET("/", func(c *echo.Context) error { return c.String(http.StatusOK, "home") })
 
 	show(e, "POST", "/login", "203.0.113.7:1234")

@@ -2,6 +2,7 @@ package echolimit
 
 import (
 	"net/http"
+	"reflect"
 	"sync"
 
 	"github.com/labstack/echo/v4"
@@ -29,7 +30,7 @@ func WithDenyHandler(h DenyHandler) httplimit.Option {
 // WithDenyHandler and reports outcomes.
 var adapter = httplimit.Adapter{
 	Name:    "echolimit",
-	Options: []httplimit.OptionDecl{httplimit.DeclareOption[DenyHandler]("WithDenyHandler")},
+	Options: map[string]reflect.Type{"WithDenyHandler": reflect.TypeFor[DenyHandler]()},
 	Outcome: true,
 }
 

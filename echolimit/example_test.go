@@ -60,7 +60,7 @@ func ExampleNew_perRoute() {
 
 	e := echo.New()
 	e.POST("/login", func(c echo.Context) error { return c.String(http.StatusOK, "welcome") },
-		echolimit.New(login, httplimit.WithResetFormat(httplimit.ResetDelta)))
+		echolimit.New(login, httplimit.WithResetDelta()))
 	e.GET("/", func(c echo.Context) error { return c.String(http.StatusOK, "home") })
 
 	show(e, "POST", "/login", "203.0.113.7:1234")

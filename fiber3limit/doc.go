@@ -57,7 +57,7 @@
 // X-RateLimit-Remaining and X-RateLimit-Reset; a denial is 429 with
 // Retry-After and an RFC 9457 problem+json body; a FailClosed store
 // failure is 503 with Retry-After: 1; a request without a key under
-// httplimit.NoKeyDeny is 403. [WithDenyHandler] replaces the whole
+// httplimit.WithNoKeyDeny is 403. [WithDenyHandler] replaces the whole
 // denial. Outcome counting (httplimit.WithOutcome) sees a returned
 // *fiber.Error's code (other errors: 500), else the status written; a
 // bare 200 without a body counts as unwritten; a panic as a failure.

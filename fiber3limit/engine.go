@@ -2,6 +2,7 @@ package fiber3limit
 
 import (
 	"context"
+	"reflect"
 
 	"github.com/valyala/fasthttp"
 
@@ -16,7 +17,7 @@ import (
 // WithDenyHandler and reports outcomes.
 var adapter = httplimit.Adapter{
 	Name:    "fiber3limit",
-	Options: []httplimit.OptionDecl{httplimit.DeclareOption[DenyHandler]("WithDenyHandler")},
+	Options: map[string]reflect.Type{"WithDenyHandler": reflect.TypeFor[DenyHandler]()},
 	Outcome: true,
 }
 

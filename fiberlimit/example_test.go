@@ -65,7 +65,7 @@ func ExampleNew_global() {
 	global := core.MustNewLimiter(store, core.Policy{Name: "global", Limits: []core.Limit{core.PerMinute(2)}}, core.WithClock(clock))
 
 	app := fiber.New(fiber.Config{DisableStartupMessage: true})
-	app.Use(fiberlimit.New(global, httplimit.WithResetFormat(httplimit.ResetDelta)))
+	app.Use(fiberlimit.New(global, httplimit.WithResetDelta()))
 	app.Get("/a", func(c *fiber.Ctx) error { return c.SendString("a") })
 	app.Get("/users/:id", func(c *fiber.Ctx) error { return c.SendString("user") })
 

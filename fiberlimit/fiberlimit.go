@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"net"
 	"net/netip"
+	"reflect"
 	"strconv"
 	"sync"
 
@@ -33,7 +34,7 @@ func WithDenyHandler(h DenyHandler) httplimit.Option {
 // WithDenyHandler and reports outcomes.
 var adapter = httplimit.Adapter{
 	Name:    "fiberlimit",
-	Options: []httplimit.OptionDecl{httplimit.DeclareOption[DenyHandler]("WithDenyHandler")},
+	Options: map[string]reflect.Type{"WithDenyHandler": reflect.TypeFor[DenyHandler]()},
 	Outcome: true,
 }
 

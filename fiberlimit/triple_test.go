@@ -25,10 +25,10 @@ func TestSetTripleMatchesSetFields(t *testing.T) {
 	st := memstore.MustNew()
 	defer st.Close()
 	rng := rand.New(rand.NewSource(3))
-	for _, rf := range []httplimit.ResetFormat{httplimit.ResetEpoch, httplimit.ResetDelta} {
+	for _, rf := range [][]httplimit.Option{nil, {httplimit.WithResetDelta()}} {
 		for _, n := range []int64{1, 1000, 5000, 2_000_000_000} {
 			lim := core.MustNewLimiter(st, core.Policy{Name: "p" + strconv.FormatInt(n, 10), Limits: []core.Limit{core.Per(n, time.Hour)}})
-			e, err := httplimit.NewAdapterEngine(httplimit.Adapter{Name: "fiberlimit"}, lim, httplimit.WithResetFormat(rf))
+			e, err := httplimit.NewAdapterEngine(httplimit.Adapter{Name: "fiberlimit"}, lim, rf...)
 			require.NoError(t, err)
 			for i := 0; i < 200; i++ {
 				r := httptest.NewRequest("GET", "/x", nil)

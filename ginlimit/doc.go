@@ -46,9 +46,10 @@
 // with different policies never share quota either.
 //
 // A key function that finds no key (an anonymous request to a user check)
-// follows [httplimit.WithNoKey]: fall back to the peer IP (default), skip the check,
-// or deny. A no-key denial is 403, not 429: it claims no quota. A server
-// on a Unix socket has no peer IP to fall back to (see [httplimit.NoKeyFallback]).
+// falls back to the peer IP ([httplimit.WithFallbackKey], the default), or skips
+// the check ([httplimit.WithNoKeySkip]) or denies ([httplimit.WithNoKeyDeny]). A
+// no-key denial is 403, not 429: it claims no quota. A server on a Unix socket
+// has no peer IP to fall back to (see [httplimit.WithFallbackKey]).
 //
 // # Several checks
 //
@@ -63,7 +64,7 @@
 // limit's requests per window), X-RateLimit-Remaining and
 // X-RateLimit-Reset — by default the Unix time in seconds at which the
 // quota is full again (the GitHub convention most clients parse);
-// httplimit.WithResetFormat(httplimit.ResetDelta) writes delta seconds instead. A denial is
+// httplimit.WithResetDelta() writes delta seconds instead. A denial is
 // 429 Too Many Requests with Retry-After in whole seconds — the core's exact
 // retry-after rounded up, at least 1, so a client that waits that long is
 // admitted — and an RFC 9457 problem+json body of the IETF quota-exceeded

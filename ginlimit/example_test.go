@@ -62,7 +62,7 @@ func ExampleNew_perRoute() {
 	login := core.MustNewLimiter(store, core.Policy{Name: "login", Limits: []core.Limit{core.PerMinute(1)}}, core.WithClock(clock))
 
 	r := gin.New()
-	r.POST("/login", ginlimit.New(login, httplimit.WithResetFormat(httplimit.ResetDelta)), func(c *gin.Context) { c.String(http.StatusOK, "welcome") })
+	r.POST("/login", ginlimit.New(login, httplimit.WithResetDelta()), func(c *gin.Context) { c.String(http.StatusOK, "welcome") })
 	r.GET("/", func(c *gin.Context) { c.String(http.StatusOK, "home") })
 
 	show(r, "POST", "/login", "203.0.113.7:1234")

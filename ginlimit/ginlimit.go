@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"net"
 	"net/http"
+	"reflect"
 
 	"github.com/gin-gonic/gin"
 
@@ -29,7 +30,7 @@ func WithDenyHandler(h DenyHandler) httplimit.Option {
 // WithDenyHandler and reports outcomes.
 var adapter = httplimit.Adapter{
 	Name:    "ginlimit",
-	Options: []httplimit.OptionDecl{httplimit.DeclareOption[DenyHandler]("WithDenyHandler")},
+	Options: map[string]reflect.Type{"WithDenyHandler": reflect.TypeFor[DenyHandler]()},
 	Outcome: true,
 }
 

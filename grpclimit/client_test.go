@@ -184,7 +184,7 @@ func TestUnaryClientNoRetry(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rig = newRetryRig(t, clock, grpclimit.MustNew(newLimiter(t, 2, clock), httplimit.WithKey(key), httplimit.WithNoKey(httplimit.NoKeyDeny)), true)
+	rig = newRetryRig(t, clock, grpclimit.MustNew(newLimiter(t, 2, clock), httplimit.WithKey(key), httplimit.WithNoKeyDeny()), true)
 	if r := call(t, rig.cc, sayMethod); r.code != codes.Unauthenticated {
 		t.Fatalf("got %v", r.st)
 	}

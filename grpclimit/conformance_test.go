@@ -389,7 +389,7 @@ var gscenarios = []struct {
 	{"HybridUserAndIP", func(t *testing.T, env *adaptertest.Env) {
 		user := env.Limiter(t, pol("user", core.PerMinute(2)))
 		ip := env.Limiter(t, pol("ip", core.PerMinute(3)))
-		r := newGRig(t, grpclimit.MustNew(user, httplimit.WithKey(header(t, "x-user")), httplimit.WithNoKey(httplimit.NoKeySkip), httplimit.WithCheck(ip, nil)))
+		r := newGRig(t, grpclimit.MustNew(user, httplimit.WithKey(header(t, "x-user")), httplimit.WithNoKeySkip(), httplimit.WithCheck(ip, nil)))
 		sc := sayMethod + "|"
 		ua, ub, i1, i2 := "user#"+sc+"alice", "user#"+sc+"bob", "ip#"+sc+ip1, "ip#"+sc+ip2
 		alice, bob := []string{"x-user", "alice"}, []string{"x-user", "bob"}
@@ -463,8 +463,8 @@ var gscenarios = []struct {
 		hook := httplimit.WithErrorHook(func(_ context.Context, err error) { mu.Lock(); errs = append(errs, err); mu.Unlock() })
 		r := newGRig(t,
 			grpclimit.MustNew(env.Limiter(t, pol("fb", core.PerMinute(5))), only(sayMethod), httplimit.WithKey(apiKey)),
-			grpclimit.MustNew(env.Limiter(t, pol("skip", core.PerMinute(5))), only(otherMethod), httplimit.WithKey(apiKey), httplimit.WithNoKey(httplimit.NoKeySkip)),
-			grpclimit.MustNew(env.Limiter(t, pol("deny", core.PerMinute(5))), only(streamMethod), httplimit.WithKey(apiKey), httplimit.WithNoKey(httplimit.NoKeyDeny)))
+			grpclimit.MustNew(env.Limiter(t, pol("skip", core.PerMinute(5))), only(otherMethod), httplimit.WithKey(apiKey), httplimit.WithNoKeySkip()),
+			grpclimit.MustNew(env.Limiter(t, pol("deny", core.PerMinute(5))), only(streamMethod), httplimit.WithKey(apiKey), httplimit.WithNoKeyDeny()))
 		s := func(p, m, k string) []string { return []string{p + "#" + m + "|" + k} }
 		k1 := []string{"x-api-key", "k1"}
 		r.play(env, []gstep{
@@ -498,12 +498,12 @@ var gscenarios = []struct {
 	}},
 	{"Metadata", func(t *testing.T, env *adaptertest.Env) {
 		// HeaderNone writes no rate-limit metadata (the pushback stays: it
-		// is the retry signal); ResetDelta; the IETF fields as metadata
+		// is the retry signal); WithResetDelta; the IETF fields as metadata
 		a := env.Limiter(t, pol("quiet", core.PerMinute(1)))
 		b := env.Limiter(t, pol("api", core.PerMinute(2), core.PerHour(100)))
 		r := newGRig(t,
 			grpclimit.MustNew(a, only(sayMethod), httplimit.WithHeaders(httplimit.HeaderNone)),
-			grpclimit.MustNew(b, only(otherMethod), httplimit.WithHeaders(httplimit.HeaderDefault|httplimit.HeaderIETF), httplimit.WithResetFormat(httplimit.ResetDelta)))
+			grpclimit.MustNew(b, only(otherMethod), httplimit.WithHeaders(httplimit.HeaderDefault|httplimit.HeaderIETF), httplimit.WithResetDelta()))
 		ka, kb := []string{"quiet#" + sayMethod + "|" + ip1}, []string{"api#" + otherMethod + "|" + ip1}
 		pol := `"api-1m";q=2;w=60, "api-1h";q=100;w=3600`
 		hd := func(rem, reset int64, rl string) md {

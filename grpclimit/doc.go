@@ -56,9 +56,9 @@
 //     answers codes.Unavailable with RetryInfo 1 s and pushback 1000. The
 //     store's error text never reaches the client ([httplimit.WithErrorHook] sees
 //     it).
-//   - no key: as over HTTP, [httplimit.NoKeyFallback] (the default) limits the call
-//     by the peer IP under a prefix of its own; [httplimit.NoKeySkip] lets it
-//     through unlimited; [httplimit.NoKeyDeny], or a fallback that finds no peer IP
+//   - no key: as over HTTP, [httplimit.WithFallbackKey] (the default) limits the call
+//     by the peer IP under a prefix of its own; [httplimit.WithNoKeySkip] lets it
+//     through unlimited; [httplimit.WithNoKeyDeny], or a fallback that finds no peer IP
 //     (a Unix-socket listener), answers codes.Unauthenticated and counts
 //     nothing.
 //

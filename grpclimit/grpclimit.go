@@ -3,6 +3,7 @@ package grpclimit
 import (
 	"context"
 	"fmt"
+	"reflect"
 	"strconv"
 	"sync/atomic"
 	"time"
@@ -32,7 +33,7 @@ const (
 	// mdRemaining is what is left of it after this call.
 	mdRemaining = "x-ratelimit-remaining"
 	// mdReset is when the quota is full again: Unix seconds by default,
-	// seconds from now with WithResetFormat(ResetDelta).
+	// seconds from now with WithResetDelta().
 	mdReset = "x-ratelimit-reset"
 	// mdRetryAfter is the whole seconds to wait, on denials
 	// (HeaderRetryAfter, on by default).
@@ -74,7 +75,7 @@ type Interceptor struct {
 // mark, and reports outcomes.
 var adapter = httplimit.Adapter{
 	Name:           "grpclimit",
-	Options:        []httplimit.OptionDecl{httplimit.DeclareOption[func(int) bool](outcomeMark)},
+	Options:        map[string]reflect.Type{outcomeMark: reflect.TypeFor[func(int) bool]()},
 	Outcome:        true,
 	NoHTTPResponse: true,
 	Denials: "grpclimit answers a denial with a status: codes.ResourceExhausted with RetryInfo, " +

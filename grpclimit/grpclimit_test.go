@@ -457,7 +457,7 @@ func TestFailClosedIsUnavailable(t *testing.T) {
 
 func TestNoKeyDenyIsUnauthenticated(t *testing.T) {
 	clock := core.NewManualClock(t0)
-	ic := grpclimit.MustNew(newLimiter(t, 5, clock), httplimit.WithKey(apiKey(t)), httplimit.WithNoKey(httplimit.NoKeyDeny))
+	ic := grpclimit.MustNew(newLimiter(t, 5, clock), httplimit.WithKey(apiKey(t)), httplimit.WithNoKeyDeny())
 	cc := bufClient(t, ic, "203.0.113.7")[0]
 	if r := call(t, cc, sayMethod); r.code != codes.Unauthenticated {
 		t.Fatalf("no key: %v, want Unauthenticated", r.st)

@@ -169,8 +169,8 @@ func TestLargeCountsInHeader(t *testing.T) {
 		limitS, rem, reset string
 	}{
 		{"large remaining", core.Per(1<<20, 366*day), nil, "1048576", "1048575", "1700000031"},
-		{"large delta", core.Per(10, 366*day), []httplimit.Option{httplimit.WithResetFormat(httplimit.ResetDelta)}, "10", "9", "3162240"},
-		{"both large", core.Per(20000, 366*day), []httplimit.Option{httplimit.WithResetFormat(httplimit.ResetDelta),
+		{"large delta", core.Per(10, 366*day), []httplimit.Option{httplimit.WithResetDelta()}, "10", "9", "3162240"},
+		{"both large", core.Per(20000, 366*day), []httplimit.Option{httplimit.WithResetDelta(),
 			httplimit.WithCost(func(keyfuncs.Request) int64 { return 9000 })}, "20000", "11000", "14230080"},
 	} {
 		t.Run(c.name, func(t *testing.T) {

@@ -2,7 +2,9 @@ package httplimit
 
 import (
 	"fmt"
+	"maps"
 	"reflect"
+	"slices"
 	"strings"
 
 	"github.com/limitkit/limitkit/core"
@@ -25,13 +27,20 @@ type Adapter struct {
 	// error ("mylimit: WithKey(nil): ...") and is the adapter name of its
 	// [AdapterOption]s. Required.
 	Name string
-	// Options declares the adapter options the adapter reads, with
-	// [DeclareOption]: [AdapterOption]s of this adapter with another name
-	// are rejected (a misspelt name), and so are values not assignable to
-	// the declared type; a value assignable to it (a function literal of
-	// the handler's signature) is converted, so that the adapter's type
-	// assertion, or [AdapterOptionValue], finds it.
-	Options []OptionDecl
+	// Options declares the adapter options the adapter reads: each
+	// option's name (as its With function is named: "WithDenyHandler")
+	// and the type of its value,
+	//
+	//	httplimit.Adapter{Name: "mylimit", Options: map[string]reflect.Type{
+	//		"WithDenyHandler": reflect.TypeFor[DenyHandler](),
+	//	}}
+	//
+	// [AdapterOption]s of this adapter with another name are rejected (a
+	// misspelt name), and so are values not assignable to the declared
+	// type; a value assignable to it (a function literal of the handler's
+	// signature) is converted, so that the adapter's type assertion, or
+	// [AdapterOptionValue], finds it.
+	Options map[string]reflect.Type
 	// Outcome says the adapter calls [Engine.Outcome] after the handler of
 	// every request the engine passed, when [Engine.CountsOutcome]
 	// reports true. Without it [WithOutcome] is rejected: nothing would
@@ -48,24 +57,6 @@ type Adapter struct {
 	// e.g. "grpclimit denies with codes.ResourceExhausted and its
 	// details". Optional.
 	Denials string
-}
-
-// OptionDecl declares one adapter option an [Adapter] reads: its name
-// and the type of its value. Build it with [DeclareOption].
-type OptionDecl struct {
-	name string
-	typ  reflect.Type
-}
-
-// DeclareOption declares the adapter option name (as its With function
-// is named: "WithDenyHandler") with a value of type T, for
-// [Adapter.Options]:
-//
-//	httplimit.Adapter{Name: "mylimit", Options: []httplimit.OptionDecl{
-//		httplimit.DeclareOption[DenyHandler]("WithDenyHandler"),
-//	}}
-func DeclareOption[T any](name string) OptionDecl {
-	return OptionDecl{name: name, typ: reflect.TypeFor[T]()}
 }
 
 // NewAdapterEngine validates the options against what adapter a
@@ -96,7 +87,7 @@ func AdapterOptionValue[T any](e *Engine, name string) (T, error) {
 	}
 	t, ok := v.(T)
 	if !ok {
-		return zero, fmt.Errorf("%s: option %s holds a %T, read as a %v: declare it with DeclareOption[%v]", e.pkg, name, v, reflect.TypeFor[T](), reflect.TypeFor[T]())
+		return zero, fmt.Errorf("%s: option %s holds a %T, read as a %v: declare it as reflect.TypeFor[%v]()", e.pkg, name, v, reflect.TypeFor[T](), reflect.TypeFor[T]())
 	}
 	return t, nil
 }
@@ -104,7 +95,7 @@ func AdapterOptionValue[T any](e *Engine, name string) (T, error) {
 // checkAdapter rejects what adapter a cannot honour among c's options,
 // and converts the values of its declared adapter options to their
 // declared types.
-func (c *Config) checkAdapter(a *Adapter) {
+func (c *config) checkAdapter(a *Adapter) {
 	for i := range c.adapter {
 		v := &c.adapter[i]
 		if v.adapter != a.Name {
@@ -112,20 +103,20 @@ func (c *Config) checkAdapter(a *Adapter) {
 				v.adapter, v.name, v.adapter, article(a.Name), a.equivalent(v))
 			continue
 		}
-		d := a.declared(v.name)
-		if d == nil {
+		typ := a.Options[v.name]
+		if typ == nil {
 			c.fail("%s.%s is not an option of package %s (it reads %s)", v.adapter, v.name, a.Name, a.declaredNames())
 			continue
 		}
 		rv := reflect.ValueOf(v.v)
-		if rv.Type() == d.typ {
+		if rv.Type() == typ {
 			continue
 		}
-		if !rv.Type().AssignableTo(d.typ) {
-			c.fail("%s.%s: a %v given, want a %v", v.adapter, v.name, rv.Type(), d.typ)
+		if !rv.Type().AssignableTo(typ) {
+			c.fail("%s.%s: a %v given, want a %v", v.adapter, v.name, rv.Type(), typ)
 			continue
 		}
-		cv := reflect.New(d.typ).Elem()
+		cv := reflect.New(typ).Elem()
 		cv.Set(rv)
 		v.v = cv.Interface()
 	}
@@ -153,7 +144,7 @@ func (c *Config) checkAdapter(a *Adapter) {
 // handler.
 func (a *Adapter) equivalent(v *adapterValue) string {
 	switch {
-	case a.declared(v.name) != nil:
+	case a.Options[v.name] != nil:
 		return "use " + a.Name + "." + v.name
 	case v.outcome && a.Outcome:
 		return "use httplimit.WithOutcome, whose Count sees HTTP statuses"
@@ -181,24 +172,10 @@ func article(name string) string {
 	return "a " + name
 }
 
-// declared returns a's declaration of the adapter option name, or nil.
-func (a *Adapter) declared(name string) *OptionDecl {
-	for i := range a.Options {
-		if a.Options[i].name == name {
-			return &a.Options[i]
-		}
-	}
-	return nil
-}
-
 // declaredNames lists a's adapter options for an error message.
 func (a *Adapter) declaredNames() string {
 	if len(a.Options) == 0 {
 		return "none"
 	}
-	names := make([]string, len(a.Options))
-	for i, d := range a.Options {
-		names[i] = d.name
-	}
-	return strings.Join(names, ", ")
+	return strings.Join(slices.Sorted(maps.Keys(a.Options)), ", ")
 }

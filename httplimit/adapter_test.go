@@ -1,6 +1,7 @@
 package httplimit
 
 import (
+	"reflect"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -29,8 +30,8 @@ func TestAdapterRefusesWhatItCannotHonour(t *testing.T) {
 	l := core.MustNewLimiter(ms, core.Policy{Name: "api", Limits: []core.Limit{core.PerMinute(1)}})
 	h := handler(func(int) string { return "h" })
 	grpc := Adapter{Name: "g", NoHTTPResponse: true, Denials: "g denies with a code"}
-	mine := Adapter{Name: "m", Options: []OptionDecl{DeclareOption[handler]("WithHandler")}}
-	other := Adapter{Name: "o", Options: []OptionDecl{DeclareOption[handler]("WithHandler")}}
+	mine := Adapter{Name: "m", Options: map[string]reflect.Type{"WithHandler": reflect.TypeFor[handler]()}}
+	other := Adapter{Name: "o", Options: map[string]reflect.Type{"WithHandler": reflect.TypeFor[handler]()}}
 	for _, tc := range []struct {
 		name    string
 		a       Adapter
@@ -45,28 +46,28 @@ func TestAdapterRefusesWhatItCannotHonour(t *testing.T) {
 		{"outcome, adapter reports none", mine, []Option{WithOutcome(Outcome{Count: StatusIn(401)})},
 			"m: httplimit.WithOutcome counts by the response's outcome, which a m middleware does not report (it never calls Engine.Outcome): remove it", counting},
 		{"misspelt adapter option", mine, []Option{AdapterOption("m", "WithHandlr", h)},
-			"m: m.WithHandlr is not an option of package m (it reads WithHandler)", Adapter{Name: "m", Options: []OptionDecl{DeclareOption[handler]("WithHandlr")}}},
+			"m: m.WithHandlr is not an option of package m (it reads WithHandler)", Adapter{Name: "m", Options: map[string]reflect.Type{"WithHandlr": reflect.TypeFor[handler]()}}},
 		{"adapter option of an adapter that declares none", Adapter{Name: "m"}, []Option{AdapterOption("m", "WithHandler", h)},
 			"m: m.WithHandler is not an option of package m (it reads none)", mine},
 		{"adapter option of another type", mine, []Option{AdapterOption("m", "WithHandler", func(string) int { return 0 })},
-			"m: m.WithHandler: a func(string) int given, want a httplimit.handler", Adapter{Name: "m", Options: []OptionDecl{DeclareOption[func(string) int]("WithHandler")}}},
+			"m: m.WithHandler: a func(string) int given, want a httplimit.handler", Adapter{Name: "m", Options: map[string]reflect.Type{"WithHandler": reflect.TypeFor[func(string) int]()}}},
 		{"another adapter's option it has", other, []Option{AdapterOption("m", "WithHandler", h)},
 			"o: m.WithHandler is an option of package m, given to an o middleware: use o.WithHandler", mine},
 		{"another adapter's option it lacks", grpc, []Option{AdapterOption("m", "WithHandler", h)},
 			"g: m.WithHandler is an option of package m, given to a g middleware: package g has no equivalent", mine},
 		{"another adapter's deny handler it lacks", grpc, []Option{AdapterOption("m", "WithDenyHandler", h)},
 			"g: m.WithDenyHandler is an option of package m, given to a g middleware: package g has no equivalent (g denies with a code)",
-			Adapter{Name: "m", Options: []OptionDecl{DeclareOption[handler]("WithDenyHandler")}}},
+			Adapter{Name: "m", Options: map[string]reflect.Type{"WithDenyHandler": reflect.TypeFor[handler]()}}},
 		{"another adapter's outcome, to an HTTP adapter", counting, []Option{AdapterOutcome("m", "WithOutcome", Outcome{Count: StatusIn(1016)})},
 			"x: m.WithOutcome is an option of package m, given to a x middleware: use httplimit.WithOutcome, whose Count sees HTTP statuses",
-			Adapter{Name: "m", Options: []OptionDecl{DeclareOption[func(int) bool]("WithOutcome")}, Outcome: true}},
+			Adapter{Name: "m", Options: map[string]reflect.Type{"WithOutcome": reflect.TypeFor[func(int) bool]()}, Outcome: true}},
 		{"another adapter's outcome, to one without HTTP responses", Adapter{Name: "g", Outcome: true, NoHTTPResponse: true},
 			[]Option{AdapterOutcome("m", "WithOutcome", Outcome{Count: StatusIn(1016)})},
 			"g: m.WithOutcome is an option of package m, given to a g middleware: use httplimit.WithOutcome, whose Count sees HTTP statuses",
-			Adapter{Name: "m", Options: []OptionDecl{DeclareOption[func(int) bool]("WithOutcome")}, Outcome: true}},
+			Adapter{Name: "m", Options: map[string]reflect.Type{"WithOutcome": reflect.TypeFor[func(int) bool]()}, Outcome: true}},
 		{"another adapter's outcome, to one that counts none", Adapter{Name: "e"}, []Option{AdapterOutcome("m", "WithOutcome", Outcome{Count: StatusIn(1016)})},
 			"e: m.WithOutcome is an option of package m, given to an e middleware: package e has no equivalent",
-			Adapter{Name: "m", Options: []OptionDecl{DeclareOption[func(int) bool]("WithOutcome")}, Outcome: true}},
+			Adapter{Name: "m", Options: map[string]reflect.Type{"WithOutcome": reflect.TypeFor[func(int) bool]()}, Outcome: true}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := NewAdapterEngine(tc.a, l, tc.opts...)
@@ -91,7 +92,7 @@ func TestAdapterOptionValue(t *testing.T) {
 	ms := memstore.MustNew()
 	defer ms.Close()
 	l := core.MustNewLimiter(ms, core.Policy{Name: "api", Limits: []core.Limit{core.PerMinute(1)}})
-	mine := Adapter{Name: "m", Options: []OptionDecl{DeclareOption[handler]("WithHandler")}}
+	mine := Adapter{Name: "m", Options: map[string]reflect.Type{"WithHandler": reflect.TypeFor[handler]()}}
 
 	e, err := NewAdapterEngine(mine, l, AdapterOption("m", "WithHandler", func(s int) string { return "literal" }))
 	require.NoError(t, err)
@@ -100,7 +101,7 @@ func TestAdapterOptionValue(t *testing.T) {
 	require.NotNil(t, h, "a function literal of the declared signature is honoured")
 	assert.Equal(t, "literal", h(429))
 	_, err = AdapterOptionValue[func(int) string](e, "WithHandler")
-	assert.EqualError(t, err, "m: option WithHandler holds a httplimit.handler, read as a func(int) string: declare it with DeclareOption[func(int) string]")
+	assert.EqualError(t, err, "m: option WithHandler holds a httplimit.handler, read as a func(int) string: declare it as reflect.TypeFor[func(int) string]()")
 
 	e, err = NewAdapterEngine(mine, l)
 	require.NoError(t, err)

@@ -80,7 +80,7 @@ func benchFields(b *testing.B, opts ...Option) {
 }
 
 func BenchmarkFieldsEpoch(b *testing.B) { benchFields(b) }
-func BenchmarkFieldsDelta(b *testing.B) { benchFields(b, WithResetFormat(ResetDelta)) }
+func BenchmarkFieldsDelta(b *testing.B) { benchFields(b, WithResetDelta()) }
 
 func BenchmarkSetHTTP(b *testing.B) {
 	e := benchEngine(b)
@@ -139,7 +139,7 @@ func BenchmarkEngineSetHTTP(b *testing.B) {
 func BenchmarkTripleShapes(b *testing.B) {
 	e := benchEngine(b)
 	sameTriples(b, e)
-	sameTriples(b, benchEngine(b, WithResetFormat(ResetDelta)))
+	sameTriples(b, benchEngine(b, WithResetDelta()))
 	res := decide(e, context.Background(), httpView{benchRequest()})
 	var sum int64
 	ways := []func(){
@@ -185,7 +185,7 @@ func tripleValue(e *Engine, res *Result) (t Triple, ok bool) {
 	}
 	d := &res.Decision
 	t.Limit, t.Remaining = lt.s, d.Remaining
-	if e.cfg.reset == ResetDelta {
+	if e.cfg.resetDelta {
 		t.Reset, t.ResetN = "", respond.CeilSeconds(d.ResetAfter)
 		return t, true
 	}

@@ -18,40 +18,40 @@ import (
 // one value may configure any number of middlewares, of any adapter —
 // except one made by [AdapterOption] (a deny handler) or [AdapterOutcome],
 // which only its own adapter accepts.
-type Option func(*Config)
+type Option func(*config)
 
-// Config is a middleware's configuration: what the options build, and
+// config is a middleware's configuration: what the options build, and
 // what the [Engine] reads. It exists once: options write its fields and
 // [NewAdapterEngine] reads them, with no copy in between. Its fields are
 // unexported so that every value is validated by the option that sets it;
 // code outside this package configures a middleware only through
 // options. The zero value is not used directly: [NewAdapterEngine] starts from
 // the defaults documented on each option.
-type Config struct {
-	primary   keySpec
-	extra     []checkSpec
-	scope     *string
-	scopeFunc func(keyfuncs.Request) string
-	skip      func(keyfuncs.Request) bool
-	cost      func(keyfuncs.Request) int64
-	noKey     NoKeyMode
-	fallback  keySpec
-	headers   HeaderSet
-	reset     ResetFormat
-	degraded  string
-	status    int
-	bodyType  string
-	body      []byte
-	bodySet   bool
-	onError   func(ctx context.Context, err error)
-	clock     core.Clock
-	inFlight  *core.InFlight
-	conc      *core.Concurrency // WithConcurrency (inflight.go)
-	identity  bool              // WithIdentity: the primary key reaches the handler
-	pol       policySpec        // WithTiers, WithOverrides, WithOutcome (policies.go)
-	adapter   []adapterValue
-	httpOnly  []string // the options given that shape an HTTP response (see Adapter.NoHTTPResponse)
-	errs      []error
+type config struct {
+	primary    keySpec
+	extra      []checkSpec
+	scope      *string
+	scopeFunc  func(keyfuncs.Request) string
+	skip       func(keyfuncs.Request) bool
+	cost       func(keyfuncs.Request) int64
+	noKey      noKeyMode
+	fallback   keySpec
+	headers    HeaderSet
+	resetDelta bool
+	degraded   string
+	status     int
+	bodyType   string
+	body       []byte
+	bodySet    bool
+	onError    func(ctx context.Context, err error)
+	clock      core.Clock
+	inFlight   *core.InFlight
+	conc       *core.Concurrency // WithConcurrency (inflight.go)
+	identity   bool              // WithIdentity: the primary key reaches the handler
+	pol        policySpec        // WithTiers, WithOverrides, WithOutcome (policies.go)
+	adapter    []adapterValue
+	httpOnly   []string // the options given that shape an HTTP response (see Adapter.NoHTTPResponse)
+	errs       []error
 }
 
 // adapterValue is one AdapterOption: a value only adapter accepts.
@@ -72,16 +72,16 @@ type checkSpec struct {
 	key keySpec
 }
 
-func (c *Config) fail(format string, args ...any) {
+func (c *config) fail(format string, args ...any) {
 	c.errs = append(c.errs, fmt.Errorf(format, args...))
 }
 
 // newConfig applies opts over the defaults (every header of
 // HeaderDefault, status 429), rejects what adapter a cannot honour
-// (Config.checkAdapter) and returns the first mistake, prefixed by the
+// (config.checkAdapter) and returns the first mistake, prefixed by the
 // adapter's name.
-func newConfig(a *Adapter, opts []Option) (*Config, error) {
-	c := &Config{headers: HeaderDefault, status: http.StatusTooManyRequests}
+func newConfig(a *Adapter, opts []Option) (*config, error) {
+	c := &config{headers: HeaderDefault, status: http.StatusTooManyRequests}
 	for _, o := range opts {
 		if o == nil {
 			return nil, fmt.Errorf("%s: nil Option", a.Name)
@@ -118,7 +118,7 @@ func AdapterOption(adapter, name string, v any) Option {
 			isNil = rv.IsNil()
 		}
 	}
-	return func(c *Config) {
+	return func(c *config) {
 		if isNil {
 			c.fail("%s.%s(nil): pass a value, or leave the option out", adapter, name)
 			return
@@ -129,7 +129,7 @@ func AdapterOption(adapter, name string, v any) Option {
 
 // setAdapterValue sets the value of adapter's option name to v, in place
 // of an earlier one, and returns its entry.
-func (c *Config) setAdapterValue(adapter, name string, v any) *adapterValue {
+func (c *config) setAdapterValue(adapter, name string, v any) *adapterValue {
 	for i := range c.adapter {
 		if c.adapter[i].adapter == adapter && c.adapter[i].name == name {
 			c.adapter[i].v, c.adapter[i].outcome = v, false

@@ -1,5 +1,5 @@
 // Package httplimit is limitkit's middleware: the options every adapter
-// takes ([WithKey], [WithCheck], [WithHeaders], ...), the one [Config]
+// takes ([WithKey], [WithCheck], [WithHeaders], ...), the one configuration
 // they build, and the framework-neutral [Engine] that applies it. The
 // framework adapters — nethttp, ginlimit, echolimit, fiberlimit and
 // grpclimit — are translations of their framework's request and response
@@ -11,8 +11,8 @@
 // this package's options, written the same way whatever the framework, so
 // moving between frameworks changes only the constructor:
 //
-//	ginlimit.New(limiter, httplimit.WithKey(userKey), httplimit.WithNoKey(httplimit.NoKeySkip))
-//	nethttp.New(limiter, httplimit.WithKey(userKey), httplimit.WithNoKey(httplimit.NoKeySkip))
+//	ginlimit.New(limiter, httplimit.WithKey(userKey), httplimit.WithNoKeySkip())
+//	nethttp.New(limiter, httplimit.WithKey(userKey), httplimit.WithNoKeySkip())
 //
 // Code shared by several adapters (a function returning the options of a
 // service) is written once against this package. The adapters export only
@@ -51,7 +51,7 @@
 // (for start-up code). Options and the values of this package are
 // immutable and safe to share between middlewares and goroutines.
 //
-// Every option is an [Option] (a function over [Config]) that any adapter
+// Every option is an [Option] (a function over the configuration) that any adapter
 // accepts, except those an adapter cannot honour, which its constructor
 // refuses with an error naming the option and what to do instead, rather
 // than ignoring them:
@@ -79,16 +79,16 @@
 //
 // # Configuration exists once
 //
-// [Config] is the only copy of a middleware's settings: options write its
+// The configuration (config.go; unexported) is the only copy of a middleware's settings: options write its
 // (unexported, validated) fields, [NewAdapterEngine] fills in the defaults that
 // depend on the limiter (the clock, the fallback key) and keeps it in the
 // [Engine], which reads it per request; what the Engine adds is only
 // derived from it once (the checks, the limits' decimal forms, the
 // RateLimit-Policy field, each policy's problem body). Adding an option
-// is a field on Config, a With function in options.go, and its use in
+// is a field on config, a With function in options.go, and its use in
 // the engine (engine.go builds it; decide.go, keys.go, scope.go and
 // response.go run it); if some adapters cannot honour it, the option
-// tags the Config and adapter.go refuses it for them.
+// tags the config and adapter.go refuses it for them.
 //
 // # Writing an adapter
 //
@@ -125,7 +125,7 @@
 // [Adapter] description says what else the adapter honours, so that the
 // engine refuses what it would ignore. An adapter with options of its
 // own (a deny handler) defines them with [AdapterOption], declares them
-// in Adapter.Options with [DeclareOption] and reads them back with
+// in [Adapter.Options] (name and value type) and reads them back with
 // [AdapterOptionValue]. One that supports [WithOutcome] sets
 // Adapter.Outcome, runs the handler of a passed request itself when
 // [Engine.CountsOutcome] reports true and then calls [Engine.Outcome]

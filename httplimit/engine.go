@@ -84,7 +84,7 @@ type Engine struct {
 	cacheID     uint64             // the engine's key-cache id, 0 when its keys are not cached (see keycache.go)
 	limitText   []limitText        // every check's limit sizes, formatted once
 	pol         *policies          // tiers, overrides, counting by outcome (policies_engine.go); nil for none
-	cfg         Config             // the options, with defaults filled in: the fallback key, the clock
+	cfg         config             // the options, with defaults filled in: the fallback key, the clock
 }
 
 // limitText is a limit size, its decimal form and that as a header

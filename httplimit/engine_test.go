@@ -78,10 +78,8 @@ func TestNewErrors(t *testing.T) {
 		{"nil ip key", l, []Option{WithIPKey(nil)}, "x: WithIPKey(nil)"},
 		{"nil check", l, []Option{WithCheck(nil, nil)}, "x: WithCheck(nil"},
 		{"nil scope func", l, []Option{WithScopeFunc(nil)}, "x: WithScopeFunc(nil)"},
-		{"bad no-key", l, []Option{WithNoKey(9)}, "x: WithNoKey(9)"},
 		{"nil fallback", l, []Option{WithFallbackKey(nil)}, "x: WithFallbackKey(nil)"},
 		{"bad headers", l, []Option{WithHeaders(64)}, "x: WithHeaders(64)"},
-		{"bad reset", l, []Option{WithResetFormat(7)}, "x: WithResetFormat(7)"},
 		{"bad degraded header", l, []Option{WithDegradedHeader("bad header")}, `x: WithDegradedHeader("bad header")`},
 		{"bad status", l, []Option{WithDenyStatus(200)}, "x: WithDenyStatus(200)"},
 		{"nil clock", l, []Option{WithClock(nil)}, "x: WithClock(nil)"},
@@ -118,8 +116,8 @@ func TestDefaults(t *testing.T) {
 	assert.Nil(t, deny)
 	assert.Nil(t, e.InFlight())
 	assert.Equal(t, HeaderXRateLimit|HeaderRetryAfter, e.cfg.headers)
-	assert.Equal(t, ResetEpoch, e.cfg.reset)
-	assert.Equal(t, NoKeyFallback, e.cfg.noKey)
+	assert.False(t, e.cfg.resetDelta)
+	assert.Equal(t, noKeyFallback, e.cfg.noKey)
 	assert.Equal(t, http.StatusTooManyRequests, e.cfg.status)
 	assert.Equal(t, core.Clock(clk), e.clock())
 
@@ -128,9 +126,9 @@ func TestDefaults(t *testing.T) {
 	res.Decision.ResetAfter = 1500 * time.Millisecond
 	var f Fields
 	e.Fields(&res, &f)
-	v, _ := f.Get(respond.HeaderReset)
+	v, _ := f.f.Get(respond.HeaderReset)
 	assert.Equal(t, "1700000002", v)
-	_, ok := f.Get(respond.HeaderPolicy)
+	_, ok := f.f.Get(respond.HeaderPolicy)
 	assert.False(t, ok)
 	rej := e.Reject(&Result{Action: Deny, Reason: ReasonLimited, Decision: core.Decision{Policy: "p", RetryAfter: time.Second}})
 	assert.Equal(t, 429, rej.Status)
@@ -336,7 +334,7 @@ func TestUnixSocketPeerIsNotAQuotaDenial(t *testing.T) {
 			var f Fields
 			e.Fields(&res, &f)
 			for _, h := range []string{respond.HeaderLimit, respond.HeaderRemaining, respond.HeaderReset, respond.HeaderRetryAfter, respond.HeaderRateLimit} {
-				_, ok := f.Get(h)
+				_, ok := f.f.Get(h)
 				assert.False(t, ok, "peer %q: %s claims a quota", peer, h)
 			}
 			rej := e.Reject(&res)
@@ -358,13 +356,13 @@ func TestUnixSocketPeerIsNotAQuotaDenial(t *testing.T) {
 	assert.Equal(t, "slow down", string(rej.Body))
 }
 
-// TestNoKeyDenyStatus: NoKeyDeny answers the same 403 no-key denial when
+// TestNoKeyDenyStatus: WithNoKeyDeny answers the same 403 no-key denial when
 // the request carries no key, without consulting any fallback.
 func TestNoKeyDenyStatus(t *testing.T) {
 	st := &keyStore{}
 	apiKey, err := keyfuncs.Header("X-API-Key")
 	require.NoError(t, err)
-	e, err := newEngineNamed("x", limiter(t, st, "p"), WithKey(apiKey), WithNoKey(NoKeyDeny))
+	e, err := newEngineNamed("x", limiter(t, st, "p"), WithKey(apiKey), WithNoKeyDeny())
 	require.NoError(t, err)
 	res := decide(e, context.Background(), httpReq("GET", "/a", "203.0.113.7:1"))
 	require.Equal(t, ReasonNoKey, res.Reason)
@@ -372,6 +370,37 @@ func TestNoKeyDenyStatus(t *testing.T) {
 	assert.Equal(t, http.StatusForbidden, rej.Status)
 	assert.Equal(t, string(respond.NoKeyBody()), string(rej.Body))
 	assert.Empty(t, st.keys)
+}
+
+// TestNoKeyModes: a request without a key is keyed by the fallback (the
+// peer IP under "~fb/") by default and after WithFallbackKey, passes
+// uncounted after WithNoKeySkip, and is denied after WithNoKeyDeny; the
+// last of the three given wins.
+func TestNoKeyModes(t *testing.T) {
+	apiKey, err := keyfuncs.Header("X-API-Key")
+	require.NoError(t, err)
+	peer := keyfuncs.PeerIP().Key
+	for _, tc := range []struct {
+		name   string
+		opts   []Option
+		action Action
+		keys   []string
+	}{
+		{"default", nil, Pass, []string{"/a|~fb/203.0.113.7"}},
+		{"skip", []Option{WithNoKeySkip()}, Pass, nil},
+		{"deny", []Option{WithNoKeyDeny()}, Deny, nil},
+		{"skip then fallback", []Option{WithNoKeySkip(), WithFallbackKey(peer)}, Pass, []string{"/a|~fb/203.0.113.7"}},
+		{"deny then skip", []Option{WithNoKeyDeny(), WithNoKeySkip()}, Pass, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			st := &keyStore{}
+			e, err := newEngineNamed("x", limiter(t, st, "p"), append([]Option{WithKey(apiKey)}, tc.opts...)...)
+			require.NoError(t, err)
+			res := decide(e, context.Background(), httpReq("GET", "/a", "203.0.113.7:1"))
+			assert.Equal(t, tc.action, res.Action)
+			assert.Equal(t, tc.keys, st.keys)
+		})
+	}
 }
 
 // localFallbackStore fails and decides by itself, as the fleet tier does

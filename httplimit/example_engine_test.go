@@ -32,7 +32,7 @@ func ExampleNewAdapterEngine() {
 	l := core.MustNewLimiter(store, core.Policy{Name: "api", Algorithm: core.FixedWindow,
 		Limits: []core.Limit{core.PerMinute(1)}}, core.WithClock(clk))
 
-	e, err := httplimit.NewAdapterEngine(httplimit.Adapter{Name: "myadapter"}, l, httplimit.WithResetFormat(httplimit.ResetDelta))
+	e, err := httplimit.NewAdapterEngine(httplimit.Adapter{Name: "myadapter"}, l, httplimit.WithResetDelta())
 	if err != nil {
 		panic(err)
 	}

@@ -21,7 +21,7 @@ func ExampleEngine_Fields() {
 	clk := core.NewManualClock(time.Unix(1_700_000_000, 0))
 	l := core.MustNewLimiter(store, core.Policy{Name: "api", Algorithm: core.FixedWindow,
 		Limits: []core.Limit{core.PerMinute(5)}}, core.WithClock(clk))
-	e, err := httplimit.NewAdapterEngine(httplimit.Adapter{Name: "myadapter"}, l, httplimit.WithResetFormat(httplimit.ResetDelta))
+	e, err := httplimit.NewAdapterEngine(httplimit.Adapter{Name: "myadapter"}, l, httplimit.WithResetDelta())
 	if err != nil {
 		panic(err)
 	}
@@ -37,12 +37,13 @@ func ExampleEngine_Fields() {
 			static = string(dyn) // dyn aliases f: copy it
 		}
 		fmt.Printf("%s: %s\n", strings.ToLower(name), static)
+		if name == httplimit.FieldRemaining {
+			fmt.Println("remaining", static)
+		}
 	}
-	remaining, _ := f.Get(httplimit.FieldRemaining)
-	fmt.Println("remaining", remaining)
 	// Output:
 	// x-ratelimit-limit: 5
 	// x-ratelimit-remaining: 4
-	// x-ratelimit-reset: 40
 	// remaining 4
+	// x-ratelimit-reset: 40
 }

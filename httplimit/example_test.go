@@ -31,9 +31,9 @@ func Example() {
 	}
 	opts := []httplimit.Option{
 		httplimit.WithKey(userKey),
-		httplimit.WithNoKey(httplimit.NoKeySkip), // anonymous requests: the IP check alone
+		httplimit.WithNoKeySkip(), // anonymous requests: the IP check alone
 		httplimit.WithCheck(ips, nil),
-		httplimit.WithResetFormat(httplimit.ResetDelta),
+		httplimit.WithResetDelta(),
 	}
 
 	mux := http.NewServeMux()

@@ -14,7 +14,7 @@ const (
 	// FieldRemaining is what is left of it ([HeaderXRateLimit]).
 	FieldRemaining = "X-Ratelimit-Remaining"
 	// FieldReset is when it is full again ([HeaderXRateLimit],
-	// [WithResetFormat]).
+	// [WithResetDelta]).
 	FieldReset = "X-Ratelimit-Reset"
 	// FieldRetryAfter is the whole seconds to wait, on denials
 	// ([HeaderRetryAfter]).
@@ -45,11 +45,6 @@ func (f *Fields) Len() int { return f.f.Len() }
 // modify it) or constant (static). Exactly one of dyn and static is
 // non-empty.
 func (f *Fields) At(i int) (name string, dyn []byte, static string) { return f.f.At(i) }
-
-// Get returns the value of the named field (a canonical name, as At
-// returns) as a string and whether it is present. It allocates for a
-// formatted value: for tests and deny handlers, not the request path.
-func (f *Fields) Get(name string) (string, bool) { return f.f.Get(name) }
 
 // IntText is the decimal form of v for a header value: written into buf
 // (at least 20 bytes; not necessarily at its start) and returned, or,

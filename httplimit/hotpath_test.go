@@ -117,7 +117,7 @@ func TestHotPathKeysAndLimit(t *testing.T) {
 		assert.Equal(t, "GET /x|203.0.113.7", st.last())
 		var f Fields
 		e.Fields(&res, &f)
-		v, ok := f.Get(respond.HeaderLimit)
+		v, ok := f.f.Get(respond.HeaderLimit)
 		require.True(t, ok)
 		assert.Equal(t, "10", v)
 		assert.Equal(t, decide(e, t.Context(), httpView{r}).Action, Pass, "Decide and decide agree")

@@ -25,9 +25,9 @@ import (
 // decision and the slot's. A store failure follows c's fail mode (open
 // admits holding nothing; closed denies with 503, as a rate check's).
 // The skip function skips it too; a request without a key (see
-// [WithNoKey]) takes no slot. c must not be nil.
+// [WithNoKeySkip]) takes no slot. c must not be nil.
 func WithConcurrency(c *core.Concurrency) Option {
-	return func(cfg *Config) {
+	return func(cfg *config) {
 		if c == nil {
 			cfg.fail("WithConcurrency(nil): pass a *core.Concurrency (core.NewConcurrency)")
 			return

@@ -48,7 +48,7 @@ var longPeer = "[fe80::1%" + strings.Repeat("z", 95-len("[fe80::1%]")) + "]"
 // second (a hit, where one is possible) get the general path's key and
 // status; a request the general path cannot key is never cached.
 func TestKeyCacheMatchesGeneralPath(t *testing.T) {
-	for _, opts := range [][]Option{nil, {WithScope("fixed")}, {WithNoKey(NoKeySkip)}} {
+	for _, opts := range [][]Option{nil, {WithScope("fixed")}, {WithNoKeySkip()}} {
 		e, err := newEngineNamed("x", limiter(t, &keyStore{}, "p"), opts...)
 		require.NoError(t, err)
 		require.NotZero(t, e.cacheID, "the default key and scope are cached")

@@ -127,9 +127,9 @@ func (e *Engine) key(ctx context.Context, c *check, req Request, scope []byte) (
 		e.report(ctx, fmt.Errorf("%s: key for policy %q: %w", e.pkg, c.policy.Name, err))
 	}
 	switch e.cfg.noKey {
-	case NoKeySkip:
+	case noKeySkip:
 		return "", keySkip, false
-	case NoKeyDeny:
+	case noKeyDeny:
 		return "", keyDeny, false
 	}
 	b = append(b[:n], fallbackPrefix...)

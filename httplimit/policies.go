@@ -27,7 +27,7 @@ import (
 // proxy you control sets the header. The headers and the denial describe
 // the chosen tier's policy. tiers is copied.
 func WithTiers(tier keyfuncs.Func, tiers map[string]*core.Limiter) Option {
-	return func(c *Config) {
+	return func(c *config) {
 		if tier == nil {
 			c.fail("WithTiers(nil, ...): pass the key function that reads the tier, e.g. keyfuncs.JWTClaim with Claim \"plan\"")
 			return
@@ -52,7 +52,7 @@ func WithTiers(tier keyfuncs.Func, tiers map[string]*core.Limiter) Option {
 // [core.MaxOverrides]. Keys from the fallback key function never match.
 // overrides is copied.
 func WithOverrides(overrides map[string]*core.Limiter) Option {
-	return func(c *Config) { c.pol.overrides = maps.Clone(overrides) }
+	return func(c *config) { c.pol.overrides = maps.Clone(overrides) }
 }
 
 // Outcome configures counting by outcome, for [WithOutcome].
@@ -115,7 +115,7 @@ type Outcome struct {
 // never a success. docs/policies.md tabulates every outcome for each
 // adapter.
 func WithOutcome(o Outcome) Option {
-	return func(c *Config) {
+	return func(c *config) {
 		if o.Count == nil {
 			c.fail("WithOutcome: Outcome.Count is nil; pass which statuses count, e.g. httplimit.StatusIn(401)")
 			return
@@ -134,7 +134,7 @@ func WithOutcome(o Outcome) Option {
 // order, it is a construction error: one Count would see the other's
 // numbering. A nil o.Count is a mistake the engine reports.
 func AdapterOutcome(adapter, name string, o Outcome) Option {
-	return func(c *Config) {
+	return func(c *config) {
 		if o.Count == nil {
 			c.fail("%s.%s: Outcome.Count is nil; pass which outcomes count", adapter, name)
 			return

@@ -77,10 +77,10 @@ func refusalEngines(t *testing.T, st core.Store, opts ...Option) map[string]*Eng
 
 // TestRefusedKeyIsNeverFallback: a key function's keyfuncs.Refusal denies
 // with the refusal's status and detail (ReasonRefused, nothing counted,
-// no quota headers), whatever WithNoKey says: never keyed by the fallback
+// no quota headers), whatever the no-key options say: never keyed by the fallback
 // IP key, never skipped.
 func TestRefusedKeyIsNeverFallback(t *testing.T) {
-	for _, mode := range []Option{WithNoKey(NoKeyFallback), WithNoKey(NoKeySkip), WithFallbackKey(keyfuncs.Constant("fb"))} {
+	for _, mode := range []Option{WithFallbackKey(keyfuncs.PeerIP().Key), WithNoKeySkip(), WithFallbackKey(keyfuncs.Constant("fb"))} {
 		st := newRecStore(t)
 		for name, e := range refusalEngines(t, st, mode) {
 			for _, c := range []struct {

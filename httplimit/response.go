@@ -37,7 +37,7 @@ func (e *Engine) fields(res *Result, f *respond.Fields) {
 			f.AddInt(respond.HeaderLimit, d.Limit.Requests)
 		}
 		f.AddInt(respond.HeaderRemaining, d.Remaining)
-		if e.cfg.reset == ResetDelta {
+		if e.cfg.resetDelta {
 			f.AddInt(respond.HeaderReset, respond.CeilSeconds(d.ResetAfter))
 		} else {
 			now := res.now
@@ -101,7 +101,7 @@ func (e *Engine) triple(res *Result) (lt *limitText, reset string, resetN int64)
 		return nil, "", 0
 	}
 	d := &res.Decision
-	if e.cfg.reset == ResetDelta {
+	if e.cfg.resetDelta {
 		return lt, "", respond.CeilSeconds(d.ResetAfter)
 	}
 	now := res.now

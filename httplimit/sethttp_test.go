@@ -29,9 +29,12 @@ func TestSetHTTPMatchesFields(t *testing.T) {
 	counts := []int64{0, 1, 99, 1023, 1024, 5000, 999_999, 1 << 40, 1e16 - 1, 1e16, math.MaxInt64, -1}
 	durs := []time.Duration{0, time.Millisecond, 1500 * time.Millisecond, time.Minute, 90 * time.Minute, core.Never}
 	for _, hs := range []HeaderSet{HeaderDefault, HeaderXRateLimit, HeaderXRateLimit | HeaderIETF, HeaderIETF, HeaderNone, HeaderRetryAfter} {
-		for _, rf := range []ResetFormat{ResetEpoch, ResetDelta} {
+		for _, delta := range []bool{false, true} {
 			for _, withClock := range []bool{false, true} {
-				opts := []Option{WithHeaders(hs), WithResetFormat(rf), WithDegradedHeader("X-Degraded")}
+				opts := []Option{WithHeaders(hs), WithDegradedHeader("X-Degraded")}
+				if delta {
+					opts = append(opts, WithResetDelta())
+				}
 				if withClock {
 					opts = append(opts, WithClock(clk))
 				}
@@ -61,7 +64,7 @@ func TestSetHTTPMatchesFields(t *testing.T) {
 					e.Fields(&res, &f)
 					respond.SetHTTP(want, &f.f)
 					e.SetHTTP(&res, got)
-					require.Equal(t, want, got, "headers %v reset %v: %+v", hs, rf, res)
+					require.Equal(t, want, got, "headers %v delta %v: %+v", hs, delta, res)
 				}
 			}
 		}

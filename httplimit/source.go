@@ -32,7 +32,7 @@ import (
 // quota to charge. Every adapter (nethttp, ginlimit, echolimit,
 // fiberlimit, grpclimit) takes it as httplimit.WithLimitSource.
 func WithLimitSource(src *core.Sourced) Option {
-	return func(c *Config) {
+	return func(c *config) {
 		if src == nil {
 			c.fail("WithLimitSource(nil): pass the core.Sourced built with core.NewSourced on New's limiter")
 			return

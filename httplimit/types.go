@@ -23,7 +23,7 @@ const (
 	// never carries the store's error text (that goes to the
 	// [WithErrorHook] hook).
 	ReasonUnavailable
-	// ReasonNoKey: no key could be derived and [NoKeyDeny] (or a failed
+	// ReasonNoKey: no key could be derived and [WithNoKeyDeny] (or a failed
 	// fallback) denies. Not a quota denial: status 403 with a plain RFC 9457
 	// problem ({"type":"about:blank","title":"Forbidden","status":403,...})
 	// that names no policy, no X-RateLimit-* fields, no Retry-After;
@@ -34,7 +34,7 @@ const (
 	// the way the handler would (keyfuncs.FormField: a body over its
 	// bound, another encoding, bad escaping, the field in the query
 	// string, conflicting values). The request is refused whatever
-	// [WithNoKey] says, never keyed by the fallback key: the refusal's
+	// [WithNoKeySkip] or [WithNoKeyDeny] say, never keyed by the fallback key: the refusal's
 	// status (400 Bad Request, 413 Content Too Large or 415 Unsupported
 	// Media Type) with a plain RFC 9457 problem carrying its detail
 	// ({"type":"about:blank","title":"Bad Request","status":400,
@@ -101,7 +101,7 @@ type HeaderSet uint8
 const (
 	// HeaderXRateLimit is X-RateLimit-Limit (the binding limit's Requests
 	// per window), X-RateLimit-Remaining and X-RateLimit-Reset (see
-	// [WithResetFormat]), on allowed and denied responses. On by default.
+	// [WithResetDelta]), on allowed and denied responses. On by default.
 	HeaderXRateLimit HeaderSet = 1 << iota
 	// HeaderRetryAfter is Retry-After on denials: integer delta seconds,
 	// the core's exact RetryAfter rounded up, at least 1. Absent when the
@@ -126,51 +126,13 @@ const (
 	headerAll = HeaderXRateLimit | HeaderRetryAfter | HeaderIETF
 )
 
-// ResetFormat says how X-RateLimit-Reset is written, for
-// [WithResetFormat]. The zero value is [ResetEpoch].
-type ResetFormat uint8
+// noKeyMode is what a middleware does when a check's key function finds
+// no key: see [WithFallbackKey] (the default), [WithNoKeySkip] and
+// [WithNoKeyDeny]. The zero value is noKeyFallback.
+type noKeyMode uint8
 
-// Reset formats.
 const (
-	// ResetEpoch: Unix seconds (rounded up) at which the binding limit's
-	// quota is full again — the GitHub/GitLab/Twitter convention that most
-	// X-RateLimit-* clients parse. The default. Relies on the client's
-	// clock agreeing with the server's.
-	ResetEpoch ResetFormat = iota
-	// ResetDelta: seconds (rounded up) until then, like Retry-After and
-	// the IETF t parameter; immune to clock skew.
-	ResetDelta
-)
-
-// NoKeyMode says what a middleware does when a check's key function finds
-// no key (keyfuncs.ErrNoKey) or invalid key material (any other error,
-// which is also reported to the [WithErrorHook] hook); for [WithNoKey].
-// A *keyfuncs.Refusal is neither: it is always refused ([ReasonRefused]).
-// The zero value is [NoKeyFallback].
-type NoKeyMode uint8
-
-// No-key modes for [WithNoKey].
-const (
-	// NoKeyFallback keys the check by the fallback key function (the peer
-	// IP unless [WithFallbackKey] says otherwise), prefixed "~fb/" so that
-	// it never shares quota with a primary key that looks the same; if the
-	// fallback finds no key either, the request is denied (ReasonNoKey,
-	// 403) and the [WithErrorHook] hook is told. The default: a request is
-	// never let through unlimited by accident.
-	//
-	// With the default key (the peer IP) a primary key always exists unless
-	// the peer address is not an IP: a server listening on a Unix socket
-	// (behind a local proxy) denies every request with 403. There, key by
-	// what the proxy passes on — e.g. [WithKey] with keyfuncs.Header on a
-	// header the proxy overwrites on every request, safe only when nothing
-	// but the proxy can reach the socket — or choose [NoKeySkip] to leave
-	// such requests unlimited.
-	NoKeyFallback NoKeyMode = iota
-	// NoKeySkip skips the check for that request; other checks still
-	// apply. Use it for the user check of a user+IP hybrid, so anonymous
-	// requests are limited by the IP check alone.
-	NoKeySkip
-	// NoKeyDeny denies the request (ReasonNoKey: 403, no rate-limit
-	// fields, no Retry-After).
-	NoKeyDeny
+	noKeyFallback noKeyMode = iota
+	noKeySkip
+	noKeyDeny
 )

@@ -44,7 +44,7 @@ type BodyRequester interface {
 // neither [ErrNoKey] nor invalid key material that a weaker key may
 // replace: the middleware refuses the request with Status and an RFC
 // 9457 problem carrying Detail (httplimit.ReasonRefused), whatever
-// WithNoKey says, without counting it or trying the fallback key, and
+// WithNoKeySkip or WithNoKeyDeny says, without counting it or trying the fallback key, and
 // [FirstOf] returns it without trying the next function. Status is a 4xx
 // status (400, 413, 415); Detail is safe to show to the client. Test
 // for it with errors.As.
@@ -87,7 +87,8 @@ func refused(err error) bool {
 //
 // An empty body, or a readable form without the field (or with only
 // whitespace in it), has no key: [ErrNoKey] (wrapped), which the
-// middleware handles per WithNoKey. The value's surrounding whitespace
+// middleware handles as a missing key (the fallback key, WithNoKeySkip or
+// WithNoKeyDeny). The value's surrounding whitespace
 // is trimmed and it is passed through [Bound] (a value over 128 bytes or
 // outside printable ASCII keys by its digest). The body is put back, byte
 // for byte, for the handler (net/http, gin, echo: r.Body is replaced by

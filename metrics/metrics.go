@@ -81,12 +81,11 @@ type Metrics struct {
 
 type watched struct {
 	name string
-	s    StatsSource
+	s    statsSource
 }
 
-// StatsSource is what [Metrics.WatchMemstore] reads at each scrape:
-// memstore.Store satisfies it.
-type StatsSource interface {
+// statsSource is what [Metrics.WatchMemstore] reads at each scrape.
+type statsSource interface {
 	Stats() memstore.Stats
 }
 
@@ -472,10 +471,12 @@ func (m *Metrics) WatchFleet() {
 }
 
 // WatchMemstore exports s's key count and evictions under the label
-// store=name at every scrape (Stats takes each shard's lock briefly). name
+// store=name at every scrape (Stats takes each shard's lock briefly): s is
+// a *memstore.Store or a fleet tier (*fleet.Store), whose Stats are its
+// local store's. name
 // should be a constant such as "default"; watching the same name twice
 // replaces the first, and a nil s stops watching name.
-func (m *Metrics) WatchMemstore(name string, s StatsSource) {
+func (m *Metrics) WatchMemstore(name string, s interface{ Stats() memstore.Stats }) {
 	m.storesMu.Lock()
 	defer m.storesMu.Unlock()
 	for i := range m.stores {

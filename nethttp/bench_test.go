@@ -95,6 +95,6 @@ func BenchmarkGlobal(b *testing.B) {
 // read of its own (the limiter still reads the clock once).
 func BenchmarkPerRouteDelta(b *testing.B) {
 	mux := http.NewServeMux()
-	mux.Handle("GET /bench", nethttp.New(benchLimiter(b), httplimit.WithResetFormat(httplimit.ResetDelta))(trivial))
+	mux.Handle("GET /bench", nethttp.New(benchLimiter(b), httplimit.WithResetDelta())(trivial))
 	benchServe(b, mux)
 }

@@ -67,7 +67,7 @@ func ExampleNew_perRoute() {
 
 	mux := http.NewServeMux()
 	mux.Handle("POST /login", nethttp.New(login,
-		httplimit.WithResetFormat(httplimit.ResetDelta),
+		httplimit.WithResetDelta(),
 		httplimit.WithHeaders(httplimit.HeaderDefault|httplimit.HeaderIETF),
 	)(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "welcome") })))
 	mux.HandleFunc("GET /", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "home") })
@@ -96,9 +96,9 @@ func ExampleWithCheck() {
 
 	mw := nethttp.New(perUser,
 		httplimit.WithKey(user),
-		httplimit.WithNoKey(httplimit.NoKeySkip), // anonymous: IP check only
-		httplimit.WithCheck(perIP, nil),          // nil: key by the peer IP
-		httplimit.WithResetFormat(httplimit.ResetDelta),
+		httplimit.WithNoKeySkip(),       // anonymous: IP check only
+		httplimit.WithCheck(perIP, nil), // nil: key by the peer IP
+		httplimit.WithResetDelta(),
 	)
 	h := mw(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
 

@@ -2,6 +2,7 @@ package nethttp
 
 import (
 	"net/http"
+	"reflect"
 	"strings"
 
 	"github.com/limitkit/limitkit/core"
@@ -26,9 +27,9 @@ func WithDenyHandler(h DenyHandler) httplimit.Option {
 // WithDenyHandler and WithRoute and reports outcomes.
 var adapter = httplimit.Adapter{
 	Name: "nethttp",
-	Options: []httplimit.OptionDecl{
-		httplimit.DeclareOption[DenyHandler]("WithDenyHandler"),
-		httplimit.DeclareOption[func(*http.Request) string]("WithRoute"),
+	Options: map[string]reflect.Type{
+		"WithDenyHandler": reflect.TypeFor[DenyHandler](),
+		"WithRoute":       reflect.TypeFor[func(*http.Request) string](),
 	},
 	Outcome: true,
 }

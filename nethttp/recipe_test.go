@@ -32,7 +32,7 @@ func TestHybridRecipe(t *testing.T) {
 	userLimiter := core.MustNewLimiter(store, core.Policy{Name: "user", Limits: []core.Limit{core.PerMinute(200)}}, core.WithClock(clock))
 	ipLimiter := core.MustNewLimiter(store, core.Policy{Name: "ip", Limits: []core.Limit{core.PerMinute(50)}}, core.WithClock(clock))
 	hybrid := nethttp.New(userLimiter,
-		httplimit.WithKey(jwtKey), httplimit.WithNoKey(httplimit.NoKeySkip),
+		httplimit.WithKey(jwtKey), httplimit.WithNoKeySkip(),
 		httplimit.WithCheck(ipLimiter, nil))
 	mux := http.NewServeMux()
 	mux.Handle("POST /orders", hybrid(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {})))

@@ -17,7 +17,7 @@ var defaultYAML []byte
 // slice is a copy.
 func defaultFile() []byte { return slices.Clone(defaultYAML) }
 
-var defaultSet = sync.OnceValues(func() (*Set, error) { return Parse(defaultYAML, YAML) })
+var defaultSet = sync.OnceValues(func() (*Set, error) { return parse(defaultYAML, syntaxYAML) })
 
 // Default returns the embedded example rules (rules/default.yaml: the
 // design notes' endpoint table and the auth/login and messaging/email

@@ -21,7 +21,7 @@ rules:
     algorithm: fixed_window
     limits: ["10 per 1m"]
     elastic: {ceiling: 200%, capacity: "5 per 1m"}
-`), rules.YAML)
+`))
 	if err != nil {
 		panic(err)
 	}

@@ -45,16 +45,16 @@ descriptors:
 `
 
 func TestElasticRulesParse(t *testing.T) {
-	for _, format := range []Format{YAML, JSON} {
+	for _, format := range []syntax{syntaxYAML, syntaxJSON} {
 		t.Run(format.String(), func(t *testing.T) {
 			src := mustParse(t, elasticYAML)
 			data := []byte(elasticYAML)
-			if format == JSON {
+			if format == syntaxJSON {
 				var err error
 				data, err = src.encodeJSON()
 				require.NoError(t, err)
 			}
-			s, err := Parse(data, format)
+			s, err := parse(data, format)
 			require.NoError(t, err)
 			get := func(name string) *Rule {
 				r, ok := s.Rule(name)
@@ -72,7 +72,7 @@ func TestElasticRulesParse(t *testing.T) {
 			// the encoding reads back to an equal set
 			y, err := s.encodeYAML()
 			require.NoError(t, err)
-			back, err := Parse(y, YAML)
+			back, err := parse(y, syntaxYAML)
 			require.NoError(t, err)
 			noLines := func(rs []Rule, ds []Descriptor) ([]Rule, []Descriptor) {
 				for i := range rs {
@@ -112,12 +112,12 @@ func TestElasticRulesErrors(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := Parse([]byte(tc.src), YAML)
+			_, err := parse([]byte(tc.src), syntaxYAML)
 			require.Error(t, err)
 			assert.Contains(t, err.Error(), tc.want)
 		})
 	}
-	_, err := Parse([]byte(`{"rules":[{"name":"api","route":"/api","limits":["10 per 1m"],"elastic":{"ceiling":"200%","max":3}}]}`), JSON)
+	_, err := parse([]byte(`{"rules":[{"name":"api","route":"/api","limits":["10 per 1m"],"elastic":{"ceiling":"200%","max":3}}]}`), syntaxJSON)
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), `unknown field "max"`)
 }
@@ -216,7 +216,7 @@ func TestElasticLive(t *testing.T) {
 	take := func(n int) (nominal, elastic int) {
 		snap := live.Acquire()
 		defer snap.Release()
-		r := snap.Match("GET", "/api", false)
+		r := snap.Set().Match("GET", "/api", false)
 		require.NotNil(t, r)
 		for i := 0; i < n; i++ {
 			d, err := snap.Limiter(r).Allow(ctx, "u1")

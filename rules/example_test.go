@@ -20,7 +20,7 @@ rules:
     route: /api/*
     identity: authenticated
     limits: ["20 per 1s burst 40"]
-`), rules.YAML)
+`))
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -41,7 +41,7 @@ rules:
     route: api/*
     metods: [GET]
     limits: ["20 per 1s"]
-`), rules.YAML)
+`))
 	fmt.Println(err)
 	// Output:
 	// rules: line 4: rules[0] "api": route: must start with "/"

@@ -34,7 +34,7 @@ func TestJSONDuplicateKeys(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			s, err := Parse([]byte(tt.src), JSON)
+			s, err := parse([]byte(tt.src), syntaxJSON)
 			require.Error(t, err)
 			assert.Nil(t, s)
 			assert.Contains(t, err.Error(), tt.want)
@@ -42,9 +42,9 @@ func TestJSONDuplicateKeys(t *testing.T) {
 	}
 }
 
-// TestYAMLDuplicateKeys pins that YAML, too, rejects a repeated key.
+// TestYAMLDuplicateKeys pins that syntaxYAML, too, rejects a repeated key.
 func TestYAMLDuplicateKeys(t *testing.T) {
-	_, err := Parse([]byte("rules:\n  - name: a\n    route: /a\n    limits: [1/s]\n    limits: [100/s]\n"), YAML)
+	_, err := parse([]byte("rules:\n  - name: a\n    route: /a\n    limits: [1/s]\n    limits: [100/s]\n"), syntaxYAML)
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), `line 5: rules[0]`)
 	assert.Contains(t, err.Error(), `mapping key "limits" already defined at line 4`)
@@ -79,11 +79,11 @@ descriptors:
 "descriptors": [
  {"domain": "auth", "key": "login", "unit": "fortnight", "requests": 3}]}`
 	for _, tt := range []struct {
-		format Format
+		format syntax
 		src    string
 		want   []string
 	}{
-		{YAML, yamlSrc, []string{
+		{syntaxYAML, yamlSrc, []string{
 			`line 2: defaults: unknown field "algoritm" (did you mean "algorithm"?)`,
 			`line 5: rules[0] "a": route: must start with "/"`,
 			`line 6: rules[0] "a": methods: "GTE" is not an HTTP method (did you mean "GET"?)`,
@@ -91,7 +91,7 @@ descriptors:
 			`line 11: rules[1] "b": unknown field "shadw" (did you mean "shadow"?)`,
 			`line 13: descriptors[0] "auth/login": unit: window: "fortnight"`,
 		}},
-		{JSON, jsonSrc, []string{
+		{syntaxJSON, jsonSrc, []string{
 			`line 1: defaults: unknown field "algoritm" (did you mean "algorithm"?)`,
 			`line 4: rules[0] "a": route: must start with "/"`,
 			`line 5: rules[0] "a": methods: "GTE" is not an HTTP method (did you mean "GET"?)`,
@@ -101,7 +101,7 @@ descriptors:
 		}},
 	} {
 		t.Run(tt.format.String(), func(t *testing.T) {
-			_, err := Parse([]byte(tt.src), tt.format)
+			_, err := parse([]byte(tt.src), tt.format)
 			require.Error(t, err)
 			got := strings.Split(err.Error(), "\n")
 			require.Len(t, got, len(tt.want), err.Error())
@@ -124,7 +124,7 @@ func TestJSONStructure(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := Parse([]byte(tt.src), JSON)
+			_, err := parse([]byte(tt.src), syntaxJSON)
 			require.Error(t, err)
 			assert.Contains(t, err.Error(), tt.want)
 		})
@@ -147,7 +147,7 @@ func TestMethodsAreHTTPMethods(t *testing.T) {
 		{"\"\"", `"" is not an HTTP method`},
 	} {
 		t.Run(tt.method, func(t *testing.T) {
-			_, err := Parse([]byte(fmt.Sprintf("rules:\n  - {name: a, route: /a, methods: [%s], limits: [1/s]}\n", tt.method)), YAML)
+			_, err := parse([]byte(fmt.Sprintf("rules:\n  - {name: a, route: /a, methods: [%s], limits: [1/s]}\n", tt.method)), syntaxYAML)
 			require.Error(t, err)
 			assert.Contains(t, err.Error(), tt.want)
 		})
@@ -214,9 +214,9 @@ func TestCheckTiesMatchesPairwise(t *testing.T) {
 // manyRules writes a rules file of n distinct rules (the shape of the
 // 4 MB, 60,000-rule file that did not load in 10 minutes when the tie
 // check was quadratic), with a tie at the end when tie is set.
-func manyRules(format Format, n int, tie bool) []byte {
+func manyRules(format syntax, n int, tie bool) []byte {
 	var b strings.Builder
-	if format == JSON {
+	if format == syntaxJSON {
 		b.WriteString(`{"rules": [`)
 	} else {
 		b.WriteString("rules:\n")
@@ -226,7 +226,7 @@ func manyRules(format Format, n int, tie bool) []byte {
 		if tie && i == n-1 {
 			route = "/v0/:x"
 		}
-		if format == JSON {
+		if format == syntaxJSON {
 			if i > 0 {
 				b.WriteString(",\n")
 			}
@@ -235,7 +235,7 @@ func manyRules(format Format, n int, tie bool) []byte {
 			fmt.Fprintf(&b, "- {name: r%d, route: %q, limits: [1/m]}\n", i, route)
 		}
 	}
-	if format == JSON {
+	if format == syntaxJSON {
 		b.WriteString("]}")
 	}
 	return []byte(b.String())
@@ -249,14 +249,14 @@ func TestManyRulesLoad(t *testing.T) {
 	if testing.Short() || raceEnabled {
 		n = 5000 // the race detector makes the 60,000-rule load take a minute
 	}
-	for _, f := range []Format{YAML, JSON} {
+	for _, f := range []syntax{syntaxYAML, syntaxJSON} {
 		t.Run(f.String(), func(t *testing.T) {
 			data := manyRules(f, n, false)
 			require.LessOrEqual(t, len(data), maxFileSize)
-			s, err := Parse(data, f)
+			s, err := parse(data, f)
 			require.NoError(t, err)
 			assert.Len(t, s.Rules(), n)
-			_, err = Parse(manyRules(f, n, true), f)
+			_, err = parse(manyRules(f, n, true), f)
 			require.Error(t, err)
 			assert.Contains(t, err.Error(), fmt.Sprintf(`rules[%d] "r%d": matches the same requests as rules[0] "r0"`, n-1, n-1))
 		})
@@ -264,14 +264,14 @@ func TestManyRulesLoad(t *testing.T) {
 }
 
 func BenchmarkParseManyRules(b *testing.B) {
-	for _, f := range []Format{JSON, YAML} {
+	for _, f := range []syntax{syntaxJSON, syntaxYAML} {
 		for _, n := range []int{4000, 60000} {
 			data := manyRules(f, n, false)
 			b.Run(fmt.Sprintf("%s/%d", f, n), func(b *testing.B) {
 				b.ReportAllocs()
 				b.SetBytes(int64(len(data)))
 				for b.Loop() {
-					if _, err := Parse(data, f); err != nil {
+					if _, err := parse(data, f); err != nil {
 						b.Fatal(err)
 					}
 				}
@@ -290,11 +290,11 @@ func FuzzParse(f *testing.F) {
 	f.Add([]byte("rules:\n  - {name: a, route: /a, limits: [1 per 213504d]}\n"), false)
 	f.Add([]byte(`{"rules": [{"name": "a", "route": "/a", "tier": "claim:plan", "tiers": {"pro": ["2/s"], "default": ["1/s"]}, "overrides": {"user:x": ["3/s"]}, "count": {"status": ">=400", "reset_on": "success"}, "also": [{"name": "b", "key": "ip", "limits": ["5/s"]}]}]}`), true)
 	f.Fuzz(func(t *testing.T, data []byte, isJSON bool) {
-		format := YAML
+		format := syntaxYAML
 		if isJSON {
-			format = JSON
+			format = syntaxJSON
 		}
-		s, err := Parse(data, format)
+		s, err := parse(data, format)
 		if err != nil {
 			for _, e := range err.(interface{ Unwrap() []error }).Unwrap() {
 				if _, ok := e.(*Error); !ok {
@@ -305,7 +305,7 @@ func FuzzParse(f *testing.F) {
 		}
 		out, err := s.encodeJSON()
 		require.NoError(t, err)
-		back, err := Parse(out, JSON)
+		back, err := parse(out, syntaxJSON)
 		require.NoError(t, err, "%s", out)
 		require.Equal(t, len(s.Rules()), len(back.Rules()))
 		for i, r := range s.Rules() {
@@ -351,7 +351,7 @@ func TestHostileFiles(t *testing.T) {
 	for name, data := range hostileFiles(size) {
 		t.Run(name, func(t *testing.T) {
 			require.LessOrEqual(t, len(data), maxFileSize)
-			_, err := Parse(data, JSON)
+			_, err := parse(data, syntaxJSON)
 			if err != nil {
 				assert.LessOrEqual(t, strings.Count(err.Error(), "\n")+1, maxErrors)
 			}
@@ -365,7 +365,7 @@ func BenchmarkParseHostile(b *testing.B) {
 			b.ReportAllocs()
 			b.SetBytes(int64(len(data)))
 			for b.Loop() {
-				Parse(data, JSON)
+				parse(data, syntaxJSON)
 			}
 		})
 	}
@@ -375,7 +375,7 @@ func BenchmarkParseHostile(b *testing.B) {
 // replaced (tiesPairwise, the same definition), on the same rules.
 func BenchmarkTieCheck(b *testing.B) {
 	for _, n := range []int{1000, 4000} {
-		s, err := Parse(manyRules(YAML, n, false), YAML)
+		s, err := parse(manyRules(syntaxYAML, n, false), syntaxYAML)
 		require.NoError(b, err)
 		rs := s.rules
 		b.Run(fmt.Sprintf("pairwise/%d", n), func(b *testing.B) {
@@ -415,7 +415,7 @@ rules:
     sync: 1s
     limits: ["10 per 1m"]
 `
-	s, err := Parse([]byte(src), YAML)
+	s, err := parse([]byte(src), syntaxYAML)
 	require.NoError(t, err)
 	byName := map[string]core.Policy{}
 	for _, r := range s.Rules() {
@@ -431,7 +431,7 @@ rules:
 
 	out, err := s.encodeYAML()
 	require.NoError(t, err)
-	s2, err := Parse(out, YAML)
+	s2, err := parse(out, syntaxYAML)
 	require.NoError(t, err, string(out))
 	for _, r := range s2.Rules() {
 		p := r.Policy()
@@ -465,7 +465,7 @@ rules:
     sync: 1s
     limits: ["10 per 1m"]
 `
-	_, err = Parse([]byte(bad), YAML)
+	_, err = parse([]byte(bad), syntaxYAML)
 	require.Error(t, err)
 	for _, want := range []string{`unknown mode "lazy"`, `"forever" is not a duration`, `"2h" must be above 0`, "fleet_size: 0 must be in [1,", "applies to mode write-back only"} {
 		assert.Contains(t, err.Error(), want)
@@ -481,9 +481,32 @@ func TestYAMLErrorFieldIsDeterministic(t *testing.T) {
 	in := "rules:\n  - {name: a, route: \"GET /x\", limits: [\"10/m\"], route: \"GET /y\"}\n"
 	want := `rules: line 2: rules[0]: mapping key "route" already defined at line 2`
 	for i := 0; i < 50; i++ {
-		_, err := Parse([]byte(in), YAML)
+		_, err := parse([]byte(in), syntaxYAML)
 		if err == nil || err.Error() != want {
 			t.Fatalf("run %d: got %v, want %s", i, err, want)
 		}
 	}
+}
+
+// TestParseSniffsSyntax: Parse reads a document whose first non-blank
+// byte is '{' as JSON (with JSON's errors) and anything else as YAML, so
+// the same rule in either syntax, with leading blank lines, parses alike.
+func TestParseSniffsSyntax(t *testing.T) {
+	for _, src := range []string{
+		"\n  {\"rules\":[{\"name\":\"a\",\"route\":\"/a\",\"limits\":[\"5 per 1m\"]}]}",
+		"\n# a comment first\nrules:\n  - {name: a, route: /a, limits: [\"5 per 1m\"]}\n",
+	} {
+		s, err := Parse([]byte(src))
+		require.NoError(t, err, src)
+		r, ok := s.Rule("a")
+		require.True(t, ok)
+		assert.Equal(t, "5 per 1m", r.Limits[0].String())
+	}
+	assert.Equal(t, syntaxJSON, sniff([]byte(" \t\r\n{")))
+	assert.Equal(t, syntaxYAML, sniff([]byte("rules: []")))
+	assert.Equal(t, syntaxYAML, sniff(nil))
+	// a JSON syntax error is reported as JSON's, not YAML's
+	_, err := Parse([]byte(`{"rules": [}`))
+	require.Error(t, err)
+	assert.NotContains(t, err.Error(), "yaml")
 }

@@ -425,13 +425,10 @@ func sameMatch(a, b *Rule) bool {
 		a.policiesMatch() == b.policiesMatch()
 }
 
-// Set returns the snapshot's rule set.
+// Set returns the snapshot's rule set: match a request with its
+// [Set.Match], then take the rule's [Snapshot.Limiter] or
+// [Snapshot.Handler] from this snapshot.
 func (s *Snapshot[H]) Set() *Set { return s.set }
-
-// Match is [Set.Match] on the snapshot's set.
-func (s *Snapshot[H]) Match(method, path string, authenticated bool) *Rule {
-	return s.set.Match(method, path, authenticated)
-}
 
 // own reports whether r is one of the snapshot's rules.
 func (s *Snapshot[H]) own(r *Rule) bool {

@@ -20,7 +20,7 @@ func ExampleLive() {
 rules:
   - {name: search, route: /search, limits: ["3 per 1m"]}
   - {name: upload, route: /upload, limits: ["2 per 1m"]}
-`), rules.YAML)
+`))
 	// The value built per rule is usually the adapter's middleware; here,
 	// a description.
 	live, err := rules.NewLive(store, v1, func(r *rules.Rule, ls rules.Limiters) (string, error) {
@@ -33,7 +33,7 @@ rules:
 	request := func(path string) {
 		snap := live.Acquire() // one snapshot for the whole request
 		defer snap.Release()
-		r := snap.Match("GET", path, false)
+		r := snap.Set().Match("GET", path, false)
 		d, _ := snap.Limiter(r).Allow(context.Background(), "client-1")
 		h, _ := snap.Handler(r)
 		fmt.Printf("%-28s allowed=%v remaining=%d\n", h, d.Allowed, d.Remaining)
@@ -45,7 +45,7 @@ rules:
 rules:
   - {name: search, route: /search, limits: ["3 per 1m"]}
   - {name: upload, route: /upload, limits: ["5 per 1m"]}
-`), rules.YAML)
+`))
 	change, err := live.Swap(v2)
 	if err != nil {
 		fmt.Println(err)

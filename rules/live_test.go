@@ -81,7 +81,7 @@ func TestLiveNoHalfAppliedSet(t *testing.T) {
 				}
 				var got [2]int64
 				for i, path := range []string{"/a", "/b"} {
-					r := snap.Match("GET", path, false)
+					r := snap.Set().Match("GET", path, false)
 					d, err := snap.Limiter(r).Allow(ctx, "client")
 					h, _ := snap.Handler(r)
 					if err != nil || !d.Allowed || d.Degraded || h != fmt.Sprintf("%s=%d", r.Name, d.Limit.Requests) {
@@ -91,7 +91,7 @@ func TestLiveNoHalfAppliedSet(t *testing.T) {
 					}
 					got[i] = d.Limit.Requests
 				}
-				d, err := snap.Limiter(snap.Match("GET", "/c", false)).Allow(ctx, "client")
+				d, err := snap.Limiter(snap.Set().Match("GET", "/c", false)).Allow(ctx, "client")
 				if live.Generation() != gen {
 					straddled.Add(1) // a swap happened while this request was deciding
 				}
@@ -135,7 +135,7 @@ func TestLiveNoHalfAppliedSet(t *testing.T) {
 	assert.Equal(t, n, r3Allowed.Load())
 
 	snap := live.Acquire()
-	d, err := snap.Limiter(snap.Match("GET", "/c", false)).Allow(context.Background(), "client")
+	d, err := snap.Limiter(snap.Set().Match("GET", "/c", false)).Allow(context.Background(), "client")
 	snap.Release()
 	require.NoError(t, err)
 	assert.Equal(t, 10_000_000-n-1, d.Remaining, "r3 counted every request exactly, across every swap")
@@ -205,7 +205,7 @@ func TestLiveStateAcrossSwapMemstore(t *testing.T) {
 	_, login := snap.Descriptor("auth", "login")
 	_, err = login.Allow(context.Background(), "bob")
 	require.NoError(t, err)
-	oldKeep := snap.Limiter(snap.Match("GET", "/keep", false))
+	oldKeep := snap.Limiter(snap.Set().Match("GET", "/keep", false))
 	snap.Release()
 
 	ch, err := live.Swap(mustParse(t, stateV2))
@@ -218,9 +218,9 @@ func TestLiveStateAcrossSwapMemstore(t *testing.T) {
 	assert.Equal(t, `added [added]; removed [gone]; limits changed [change: gcra 10 per 1h, 5 per 1m -> gcra 10 per 1h, 8 per 1m]; updated [moved failmode]; 2 unchanged`, ch.String())
 
 	snap = live.Acquire()
-	assert.Same(t, oldKeep, snap.Limiter(snap.Match("GET", "/keep", false)), "an equal policy keeps its Limiter")
-	assert.Nil(t, snap.Match("GET", "/old", false))
-	assert.Equal(t, "moved", snap.Match("GET", "/new", false).Name)
+	assert.Same(t, oldKeep, snap.Limiter(snap.Set().Match("GET", "/keep", false)), "an equal policy keeps its Limiter")
+	assert.Nil(t, snap.Set().Match("GET", "/old", false))
+	assert.Equal(t, "moved", snap.Set().Match("GET", "/new", false).Name)
 	_, login = snap.Descriptor("auth", "login")
 	d, err := login.Allow(context.Background(), "bob")
 	snap.Release()
@@ -370,12 +370,12 @@ func TestSnapshotForeignRule(t *testing.T) {
 	require.NoError(t, err)
 	s2 := live.Acquire()
 	defer s2.Release()
-	r1 := s1.Match("GET", "/a", false)
+	r1 := s1.Set().Match("GET", "/a", false)
 	assert.NotNil(t, s1.Limiter(r1))
 	assert.Nil(t, s2.Limiter(r1))
 	_, ok := s2.Handler(r1)
 	assert.False(t, ok)
-	h, ok := s2.Handler(s2.Match("GET", "/a", false))
+	h, ok := s2.Handler(s2.Set().Match("GET", "/a", false))
 	assert.True(t, ok)
 	assert.Equal(t, "r1", h)
 	assert.Nil(t, s2.Limiter(nil))
@@ -426,7 +426,7 @@ func BenchmarkLiveSwap(b *testing.B) {
 	a := Default()
 	src, err := a.encodeYAML()
 	require.NoError(b, err)
-	other, err := Parse([]byte(strings.Replace(string(src), "100 per 1m", "120 per 1m", 1)), YAML)
+	other, err := parse([]byte(strings.Replace(string(src), "100 per 1m", "120 per 1m", 1)), syntaxYAML)
 	require.NoError(b, err)
 	live, err := NewLive[struct{}](store, a, nil)
 	require.NoError(b, err)

@@ -14,22 +14,31 @@ import (
 	"go.yaml.in/yaml/v3"
 )
 
-// Format is a rules file's syntax.
-type Format uint8
+// syntax is a rules file's syntax.
+type syntax uint8
 
 const (
-	// YAML is the YAML syntax (the default for files not ending in .json).
-	YAML Format = iota
-	// JSON is the JSON syntax.
-	JSON
+	syntaxYAML syntax = iota // the default: for files not ending in .json
+	syntaxJSON
 )
 
 // String returns "yaml" or "json".
-func (f Format) String() string {
-	if f == JSON {
+func (f syntax) String() string {
+	if f == syntaxJSON {
 		return "json"
 	}
 	return "yaml"
+}
+
+// sniff is the syntax of data as [Parse] reads it: JSON when its first
+// byte that is not white space is '{' (a JSON rules file is an object),
+// YAML otherwise (a YAML rules file starts with a key, "---" or a
+// comment).
+func sniff(data []byte) syntax {
+	if t := bytes.TrimLeft(data, " \t\r\n"); len(t) > 0 && t[0] == '{' {
+		return syntaxJSON
+	}
+	return syntaxYAML
 }
 
 // maxFileSize bounds the size of a rules file the loaders accept: 4 MiB.
@@ -207,24 +216,28 @@ func LoadFile(path string) (*Set, error) {
 	if err != nil {
 		return nil, err
 	}
-	format := YAML
+	format := syntaxYAML
 	if strings.EqualFold(filepath.Ext(path), ".json") {
-		format = JSON
+		format = syntaxJSON
 	}
-	s, err := Parse(data, format)
+	s, err := parse(data, format)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	return s, nil
 }
 
-// Parse parses and validates a rules file. Unknown fields and keys written
+// Parse parses and validates a rules file: JSON when its first byte that
+// is not white space is '{', YAML otherwise. Unknown fields and keys written
 // twice (at any depth) are errors, and every problem found (up to 20) is
 // reported in line order with its line, the rule (index and name), the
 // field and what to fix; see [Error]. A syntax error, or a value of the
 // wrong type, ends the load before the rules are validated. Parse takes
 // time and memory linear in len(data), at most 4 MiB.
-func Parse(data []byte, format Format) (*Set, error) {
+func Parse(data []byte) (*Set, error) { return parse(data, sniff(data)) }
+
+// parse is Parse in the given syntax.
+func parse(data []byte, format syntax) (*Set, error) {
 	if len(data) > maxFileSize {
 		return nil, &Error{Index: -1, Msg: fmt.Sprintf("file is larger than %d bytes", maxFileSize)}
 	}
@@ -234,7 +247,7 @@ func Parse(data []byte, format Format) (*Set, error) {
 		c   collector
 		ok  bool
 	)
-	if format == JSON {
+	if format == syntaxJSON {
 		ok = parseJSON(data, &doc, &ln, &c)
 	} else {
 		ok = parseYAML(data, &doc, &ln, &c)

@@ -30,7 +30,7 @@ func BenchmarkMatchManyRules(b *testing.B) {
 				fmt.Fprintf(&data, "- {name: r%d, route: %q, limits: [1/m]%s}\n", i, route, methods)
 				last = strings.Replace(route, "{id}", "7", 1)
 			}
-			s, err := Parse([]byte(data.String()), YAML)
+			s, err := parse([]byte(data.String()), syntaxYAML)
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -97,7 +97,7 @@ func reloadMany(t *testing.T, rule func(i int) string, onRedis bool) {
 	decide := func(key string, n int) core.Decision {
 		snap := live.Acquire()
 		defer snap.Release()
-		r := snap.Match("GET", "/api", false)
+		r := snap.Set().Match("GET", "/api", false)
 		require.NotNil(t, r)
 		var d core.Decision
 		for k := 0; k < n; k++ {
@@ -163,7 +163,7 @@ func TestSwapKeepsCapacityBuiltBeforeADrain(t *testing.T) {
 	defer snap.Release()
 	var d core.Decision
 	for range 3 {
-		d, err = snap.Limiter(snap.Match("GET", "/api", false)).Allow(context.Background(), "k")
+		d, err = snap.Limiter(snap.Set().Match("GET", "/api", false)).Allow(context.Background(), "k")
 		require.NoError(t, err)
 	}
 	assert.True(t, d.Elastic, "still elastic")

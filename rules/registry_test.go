@@ -56,7 +56,7 @@ func TestLiveRefusesNameOfOtherLimits(t *testing.T) {
 			assert.Equal(t, []string{"api"}, ch.Added)
 			snap := live.Acquire()
 			defer snap.Release()
-			d, err := snap.Limiter(snap.Match("GET", "/api", false)).Allow(context.Background(), "k")
+			d, err := snap.Limiter(snap.Set().Match("GET", "/api", false)).Allow(context.Background(), "k")
 			require.NoError(t, err)
 			assert.Equal(t, int64(9), d.Remaining)
 		})

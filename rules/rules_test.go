@@ -16,7 +16,7 @@ import (
 
 func mustParse(t *testing.T, src string) *Set {
 	t.Helper()
-	s, err := Parse([]byte(src), YAML)
+	s, err := parse([]byte(src), syntaxYAML)
 	require.NoError(t, err)
 	return s
 }
@@ -156,7 +156,7 @@ rules:
 `
 	// order-second overlaps order-first on GET, which is a load error; drop
 	// GET from it to leave a pure file-order tie only where allowed.
-	s, err := Parse([]byte(src), YAML)
+	s, err := parse([]byte(src), syntaxYAML)
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), `rules[20] "order-second": matches the same requests as rules[19] "order-first"`)
 	s = mustParse(t, strings.Replace(src, "methods: [GET, POST], identity: any", "methods: [POST], identity: any", 1)+
@@ -348,7 +348,7 @@ func TestParseErrorsYAML(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			s, err := Parse([]byte(tt.src), YAML)
+			s, err := parse([]byte(tt.src), syntaxYAML)
 			require.Error(t, err)
 			assert.Nil(t, s)
 			for _, w := range tt.want {
@@ -382,7 +382,7 @@ func TestParseErrorsJSON(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := Parse([]byte(tt.src), JSON)
+			_, err := parse([]byte(tt.src), syntaxJSON)
 			require.Error(t, err)
 			for _, w := range tt.want {
 				assert.Contains(t, err.Error(), w)
@@ -397,7 +397,7 @@ func TestTooManyErrorsAreCapped(t *testing.T) {
 	for range 50 {
 		b.WriteString("  - {name: \"\", route: x, limits: [y]}\n")
 	}
-	_, err := Parse([]byte(b.String()), YAML)
+	_, err := parse([]byte(b.String()), syntaxYAML)
 	require.Error(t, err)
 	assert.Equal(t, maxErrors, strings.Count(err.Error(), "\n")+1)
 }
@@ -424,17 +424,17 @@ func TestRoundTrip(t *testing.T) {
 		return rs, ds
 	}
 	wantR, wantD := strip(orig)
-	for _, f := range []Format{YAML, JSON} {
+	for _, f := range []syntax{syntaxYAML, syntaxJSON} {
 		t.Run(f.String(), func(t *testing.T) {
 			var data []byte
 			var err error
-			if f == JSON {
+			if f == syntaxJSON {
 				data, err = orig.encodeJSON()
 			} else {
 				data, err = orig.encodeYAML()
 			}
 			require.NoError(t, err)
-			back, err := Parse(data, f)
+			back, err := parse(data, f)
 			require.NoError(t, err, string(data))
 			gotR, gotD := strip(back)
 			assert.Equal(t, wantR, gotR)
@@ -462,7 +462,7 @@ func TestLoadFile(t *testing.T) {
 	_, err = LoadFile(filepath.Join(dir, "missing.yaml"))
 	require.Error(t, err)
 	big := make([]byte, maxFileSize+1)
-	_, err = Parse(big, YAML)
+	_, err = parse(big, syntaxYAML)
 	assert.ErrorContains(t, err, "larger than")
 }
 
@@ -482,8 +482,8 @@ func TestTextForms(t *testing.T) {
 		assert.Equal(t, want, k.String())
 	}
 	assert.Equal(t, "KeyKind(9)", Key{Kind: 9}.String())
-	assert.Equal(t, "json", JSON.String())
-	assert.Equal(t, "yaml", YAML.String())
+	assert.Equal(t, "json", syntaxJSON.String())
+	assert.Equal(t, "yaml", syntaxYAML.String())
 }
 
 func BenchmarkMatch(b *testing.B) {

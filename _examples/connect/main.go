@@ -61,7 +61,7 @@ func run(args []string) error {
 	if err != nil {
 		return err
 	}
-	def, err := rules.Parse(defaultRules, rules.YAML)
+	def, err := rules.Parse(defaultRules)
 	if err != nil {
 		return err
 	}

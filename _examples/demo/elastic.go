@@ -119,7 +119,7 @@ func newElasticDemo(out io.Writer) (*elasticDemo, error) {
 
 // limited is the search handler behind the elastic rule's middleware.
 func (d *elasticDemo) limited() (http.Handler, error) {
-	set, err := rules.Parse([]byte(elasticRules), rules.YAML)
+	set, err := rules.Parse([]byte(elasticRules))
 	if err != nil {
 		return nil, err
 	}
@@ -141,7 +141,7 @@ func (d *elasticDemo) limited() (http.Handler, error) {
 	if err != nil {
 		return nil, err
 	}
-	mw, err := nethttp.NewMiddleware(l, httplimit.WithKey(key), httplimit.WithClock(d.clock), httplimit.WithResetFormat(httplimit.ResetDelta))
+	mw, err := nethttp.NewMiddleware(l, httplimit.WithKey(key), httplimit.WithClock(d.clock), httplimit.WithResetDelta())
 	if err != nil {
 		return nil, err
 	}

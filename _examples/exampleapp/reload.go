@@ -8,9 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"reflect"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -86,11 +84,7 @@ func readRules(path string) (*rules.Set, [sha256.Size]byte, error) {
 func readFile(path string) ([]byte, error) { return rules.ReadFile(path) }
 
 func parseRules(path string, data []byte) (*rules.Set, error) {
-	format := rules.YAML
-	if strings.EqualFold(filepath.Ext(path), ".json") {
-		format = rules.JSON
-	}
-	s, err := rules.Parse(data, format)
+	s, err := rules.Parse(data) // JSON or YAML, by its first byte
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}

@@ -122,7 +122,7 @@ func start(args []string, opts ...exampleapp.Option) (*server, error) {
 	if err != nil {
 		return nil, err
 	}
-	def, err := rules.Parse(defaultRules, rules.YAML)
+	def, err := rules.Parse(defaultRules)
 	if err != nil {
 		return nil, err
 	}

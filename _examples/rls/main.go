@@ -135,7 +135,7 @@ func run(ctx context.Context, args []string, out io.Writer, ready func(grpcAddr,
 		}
 		return key, nil
 	}
-	mw, err := nethttp.NewMiddleware(lim, httplimit.WithScope(""), httplimit.WithKey(byAPIKey), httplimit.WithNoKey(httplimit.NoKeyDeny))
+	mw, err := nethttp.NewMiddleware(lim, httplimit.WithScope(""), httplimit.WithKey(byAPIKey), httplimit.WithNoKeyDeny())
 	if err != nil {
 		return err
 	}

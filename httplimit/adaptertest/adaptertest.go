@@ -82,17 +82,15 @@ type Response struct {
 	Body   string
 }
 
-// Client serves one request against a built app; it must not panic.
-type Client func(Request) Response
-
 // Harness adapts one framework to the suite.
 type Harness struct {
 	// Name names the framework in subtests.
 	Name string
 	// Build builds the app with the framework and the adapter: the
 	// global middleware around every route, each route's own middleware
-	// in front of its handler. Required.
-	Build func(App) (Client, error)
+	// in front of its handler, and a client serving one request against
+	// it (the client must not panic). Required.
+	Build func(App) (func(Request) Response, error)
 	// Scope is the default key scope the adapter derives for a route
 	// (method, ":param" path): "GET /users/:id", or for net/http
 	// "GET /users/{id}"; for a route of every method (method "") the
@@ -206,7 +204,7 @@ func newEnv(t *testing.T, n int64) (*recStore, *core.Limiter) {
 	return rs, lim
 }
 
-func build(t *testing.T, h Harness, app App) Client {
+func build(t *testing.T, h Harness, app App) func(Request) Response {
 	t.Helper()
 	c, err := h.Build(app)
 	if err != nil {

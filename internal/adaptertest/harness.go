@@ -25,7 +25,7 @@ type (
 	// Response is what came back. Header keys are canonical.
 	Response = adaptertest.Response
 	// Client serves requests against a built app.
-	Client = adaptertest.Client
+	Client = func(Request) Response
 	// Harness adapts one framework to the suite.
 	Harness = adaptertest.Harness
 )

@@ -212,7 +212,7 @@ func init() {
 		}
 		l := env.Limiter(t, policy("login", core.PerMinute(2)))
 		c := build(t, h, App{Routes: []Route{{Method: "POST", Path: "/login", Mw: mw(l, httplimit.WithClock(env.Clock),
-			httplimit.WithKey(user), httplimit.WithIdentity(), httplimit.WithNoKey(httplimit.NoKeyDeny))}}})
+			httplimit.WithKey(user), httplimit.WithIdentity(), httplimit.WithNoKeyDeny())}}})
 		scope := h.Scope("POST", "/login")
 		ka, kb := "login#"+scope+"|alice", "login#"+scope+"|bob"
 		big := "username=carol&pad=" + strings.Repeat("x", keyfuncs.MaxFormBody)

@@ -253,9 +253,9 @@ var scenarios = []scenario{
 	}},
 	{"RoutePatternKeys", func(t *testing.T, h Harness, env *Env) {
 		l := env.Limiter(t, policy("users", core.PerMinute(2)))
-		m := mw(l, httplimit.WithClock(env.Clock), httplimit.WithResetFormat(httplimit.ResetDelta))
+		m := mw(l, httplimit.WithClock(env.Clock), httplimit.WithResetDelta())
 		shared := env.Limiter(t, policy("shared", core.PerMinute(1)))
-		ms := mw(shared, httplimit.WithScope("uploads"), httplimit.WithResetFormat(httplimit.ResetDelta))
+		ms := mw(shared, httplimit.WithScope("uploads"), httplimit.WithResetDelta())
 		c := build(t, h, App{Routes: []Route{
 			{Method: "GET", Path: "/users/:id", Mw: m},
 			{Method: "DELETE", Path: "/users/:id", Mw: m},
@@ -285,7 +285,7 @@ var scenarios = []scenario{
 		userKey, err := keyfuncs.Header("X-User")
 		require.NoError(t, err)
 		c := build(t, h, App{Global: mw(user, httplimit.WithClock(env.Clock), httplimit.WithKey(userKey),
-			httplimit.WithNoKey(httplimit.NoKeySkip), httplimit.WithCheck(ip, nil)),
+			httplimit.WithNoKeySkip(), httplimit.WithCheck(ip, nil)),
 			Routes: []Route{{Method: "GET", Path: "/h"}}})
 		sc := h.Scope("GET", "/h") + "|"
 		ua, ub, i1, i2 := "user#"+sc+"alice", "user#"+sc+"bob", "ip#"+sc+IP1, "ip#"+sc+IP2
@@ -443,11 +443,11 @@ var scenarios = []scenario{
 		lo := env.Limiter(t, policy("opt", core.PerMinute(5)))
 		c := build(t, h, App{Routes: []Route{
 			{Method: "GET", Path: "/fb", Mw: mw(lf, httplimit.WithClock(env.Clock), httplimit.WithKey(apiKey))},
-			{Method: "GET", Path: "/skip", Mw: mw(ls, httplimit.WithClock(env.Clock), httplimit.WithKey(apiKey), httplimit.WithNoKey(httplimit.NoKeySkip))},
-			{Method: "GET", Path: "/deny", Mw: mw(ld, httplimit.WithClock(env.Clock), httplimit.WithKey(apiKey), httplimit.WithNoKey(httplimit.NoKeyDeny))},
+			{Method: "GET", Path: "/skip", Mw: mw(ls, httplimit.WithClock(env.Clock), httplimit.WithKey(apiKey), httplimit.WithNoKeySkip())},
+			{Method: "GET", Path: "/deny", Mw: mw(ld, httplimit.WithClock(env.Clock), httplimit.WithKey(apiKey), httplimit.WithNoKeyDeny())},
 			{Method: "GET", Path: "/bad", Mw: mw(lb, httplimit.WithClock(env.Clock), httplimit.WithKey(badKey), httplimit.WithErrorHook(hook))},
-			{Method: "GET", Path: "/dh", Mw: mw(lh, httplimit.WithKey(apiKey), httplimit.WithNoKey(httplimit.NoKeyDeny), h.CustomDeny())},
-			// all defaults (peer-IP key, NoKeyFallback), and the quota
+			{Method: "GET", Path: "/dh", Mw: mw(lh, httplimit.WithKey(apiKey), httplimit.WithNoKeyDeny(), h.CustomDeny())},
+			// all defaults (peer-IP key, the fallback key), and the quota
 			// denial's status and body options, which a no-key denial ignores
 			{Method: "GET", Path: "/def", Mw: mw(lu, httplimit.WithClock(env.Clock))},
 			{Method: "GET", Path: "/opt", Mw: mw(lo, httplimit.WithClock(env.Clock), httplimit.WithDenyStatus(503), httplimit.WithDenyBody("text/plain", []byte("slow down")),
@@ -498,7 +498,7 @@ var scenarios = []scenario{
 	{"IETFHeaders", func(t *testing.T, h Harness, env *Env) {
 		l := env.Limiter(t, policy("api", core.PerMinute(2), core.PerHour(100)))
 		c := build(t, h, App{Routes: []Route{{Method: "GET", Path: "/i", Mw: mw(l,
-			httplimit.WithHeaders(httplimit.HeaderDefault|httplimit.HeaderIETF), httplimit.WithResetFormat(httplimit.ResetDelta))}}})
+			httplimit.WithHeaders(httplimit.HeaderDefault|httplimit.HeaderIETF), httplimit.WithResetDelta())}}})
 		k := "api#" + h.Scope("GET", "/i") + "|" + IP1
 		pol := `"api-1m";q=2;w=60, "api-1h";q=100;w=3600`
 		hd := func(rem, reset int64, rl string) H {

@@ -28,7 +28,7 @@ import (
 // the rules.
 func adminApp(t *testing.T, store core.Store, clock core.Clock) (*serve.Server[http.Handler], http.Handler) {
 	t.Helper()
-	set, err := rules.Parse([]byte(file), rules.YAML)
+	set, err := rules.Parse([]byte(file))
 	require.NoError(t, err)
 	srv, limited, err := serve.NewNetHTTP(serve.Config{Store: store, Identity: identity(t), LimiterOptions: []core.Option{core.WithClock(clock)}}, set, routes())
 	require.NoError(t, err)
@@ -237,7 +237,7 @@ rules:
 `
 	store := memstore.MustNew()
 	defer store.Close()
-	set, err := rules.Parse([]byte(keyed), rules.YAML)
+	set, err := rules.Parse([]byte(keyed))
 	require.NoError(t, err)
 	mux := http.NewServeMux()
 	mux.HandleFunc("/k", func(http.ResponseWriter, *http.Request) {})
@@ -309,7 +309,7 @@ rules:
 	}}
 	store := memstore.MustNew()
 	defer store.Close()
-	set, err := rules.Parse([]byte(plans), rules.YAML)
+	set, err := rules.Parse([]byte(plans))
 	require.NoError(t, err)
 	srv, h, err := serve.NewNetHTTP(serve.Config{Store: store, Identity: id}, set, routes())
 	require.NoError(t, err)
@@ -378,7 +378,7 @@ rules:
 	f, err := fleet.New(rs, fleet.WithSync(time.Second), fleet.WithClock(clock))
 	require.NoError(t, err)
 	defer f.Close()
-	set, err := rules.Parse([]byte(big), rules.YAML)
+	set, err := rules.Parse([]byte(big))
 	require.NoError(t, err)
 	srv, h, err := serve.NewNetHTTP(serve.Config{Store: f, Identity: identity(t), LimiterOptions: []core.Option{core.WithClock(clock)}}, set, routes())
 	require.NoError(t, err)

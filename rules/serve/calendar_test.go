@@ -33,13 +33,13 @@ rules:
 // with timezone: Europe/Berlin, served through net/http at a manual
 // clock, admits 5 requests and denies the sixth with Retry-After and
 // X-RateLimit-Reset (epoch seconds, and delta seconds under
-// ResetDelta) at the next first of the month, midnight in Berlin; the
+// WithResetDelta) at the next first of the month, midnight in Berlin; the
 // month after admits again. Walked from November 29 (a 30-day month) and
 // from February 28 2028 (a leap February) and December 31 (the year end).
 func TestCalendarMonthThroughHTTP(t *testing.T) {
 	berlin, err := time.LoadLocation("Europe/Berlin")
 	require.NoError(t, err)
-	set, err := rules.Parse([]byte(calendarRules), rules.YAML)
+	set, err := rules.Parse([]byte(calendarRules))
 	require.NoError(t, err)
 	r, _ := set.Rule("monthly")
 	assert.Equal(t, core.FixedWindow, r.Algorithm, "calendar limits are fixed windows")
@@ -53,7 +53,7 @@ func TestCalendarMonthThroughHTTP(t *testing.T) {
 			clock := core.NewManualClock(c.at)
 			cfg := serve.Config{Store: store, Identity: identity(t), LimiterOptions: []core.Option{core.WithClock(clock)}}
 			if delta {
-				cfg.Options = []httplimit.Option{httplimit.WithResetFormat(httplimit.ResetDelta)}
+				cfg.Options = []httplimit.Option{httplimit.WithResetDelta()}
 			}
 			_, h, err := serve.NewNetHTTP(cfg, set, routes())
 			require.NoError(t, err)
@@ -122,7 +122,7 @@ func usageHandler(srv *serve.Server[http.Handler], rule string) http.Handler {
 // remaining and the next boundary for a calendar month, and reading it
 // consumes nothing.
 func TestCalendarUsageRecipe(t *testing.T) {
-	set, err := rules.Parse([]byte(calendarRules), rules.YAML)
+	set, err := rules.Parse([]byte(calendarRules))
 	require.NoError(t, err)
 	store := memstore.MustNew()
 	defer store.Close()
@@ -159,7 +159,7 @@ func TestCalendarRuleReloadKeepsCounters(t *testing.T) {
 	store := memstore.MustNew()
 	defer store.Close()
 	clock := core.NewManualClock(time.Date(2026, 6, 10, 12, 0, 0, 0, time.UTC))
-	set, err := rules.Parse([]byte(calendarRules), rules.YAML)
+	set, err := rules.Parse([]byte(calendarRules))
 	require.NoError(t, err)
 	srv, h, err := serve.NewNetHTTP(serve.Config{Store: store, Identity: identity(t), LimiterOptions: []core.Option{core.WithClock(clock)}}, set, routes())
 	require.NoError(t, err)
@@ -175,7 +175,7 @@ func TestCalendarRuleReloadKeepsCounters(t *testing.T) {
 	}
 	// the same limits, a fail mode changed: the policy is not identical,
 	// its state means the same
-	again, err := rules.Parse([]byte(calendarRules+"    fail_mode: closed\n"), rules.YAML)
+	again, err := rules.Parse([]byte(calendarRules + "    fail_mode: closed\n"))
 	require.NoError(t, err)
 	_, err = srv.Swap(again)
 	require.NoError(t, err)

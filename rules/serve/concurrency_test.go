@@ -55,7 +55,7 @@ func (x *exportWork) run(r *http.Request) {
 // Retry-After; once they return the slots are back; a panicking handler
 // gives its slot back.
 func TestConcurrencyRuleEveryAdapter(t *testing.T) {
-	set, err := rules.Parse([]byte(concFile), rules.YAML)
+	set, err := rules.Parse([]byte(concFile))
 	require.NoError(t, err)
 	gin.SetMode(gin.ReleaseMode)
 	build := map[string]func(t *testing.T, x *exportWork) http.Handler{
@@ -168,7 +168,7 @@ rules:
   - {name: a, route: /a, concurrency: 3, lease: 45s}
   - {name: b, route: /b, limits: ["10 per 1m"], concurrency: 2}
   - {name: c, route: /c, limits: ["10 per 1m"]}
-`), rules.YAML)
+`))
 	require.NoError(t, err)
 	a, _ := set.Rule("a")
 	assert.Equal(t, int64(3), a.Concurrency)
@@ -187,7 +187,7 @@ rules:
 		{`{name: x, route: /x, concurrency: 3, fail_mode: local}`, `rules[0] "x": concurrency: fail_mode local`},
 		{`{name: x, route: /x}`, `no limits`},
 	} {
-		_, err := rules.Parse([]byte("rules:\n  - "+tc.doc+"\n"), rules.YAML)
+		_, err := rules.Parse([]byte("rules:\n  - " + tc.doc + "\n"))
 		require.Error(t, err, tc.doc)
 		assert.Contains(t, err.Error(), tc.want, tc.doc)
 	}

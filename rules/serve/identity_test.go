@@ -23,7 +23,7 @@ import (
 func TestFormRuleHandsIdentity(t *testing.T) {
 	store := memstore.MustNew()
 	defer store.Close()
-	set, err := rules.Parse([]byte(file), rules.YAML)
+	set, err := rules.Parse([]byte(file))
 	require.NoError(t, err)
 	reply := func(w http.ResponseWriter, r *http.Request) {
 		id, ok := nethttp.Identity(r)

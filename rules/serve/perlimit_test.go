@@ -35,7 +35,7 @@ rules:
     algorithm: ` + algo + `
     limits: ["3 per 1m", "5 per 1h"]
 `
-				set, err := rules.Parse([]byte(yaml), rules.YAML)
+				set, err := rules.Parse([]byte(yaml))
 				require.NoError(t, err)
 				start := time.Unix(1_700_000_000, 0)
 				clock := core.NewManualClock(start)

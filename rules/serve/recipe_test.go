@@ -32,7 +32,7 @@ func TestLoginRecipeExact(t *testing.T) {
 	require.NoError(t, err)
 	for alg, want := range map[string]int{"sliding_log": 10, "gcra": 19} {
 		t.Run(alg, func(t *testing.T) {
-			set, err := rules.Parse([]byte(strings.Replace(string(yaml), "algorithm: sliding_log", "algorithm: "+alg, 1)), rules.YAML)
+			set, err := rules.Parse([]byte(strings.Replace(string(yaml), "algorithm: sliding_log", "algorithm: "+alg, 1)))
 			require.NoError(t, err)
 			r, _ := set.Rule("login")
 			require.Equal(t, alg, r.Algorithm.String())

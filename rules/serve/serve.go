@@ -169,7 +169,7 @@ func (s *Server[M]) authenticated(r keyfuncs.Request) bool {
 // c.Route().Path; the path when empty) and whether it is authenticated;
 // false when no rule matches (the request is not limited).
 func (s *Server[M]) Middleware(snap *rules.Snapshot[M], r keyfuncs.Request, route string) (M, bool) {
-	rule := snap.Match(r.Method(), routePath(route, r.Path()), s.authenticated(r))
+	rule := snap.Set().Match(r.Method(), routePath(route, r.Path()), s.authenticated(r))
 	return snap.Handler(rule)
 }
 

@@ -136,7 +136,7 @@ func TestNetHTTP(t *testing.T) {
 func TestGin(t *testing.T) {
 	store := memstore.MustNew()
 	defer store.Close()
-	set, err := rules.Parse([]byte(file), rules.YAML)
+	set, err := rules.Parse([]byte(file))
 	require.NoError(t, err)
 	srv, err := serve.New(serve.Config{Store: store, Identity: identity(t)}, set, ginlimit.NewMiddleware)
 	require.NoError(t, err)
@@ -166,15 +166,15 @@ func TestGin(t *testing.T) {
 func TestRefusesWhatItCannotServe(t *testing.T) {
 	store := memstore.MustNew()
 	defer store.Close()
-	set, err := rules.Parse([]byte(file), rules.YAML)
+	set, err := rules.Parse([]byte(file))
 	require.NoError(t, err)
 	_, _, err = serve.NewNetHTTP(serve.Config{Store: store}, set, routes())
 	assert.ErrorContains(t, err, `rule "api": key user: the Identity has no User key function`)
-	set, err = rules.Parse([]byte(strings.Replace(file, "header:X-Plan", "claim:plan", 1)), rules.YAML)
+	set, err = rules.Parse([]byte(strings.Replace(file, "header:X-Plan", "claim:plan", 1)))
 	require.NoError(t, err)
 	_, _, err = serve.NewNetHTTP(serve.Config{Store: store, Identity: identity(t)}, set, routes())
 	assert.ErrorContains(t, err, "the Identity has no Claim function")
-	set, err = rules.Parse([]byte(strings.Replace(file, `"user:vip"`, `"key:k_big"`, 1)), rules.YAML)
+	set, err = rules.Parse([]byte(strings.Replace(file, `"user:vip"`, `"key:k_big"`, 1)))
 	require.NoError(t, err)
 	_, _, err = serve.NewNetHTTP(serve.Config{Store: store, Identity: identity(t)}, set, routes())
 	assert.ErrorContains(t, err, `override "key:k_big" cannot match a rule keyed by user`)
@@ -182,7 +182,7 @@ func TestRefusesWhatItCannotServe(t *testing.T) {
 
 // TestEchoAndFiber serves the same file through echolimit and fiberlimit.
 func TestEchoAndFiber(t *testing.T) {
-	set, err := rules.Parse([]byte(file), rules.YAML)
+	set, err := rules.Parse([]byte(file))
 	require.NoError(t, err)
 	loginHandler := func(password string) int {
 		if password != "demo" {
@@ -266,7 +266,7 @@ func (v fiberView) Value(key any) any                 { return v.c.UserContext()
 func TestOnBuildCurrentGeneration(t *testing.T) {
 	store := memstore.MustNew()
 	defer store.Close()
-	set, err := rules.Parse([]byte(file), rules.YAML)
+	set, err := rules.Parse([]byte(file))
 	require.NoError(t, err)
 	built := map[string][]string{}
 	cfg := serve.Config{Store: store, Identity: identity(t), OnBuild: func(r *rules.Rule, ls rules.Limiters) {
@@ -279,7 +279,7 @@ func TestOnBuildCurrentGeneration(t *testing.T) {
 	assert.Same(t, set, srv.Current())
 	assert.Equal(t, uint64(1), srv.Generation())
 
-	next, err := rules.Parse([]byte(strings.Replace(file, `"3 per 15m"`, `"4 per 15m"`, 1)), rules.YAML)
+	next, err := rules.Parse([]byte(strings.Replace(file, `"3 per 15m"`, `"4 per 15m"`, 1)))
 	require.NoError(t, err)
 	_, err = srv.Swap(next)
 	require.NoError(t, err)
@@ -288,7 +288,7 @@ func TestOnBuildCurrentGeneration(t *testing.T) {
 	assert.Same(t, next, srv.Current())
 	assert.Equal(t, uint64(2), srv.Generation())
 
-	bad, err := rules.Parse([]byte(strings.Replace(file, `"user:vip"`, `"key:k_big"`, 1)), rules.YAML)
+	bad, err := rules.Parse([]byte(strings.Replace(file, `"user:vip"`, `"key:k_big"`, 1)))
 	require.NoError(t, err)
 	_, err = srv.Swap(bad)
 	require.Error(t, err)
@@ -322,7 +322,7 @@ func TestRoutePath(t *testing.T) {
 func TestResetOnSuccessClearsFailures(t *testing.T) {
 	store := memstore.MustNew()
 	defer store.Close()
-	set, err := rules.Parse([]byte(file), rules.YAML)
+	set, err := rules.Parse([]byte(file))
 	require.NoError(t, err)
 	_, h, err := serve.NewNetHTTP(serve.Config{Store: store, Identity: identity(t)}, set, routes())
 	require.NoError(t, err)

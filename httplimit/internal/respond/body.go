@@ -50,7 +50,7 @@ func UnavailableBody() []byte {
 }
 
 // NoKeyStatus is the status of a no-key denial: the request carries
-// nothing the limiter can count it by (no API key under NoKeyDeny, or not
+// nothing the limiter can count it by (no API key under WithNoKeyDeny, or not
 // even a peer IP to fall back to, as on a Unix socket). It is not a quota
 // denial, so it is not 429: nothing was counted, and retrying cannot help.
 const NoKeyStatus = http.StatusForbidden

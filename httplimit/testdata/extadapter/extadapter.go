@@ -7,6 +7,7 @@ package extadapter
 
 import (
 	"net/http"
+	"reflect"
 
 	"github.com/limitkit/limitkit/core"
 	"github.com/limitkit/limitkit/httplimit"
@@ -23,7 +24,7 @@ const name = "extadapter"
 // construction instead of counting nothing.
 var adapter = httplimit.Adapter{
 	Name:    name,
-	Options: []httplimit.OptionDecl{httplimit.DeclareOption[DenyHandler]("WithDenyHandler")},
+	Options: map[string]reflect.Type{"WithDenyHandler": reflect.TypeFor[DenyHandler]()},
 }
 
 // DenyHandler writes a denial in place of the default one.
