@@ -73,7 +73,7 @@
 // Count accepts, for login throttling (count Unauthenticated, not OK):
 //
 //	grpclimit.New(limiter, httplimit.WithKey(user),
-//		grpclimit.WithOutcome(grpclimit.Outcome{Count: grpclimit.CodeIn(codes.Unauthenticated), ResetOnSuccess: true}))
+//		grpclimit.WithOutcome(httplimit.Outcome{Count: grpclimit.CodeIn(codes.Unauthenticated), ResetOnSuccess: true}))
 //
 // A client already over its limit is denied before the handler, with
 // codes.ResourceExhausted and the details above; the others run, and the
