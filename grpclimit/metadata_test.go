@@ -285,7 +285,7 @@ func TestForeignStreamHeaderAllocs(t *testing.T) {
 }
 
 // TestConcurrentHeadersExact: concurrent calls over grpc-go's transport
-// (pooled header maps) each receive their own decision's remaining count:
+// (shared header maps) each receive their own decision's remaining count:
 // one key's calls see every count from quota-1 down to 0 exactly once.
 func TestConcurrentHeadersExact(t *testing.T) {
 	clock := core.NewManualClock(t0)
