@@ -5,6 +5,7 @@ go 1.26.0
 replace github.com/limitkit/limitkit => ../
 
 require (
+	connectrpc.com/connect v1.21.1
 	github.com/didip/tollbooth/v7 v7.0.2
 	github.com/gin-gonic/gin v1.12.0
 	github.com/go-chi/httprate v0.16.1

@@ -101,7 +101,7 @@ func BenchmarkUnary(b *testing.B) {
 		// counting by outcome: a peek before the handler, nothing charged
 		// after its OK
 		benchUnary(b, grpclimit.MustNew(benchLimiter(b), httplimit.WithKey(headerKey(b)), httplimit.WithHeaders(httplimit.HeaderNone),
-			grpclimit.WithOutcome(grpclimit.Outcome{Count: grpclimit.CodeIn(codes.Unauthenticated)})).UnaryServerInterceptor())
+			grpclimit.WithOutcome(httplimit.Outcome{Count: grpclimit.CodeIn(codes.Unauthenticated)})).UnaryServerInterceptor())
 	})
 	b.Run("xrate-map/apikey", func(b *testing.B) {
 		benchUnary(b, xrateInterceptor(&rateMap{m: map[string]*rate.Limiter{}}))
@@ -182,7 +182,7 @@ func TestUnaryOutcomeAllocs(t *testing.T) {
 	defer st.Close()
 	lim := core.MustNewLimiter(st, core.Policy{Name: "bench", Limits: []core.Limit{core.Per(1<<30, 366*24*time.Hour)}})
 	ic := grpclimit.MustNew(lim, httplimit.WithHeaders(httplimit.HeaderNone),
-		grpclimit.WithOutcome(grpclimit.Outcome{Count: grpclimit.CodeIn(codes.Unauthenticated)})).UnaryServerInterceptor()
+		grpclimit.WithOutcome(httplimit.Outcome{Count: grpclimit.CodeIn(codes.Unauthenticated)})).UnaryServerInterceptor()
 	ctx := benchCtx(&benchStream{})
 	n := testing.AllocsPerRun(1000, func() {
 		if _, err := ic(ctx, benchReq, benchInfo, echo); err != nil {

@@ -283,7 +283,7 @@ var gscenarios = []struct {
 		// the HTTP suite's, with Unauthenticated for 401 and NotFound for
 		// a 500: a code that does not count and is no success
 		l := env.Limiter(t, pol("login", core.PerMinute(2)))
-		r := newGRig(t, grpclimit.MustNew(l, grpclimit.WithOutcome(grpclimit.Outcome{Count: grpclimit.CodeIn(codes.Unauthenticated), ResetOnSuccess: true})))
+		r := newGRig(t, grpclimit.MustNew(l, grpclimit.WithOutcome(httplimit.Outcome{Count: grpclimit.CodeIn(codes.Unauthenticated), ResetOnSuccess: true})))
 		k := "login#" + sayMethod + "|" + ip1
 		peek, charge, reset := "peek:"+k, "charge:"+k, "reset:"+k
 		fail, notFound := []string{replyCode, "16"}, []string{replyCode, "5"}
@@ -329,7 +329,7 @@ var gscenarios = []struct {
 	}},
 	{"OutcomeChargeFirst", func(t *testing.T, env *adaptertest.Env) {
 		l := env.Limiter(t, pol("api", core.PerMinute(2)))
-		r := newGRig(t, grpclimit.MustNew(l, grpclimit.WithOutcome(grpclimit.Outcome{Count: grpclimit.CodeNotOK, ChargeFirst: true})))
+		r := newGRig(t, grpclimit.MustNew(l, grpclimit.WithOutcome(httplimit.Outcome{Count: grpclimit.CodeNotOK, ChargeFirst: true})))
 		k := "api#" + sayMethod + "|" + ip1
 		r.play(env, []gstep{
 			// taken first, refunded when the call does not count

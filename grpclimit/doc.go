@@ -37,7 +37,12 @@
 //
 // An admitted call carries, as response header metadata, x-ratelimit-limit,
 // x-ratelimit-remaining and x-ratelimit-reset (the metadata keys are these strings;
-// [httplimit.WithHeaders](httplimit.HeaderNone) turns them off). A denied
+// [httplimit.WithHeaders](httplimit.HeaderNone) turns them off). The
+// map given to the stream's SetHeader is shared between calls with the
+// same three values and must not be modified (as the maps of
+// metadata.FromIncomingContext must not): grpc-go's transport copies it,
+// and a stream of one's own (a test's, a wrapper's) may keep it but must
+// not write into it. A denied
 // call never reaches the handler and ends with a trailers-only response
 // (its metadata, the same keys plus retry-after, is in the trailers:
 // grpc-go retries only a call whose server sent no headers) and:
@@ -68,7 +73,7 @@
 // Count accepts, for login throttling (count Unauthenticated, not OK):
 //
 //	grpclimit.New(limiter, httplimit.WithKey(user),
-//		grpclimit.WithOutcome(grpclimit.Outcome{Count: grpclimit.CodeIn(codes.Unauthenticated), ResetOnSuccess: true}))
+//		grpclimit.WithOutcome(httplimit.Outcome{Count: grpclimit.CodeIn(codes.Unauthenticated), ResetOnSuccess: true}))
 //
 // A client already over its limit is denied before the handler, with
 // codes.ResourceExhausted and the details above; the others run, and the

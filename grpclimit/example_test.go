@@ -88,7 +88,7 @@ func ExampleWithOutcome() {
 		panic(err)
 	}
 	ic := grpclimit.MustNew(limiter, httplimit.WithKey(apiKey),
-		grpclimit.WithOutcome(grpclimit.Outcome{Count: grpclimit.CodeIn(codes.Unauthenticated), ResetOnSuccess: true}))
+		grpclimit.WithOutcome(httplimit.Outcome{Count: grpclimit.CodeIn(codes.Unauthenticated), ResetOnSuccess: true}))
 	unary := ic.UnaryServerInterceptor()
 	info := &grpc.UnaryServerInfo{FullMethod: "/auth.Auth/Login"}
 	login := func(password string) codes.Code {

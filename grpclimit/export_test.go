@@ -4,10 +4,6 @@ package grpclimit
 // package: they advance a manual clock instead of sleeping.
 var WithSleep = withSleep
 
-// CopiesHeader is copiesHeader, for the test that checks grpc-go's own
-// transport stream is recognised and copies the metadata it is given.
-var CopiesHeader = copiesHeader
-
 // Exempt, HTTPStatus and UnregisteredRoute are the unexported exempt,
 // httpStatus and unregisteredRoute, for the external tests.
 var (

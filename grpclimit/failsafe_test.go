@@ -19,6 +19,7 @@ import (
 	"github.com/limitkit/limitkit/core"
 	"github.com/limitkit/limitkit/core/memstore"
 	"github.com/limitkit/limitkit/grpclimit"
+	"github.com/limitkit/limitkit/httplimit"
 )
 
 // The actions of the fail-safe service's handlers, by request value.
@@ -173,7 +174,7 @@ func TestOutcomeFailsSafeGRPC(t *testing.T) {
 		} {
 			t.Run(name+"/"+tc.action, func(t *testing.T) {
 				r := newFSRig(t, outcomeInterceptor(t, 2, core.NewManualClock(t0),
-					grpclimit.Outcome{Count: grpclimit.CodeIn(codes.Unauthenticated), ResetOnSuccess: true}))
+					httplimit.Outcome{Count: grpclimit.CodeIn(codes.Unauthenticated), ResetOnSuccess: true}))
 				for i := 0; i < 2; i++ {
 					if got := r.call(t, stream, tc.action); got != tc.code {
 						t.Fatalf("call %d (%s): %v, want %v", i+1, tc.action, got, tc.code)

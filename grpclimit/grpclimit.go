@@ -66,8 +66,10 @@ type Interceptor struct {
 	// outcome is the code's HTTP status (httpStatus)
 	httpOutcome bool
 	// limits are the shared metadata values of the limit sizes sent
-	// (limitVals)
+	// (limitText)
 	limits atomic.Pointer[[]*sharedText]
+	// mds are the shared header maps of the triples sent last (headerMD)
+	mds [mdSlots]atomic.Pointer[sharedMD]
 }
 
 // adapter is this package to the engine: it writes no HTTP response
@@ -326,12 +328,14 @@ func (i *Interceptor) decide(ctx context.Context, fullMethod string, registered 
 		}
 		// fails only once headers were sent: nothing to do
 		if ss != nil {
-			if md := i.metadata(res); md != nil {
+			if md := i.headerMD(res); md != nil {
 				_ = ss.SetHeader(md)
 			}
 		} else if st := grpc.ServerTransportStreamFromContext(ctx); st != nil {
 			// grpc.SetHeader's path, the stream looked up once
-			i.setHeader(st, res)
+			if md := i.headerMD(res); md != nil {
+				_ = st.SetHeader(md)
+			}
 		}
 		return nil
 	}

@@ -1,140 +1,105 @@
 package grpclimit
 
 import (
-	"reflect"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
 
 	"github.com/limitkit/limitkit/httplimit"
 )
 
 // An admitted call's header metadata, the X-RateLimit triple as a rule,
-// is built without formatting or allocating its values: the limit's,
-// the reset's and a remaining count below smallInts are slices of one
-// value, capacity 1, shared between calls (as httplimit.Engine.SetHTTP
-// shares them in an http.Header). grpc-go's own transport copies the
-// map and its values into the call's header (metadata.Join) before
-// SetHeader returns, so a unary call served by it borrows a map from
-// mdPool; any other stream (a test's, a wrapper's) is given a map of its
-// own, which it may keep. Code that receives these maps may replace or
-// delete their entries, not write into their value slices (which no
-// grpc-go code does: MD.Set, MD.Append and Join make new slices).
+// is built without formatting or allocating: its values are slices of
+// one value, capacity 1, shared between calls (the limit's per limit
+// size, the remaining count's and a reset's below smallInts from one
+// table, as httplimit.Engine.SetHTTP shares them in an http.Header), and
+// the map itself is shared too: each Interceptor keeps the maps of the
+// triples it sent last in a small direct-mapped table (mdSlots entries,
+// keyed by the limit size, the remaining count and the reset value;
+// atomic pointers, no lock), and hands the same map to every stream whose
+// call has that triple. A shared map is never written once made: a
+// different triple gets a new map, which replaces the slot's entry.
+//
+// So the map given to a stream's SetHeader must not be modified, as the
+// maps of metadata.FromIncomingContext must not: grpc-go's own transport
+// stream (v1.85: ServerStream.SetHeader, and the grpc.ServerStream of a
+// streaming call) merges it into a new map with metadata.Join, copying
+// its values, and keeps neither; a test stream or a wrapper may keep it.
+// A map found with other than its three entries (a stream that wrote into
+// it) is replaced, not sent again. TestTransportLeavesHeaderIntact checks
+// grpc-go's side; TestSharedHeaderNeverRewritten ours.
 
-// mdPool holds the three-entry header maps (*lentMD) lent to grpc-go's
-// transport stream for the duration of its SetHeader.
-var mdPool = sync.Pool{New: func() any { return &lentMD{md: make(metadata.MD, 3)} }}
+// mdSlots is the number of header maps an Interceptor keeps (each about
+// 450 bytes: at most 230 KB): the triples of a second's hot clients.
+const (
+	mdBits  = 9
+	mdSlots = 1 << mdBits
+)
 
-// lentMD is a pooled header map and the value slices it holds: a value
-// the map already holds (the limit's and the reset's, as a rule, and
-// often the remaining count) is not written again.
-type lentMD struct {
-	md                metadata.MD
-	limit, rem, reset []string
+// sharedMD is a header map kept in an Interceptor's table and the triple
+// it holds. It is immutable once stored.
+type sharedMD struct {
+	limit      *sharedText
+	rem, reset int64
+	md         metadata.MD
 }
 
-// set writes the X-RateLimit triple t into l.md, each value only when it
-// is not the slice the map holds.
-func (l *lentMD) set(i *Interceptor, t *httplimit.Triple) {
-	limit, rem, reset := i.tripleVals(t)
-	if !same(l.limit, limit) {
-		l.md[mdLimit], l.limit = limit, limit
-	}
-	if !same(l.rem, rem) {
-		l.md[mdRemaining], l.rem = rem, rem
-	}
-	if !same(l.reset, reset) {
-		l.md[mdReset], l.reset = reset, reset
-	}
-}
-
-// same reports whether a and b are the same one-value slice.
-func same(a, b []string) bool { return len(a) == 1 && len(b) == 1 && &a[0] == &b[0] }
-
-// setHeader writes res's header metadata to st, a unary call's
-// transport stream, as grpc.SetHeader would.
-func (i *Interceptor) setHeader(st grpc.ServerTransportStream, res *httplimit.Result) {
+// headerMD is res's header metadata for an admitted call, or nil: the
+// triple's shared map (see above), or a map of its own for other fields.
+func (i *Interceptor) headerMD(res *httplimit.Result) metadata.MD {
 	var t httplimit.Triple
 	if !i.e.Triple(res, &t) {
-		if md := i.fieldsMD(res); md != nil {
-			_ = st.SetHeader(md)
-		}
-		return
+		return i.fieldsMD(res)
 	}
-	if copiesHeader(st) {
-		l := mdPool.Get().(*lentMD)
-		l.set(i, &t)
-		_ = st.SetHeader(l.md)
-		// the transport kept copies: the next call rewrites what differs
-		mdPool.Put(l)
-		return
+	lt, shared := i.limitText(t.Limit)
+	if !shared || t.Remaining < 0 || t.Remaining >= smallInts {
+		// a count that seldom repeats: not worth a slot
+		return tripleMap(lt, &t)
 	}
-	md := make(metadata.MD, 3)
-	i.fillTriple(md, &t)
-	_ = st.SetHeader(md)
+	slot := &i.mds[mdSlot(lt.idx, t.Remaining, t.ResetN)]
+	if e := slot.Load(); e != nil && e.limit == lt && e.rem == t.Remaining && e.reset == t.ResetN && len(e.md) == 3 {
+		return e.md
+	}
+	md := tripleMap(lt, &t)
+	slot.Store(&sharedMD{limit: lt, rem: t.Remaining, reset: t.ResetN, md: md})
+	return md
 }
 
-// metadata is res's rate-limit fields as header metadata, or nil: a map
-// of its own, for a stream that may keep it.
+// mdSlot is the table slot of a triple: a multiplicative hash of the
+// remaining count, the reset value and the limit's index.
+func mdSlot(idx int, rem, reset int64) uint64 {
+	h := uint64(rem)*0x9e3779b97f4a7c15 ^ uint64(reset)*0xc2b2ae3d27d4eb4f ^ uint64(idx)*0x165667b19e3779f9
+	return h >> (64 - mdBits)
+}
+
+// metadata is res's rate-limit fields as metadata, or nil: a map of its
+// own, which the caller may add to (a denial's trailers).
 func (i *Interceptor) metadata(res *httplimit.Result) metadata.MD {
 	var t httplimit.Triple
 	if i.e.Triple(res, &t) {
-		md := make(metadata.MD, 3)
-		i.fillTriple(md, &t)
-		return md
+		lt, _ := i.limitText(t.Limit)
+		return tripleMap(lt, &t)
 	}
 	return i.fieldsMD(res)
 }
 
-// transportStream is the package path and name of the type of grpc-go's
-// own server transport stream (grpc-go v1.85: *transport.ServerStream,
-// whose SetHeader merges the map it is given into a new one with
-// metadata.Join, holding on to neither the map nor its values).
-// TestTransportCopiesHeader checks both against a real server.
-const (
-	transportPkg    = "google.golang.org/grpc/internal/transport"
-	transportStream = "ServerStream"
-)
-
-// streamKind is copiesHeader's answer for one stream type.
-type streamKind struct {
-	t      reflect.Type
-	copies bool
+// tripleMap is a new map of the X-RateLimit triple t, whose limit's text
+// is lt (see tripleVals).
+func tripleMap(lt *sharedText, t *httplimit.Triple) metadata.MD {
+	md := make(metadata.MD, 3)
+	md[mdLimit], md[mdRemaining], md[mdReset] = tripleVals(lt, t)
+	return md
 }
 
-// lastKind is the type copiesHeader last answered for: a server sees
-// one stream type, so the answer is read without a type's name.
-var lastKind atomic.Pointer[streamKind]
-
-// copiesHeader reports whether st is grpc-go's own transport stream,
-// which copies the metadata SetHeader is given; any other stream (a
-// test's or a wrapper's, set with grpc.NewContextWithServerTransportStream)
-// may keep the map.
-func copiesHeader(st grpc.ServerTransportStream) bool {
-	t := reflect.TypeOf(st)
-	if k := lastKind.Load(); k != nil && k.t == t {
-		return k.copies
-	}
-	copies := t.Kind() == reflect.Pointer && t.Elem().Name() == transportStream && t.Elem().PkgPath() == transportPkg
-	lastKind.Store(&streamKind{t: t, copies: copies})
-	return copies
-}
-
-// fillTriple writes the X-RateLimit triple t into md (see tripleVals).
-func (i *Interceptor) fillTriple(md metadata.MD, t *httplimit.Triple) {
-	md[mdLimit], md[mdRemaining], md[mdReset] = i.tripleVals(t)
-}
-
-// tripleVals is the value slices of the X-RateLimit triple t: shared
-// slices (see above) but for a remaining count of smallInts or more and
-// a reset the engine has no text for, whose text is one string and
-// slices one array.
-func (i *Interceptor) tripleVals(t *httplimit.Triple) (limit, rem, reset []string) {
-	limit = i.limitVals(t.Limit)
+// tripleVals is the value slices of the X-RateLimit triple t, whose
+// limit's text is lt: shared slices (see above) but for a remaining count
+// of smallInts or more and a reset the engine has no text for, whose
+// text is one string and slices one array.
+func tripleVals(lt *sharedText, t *httplimit.Triple) (limit, rem, reset []string) {
+	limit = lt.vals
 	rem = smallVals(t.Remaining)
 	if t.Reset != "" {
 		reset = resetVals(t.Reset)
@@ -165,10 +130,12 @@ func (i *Interceptor) tripleVals(t *httplimit.Triple) (limit, rem, reset []strin
 	return limit, rem, reset
 }
 
-// sharedText is a value and its one-value slice (capacity 1).
+// sharedText is a value and its one-value slice (capacity 1); idx is
+// a limit's place in Interceptor.limits (see limitText).
 type sharedText struct {
 	s    string
 	vals []string
+	idx  int
 }
 
 func newSharedText(s string) *sharedText {
@@ -180,13 +147,15 @@ func newSharedText(s string) *sharedText {
 // has its slice made per call.
 const maxLimitTexts = 16
 
-// limitVals is the shared slice of the limit's text s.
-func (i *Interceptor) limitVals(s string) []string {
+// limitText is the shared text of the limit's size s, and whether it is
+// the Interceptor's (false: made for this call, the list being full or
+// another call having added s first).
+func (i *Interceptor) limitText(s string) (*sharedText, bool) {
 	p := i.limits.Load()
 	if p != nil {
 		for _, e := range *p {
 			if e.s == s {
-				return e.vals
+				return e, true
 			}
 		}
 	}
@@ -196,10 +165,12 @@ func (i *Interceptor) limitVals(s string) []string {
 		list = *p
 	}
 	if len(list) < maxLimitTexts {
+		e.idx = len(list)
 		next := append(list[:len(list):len(list)], e)
-		i.limits.CompareAndSwap(p, &next) // lost to another call: it made the slice
+		// lost to another call: not shared (the next call finds the winner's)
+		return e, i.limits.CompareAndSwap(p, &next)
 	}
-	return e.vals
+	return e, false
 }
 
 // lastReset is the slice of the reset text last sent: every call in the

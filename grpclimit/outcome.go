@@ -10,41 +10,28 @@ import (
 	"github.com/limitkit/limitkit/httplimit"
 )
 
-// Outcome configures counting by outcome for gRPC, for [WithOutcome]: the
-// gRPC counterpart of [httplimit.Outcome], with status codes in place of
-// HTTP statuses.
-type Outcome struct {
-	// Count reports whether a call that ended with this code counts
-	// against the quota (only failed logins: [CodeIn](codes.Unauthenticated);
-	// every failure: [CodeNotOK]). Required.
-	Count func(code codes.Code) bool
-	// ResetOnSuccess makes a call that ended with codes.OK, and that
-	// Count does not count, reset the client's count under New's limiter
-	// (core.Limiter.Reset: a successful login clears the failures). Only
-	// OK is a success; any other code that does not count is simply not
-	// charged. The [httplimit.WithCheck] checks are never reset.
-	ResetOnSuccess bool
-	// ChargeFirst consumes the quota at the decision and refunds it
-	// (core.Limiter.Refund) when the call's code does not count: exact
-	// under concurrency (never more than the limit admitted), but a client
-	// at its limit is denied until its calls in flight have ended. The
-	// default (false) peeks before the handler and charges after it; see
-	// [httplimit.WithOutcome] for the concurrency bound of that mode.
-	ChargeFirst bool
-}
-
 // WithOutcome counts only the calls whose gRPC status code o.Count
-// accepts, as login throttling needs (count Unauthenticated, not OK):
+// accepts, as login throttling needs (count Unauthenticated, not OK). It
+// takes [httplimit.Outcome], the one Outcome type of HTTP and gRPC; its
+// Count sees the call's code as a number: 200 for codes.OK, 1000 + the
+// code for any other (1016: Unauthenticated). Build it with [CodeIn] or
+// [CodeNotOK]:
 //
 //	grpclimit.New(limiter, httplimit.WithKey(user),
-//		grpclimit.WithOutcome(grpclimit.Outcome{Count: grpclimit.CodeIn(codes.Unauthenticated), ResetOnSuccess: true}))
+//		grpclimit.WithOutcome(httplimit.Outcome{Count: grpclimit.CodeIn(codes.Unauthenticated), ResetOnSuccess: true}))
 //
 // A client already over its limit is denied before the handler runs, with
 // codes.ResourceExhausted and the usual details, metadata and pushback.
 // The other calls run, and the code the handler returns decides once it
 // has returned: a counting code is charged on every check (with the
-// call's cost), another is not (under ChargeFirst: refunded), and with
-// o.ResetOnSuccess an OK call resets the client's count.
+// call's cost), another is not (under o.ChargeFirst: refunded), and with
+// o.ResetOnSuccess an OK call resets the client's count (only OK is a
+// success; any other code that does not count is simply not charged; the
+// [httplimit.WithCheck] checks are never reset). o.ChargeFirst consumes
+// the quota at the decision and refunds it when the code does not count:
+// exact under concurrency, but a client at its limit is denied until its
+// calls in flight have ended; the default peeks before the handler and
+// charges after it (see [httplimit.WithOutcome] for that mode's bound).
 //
 // The code is the one the client will see: status.FromError of the
 // handler's error (codes.OK for nil), a context error as grpc-go maps it
@@ -65,21 +52,14 @@ type Outcome struct {
 // redisstore, the fleet tier), or New fails. [httplimit.WithOutcome],
 // the HTTP adapters' option (and what a rules file's count: builds), also
 // works on gRPC: its Count sees the code's HTTP status (google.rpc's
-// mapping, grpc-gateway's: StatusIn(401) counts Unauthenticated). Give one of the two: New fails when given
-// both, in either order. Errors of the store calls after the handler go
-// to the error hook ([httplimit.WithErrorHook]), which names the code as
-// "status 1000+code" (status 1016: Unauthenticated); an OK call is status
-// 200. o.Count must not be nil.
-func WithOutcome(o Outcome) httplimit.Option {
-	var count func(int) bool
-	if c := o.Count; c != nil {
-		count = func(s int) bool { return c(codeOf(s)) }
-	}
-	return httplimit.AdapterOutcome("grpclimit", outcomeMark, httplimit.Outcome{
-		Count:          count,
-		ResetOnSuccess: o.ResetOnSuccess,
-		ChargeFirst:    o.ChargeFirst,
-	})
+// mapping, grpc-gateway's: StatusIn(401) counts Unauthenticated), so a
+// Count of CodeIn given to it never matches. Give one of the two: New
+// fails when given both, in either order. Errors of the store calls after
+// the handler go to the error hook ([httplimit.WithErrorHook]), which
+// names the code as "status 1000+code" (status 1016: Unauthenticated); an
+// OK call is status 200. o.Count must not be nil.
+func WithOutcome(o httplimit.Outcome) httplimit.Option {
+	return httplimit.AdapterOutcome("grpclimit", outcomeMark, o)
 }
 
 // outcomeMark is the name of WithOutcome's adapter option (its Count
@@ -87,16 +67,16 @@ func WithOutcome(o Outcome) httplimit.Option {
 // httplimit.WithOutcome by it.
 const outcomeMark = "WithOutcome"
 
-// CodeIn returns an [Outcome] Count that accepts exactly the given codes
-// (CodeIn(codes.Unauthenticated): failed logins).
-func CodeIn(cs ...codes.Code) func(codes.Code) bool {
+// CodeIn returns a [WithOutcome] Count that accepts exactly the given
+// codes (CodeIn(codes.Unauthenticated): failed logins).
+func CodeIn(cs ...codes.Code) func(status int) bool {
 	cs = slices.Clone(cs)
-	return func(c codes.Code) bool { return slices.Contains(cs, c) }
+	return func(s int) bool { return slices.Contains(cs, codeOf(s)) }
 }
 
-// CodeNotOK is an [Outcome] Count that accepts every code but codes.OK:
-// every failed call counts.
-func CodeNotOK(c codes.Code) bool { return c != codes.OK }
+// CodeNotOK is a [WithOutcome] Count that accepts every code but
+// codes.OK: every failed call counts.
+func CodeNotOK(status int) bool { return codeOf(status) != codes.OK }
 
 // The status numbers the engine's outcome sees for a gRPC code: OK is
 // 200 (a success, below 400, for ResetOnSuccess), any other code

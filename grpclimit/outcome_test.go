@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -140,7 +141,7 @@ func (r *authRig) loginStream(t *testing.T, user, pass string) codes.Code {
 	return status.Code(cs.RecvMsg(new(wrapperspb.StringValue)))
 }
 
-func outcomeInterceptor(t *testing.T, n int64, clock core.Clock, o grpclimit.Outcome) *grpclimit.Interceptor {
+func outcomeInterceptor(t *testing.T, n int64, clock core.Clock, o httplimit.Outcome) *grpclimit.Interceptor {
 	t.Helper()
 	ic, err := grpclimit.New(newLimiter(t, n, clock), httplimit.WithKey(apiKey(t)), grpclimit.WithOutcome(o))
 	if err != nil {
@@ -155,7 +156,7 @@ func outcomeInterceptor(t *testing.T, n int64, clock core.Clock, o grpclimit.Out
 // never counted; another key has its own count.
 func TestOutcomeCountsFailedLogins(t *testing.T) {
 	clock := core.NewManualClock(t0)
-	r := newAuthRig(t, outcomeInterceptor(t, 10, clock, grpclimit.Outcome{Count: grpclimit.CodeIn(codes.Unauthenticated)}))
+	r := newAuthRig(t, outcomeInterceptor(t, 10, clock, httplimit.Outcome{Count: grpclimit.CodeIn(codes.Unauthenticated)}))
 	for i := 0; i < 10; i++ {
 		for j := 0; j < 3; j++ { // successes and other codes in between count for nothing
 			if st, _ := r.login("alice", passGood); st.Code() != codes.OK {
@@ -208,7 +209,7 @@ func TestOutcomeCodeOfHandlerError(t *testing.T) {
 		{codes.Unknown, passPlainErr, []string{passCanceled, passBad, passGood}},
 	} {
 		clock := core.NewManualClock(t0)
-		r := newAuthRig(t, outcomeInterceptor(t, 1, clock, grpclimit.Outcome{Count: grpclimit.CodeIn(c.count)}))
+		r := newAuthRig(t, outcomeInterceptor(t, 1, clock, httplimit.Outcome{Count: grpclimit.CodeIn(c.count)}))
 		for i := 0; i < 3; i++ {
 			for _, pass := range c.uncounted {
 				if st, _ := r.login("u", pass); st.Code() == codes.ResourceExhausted {
@@ -228,7 +229,7 @@ func TestOutcomeCodeOfHandlerError(t *testing.T) {
 // CodeNotOK counts every code but OK.
 func TestOutcomeCodeNotOK(t *testing.T) {
 	clock := core.NewManualClock(t0)
-	r := newAuthRig(t, outcomeInterceptor(t, 2, clock, grpclimit.Outcome{Count: grpclimit.CodeNotOK}))
+	r := newAuthRig(t, outcomeInterceptor(t, 2, clock, httplimit.Outcome{Count: grpclimit.CodeNotOK}))
 	for i := 0; i < 5; i++ {
 		if st, _ := r.login("u", passGood); st.Code() != codes.OK {
 			t.Fatalf("success %d: %v", i, st)
@@ -247,7 +248,7 @@ func TestOutcomeCodeNotOK(t *testing.T) {
 func TestOutcomeResetOnSuccess(t *testing.T) {
 	for _, reset := range []bool{true, false} {
 		clock := core.NewManualClock(t0)
-		r := newAuthRig(t, outcomeInterceptor(t, 10, clock, grpclimit.Outcome{Count: grpclimit.CodeIn(codes.Unauthenticated), ResetOnSuccess: reset}))
+		r := newAuthRig(t, outcomeInterceptor(t, 10, clock, httplimit.Outcome{Count: grpclimit.CodeIn(codes.Unauthenticated), ResetOnSuccess: reset}))
 		for i := 0; i < 9; i++ {
 			r.login("alice", passBad)
 		}
@@ -281,7 +282,7 @@ func TestOutcomeChargeFirstExact(t *testing.T) {
 	const limit, callers = 10, 40
 	for _, pass := range []string{passBad, passGood} {
 		clock := core.NewManualClock(t0)
-		r := newAuthRig(t, outcomeInterceptor(t, limit, clock, grpclimit.Outcome{Count: grpclimit.CodeIn(codes.Unauthenticated), ChargeFirst: true}))
+		r := newAuthRig(t, outcomeInterceptor(t, limit, clock, httplimit.Outcome{Count: grpclimit.CodeIn(codes.Unauthenticated), ChargeFirst: true}))
 		r.hold.Store(true)
 		var denied atomic.Int64
 		deniedCh := make(chan struct{}, callers)
@@ -334,7 +335,7 @@ func TestOutcomeChargeFirstExact(t *testing.T) {
 // denied at open.
 func TestOutcomeStream(t *testing.T) {
 	clock := core.NewManualClock(t0)
-	r := newAuthRig(t, outcomeInterceptor(t, 3, clock, grpclimit.Outcome{Count: grpclimit.CodeIn(codes.Unauthenticated)}))
+	r := newAuthRig(t, outcomeInterceptor(t, 3, clock, httplimit.Outcome{Count: grpclimit.CodeIn(codes.Unauthenticated)}))
 	for i := 0; i < 5; i++ {
 		if c := r.loginStream(t, "alice", passGood); c != codes.OK {
 			t.Fatalf("good stream %d: %v", i, c)
@@ -359,10 +360,10 @@ func TestOutcomeStream(t *testing.T) {
 // outcome makes the stream interceptor panic.
 func TestOutcomeMistakes(t *testing.T) {
 	lim := func() *core.Limiter { return newLimiter(t, 1, core.NewManualClock(t0)) }
-	if _, err := grpclimit.New(lim(), grpclimit.WithOutcome(grpclimit.Outcome{})); err == nil || !strings.Contains(err.Error(), "grpclimit.WithOutcome") {
+	if _, err := grpclimit.New(lim(), grpclimit.WithOutcome(httplimit.Outcome{})); err == nil || !strings.Contains(err.Error(), "grpclimit.WithOutcome") {
 		t.Fatalf("nil Count: %v", err)
 	}
-	opt := grpclimit.WithOutcome(grpclimit.Outcome{Count: grpclimit.CodeNotOK})
+	opt := grpclimit.WithOutcome(httplimit.Outcome{Count: grpclimit.CodeNotOK})
 	if _, err := httplimit.NewAdapterEngine(httplimit.Adapter{Name: "nethttp"}, lim(), opt); err == nil || !strings.Contains(err.Error(), "grpclimit") {
 		t.Fatalf("another adapter given grpclimit.WithOutcome: %v", err)
 	}
@@ -384,7 +385,7 @@ func TestOutcomeMistakes(t *testing.T) {
 // numbering instead of HTTP statuses.
 func TestOutcomeGivenTwoWays(t *testing.T) {
 	l := newLimiter(t, 1, core.NewManualClock(t0))
-	byCode := grpclimit.WithOutcome(grpclimit.Outcome{Count: grpclimit.CodeIn(codes.Unauthenticated)})
+	byCode := grpclimit.WithOutcome(httplimit.Outcome{Count: grpclimit.CodeIn(codes.Unauthenticated)})
 	byStatus := httplimit.WithOutcome(httplimit.Outcome{Count: httplimit.StatusIn(401)})
 	const want = "grpclimit: grpclimit.WithOutcome and httplimit.WithOutcome both set counting by outcome, their Counts seeing different numbers " +
 		"(httplimit.WithOutcome's, also an HTTP adapter's WithOutcome and a rules file's count:, sees HTTP statuses): give one of the two"
@@ -501,5 +502,30 @@ func TestHTTPStatus(t *testing.T) {
 		if got := grpclimit.HTTPStatus(c); got != s {
 			t.Errorf("HTTPStatus(%v) = %d, want %d", c, got, s)
 		}
+	}
+}
+
+// TestOutcomeCountSeesCodeNumbers pins WithOutcome's numbering, which a
+// Count of one's own (not CodeIn or CodeNotOK) reads: 200 for OK, 1000 +
+// the code for any other.
+func TestOutcomeCountSeesCodeNumbers(t *testing.T) {
+	clock := core.NewManualClock(t0)
+	var mu sync.Mutex
+	var seen []int
+	count := func(s int) bool {
+		mu.Lock()
+		seen = append(seen, s)
+		mu.Unlock()
+		return false
+	}
+	r := newAuthRig(t, outcomeInterceptor(t, 5, clock, httplimit.Outcome{Count: count}))
+	r.login("u", passGood)
+	r.login("u", passBad)
+	r.login("u", passMissing)
+	mu.Lock()
+	defer mu.Unlock()
+	want := []int{200, 1000 + int(codes.Unauthenticated), 1000 + int(codes.NotFound)}
+	if !slices.Equal(seen, want) {
+		t.Fatalf("Count saw %v, want %v", seen, want)
 	}
 }

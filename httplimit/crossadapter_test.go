@@ -69,7 +69,7 @@ func TestOptionOfAnotherAdapter(t *testing.T) {
 			"fiberlimit": "package fiberlimit has no equivalent",
 			"grpclimit":  "package grpclimit has no equivalent",
 		}},
-		{"grpclimit.WithOutcome", grpclimit.WithOutcome(grpclimit.Outcome{Count: grpclimit.CodeNotOK}), map[string]string{
+		{"grpclimit.WithOutcome", grpclimit.WithOutcome(httplimit.Outcome{Count: grpclimit.CodeNotOK}), map[string]string{
 			"nethttp":    "use httplimit.WithOutcome, whose Count sees HTTP statuses",
 			"ginlimit":   "use httplimit.WithOutcome, whose Count sees HTTP statuses",
 			"echolimit":  "use httplimit.WithOutcome, whose Count sees HTTP statuses",
