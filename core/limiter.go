@@ -378,7 +378,7 @@ func (l *Limiter) peeked(ctx context.Context, d *Decision, key string, now time.
 // is marked [ErrCallerDone].
 func (l *Limiter) settle(ctx context.Context, d Decision, err error) (Decision, error) {
 	if ctx.Err() != nil && context.Cause(ctx) != errStoreBudget {
-		if k := ClassifyError(err); k == ErrorTimeout || k == ErrorCanceled {
+		if k := classify(err); k == kindTimeout || k == kindCanceled {
 			err = fmt.Errorf("%w: %w", ErrCallerDone, err)
 		}
 	}
@@ -417,7 +417,7 @@ var errStoreBudget = errors.New("limitkit: the checks' shared store deadline pas
 // ErrCallerDone marks (wrapped, with the store's error) a store failure
 // that came after the caller's own context was done: the caller cancelled
 // the request or its own deadline passed before the store answered.
-// [ClassifyError] reports it as [ErrorCanceled], and the Limiter logs it
+// [ClassifyError] reports it as "canceled", and the Limiter logs it
 // at DEBUG, not as a store failure.
 var ErrCallerDone = errors.New("limitkit: the caller's context is done")
 

@@ -107,7 +107,7 @@ func (e *StoreError) Unwrap() error { return e.Err }
 
 // Timeout reports whether the store did not answer within the deadline (a
 // context deadline or a socket timeout; see [ClassifyError]).
-func (e *StoreError) Timeout() bool { return ClassifyError(e.Err) == ErrorTimeout }
+func (e *StoreError) Timeout() bool { return classify(e.Err) == kindTimeout }
 
 // For store implementers: BatchTake is one entry of a
 // [BatchStore.TakeBatch]: the arguments of a

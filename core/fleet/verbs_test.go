@@ -373,7 +373,7 @@ func TestVerbsDeadRedis(t *testing.T) {
 			require.Less(t, i, 3, "three outages open the breaker")
 			_, err := closed.Charge(ctx, "u", 1)
 			require.ErrorAs(t, err, &se)
-			assert.Equal(t, core.ErrorConnection, core.ClassifyError(err), "%v", err)
+			assert.Equal(t, "connection", core.ClassifyError(err), "%v", err)
 		}
 		sent := cnt.n.Load()
 		d, err := closed.PeekN(ctx, "u", 1)

@@ -15,7 +15,7 @@ import (
 
 // TestOOMKindEveryPath: a Redis out of memory (maxmemory + noeviction)
 // refuses every write with an OOM reply, and each path of the store that
-// writes reports it as core.ErrorOOM (the metrics' kind="oom"), never as
+// writes reports it as "oom" (the metrics' kind="oom"), never as
 // "other": Take plain and pipelined, TakeBatch (the fleet tier's sync,
 // where every entry failing makes the batch's own error), Charge,
 // Reserve and Refund.
@@ -42,7 +42,7 @@ func TestOOMKindEveryPath(t *testing.T) {
 			check := func(path string, err error) {
 				t.Helper()
 				require.Error(t, err, path)
-				assert.Equal(t, core.ErrorOOM, core.ClassifyError(err), "%s: %v", path, err)
+				assert.Equal(t, "oom", core.ClassifyError(err), "%s: %v", path, err)
 			}
 			_, err := plain.Take(ctx, "k", p, epoch, 1)
 			check("Take", err)
