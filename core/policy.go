@@ -99,7 +99,7 @@ const (
 	// FailLocal decides from a local embedded store with each limit divided
 	// by a configured fleet size (so a fleet of that many servers admits
 	// about the limit in total), marking the decision Degraded. It needs a
-	// store that falls back locally (a [FallbackStore], such as the fleet
+	// store that falls back locally (a storekit.FallbackStore, such as the fleet
 	// tier in front of Redis); [NewLimiter] rejects it for any other remote
 	// store. On an embedded store, which never fails, it never applies.
 	FailLocal

@@ -166,7 +166,7 @@ func TestResetFleetOverRedis(t *testing.T) {
 
 // verbFake is the fake with the verbs and Reserve (core's model), failing
 // and hanging as the fake does and counting its calls with the takes'.
-// With downPrefix set it is a core.DomainStore whose domain is a key's
+// With downPrefix set it is a storekit.DomainStore whose domain is a key's
 // first byte, and only the keys starting with downPrefix fail (errDown).
 type verbFake struct {
 	*fake

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/limitkit/limitkit/core"
+	"github.com/limitkit/limitkit/core/storekit"
 	"github.com/limitkit/limitkit/internal/redistest"
 )
 
@@ -89,7 +90,7 @@ func TestNoDoubleChargeAfterBrokenReply(t *testing.T) {
 	})
 
 	t.Run("TakeBatch", func(t *testing.T) {
-		batch := []core.BatchTake{{Key: "b", Policy: p, Now: epoch, Cost: 1}, {Key: "b", Policy: p, Now: epoch, Cost: 1}}
+		batch := []storekit.BatchTake{{Key: "b", Policy: p, Now: epoch, Cost: 1}, {Key: "b", Policy: p, Now: epoch, Cost: 1}}
 		require.NoError(t, s.TakeBatch(ctx, batch[:1]))
 		proxy.cut.Store(1)
 		err := s.TakeBatch(ctx, batch)

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/limitkit/limitkit/core"
+	"github.com/limitkit/limitkit/core/storekit"
 	"github.com/limitkit/limitkit/internal/redistest"
 )
 
@@ -48,7 +49,7 @@ func TestOOMKindEveryPath(t *testing.T) {
 			check("Take", err)
 			_, err = piped.Take(ctx, "k", p, epoch, 1)
 			check("Take pipelined", err)
-			b := []core.BatchTake{{Key: "k1", Policy: p, Now: epoch, Cost: 1}, {Key: "k2", Policy: p, Now: epoch, Cost: 1}}
+			b := []storekit.BatchTake{{Key: "k1", Policy: p, Now: epoch, Cost: 1}, {Key: "k2", Policy: p, Now: epoch, Cost: 1}}
 			err = plain.TakeBatch(ctx, b)
 			check("TakeBatch", err)
 			for i := range b {
