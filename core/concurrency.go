@@ -38,36 +38,22 @@ type ConcurrencyPolicy struct {
 	FailMode FailMode
 }
 
-// SlotStore is the optional store interface of concurrency limits: a
-// [Store] that implements it can back a [Concurrency] (memstore,
-// redisstore, and the fleet tier when its remote store does). A store
-// without it is an error in [NewConcurrency].
-//
-// A key's state is a set of holder tokens, each with an expiry (its
-// lease). Both calls are atomic; implementations must be safe for
-// concurrent use and return an error only when the store itself failed.
-type SlotStore interface {
+// slotStore is a store that can hold in-flight slots: it can back a
+// [Concurrency] (memstore, redisstore, and the fleet tier when its remote
+// store does; storekit.SlotStore documents the contract).
+type slotStore interface {
 	Store
-	// AcquireSlot drops key's expired holders (expiry <= now) under p,
-	// then: if token holds a slot already, moves its expiry to now +
-	// p.Lease (a renewal; ok true whatever the count); else, if fewer
-	// than p.Max hold one, adds token with that expiry (ok true); else
-	// changes nothing (ok false). held is the number of holders after the
-	// call. A remote store may read now from its own clock (redisstore
-	// reads Redis TIME by default). p.Lease is never 0 here.
 	AcquireSlot(ctx context.Context, key string, p *ConcurrencyPolicy, token uint64, now time.Time) (held int64, ok bool, err error)
-	// ReleaseSlot removes token from key's holders under p (nothing if it
-	// holds no slot).
 	ReleaseSlot(ctx context.Context, key string, p *ConcurrencyPolicy, token uint64) error
 }
 
-// countedSlotStore is a [SlotStore] of this process (memstore) that also
+// countedSlotStore is a storekit.SlotStore of this process (memstore) that also
 // holds plain counted slots: no token, no lease, no renewal. A process's
 // slots go away with its memory, so a lease there guards against nothing
 // but a release the code never calls. A [Concurrency] over such a store
 // takes counted slots only.
 type countedSlotStore interface {
-	SlotStore
+	slotStore
 	// CountedSlots returns the taker of p's counted slots, which
 	// NewConcurrency calls once. The taker drops key's expired leased
 	// holders (expiry <= now), then, if fewer than p.Max slots are held
@@ -108,7 +94,7 @@ type countedSlotStore interface {
 // and at most the lease; 1 s before any slot was released. It is a
 // hint, not a promise: a slot frees when a holder finishes.
 type Concurrency struct {
-	store   SlotStore
+	store   slotStore
 	counted func(key string, now time.Time) (*atomic.Int64, int64, bool, error) // the store's counted slots, if it holds them
 	p       ConcurrencyPolicy
 	l       Limiter // the options (clock, timeout, logger); decides nothing
@@ -173,7 +159,7 @@ func (s Slot) Release() {
 }
 
 // NewConcurrency validates p and returns a Concurrency over store, which
-// must implement [SlotStore]. It takes the Limiter options WithClock,
+// must implement storekit.SlotStore. It takes the Limiter options WithClock,
 // WithTimeout, WithLogger, WithLogInterval and WithObserver (others are
 // ignored); the observer gets an [EventInFlight] for each slot taken and
 // given back.
@@ -184,9 +170,9 @@ func NewConcurrency(store Store, p ConcurrencyPolicy, opts ...Option) (*Concurre
 	if err := checkNilStore("NewConcurrency", store); err != nil {
 		return nil, err
 	}
-	ss, ok := store.(SlotStore)
+	ss, ok := store.(slotStore)
 	if !ok {
-		return nil, fmt.Errorf("core: concurrency limit %q: the store %T cannot hold in-flight slots (it does not implement core.SlotStore); use memstore, redisstore, or the fleet tier over redisstore", p.Name, store)
+		return nil, fmt.Errorf("core: concurrency limit %q: the store %T cannot hold in-flight slots (it does not implement storekit.SlotStore); use memstore, redisstore, or the fleet tier over redisstore", p.Name, store)
 	}
 	if err := (&Policy{Name: p.Name}).validateName(); err != nil {
 		return nil, err
@@ -219,7 +205,7 @@ func NewConcurrency(store Store, p ConcurrencyPolicy, opts ...Option) (*Concurre
 		return nil, fmt.Errorf("core: concurrency limit %q: WithTimeout and WithLogInterval must be > 0", p.Name)
 	}
 	c.l.policy = &Policy{Name: p.Name, FailMode: p.FailMode}
-	if ls, ok := store.(LocalStore); ok && ls.Local() {
+	if ls, ok := store.(localStore); ok && ls.Local() {
 		c.local = true
 	}
 	if cs, ok := store.(countedSlotStore); ok {

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/limitkit/limitkit/core"
+	"github.com/limitkit/limitkit/core/storekit"
 )
 
 var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
@@ -113,7 +114,7 @@ func TestConcurrencyNeverAboveMax(t *testing.T) {
 
 // leasedSlots is a store that holds only leased slots (as a remote store
 // does): memstore's AcquireSlot and ReleaseSlot, without its counted slots.
-type leasedSlots struct{ core.SlotStore }
+type leasedSlots struct{ storekit.SlotStore }
 
 // TestConcurrencyLeaseFreesCrashedHolder: on a store of leased slots,
 // slots never released come back once their lease has passed, not
@@ -244,7 +245,7 @@ func TestNewConcurrencyErrors(t *testing.T) {
 		want  string
 	}{
 		{nil, core.ConcurrencyPolicy{Name: "a", Max: 1}, "nil store"},
-		{struct{ core.Store }{ms}, core.ConcurrencyPolicy{Name: "a", Max: 1}, "core.SlotStore"},
+		{struct{ core.Store }{ms}, core.ConcurrencyPolicy{Name: "a", Max: 1}, "storekit.SlotStore"},
 		{ms, core.ConcurrencyPolicy{Name: "a"}, "max 0 must be >= 1"},
 		{ms, core.ConcurrencyPolicy{Name: "a", Max: 1, Lease: time.Millisecond}, "lease 1ms"},
 		{ms, core.ConcurrencyPolicy{Name: "a", Max: 1, Lease: 25 * time.Hour}, "lease 25h"},

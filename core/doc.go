@@ -70,15 +70,12 @@
 // state of [Compiled.StateWords] int64 words and whose [Compiled.ExpiresAt]
 // says when that state is back to a fresh key's; [EmissionInterval] and
 // [MaxNow] are the constants a port to another runtime (the Redis store's
-// Lua) must share. [LocalStore] (a store without I/O: the Limiter calls
-// its Take directly, with no deadline, its fast path), [BatchStore] (with [BatchTake]),
-// [FallbackStore], [DomainStore], [VerbStore], [ReserveStore],
-// [ElasticStore], [KindError] and [PolicyRegistrar] (with
-// [PolicyRegistry]: a store that keys state by policy name refuses, at
-// [NewLimiter], a name that a live policy of other limits holds) are
-// optional interfaces a store may add. Each of these names'
-// documentation starts with "For store implementers"; applications do
-// not need them.
+// Lua) must share. The optional interfaces a store may add (a store
+// without I/O, the quota verbs, reservations, elastic policies, refunds,
+// in-flight slots, policy-name registration) and the registry that keeps
+// policy names are in package core/storekit; a Limiter finds them by type
+// assertion. Each name here whose documentation starts with "For store
+// implementers" is one applications do not need.
 //
 // Package core/storetest is the conformance suite every limitkit store
 // passes; a store written elsewhere runs it with storetest.Run.

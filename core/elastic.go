@@ -106,15 +106,11 @@ type CapacityReleaser interface {
 	Release(ctx context.Context, cost int64)
 }
 
-// For store implementers: ElasticStore is a [Store] that can decide elastic policies: Take
-// decides against the nominal limits and sets [Decision.ElasticRoom] on a
-// denial the ceiling would admit; TakeElastic applies cost to key against
-// the limits raised to the policy's ceiling, in one atomic step on the
-// same state, and sets [Decision.Elastic] when the admission went above a
-// nominal limit. A denied TakeElastic consumes nothing. The embedded,
-// Redis and fleet stores implement it; [NewLimiter] rejects an elastic
-// policy on a store that does not.
-type ElasticStore interface {
+// elasticStore is a store that can decide elastic policies
+// (storekit.ElasticStore documents the contract): Take sets
+// [Decision].ElasticRoom on a denial the ceiling would admit, and
+// TakeElastic applies cost against the limits raised to the ceiling.
+type elasticStore interface {
 	Store
 	TakeElastic(ctx context.Context, key string, p *Policy, now time.Time, cost int64) (Decision, error)
 }
@@ -199,7 +195,7 @@ func (c *Compiled) decideElastic(state []int64, now, cost int64) (d Decision) {
 	return d
 }
 
-// DecideElasticTo is the elastic take of an [ElasticStore] on a key's
+// DecideElasticTo is the elastic take of an storekit.ElasticStore on a key's
 // state: DecideTo with every limit raised to the policy's elastic ceiling.
 // It consumes only when every raised limit admits, sets d.Elastic when
 // the admission took a limit above its nominal capacity, and reports the
@@ -234,7 +230,7 @@ func (c *Compiled) DecideElasticTo(d *Decision, state []int64, now, cost int64) 
 func (l *Limiter) elasticTake(ctx context.Context, key string, now time.Time, cost int64, d Decision) Decision {
 	d.ElasticRoom = false
 	sig := l.policy.Elastic.Signal
-	es, ok := l.store.(ElasticStore) // checked by NewLimiter
+	es, ok := l.store.(elasticStore) // checked by NewLimiter
 	if !ok {
 		return d
 	}
@@ -273,7 +269,7 @@ func (l *Limiter) elasticTake(ctx context.Context, key string, now time.Time, co
 // between: hundreds of concurrent requests of one client all find room)
 // gives it back through Release, so one key never holds more capacity
 // than the elastic admissions it received, when the capacity Limiter's
-// store is a [Refunder] and its policy [Policy.Refundable] (GCRA, the
+// store is a storekit.Refunder and its policy [Policy.Refundable] (GCRA, the
 // default and what the rules package builds, or fixed window). Otherwise
 // the capacity is kept until it refills: conservative for the fleet, but
 // one client can then spend the capacity on requests it was never
@@ -327,7 +323,7 @@ func (c *CapacityLimit) Release(ctx context.Context, cost int64) {
 		return
 	}
 	l := c.limiter
-	r, ok := l.store.(Refunder)
+	r, ok := l.store.(refunder)
 	if !ok {
 		return
 	}
@@ -344,19 +340,16 @@ func (c *CapacityLimit) Release(ctx context.Context, cost int64) {
 	cancel()
 }
 
-// For store implementers: Refunder is a [Store] that can give back what a
-// Take admitted: Refund returns cost to key under p at now, as if the
-// Take of cost that admitted it had not happened, for a policy that
-// [Policy.Refundable] says can be refunded (an error otherwise). Nothing
-// is returned to a key with no state. It is what lets a [CapacityLimit]
-// release capacity; the embedded, Redis and fleet (exact mode) stores
-// implement it.
-type Refunder interface {
+// refunder is a store that can give back what a Take admitted, for a
+// policy that [Policy.Refundable] says can be refunded
+// (storekit.Refunder documents the contract): it lets a [CapacityLimit]
+// release capacity.
+type refunder interface {
 	Store
 	Refund(ctx context.Context, key string, p *Policy, now time.Time, cost int64) error
 }
 
-// Refundable reports whether a [Refunder] can give back what a Take of p
+// Refundable reports whether a storekit.Refunder can give back what a Take of p
 // admitted: a hard GCRA policy, whose state (one theoretical arrival time
 // per limit) moves back by cost × the emission interval, exactly undoing
 // the take unless the key's bucket refilled completely in between (then
@@ -370,7 +363,7 @@ func (p *Policy) Refundable() bool {
 }
 
 // For store implementers: Refund gives cost back to a key's state at now
-// (see [Refunder]); it reports false, changing nothing, for a policy that
+// (see storekit.Refunder); it reports false, changing nothing, for a policy that
 // is not [Policy.Refundable].
 func (c *Compiled) Refund(state []int64, now, cost int64) bool {
 	if !c.p.Refundable() {

@@ -31,7 +31,7 @@ func elasticFixed(sig core.CapacitySignal) core.Policy {
 // decide it is a construction error naming the store.
 func TestElasticNeedsElasticStore(t *testing.T) {
 	_, err := core.NewLimiter(newMapStore(), elasticFixed(signalFunc(func(context.Context, int64) (bool, error) { return true, nil })))
-	require.ErrorContains(t, err, "elastic throttling needs a store that implements core.ElasticStore")
+	require.ErrorContains(t, err, "elastic throttling needs a store that implements storekit.ElasticStore")
 	require.ErrorContains(t, err, "*core_test.mapStore")
 }
 

@@ -6,6 +6,7 @@ import (
 
 	"github.com/limitkit/limitkit/core"
 	"github.com/limitkit/limitkit/core/memstore"
+	"github.com/limitkit/limitkit/core/storekit"
 )
 
 // fullMem is what the value memstore.New returns implements besides
@@ -13,13 +14,13 @@ import (
 // assertion. Test stores embed it to change one of them.
 type fullMem interface {
 	memstore.Store
-	core.LocalStore
-	core.VerbStore
-	core.ReserveStore
-	core.ElasticStore
-	core.Refunder
-	core.SlotStore
-	core.PolicyRegistrar
+	storekit.LocalStore
+	storekit.VerbStore
+	storekit.ReserveStore
+	storekit.ElasticStore
+	storekit.Refunder
+	storekit.SlotStore
+	storekit.PolicyRegistrar
 	PeekLimits(ctx context.Context, key string, p *core.Policy, now time.Time) ([]core.Decision, error)
 }
 

@@ -41,7 +41,7 @@ type Limiter struct {
 	fastEl   bool           // the same for an elastic policy: the answer unless it fails or hints at room
 	coarse   bool           // clock is coarseClock
 	replaces []Registration // Replacing: the registrations this Limiter takes over from
-	reg      Registration   // the store registration (PolicyRegistrar), or nil
+	reg      Registration   // the store registration (storekit.PolicyRegistrar), or nil
 }
 
 // Option configures a Limiter.
@@ -89,7 +89,7 @@ func WithLogInterval(d time.Duration) Option { return func(l *Limiter) { l.log.i
 
 // Replacing makes the new Limiter take its policy name over from old
 // Limiters of other limits on a store that registers policy names (see
-// [PolicyRegistrar]; memstore, redisstore and the fleet tier do): what a
+// storekit.PolicyRegistrar; memstore, redisstore and the fleet tier do): what a
 // rules reload that changes a rule's limits needs, while requests under
 // the old rule finish through the old Limiters. Without it, NewLimiter
 // refuses a policy whose name another live Limiter uses with other
@@ -116,7 +116,7 @@ func Replacing(old ...*Limiter) Option {
 // Limiters built from equal policies (same name, same limits) on one store
 // share its per-key state, so a Limiter built per request still limits.
 //
-// On a store that registers policy names ([PolicyRegistrar]: memstore,
+// On a store that registers policy names (storekit.PolicyRegistrar: memstore,
 // redisstore, the fleet tier) NewLimiter registers the policy and fails
 // when the store cannot decide it: another live Limiter on the store uses
 // the name with other limits (algorithm, limits, buckets, soft percentage,
@@ -152,7 +152,7 @@ func NewLimiter(store Store, policy Policy, opts ...Option) (*Limiter, error) {
 	if l.log.interval <= 0 {
 		return nil, fmt.Errorf("core: policy %q: WithLogInterval(%v); the interval between store-failure lines must be > 0", policy.Name, l.log.interval)
 	}
-	if ls, ok := store.(LocalStore); ok && ls.Local() {
+	if ls, ok := store.(localStore); ok && ls.Local() {
 		l.local = true
 	}
 	if ds, ok := store.(deadlineStore); ok && !l.local {
@@ -161,17 +161,17 @@ func NewLimiter(store Store, policy Policy, opts ...Option) (*Limiter, error) {
 	l.fast = l.local && l.observer == nil && policy.Elastic == nil
 	l.fastEl = l.local && l.observer == nil && policy.Elastic != nil
 	if policy.Elastic != nil {
-		if _, ok := store.(ElasticStore); !ok {
-			return nil, fmt.Errorf("core: policy %q: elastic throttling needs a store that implements core.ElasticStore (memstore, redisstore, fleet); %T does not", policy.Name, store)
+		if _, ok := store.(elasticStore); !ok {
+			return nil, fmt.Errorf("core: policy %q: elastic throttling needs a store that implements storekit.ElasticStore (memstore, redisstore, fleet); %T does not", policy.Name, store)
 		}
 	}
 	_, l.coarse = l.clock.(coarseClock)
 	if policy.FailMode == FailLocal && !l.local {
-		if fs, ok := store.(FallbackStore); !ok || !fs.FallsBackLocally() {
+		if fs, ok := store.(fallbackStore); !ok || !fs.FallsBackLocally() {
 			return nil, fmt.Errorf("core: policy %q: fail mode local needs a store that falls back to a local store (put the fleet tier in front of the remote store) ; use open or closed with this store", policy.Name)
 		}
 	}
-	if r, ok := store.(PolicyRegistrar); ok {
+	if r, ok := store.(policyRegistrar); ok {
 		reg, err := r.RegisterPolicy(l.policy, l.replaces...)
 		if err != nil {
 			return nil, err
@@ -183,7 +183,7 @@ func NewLimiter(store Store, policy Policy, opts ...Option) (*Limiter, error) {
 }
 
 // Release ends the Limiter's registration of its policy on the store (see
-// [PolicyRegistrar]): when it was the last live Limiter of its policy's
+// storekit.PolicyRegistrar): when it was the last live Limiter of its policy's
 // name, the store may drop the name's per-key state, and the name is free
 // for a policy of other limits. Call it when a Limiter is retired (a rules
 // reload does, once the requests under the old rules are done); a Limiter
@@ -224,7 +224,7 @@ func (l *Limiter) Allow(ctx context.Context, key string) (Decision, error) {
 // the key admits now (not after one more request, as Peek's). An
 // exhausted key (Remaining 0) is reported denied (Shadowed under a Shadow
 // policy), with RetryAfter the exact wait until a request of cost 1 would
-// be admitted (on a [VerbStore]: the embedded, Redis and fleet stores;
+// be admitted (on a storekit.VerbStore: the embedded, Redis and fleet stores;
 // ResetAfter, an upper bound, on another store); under soft throttling a
 // peek reports denied once the nominal limit is spent, although the soft
 // margin would still admit (RetryAfter is then ResetAfter). docs/verbs.md
@@ -348,7 +348,7 @@ func (l *Limiter) remoteTake(ctx context.Context, key string, now time.Time, cos
 
 // peeked turns the store's decision of a cost of 0 into a peek's: denied
 // when no request of cost 1 would be (see AllowN), with the exact wait
-// until one would be: a [VerbStore]'s peek of cost 1 (a second store call,
+// until one would be: a storekit.VerbStore's peek of cost 1 (a second store call,
 // made only for an exhausted key), else ResetAfter, an upper bound.
 func (l *Limiter) peeked(ctx context.Context, d *Decision, key string, now time.Time) {
 	d.ElasticRoom = false
@@ -356,7 +356,7 @@ func (l *Limiter) peeked(ctx context.Context, d *Decision, key string, now time.
 		return
 	}
 	d.RetryAfter = max(d.ResetAfter, time.Microsecond)
-	if vs, ok := l.store.(VerbStore); ok {
+	if vs, ok := l.store.(verbsStore); ok {
 		one, err := l.call(ctx, func(ctx context.Context) (Decision, error) {
 			return vs.Peek(ctx, key, l.policy, now, 1)
 		})
@@ -378,7 +378,7 @@ func (l *Limiter) peeked(ctx context.Context, d *Decision, key string, now time.
 // is marked [ErrCallerDone].
 func (l *Limiter) settle(ctx context.Context, d Decision, err error) (Decision, error) {
 	if ctx.Err() != nil && context.Cause(ctx) != errStoreBudget {
-		if k := ClassifyError(err); k == ErrorTimeout || k == ErrorCanceled {
+		if k := classify(err); k == kindTimeout || k == kindCanceled {
 			err = fmt.Errorf("%w: %w", ErrCallerDone, err)
 		}
 	}
@@ -400,7 +400,7 @@ func (l *Limiter) settle(ctx context.Context, d Decision, err error) (Decision, 
 }
 
 // failed is the decision of the policy's fail mode. FailLocal reaches here
-// only when a FallbackStore failed without deciding; it then admits, as
+// only when a storekit.FallbackStore failed without deciding; it then admits, as
 // FailOpen does.
 func (l *Limiter) failed(error) Decision {
 	d := Decision{Policy: l.policy.Name, Degraded: true, Allowed: l.policy.FailMode != FailClosed}
@@ -417,7 +417,7 @@ var errStoreBudget = errors.New("limitkit: the checks' shared store deadline pas
 // ErrCallerDone marks (wrapped, with the store's error) a store failure
 // that came after the caller's own context was done: the caller cancelled
 // the request or its own deadline passed before the store answered.
-// [ClassifyError] reports it as [ErrorCanceled], and the Limiter logs it
+// [ClassifyError] reports it as "canceled", and the Limiter logs it
 // at DEBUG, not as a store failure.
 var ErrCallerDone = errors.New("limitkit: the caller's context is done")
 

@@ -252,86 +252,98 @@ type Event struct {
 	From, To BreakerState
 }
 
-// ErrorKind classifies a store error for metrics and logs.
-type ErrorKind uint8
+// errorKind classifies a store error for metrics and logs.
+type errorKind uint8
 
 const (
-	// ErrorNone: no error.
-	ErrorNone ErrorKind = iota
-	// ErrorTimeout: the deadline passed (a hung or overloaded store).
-	ErrorTimeout
-	// ErrorConnection: the store could not be reached (refused, reset,
+	// kindNone: no error.
+	kindNone errorKind = iota
+	// kindTimeout: the deadline passed (a hung or overloaded store).
+	kindTimeout
+	// kindConnection: the store could not be reached (refused, reset,
 	// closed, DNS).
-	ErrorConnection
-	// ErrorCircuitOpen: a circuit breaker refused the call without trying.
-	ErrorCircuitOpen
-	// ErrorCanceled: the caller's context was cancelled (the client went
+	kindConnection
+	// kindCircuitOpen: a circuit breaker refused the call without trying.
+	kindCircuitOpen
+	// kindCanceled: the caller's context was cancelled (the client went
 	// away) or its own deadline passed before the store answered
 	// ([ErrCallerDone]); not a fault of the store.
-	ErrorCanceled
-	// ErrorTryAgain: the store asked to retry later (Redis TRYAGAIN: a
+	kindCanceled
+	// kindTryAgain: the store asked to retry later (Redis TRYAGAIN: a
 	// multi-key call during a slot migration).
-	ErrorTryAgain
-	// ErrorClusterDown: the store cannot serve the key's part of the data
+	kindTryAgain
+	// kindClusterDown: the store cannot serve the key's part of the data
 	// now (Redis CLUSTERDOWN, MASTERDOWN: a failover in progress).
-	ErrorClusterDown
-	// ErrorRedirect: the key lives elsewhere and the client did not follow
+	kindClusterDown
+	// kindRedirect: the key lives elsewhere and the client did not follow
 	// (Redis MOVED or ASK beyond the client's redirect limit).
-	ErrorRedirect
-	// ErrorReadOnly: the store refused a write (Redis READONLY: a replica,
+	kindRedirect
+	// kindReadOnly: the store refused a write (Redis READONLY: a replica,
 	// e.g. a demoted master the client still sends to).
-	ErrorReadOnly
-	// ErrorLoading: the store is loading its data after a start (Redis
+	kindReadOnly
+	// kindLoading: the store is loading its data after a start (Redis
 	// LOADING).
-	ErrorLoading
-	// ErrorOOM: the store is out of memory and refuses writes (Redis OOM
+	kindLoading
+	// kindOOM: the store is out of memory and refuses writes (Redis OOM
 	// under maxmemory with noeviction). The store answers: not an outage.
-	ErrorOOM
-	// ErrorScript: the store's script failed (a Redis script error); a
+	kindOOM
+	// kindScript: the store's script failed (a Redis script error); a
 	// bug or an incompatible server, not an outage.
-	ErrorScript
-	// ErrorOther: anything else (a bad reply, a closed store, an error
+	kindScript
+	// kindOther: anything else (a bad reply, a closed store, an error
 	// reply of no other kind).
-	ErrorOther
+	kindOther
 )
 
-// For store implementers: KindError is implemented by a store error that knows its [ErrorKind],
-// such as a Redis store's error for a Redis error reply (TRYAGAIN, OOM,
-// ...). [ClassifyError] asks it, so stores classify what only they can
-// parse without core importing their client.
-type KindError interface {
+// kindError is implemented by a store error that knows its kind, such as
+// a Redis store's error for a Redis error reply (TRYAGAIN, OOM, ...):
+// ErrorKind returns one of [ClassifyError]'s names. ClassifyError asks it,
+// so stores classify what only they can parse without core importing
+// their client.
+type kindError interface {
 	error
-	ErrorKind() ErrorKind
+	ErrorKind() string
+}
+
+// parseKind returns the kind named s (a [kindError]'s answer), or
+// kindOther for a name it does not know.
+func parseKind(s string) errorKind {
+	for k := kindTimeout; k < kindOther; k++ {
+		if k.String() == s {
+			return k
+		}
+	}
+	return kindOther
 }
 
 // String returns "", "timeout", "connection", "circuit_open", "canceled",
 // "tryagain", "clusterdown", "redirect", "readonly", "loading", "oom",
 // "script" or "other".
-func (k ErrorKind) String() string {
+func (k errorKind) String() string {
 	switch k {
-	case ErrorNone:
+	case kindNone:
 		return ""
-	case ErrorTimeout:
+	case kindTimeout:
 		return "timeout"
-	case ErrorConnection:
+	case kindConnection:
 		return "connection"
-	case ErrorCircuitOpen:
+	case kindCircuitOpen:
 		return "circuit_open"
-	case ErrorCanceled:
+	case kindCanceled:
 		return "canceled"
-	case ErrorTryAgain:
+	case kindTryAgain:
 		return "tryagain"
-	case ErrorClusterDown:
+	case kindClusterDown:
 		return "clusterdown"
-	case ErrorRedirect:
+	case kindRedirect:
 		return "redirect"
-	case ErrorReadOnly:
+	case kindReadOnly:
 		return "readonly"
-	case ErrorLoading:
+	case kindLoading:
 		return "loading"
-	case ErrorOOM:
+	case kindOOM:
 		return "oom"
-	case ErrorScript:
+	case kindScript:
 		return "script"
 	}
 	return "other"
@@ -341,45 +353,70 @@ func (k ErrorKind) String() string {
 // breaker is open: the remote store was not called.
 var ErrCircuitOpen = errors.New("limitkit: circuit breaker open; remote store not called")
 
-// ClassifyError returns the kind of a store error: a timeout (context
-// deadline, a net.Error timeout), a connection failure (refused, reset,
-// broken pipe, EOF, a *net.OpError, DNS), an open circuit breaker, a
-// request its caller cancelled, the kind a [KindError] in err's chain
-// reports (a store's error reply), or other.
-func ClassifyError(err error) ErrorKind {
+// ClassifyError names the kind of a store error, the label the metrics,
+// the OpenTelemetry attributes and the logs use:
+//
+//   - "" for a nil error;
+//   - "timeout": the deadline passed (a context deadline, a net.Error
+//     timeout: a hung or overloaded store);
+//   - "connection": the store could not be reached (refused, reset,
+//     broken pipe, EOF, a *net.OpError, DNS);
+//   - "circuit_open": a circuit breaker refused the call without trying
+//     ([ErrCircuitOpen]);
+//   - "canceled": the caller's context was cancelled (the client went
+//     away) or its own deadline passed before the store answered
+//     ([ErrCallerDone]); not a fault of the store;
+//   - a store's error reply, named by the store: an error in err's chain
+//     with a method ErrorKind() string gives its answer, one of
+//     "tryagain" (Redis TRYAGAIN: a multi-key call during a slot
+//     migration), "clusterdown" (CLUSTERDOWN, MASTERDOWN: a failover in
+//     progress), "redirect" (MOVED or ASK beyond the client's redirect
+//     limit), "readonly" (READONLY: a write sent to a replica), "loading"
+//     (LOADING: the store is loading its data after a start), "oom" (OOM
+//     under maxmemory with noeviction: the store answers, not an outage)
+//     or "script" (a script error: a bug or an incompatible server);
+//     another answer counts as "other";
+//   - "other": anything else (a bad reply, a closed store).
+//
+// A deadline or a cancellation anywhere in the chain wins over a reply's
+// kind: the store did not answer in time, whatever its last reply was.
+func ClassifyError(err error) string { return classify(err).String() }
+
+// classify is [ClassifyError]'s kind as a number.
+func classify(err error) errorKind {
 	if err == nil {
-		return ErrorNone
+		return kindNone
 	}
 	if errors.Is(err, ErrCircuitOpen) {
-		return ErrorCircuitOpen
+		return kindCircuitOpen
 	}
 	if errors.Is(err, ErrCallerDone) {
-		return ErrorCanceled
+		return kindCanceled
 	}
 	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, os.ErrDeadlineExceeded) {
-		return ErrorTimeout
+		return kindTimeout
 	}
 	if errors.Is(err, context.Canceled) {
-		return ErrorCanceled
+		return kindCanceled
 	}
-	var ke KindError
+	var ke kindError
 	if errors.As(err, &ke) {
-		return ke.ErrorKind()
+		return parseKind(ke.ErrorKind())
 	}
 	var ne net.Error
 	if errors.As(err, &ne) && ne.Timeout() {
-		return ErrorTimeout
+		return kindTimeout
 	}
 	if errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET) ||
 		errors.Is(err, syscall.EPIPE) || errors.Is(err, syscall.ECONNABORTED) ||
 		errors.Is(err, syscall.EHOSTUNREACH) || errors.Is(err, syscall.ENETUNREACH) ||
 		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, net.ErrClosed) {
-		return ErrorConnection
+		return kindConnection
 	}
 	var oe *net.OpError
 	var de *net.DNSError
 	if errors.As(err, &oe) || errors.As(err, &de) {
-		return ErrorConnection
+		return kindConnection
 	}
-	return ErrorOther
+	return kindOther
 }

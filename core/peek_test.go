@@ -112,7 +112,7 @@ func TestCallerDoneIsNotAStoreFailure(t *testing.T) {
 			require.Error(t, err)
 			assert.True(t, d.Degraded)
 			assert.ErrorIs(t, err, core.ErrCallerDone)
-			assert.Equal(t, core.ErrorCanceled, core.ClassifyError(err))
+			assert.Equal(t, "canceled", core.ClassifyError(err))
 			var se *core.StoreError
 			require.True(t, errors.As(err, &se))
 			assert.False(t, se.Timeout())

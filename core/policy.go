@@ -99,7 +99,7 @@ const (
 	// FailLocal decides from a local embedded store with each limit divided
 	// by a configured fleet size (so a fleet of that many servers admits
 	// about the limit in total), marking the decision Degraded. It needs a
-	// store that falls back locally (a [FallbackStore], such as the fleet
+	// store that falls back locally (a storekit.FallbackStore, such as the fleet
 	// tier in front of Redis); [NewLimiter] rejects it for any other remote
 	// store. On an embedded store, which never fails, it never applies.
 	FailLocal
@@ -176,7 +176,7 @@ type Policy struct {
 	Name string `json:"name" yaml:"name"`
 	// Algorithm counts the limits. Default GCRA.
 	Algorithm Algorithm `json:"algorithm" yaml:"algorithm"`
-	// Limits must all hold. At least one, at most [MaxLimits].
+	// Limits must all hold. At least one, at most 8.
 	Limits []Limit `json:"limits" yaml:"limits"`
 	// Buckets is the number of sub-windows of the sliding window counter
 	// (1 = the two-window weighted estimate; 60 for an hourly limit = one
@@ -346,8 +346,8 @@ func (p *Policy) validateLimits() error {
 	if len(p.Limits) == 0 {
 		return fmt.Errorf("core: policy %q: no limits; add at least one (e.g. core.PerMinute(100))", p.Name)
 	}
-	if len(p.Limits) > MaxLimits {
-		return fmt.Errorf("core: policy %q: %d limits, at most %d (a decision checks every limit); drop the limits that never bind or split the policy", p.Name, len(p.Limits), MaxLimits)
+	if len(p.Limits) > maxLimits {
+		return fmt.Errorf("core: policy %q: %d limits, at most %d (a decision checks every limit); drop the limits that never bind or split the policy", p.Name, len(p.Limits), maxLimits)
 	}
 	for i, l := range p.Limits {
 		if err := l.validate(p.Algorithm); err != nil {
@@ -394,8 +394,8 @@ func (p *Policy) validateSwitches() error {
 	return nil
 }
 
-// MaxLimits is the most limits a [Policy] may have.
-const MaxLimits = 8
+// maxLimits is the most limits a [Policy] may have.
+const maxLimits = 8
 
 // validateWork bounds the state one decision reads and writes, whatever
 // the number of limits: the sliding counter's buckets and the sliding

@@ -40,8 +40,8 @@ func TestValidateBoundsDecisionWork(t *testing.T) {
 		{Policy{Algorithm: SlidingWindowLog, SoftPercent: 10, Limits: limitsOf(1, 100_000, time.Hour)}, "110000 in all"},
 		{Policy{Algorithm: SlidingWindowLog, Elastic: &Elastic{CeilingPercent: 200, Signal: sig}, Limits: limitsOf(2, 25_000, time.Hour)}, ""},
 		{Policy{Algorithm: SlidingWindowLog, Elastic: &Elastic{CeilingPercent: 200, Signal: sig}, Limits: limitsOf(2, 25_001, time.Hour)}, "100004 in all"},
-		{Policy{Algorithm: GCRA, Limits: limitsOf(MaxLimits, 10, time.Minute)}, ""},
-		{Policy{Algorithm: GCRA, Limits: limitsOf(MaxLimits+1, 10, time.Minute)}, "9 limits, at most 8 (a decision checks every limit); drop the limits"},
+		{Policy{Algorithm: GCRA, Limits: limitsOf(maxLimits, 10, time.Minute)}, ""},
+		{Policy{Algorithm: GCRA, Limits: limitsOf(maxLimits+1, 10, time.Minute)}, "9 limits, at most 8 (a decision checks every limit); drop the limits"},
 	} {
 		tc.p.Name = "p"
 		err := tc.p.Validate()

@@ -24,7 +24,7 @@ import (
 // (the database is down), so that the [SourceConfig]'s fallback applies.
 //
 // The limits must be valid under the rule's algorithm (see [Policy]): at
-// least one and at most [MaxLimits]; limits that are not are treated as an
+// least one and at most 8 (as a [Policy]); limits that are not are treated as an
 // error. ctx carries the lookup's deadline ([SourceConfig].Timeout) and
 // the values of the request that asked first; a source should honour it,
 // but one that does not never holds a request past that deadline.
@@ -433,8 +433,8 @@ func (s *Sourced) callSource(ctx context.Context, identity string) (limits []Lim
 // acquireSet is the limit set of limits, built (a Limiter on the
 // default's store) when it is not live yet, with one more reference.
 func (s *Sourced) acquireSet(limits []Limit) (*limitSet, error) {
-	if len(limits) == 0 || len(limits) > MaxLimits {
-		return nil, fmt.Errorf("core: limit source: %d limits, want 1 to %d", len(limits), MaxLimits)
+	if len(limits) == 0 || len(limits) > maxLimits {
+		return nil, fmt.Errorf("core: limit source: %d limits, want 1 to %d", len(limits), maxLimits)
 	}
 	key := limitsKey(limits)
 	s.setsMu.Lock()

@@ -381,7 +381,7 @@ func TestSourceBadLimitsFallBack(t *testing.T) {
 		case "panic":
 			panic("bug")
 		}
-		return make([]core.Limit, core.MaxLimits+1), true, nil
+		return make([]core.Limit, 9), true, nil
 	}
 	s, _ := sourced(t, core.GCRA, core.FailOpen, src, patient)
 	for _, id := range []string{"zero", "none", "many", "panic"} {

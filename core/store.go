@@ -25,13 +25,11 @@ type Store interface {
 	Take(ctx context.Context, key string, p *Policy, now time.Time, cost int64) (Decision, error)
 }
 
-// For store implementers: LocalStore is implemented by stores that do no
-// I/O (the in-memory store):
-// a Limiter then calls Take without arming a per-call deadline, which would
-// cost more than the decision.
-type LocalStore interface {
+// localStore is a store that does no I/O (the in-memory store;
+// storekit.LocalStore documents it): a Limiter then calls Take without
+// arming a per-call deadline, which would cost more than the decision.
+type localStore interface {
 	Store
-	// Local reports whether Take never blocks on I/O.
 	Local() bool
 }
 
@@ -52,29 +50,13 @@ type deadlineStore interface {
 	TakeBy(ctx context.Context, deadline time.Time, key string, p *Policy, now time.Time, cost int64) (Decision, error)
 }
 
-// For store implementers: FallbackStore is a [Store] in front of a remote store that can decide by
-// itself when the remote store fails: for a policy with [FailLocal] it
-// returns a Degraded decision together with the error, and the [Limiter]
-// keeps that decision instead of applying a fail mode. The fleet tier is
-// one.
-type FallbackStore interface {
+// fallbackStore is a store in front of a remote store that decides
+// FailLocal by itself (the fleet tier; storekit.FallbackStore documents
+// it): it returns a Degraded decision together with the error, and the
+// Limiter keeps that decision instead of applying a fail mode.
+type fallbackStore interface {
 	Store
-	// FallsBackLocally reports whether the store applies FailLocal itself.
 	FallsBackLocally() bool
-}
-
-// For store implementers: DomainStore is a [Store] whose keys live in
-// separate failure domains, each of which can fail alone (the masters of a
-// Redis Cluster). The fleet tier keeps a circuit breaker per domain, so
-// that one dead master affects only its own keys.
-type DomainStore interface {
-	Store
-	// Domain names the failure domain holding key's state under p (for a
-	// Cluster, the address of the master serving the key's slot), from
-	// state the store holds already: it does no I/O. "" means the store
-	// is one domain, or the domain is not known yet. Safe for concurrent
-	// use.
-	Domain(key string, p *Policy) string
 }
 
 // ErrClosed is returned by a store used after Close.
@@ -107,35 +89,4 @@ func (e *StoreError) Unwrap() error { return e.Err }
 
 // Timeout reports whether the store did not answer within the deadline (a
 // context deadline or a socket timeout; see [ClassifyError]).
-func (e *StoreError) Timeout() bool { return ClassifyError(e.Err) == ErrorTimeout }
-
-// For store implementers: BatchTake is one entry of a
-// [BatchStore.TakeBatch]: the arguments of a
-// Take (Key, Policy, Now, Cost) and, written in place by TakeBatch, its
-// result (Decision, Err).
-type BatchTake struct {
-	Key    string
-	Policy *Policy
-	Now    time.Time
-	Cost   int64
-	// Decision and Err are the entry's outcome, as Take would return them.
-	Decision Decision
-	Err      error
-}
-
-// For store implementers: BatchStore is a [Store] that can apply many
-// takes in one round trip (the
-// Redis store sends one pipeline per node). The fleet tier uses it to sync
-// many keys at once.
-//
-// TakeBatch applies every entry of batch, each exactly as Take would
-// (atomic per entry, in order per key), and writes each entry's Decision
-// and Err in place. It is all-or-nothing per entry, not across entries:
-// some entries may succeed while others fail. The returned error is
-// non-nil when the batch as a whole could not be sent (then every entry's
-// Err is set too); entries may still have individual errors when it is nil.
-// Implementations must be safe for concurrent use.
-type BatchStore interface {
-	Store
-	TakeBatch(ctx context.Context, batch []BatchTake) error
-}
+func (e *StoreError) Timeout() bool { return classify(e.Err) == kindTimeout }

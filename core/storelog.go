@@ -44,7 +44,7 @@ func (l *Limiter) logFailure(ctx context.Context, se *StoreError, d Decision) {
 			logger.LogAttrs(ctx, slog.LevelDebug, "limitkit: the caller gave up before the store answered; "+effect(se.Mode, d),
 				slog.String("policy", se.Policy),
 				slog.String("fail_mode", se.Mode.String()),
-				slog.String("kind", ErrorCanceled.String()),
+				slog.String("kind", kindCanceled.String()),
 				slog.String("err", se.Err.Error()),
 			)
 		}
@@ -65,7 +65,7 @@ func (l *Limiter) logFailure(ctx context.Context, se *StoreError, d Decision) {
 		return
 	}
 	n := sl.failures.Swap(0)
-	kind := ClassifyError(se.Err)
+	kind := classify(se.Err)
 	logger.LogAttrs(ctx, slog.LevelError, "limitkit: store failed; "+effect(se.Mode, d),
 		slog.String("policy", se.Policy),
 		slog.String("fail_mode", se.Mode.String()),
@@ -89,15 +89,15 @@ func effect(m FailMode, d Decision) string {
 }
 
 // hint says what to look at for an error of kind k.
-func hint(k ErrorKind) string {
+func hint(k errorKind) string {
 	switch k {
-	case ErrorConnection:
+	case kindConnection:
 		return "the store is unreachable (refused, reset or unknown host): check that it is running and that the address is right"
-	case ErrorTimeout:
+	case kindTimeout:
 		return "the store did not answer within the deadline: it is down, overloaded or too far; check its latency, or raise core.WithTimeout"
-	case ErrorCircuitOpen:
+	case kindCircuitOpen:
 		return "the circuit breaker is open after repeated failures; the lines before this one name the cause"
-	case ErrorCanceled:
+	case kindCanceled:
 		return "the caller cancelled the request (the client went away) before the store answered; not a store fault unless it comes with slow store calls"
 	}
 	return replyHint(k)

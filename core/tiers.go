@@ -119,10 +119,10 @@ func (t *Tiers) AllowN(ctx context.Context, tier, key string, cost int64) (Decis
 }
 
 // HasVerbs reports whether the Limiter's store implements the quota verbs
-// ([VerbStore]: Peek, Reset, Charge, Refund), so that a caller that needs
+// (storekit.VerbStore: Peek, Reset, Charge, Refund), so that a caller that needs
 // them (a middleware counting by outcome) can refuse a configuration at
 // start-up rather than fail on every request.
 func (l *Limiter) HasVerbs() bool {
-	_, ok := l.store.(VerbStore)
+	_, ok := l.store.(verbsStore)
 	return ok
 }

@@ -16,25 +16,10 @@ type deadlineMover interface {
 	MoveDeadline(dl time.Time) time.Time
 }
 
-// For store implementers: VerbStore is a [Store] that implements the
-// quota verbs beyond Take, each atomic on the key's state and, on a
-// remote store, one round trip. The embedded, Redis and fleet stores
-// implement it; a [Limiter] on a store that does not returns
-// [ErrUnsupported] from Peek, Reset, Charge and Refund.
-//
-// Credit is the store side of [Limiter.Refund] (named apart from
-// [Refunder]'s Refund, which a CapacityLimit uses and reports no
-// decision).
-//
-// Peek returns the Decision Take would return for cost at now, consuming
-// nothing and writing nothing (see [Compiled.PeekTo]). Reset forgets the
-// key's state under p on every limit, as if never seen. Charge consumes
-// cost even beyond the limit and Credit returns up to cost, each
-// returning the key's state afterwards (see [Compiled.ChargeTo],
-// [Compiled.RefundTo] and the per-algorithm bounds in their docs). cost
-// is >= 0. A store with its own clock ignores now, as for Take.
-// Implementations must be safe for concurrent use.
-type VerbStore interface {
+// verbsStore is a store that implements the quota verbs beyond Take
+// (storekit.VerbStore documents the contract); a Limiter on a store that
+// does not returns [ErrUnsupported] from Peek, Reset, Charge and Refund.
+type verbsStore interface {
 	Store
 	Peek(ctx context.Context, key string, p *Policy, now time.Time, cost int64) (Decision, error)
 	Reset(ctx context.Context, key string, p *Policy) error
@@ -42,20 +27,17 @@ type VerbStore interface {
 	Credit(ctx context.Context, key string, p *Policy, now time.Time, cost int64) (Decision, error)
 }
 
-// For store implementers: ReserveStore is a [Store] that can reserve a
-// later admission in one atomic step ([Compiled.ReserveTo]): Reserve
-// admits the request now, or for GCRA and the token bucket reserves its
-// turn when it comes within maxWait (Allowed with RetryAfter > 0: the
-// caller proceeds once RetryAfter has passed, without another call), or
-// denies it as Take does. [Limiter.WaitN] uses it so that a waiter costs
-// one store call per admission; without it, WaitN sleeps and retries.
-type ReserveStore interface {
+// reserveStore is a store that can reserve a later admission in one
+// atomic step (storekit.ReserveStore documents the contract):
+// [Limiter.WaitN] uses it so that a waiter costs one store call per
+// admission; without it, WaitN sleeps and retries.
+type reserveStore interface {
 	Store
 	Reserve(ctx context.Context, key string, p *Policy, now time.Time, cost int64, maxWait time.Duration) (Decision, error)
 }
 
 // ErrUnsupported is returned (wrapped, naming the store) by a Limiter
-// verb its store does not implement (see [VerbStore]).
+// verb its store does not implement (see storekit.VerbStore).
 var ErrUnsupported = errors.New("limitkit: the store does not implement this verb")
 
 // ErrNeverAdmitted is returned by [Limiter.WaitN] when the cost exceeds a
@@ -68,11 +50,11 @@ var ErrNeverAdmitted = errors.New("limitkit: the cost exceeds the limit's capaci
 // vain).
 var ErrWaitExceedsDeadline = errors.New("limitkit: the wait would exceed the context's deadline")
 
-func (l *Limiter) verbStore(verb string) (VerbStore, error) {
-	if vs, ok := l.store.(VerbStore); ok {
+func (l *Limiter) verbStore(verb string) (verbsStore, error) {
+	if vs, ok := l.store.(verbsStore); ok {
 		return vs, nil
 	}
-	return nil, fmt.Errorf("%w: %s needs a core.VerbStore (memstore, redisstore, fleet); %T is not one", ErrUnsupported, verb, l.store)
+	return nil, fmt.Errorf("%w: %s needs a storekit.VerbStore (memstore, redisstore, fleet); %T is not one", ErrUnsupported, verb, l.store)
 }
 
 // call runs one verb on the store with the Limiter's store deadline (for a
@@ -112,7 +94,7 @@ func (l *Limiter) call(ctx context.Context, f func(context.Context) (Decision, e
 // Allowed when a request of cost 1 would be, and the exact RetryAfter
 // otherwise; for a usage screen read it through [Limiter.Usage]. The observer sees an [EventPeek], not a decision. A
 // negative cost returns ErrInvalidCost; a store that does not implement
-// [VerbStore], ErrUnsupported; a store failure, the policy's fail-mode
+// storekit.VerbStore, ErrUnsupported; a store failure, the policy's fail-mode
 // decision and a *StoreError, as AllowN.
 func (l *Limiter) PeekN(ctx context.Context, key string, cost int64) (Decision, error) {
 	return l.peek(ctx, key, cost, EventPeek)
@@ -236,7 +218,7 @@ func (l *Limiter) observe(ctx context.Context, kind EventKind, d Decision, err e
 // Through the fleet tier every tier honours it within the bound the fleet
 // package states. The observer sees an [EventReset]. A store failure
 // returns a *StoreError (logged as AllowN's); a store that does not
-// implement [VerbStore], ErrUnsupported.
+// implement storekit.VerbStore, ErrUnsupported.
 func (l *Limiter) Reset(ctx context.Context, key string) error {
 	vs, err := l.verbStore("Reset")
 	if err != nil {
@@ -343,7 +325,7 @@ func jitter(d time.Duration) time.Duration {
 // store failure, and admits nothing); a *StoreError when the store fails
 // and the fail mode does not admit (a fail-open admission returns nil).
 //
-// Store calls: on a [ReserveStore] (the embedded and Redis stores) a
+// Store calls: on a storekit.ReserveStore (the embedded and Redis stores) a
 // GCRA or token-bucket request that would be admitted within one full
 // quota's refill time is reserved in the one call that finds it must
 // wait: WaitN then sleeps until its turn and returns, one store call per
@@ -357,7 +339,7 @@ func (l *Limiter) WaitN(ctx context.Context, key string, cost int64) error {
 	if cost < 0 {
 		return ErrInvalidCost
 	}
-	rs, _ := l.store.(ReserveStore)
+	rs, _ := l.store.(reserveStore)
 	for {
 		if err := ctx.Err(); err != nil {
 			return err
@@ -384,7 +366,7 @@ func (l *Limiter) WaitN(ctx context.Context, key string, cost int64) error {
 			}
 			// a reservation: the turn comes after RetryAfter
 			if err := sleep(ctx, d.RetryAfter); err != nil {
-				if vs, ok := l.store.(VerbStore); ok {
+				if vs, ok := l.store.(verbsStore); ok {
 					rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.timeout)
 					_, _ = vs.Credit(rctx, key, l.policy, l.clock.Now(), cost)
 					cancel()
@@ -412,7 +394,7 @@ func (l *Limiter) WaitN(ctx context.Context, key string, cost int64) error {
 	}
 }
 
-// horizon is how far ahead a ReserveStore reserves (one full quota's
+// horizon is how far ahead a reserveStore reserves (one full quota's
 // refill time of the policy's tightest limit, see Compiled.ReserveTo);
 // 0 for algorithms that do not reserve.
 func (l *Limiter) horizon() time.Duration {
@@ -431,7 +413,7 @@ func (l *Limiter) horizon() time.Duration {
 
 // reserve is one Reserve call, with the wait it may reserve bounded by
 // ctx's deadline, observed as a decision.
-func (l *Limiter) reserve(ctx context.Context, rs ReserveStore, key string, cost int64) (Decision, error) {
+func (l *Limiter) reserve(ctx context.Context, rs reserveStore, key string, cost int64) (Decision, error) {
 	maxWait := time.Duration(1<<62 - 1)
 	if dl, ok := ctx.Deadline(); ok {
 		maxWait = max(0, time.Until(dl))

@@ -288,7 +288,7 @@ func TestVerbsCallerDone(t *testing.T) {
 					require.ErrorIs(t, err, ctx.Err())
 				} else {
 					require.ErrorIs(t, err, core.ErrCallerDone)
-					assert.Equal(t, core.ErrorCanceled, core.ClassifyError(err))
+					assert.Equal(t, "canceled", core.ClassifyError(err))
 				}
 				assert.Empty(t, buf.String(), "nothing logged at INFO or above")
 			})

@@ -12,13 +12,14 @@ import (
 
 	"github.com/limitkit/limitkit/core"
 	"github.com/limitkit/limitkit/core/memstore"
+	"github.com/limitkit/limitkit/core/storekit"
 )
 
 // ctxStore is a local verb store over a memstore that records, for each
 // verb, whether the context it was given had ended and had a deadline,
 // and fails a call on an ended context, as a store doing I/O would.
 type ctxStore struct {
-	ms    core.VerbStore
+	ms    storekit.VerbStore
 	mu    sync.Mutex
 	calls []ctxCall
 }
@@ -88,7 +89,7 @@ func (s *ctxStore) Reset(ctx context.Context, key string, p *core.Policy) error 
 	return s.ms.Reset(ctx, key, p)
 }
 
-var _ core.VerbStore = (*ctxStore)(nil)
+var _ storekit.VerbStore = (*ctxStore)(nil)
 
 // outcomeRig is an engine counting failed logins (401) on a ctxStore,
 // with reset on success (ChargeFirst when first).
@@ -96,7 +97,7 @@ func outcomeRig(t *testing.T, first bool) (*Engine, *ctxStore, *[]error) {
 	t.Helper()
 	ms := memstore.MustNew()
 	t.Cleanup(func() { _ = ms.Close() })
-	st := &ctxStore{ms: ms.(core.VerbStore)}
+	st := &ctxStore{ms: ms.(storekit.VerbStore)}
 	l := core.MustNewLimiter(st, core.Policy{Name: "login", Limits: []core.Limit{core.PerMinute(5)}})
 	var errs []error
 	e, err := NewAdapterEngine(counting, l, WithOutcome(Outcome{Count: StatusIn(401), ResetOnSuccess: true, ChargeFirst: first}),

@@ -13,6 +13,7 @@ import (
 
 	"github.com/limitkit/limitkit/core"
 	"github.com/limitkit/limitkit/core/memstore"
+	"github.com/limitkit/limitkit/core/storekit"
 	"github.com/limitkit/limitkit/keyfuncs"
 )
 
@@ -20,10 +21,10 @@ import (
 // (core finds these by type assertion).
 type memVerbs interface {
 	memstore.Store
-	core.LocalStore
-	core.VerbStore
-	core.ReserveStore
-	core.PolicyRegistrar
+	storekit.LocalStore
+	storekit.VerbStore
+	storekit.ReserveStore
+	storekit.PolicyRegistrar
 }
 
 // recStore is the embedded store recording the keys it takes or peeks.

@@ -98,14 +98,34 @@ const elasticOutcome = "elastic"
 // policy.decisions, after core's outcomes.
 const elastic = core.OutcomeDegraded + 1
 
+// errorKinds are core.ClassifyError's names of an error, the values of
+// the kind label: a policy's error series are indexed by them.
+var errorKinds = [...]string{"timeout", "connection", "circuit_open", "canceled", "tryagain", "clusterdown", "redirect", "readonly", "loading", "oom", "script", "other"}
+
+// baseKinds are the kinds every store can fail with, exported at zero
+// from the start.
+var baseKinds = [...]string{"timeout", "connection", "circuit_open", "canceled", "other"}
+
+// kindIndex is the index of kind k in errorKinds; a name it does not
+// know counts as "other", so that no error goes uncounted and the label
+// stays bounded.
+func kindIndex(k string) int {
+	for i, s := range errorKinds {
+		if s == k {
+			return i
+		}
+	}
+	return len(errorKinds) - 1
+}
+
 // policy holds the series of one policy label value, resolved once.
 type policy struct {
 	name      string
 	decisions [elastic + 1]prometheus.Counter
-	errors    [core.ErrorOther + 1]prometheus.Counter // the kinds every store can fail with
+	errors    [len(errorKinds)]prometheus.Counter // the kinds every store can fail with
 	// The kinds of a store's error replies (tryagain, oom, ...), created
 	// on first use: a policy on the embedded store shows none of them.
-	replies [core.ErrorOther + 1]lazy[prometheus.Counter]
+	replies [len(errorKinds)]lazy[prometheus.Counter]
 	// Created on first use, so that a policy on the embedded store shows no
 	// empty latency histogram and one without a fleet tier no tier series.
 	latency     lazy[prometheus.Observer]
@@ -275,8 +295,8 @@ func (m *Metrics) newPolicy(name string) *policy {
 		p.decisions[o] = m.decisions.WithLabelValues(name, o.String())
 	}
 	p.decisions[elastic] = m.decisions.WithLabelValues(name, elasticOutcome)
-	for _, k := range []core.ErrorKind{core.ErrorTimeout, core.ErrorConnection, core.ErrorCircuitOpen, core.ErrorCanceled, core.ErrorOther} {
-		p.errors[k] = m.errors.WithLabelValues(name, k.String())
+	for _, k := range baseKinds {
+		p.errors[kindIndex(k)] = m.errors.WithLabelValues(name, k)
 	}
 	return p
 }
@@ -335,10 +355,11 @@ func (m *Metrics) Observe(e core.Event) {
 		}
 		if e.Err != nil {
 			k := core.ClassifyError(e.Err)
-			if c := p.errors[k]; c != nil {
+			i := kindIndex(k)
+			if c := p.errors[i]; c != nil {
 				c.Inc()
 			} else {
-				p.replies[k].get(func() prometheus.Counter { return m.errors.WithLabelValues(p.name, k.String()) }).Inc()
+				p.replies[i].get(func() prometheus.Counter { return m.errors.WithLabelValues(p.name, errorKinds[i]) }).Inc()
 			}
 		}
 	case core.EventPeek:
@@ -369,7 +390,7 @@ func (m *Metrics) Observe(e core.Event) {
 	case core.EventSourceLookup:
 		r := "found"
 		switch {
-		case e.Err != nil && core.ClassifyError(e.Err) == core.ErrorTimeout:
+		case e.Err != nil && core.ClassifyError(e.Err) == "timeout":
 			r = "timeout"
 		case e.Err != nil:
 			r = "error"
@@ -382,7 +403,7 @@ func (m *Metrics) Observe(e core.Event) {
 	case core.EventSync:
 		if e.Err != nil {
 			m.syncs.WithLabelValues("error").Inc()
-			m.syncErrors.WithLabelValues(core.ClassifyError(e.Err).String()).Inc()
+			m.syncErrors.WithLabelValues(errorKinds[kindIndex(core.ClassifyError(e.Err))]).Inc()
 		} else {
 			m.syncs.WithLabelValues("ok").Inc()
 		}
@@ -465,8 +486,8 @@ func (m *Metrics) WatchFleet() {
 	for _, r := range []string{"ok", "error"} {
 		m.syncs.WithLabelValues(r)
 	}
-	for _, k := range []core.ErrorKind{core.ErrorTimeout, core.ErrorConnection, core.ErrorCircuitOpen, core.ErrorCanceled, core.ErrorOther} {
-		m.syncErrors.WithLabelValues(k.String())
+	for _, k := range baseKinds {
+		m.syncErrors.WithLabelValues(k)
 	}
 }
 

@@ -352,18 +352,18 @@ func TestConcurrentObserveAndCollect(t *testing.T) {
 
 // replyKindErr is a store's error reply of a kind (as redisstore's
 // ReplyError is).
-type replyKindErr core.ErrorKind
+type replyKindErr string
 
-func (k replyKindErr) Error() string             { return "OOM command not allowed" }
-func (k replyKindErr) ErrorKind() core.ErrorKind { return core.ErrorKind(k) }
+func (k replyKindErr) Error() string     { return "OOM command not allowed" }
+func (k replyKindErr) ErrorKind() string { return string(k) }
 
 // TestReplyKindSeries: a store's error reply is counted under its own
 // kind, a series created when it first occurs.
 func TestReplyKindSeries(t *testing.T) {
 	m, reg := newRegistry(t)
-	m.Observe(core.Event{Kind: core.EventDecision, Policy: "p", Outcome: core.OutcomeDegraded, Err: fmt.Errorf("redisstore: %w", replyKindErr(core.ErrorOOM))})
-	m.Observe(core.Event{Kind: core.EventDecision, Policy: "p", Outcome: core.OutcomeDegraded, Err: replyKindErr(core.ErrorOOM)})
-	m.Observe(core.Event{Kind: core.EventDecision, Policy: "p", Outcome: core.OutcomeDegraded, Err: replyKindErr(core.ErrorTryAgain)})
+	m.Observe(core.Event{Kind: core.EventDecision, Policy: "p", Outcome: core.OutcomeDegraded, Err: fmt.Errorf("redisstore: %w", replyKindErr("oom"))})
+	m.Observe(core.Event{Kind: core.EventDecision, Policy: "p", Outcome: core.OutcomeDegraded, Err: replyKindErr("oom")})
+	m.Observe(core.Event{Kind: core.EventDecision, Policy: "p", Outcome: core.OutcomeDegraded, Err: replyKindErr("tryagain")})
 	got := map[string]float64{}
 	mfs, err := reg.Gather()
 	require.NoError(t, err)

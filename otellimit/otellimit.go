@@ -104,10 +104,24 @@ const maxPolicies = 100
 // otherPolicy is the limitkit.policy value beyond the first 100.
 const otherPolicy = "other"
 
+// errorKinds are core.ClassifyError's names of an error, the values of
+// error.type: a policy's attribute sets are indexed by them.
+var errorKinds = [...]string{"timeout", "connection", "circuit_open", "canceled", "tryagain", "clusterdown", "redirect", "readonly", "loading", "oom", "script", "other"}
+
+// kindIndex is the index of kind k in errorKinds; a name it does not
+// know counts as "other", so that the attribute stays bounded.
+func kindIndex(k string) int {
+	for i, s := range errorKinds {
+		if s == k {
+			return i
+		}
+	}
+	return len(errorKinds) - 1
+}
+
 const (
 	elastic = core.OutcomeDegraded + 1 // the elastic result's index
 	nResult = elastic + 1
-	nKind   = core.ErrorOther + 1
 )
 
 // The fail modes a degraded decision is attributed to (limitkit.fail_mode).
@@ -195,7 +209,7 @@ type policy struct {
 	results  [nResult][]metric.AddOption
 	cached   [nResult][]metric.AddOption // results from a deny cache
 	degraded [nMode][]metric.AddOption
-	kinds    [nKind][]metric.AddOption
+	kinds    [len(errorKinds)][]metric.AddOption
 	set      attribute.Set
 	attr     attribute.KeyValue // limitkit.policy, for span events
 }
@@ -264,8 +278,8 @@ func newPolicy(name string) *policy {
 		p.degraded[m] = []metric.AddOption{metric.WithAttributes(pa, attribute.String("limitkit.result", "degraded"),
 			attribute.String("limitkit.fail_mode", modeNames[m]))}
 	}
-	for k := core.ErrorTimeout; k < nKind; k++ {
-		p.kinds[k] = []metric.AddOption{metric.WithAttributes(pa, attribute.String("error.type", k.String()))}
+	for i, k := range errorKinds {
+		p.kinds[i] = []metric.AddOption{metric.WithAttributes(pa, attribute.String("error.type", k))}
 	}
 	return p
 }
@@ -333,9 +347,7 @@ func (o *Observer) Observe(e core.Event) {
 			o.latency.Record(ctx, e.Latency.Seconds(), p.attrs...)
 		}
 		if e.Err != nil {
-			if k := core.ClassifyError(e.Err); k > 0 && k < nKind {
-				o.errs.Add(ctx, 1, p.kinds[k]...)
-			}
+			o.errs.Add(ctx, 1, p.kinds[kindIndex(core.ClassifyError(e.Err))]...)
 		}
 	case core.EventDenyCacheHit:
 		o.denyHits.Add(ctx, 1, o.policy(e.Policy).add...)
@@ -348,7 +360,7 @@ func (o *Observer) Observe(e core.Event) {
 			o.syncs.Add(ctx, 1, o.syncOK...)
 		} else {
 			o.syncs.Add(ctx, 1, metric.WithAttributes(attribute.String("limitkit.sync.result", "error"),
-				attribute.String("error.type", core.ClassifyError(e.Err).String())))
+				attribute.String("error.type", errorKinds[kindIndex(core.ClassifyError(e.Err))])))
 		}
 	}
 	if o.spans && e.Context != nil {
@@ -380,7 +392,7 @@ func (o *Observer) spanEvent(ctx context.Context, kind core.EventKind, name stri
 			attribute.Float64("limitkit.retry_after", d.RetryAfter.Seconds()))
 	}
 	if err != nil {
-		attrs = append(attrs, attribute.String("error.type", core.ClassifyError(err).String()))
+		attrs = append(attrs, attribute.String("error.type", errorKinds[kindIndex(core.ClassifyError(err))]))
 	}
 	span.AddEvent(spanEventNames[kind], trace.WithAttributes(attrs...))
 }

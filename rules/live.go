@@ -55,7 +55,7 @@ import (
 //     rule added back later starts afresh on memstore, and on Redis finds
 //     what is left.
 //
-// On a store that registers policy names ([core.PolicyRegistrar]:
+// On a store that registers policy names ([storekit.PolicyRegistrar]:
 // memstore, redisstore, the fleet tier) every Limiter of a snapshot is
 // registered, and a rebuilt rule takes its name over from the older
 // snapshots' Limiters of that name ([core.Replacing]); so a rules set
@@ -89,7 +89,7 @@ type Live[H any] struct {
 
 // tableStore is implemented by stores that hold one table of state per
 // policy name and refuse a policy whose name is taken by other limits
-// (memstore.Store). A store that is also a [core.PolicyRegistrar] (as
+// (memstore.Store). A store that is also a [storekit.PolicyRegistrar] (as
 // memstore is) is not called through it: registration does the same. For
 // other stores, [Live.Swap] calls Replace for every policy it rebuilt,
 // listing as in flight the same-named policies that older snapshots still

@@ -2,10 +2,11 @@ package rules
 
 import (
 	"github.com/limitkit/limitkit/core"
+	"github.com/limitkit/limitkit/core/storekit"
 )
 
 // Retiring what a reload no longer uses. On a store that registers policy
-// names (core.PolicyRegistrar: memstore, redisstore, the fleet tier),
+// names (storekit.PolicyRegistrar: memstore, redisstore, the fleet tier),
 // every Limiter a snapshot built is registered; a rebuilt rule's Limiter
 // takes its name over from the older snapshots' Limiters of that name
 // (core.Replacing), and a Limiter is released once no snapshot under way
@@ -16,7 +17,7 @@ import (
 // tableReplacer is store's tableStore, unless the store registers
 // policies itself (then NewLimiter, with core.Replacing, does the work).
 func tableReplacer(store core.Store) (tableStore, bool) {
-	if _, ok := store.(core.PolicyRegistrar); ok {
+	if _, ok := store.(storekit.PolicyRegistrar); ok {
 		return nil, false
 	}
 	r, ok := store.(tableStore)

@@ -171,7 +171,7 @@ func (b *breaker) transition(to core.BreakerState) {
 }
 
 // domains holds one breaker per failure domain of the remote store (a
-// Cluster master; see core.DomainStore), created on first use, at most
+// Cluster master; see storekit.DomainStore), created on first use, at most
 // maxDomains of them; the domain "" (a single node, an unknown domain, and
 // the overflow) has the default breaker.
 type domains struct {

@@ -68,7 +68,7 @@ func TestBreakerOpensFailsFastAndProbes(t *testing.T) {
 	for i := 0; i < 50; i++ {
 		d, err = lim.Allow(ctx, "k")
 		require.ErrorIs(t, err, core.ErrCircuitOpen)
-		assert.Equal(t, core.ErrorCircuitOpen, core.ClassifyError(err))
+		assert.Equal(t, "circuit_open", core.ClassifyError(err))
 		assert.True(t, d.Degraded && d.Allowed)
 	}
 	assert.Equal(t, calls, f.calls.Load(), "an open breaker never calls the remote store")

@@ -104,7 +104,7 @@
 // # Circuit breakers per failure domain
 //
 // The tier keeps one breaker per failure domain of the remote store: a
-// remote store implementing core.DomainStore names each key's domain (the
+// remote store implementing storekit.DomainStore names each key's domain (the
 // Redis store on a Cluster client: the master serving the key's slot,
 // from go-redis's cached slot map, no I/O); on a node, Sentinel or Ring
 // the whole store is one domain. Breakers are created on first use (at
@@ -256,7 +256,7 @@
 //
 // # Quota verbs
 //
-// The tier implements core.VerbStore and core.ReserveStore, so a
+// The tier implements storekit.VerbStore and storekit.ReserveStore, so a
 // Limiter's Peek, Reset, Charge, Refund and Wait work through it, each one
 // round trip to the remote store (Reserve: the remote store's
 // reservation, so waiters on every server queue at Redis). They go

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/limitkit/limitkit/core"
+	"github.com/limitkit/limitkit/core/storekit"
 	"github.com/limitkit/limitkit/internal/redistest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -22,7 +23,7 @@ func (o oneDomain) Take(ctx context.Context, key string, p *core.Policy, now tim
 	return o.rs.Take(ctx, key, p, now, cost)
 }
 
-func (o oneDomain) TakeBatch(ctx context.Context, b []core.BatchTake) error {
+func (o oneDomain) TakeBatch(ctx context.Context, b []storekit.BatchTake) error {
 	return o.rs.TakeBatch(ctx, b)
 }
 

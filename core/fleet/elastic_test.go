@@ -93,7 +93,7 @@ func TestElasticTierRemoteWithoutElastic(t *testing.T) {
 		Elastic: &core.Elastic{CeilingPercent: 200, Signal: sig}}
 	tier := newTier(t, pingFake{batchFake{newFake()}})
 	_, err := tier.TakeElastic(context.Background(), "k", &p, time.Now(), 1)
-	require.ErrorContains(t, err, "does not implement core.ElasticStore")
+	require.ErrorContains(t, err, "does not implement storekit.ElasticStore")
 }
 
 // TestElasticDrain (issue 22): two tiers (exact mode, the default) over

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/limitkit/limitkit/core"
+	"github.com/limitkit/limitkit/core/storekit"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -17,7 +18,7 @@ import (
 // (like the Redis store with WithClientTime). It is not a LocalStore, can
 // fail or hang on demand, counts calls, and can peek at what it would
 // decide without consuming. With ping set it has a Ping method (wrap it in
-// pingFake); batch makes it a core.BatchStore (wrap it in batchFake).
+// pingFake); batch makes it a storekit.BatchStore (wrap it in batchFake).
 type fake struct {
 	mu       sync.Mutex
 	compiled map[*core.Policy]*core.Compiled
@@ -115,7 +116,7 @@ func (f *fake) peek(key string, p *core.Policy, now time.Time, cost int64) core.
 // batchFake is a fake with TakeBatch.
 type batchFake struct{ *fake }
 
-func (f batchFake) TakeBatch(ctx context.Context, b []core.BatchTake) error {
+func (f batchFake) TakeBatch(ctx context.Context, b []storekit.BatchTake) error {
 	f.batches.Add(1)
 	if f.hang.Load() {
 		<-ctx.Done()

@@ -13,6 +13,7 @@ import (
 	"github.com/limitkit/limitkit/core"
 	"github.com/limitkit/limitkit/core/internal/schedlag"
 	"github.com/limitkit/limitkit/core/memstore"
+	"github.com/limitkit/limitkit/core/storekit"
 )
 
 // localStore is what the tier uses of its embedded store (a
@@ -20,8 +21,8 @@ import (
 // assertion too).
 type localStore interface {
 	memstore.Store
-	core.VerbStore
-	core.PolicyRegistrar
+	storekit.VerbStore
+	storekit.PolicyRegistrar
 }
 
 // numShards is the number of independently locked parts of the local table.
@@ -49,8 +50,8 @@ const maxPolicies = 4096
 //
 // Besides the methods below, the value New returns implements the optional
 // store interfaces of package core that a [core.Limiter] finds by type
-// assertion (core.FallbackStore, core.VerbStore, core.ReserveStore,
-// core.ElasticStore, core.Refunder, core.SlotStore, core.PolicyRegistrar,
+// assertion (storekit.FallbackStore, storekit.VerbStore, storekit.ReserveStore,
+// storekit.ElasticStore, storekit.Refunder, storekit.SlotStore, storekit.PolicyRegistrar,
 // and the deadline-bounded take a Limiter gives its per-call deadline to):
 // they are core's business, reached through a Limiter, and not part of
 // this package's API.
@@ -85,8 +86,8 @@ type Store interface {
 // fleetStore is the [Store] New returns.
 type fleetStore struct {
 	remote core.Store
-	batch  core.BatchStore  // the remote's batch form, or nil
-	dstore core.DomainStore // the remote's failure domains, or nil
+	batch  storekit.BatchStore  // the remote's batch form, or nil
+	dstore storekit.DomainStore // the remote's failure domains, or nil
 	cfg    config
 	local  localStore // FailLocal decisions while the remote is unreachable
 	dom    domains
@@ -112,8 +113,8 @@ type fleetStore struct {
 }
 
 var (
-	_ core.Store         = (*fleetStore)(nil)
-	_ core.FallbackStore = (*fleetStore)(nil)
+	_ core.Store             = (*fleetStore)(nil)
+	_ storekit.FallbackStore = (*fleetStore)(nil)
 )
 
 // New returns a tier in front of remote and starts its background
@@ -154,8 +155,8 @@ func newFleet(remote core.Store, opts ...Option) (*fleetStore, error) {
 		stop:     make(chan struct{}),
 	}
 	s.policies.Store(&map[*core.Policy]*pinfo{})
-	s.batch, _ = remote.(core.BatchStore)
-	s.dstore, _ = remote.(core.DomainStore)
+	s.batch, _ = remote.(storekit.BatchStore)
+	s.dstore, _ = remote.(storekit.DomainStore)
 	s.cfg.openings = &s.openings
 	s.life, s.endLife = context.WithCancel(context.Background())
 	if !s.cfg.noProbeLoop {
@@ -196,7 +197,7 @@ func checkRemote(remote core.Store) error {
 	if v := reflect.ValueOf(remote); v.Kind() == reflect.Pointer && v.IsNil() {
 		return fmt.Errorf("fleet: New: the remote store is a nil %T (was the error from its constructor ignored?); check redisstore.New's error and pass the store it returns", remote)
 	}
-	if ls, ok := remote.(core.LocalStore); ok && ls.Local() {
+	if ls, ok := remote.(storekit.LocalStore); ok && ls.Local() {
 		return errors.New("fleet: New: the remote store is an embedded store; the fleet tier belongs in front of a shared remote store (Redis)")
 	}
 	if _, ok := remote.(*fleetStore); ok {
@@ -399,11 +400,11 @@ func waitGrab(ctx context.Context, ch chan struct{}) {
 	}
 }
 
-var _ core.ElasticStore = (*fleetStore)(nil)
+var _ storekit.ElasticStore = (*fleetStore)(nil)
 
 // TakeElastic is the elastic take of an elastic policy (see
-// core.ElasticStore), passed to the remote store, which must implement
-// core.ElasticStore (the Redis store does). Elastic policies are decided
+// storekit.ElasticStore), passed to the remote store, which must implement
+// storekit.ElasticStore (the Redis store does). Elastic policies are decided
 // at the remote store on every request, in both takes (no deny cache, no
 // lease: the ceiling and its hint are exact only there), through the
 // breaker: while it is open, TakeElastic fails at once and the Limiter
@@ -420,9 +421,9 @@ func (s *fleetStore) TakeElastic(ctx context.Context, key string, p *core.Policy
 	if err != nil {
 		return core.Decision{}, err
 	}
-	es, ok := s.remote.(core.ElasticStore)
+	es, ok := s.remote.(storekit.ElasticStore)
 	if !ok {
-		return core.Decision{}, fmt.Errorf("fleet: policy %q is elastic, and the remote store %T does not implement core.ElasticStore", p.Name, s.remote)
+		return core.Decision{}, fmt.Errorf("fleet: policy %q is elastic, and the remote store %T does not implement storekit.ElasticStore", p.Name, s.remote)
 	}
 	b := s.breakerFor(key, p)
 	if !b.allow() {
@@ -451,7 +452,7 @@ func (s *fleetStore) remoteTake(ctx context.Context, sh *shard, e *entry, k ekey
 	var err error
 	start := s.health.Now()
 	if pending > 0 {
-		b := [2]core.BatchTake{
+		b := [2]storekit.BatchTake{
 			{Key: k.key, Policy: p, Now: now, Cost: pending},
 			{Key: k.key, Policy: p, Now: now, Cost: cost + grab},
 		}
@@ -496,7 +497,7 @@ func (s *fleetStore) remoteTake(ctx context.Context, sh *shard, e *entry, k ekey
 
 // takeBatch sends b in one round trip when the remote can batch, else one
 // Take per entry.
-func (s *fleetStore) takeBatch(ctx context.Context, b []core.BatchTake) error {
+func (s *fleetStore) takeBatch(ctx context.Context, b []storekit.BatchTake) error {
 	if s.batch != nil {
 		return s.batch.TakeBatch(ctx, b)
 	}
@@ -537,7 +538,7 @@ func (s *fleetStore) undo(sh *shard, e *entry, pending int64, grabbing bool) {
 // (after the entry decided next, when there is one), so that the window's
 // remote admissions and the tier's local ones add up to the limit at
 // most. CountDenied policies counted the denied forward already.
-func (s *fleetStore) chargeRest(ctx context.Context, key string, pi *pinfo, now time.Time, fw core.Decision, next core.BatchTake) {
+func (s *fleetStore) chargeRest(ctx context.Context, key string, pi *pinfo, now time.Time, fw core.Decision, next storekit.BatchTake) {
 	if pi.countDenied || fw.Allowed || fw.Shadowed {
 		return
 	}

@@ -7,33 +7,34 @@ import (
 	"github.com/limitkit/limitkit/core"
 	"github.com/limitkit/limitkit/core/memstore"
 	"github.com/limitkit/limitkit/core/redisstore"
+	"github.com/limitkit/limitkit/core/storekit"
 )
 
 // fullMem is what the value memstore.New returns implements: the tests
 // call its verbs directly, as core does through its optional interfaces.
 type fullMem interface {
 	memstore.Store
-	core.LocalStore
-	core.VerbStore
-	core.ReserveStore
-	core.ElasticStore
-	core.Refunder
-	core.SlotStore
-	core.PolicyRegistrar
+	storekit.LocalStore
+	storekit.VerbStore
+	storekit.ReserveStore
+	storekit.ElasticStore
+	storekit.Refunder
+	storekit.SlotStore
+	storekit.PolicyRegistrar
 	PeekLimits(ctx context.Context, key string, p *core.Policy, now time.Time) ([]core.Decision, error)
 }
 
 // fullRedis is what the value redisstore.New returns implements.
 type fullRedis interface {
 	redisstore.Store
-	core.VerbStore
-	core.ReserveStore
-	core.ElasticStore
-	core.Refunder
-	core.SlotStore
-	core.BatchStore
-	core.DomainStore
-	core.PolicyRegistrar
+	storekit.VerbStore
+	storekit.ReserveStore
+	storekit.ElasticStore
+	storekit.Refunder
+	storekit.SlotStore
+	storekit.BatchStore
+	storekit.DomainStore
+	storekit.PolicyRegistrar
 	TakeBy(ctx context.Context, deadline time.Time, key string, p *core.Policy, now time.Time, cost int64) (core.Decision, error)
 	MoveDeadline(dl time.Time) time.Time
 	PeekLimits(ctx context.Context, key string, p *core.Policy, now time.Time) ([]core.Decision, error)

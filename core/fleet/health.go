@@ -67,9 +67,9 @@ func (s *fleetStore) classify(ctx context.Context, b *breaker, err error, start 
 		return answered
 	}
 	switch core.ClassifyError(err) {
-	case core.ErrorConnection:
+	case "connection":
 		return outage
-	case core.ErrorTimeout:
+	case "timeout":
 		// A timeout that the process's own starvation explains is
 		// forgiven as long as the domain answered some call within
 		// starveGrace.
@@ -77,12 +77,12 @@ func (s *fleetStore) classify(ctx context.Context, b *breaker, err error, start 
 			return unknown
 		}
 		return outage
-	case core.ErrorCanceled:
+	case "canceled":
 		if ctx.Err() != nil && !errors.Is(ctx.Err(), context.DeadlineExceeded) {
 			return unknown // the caller cancelled its own request
 		}
 		return outage
-	case core.ErrorCircuitOpen:
+	case "circuit_open":
 		return unknown
 	}
 	return answered
@@ -107,7 +107,7 @@ func (s *fleetStore) report(ctx context.Context, b *breaker, err error, start in
 		}
 		b.success()
 	case outage:
-		b.slow.Store(core.ClassifyError(err) == core.ErrorTimeout)
+		b.slow.Store(core.ClassifyError(err) == "timeout")
 		if b.downAt.Load() == 0 {
 			b.downAt.CompareAndSwap(0, s.cfg.clock.Now().UnixNano())
 		}

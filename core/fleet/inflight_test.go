@@ -36,7 +36,7 @@ func TestConcurrencyThroughTier(t *testing.T) {
 	require.NoError(t, err)
 	_, d, err = c.Acquire(ctx, "k")
 	require.Error(t, err)
-	assert.Contains(t, err.Error(), "core.SlotStore")
+	assert.Contains(t, err.Error(), "storekit.SlotStore")
 	assert.False(t, d.Allowed)
 }
 

@@ -119,7 +119,7 @@ func TestRedisPausedMidTraffic(t *testing.T) {
 				// a request that sent a command and timed out waited on
 				// Redis; one that timed out without sending was only
 				// descheduled past its deadline (a loaded machine)
-				if ph == 1 && rec.sent.Load() && core.ClassifyError(err) == core.ErrorTimeout {
+				if ph == 1 && rec.sent.Load() && core.ClassifyError(err) == "timeout" {
 					paid++ // waited on Redis until the deadline
 				}
 				if late {

@@ -9,6 +9,7 @@ import (
 	"github.com/limitkit/limitkit/core"
 	"github.com/limitkit/limitkit/core/internal/conformkit"
 	"github.com/limitkit/limitkit/core/redisstore"
+	"github.com/limitkit/limitkit/core/storekit"
 	"github.com/limitkit/limitkit/core/storetest"
 	"github.com/limitkit/limitkit/internal/redistest"
 	"github.com/redis/go-redis/v9"
@@ -125,7 +126,7 @@ func TestWriteBackBoundRedis(t *testing.T) {
 				continue
 			}
 			t.Run(target+"/"+p.Name, func(t *testing.T) {
-				checkBound(t, p, 8*time.Second, func(t *testing.T) core.BatchStore {
+				checkBound(t, p, 8*time.Second, func(t *testing.T) storekit.BatchStore {
 					if target == "node" {
 						return redisStore(t, srv.NewClient(t), redisstore.WithPrefix(t.Name()+":"))
 					}

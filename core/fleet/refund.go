@@ -8,14 +8,15 @@ import (
 	"time"
 
 	"github.com/limitkit/limitkit/core"
+	"github.com/limitkit/limitkit/core/storekit"
 )
 
-var _ core.Refunder = (*fleetStore)(nil)
+var _ storekit.Refunder = (*fleetStore)(nil)
 
-// Refund gives cost back to key under p (see core.Refunder): what a
+// Refund gives cost back to key under p (see storekit.Refunder): what a
 // core.CapacityLimit on the tier releases when an elastic take it found
 // capacity for did not admit. For a policy decided in exact mode it is
-// passed to the remote store, which must be a core.Refunder (the Redis
+// passed to the remote store, which must be a storekit.Refunder (the Redis
 // store is), and it clears the key's deny-cache entry, which the refund
 // may have made stale. A policy decided in write-back mode cannot be
 // refunded (its units may be leased by other servers): an error, and the
@@ -31,12 +32,12 @@ func (s *fleetStore) Refund(ctx context.Context, key string, p *core.Policy, now
 	if err != nil {
 		return err
 	}
-	r, ok := s.remote.(core.Refunder)
+	r, ok := s.remote.(storekit.Refunder)
 	switch {
 	case pi.writeBack:
 		return fmt.Errorf("fleet: policy %q is decided in write-back mode, whose leased units cannot be refunded; use mode exact for a capacity limit", p.Name)
 	case !ok:
-		return fmt.Errorf("fleet: the remote store %T cannot refund (core.Refunder)", s.remote)
+		return fmt.Errorf("fleet: the remote store %T cannot refund (storekit.Refunder)", s.remote)
 	}
 	if err := r.Refund(ctx, key, p, now, min(max(cost, 0), pi.maxCost)); err != nil {
 		return fmt.Errorf("fleet: %w", err)

@@ -6,17 +6,18 @@ import (
 	"sync"
 
 	"github.com/limitkit/limitkit/core"
+	"github.com/limitkit/limitkit/core/storekit"
 )
 
-var _ core.PolicyRegistrar = (*fleetStore)(nil)
+var _ storekit.PolicyRegistrar = (*fleetStore)(nil)
 
-// RegisterPolicy implements [core.PolicyRegistrar]; [core.NewLimiter]
+// RegisterPolicy implements [storekit.PolicyRegistrar]; [core.NewLimiter]
 // calls it. It forwards the registration to the remote store when that is
-// a core.PolicyRegistrar (the Redis store refuses a name a live policy of
+// a storekit.PolicyRegistrar (the Redis store refuses a name a live policy of
 // other limits holds), and registers a FailLocal policy's divided limits
 // with the tier's embedded fallback store, so that a configuration the
 // tier cannot decide fails at construction: an elastic policy over a
-// remote store without core.ElasticStore, a conflicting name, a policy the
+// remote store without storekit.ElasticStore, a conflicting name, a policy the
 // fallback store cannot hold. The release function releases both and
 // forgets the tier's per-policy data.
 func (s *fleetStore) RegisterPolicy(p *core.Policy, replaces ...core.Registration) (core.Registration, error) {
@@ -24,12 +25,12 @@ func (s *fleetStore) RegisterPolicy(p *core.Policy, replaces ...core.Registratio
 		return nil, errors.New("fleet: RegisterPolicy: nil policy")
 	}
 	if p.Elastic != nil {
-		if _, ok := s.remote.(core.ElasticStore); !ok {
-			return nil, fmt.Errorf("fleet: policy %q is elastic, and the remote store %T does not implement core.ElasticStore; use a hard policy or the Redis store", p.Name, s.remote)
+		if _, ok := s.remote.(storekit.ElasticStore); !ok {
+			return nil, fmt.Errorf("fleet: policy %q is elastic, and the remote store %T does not implement storekit.ElasticStore; use a hard policy or the Redis store", p.Name, s.remote)
 		}
 	}
 	reg := &registration{s: s, p: p}
-	if r, ok := s.remote.(core.PolicyRegistrar); ok {
+	if r, ok := s.remote.(storekit.PolicyRegistrar); ok {
 		var remote []core.Registration
 		for _, x := range replaces {
 			if f, ok := x.(*registration); ok && f.s == s && f.remote != nil {

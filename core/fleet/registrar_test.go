@@ -46,5 +46,5 @@ func TestElasticNeedsAnElasticRemote(t *testing.T) {
 	s := newTier(t, newFake())
 	_, err := core.NewLimiter(s, core.Policy{Name: "el", Limits: []core.Limit{core.PerMinute(10)},
 		Elastic: &core.Elastic{CeilingPercent: 200, Signal: core.LoadBelow{InFlight: &core.InFlight{}, Max: 10}}})
-	require.ErrorContains(t, err, "does not implement core.ElasticStore")
+	require.ErrorContains(t, err, "does not implement storekit.ElasticStore")
 }

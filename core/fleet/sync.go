@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/limitkit/limitkit/core"
+	"github.com/limitkit/limitkit/core/storekit"
 )
 
 // maxBatch bounds the entries of one sync round trip.
@@ -215,7 +216,7 @@ func (s *fleetStore) syncBatch(ctx context.Context, now time.Time, ops []op) err
 	first := s.reportBatch(ctx, ops, b, err, began)
 	j := 0
 	for _, o := range ops {
-		var fw, rn *core.BatchTake
+		var fw, rn *storekit.BatchTake
 		if o.forward > 0 {
 			fw = &b[j]
 			j++
@@ -237,14 +238,14 @@ func (s *fleetStore) syncBatch(ctx context.Context, now time.Time, ops []op) err
 
 // syncTakes lists the takes of a sync round: for each op, its forward
 // then its renewal, when it has them.
-func syncTakes(ops []op, now time.Time) []core.BatchTake {
-	b := make([]core.BatchTake, 0, 2*len(ops))
+func syncTakes(ops []op, now time.Time) []storekit.BatchTake {
+	b := make([]storekit.BatchTake, 0, 2*len(ops))
 	for _, o := range ops {
 		if o.forward > 0 {
-			b = append(b, core.BatchTake{Key: o.e.k.key, Policy: o.e.k.p, Now: now, Cost: o.forward})
+			b = append(b, storekit.BatchTake{Key: o.e.k.key, Policy: o.e.k.p, Now: now, Cost: o.forward})
 		}
 		if o.renew > 0 {
-			b = append(b, core.BatchTake{Key: o.e.k.key, Policy: o.e.k.p, Now: now, Cost: o.renew})
+			b = append(b, storekit.BatchTake{Key: o.e.k.key, Policy: o.e.k.p, Now: now, Cost: o.renew})
 		}
 	}
 	return b
@@ -253,7 +254,7 @@ func syncTakes(ops []op, now time.Time) []core.BatchTake {
 // applySync applies to o's entry the outcome of its forward fw and its
 // renewal rn (nil when o has none; err is the round trip's): a failed
 // forward is pending again, a granted renewal is the new lease.
-func (s *fleetStore) applySync(ctx context.Context, o op, fw, rn *core.BatchTake, err error, now time.Time) {
+func (s *fleetStore) applySync(ctx context.Context, o op, fw, rn *storekit.BatchTake, err error, now time.Time) {
 	t := now.UnixMicro()
 	e, sh := o.e, o.sh
 	granted := false
@@ -280,7 +281,7 @@ func (s *fleetStore) applySync(ctx context.Context, o op, fw, rn *core.BatchTake
 	}
 	sh.mu.Unlock()
 	if fw != nil && err == nil && fw.Err == nil {
-		s.chargeRest(ctx, e.k.key, e.pi, now, fw.Decision, core.BatchTake{})
+		s.chargeRest(ctx, e.k.key, e.pi, now, fw.Decision, storekit.BatchTake{})
 	}
 	if granted {
 		s.chargeLocal(ctx, e.k.key, e.pi, now, o.renew)
@@ -291,7 +292,7 @@ func (s *fleetStore) applySync(ctx context.Context, o op, fw, rn *core.BatchTake
 // breaker, once per domain: answered when one of its entries was answered,
 // else the first entry's outcome (every entry of the round trip when err,
 // the batch as a whole, is set). It returns the first error.
-func (s *fleetStore) reportBatch(ctx context.Context, ops []op, b []core.BatchTake, err error, start int64) error {
+func (s *fleetStore) reportBatch(ctx context.Context, ops []op, b []storekit.BatchTake, err error, start int64) error {
 	type verdict struct {
 		ok  bool
 		err error

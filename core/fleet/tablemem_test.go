@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/limitkit/limitkit/core"
+	"github.com/limitkit/limitkit/core/storekit"
 )
 
 // stateless is a remote store that keeps nothing: it admits with a large
@@ -25,7 +26,7 @@ func (r stateless) Take(_ context.Context, _ string, p *core.Policy, _ time.Time
 	return core.Decision{Allowed: true, Limit: p.Limits[0], Remaining: 1 << 20, ResetAfter: time.Minute, Policy: p.Name}, nil
 }
 
-func (r stateless) TakeBatch(ctx context.Context, b []core.BatchTake) error {
+func (r stateless) TakeBatch(ctx context.Context, b []storekit.BatchTake) error {
 	for i := range b {
 		b[i].Decision, b[i].Err = r.Take(ctx, b[i].Key, b[i].Policy, b[i].Now, b[i].Cost)
 	}

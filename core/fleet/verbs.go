@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/limitkit/limitkit/core"
+	"github.com/limitkit/limitkit/core/storekit"
 )
 
 // defaultDenyCacheTTL is how long a deny-cache entry answers at most
@@ -40,12 +41,12 @@ func (s *fleetStore) denyTTL() int64 {
 }
 
 var (
-	_ core.VerbStore    = (*fleetStore)(nil)
-	_ core.ReserveStore = (*fleetStore)(nil)
+	_ storekit.VerbStore    = (*fleetStore)(nil)
+	_ storekit.ReserveStore = (*fleetStore)(nil)
 )
 
 // remoteVerbs returns the remote store's verbs.
-func (s *fleetStore) remoteVerbs(verb string, p *core.Policy) (core.VerbStore, *pinfo, error) {
+func (s *fleetStore) remoteVerbs(verb string, p *core.Policy) (storekit.VerbStore, *pinfo, error) {
 	if p == nil {
 		return nil, nil, fmt.Errorf("fleet: %s: nil policy", verb)
 	}
@@ -56,9 +57,9 @@ func (s *fleetStore) remoteVerbs(verb string, p *core.Policy) (core.VerbStore, *
 	if err != nil {
 		return nil, nil, err
 	}
-	vs, ok := s.remote.(core.VerbStore)
+	vs, ok := s.remote.(storekit.VerbStore)
 	if !ok {
-		return nil, nil, fmt.Errorf("%w: fleet: %s needs a remote store that implements core.VerbStore; %T does not", core.ErrUnsupported, verb, s.remote)
+		return nil, nil, fmt.Errorf("%w: fleet: %s needs a remote store that implements storekit.VerbStore; %T does not", core.ErrUnsupported, verb, s.remote)
 	}
 	return vs, pi, nil
 }
@@ -172,7 +173,7 @@ func (s *fleetStore) Reset(ctx context.Context, key string, p *core.Policy) erro
 	return s.remoteVerb(ctx, key, pi, func() error { return vs.Reset(ctx, key, p) })
 }
 
-// Charge charges key at the remote store (see core.VerbStore), drops
+// Charge charges key at the remote store (see storekit.VerbStore), drops
 // this server's cached denial for it, and charges the key's share in the
 // local fallback store as far as it has room (as a remote admission is).
 // Failures as the verbs' above.
@@ -201,7 +202,7 @@ func (s *fleetStore) Charge(ctx context.Context, key string, p *core.Policy, now
 	return d, nil
 }
 
-// Credit refunds key at the remote store (core.VerbStore's Credit, the
+// Credit refunds key at the remote store (storekit.VerbStore's Credit, the
 // store side of core.Limiter.Refund), drops this server's cached denial
 // for it, which the refund may have made too long, and refunds the key's
 // share in the local fallback store. Failures as the verbs' above.
@@ -239,7 +240,7 @@ func (s *fleetStore) Credit(ctx context.Context, key string, p *core.Policy, now
 // call fails or the breaker is open it is the fallback's decision, as
 // Take's (no reservation). Errors as Take's remote ones.
 func (s *fleetStore) Reserve(ctx context.Context, key string, p *core.Policy, now time.Time, cost int64, maxWait time.Duration) (core.Decision, error) {
-	rs, ok := s.remote.(core.ReserveStore)
+	rs, ok := s.remote.(storekit.ReserveStore)
 	if !ok || p == nil {
 		return s.Take(ctx, key, p, now, cost)
 	}

@@ -166,7 +166,7 @@ func TestResetFleetOverRedis(t *testing.T) {
 
 // verbFake is the fake with the verbs and Reserve (core's model), failing
 // and hanging as the fake does and counting its calls with the takes'.
-// With downPrefix set it is a core.DomainStore whose domain is a key's
+// With downPrefix set it is a storekit.DomainStore whose domain is a key's
 // first byte, and only the keys starting with downPrefix fail (errDown).
 type verbFake struct {
 	*fake
@@ -373,7 +373,7 @@ func TestVerbsDeadRedis(t *testing.T) {
 			require.Less(t, i, 3, "three outages open the breaker")
 			_, err := closed.Charge(ctx, "u", 1)
 			require.ErrorAs(t, err, &se)
-			assert.Equal(t, core.ErrorConnection, core.ClassifyError(err), "%v", err)
+			assert.Equal(t, "connection", core.ClassifyError(err), "%v", err)
 		}
 		sent := cnt.n.Load()
 		d, err := closed.PeekN(ctx, "u", 1)

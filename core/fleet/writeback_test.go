@@ -15,6 +15,7 @@ import (
 
 	"github.com/limitkit/limitkit/core"
 	"github.com/limitkit/limitkit/core/internal/conformkit"
+	"github.com/limitkit/limitkit/core/storekit"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -55,7 +56,7 @@ func TestWriteBackOverAdmissionBound(t *testing.T) {
 		}
 		t.Run(p.Name, func(t *testing.T) {
 			f := newFake()
-			checkBound(t, p, 40*time.Second, func(t *testing.T) core.BatchStore { return batchFake{f} })
+			checkBound(t, p, 40*time.Second, func(t *testing.T) storekit.BatchStore { return batchFake{f} })
 		})
 	}
 }
@@ -64,7 +65,7 @@ func TestWriteBackOverAdmissionBound(t *testing.T) {
 // by every admitted take (at the take's now: the remote stores decide at
 // client time in these tests).
 type recorder struct {
-	core.BatchStore
+	storekit.BatchStore
 	mu      sync.Mutex
 	charged []charge
 }
@@ -87,7 +88,7 @@ func (r *recorder) Take(ctx context.Context, key string, p *core.Policy, now tim
 	return d, err
 }
 
-func (r *recorder) TakeBatch(ctx context.Context, b []core.BatchTake) error {
+func (r *recorder) TakeBatch(ctx context.Context, b []storekit.BatchTake) error {
 	err := r.BatchStore.TakeBatch(ctx, b)
 	for i := range b {
 		if b[i].Err == nil {
@@ -106,7 +107,7 @@ func (r *recorder) TakeBatch(ctx context.Context, b []core.BatchTake) error {
 // fixed window, at most the limit in every window (leases never cross a
 // window boundary); and overall never more than the remote store charged.
 // It logs the worst excess next to the bound.
-func checkBound(t *testing.T, p core.Policy, span time.Duration, remote func(t *testing.T) core.BatchStore) {
+func checkBound(t *testing.T, p core.Policy, span time.Duration, remote func(t *testing.T) storekit.BatchStore) {
 	const tiers, maxLease = 4, 16
 	p.Limits = append([]core.Limit(nil), p.Limits...)
 	for i := range p.Limits {

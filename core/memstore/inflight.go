@@ -9,9 +9,10 @@ import (
 	"time"
 
 	"github.com/limitkit/limitkit/core"
+	"github.com/limitkit/limitkit/core/storekit"
 )
 
-var _ core.SlotStore = (*memStore)(nil)
+var _ storekit.SlotStore = (*memStore)(nil)
 
 // slotShards is the number of shards of a concurrency limit's table.
 const slotShards = 32
@@ -168,7 +169,7 @@ func (sh *slotShard) entry(h uint64, now time.Time) *slotEntry {
 	return e
 }
 
-// AcquireSlot implements [core.SlotStore]: it takes (or renews) token's
+// AcquireSlot implements [storekit.SlotStore]: it takes (or renews) token's
 // leased slot of key under p at now, in one critical section of the key's
 // shard; counted slots (CountedSlots) of key count towards
 // p.Max. A key takes about 70 bytes (the key is not kept) plus 16 per
@@ -250,7 +251,7 @@ func (s *memStore) CountedSlots(p *core.ConcurrencyPolicy) func(key string, now 
 	}
 }
 
-// ReleaseSlot implements [core.SlotStore]: it frees token's leased slot of
+// ReleaseSlot implements [storekit.SlotStore]: it frees token's leased slot of
 // key under p; a key left with no slot held is dropped at the next sweep.
 // Safe for concurrent use.
 func (s *memStore) ReleaseSlot(_ context.Context, key string, p *core.ConcurrencyPolicy, token uint64) error {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/limitkit/limitkit/core"
 	"github.com/limitkit/limitkit/core/memstore"
+	"github.com/limitkit/limitkit/core/storekit"
 )
 
 // TestSlotStoreRenewAndSweep: AcquireSlot with a held token renews it past
@@ -18,7 +19,7 @@ import (
 func TestSlotStoreRenewAndSweep(t *testing.T) {
 	ms := memstore.MustNew()
 	defer ms.Close()
-	s := ms.(core.SlotStore)
+	s := ms.(storekit.SlotStore)
 	p := &core.ConcurrencyPolicy{Name: "s", Max: 1, Lease: time.Second}
 	ctx := context.Background()
 	n, ok, err := s.AcquireSlot(ctx, "k", p, 7, t0)

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/limitkit/limitkit/core"
+	"github.com/limitkit/limitkit/core/storekit"
 )
 
 // Defaults, each overridable by an Option.
@@ -88,7 +89,7 @@ const (
 // must agree on the algorithm, limits, buckets, soft percentage,
 // CountDenied, Shadow and elastic ceiling: core.NewLimiter refuses one
 // that does not while a Limiter of the other is live (the Store is a
-// core.PolicyRegistrar, see RegisterPolicy), and Take returns an
+// storekit.PolicyRegistrar, see RegisterPolicy), and Take returns an
 // error for one used without a Limiter. A Store holds at most
 // defaultMaxPolicies names (WithMaxPolicies); a new name beyond that is an
 // error of NewLimiter: put per-client variation in the key, not in the
@@ -97,8 +98,8 @@ const (
 //
 // Besides the methods below, the value New returns implements the optional
 // store interfaces of package core that a [core.Limiter] finds by type
-// assertion (core.LocalStore, core.VerbStore, core.ReserveStore,
-// core.ElasticStore, core.Refunder, core.SlotStore, core.PolicyRegistrar):
+// assertion (storekit.LocalStore, storekit.VerbStore, storekit.ReserveStore,
+// storekit.ElasticStore, storekit.Refunder, storekit.SlotStore, storekit.PolicyRegistrar):
 // they are core's business, reached through a Limiter, and are not part of
 // this package's API.
 //
@@ -177,7 +178,7 @@ type memStore struct {
 	slots    // concurrency limits' slots (inflight.go)
 }
 
-var _ core.LocalStore = (*memStore)(nil)
+var _ storekit.LocalStore = (*memStore)(nil)
 
 // Option configures a Store.
 type Option func(*memStore)

@@ -5,17 +5,18 @@ import (
 	"sync"
 
 	"github.com/limitkit/limitkit/core"
+	"github.com/limitkit/limitkit/core/storekit"
 )
 
-// registry is the Store's part for core.PolicyRegistrar.
+// registry is the Store's part for storekit.PolicyRegistrar.
 type registry struct {
 	regMu sync.Mutex // serializes registrations with the table changes they make
-	reg   core.PolicyRegistry
+	reg   storekit.PolicyRegistry
 }
 
-var _ core.PolicyRegistrar = (*memStore)(nil)
+var _ storekit.PolicyRegistrar = (*memStore)(nil)
 
-// RegisterPolicy implements [core.PolicyRegistrar]; [core.NewLimiter]
+// RegisterPolicy implements [storekit.PolicyRegistrar]; [core.NewLimiter]
 // calls it. It claims p's name for p's configuration and gives the name a
 // table of p's configuration now, so that a configuration the Store
 // cannot hold fails here, at construction, not in Take: a name claimed
@@ -39,7 +40,7 @@ func (s *memStore) RegisterPolicy(p *core.Policy, replaces ...core.Registration)
 	if s.closed.Load() {
 		return nil, core.ErrClosed
 	}
-	var claims []*core.PolicyClaim
+	var claims []*storekit.PolicyClaim
 	var inflight []*core.Policy
 	for _, r := range replaces {
 		if m, ok := r.(*registration); ok && m.s == s {
@@ -65,7 +66,7 @@ func (s *memStore) RegisterPolicy(p *core.Policy, replaces ...core.Registration)
 // registration is a Limiter's claim on a Store.
 type registration struct {
 	s     *memStore
-	claim *core.PolicyClaim
+	claim *storekit.PolicyClaim
 }
 
 // Release ends the claim; the name's last drops its table, and the table

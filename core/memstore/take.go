@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/limitkit/limitkit/core"
+	"github.com/limitkit/limitkit/core/storekit"
 )
 
 // The decision path: Take and TakeElastic, and Refund.
@@ -44,11 +45,11 @@ func (s *memStore) takeTo(key string, p *core.Policy, now time.Time, cost int64,
 	return nil
 }
 
-var _ core.ElasticStore = (*memStore)(nil)
+var _ storekit.ElasticStore = (*memStore)(nil)
 
 // TakeElastic applies cost to key under the elastic policy p at now
 // against its limits raised to the elastic ceiling, atomically under the
-// key's lock (see core.ElasticStore and core.Compiled.DecideElasticTo).
+// key's lock (see storekit.ElasticStore and core.Compiled.DecideElasticTo).
 // For a policy without Elastic it is Take. Errors as Take.
 func (s *memStore) TakeElastic(_ context.Context, key string, p *core.Policy, now time.Time, cost int64) (d core.Decision, err error) {
 	err = s.decide(&d, key, p, now, cost, true)
@@ -89,10 +90,10 @@ func failed(d *core.Decision, p *core.Policy) {
 	}
 }
 
-var _ core.Refunder = (*memStore)(nil)
+var _ storekit.Refunder = (*memStore)(nil)
 
 // Refund gives cost back to key under p at now, under the key's lock (see
-// core.Refunder): what a CapacityLimit releases. It returns an error for
+// storekit.Refunder): what a CapacityLimit releases. It returns an error for
 // a policy that is not Refundable, and core.ErrClosed after Close.
 func (s *memStore) Refund(_ context.Context, key string, p *core.Policy, now time.Time, cost int64) error {
 	t, err := s.lookup(p)

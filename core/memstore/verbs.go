@@ -5,11 +5,12 @@ import (
 	"time"
 
 	"github.com/limitkit/limitkit/core"
+	"github.com/limitkit/limitkit/core/storekit"
 )
 
 var (
-	_ core.VerbStore    = (*memStore)(nil)
-	_ core.ReserveStore = (*memStore)(nil)
+	_ storekit.VerbStore    = (*memStore)(nil)
+	_ storekit.ReserveStore = (*memStore)(nil)
 )
 
 // verb is one of the quota verbs beyond Take.

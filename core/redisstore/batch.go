@@ -7,10 +7,11 @@ import (
 	"time"
 
 	"github.com/limitkit/limitkit/core"
+	"github.com/limitkit/limitkit/core/storekit"
 	"github.com/redis/go-redis/v9"
 )
 
-var _ core.BatchStore = (*redisStore)(nil)
+var _ storekit.BatchStore = (*redisStore)(nil)
 
 // TakeBatch applies every entry of batch as Take would, in one
 // round trip per Redis node: the EVALSHAs go out as one go-redis pipeline
@@ -24,7 +25,7 @@ var _ core.BatchStore = (*redisStore)(nil)
 // The returned error is non-nil only when no entry could be decided (every
 // entry's Err is then set too): a dead or hung Redis, a done ctx. The call
 // is bounded by ctx's deadline.
-func (s *redisStore) TakeBatch(ctx context.Context, batch []core.BatchTake) error {
+func (s *redisStore) TakeBatch(ctx context.Context, batch []storekit.BatchTake) error {
 	if ctx == nil {
 		ctx = context.Background()
 	}
@@ -59,7 +60,7 @@ type batchTake struct {
 
 // prepareBatch clears every entry's result and returns the entries to
 // send; an entry with a nil or invalid policy gets its error instead.
-func (s *redisStore) prepareBatch(batch []core.BatchTake) []batchTake {
+func (s *redisStore) prepareBatch(batch []storekit.BatchTake) []batchTake {
 	todo := make([]batchTake, 0, len(batch))
 	for i := range batch {
 		b := &batch[i]
@@ -94,7 +95,7 @@ func runBatch(ctx context.Context, client redis.UniversalClient, list []batchTak
 // entry and counts the entries that failed. When retryable, an entry
 // whose script Redis had lost is returned, turned into an EVAL, to be
 // sent again instead.
-func (s *redisStore) readBatch(batch []core.BatchTake, sent []batchTake, retryable bool) (retry []batchTake, failed int) {
+func (s *redisStore) readBatch(batch []storekit.BatchTake, sent []batchTake, retryable bool) (retry []batchTake, failed int) {
 	for _, t := range sent {
 		b := &batch[t.i]
 		if cerr := t.cmd.Err(); cerr != nil {

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/limitkit/limitkit/core"
+	"github.com/limitkit/limitkit/core/storekit"
 	"github.com/limitkit/limitkit/internal/redistest"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
@@ -30,9 +31,9 @@ func TestTakeBatchEqualsTake(t *testing.T) {
 			batched := newStore(t, client, WithClientTime(), WithPrefix(redistest.KeyPrefix(t)+"b:"))
 			single := newStore(t, client, WithClientTime(), WithPrefix(redistest.KeyPrefix(t)+"s:"))
 			ctx := context.Background()
-			var b []core.BatchTake
+			var b []storekit.BatchTake
 			for i := 0; i < 60; i++ {
-				b = append(b, core.BatchTake{Key: string(rune('a' + i%7)), Policy: pols[i%3], Now: epoch.Add(time.Duration(i) * time.Millisecond), Cost: int64(i % 3)})
+				b = append(b, storekit.BatchTake{Key: string(rune('a' + i%7)), Policy: pols[i%3], Now: epoch.Add(time.Duration(i) * time.Millisecond), Cost: int64(i % 3)})
 			}
 			require.NoError(t, batched.TakeBatch(ctx, b))
 			for i, e := range b {
@@ -51,10 +52,10 @@ func TestTakeBatchReloadsScripts(t *testing.T) {
 	s, c, _ := nodeStore(t)
 	p := mustPolicy(t, core.Policy{Name: "r", Limits: []core.Limit{core.Per(5, time.Second)}})
 	ctx := context.Background()
-	b := []core.BatchTake{{Key: "k", Policy: p, Now: epoch, Cost: 1}, {Key: "k", Policy: p, Now: epoch, Cost: 1}}
+	b := []storekit.BatchTake{{Key: "k", Policy: p, Now: epoch, Cost: 1}, {Key: "k", Policy: p, Now: epoch, Cost: 1}}
 	require.NoError(t, s.TakeBatch(ctx, b))
 	require.NoError(t, c.ScriptFlush(ctx).Err())
-	b = append(b, core.BatchTake{Key: "k", Policy: nil, Cost: 1})
+	b = append(b, storekit.BatchTake{Key: "k", Policy: nil, Cost: 1})
 	require.NoError(t, s.TakeBatch(ctx, b))
 	assert.NoError(t, b[0].Err)
 	assert.Equal(t, int64(1), b[1].Decision.Remaining, "four of five taken")
@@ -69,7 +70,7 @@ func TestTakeBatchAndPingFailures(t *testing.T) {
 	srv.Pause()
 	tctx, cancel := context.WithTimeout(ctx, 20*time.Millisecond)
 	defer cancel()
-	b := []core.BatchTake{{Key: "k", Policy: p, Now: epoch, Cost: 1}}
+	b := []storekit.BatchTake{{Key: "k", Policy: p, Now: epoch, Cost: 1}}
 	err := s.TakeBatch(tctx, b)
 	require.Error(t, err)
 	assert.ErrorIs(t, b[0].Err, context.DeadlineExceeded)

@@ -193,9 +193,9 @@ func connHint(err error) string {
 		return "Redis is still loading its dataset; retry when it is done"
 	}
 	switch core.ClassifyError(err) {
-	case core.ErrorConnection:
+	case "connection":
 		return "nothing answers there: is Redis running at that address, and is the host, port and network right?"
-	case core.ErrorTimeout:
+	case "timeout":
 		return "no answer within the deadline: is Redis overloaded or paused, is a firewall dropping packets, or is the check's deadline too short?"
 	}
 	return "see the error"

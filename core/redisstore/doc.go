@@ -57,7 +57,7 @@
 //
 // # Quota verbs
 //
-// The store implements core.VerbStore and core.ReserveStore: Peek,
+// The store implements storekit.VerbStore and storekit.ReserveStore: Peek,
 // Charge, Credit (core.Limiter.Refund), Reserve (core.Limiter.Wait's
 // call) and Reset are one script call each, on the decision's keys, at
 // Redis's clock unless WithClientTime, ported from core's model

@@ -4,10 +4,11 @@ import (
 	"context"
 
 	"github.com/limitkit/limitkit/core"
+	"github.com/limitkit/limitkit/core/storekit"
 	"github.com/redis/go-redis/v9"
 )
 
-var _ core.DomainStore = (*redisStore)(nil)
+var _ storekit.DomainStore = (*redisStore)(nil)
 
 // noIO is an already cancelled context: a go-redis call under it returns
 // before dialing or sending anything.
@@ -18,7 +19,7 @@ var noIO = func() context.Context {
 }()
 
 // Domain returns the failure domain of key's state under p (see
-// core.DomainStore): on a Cluster client, the address of the master that
+// storekit.DomainStore): on a Cluster client, the address of the master that
 // serves the slot of key's hash tag in the client's cached slot map (every
 // key of one decision shares the tag, hence the slot); "" on a node,
 // Sentinel or Ring client, for an invalid policy, and while the client has

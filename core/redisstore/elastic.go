@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/limitkit/limitkit/core"
+	"github.com/limitkit/limitkit/core/storekit"
 )
 
 // luaGCRA1E: GCRA, one limit, elastic (core.Policy.Elastic), written out
@@ -135,7 +136,7 @@ var (
 func init() { allScripts = append(allScripts, gcra1E, fixedWindow1E) }
 
 // luaRefundGCRA gives cost back to a GCRA policy's keys, one per limit
-// (core.Refunder, what a core.CapacityLimit releases): each tat moves
+// (storekit.Refunder, what a core.CapacityLimit releases): each tat moves
 // back by cost × its emission interval, never below now (a tat at or
 // before now is a full bucket: the key is deleted).
 //
@@ -193,9 +194,9 @@ var (
 
 func init() { allScripts = append(allScripts, refundGCRA, refundFixedWindow) }
 
-var _ core.Refunder = (*redisStore)(nil)
+var _ storekit.Refunder = (*redisStore)(nil)
 
-// Refund gives cost back to key under p (see core.Refunder), in one
+// Refund gives cost back to key under p (see storekit.Refunder), in one
 // script call on the keys Take uses: what a core.CapacityLimit releases
 // when an elastic take it found capacity for did not admit. It decides
 // at the Redis server's time, or at now under [WithClientTime]. Only a

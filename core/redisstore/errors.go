@@ -19,10 +19,10 @@ import (
 // error. Errors of the connection (refused, reset, timeout) are not
 // wrapped: core classifies them itself.
 type ReplyError struct {
-	// Kind is the reply's kind: core.ErrorTryAgain, ErrorClusterDown,
-	// ErrorRedirect, ErrorReadOnly, ErrorLoading, ErrorOOM, ErrorScript
-	// or ErrorOther.
-	Kind core.ErrorKind
+	// Kind is the reply's kind, in core.ClassifyError's words:
+	// "tryagain", "clusterdown", "redirect", "readonly", "loading",
+	// "oom", "script" or "other".
+	Kind string
 	// Err is go-redis's error; its text is Redis's reply.
 	Err error
 }
@@ -33,25 +33,23 @@ func (e *ReplyError) Error() string { return e.Err.Error() }
 // Unwrap returns go-redis's error.
 func (e *ReplyError) Unwrap() error { return e.Err }
 
-// ErrorKind returns Kind; it implements core.KindError.
-func (e *ReplyError) ErrorKind() core.ErrorKind { return e.Kind }
-
-var _ core.KindError = (*ReplyError)(nil)
+// ErrorKind returns Kind: core.ClassifyError asks it.
+func (e *ReplyError) ErrorKind() string { return e.Kind }
 
 // replyKinds map the first word of a Redis error reply to its kind.
-var replyKinds = map[string]core.ErrorKind{
-	"TRYAGAIN":    core.ErrorTryAgain,
-	"CLUSTERDOWN": core.ErrorClusterDown,
-	"MASTERDOWN":  core.ErrorClusterDown,
-	"MOVED":       core.ErrorRedirect,
-	"ASK":         core.ErrorRedirect,
-	"READONLY":    core.ErrorReadOnly,
-	"LOADING":     core.ErrorLoading,
-	"OOM":         core.ErrorOOM,
+var replyKinds = map[string]string{
+	"TRYAGAIN":    "tryagain",
+	"CLUSTERDOWN": "clusterdown",
+	"MASTERDOWN":  "clusterdown",
+	"MOVED":       "redirect",
+	"ASK":         "redirect",
+	"READONLY":    "readonly",
+	"LOADING":     "loading",
+	"OOM":         "oom",
 }
 
 // replyKind is the kind of a Redis error reply's text.
-func replyKind(msg string) core.ErrorKind {
+func replyKind(msg string) string {
 	word, _, _ := strings.Cut(msg, " ")
 	if k, ok := replyKinds[word]; ok {
 		return k
@@ -60,9 +58,9 @@ func replyKind(msg string) core.ErrorKind {
 	// "ERR Error running script ..." (Redis 5, 6), or a compile error
 	if strings.HasPrefix(msg, "ERR user_script:") || strings.HasPrefix(msg, "ERR Error running script") ||
 		strings.HasPrefix(msg, "ERR Error compiling script") || strings.Contains(msg, "script:") {
-		return core.ErrorScript
+		return "script"
 	}
-	return core.ErrorOther
+	return "other"
 }
 
 // replyErr wraps a Redis error reply in a *ReplyError; other errors are
@@ -102,7 +100,7 @@ func (r *reloader) after(err error) {
 		return
 	}
 	switch core.ClassifyError(err) {
-	case core.ErrorConnection, core.ErrorTimeout, core.ErrorClusterDown, core.ErrorRedirect, core.ErrorReadOnly:
+	case "connection", "timeout", "clusterdown", "redirect", "readonly":
 	default:
 		return
 	}

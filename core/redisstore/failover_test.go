@@ -143,7 +143,7 @@ func TestRecoveryAfterRestart(t *testing.T) {
 		err := takeWithin(redistest.StoreTimeout)
 		background := 1 + int64(time.Since(start)/time.Second)
 		require.Error(t, err)
-		require.Equal(t, core.ErrorConnection, core.ClassifyError(err), "a refused dial fails at once: %v", err)
+		require.Equal(t, "connection", core.ClassifyError(err), "a refused dial fails at once: %v", err)
 		require.LessOrEqual(t, dials.n.Load()-before, 1+background, "dial attempts in one decision's window: its own and the pool's background re-dials")
 	}
 	srv.Restart()

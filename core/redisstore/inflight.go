@@ -9,9 +9,10 @@ import (
 	"time"
 
 	"github.com/limitkit/limitkit/core"
+	"github.com/limitkit/limitkit/core/storekit"
 )
 
-var _ core.SlotStore = (*redisStore)(nil)
+var _ storekit.SlotStore = (*redisStore)(nil)
 
 // luaAcquireSlot is a concurrency limit's acquire (and renewal), one round
 // trip. The key is a sorted set of holder tokens scored by their lease
@@ -69,7 +70,7 @@ func (s *redisStore) slotKey(key string, p *core.ConcurrencyPolicy) string {
 	return string(b)
 }
 
-// AcquireSlot implements [core.SlotStore] in one round trip (a Lua script
+// AcquireSlot implements [storekit.SlotStore] in one round trip (a Lua script
 // over a sorted set of holder tokens scored by lease expiry; see the
 // package doc). Expiry is judged on Redis TIME, or on now under
 // [WithClientTime]. A Cluster holds each key's set in one slot.
@@ -94,7 +95,7 @@ func (s *redisStore) AcquireSlot(ctx context.Context, key string, p *core.Concur
 	return v[1], v[0] == 1, nil
 }
 
-// ReleaseSlot implements [core.SlotStore]: one ZREM.
+// ReleaseSlot implements [storekit.SlotStore]: one ZREM.
 func (s *redisStore) ReleaseSlot(ctx context.Context, key string, p *core.ConcurrencyPolicy, token uint64) error {
 	if err := s.client.ZRem(ctx, s.slotKey(key, p), strconv.FormatUint(token, 10)).Err(); err != nil {
 		return fmt.Errorf("redisstore: releasing an in-flight slot of %q: %w", p.Name, err)

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/limitkit/limitkit/core"
+	"github.com/limitkit/limitkit/core/storekit"
 	"github.com/limitkit/limitkit/internal/redistest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -69,7 +70,7 @@ func TestTakeBatchPartlyFailedIsNoError(t *testing.T) {
 	require.NoError(t, c.Del(ctx, keys[0]).Err())
 	require.NoError(t, c.LPush(ctx, keys[0], "x").Err())
 
-	b := []core.BatchTake{
+	b := []storekit.BatchTake{
 		{Key: "good", Policy: p, Now: epoch, Cost: 2},
 		{Key: "bad", Policy: p, Now: epoch, Cost: 1},
 		{Key: "good", Policy: p, Now: epoch, Cost: 1},

@@ -10,12 +10,13 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/limitkit/limitkit/core"
+	"github.com/limitkit/limitkit/core/storekit"
 	"github.com/limitkit/limitkit/internal/redistest"
 )
 
 // TestOOMKindEveryPath: a Redis out of memory (maxmemory + noeviction)
 // refuses every write with an OOM reply, and each path of the store that
-// writes reports it as core.ErrorOOM (the metrics' kind="oom"), never as
+// writes reports it as "oom" (the metrics' kind="oom"), never as
 // "other": Take plain and pipelined, TakeBatch (the fleet tier's sync,
 // where every entry failing makes the batch's own error), Charge,
 // Reserve and Refund.
@@ -42,13 +43,13 @@ func TestOOMKindEveryPath(t *testing.T) {
 			check := func(path string, err error) {
 				t.Helper()
 				require.Error(t, err, path)
-				assert.Equal(t, core.ErrorOOM, core.ClassifyError(err), "%s: %v", path, err)
+				assert.Equal(t, "oom", core.ClassifyError(err), "%s: %v", path, err)
 			}
 			_, err := plain.Take(ctx, "k", p, epoch, 1)
 			check("Take", err)
 			_, err = piped.Take(ctx, "k", p, epoch, 1)
 			check("Take pipelined", err)
-			b := []core.BatchTake{{Key: "k1", Policy: p, Now: epoch, Cost: 1}, {Key: "k2", Policy: p, Now: epoch, Cost: 1}}
+			b := []storekit.BatchTake{{Key: "k1", Policy: p, Now: epoch, Cost: 1}, {Key: "k2", Policy: p, Now: epoch, Cost: 1}}
 			err = plain.TakeBatch(ctx, b)
 			check("TakeBatch", err)
 			for i := range b {

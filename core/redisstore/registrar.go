@@ -4,11 +4,12 @@ import (
 	"errors"
 
 	"github.com/limitkit/limitkit/core"
+	"github.com/limitkit/limitkit/core/storekit"
 )
 
-var _ core.PolicyRegistrar = (*redisStore)(nil)
+var _ storekit.PolicyRegistrar = (*redisStore)(nil)
 
-// RegisterPolicy implements [core.PolicyRegistrar]; [core.NewLimiter]
+// RegisterPolicy implements [storekit.PolicyRegistrar]; [core.NewLimiter]
 // calls it. It claims p's name on this Store for p's configuration and
 // compiles p's scripts' arguments, so that a configuration the Store
 // cannot decide fails at construction. Redis keys carry a digest of each
@@ -29,7 +30,7 @@ func (s *redisStore) RegisterPolicy(p *core.Policy, replaces ...core.Registratio
 	if _, err := s.policy(p); err != nil {
 		return nil, err
 	}
-	var claims []*core.PolicyClaim
+	var claims []*storekit.PolicyClaim
 	for _, r := range replaces {
 		if c, ok := r.(*registration); ok && c.s == s {
 			claims = append(claims, c.claim)
@@ -46,7 +47,7 @@ func (s *redisStore) RegisterPolicy(p *core.Policy, replaces ...core.Registratio
 // registration is a Limiter's claim on a Store.
 type registration struct {
 	s     *redisStore
-	claim *core.PolicyClaim
+	claim *storekit.PolicyClaim
 }
 
 // Release ends the claim and forgets the policy's compiled form.

@@ -15,6 +15,7 @@ import (
 
 	"github.com/limitkit/limitkit/core"
 	"github.com/limitkit/limitkit/core/internal/schedlag"
+	"github.com/limitkit/limitkit/core/storekit"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -73,9 +74,9 @@ const tagLen = 12
 //
 // Besides the methods below, the value New returns implements the optional
 // store interfaces of package core that a [core.Limiter] (and the fleet
-// tier in front of the store) find by type assertion: core.VerbStore,
-// core.ReserveStore, core.ElasticStore, core.Refunder, core.SlotStore,
-// core.BatchStore, core.DomainStore, core.PolicyRegistrar, and the
+// tier in front of the store) find by type assertion: storekit.VerbStore,
+// storekit.ReserveStore, storekit.ElasticStore, storekit.Refunder, storekit.SlotStore,
+// storekit.BatchStore, storekit.DomainStore, storekit.PolicyRegistrar, and the
 // deadline-bounded take a Limiter gives its per-call deadline to. They are
 // core's business, reached through a Limiter, and not part of this
 // package's API.
@@ -143,7 +144,7 @@ type redisStore struct {
 	mu       sync.RWMutex
 	compiled map[*core.Policy]*compiled
 
-	reg core.PolicyRegistry // policy names of live Limiters (registrar.go)
+	reg storekit.PolicyRegistry // policy names of live Limiters (registrar.go)
 
 	pipe *pipeliner // WithPipelining's batching; nil: one round trip per decision
 
@@ -441,10 +442,10 @@ func (s *redisStore) take(ctx context.Context, dl time.Time, key string, p *core
 	return decision(c, vals, false)
 }
 
-var _ core.ElasticStore = (*redisStore)(nil)
+var _ storekit.ElasticStore = (*redisStore)(nil)
 
 // TakeElastic applies cost to key under the elastic policy p against its
-// limits raised to the elastic ceiling (see core.ElasticStore), in one
+// limits raised to the elastic ceiling (see storekit.ElasticStore), in one
 // script call on the same keys as Take: one round trip, atomic with the
 // state it counts against. For a policy without Elastic it is Take.
 // Errors as Take.

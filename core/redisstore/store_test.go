@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/limitkit/limitkit/core"
+	"github.com/limitkit/limitkit/core/storekit"
 	"github.com/limitkit/limitkit/internal/redistest"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
@@ -123,7 +124,7 @@ func TestUnexpectedReply(t *testing.T) {
 				assert.Contains(t, err.Error(), `redisstore: policy "p": `+tc.want, "call %d", i)
 				assert.Zero(t, d, "call %d", i)
 			}
-			b := []core.BatchTake{{Key: "k", Policy: p, Now: epoch, Cost: 1}, {Key: "k2", Policy: p, Now: epoch, Cost: 1}}
+			b := []storekit.BatchTake{{Key: "k", Policy: p, Now: epoch, Cost: 1}, {Key: "k2", Policy: p, Now: epoch, Cost: 1}}
 			_ = s.TakeBatch(ctx, b)
 			for i := range b {
 				require.Error(t, b[i].Err, "batch entry %d", i)

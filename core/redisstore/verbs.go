@@ -7,11 +7,12 @@ import (
 	"time"
 
 	"github.com/limitkit/limitkit/core"
+	"github.com/limitkit/limitkit/core/storekit"
 )
 
 var (
-	_ core.VerbStore    = (*redisStore)(nil)
-	_ core.ReserveStore = (*redisStore)(nil)
+	_ storekit.VerbStore    = (*redisStore)(nil)
+	_ storekit.ReserveStore = (*redisStore)(nil)
 )
 
 // Peek returns the decision Take would return, in one script call that

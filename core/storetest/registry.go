@@ -11,7 +11,7 @@ import (
 	"github.com/limitkit/limitkit/core"
 )
 
-// RunRegistry checks a core.PolicyRegistrar store (issue 22, item 1):
+// RunRegistry checks a storekit.PolicyRegistrar store (issue 22, item 1):
 // two policies of one name and other limits fail at NewLimiter with a
 // message that says what to change, whatever setting differs; equal
 // policies share one quota; Release frees the name; core.Replacing takes

@@ -21,7 +21,7 @@
 // decide as core does across daylight-saving changes, leap days and year
 // ends, exactly under concurrency. A store that keeps a policy registry
 // also runs [RunRegistry]; an elastic store [ElasticDrain]; a
-// core.VerbStore [RunVerbs] (the verbs' contract) and, when it does any of
+// storekit.VerbStore [RunVerbs] (the verbs' contract) and, when it does any of
 // the arithmetic itself, [RunVerbsDifferential] (every verb compared
 // with core's model).
 //

@@ -12,6 +12,7 @@ import (
 
 	"github.com/limitkit/limitkit/core"
 	"github.com/limitkit/limitkit/core/internal/conformkit"
+	"github.com/limitkit/limitkit/core/storekit"
 )
 
 // VerbOptions tunes RunVerbs.
@@ -224,9 +225,9 @@ func verbWait(t *testing.T, l *core.Limiter) {
 }
 
 // RunVerbsDifferential is [Run]'s differential for the quota verbs: it
-// drives a core.VerbStore and core's model through the same
+// drives a storekit.VerbStore and core's model through the same
 // random steps — Take, Peek, Charge, Credit and Reset, and Reserve when
-// the store is a core.ReserveStore (at most 2s ahead) — on two keys, with
+// the store is a storekit.ReserveStore (at most 2s ahead) — on two keys, with
 // the clock stepping back as well as forward and now and then a huge
 // cost, and requires identical decisions step by step, for every policy
 // of the suite's policies and the verbs' own policies. o.Steps is each sequence's length
@@ -242,9 +243,9 @@ func RunVerbsDifferential(t *testing.T, f Factory, o Options) {
 	for i, p := range append(conformkit.Policies(), verbPolicies()...) {
 		t.Run(p.Name, func(t *testing.T) {
 			s := f(t)
-			vs, ok := s.(core.VerbStore)
-			require.True(t, ok, "%T is not a core.VerbStore", s)
-			rs, _ := s.(core.ReserveStore)
+			vs, ok := s.(storekit.VerbStore)
+			require.True(t, ok, "%T is not a storekit.VerbStore", s)
+			rs, _ := s.(storekit.ReserveStore)
 			verbs := "AAPCRX"
 			if rs != nil {
 				verbs += "W"

@@ -9,7 +9,7 @@ import (
 )
 
 // TestRunVerbsDifferential runs the verbs' differential against the
-// embedded store, a core.ReserveStore whose verbs are core's model on the
+// embedded store, a storekit.ReserveStore whose verbs are core's model on the
 // words it keeps: it must pass, Reserve included (testdata/ownmath, run
 // by TestExternalStore, is the store it is meant to catch).
 func TestRunVerbsDifferential(t *testing.T) {

@@ -31,6 +31,7 @@ import (
 
 	"github.com/limitkit/limitkit/core"
 	"github.com/limitkit/limitkit/core/memstore"
+	"github.com/limitkit/limitkit/core/storekit"
 	"github.com/limitkit/limitkit/httplimit"
 )
 
@@ -248,7 +249,7 @@ type recStore struct {
 	keys  []string
 }
 
-var _ core.LocalStore = (*recStore)(nil)
+var _ storekit.LocalStore = (*recStore)(nil)
 
 func (s *recStore) Local() bool { return true }
 

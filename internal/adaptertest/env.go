@@ -10,6 +10,7 @@ import (
 
 	"github.com/limitkit/limitkit/core"
 	"github.com/limitkit/limitkit/core/memstore"
+	"github.com/limitkit/limitkit/core/storekit"
 )
 
 // T0 is the suite's start time: a whole second, so epoch resets are exact.
@@ -49,7 +50,7 @@ type RecStore struct {
 	fail  error
 }
 
-var _ core.LocalStore = (*RecStore)(nil)
+var _ storekit.LocalStore = (*RecStore)(nil)
 
 // Local reports true, as the memstore does.
 func (s *RecStore) Local() bool { return true }

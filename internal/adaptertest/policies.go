@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/limitkit/limitkit/core"
+	"github.com/limitkit/limitkit/core/storekit"
 	"github.com/limitkit/limitkit/httplimit"
 	"github.com/limitkit/limitkit/keyfuncs"
 )
@@ -30,15 +31,15 @@ func replyStatus(v string) int {
 // The quota verbs, recorded as "<verb>:policy#key" (Take is recorded as
 // "policy#key"), so that the scenarios of counting by outcome can assert
 // what was peeked, charged, refunded and reset.
-func (s *RecStore) verb(verb, key string, p *core.Policy) (core.VerbStore, error) {
+func (s *RecStore) verb(verb, key string, p *core.Policy) (storekit.VerbStore, error) {
 	s.mu.Lock()
 	s.keys = append(s.keys, verb+":"+p.Name+"#"+key)
 	fail := s.fail
 	s.mu.Unlock()
-	return s.inner.(core.VerbStore), fail
+	return s.inner.(storekit.VerbStore), fail
 }
 
-// Peek implements core.VerbStore.
+// Peek implements storekit.VerbStore.
 func (s *RecStore) Peek(ctx context.Context, key string, p *core.Policy, now time.Time, cost int64) (core.Decision, error) {
 	vs, err := s.verb("peek", key, p)
 	if err != nil {
@@ -47,7 +48,7 @@ func (s *RecStore) Peek(ctx context.Context, key string, p *core.Policy, now tim
 	return vs.Peek(ctx, key, p, now, cost)
 }
 
-// Reset implements core.VerbStore.
+// Reset implements storekit.VerbStore.
 func (s *RecStore) Reset(ctx context.Context, key string, p *core.Policy) error {
 	vs, err := s.verb("reset", key, p)
 	if err != nil {
@@ -56,7 +57,7 @@ func (s *RecStore) Reset(ctx context.Context, key string, p *core.Policy) error 
 	return vs.Reset(ctx, key, p)
 }
 
-// Charge implements core.VerbStore.
+// Charge implements storekit.VerbStore.
 func (s *RecStore) Charge(ctx context.Context, key string, p *core.Policy, now time.Time, cost int64) (core.Decision, error) {
 	vs, err := s.verb("charge", key, p)
 	if err != nil {
@@ -65,7 +66,7 @@ func (s *RecStore) Charge(ctx context.Context, key string, p *core.Policy, now t
 	return vs.Charge(ctx, key, p, now, cost)
 }
 
-// Credit implements core.VerbStore.
+// Credit implements storekit.VerbStore.
 func (s *RecStore) Credit(ctx context.Context, key string, p *core.Policy, now time.Time, cost int64) (core.Decision, error) {
 	vs, err := s.verb("refund", key, p)
 	if err != nil {
@@ -74,7 +75,7 @@ func (s *RecStore) Credit(ctx context.Context, key string, p *core.Policy, now t
 	return vs.Credit(ctx, key, p, now, cost)
 }
 
-var _ core.VerbStore = (*RecStore)(nil)
+var _ storekit.VerbStore = (*RecStore)(nil)
 
 func post(target, peer string, status int, kv ...string) Request {
 	r := method(http.MethodPost, target, peer, kv...)

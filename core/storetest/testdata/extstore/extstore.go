@@ -2,7 +2,7 @@
 // only its public API: one map under one mutex, deciding with core's own
 // math (Policy.Compile, Compiled.DecideTo). A toy — its key count is not
 // bounded — that shows what a store author writes, including the optional
-// core.LocalStore (a Limiter then takes its fast path), and runs the
+// storekit.LocalStore (a Limiter then takes its fast path), and runs the
 // conformance suite of core/storetest; storetest's TestExternalStore
 // builds and tests this module against the checkout it runs in.
 package extstore
@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/limitkit/limitkit/core"
+	"github.com/limitkit/limitkit/core/storekit"
 )
 
 // Store keeps every key's state in memory. The zero value is ready; it is
@@ -24,15 +25,15 @@ type Store struct {
 
 // table is one policy's compiled form and its keys' states. A policy of
 // the same name and other limits would share it: a real store refuses
-// that at NewLimiter (core.PolicyRegistrar).
+// that at NewLimiter (storekit.PolicyRegistrar).
 type table struct {
 	c    *core.Compiled
 	keys map[string][]int64
 }
 
-var _ core.LocalStore = (*Store)(nil)
+var _ storekit.LocalStore = (*Store)(nil)
 
-// Local reports true: the store does no I/O (core.LocalStore).
+// Local reports true: the store does no I/O (storekit.LocalStore).
 func (s *Store) Local() bool { return true }
 
 // Take applies cost to key under p at now: one atomic check-and-consume

@@ -6,7 +6,7 @@
 // limits, soft or elastic limits) is decided by core's model (Compiled's
 // DecideTo, PeekTo, ChargeTo, RefundTo), as a store may do for what it
 // does not implement. It keeps its policy registry with
-// core.PolicyRegistry.
+// storekit.PolicyRegistry.
 //
 // It exists so that storetest's differential, verbs and registry suites
 // are proven to run, and to catch a wrong store, from outside the module:
@@ -26,19 +26,20 @@ import (
 	"time"
 
 	"github.com/limitkit/limitkit/core"
+	"github.com/limitkit/limitkit/core/storekit"
 )
 
 // Store keeps every key's state in memory. The zero value is ready; it is
 // safe for concurrent use.
 type Store struct {
-	reg    core.PolicyRegistry
+	reg    storekit.PolicyRegistry
 	mu     sync.Mutex
 	tables map[string]*table // by policy name and configuration
 }
 
 var (
-	_ core.VerbStore       = (*Store)(nil)
-	_ core.PolicyRegistrar = (*Store)(nil)
+	_ storekit.VerbStore       = (*Store)(nil)
+	_ storekit.PolicyRegistrar = (*Store)(nil)
 )
 
 // table is one policy configuration's keys. own reports whether this
@@ -121,9 +122,9 @@ func (s *Store) Credit(_ context.Context, key string, p *core.Policy, now time.T
 // RegisterPolicy claims p's name for p's configuration; core's registry
 // keeps the count and writes the errors.
 func (s *Store) RegisterPolicy(p *core.Policy, replaces ...core.Registration) (core.Registration, error) {
-	var claims []*core.PolicyClaim
+	var claims []*storekit.PolicyClaim
 	for _, r := range replaces {
-		if c, ok := r.(*core.PolicyClaim); ok {
+		if c, ok := r.(*storekit.PolicyClaim); ok {
 			claims = append(claims, c)
 		}
 	}
