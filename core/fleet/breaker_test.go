@@ -45,12 +45,15 @@ var t0 = time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
 // loop (withoutSyncLoop): on the wall clock it forwards the fallback's
 // admissions to the failing fake, and on a host at load 40 a tick between
 // two requests was one more failure, which opened the breaker a request
-// early.
+// early. Those whose request is to be the probe after a manual clock's
+// cool-down run without the background probe loop (withoutProbeLoop): on
+// the wall clock it could probe first, between the clock's advance and the
+// request, and reopen the breaker (seen in a clean-clone CI run).
 func TestBreakerOpensFailsFastAndProbes(t *testing.T) {
 	f := newFake()
 	clk := core.NewManualClock(t0)
 	ev := &events{}
-	tier := newTier(t, pingFake{batchFake{f}}, WithClock(clk), WithObserver(ev), WithBreaker(3, time.Second, 100*time.Millisecond), WithFlapHorizon(0), withoutSyncLoop())
+	tier := newTier(t, pingFake{batchFake{f}}, WithClock(clk), WithObserver(ev), WithBreaker(3, time.Second, 100*time.Millisecond), WithFlapHorizon(0), withoutSyncLoop(), withoutProbeLoop())
 	lim := core.MustNewLimiter(tier, core.Policy{Name: "p", Limits: []core.Limit{core.PerMinute(100)}}, core.WithClock(clk))
 	ctx := context.Background()
 
@@ -116,7 +119,7 @@ func TestBreakerHalfOpenWithoutPing(t *testing.T) {
 	f := newFake()
 	clk := core.NewManualClock(t0)
 	ev := &events{}
-	tier := newTier(t, batchFake{f}, WithClock(clk), WithObserver(ev), WithBreaker(1, time.Second, time.Second), withoutSyncLoop())
+	tier := newTier(t, batchFake{f}, WithClock(clk), WithObserver(ev), WithBreaker(1, time.Second, time.Second), withoutSyncLoop(), withoutProbeLoop())
 	p := &core.Policy{Name: "p", Limits: []core.Limit{core.PerMinute(100)}}
 	ctx := context.Background()
 	f.setFail(errDown)
@@ -124,12 +127,12 @@ func TestBreakerHalfOpenWithoutPing(t *testing.T) {
 	require.ErrorIs(t, err, errDown)
 	_, err = tier.Take(ctx, "k", p, t0, 1)
 	require.ErrorIs(t, err, core.ErrCircuitOpen)
-	clk.Advance(2 * time.Second) // the cool-down, then a probe interval left to the background probe
+	clk.Advance(2 * time.Second) // the cool-down and a probe interval
 	_, err = tier.Take(ctx, "k", p, t0, 1)
 	require.ErrorIs(t, err, errDown, "the probe request reached the remote store")
 	_, err = tier.Take(ctx, "k", p, t0, 1)
 	require.ErrorIs(t, err, core.ErrCircuitOpen, "a failed probe reopens")
-	clk.Advance(2 * time.Second) // the cool-down, then a probe interval left to the background probe
+	clk.Advance(2 * time.Second) // the cool-down and a probe interval
 	f.setFail(nil)
 	d, err := tier.Take(ctx, "k", p, t0, 1)
 	require.NoError(t, err)
@@ -150,7 +153,7 @@ func TestFailLocalDividesByFleetSize(t *testing.T) {
 	f := newFake()
 	clk := core.NewManualClock(t0)
 	ev := &events{}
-	tier := newTier(t, pingFake{batchFake{f}}, WithClock(clk), WithObserver(ev), WithFleetSize(3), WithBreaker(1, time.Second, time.Second), WithFlapHorizon(0), withoutSyncLoop())
+	tier := newTier(t, pingFake{batchFake{f}}, WithClock(clk), WithObserver(ev), WithFleetSize(3), WithBreaker(1, time.Second, time.Second), WithFlapHorizon(0), withoutSyncLoop(), withoutProbeLoop())
 	pol := core.Policy{Name: "local", FailMode: core.FailLocal, FleetSize: 4, Limits: []core.Limit{core.PerMinute(10)}}
 	lim := core.MustNewLimiter(tier, pol, core.WithClock(clk))
 	ctx := context.Background()
@@ -183,7 +186,7 @@ func TestFailLocalDividesByFleetSize(t *testing.T) {
 	}
 	assert.Equal(t, 2, admitted)
 	f.setFail(nil)
-	clk.Advance(2 * time.Second) // the cool-down, then a probe interval left to the background probe
+	clk.Advance(2 * time.Second) // the cool-down and a probe interval
 	require.NoError(t, tier.Sync(ctx), "the breaker is open: the round skips the key")
 	assert.Equal(t, int64(10), f.peek("fresh", lim.Policy(), clk.Now(), 0).Remaining)
 	d, err := lim.Allow(ctx, "fresh") // the probe, with the owed units
@@ -256,7 +259,7 @@ func TestSyncFailuresOpenTheBreaker(t *testing.T) {
 	f := newFake()
 	clk := core.NewManualClock(t0)
 	ev := &events{}
-	tier := newTier(t, pingFake{batchFake{f}}, WithClock(clk), WithSync(time.Hour), WithObserver(ev), WithBreaker(2, time.Second, time.Second))
+	tier := newTier(t, pingFake{batchFake{f}}, WithClock(clk), WithSync(time.Hour), WithObserver(ev), WithBreaker(2, time.Second, time.Second), withoutProbeLoop())
 	p := &core.Policy{Name: "cd", Algorithm: core.FixedWindow, CountDenied: true, Limits: []core.Limit{core.PerMinute(1)}}
 	ctx := context.Background()
 	for i := 0; i < 4; i++ { // 1 admitted, 1 remote denial, 2 cached
@@ -274,7 +277,7 @@ func TestSyncFailuresOpenTheBreaker(t *testing.T) {
 	assert.Equal(t, 1, syncs[1].Keys)
 	require.NoError(t, tier.Sync(ctx), "an open breaker skips the round")
 	f.setFail(nil)
-	clk.Advance(2 * time.Second)                // the cool-down, then a probe interval left to the background probe
+	clk.Advance(2 * time.Second)                // the cool-down and a probe interval
 	_, err := tier.Take(ctx, "other", p, t0, 1) // the probe
 	require.NoError(t, err)
 	calls := f.calls.Load()

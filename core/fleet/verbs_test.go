@@ -238,7 +238,7 @@ func (domainVerbFake) Domain(key string, _ *core.Policy) string { return key[:1]
 func TestVerbsThroughBreaker(t *testing.T) {
 	f := verbFake{fake: newFake()}
 	clk := core.NewManualClock(t0)
-	tier := newTier(t, f, WithClock(clk), WithBreaker(3, time.Second, 100*time.Millisecond), withoutSyncLoop(), WithFlapHorizon(0))
+	tier := newTier(t, f, WithClock(clk), WithBreaker(3, time.Second, 100*time.Millisecond), withoutSyncLoop(), WithFlapHorizon(0), withoutProbeLoop())
 	ctx := context.Background()
 	lim := func(p core.Policy) *core.Limiter {
 		return core.MustNewLimiter(tier, p, core.WithClock(clk), core.WithLogger(nil))
