@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"net"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -135,77 +134,24 @@ func echoUnary(_ context.Context, req any) (any, error) { return req, nil }
 // its cpu-ns/op (serial) minus bare's, read in the same run
 // (docs/benchmarks.md).
 func BenchmarkGRPCMetadata(b *testing.B) {
-	info := &grpc.UnaryServerInfo{FullMethod: "/limitkit.example.Echo/Say"}
-	req := wrapperspb.String("hi")
-	st := memstore.MustNew()
-	b.Cleanup(func() { _ = st.Close() })
-	// 1000 a second, on a clock two milliseconds further each reading: a
-	// client calling once every two milliseconds, never denied, its remaining
-	// quota a number below 1000 (as most limits' are)
-	lim := core.MustNewLimiter(st, core.Policy{Name: "bench", Limits: []core.Limit{core.PerSecond(1000)}}, core.WithClock(&stepClock{}))
+	lim, st := mdLimiter(b)
 	// a 2^30 burst: the remaining quota a ten-digit number
 	big := core.MustNewLimiter(st, core.Policy{Name: "big", Limits: []core.Limit{core.Per(1<<30, 366*24*time.Hour)}})
-	// the same interceptors again with grpc-go's own transport stream
-	// in the context (liveCtx), serial only, on keys of their own
-	live := liveCtx(b, 6)
 	peerIC := ratelimit.UnaryServerInterceptor(&peerRates{m: map[string]*rate.Limiter{}})
 	limitkitIC := grpclimit.MustNew(lim).UnaryServerInterceptor()
-	cases := []struct {
-		name string
-		ic   grpc.UnaryServerInterceptor
-		live bool
-	}{
-		{"bare", nil, false},
-		{"peer", peerIC, false},
-		{"limitkit", limitkitIC, false},
-		{"limitkit-md-off", grpclimit.MustNew(lim, httplimit.WithHeaders(httplimit.HeaderNone)).UnaryServerInterceptor(), false},
-		{"limitkit-2^30", grpclimit.MustNew(big).UnaryServerInterceptor(), false},
-		{"peer-grpcstream", peerIC, true},
-		{"limitkit-grpcstream", limitkitIC, true},
-	}
-	call := func(b *testing.B, ic grpc.UnaryServerInterceptor, ctx context.Context) {
-		if ic == nil {
-			_, _ = echoUnary(ctx, req)
-			return
-		}
-		if _, err := ic(ctx, req, info, echoUnary); err != nil {
-			b.Fatal(err)
-		}
-	}
-	for _, c := range cases {
-		b.Run(c.name+"/serial", func(b *testing.B) {
-			b.ReportAllocs()
-			s := &mdStream{}
-			ctx := mdCtx(s, 7)
-			if c.live {
-				ctx = live
-			}
-			c0 := processCPU()
-			for b.Loop() {
-				call(b, c.ic, ctx)
-			}
-			// the process's CPU time (the garbage collector's included) per
-			// call: unlike ns/op, not inflated by a loaded host's waits
-			b.ReportMetric(float64(processCPU()-c0)/float64(b.N), "cpu-ns/op")
-			if strings.HasPrefix(c.name, "limitkit") && c.name != "limitkit-md-off" && !c.live && len(s.hdr.Get("x-ratelimit-remaining")) != 1 {
-				b.Fatalf("no metadata written: %v", s.hdr)
-			}
-		})
-		if c.live {
-			continue
-		}
-		b.Run(c.name+"/parallel", func(b *testing.B) {
-			b.ReportAllocs()
-			var clients atomic.Int32
-			b.RunParallel(func(pb *testing.PB) {
-				// a client per goroutine: each key's clock readings in order
-				ctx := mdCtx(&mdStream{}, byte(8+clients.Add(1)))
-				for pb.Next() {
-					call(b, c.ic, ctx)
-				}
-			})
-		})
-	}
+	written := func(md metadata.MD) bool { return len(md.Get("x-ratelimit-remaining")) == 1 }
+	runMDRows(b, []mdRow{
+		{name: "bare"},
+		{name: "peer", ic: peerIC},
+		{name: "limitkit", ic: limitkitIC, check: written},
+		{name: "limitkit-md-off", ic: grpclimit.MustNew(lim, httplimit.WithHeaders(httplimit.HeaderNone)).UnaryServerInterceptor()},
+		{name: "limitkit-2^30", ic: grpclimit.MustNew(big).UnaryServerInterceptor(), check: written},
+		// the same interceptors again with grpc-go's own transport
+		// stream in the context (liveCtx), serial only, on keys of their
+		// own
+		{name: "peer-grpcstream", ic: peerIC, live: true},
+		{name: "limitkit-grpcstream", ic: limitkitIC, live: true},
+	})
 }
 
 // BenchmarkGRPCMetadataForeignStream is issue 39's measure as a judge
@@ -218,45 +164,93 @@ func BenchmarkGRPCMetadata(b *testing.B) {
 // as BenchmarkGRPCMetadata's on the mock stream, under a name of their
 // own; the serial rows check the metadata written.
 func BenchmarkGRPCMetadataForeignStream(b *testing.B) {
-	info := &grpc.UnaryServerInfo{FullMethod: "/limitkit.example.Echo/Say"}
-	req := wrapperspb.String("hi")
-	st := memstore.MustNew()
-	b.Cleanup(func() { _ = st.Close() })
-	lim := core.MustNewLimiter(st, core.Policy{Name: "bench", Limits: []core.Limit{core.PerSecond(1000)}}, core.WithClock(&stepClock{}))
-	for _, c := range []struct {
-		name string
-		ic   grpc.UnaryServerInterceptor
-	}{
-		{"bare", func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+	lim, _ := mdLimiter(b)
+	runMDRows(b, []mdRow{
+		{name: "bare", ic: func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
 			return h(ctx, req)
 		}},
-		{"peer", ratelimit.UnaryServerInterceptor(&peerRates{m: map[string]*rate.Limiter{}})},
-		{"limitkit", grpclimit.MustNew(lim).UnaryServerInterceptor()},
-	} {
-		b.Run(c.name+"/serial", func(b *testing.B) {
+		{name: "peer", ic: ratelimit.UnaryServerInterceptor(&peerRates{m: map[string]*rate.Limiter{}})},
+		{name: "limitkit", ic: grpclimit.MustNew(lim).UnaryServerInterceptor(), check: func(md metadata.MD) bool {
+			return len(md) == 3 && len(md.Get("x-ratelimit-remaining")) == 1
+		}},
+	})
+}
+
+// mdInfo and mdReq are the metadata benchmarks' call: Echo/Say of "hi".
+var (
+	mdInfo = &grpc.UnaryServerInfo{FullMethod: "/limitkit.example.Echo/Say"}
+	mdReq  = wrapperspb.String("hi")
+)
+
+// mdLimiter is the metadata benchmarks' limiter and its store: 1000 a
+// second, on a clock two milliseconds further each reading: a client
+// calling once every two milliseconds, never denied, its remaining quota
+// a number below 1000 (as most limits' are).
+func mdLimiter(b *testing.B) (*core.Limiter, memstore.Store) {
+	st := memstore.MustNew()
+	b.Cleanup(func() { _ = st.Close() })
+	return core.MustNewLimiter(st, core.Policy{Name: "bench", Limits: []core.Limit{core.PerSecond(1000)}}, core.WithClock(&stepClock{})), st
+}
+
+// mdRow is one row of the metadata benchmarks.
+type mdRow struct {
+	name  string
+	ic    grpc.UnaryServerInterceptor // nil: the handler alone
+	live  bool                        // on grpc-go's own transport stream (liveCtx), serial only
+	check func(metadata.MD) bool      // the serial row's metadata is as it should be (nil: not checked)
+}
+
+// mdCall is one call of row r's interceptor (or of the handler alone).
+func mdCall(b *testing.B, r *mdRow, ctx context.Context) {
+	if r.ic == nil {
+		_, _ = echoUnary(ctx, mdReq)
+		return
+	}
+	if _, err := r.ic(ctx, mdReq, mdInfo, echoUnary); err != nil {
+		b.Fatal(err)
+	}
+}
+
+// runMDRows runs each row serially (one client; process cpu-ns/op
+// reported) and, unless live, in parallel (a client per goroutine).
+func runMDRows(b *testing.B, rows []mdRow) {
+	var live context.Context
+	for _, r := range rows {
+		if r.live && live == nil {
+			live = liveCtx(b, 6)
+		}
+	}
+	for i := range rows {
+		r := &rows[i]
+		b.Run(r.name+"/serial", func(b *testing.B) {
 			b.ReportAllocs()
 			s := &mdStream{}
 			ctx := mdCtx(s, 7)
+			if r.live {
+				ctx = live
+			}
 			c0 := processCPU()
 			for b.Loop() {
-				if _, err := c.ic(ctx, req, info, echoUnary); err != nil {
-					b.Fatal(err)
-				}
+				mdCall(b, r, ctx)
 			}
+			// the process's CPU time (the garbage collector's included) per
+			// call: unlike ns/op, not inflated by a loaded host's waits
 			b.ReportMetric(float64(processCPU()-c0)/float64(b.N), "cpu-ns/op")
-			if c.name == "limitkit" && (len(s.hdr) != 3 || len(s.hdr.Get("x-ratelimit-remaining")) != 1) {
+			if r.check != nil && !r.check(s.hdr) {
 				b.Fatalf("metadata written: %v", s.hdr)
 			}
 		})
-		b.Run(c.name+"/parallel", func(b *testing.B) {
+		if r.live {
+			continue
+		}
+		b.Run(r.name+"/parallel", func(b *testing.B) {
 			b.ReportAllocs()
 			var clients atomic.Int32
 			b.RunParallel(func(pb *testing.PB) {
+				// a client per goroutine: each key's clock readings in order
 				ctx := mdCtx(&mdStream{}, byte(8+clients.Add(1)))
 				for pb.Next() {
-					if _, err := c.ic(ctx, req, info, echoUnary); err != nil {
-						b.Fatal(err)
-					}
+					mdCall(b, r, ctx)
 				}
 			})
 		})
@@ -275,25 +269,15 @@ func BenchmarkGRPCMetadataForeignStream(b *testing.B) {
 // threads (its assists are counted), which BenchmarkGRPCMetadata's
 // process cpu-ns includes.
 func BenchmarkGRPCMetadataCPU(b *testing.B) {
-	info := &grpc.UnaryServerInfo{FullMethod: "/limitkit.example.Echo/Say"}
-	req := wrapperspb.String("hi")
-	st := memstore.MustNew()
-	b.Cleanup(func() { _ = st.Close() })
-	lim := core.MustNewLimiter(st, core.Policy{Name: "bench", Limits: []core.Limit{core.PerSecond(1000)}}, core.WithClock(&stepClock{}))
+	lim, _ := mdLimiter(b)
 	peerIC := ratelimit.UnaryServerInterceptor(&peerRates{m: map[string]*rate.Limiter{}})
 	lkIC := grpclimit.MustNew(lim).UnaryServerInterceptor()
 	offIC := grpclimit.MustNew(lim, httplimit.WithHeaders(httplimit.HeaderNone)).UnaryServerInterceptor()
 	mock := mdCtx(&mdStream{}, 7)
 	live := liveCtx(b, 6)
 	row := func(name string, ic grpc.UnaryServerInterceptor, ctx context.Context) rrRow {
-		if ic == nil {
-			return rrRow{name, func() { _, _ = echoUnary(ctx, req) }}
-		}
-		return rrRow{name, func() {
-			if _, err := ic(ctx, req, info, echoUnary); err != nil {
-				b.Fatal(err)
-			}
-		}}
+		r := &mdRow{name: name, ic: ic}
+		return rrRow{name, func() { mdCall(b, r, ctx) }}
 	}
 	r := roundRobin(b, []rrRow{
 		row("bare", nil, mock),
