@@ -2,6 +2,7 @@ package core
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"sync"
@@ -86,7 +87,9 @@ type countedSlotStore interface {
 // slot); the timer is not re-armed once no slot is held, so an idle
 // Concurrency holds no timer and no goroutine. A renewal that fails
 // (store down, or the slot expired and was taken meanwhile) is retried at
-// the next tick; the holder keeps running.
+// the next tick; the holder keeps running. Once the store is closed
+// ([ErrClosed]) the renewals stop, with one logged failure, and the held
+// slots are released as usual.
 //
 // RetryAfter of a denial: the mean time the slots of this Concurrency
 // were held (an exponentially weighted mean over released slots, weight
@@ -311,7 +314,8 @@ func (c *Concurrency) renewTick() {
 }
 
 // renew renews every held slot once; it reports whether any is held (and
-// leaves the timer armed then).
+// leaves the timer armed then). A closed store disarms the timer: renew
+// reports false.
 func (c *Concurrency) renew() bool {
 	c.mu.Lock()
 	var slots []*slot
@@ -327,7 +331,19 @@ func (c *Concurrency) renew() bool {
 			continue // released meanwhile
 		}
 		now := c.l.clock.Now()
-		if _, _, err := c.acquire(context.Background(), s.key, s.token, now); err != nil {
+		_, _, err := c.acquire(context.Background(), s.key, s.token, now)
+		if errors.Is(err, ErrClosed) {
+			// A closed store never renews again: stop the timer (the
+			// slots stay in the ring for their holders' Release) rather
+			// than call it and log every Lease/3 for as long as they
+			// are held.
+			c.mu.Lock()
+			c.renewOn = false
+			c.mu.Unlock()
+			c.l.logFailure(context.Background(), &StoreError{Policy: c.p.Name, Mode: c.p.FailMode, Err: fmt.Errorf("in-flight slots are no longer renewed: %w", err)}, Decision{Allowed: true})
+			return false
+		}
+		if err != nil {
 			c.l.logFailure(context.Background(), &StoreError{Policy: c.p.Name, Mode: c.p.FailMode, Err: fmt.Errorf("renewing an in-flight slot: %w", err)}, Decision{Allowed: true})
 		}
 	}

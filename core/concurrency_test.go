@@ -405,3 +405,23 @@ func TestConcurrencyNoLeakOnDenialOrPanic(t *testing.T) {
 	_, d, _ := c.Acquire(ctx, "k")
 	require.False(t, d.Allowed, "more than Max after denials and panics")
 }
+
+// TestConcurrencyRenewStopsOnClosedStore: once the store is closed, the
+// renewal disarms its timer instead of calling the store (and logging)
+// every Lease/3 for as long as a slot stays held; the slot still
+// releases.
+func TestConcurrencyRenewStopsOnClosedStore(t *testing.T) {
+	ms := mustMem()
+	store := leasedSlots{ms}
+	clk := core.NewManualClock(t0)
+	c := newConc(t, store, clk, core.ConcurrencyPolicy{Name: "closed", Max: 1, Lease: 3 * time.Second})
+	rel, d, _ := c.Acquire(context.Background(), "k")
+	require.True(t, d.Allowed)
+	require.True(t, c.RenewNow(), "renewing a held slot on an open store")
+	require.NoError(t, ms.Close())
+	clk.Advance(time.Second)
+	assert.False(t, c.RenewNow(), "a closed store keeps the renewal timer armed")
+	assert.False(t, c.RenewArmed())
+	rel.Release()
+	rel.Release()
+}
