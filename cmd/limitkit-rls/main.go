@@ -19,6 +19,9 @@
 //	-metrics-addr  Prometheus /metrics and /healthz (default :9090; empty: off)
 //	-headers       add X-Ratelimit-* and Retry-After to Envoy's responses (default true)
 //	-watch         how often the configuration is checked for changes (default 1s; 0: only SIGHUP)
+//	-allow-degraded  start even when Redis does not answer
+//	-otel          also export the metrics to OpenTelemetry: stdout, or otlp (OTLP/gRPC,
+//	               set up by the OTEL_EXPORTER_OTLP_* environment); empty: off
 //
 // GOGC, when unset, is 400 rather than Go's 100: the collector took a fifth
 // to a third of the server's CPU under load at 100 (see docs/envoy.md);

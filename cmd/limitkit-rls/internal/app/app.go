@@ -40,9 +40,9 @@ import (
 
 // Config is the command line.
 type Config struct {
-	Addr, ConfigPath, Redis, MetricsAddr string
-	Sync, Watch, StoreTimeout            time.Duration
-	Headers, AllowDegraded, Pipeline     bool
+	Addr, ConfigPath, Redis, MetricsAddr, OTel string
+	Sync, Watch, StoreTimeout                  time.Duration
+	Headers, AllowDegraded, Pipeline           bool
 }
 
 // ParseFlags reads args.
@@ -59,6 +59,7 @@ func ParseFlags(args []string, out io.Writer) (Config, error) {
 	fs.DurationVar(&c.Watch, "watch", time.Second, "check the configuration for changes this often; 0: reload only on SIGHUP")
 	fs.DurationVar(&c.StoreTimeout, "store-timeout", core.DefaultTimeout, "deadline of one store call; past it a rule's fail mode decides (open by default: admitted)")
 	fs.BoolVar(&c.Pipeline, "redis-pipeline", false, "with -redis: send the decisions waiting for one Redis node in one pipeline (redisstore.WithPipelining)")
+	fs.StringVar(&c.OTel, "otel", "", "also export the metrics to OpenTelemetry: stdout (JSON lines every 10s) or otlp (OTLP/gRPC, set up by the OTEL_EXPORTER_OTLP_* environment); empty: off")
 	fs.BoolVar(&c.AllowDegraded, "allow-degraded", false, "start even when Redis does not answer (decisions follow each rule's fail mode meanwhile)")
 	if err := fs.Parse(args); err != nil {
 		return c, err
@@ -77,6 +78,9 @@ func ParseFlags(args []string, out io.Writer) (Config, error) {
 	}
 	if c.StoreTimeout <= 0 {
 		return c, fmt.Errorf("-store-timeout %v: want > 0", c.StoreTimeout)
+	}
+	if c.OTel != "" && c.OTel != otelStdout && c.OTel != otelOTLP {
+		return c, fmt.Errorf("-otel %q: want %s, %s or nothing", c.OTel, otelStdout, otelOTLP)
 	}
 	if c.Watch < 0 {
 		return c, fmt.Errorf("-watch %v: want >= 0", c.Watch)
@@ -136,13 +140,24 @@ func Run(ctx context.Context, args []string, hup <-chan os.Signal, log *slog.Log
 		Help: "Hits admitted above 80% of a rule's limit (envoyproxy/ratelimit's near_limit at NEAR_LIMIT_RATIO 0.8), by policy (rls: and the rule's full key)."}, []string{"policy"})
 	reg.MustRegister(near)
 
-	store, info, closeStore, err := openStore(ctx, c, m)
+	ot, stopOTel, err := setupOTel(ctx, c.OTel, os.Stdout)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err := stopOTel(); err != nil {
+			log.Warn("OpenTelemetry: the last export failed", "err", err)
+		}
+	}()
+	obs := fanOut(m, ot)
+
+	store, info, closeStore, err := openStore(ctx, c, m, obs)
 	if err != nil {
 		return err
 	}
 	defer closeStore()
 	nearHits := func(policy string, hits uint64) { near.WithLabelValues(policy).Add(float64(hits)) }
-	srv, err := rls.New(store, cfg, rls.WithHeaders(c.Headers), rls.WithNearLimit(nearHits), rls.WithLimiterOptions(core.WithObserver(m), core.WithLogger(log), core.WithTimeout(c.StoreTimeout)))
+	srv, err := rls.New(store, cfg, rls.WithHeaders(c.Headers), rls.WithNearLimit(nearHits), rls.WithLimiterOptions(core.WithObserver(obs), core.WithLogger(log), core.WithTimeout(c.StoreTimeout)))
 	if err != nil {
 		return err
 	}
@@ -265,7 +280,9 @@ func fingerprint(path string) [32]byte {
 	return out
 }
 
-func openStore(ctx context.Context, c Config, m *metrics.Metrics) (core.Store, string, func(), error) {
+// openStore opens the store -redis names (the embedded one when empty),
+// with the fleet tier over Redis reporting to obs; m watches the tier.
+func openStore(ctx context.Context, c Config, m *metrics.Metrics, obs core.Observer) (core.Store, string, func(), error) {
 	if c.Redis == "" {
 		st, err := memstore.New()
 		if err != nil {
@@ -301,7 +318,7 @@ func openStore(ctx context.Context, c Config, m *metrics.Metrics) (core.Store, s
 		client.Close()
 		return nil, "", nil, err
 	}
-	tier, err := fleet.New(rs, fleet.WithSync(c.Sync), fleet.WithObserver(m), fleet.WithDefaultFailMode(core.FailOpen))
+	tier, err := fleet.New(rs, fleet.WithSync(c.Sync), fleet.WithObserver(obs), fleet.WithDefaultFailMode(core.FailOpen))
 	if err != nil {
 		client.Close()
 		return nil, "", nil, err
