@@ -108,7 +108,13 @@ func (s *redisStore) readBatch(batch []storekit.BatchTake, sent []batchTake, ret
 			failed++
 			continue
 		}
-		b.Decision, b.Err = decision(t.c, t.cmd.Val(), false)
+		vals, err := t.cmd.ints()
+		if err != nil {
+			b.Err = s.failed(t.c, err)
+			failed++
+			continue
+		}
+		b.Decision, b.Err = decision(t.c, vals, false)
 	}
 	return retry, failed
 }

@@ -2,7 +2,9 @@ package redisstore
 
 // The multi-limit scripts of the common shapes (several GCRA or several
 // fixed-window limits), written out like the single-limit ones
-// (lua_single.go: luaNow, luaBind), replying in the generic scripts' shape.
+// (lua_single.go: luaNow, luaBind), replying in the generic scripts'
+// shape, except an allowed decision: struct.pack('<i8i8i8', remaining,
+// resetAfter, binding index), see unpackAllowed.
 
 // luaGCRAN: GCRA, two or more limits (KEYS[i] is limit i's tat, as in
 // luaGCRA). ARGV[3] count denied, then per limit: T, tau, soft overage.
@@ -62,8 +64,8 @@ for i = 1, nl do
     end
   end
 end
-if not bok then brem = 0 end
-return {bok and 1 or 0, bind - 1, brem, breset, bretry}
+if bok then return struct.pack('<i8i8i8', brem, breset, bind - 1) end
+return {0, bind - 1, 0, breset, bretry}
 `
 
 // luaFixedWindowN: fixed window, two or more limits (KEYS[i] is limit i's
@@ -123,7 +125,7 @@ if cost > 0 then
       if take then bind, brem, breset, bsoft = i, rem, reset, soft end
     end
   end
-  if fast then return {1, bind - 1, brem, breset, 0} end
+  if fast then return struct.pack('<i8i8i8', brem, breset, bind - 1) end
   for i = 1, done do
     local m = A[4 * i + 3]
     if xs[i] == cost * m then
@@ -208,6 +210,6 @@ for i = 1, nl do
     redis.call('DEL', key)
   end
 end
-if not bok then brem = 0 end
-return {bok and 1 or 0, bind - 1, brem, breset, bretry}
+if bok then return struct.pack('<i8i8i8', brem, breset, bind - 1) end
+return {0, bind - 1, 0, breset, bretry}
 `

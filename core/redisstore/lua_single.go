@@ -4,8 +4,11 @@ package redisstore
 // straight-line Lua: no helper closures, no per-call tables, one GET, at
 // most one write (SET ... PX, or PEXPIRE/DEL to repair a key without a
 // TTL), and the TTL padding compiled in. They read and write exactly the
-// encodings of the generic scripts (lua_generic.go), and reply in the same shape, but
-// take their own ARGV:
+// encodings of the generic scripts (lua_generic.go) and reply in the same
+// shape, except an allowed decision, whose reply is
+// struct.pack('<i8i8', remaining, resetAfter) (a string costs Redis less
+// than a table; Go unpacks it, see unpackAllowed); they take their own
+// ARGV:
 //
 //	ARGV[1]   now in µs since the epoch, or "" for Redis TIME
 //	ARGV[2]   cost (>= 0, clamped by Go to at most capacity + 1)
@@ -90,7 +93,7 @@ if newtat - now <= tau then
       redis.call('DEL', key)
     end
   end
-  return {1, 0, math.floor((tau - newtat + now) / t), newtat - now, 0}
+  return struct.pack('<i8i8', math.floor((tau - newtat + now) / t), newtat - now)
 end
 local retry = newtat - tau - now
 if cost * t > tau then retry = -1 end
@@ -192,6 +195,7 @@ elseif v and redis.call('PTTL', key) == -1 then
     redis.call('DEL', key)
   end
 end
+if ok == 1 then return struct.pack('<i8i8', rem, reset) end
 return {ok, 0, rem, reset, retry}
 `
 
@@ -264,7 +268,7 @@ if cost > 0 then
       end
       if reset then
         if count + cost <= capa then
-          return {1, 0, capa - count - cost, reset, 0}
+          return struct.pack('<i8i8', capa - count - cost, reset)
         end
         local retry, back = reset, cost
         if cost > capa then retry = -1 end
@@ -333,6 +337,7 @@ elseif v and redis.call('PTTL', key) == -1 then
     redis.call('DEL', key)
   end
 end
+if ok == 1 then return struct.pack('<i8i8', rem, reset) end
 return {ok, 0, rem, reset, retry}
 `
 
@@ -485,5 +490,6 @@ else
   end
 end
 if ok == 0 then rem = 0 end
+if ok == 1 then return struct.pack('<i8i8', rem, reset) end
 return {ok, 0, rem, reset, retry}
 `

@@ -658,7 +658,7 @@ func (l *lane) flush(s *sender) {
 			j++
 		}
 		if c.state.CompareAndSwap(callTaken, callAnswered) {
-			c.vals, c.err = cmd.Val(), cmd.Err()
+			c.vals, c.err = cmd.ints()
 			c.done <- struct{}{}
 		}
 	}

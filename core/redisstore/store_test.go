@@ -92,7 +92,7 @@ func TestUnexpectedReply(t *testing.T) {
 	assert.Equal(t, core.Decision{Limit: p.Limits[1], ResetAfter: 7 * time.Microsecond, RetryAfter: core.Never, Policy: "p"}, d,
 		"a hard policy ignores the elastic flag")
 
-	// The store's own reply path (script.run reading into an IntSliceCmd,
+	// The store's own reply path (script.run reading a reply of either shape,
 	// EVALSHA then the EVAL fallback, and TakeBatch's pipeline) against a
 	// real Redis, with the policy's script swapped for one whose reply is
 	// malformed (as a script replaced under the same SHA would be): every
@@ -101,7 +101,11 @@ func TestUnexpectedReply(t *testing.T) {
 	s, _, _ := nodeStore(t)
 	ctx := context.Background()
 	for _, tc := range []struct{ name, src, want string }{
-		{"string", `return 'hello'`, "redis: can't parse"},
+		{"string", `return 'hello'`, "unexpected script reply"},
+		{"packed allowed, 15 bytes", `return string.rep('a', 15)`, "unexpected script reply"},
+		{"packed allowed, limit index out of range", `return struct.pack('<i8i8i8', 0, 0, 2)`, "unexpected script reply"},
+		{"packed allowed, negative remaining", `return struct.pack('<i8i8', -1, 0)`, "unexpected script reply"},
+		{"integer", `return 1`, "unexpected script reply"},
 		{"nil", `return nil`, "redis: nil"},
 		{"error", `return redis.error_reply('boom')`, "ERR boom"},
 		{"empty array", `return {}`, "unexpected script reply"},
@@ -112,8 +116,8 @@ func TestUnexpectedReply(t *testing.T) {
 		{"negative limit index", `return {0, -1, 0, 0, 5}`, "unexpected script reply"},
 		{"negative remaining", `return {1, 0, -1, 0, 0}`, "unexpected script reply"},
 		{"retry below -1", `return {0, 0, 0, 0, -2}`, "unexpected script reply"},
-		{"string element", `return {1, 0, 'x', 0, 0}`, `strconv.ParseInt: parsing "x"`},
-		{"nested array", `return {1, 0, 5, 7, {1}}`, "redis: can't parse"},
+		{"string element", `return {1, 0, 'x', 0, 0}`, "unexpected script reply"},
+		{"nested array", `return {1, 0, 5, 7, {1}}`, "unexpected script reply"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p := mustPolicy(t, core.Policy{Name: "p", Limits: []core.Limit{core.PerSecond(1), core.PerMinute(10)}})
@@ -139,6 +143,26 @@ func TestUnexpectedReply(t *testing.T) {
 	d, err = s.Take(ctx, "k", p, epoch, 1)
 	require.NoError(t, err)
 	assert.Equal(t, core.Decision{Limit: p.Limits[1], ResetAfter: 7 * time.Microsecond, RetryAfter: core.Never, Policy: "p"}, d)
+	// The packed allowed answers (see unpackAllowed): remaining and reset,
+	// then the binding limit's index when there are three; every byte of
+	// each number counts (little-endian, the high bytes included).
+	for _, tc := range []struct {
+		src  string
+		want core.Decision
+	}{
+		{`return struct.pack('<i8i8', 0, 7)`, core.Decision{Allowed: true, Limit: p.Limits[0], ResetAfter: 7 * time.Microsecond, Policy: "p"}},
+		{`return struct.pack('<i8i8i8', 3, 2^40 + 7, 1)`, core.Decision{Allowed: true, Limit: p.Limits[1], Remaining: 3, ResetAfter: (1<<40 + 7) * time.Microsecond, Policy: "p"}},
+		{`return struct.pack('<i8i8i8', 2^52 + 258, 1, 0)`, core.Decision{Allowed: true, Limit: p.Limits[0], Remaining: 1<<52 + 258, ResetAfter: time.Microsecond, Policy: "p"}},
+	} {
+		withScript(t, s, p, tc.src)
+		d, err = s.Take(ctx, "k", p, epoch, 1)
+		require.NoError(t, err, tc.src)
+		assert.Equal(t, tc.want, d, tc.src)
+		b := []storekit.BatchTake{{Key: "k", Policy: p, Now: epoch, Cost: 1}}
+		require.NoError(t, s.TakeBatch(ctx, b), tc.src)
+		require.NoError(t, b[0].Err, tc.src)
+		assert.Equal(t, tc.want, b[0].Decision, tc.src)
+	}
 }
 
 // withScript makes s run src, instead of the script compiled for it, for
