@@ -366,9 +366,6 @@ type Set struct {
 // modified.
 func (s *Set) Rules() []Rule { return slices.Clone(s.rules) }
 
-// Descriptors returns the descriptors in file order (a copy).
-func (s *Set) Descriptors() []Descriptor { return slices.Clone(s.descriptors) }
-
 // Descriptor returns the descriptor with the given domain and key, or
 // false.
 func (s *Set) Descriptor(domain, key string) (*Descriptor, bool) {
