@@ -227,10 +227,10 @@ func (r *request) keyParts(p *httplimit.KeyParts, route bool) bool {
 			// and whether it accepts every method
 			p.Table, p.Route = t.id, c.Path()
 		} else {
+			// the request's own method: the parts only find the
+			// entry of the key the general path derived (HEAD's
+			// entry holds the GET scope's key), see httplimit.KeyParts
 			p.Route = rt.Path
-			if !t.any[rt.Path] {
-				p.Method = httplimit.NormalMethod(c.Method())
-			}
 		}
 	}
 	return true
@@ -342,15 +342,24 @@ func setFields(h *fasthttp.ResponseHeader, f *httplimit.Fields) {
 // setFields would write them, without building Fields.
 func setTriple(h *fasthttp.ResponseHeader, t *httplimit.Triple) {
 	bp := valueBufs.Get().(*valueBuf)
-	h.SetCanonical([]byte(httplimit.FieldLimit), append(bp[:0], t.Limit...))
-	h.SetCanonical([]byte(httplimit.FieldRemaining), httplimit.IntText(bp[:20], t.Remaining))
+	h.SetCanonical([]byte(fieldLimit), append(bp[:0], t.Limit...))
+	h.SetCanonical([]byte(fieldRemaining), httplimit.IntText(bp[:20], t.Remaining))
 	if t.Reset == "" {
-		h.SetCanonical([]byte(httplimit.FieldReset), httplimit.IntText(bp[:20], t.ResetN))
+		h.SetCanonical([]byte(fieldReset), httplimit.IntText(bp[:20], t.ResetN))
 	} else {
-		h.SetCanonical([]byte(httplimit.FieldReset), append(bp[:0], t.Reset...))
+		h.SetCanonical([]byte(fieldReset), append(bp[:0], t.Reset...))
 	}
 	valueBufs.Put(bp)
 }
+
+// The names of the X-RateLimit triple's fields in the canonical form
+// fasthttp stores them (what httplimit.Fields.At names them; the
+// conformance suite reads them back).
+const (
+	fieldLimit     = "X-Ratelimit-Limit"
+	fieldRemaining = "X-Ratelimit-Remaining"
+	fieldReset     = "X-Ratelimit-Reset"
+)
 
 // valueBuf holds one header value while SetCanonical copies it: a longer
 // value is appended past it (allocated), never truncated.

@@ -61,7 +61,7 @@ func TestKeyPartsKeysAsTheGeneralPath(t *testing.T) {
 					route := rc.table(app).match(m, string(fctx.URI().PathOriginal())) // c.Path()
 					scope := route
 					if route != "" && !rc.table(app).any[route] {
-						scope = httplimit.NormalMethod(m) + " " + route
+						scope = httplimit.RouteScope(m, route)
 					}
 					want := []string{"p#" + scope + "|" + peerKey[pi]}
 					switch route {

@@ -17,17 +17,31 @@ import (
 // Defaults of the client interceptors.
 const (
 	// defaultMaxAttempts is the attempts a call makes at most, the first
-	// included, unless [WithMaxAttempts] says otherwise.
+	// included, unless [ClientConfig.MaxAttempts] says otherwise.
 	defaultMaxAttempts = 3
 	// defaultMaxWait is the longest delay the client interceptors wait
-	// before a retry unless [WithMaxWait] says otherwise: a denial asking
+	// before a retry unless [ClientConfig.MaxWait] says otherwise: a denial asking
 	// for more is returned at once.
 	defaultMaxWait = time.Minute
 )
 
-// ClientOption configures [UnaryClientInterceptor] and
-// [StreamClientInterceptor].
-type ClientOption func(*clientOptions)
+// ClientConfig configures [UnaryClientInterceptor] and
+// [StreamClientInterceptor]. The zero value makes at most 3 attempts and
+// waits at most one minute per retry.
+type ClientConfig struct {
+	// MaxAttempts bounds the attempts of one call, the first included
+	// (default 3); 1 turns retries off. Below 1: the default.
+	MaxAttempts int
+	// MaxWait is the longest delay waited before a retry (default one
+	// minute): a denial asking for more is returned at once. Zero or
+	// less: the default.
+	MaxWait time.Duration
+
+	// sleep replaces the wait between attempts (default: a timer, cut
+	// short when ctx is done). It returns nil once d has passed, or ctx's
+	// error; tests set one that advances a manual clock (export_test.go).
+	sleep func(ctx context.Context, d time.Duration) error
+}
 
 type clientOptions struct {
 	maxAttempts int
@@ -35,43 +49,16 @@ type clientOptions struct {
 	sleep       func(context.Context, time.Duration) error
 }
 
-// WithMaxAttempts bounds the attempts of one call, the first included
-// (default 3); 1 turns retries off. n < 1 keeps the
-// default.
-func WithMaxAttempts(n int) ClientOption {
-	return func(o *clientOptions) {
-		if n >= 1 {
-			o.maxAttempts = n
-		}
-	}
-}
-
-// WithMaxWait is the longest delay waited before a retry (default
-// one minute): a denial asking for more is returned at once. d <= 0
-// keeps the default.
-func WithMaxWait(d time.Duration) ClientOption {
-	return func(o *clientOptions) {
-		if d > 0 {
-			o.maxWait = d
-		}
-	}
-}
-
-// withSleep replaces the wait between attempts (default: a timer, cut
-// short when ctx is done). sleep returns nil once d has passed, or ctx's
-// error; tests pass one that advances a manual clock (export_test.go).
-func withSleep(sleep func(ctx context.Context, d time.Duration) error) ClientOption {
-	return func(o *clientOptions) {
-		if sleep != nil {
-			o.sleep = sleep
-		}
-	}
-}
-
-func newClientOptions(opts []ClientOption) *clientOptions {
+func newClientOptions(cfg ClientConfig) *clientOptions {
 	o := &clientOptions{maxAttempts: defaultMaxAttempts, maxWait: defaultMaxWait, sleep: sleepCtx}
-	for _, f := range opts {
-		f(o)
+	if cfg.MaxAttempts >= 1 {
+		o.maxAttempts = cfg.MaxAttempts
+	}
+	if cfg.MaxWait > 0 {
+		o.maxWait = cfg.MaxWait
+	}
+	if cfg.sleep != nil {
+		o.sleep = cfg.sleep
 	}
 	return o
 }
@@ -151,14 +138,14 @@ func (o *clientOptions) wait(ctx context.Context, d time.Duration) error {
 // after the delay its server asked for ([RetryDelay]: RetryInfo, else the
 // grpc-retry-pushback-ms trailer), for callers without a grpc-go retry
 // policy (use one or the other: with both, each of grpc-go's attempts
-// counts as one here). It makes at most [WithMaxAttempts] attempts, waits
-// at most [WithMaxWait] per retry, and never waits past ctx's deadline: a
+// counts as one here). It makes at most [ClientConfig.MaxAttempts] attempts, waits
+// at most [ClientConfig.MaxWait] per retry, and never waits past ctx's deadline: a
 // denial whose delay would outlast it is returned at once, and a ctx done
 // while waiting ends the call with its status (codes.DeadlineExceeded or
 // codes.Canceled). A denial that asks for no retry is returned as is.
 // Safe for concurrent use.
-func UnaryClientInterceptor(opts ...ClientOption) grpc.UnaryClientInterceptor {
-	o := newClientOptions(opts)
+func UnaryClientInterceptor(cfg ClientConfig) grpc.UnaryClientInterceptor {
+	o := newClientOptions(cfg)
 	return func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, callOpts ...grpc.CallOption) error {
 		var trailer metadata.MD
 		// a copy: the caller's slice is not appended to
@@ -193,8 +180,8 @@ func UnaryClientInterceptor(opts ...ClientOption) grpc.UnaryClientInterceptor {
 // forbids modifying after the call. A trailers-only denial makes Header
 // return nil metadata (grpc-go's behaviour); call Header again after
 // RecvMsg to get the retried stream's. Safe for concurrent use.
-func StreamClientInterceptor(opts ...ClientOption) grpc.StreamClientInterceptor {
-	o := newClientOptions(opts)
+func StreamClientInterceptor(cfg ClientConfig) grpc.StreamClientInterceptor {
+	o := newClientOptions(cfg)
 	return func(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, callOpts ...grpc.CallOption) (grpc.ClientStream, error) {
 		cs, err := streamer(ctx, desc, cc, method, callOpts...)
 		if err != nil || desc.ClientStreams {

@@ -35,7 +35,7 @@ type retryRig struct {
 	waits    []time.Duration
 }
 
-func newRetryRig(t *testing.T, clock *core.ManualClock, ic *grpclimit.Interceptor, advance bool, opts ...grpclimit.ClientOption) *retryRig {
+func newRetryRig(t *testing.T, clock *core.ManualClock, ic *grpclimit.Interceptor, advance bool, cfg grpclimit.ClientConfig) *retryRig {
 	t.Helper()
 	rig := &retryRig{}
 	countU := func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
@@ -63,12 +63,14 @@ func newRetryRig(t *testing.T, clock *core.ManualClock, ic *grpclimit.Intercepto
 		}
 		return ctx.Err()
 	}
-	opts = append([]grpclimit.ClientOption{grpclimit.WithSleep(sleep)}, opts...)
+	if !grpclimit.Sleeps(cfg) {
+		cfg = grpclimit.WithSleep(cfg, sleep)
+	}
 	cc, err := grpc.NewClient("passthrough:///bufnet",
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }),
-		grpc.WithUnaryInterceptor(grpclimit.UnaryClientInterceptor(opts...)),
-		grpc.WithStreamInterceptor(grpclimit.StreamClientInterceptor(opts...)))
+		grpc.WithUnaryInterceptor(grpclimit.UnaryClientInterceptor(cfg)),
+		grpc.WithStreamInterceptor(grpclimit.StreamClientInterceptor(cfg)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -101,7 +103,7 @@ func sameWaits(a, b []time.Duration) bool {
 // the waits here advance the server's clock, so the retry is admitted.
 func TestUnaryClientRetriesAfterDelay(t *testing.T) {
 	clock := core.NewManualClock(t0)
-	rig := newRetryRig(t, clock, grpclimit.MustNew(newLimiter(t, 3, clock)), true)
+	rig := newRetryRig(t, clock, grpclimit.MustNew(newLimiter(t, 3, clock)), true, grpclimit.ClientConfig{})
 	for i := 0; i < 3; i++ {
 		if r := call(t, rig.cc, sayMethod); r.code != codes.OK {
 			t.Fatal(r.st)
@@ -121,7 +123,7 @@ func TestUnaryClientRetriesAfterDelay(t *testing.T) {
 // with the last denial.
 func TestUnaryClientMaxAttempts(t *testing.T) {
 	clock := core.NewManualClock(t0)
-	rig := newRetryRig(t, clock, grpclimit.MustNew(newLimiter(t, 1, clock)), false, grpclimit.WithMaxAttempts(4))
+	rig := newRetryRig(t, clock, grpclimit.MustNew(newLimiter(t, 1, clock)), false, grpclimit.ClientConfig{MaxAttempts: 4})
 	call(t, rig.cc, sayMethod)
 	rig.take()
 	if r := call(t, rig.cc, sayMethod); r.code != codes.ResourceExhausted {
@@ -133,11 +135,11 @@ func TestUnaryClientMaxAttempts(t *testing.T) {
 }
 
 // Bounded by the context and the maximum wait: a delay past the deadline
-// or above WithMaxWait is not waited; a context done while waiting ends
+// or above ClientConfig.MaxWait is not waited; a context done while waiting ends
 // the call with its status.
 func TestUnaryClientBounds(t *testing.T) {
 	clock := core.NewManualClock(t0)
-	rig := newRetryRig(t, clock, grpclimit.MustNew(newLimiter(t, 1, clock)), true, grpclimit.WithMaxWait(30*time.Second))
+	rig := newRetryRig(t, clock, grpclimit.MustNew(newLimiter(t, 1, clock)), true, grpclimit.ClientConfig{MaxWait: 30 * time.Second})
 	call(t, rig.cc, sayMethod)
 	rig.take()
 	// a minute's delay is above the 30 s maximum
@@ -158,7 +160,7 @@ func TestUnaryClientBounds(t *testing.T) {
 		t.Fatalf("past the deadline: %d attempts, waits %v", n, w)
 	}
 	ctx, cancel = context.WithCancel(context.Background())
-	cancel2 := grpclimit.WithSleep(func(context.Context, time.Duration) error { cancel(); return context.Canceled })
+	cancel2 := grpclimit.WithSleep(grpclimit.ClientConfig{}, func(context.Context, time.Duration) error { cancel(); return context.Canceled })
 	rig2 := newRetryRig(t, clock, grpclimit.MustNew(newLimiter(t, 1, clock)), false, cancel2)
 	call(t, rig2.cc, sayMethod)
 	err = rig2.cc.Invoke(ctx, sayMethod, wrapperspb.String("hi"), new(wrapperspb.StringValue))
@@ -173,7 +175,7 @@ func TestUnaryClientBounds(t *testing.T) {
 func TestUnaryClientNoRetry(t *testing.T) {
 	clock := core.NewManualClock(t0)
 	ic := grpclimit.MustNew(newLimiter(t, 2, clock), httplimit.WithCost(func(keyfuncs.Request) int64 { return 5 }))
-	rig := newRetryRig(t, clock, ic, true)
+	rig := newRetryRig(t, clock, ic, true, grpclimit.ClientConfig{})
 	if r := call(t, rig.cc, sayMethod); r.code != codes.ResourceExhausted || r.trailer.Get("grpc-retry-pushback-ms")[0] != "-1" {
 		t.Fatalf("got %v, trailer %v", r.st, r.trailer)
 	}
@@ -184,7 +186,7 @@ func TestUnaryClientNoRetry(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rig = newRetryRig(t, clock, grpclimit.MustNew(newLimiter(t, 2, clock), httplimit.WithKey(key), httplimit.WithNoKeyDeny()), true)
+	rig = newRetryRig(t, clock, grpclimit.MustNew(newLimiter(t, 2, clock), httplimit.WithKey(key), httplimit.WithNoKeyDeny()), true, grpclimit.ClientConfig{})
 	if r := call(t, rig.cc, sayMethod); r.code != codes.Unauthenticated {
 		t.Fatalf("got %v", r.st)
 	}
@@ -220,7 +222,7 @@ func TestRetryDelay(t *testing.T) {
 // its one message sent again; a bidirectional stream is not retried.
 func TestStreamClientRetries(t *testing.T) {
 	clock := core.NewManualClock(t0)
-	rig := newRetryRig(t, clock, grpclimit.MustNew(newLimiter(t, 1, clock)), true)
+	rig := newRetryRig(t, clock, grpclimit.MustNew(newLimiter(t, 1, clock)), true, grpclimit.ClientConfig{})
 	serverStream := func(desc *grpc.StreamDesc, method ...string) ([]string, error) {
 		m := streamMethod
 		if len(method) > 0 {

@@ -107,7 +107,7 @@
 // grpc-go clients with a retry policy on RESOURCE_EXHAUSTED obey the
 // pushback by themselves. For callers without one, [UnaryClientInterceptor]
 // and [StreamClientInterceptor] wait the delay a denial asks for
-// ([RetryDelay]) and retry, within [WithMaxAttempts], [WithMaxWait] and the
+// ([RetryDelay]) and retry, within [ClientConfig]'s MaxAttempts and MaxWait and the
 // call's deadline.
 //
 // Interceptors are safe for concurrent use and never panic on a call.

@@ -65,8 +65,8 @@ func ExamplePerMessage() {
 func ExampleUnaryClientInterceptor() {
 	cc, err := grpc.NewClient("localhost:50051",
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithUnaryInterceptor(grpclimit.UnaryClientInterceptor(grpclimit.WithMaxAttempts(3), grpclimit.WithMaxWait(10*time.Second))),
-		grpc.WithStreamInterceptor(grpclimit.StreamClientInterceptor()))
+		grpc.WithUnaryInterceptor(grpclimit.UnaryClientInterceptor(grpclimit.ClientConfig{MaxAttempts: 3, MaxWait: 10 * time.Second})),
+		grpc.WithStreamInterceptor(grpclimit.StreamClientInterceptor(grpclimit.ClientConfig{})))
 	if err != nil {
 		panic(err)
 	}

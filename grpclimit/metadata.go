@@ -263,13 +263,13 @@ func (i *Interceptor) fieldsMD(res *httplimit.Result) metadata.MD {
 // an allocation for the fields the engine writes.
 func mdName(name string) string {
 	switch name {
-	case httplimit.FieldLimit:
+	case "X-Ratelimit-Limit":
 		return mdLimit
-	case httplimit.FieldRemaining:
+	case "X-Ratelimit-Remaining":
 		return mdRemaining
-	case httplimit.FieldReset:
+	case "X-Ratelimit-Reset":
 		return mdReset
-	case httplimit.FieldRetryAfter:
+	case "Retry-After":
 		return mdRetryAfter
 	}
 	return strings.ToLower(name)

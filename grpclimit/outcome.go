@@ -42,7 +42,7 @@ import (
 // whose context had ended when its handler returned (the client
 // cancelled, its deadline passed), whatever code the handler returned,
 // are each a counted failure, charged whatever o.Count says and never a
-// success (httplimit.OutcomePanic, httplimit.OutcomeCanceled). The messages
+// success (httplimit.OutcomePanic). The messages
 // [PerMessage] limits are not counted by outcome, and PerMessage panics
 // when given an Interceptor with WithOutcome. Denials written by the
 // interceptor itself are never counted. The rate-limit metadata is that
@@ -59,7 +59,7 @@ import (
 // names the code as "status 1000+code" (status 1016: Unauthenticated); an
 // OK call is status 200. o.Count must not be nil.
 func WithOutcome(o httplimit.Outcome) httplimit.Option {
-	return httplimit.AdapterOutcome("grpclimit", outcomeMark, o)
+	return httplimit.AdapterOption("grpclimit", outcomeMark, o)
 }
 
 // outcomeMark is the name of WithOutcome's adapter option (its Count

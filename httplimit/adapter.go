@@ -15,10 +15,10 @@ import (
 // honour. The engine rejects, at construction and with an error naming
 // the option, every option the adapter would silently ignore: another
 // adapter's option (the error names this adapter's equivalent: its
-// option of the same name, or for another's [AdapterOutcome] its
-// [WithOutcome]), an adapter option the
-// adapter does not declare or of another type, [WithOutcome] given to an adapter that never reports
-// outcomes, [WithDenyStatus] or [WithDenyBody] given to one that writes
+// option of the same name, or for another's counting by outcome (an
+// [AdapterOption] of an [Outcome]) its [WithOutcome]), an adapter option
+// the adapter does not declare or of another type, [WithOutcome] given
+// to an adapter that never reports outcomes, [WithDenyStatus] or [WithDenyBody] given to one that writes
 // no HTTP response. The zero value (with a Name) describes an HTTP
 // adapter without adapter options that does not count by outcome: what
 // a plain HTTP adapter is. An Adapter is read once, by [NewAdapterEngine].

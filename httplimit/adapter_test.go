@@ -58,14 +58,14 @@ func TestAdapterRefusesWhatItCannotHonour(t *testing.T) {
 		{"another adapter's deny handler it lacks", grpc, []Option{AdapterOption("m", "WithDenyHandler", h)},
 			"g: m.WithDenyHandler is an option of package m, given to a g middleware: package g has no equivalent (g denies with a code)",
 			Adapter{Name: "m", Options: map[string]reflect.Type{"WithDenyHandler": reflect.TypeFor[handler]()}}},
-		{"another adapter's outcome, to an HTTP adapter", counting, []Option{AdapterOutcome("m", "WithOutcome", Outcome{Count: StatusIn(1016)})},
+		{"another adapter's outcome, to an HTTP adapter", counting, []Option{AdapterOption("m", "WithOutcome", Outcome{Count: StatusIn(1016)})},
 			"x: m.WithOutcome is an option of package m, given to a x middleware: use httplimit.WithOutcome, whose Count sees HTTP statuses",
 			Adapter{Name: "m", Options: map[string]reflect.Type{"WithOutcome": reflect.TypeFor[func(int) bool]()}, Outcome: true}},
 		{"another adapter's outcome, to one without HTTP responses", Adapter{Name: "g", Outcome: true, NoHTTPResponse: true},
-			[]Option{AdapterOutcome("m", "WithOutcome", Outcome{Count: StatusIn(1016)})},
+			[]Option{AdapterOption("m", "WithOutcome", Outcome{Count: StatusIn(1016)})},
 			"g: m.WithOutcome is an option of package m, given to a g middleware: use httplimit.WithOutcome, whose Count sees HTTP statuses",
 			Adapter{Name: "m", Options: map[string]reflect.Type{"WithOutcome": reflect.TypeFor[func(int) bool]()}, Outcome: true}},
-		{"another adapter's outcome, to one that counts none", Adapter{Name: "e"}, []Option{AdapterOutcome("m", "WithOutcome", Outcome{Count: StatusIn(1016)})},
+		{"another adapter's outcome, to one that counts none", Adapter{Name: "e"}, []Option{AdapterOption("m", "WithOutcome", Outcome{Count: StatusIn(1016)})},
 			"e: m.WithOutcome is an option of package m, given to an e middleware: package e has no equivalent",
 			Adapter{Name: "m", Options: map[string]reflect.Type{"WithOutcome": reflect.TypeFor[func(int) bool]()}, Outcome: true}},
 	} {
@@ -115,7 +115,7 @@ func TestAdapterOptionValue(t *testing.T) {
 func TestFieldNamesAreTheFormattersOwn(t *testing.T) {
 	assert.Equal(t, []string{respond.HeaderLimit, respond.HeaderRemaining, respond.HeaderReset, respond.HeaderRetryAfter,
 		respond.HeaderPolicy, respond.HeaderRateLimit},
-		[]string{FieldLimit, FieldRemaining, FieldReset, FieldRetryAfter, "Ratelimit-Policy", "Ratelimit"})
+		[]string{"X-Ratelimit-Limit", "X-Ratelimit-Remaining", "X-Ratelimit-Reset", "Retry-After", "Ratelimit-Policy", "Ratelimit"})
 	assert.Equal(t, 8, respond.MaxFields, "Fields.Len's documented bound")
 }
 

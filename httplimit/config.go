@@ -16,8 +16,8 @@ import (
 // applied in order; a later option overrides an earlier one of the same
 // kind (except [WithCheck], which accumulates). An Option is immutable:
 // one value may configure any number of middlewares, of any adapter —
-// except one made by [AdapterOption] (a deny handler) or [AdapterOutcome],
-// which only its own adapter accepts.
+// except one made by [AdapterOption] (a deny handler, an adapter's own
+// counting by outcome), which only its own adapter accepts.
 type Option func(*config)
 
 // config is a middleware's configuration: what the options build, and
@@ -58,7 +58,7 @@ type config struct {
 type adapterValue struct {
 	adapter, name string
 	v             any
-	outcome       bool // set by AdapterOutcome: counting by outcome
+	outcome       bool // set by AdapterOption of an Outcome: counting by outcome
 }
 
 type keySpec struct {
@@ -110,7 +110,19 @@ func newConfig(a *Adapter, opts []Option) (*config, error) {
 //	func WithDenyHandler(h DenyHandler) httplimit.Option {
 //		return httplimit.AdapterOption("nethttp", "WithDenyHandler", h)
 //	}
+//
+// A v of type [Outcome] is [WithOutcome] for an adapter whose outcomes
+// are not HTTP statuses: o.Count sees the numbers the adapter passes to
+// [Engine.Outcome] (grpclimit.WithOutcome counts by gRPC code). The
+// option's value is then o.Count: the adapter declares name with the
+// type func(int) bool and reads it back with AdapterOptionValue. Given
+// together with WithOutcome, in either order, it is a construction
+// error: one Count would see the other's numbering. A nil o.Count is a
+// mistake the engine reports.
 func AdapterOption(adapter, name string, v any) Option {
+	if o, ok := v.(Outcome); ok {
+		return adapterOutcome(adapter, name, o)
+	}
 	isNil := v == nil
 	if !isNil {
 		switch rv := reflect.ValueOf(v); rv.Kind() {

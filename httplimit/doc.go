@@ -131,7 +131,7 @@
 // [Engine.CountsOutcome] reports true and then calls [Engine.Outcome]
 // with the response's status. One without HTTP responses (gRPC) sets
 // Adapter.NoHTTPResponse, and writes the header fields elsewhere with
-// [Engine.Fields] (named by the Field constants: FieldLimit, ...). One
+// [Engine.Fields] (names as [Fields.At] gives them). One
 // that supports [WithInFlight] wraps each request in [Engine.InFlight]'s
 // Enter and Exit. Everything else — keys, scopes, checks, fail modes,
 // headers and bodies — is the engine's.

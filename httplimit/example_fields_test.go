@@ -37,7 +37,7 @@ func ExampleEngine_Fields() {
 			static = string(dyn) // dyn aliases f: copy it
 		}
 		fmt.Printf("%s: %s\n", strings.ToLower(name), static)
-		if name == httplimit.FieldRemaining {
+		if name == "X-Ratelimit-Remaining" {
 			fmt.Println("remaining", static)
 		}
 	}

@@ -2,28 +2,6 @@ package httplimit
 
 import "github.com/limitkit/limitkit/httplimit/internal/respond"
 
-// Names of the header fields the engine writes, in the canonical form
-// net/http and fasthttp store them (textproto.CanonicalMIMEHeaderKey of
-// "X-RateLimit-Limit" is "X-Ratelimit-Limit"): the names [Fields.At]
-// returns, for adapters that map them to their own keys (grpclimit's
-// metadata) or write them without a normalising copy. Header lookups are
-// case-insensitive, so clients reading X-RateLimit-Limit find them.
-const (
-	// FieldLimit is the binding limit's size ([HeaderXRateLimit]).
-	FieldLimit = "X-Ratelimit-Limit"
-	// FieldRemaining is what is left of it ([HeaderXRateLimit]).
-	FieldRemaining = "X-Ratelimit-Remaining"
-	// FieldReset is when it is full again ([HeaderXRateLimit],
-	// [WithResetDelta]).
-	FieldReset = "X-Ratelimit-Reset"
-	// FieldRetryAfter is the whole seconds to wait, on denials
-	// ([HeaderRetryAfter]).
-	FieldRetryAfter = "Retry-After"
-)
-
-// With [HeaderIETF] the engine writes the IETF fields under the names
-// "Ratelimit-Policy" and "Ratelimit" instead of the X-Ratelimit ones.
-
 // Fields is the list of response header fields for one request, for
 // adapters whose framework has no http.Header: [Engine.Fields] fills
 // one, and the adapter writes each field (Len and At). Numeric values are
@@ -39,9 +17,12 @@ type Fields struct {
 // Len is the number of fields, at most 8.
 func (f *Fields) Len() int { return f.f.Len() }
 
-// At returns field i (0 <= i < Len): its canonical name (one of the
-// Field constants, or the [WithDegradedHeader] name) and its value,
-// either formatted (dyn, aliasing f: copy it before f changes, never
+// At returns field i (0 <= i < Len): its name in the canonical form
+// net/http and fasthttp store it ("X-Ratelimit-Limit",
+// "X-Ratelimit-Remaining", "X-Ratelimit-Reset", "Retry-After",
+// "Ratelimit-Policy", "Ratelimit", or the [WithDegradedHeader] name;
+// header lookups are case-insensitive, so clients reading
+// X-RateLimit-Limit find them) and its value, either formatted (dyn, aliasing f: copy it before f changes, never
 // modify it) or constant (static). Exactly one of dyn and static is
 // non-empty.
 func (f *Fields) At(i int) (name string, dyn []byte, static string) { return f.f.At(i) }
@@ -49,8 +30,7 @@ func (f *Fields) At(i int) (name string, dyn []byte, static string) { return f.f
 // IntText is the decimal form of v for a header value: written into buf
 // (at least 20 bytes; not necessarily at its start) and returned, or,
 // for 0 <= v < 1024, a view of a ready-made constant, so that it formats
-// nothing. The result
-// is read-only (it may alias a string): pass it to an API that copies it,
-// as fasthttp's header setters do. For adapters writing a [Triple]'s
-// Remaining and ResetN.
+// nothing. The result is read-only (it may alias a string): pass it to an
+// API that copies it, as fasthttp's header setters do. For adapters
+// writing a [Triple]'s Remaining and ResetN.
 func IntText(buf []byte, v int64) []byte { return respond.IntText(buf, v) }

@@ -176,7 +176,7 @@ func TestOutcomeFailsSafe(t *testing.T) {
 		}{
 			{"panic", OutcomePanic, false},
 			{"unwritten", OutcomeUnwritten, false},
-			{"canceled", OutcomeCanceled, false},
+			{"canceled", outcomeCanceled, false},
 			{"success on a cancelled request", 200, true},
 			{"uncounted status on a cancelled request", 500, true},
 		} {

@@ -25,7 +25,7 @@ func TestOverridesTakeTheAPIKeyAsSent(t *testing.T) {
 	defer store.Close()
 	plain, err := keyfuncs.APIKey("X-API-Key", "")
 	require.NoError(t, err)
-	keyed, err := keyfuncs.APIKey("X-API-Key", "", keyfuncs.WithHMACSecret([]byte("0123456789abcdef0123")))
+	keyed, err := keyfuncs.APIKeyHMAC("X-API-Key", "", []byte("0123456789abcdef0123"))
 	require.NoError(t, err)
 	hashed, err := plain(presented("k_hashed"))
 	require.NoError(t, err)

@@ -110,8 +110,8 @@ type Outcome struct {
 // Counting by outcome fails safe: a handler that panicked
 // ([OutcomePanic]; the panic goes on unchanged), one that wrote no status
 // ([OutcomeUnwritten]) and a request whose context had ended when the
-// handler returned ([OutcomeCanceled]: the client went away, whatever was
-// written) are each a counted failure, charged whatever o.Count says and
+// handler returned (the client went away, whatever was written; the
+// engine finds it from the request's context) are each a counted failure, charged whatever o.Count says and
 // never a success. docs/policies.md tabulates every outcome for each
 // adapter.
 func WithOutcome(o Outcome) Option {
@@ -125,15 +125,9 @@ func WithOutcome(o Outcome) Option {
 	}
 }
 
-// AdapterOutcome is [WithOutcome] for an adapter whose outcomes are not
-// HTTP statuses: o.Count sees the numbers the adapter passes to
-// [Engine.Outcome] (grpclimit.WithOutcome counts by gRPC code). It is the
-// adapter option name of adapter, as [AdapterOption] with o.Count as its
-// value: only that adapter accepts it, and only when it declares name
-// with the type func(int) bool. Given together with WithOutcome, in either
-// order, it is a construction error: one Count would see the other's
-// numbering. A nil o.Count is a mistake the engine reports.
-func AdapterOutcome(adapter, name string, o Outcome) Option {
+// adapterOutcome is AdapterOption's Outcome form (see there): o.Count
+// is the value of adapter's option name.
+func adapterOutcome(adapter, name string, o Outcome) Option {
 	return func(c *config) {
 		if o.Count == nil {
 			c.fail("%s.%s: Outcome.Count is nil; pass which outcomes count", adapter, name)
@@ -156,7 +150,7 @@ type policySpec struct {
 	resetOnSuccess bool
 	chargeFirst    bool
 	byStatus       bool          // WithOutcome was given
-	byAdapter      string        // an AdapterOutcome was given: its adapter.name
+	byAdapter      string        // an AdapterOption of an Outcome was given: its adapter.name
 	source         *core.Sourced // WithLimitSource (source.go)
 }
 

@@ -230,12 +230,12 @@ const (
 	// (net/http would answer 200 with an empty body, but nothing says the
 	// handler succeeded: it may have given up on a client that went away).
 	OutcomeUnwritten = -2
-	// OutcomeCanceled: the request's context had ended when the handler
+	// outcomeCanceled: the request's context had ended when the handler
 	// returned (the client went away, the request was cancelled, its
 	// deadline passed), whatever status was written. [Engine.Outcome]
-	// finds it by itself from the context it is given; adapters need not
+	// finds it by itself from the context it is given: adapters do not
 	// pass it.
-	OutcomeCanceled = -3
+	outcomeCanceled = -3
 )
 
 // outcomeTimeout (one second) bounds the store calls that settle a request after its
@@ -248,12 +248,12 @@ const outcomeTimeout = time.Second
 
 // Outcome settles a request admitted under [WithOutcome] once its
 // outcome is known: status is the response's status, or one of
-// [OutcomePanic], [OutcomeUnwritten], [OutcomeCanceled]. A counting
+// [OutcomePanic], [OutcomeUnwritten]. A counting
 // status is charged on every check (unless ChargeFirst took it already),
 // a status that does not count is refunded under ChargeFirst, and with
 // ResetOnSuccess a success (below 400) that does not count resets the
 // primary check's key. When ctx has ended (ctx.Err() is not nil) the
-// outcome is OutcomeCanceled, whatever status says: a request whose
+// outcome is a cancelled request, whatever status says: a request whose
 // client went away is a counted failure, never a success.
 //
 // It first gives back the request's [WithConcurrency] slot, if it holds
@@ -270,7 +270,7 @@ func (e *Engine) Outcome(ctx context.Context, res *Result, status int) {
 	}
 	res.out = nil
 	if ctx.Err() != nil {
-		status = OutcomeCanceled
+		status = outcomeCanceled
 	}
 	p := e.pol
 	counts := status < 0 || p.count(status)
@@ -306,7 +306,7 @@ func outcomeText(status int) string {
 		return "panic"
 	case OutcomeUnwritten:
 		return "unwritten (no status)"
-	case OutcomeCanceled:
+	case outcomeCanceled:
 		return "canceled (the request's context ended)"
 	}
 	return "of status " + strconv.Itoa(status)

@@ -90,7 +90,7 @@ func TestRefusedKeyIsNeverFallback(t *testing.T) {
 			}{
 				{"/login?username=victim", "username=decoy", 400},
 				{"/login", "username=victim&x=%zz", 400},
-				{"/login", "username=victim&p=" + strings.Repeat("x", keyfuncs.MaxFormBody), 413},
+				{"/login", "username=victim&p=" + strings.Repeat("x", formBodyMax), 413},
 			} {
 				res := decide(e, context.Background(), formReq(c.target, c.body))
 				require.Equal(t, Deny, res.Action, "%s: %s %s", name, c.target, c.body)
@@ -165,3 +165,7 @@ func TestResultIdentity(t *testing.T) {
 	_, ok = Identity(context.Background())
 	assert.False(t, ok)
 }
+
+// formBodyMax is the body FormField reads at most (64 KiB, its
+// documented bound).
+const formBodyMax = 64 << 10

@@ -38,12 +38,12 @@ func scopeMethod(req Request) string {
 	if req.AnyMethod() {
 		return ""
 	}
-	return NormalMethod(req.Method())
+	return normalMethod(req.Method())
 }
 
-// NormalMethod is m as a scope names it: HEAD as GET, m when it is
+// normalMethod is m as a scope names it: HEAD as GET, m when it is
 // another RFC 9110 method or PATCH, else "OTHER".
-func NormalMethod(m string) string {
+func normalMethod(m string) string {
 	switch m {
 	case http.MethodHead:
 		return http.MethodGet
@@ -86,12 +86,13 @@ func (e *Engine) appendScope(b []byte, req Request) []byte {
 // method on route, the pattern the router matched ("/users/:id",
 // net/http's "GET /users/{id}"): the route alone when it names its
 // method or a host, or when method is "" (a route that accepts every
-// method, as a view's [Request.AnyMethod] says); otherwise the method as [NormalMethod]
-// names it (HEAD as GET), a space and the route. An empty route is the
+// method, as a view's [Request.AnyMethod] says); otherwise the method as
+// a scope names it (HEAD as GET; a method outside RFC 9110 and PATCH as
+// "OTHER"), a space and the route. An empty route is the
 // empty scope.
 func RouteScope(method, route string) string {
 	if route == "" || strings.IndexByte(route, ' ') >= 0 || route[0] != '/' || method == "" {
 		return route
 	}
-	return NormalMethod(method) + " " + route
+	return normalMethod(method) + " " + route
 }

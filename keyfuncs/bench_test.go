@@ -112,7 +112,7 @@ func BenchmarkAPIKey(b *testing.B) {
 }
 
 func BenchmarkUserOrIP(b *testing.B) {
-	fn := UserOrIP(ClaimFromContext(ctxKey("claims"), ""), must(XForwardedFor(trustedProxies...)).Key)
+	fn := FirstOf(Tagged("user", ClaimFromContext(ctxKey("claims"), "")), Tagged("ip", must(XForwardedFor(trustedProxies...)).Key))
 	anon := newReq(b, lbPeer, "X-Forwarded-For", victimIP+", "+clientIP)
 	anon.HTTP().Pattern = "GET /api1"
 	b.Run("anonymous", func(b *testing.B) { benchKey(b, fn, anon) })

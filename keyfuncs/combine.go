@@ -63,8 +63,14 @@ func Tagged(tag string, fn Func) Func {
 // result is the first error that is not ErrNoKey, else an error wrapping
 // ErrNoKey.
 //
-// FirstOf returns keys verbatim: wrap each fn in [Tagged] (or use
-// [UserOrIP]) so that keys from different functions cannot collide.
+// FirstOf returns keys verbatim: wrap each fn in [Tagged] so that keys
+// from different functions cannot collide. The design notes' hybrid key
+// for login and mixed endpoints is
+//
+//	FirstOf(Tagged("user", user), Tagged("ip", ip))
+//
+// with a [JWTClaim], [ClaimFromContext] or [ContextValue] as user and a
+// [Resolver]'s Key as ip.
 //
 // Safe for: the hybrid "the user if authenticated, else the IP". A client
 // can pick which function keys it by sending a token or not, so give the
@@ -96,13 +102,6 @@ func FirstOf(fns ...Func) Func {
 }
 
 var errNoneOf = fmt.Errorf("%w: no key function yielded a key", ErrNoKey)
-
-// UserOrIP is FirstOf(Tagged("user", user), Tagged("ip", ip)): the design
-// notes' hybrid key for login and mixed endpoints. Pass a [JWTClaim],
-// [ClaimFromContext] or [ContextValue] as user and a [Resolver]'s Key as ip.
-func UserOrIP(user, ip Func) Func {
-	return FirstOf(Tagged("user", user), Tagged("ip", ip))
-}
 
 // Constant keys every request by key: one quota shared by all clients (a
 // global limit protecting a backend).

@@ -48,7 +48,7 @@ func TestJoinNeverCollides(t *testing.T) {
 
 func TestTaggedUserNamedLikeAnIPDoesNotCollideWithThatIP(t *testing.T) {
 	user := ContextValue(ctxKey("user"))
-	key := UserOrIP(user, PeerIP().Key)
+	key := FirstOf(Tagged("user", user), Tagged("ip", PeerIP().Key))
 
 	// An attacker registers the username "203.0.113.7" to spend the quota of
 	// the anonymous client at 203.0.113.7 (or the other way round).
@@ -112,7 +112,7 @@ func TestFirstOfCopiesItsArguments(t *testing.T) {
 
 func TestForgedTokenFallsBackToIPNotToTheClaimedUser(t *testing.T) {
 	jwtFn := must(JWTClaim(JWTConfig{Methods: []string{"HS256"}, Key: hmacKey, Now: fixedNow}))
-	key := UserOrIP(jwtFn, PeerIP().Key)
+	key := FirstOf(Tagged("user", jwtFn), Tagged("ip", PeerIP().Key))
 	forged := sign(t, jwtSigningHS256WrongKey(), claimsFor("victim"))
 	k, err := key(newReq(t, "203.0.113.7:1", "Authorization", "Bearer "+forged))
 	require.NoError(t, err)
@@ -133,9 +133,9 @@ func TestTaggedPropagatesErrors(t *testing.T) {
 func TestNilFuncsFailInsteadOfPanicking(t *testing.T) {
 	req := newReq(t, lbPeer)
 	for name, f := range map[string]Func{
-		"Tagged":   Tagged("t", nil),
-		"FirstOf":  FirstOf(nil),
-		"UserOrIP": UserOrIP(nil, nil),
+		"Tagged":            Tagged("t", nil),
+		"FirstOf":           FirstOf(nil),
+		"FirstOf of Tagged": FirstOf(Tagged("user", nil), Tagged("ip", nil)),
 	} {
 		_, err := f(req)
 		assert.ErrorIs(t, err, errNilFunc, name)

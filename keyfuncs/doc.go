@@ -49,7 +49,7 @@
 // # Combinators
 //
 // [FirstOf] takes the first function that yields a key ("the user if
-// authenticated, else the IP", [UserOrIP]); [Tagged] namespaces each
+// authenticated, else the IP"); [Tagged] namespaces each
 // alternative so a user named "203.0.113.7" cannot share the quota of that
 // address. Endpoints need no combinator: the middleware (package httplimit)
 // scopes every key to the route and method. [Join] is the collision-free

@@ -226,12 +226,13 @@ func ExampleAPIKey() {
 	// ba7816bf8f01cfea414140de5dae2223
 }
 
-func ExampleUserOrIP() {
+// The hybrid key: the user when authenticated, else the IP, each tagged.
+func ExampleFirstOf_userOrIP() {
 	ip, err := keyfuncs.XForwardedFor("10.0.0.0/8")
 	if err != nil {
 		panic(err)
 	}
-	key := keyfuncs.UserOrIP(keyfuncs.ContextValue(principalKey{}), ip.Key)
+	key := keyfuncs.FirstOf(keyfuncs.Tagged("user", keyfuncs.ContextValue(principalKey{})), keyfuncs.Tagged("ip", ip.Key))
 
 	anonymous := httptest.NewRequest("POST", "/login", nil)
 	anonymous.RemoteAddr = "10.0.0.1:40000"

@@ -13,11 +13,11 @@ import (
 	"strings"
 )
 
-// MaxFormBody bounds the request body [FormField] reads: a longer body
-// (by its Content-Length, or once MaxFormBody+1 bytes were read) is
-// refused with 413, never keyed by another key. The bytes read are put
-// back for the handler.
-const MaxFormBody = 64 << 10
+// maxFormBody bounds the request body [FormField] reads (64 KiB): a
+// longer body (by its Content-Length, or once maxFormBody+1 bytes were
+// read) is refused with 413, never keyed by another key. The bytes read
+// are put back for the handler.
+const maxFormBody = 64 << 10
 
 // maxFormParts bounds the parts of a multipart/form-data body [FormField]
 // reads: a body with more is refused with 413.
@@ -72,7 +72,7 @@ func refused(err error) bool {
 // count:
 //
 //   - application/x-www-form-urlencoded bodies and multipart/form-data
-//     bodies (fields, not files) are read, up to [MaxFormBody] bytes and
+//     bodies (fields, not files) are read, up to 64 KiB (65,536 bytes) and
 //     64 parts: a longer body is refused with 413 Content Too
 //     Large;
 //   - only the body is read: a request whose query string also carries
@@ -117,7 +117,7 @@ func FormField(name string) (Func, error) {
 		conflict:  &Refusal{http.StatusBadRequest, fmt.Sprintf("The form field %q is sent more than once with different values.", name)},
 		asFile:    &Refusal{http.StatusBadRequest, fmt.Sprintf("The form field %q is sent as a file.", name)},
 		malformed: &Refusal{http.StatusBadRequest, "The request body is not valid form encoding."},
-		tooLarge:  &Refusal{http.StatusRequestEntityTooLarge, fmt.Sprintf("The form body is over %d bytes or %d parts.", MaxFormBody, maxFormParts)},
+		tooLarge:  &Refusal{http.StatusRequestEntityTooLarge, fmt.Sprintf("The form body is over %d bytes or %d parts.", maxFormBody, maxFormParts)},
 		mediaType: &Refusal{http.StatusUnsupportedMediaType, "The request body must be application/x-www-form-urlencoded or multipart/form-data, without Content-Encoding."},
 		noField:   fmt.Errorf("%w: form field %q absent or empty", ErrNoKey, name),
 	}
@@ -148,10 +148,10 @@ func (f *formField) key(r Request) (string, error) {
 		if hr.Body == nil || hr.Body == http.NoBody {
 			break
 		}
-		if hr.ContentLength > MaxFormBody {
+		if hr.ContentLength > maxFormBody {
 			return "", f.tooLarge
 		}
-		b, err := io.ReadAll(io.LimitReader(hr.Body, MaxFormBody+1))
+		b, err := io.ReadAll(io.LimitReader(hr.Body, maxFormBody+1))
 		// put back what was read before the rest, for the handler
 		hr.Body = readCloser{Reader: io.MultiReader(bytes.NewReader(b), hr.Body), Closer: hr.Body}
 		if err != nil {
@@ -169,7 +169,7 @@ func (f *formField) key(r Request) (string, error) {
 	if len(body) == 0 {
 		return "", errNoForm
 	}
-	if len(body) > MaxFormBody {
+	if len(body) > maxFormBody {
 		return "", f.tooLarge
 	}
 	if ce := r.Header("Content-Encoding"); ce != "" && !strings.EqualFold(strings.TrimSpace(ce), "identity") {

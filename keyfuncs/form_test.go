@@ -125,7 +125,7 @@ func TestFormField(t *testing.T) {
 		{"multipart field as a file", "/login", fb.String(), fw.FormDataContentType(), nil, "", 400},
 		{"multipart without boundary", "/login", mp, "multipart/form-data", nil, "", 400},
 		{"multipart broken", "/login", mp[:len(mp)/2], mpType, nil, "", 400},
-		{"oversized", "/login", "username=alice&p=" + strings.Repeat("x", keyfuncs.MaxFormBody), urlencoded, nil, "", 413},
+		{"oversized", "/login", "username=alice&p=" + strings.Repeat("x", formBodyMax), urlencoded, nil, "", 413},
 		{"multipart maxFormParts+1 parts", "/login", mpMany, mpManyType, nil, "", 413},
 		{"json", "/login", `{"username":"alice"}`, "application/json", nil, "", 415},
 		{"no content type", "/login", "username=alice", "", nil, "", 415},
@@ -179,13 +179,13 @@ func TestFormFieldTrimsWhitespace(t *testing.T) {
 	}
 }
 
-// TestFormFieldBodyBound: a body of exactly MaxFormBody bytes is read; one
+// TestFormFieldBodyBound: a body of exactly formBodyMax bytes is read; one
 // byte more is refused with 413, whether the length is declared or not.
 func TestFormFieldBodyBound(t *testing.T) {
 	user := mustFormField(t)
 	at := "username=alice&p="
-	at += strings.Repeat("x", keyfuncs.MaxFormBody-len(at))
-	require.Len(t, at, keyfuncs.MaxFormBody)
+	at += strings.Repeat("x", formBodyMax-len(at))
+	require.Len(t, at, formBodyMax)
 	for _, declared := range []bool{true, false} {
 		for _, c := range []struct {
 			body   string
@@ -293,7 +293,7 @@ func (e *endless) Read(p []byte) (int, error) {
 }
 
 // TestFormFieldReadsAtMostTheBound: a hostile body of unbounded length,
-// declared or not, costs at most MaxFormBody+1 bytes read (none when its
+// declared or not, costs at most formBodyMax+1 bytes read (none when its
 // declared length is over the bound) and is refused with 413.
 func TestFormFieldReadsAtMostTheBound(t *testing.T) {
 	user := mustFormField(t)
@@ -305,9 +305,13 @@ func TestFormFieldReadsAtMostTheBound(t *testing.T) {
 		_, err := user(keyfuncs.FromHTTP(r))
 		assert.Equal(t, 413, refusal(err), "%v", err)
 		if length < 0 {
-			assert.Equal(t, keyfuncs.MaxFormBody+1, body.n+len("username=alice&p="), "bytes read")
+			assert.Equal(t, formBodyMax+1, body.n+len("username=alice&p="), "bytes read")
 		} else {
 			assert.Zero(t, body.n, "a declared length over the bound is not read")
 		}
 	}
 }
+
+// formBodyMax is the body FormField reads at most (64 KiB, its
+// documented bound).
+const formBodyMax = 64 << 10

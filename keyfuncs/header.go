@@ -89,26 +89,10 @@ var (
 	errAPIKeyTooLong = fmt.Errorf("%w: API key over %d bytes", errTooLong, maxAPIKeyLen)
 )
 
-// APIKeyOption configures [APIKey]. Build one with [WithHMACSecret].
-type APIKeyOption struct {
-	secret []byte
-	set    bool
-}
-
-// WithHMACSecret makes [APIKey] return HMAC-SHA256(secret, key) instead of
-// SHA-256(key), so that someone who reads the store (a Redis dump, a log of
-// keys) cannot test guesses of low-entropy API keys offline. The secret
-// must be at least 16 bytes; APIKey fails otherwise, also for an empty one
-// (an unset environment variable must not silently mean "no secret"). The
-// slice is copied.
-func WithHMACSecret(secret []byte) APIKeyOption {
-	return APIKeyOption{secret: append([]byte(nil), secret...), set: true}
-}
-
 // APIKey keys requests by an API key taken from the named header, else from
 // the named query parameter ("" disables either source; at least one is
 // required). The key is never returned raw: the result is 32 hex digits of
-// its SHA-256 (or of its HMAC with [WithHMACSecret]), so a secret never
+// its SHA-256 (or of its HMAC, with [APIKeyHMAC]), so a secret never
 // reaches a store key or a log. A missing or empty key yields [ErrNoKey]; a
 // key over 256 bytes is an error (not ErrNoKey).
 //
@@ -117,7 +101,22 @@ func WithHMACSecret(secret []byte) APIKeyOption {
 // authentication a client can mint keys at will and get a fresh quota for
 // each, so combine it with an IP limit there. Query parameters end up in
 // access logs; prefer a header.
-func APIKey(header, query string, opts ...APIKeyOption) (Func, error) {
+func APIKey(header, query string) (Func, error) {
+	return apiKey(header, query, nil, false)
+}
+
+// APIKeyHMAC is [APIKey] returning HMAC-SHA256(secret, key) instead of
+// SHA-256(key), so that someone who reads the store (a Redis dump, a log
+// of keys) cannot test guesses of low-entropy API keys offline. The
+// secret must be at least 16 bytes; APIKeyHMAC fails otherwise, also for
+// an empty one (an unset environment variable must not silently mean "no
+// secret"). The slice is copied.
+func APIKeyHMAC(header, query string, secret []byte) (Func, error) {
+	return apiKey(header, query, append([]byte(nil), secret...), true)
+}
+
+// apiKey is APIKey, keyed by secret (HMAC) when keyed.
+func apiKey(header, query string, secret []byte, keyed bool) (Func, error) {
 	if header == "" && query == "" {
 		return nil, errors.New("keyfuncs: APIKey needs a header name, a query parameter name, or both")
 	}
@@ -126,13 +125,6 @@ func APIKey(header, query string, opts ...APIKeyOption) (Func, error) {
 			return nil, fmt.Errorf("keyfuncs: APIKey needs a valid header name, got %q", header)
 		}
 		header = http.CanonicalHeaderKey(header)
-	}
-	var secret []byte
-	keyed := false
-	for _, o := range opts {
-		if o.set {
-			secret, keyed = o.secret, true
-		}
 	}
 	if keyed && len(secret) < 16 {
 		return nil, fmt.Errorf("keyfuncs: the API key HMAC secret has %d bytes: use at least 16 random bytes", len(secret))

@@ -99,8 +99,8 @@ func TestAPIKeyBounds(t *testing.T) {
 
 func TestAPIKeyHMAC(t *testing.T) {
 	plain := must(APIKey("X-API-Key", ""))
-	s1 := must(APIKey("X-API-Key", "", WithHMACSecret([]byte("0123456789abcdef"))))
-	s2 := must(APIKey("X-API-Key", "", WithHMACSecret([]byte("fedcba9876543210"))))
+	s1 := must(APIKeyHMAC("X-API-Key", "", []byte("0123456789abcdef")))
+	s2 := must(APIKeyHMAC("X-API-Key", "", []byte("fedcba9876543210")))
 	req := newReq(t, lbPeer, "X-API-Key", "weak")
 	kp, _ := plain(req)
 	k1, _ := s1(req)
@@ -127,10 +127,8 @@ func TestAPIKeyConstructionErrors(t *testing.T) {
 	assert.ErrorContains(t, err, "needs a header name, a query parameter name, or both")
 	_, err = APIKey("X API", "")
 	assert.ErrorContains(t, err, "valid header name")
-	_, err = APIKey("X-API-Key", "", WithHMACSecret([]byte("short")))
+	_, err = APIKeyHMAC("X-API-Key", "", []byte("short"))
 	assert.ErrorContains(t, err, "at least 16 random bytes")
-	_, err = APIKey("X-API-Key", "", WithHMACSecret(nil))
+	_, err = APIKeyHMAC("X-API-Key", "", nil)
 	assert.ErrorContains(t, err, "has 0 bytes", "an empty secret is a mistake, not plain SHA-256")
-	_, err = APIKey("X-API-Key", "", APIKeyOption{})
-	assert.NoError(t, err, "the zero option changes nothing")
 }

@@ -356,14 +356,14 @@ func resolveKey(text string, id identity, fail func(field, msg string)) Key {
 			fail("key", err.Error())
 		}
 	case id == idAuthenticated:
-		k = Key{Kind: KeyUser}
+		k = Key{Kind: keyUser}
 	default:
-		k = Key{Kind: KeyIP}
+		k = Key{Kind: keyIP}
 	}
-	if k.Kind == KeyUser && id != idAuthenticated {
+	if k.Kind == keyUser && id != idAuthenticated {
 		fail("key", "key user needs identity: authenticated (anonymous callers have no user); use key: ip, or set identity: authenticated")
 	}
-	if k.Kind == KeyAPIKey && id == idAnonymous {
+	if k.Kind == keyAPIKey && id == idAnonymous {
 		fail("key", "anonymous callers present no API key; use key: ip")
 	}
 	return k

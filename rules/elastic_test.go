@@ -83,8 +83,8 @@ func TestElasticRulesParse(t *testing.T) {
 				}
 				return rs, ds
 			}
-			r1, d1 := noLines(s.Rules(), s.Descriptors())
-			r2, d2 := noLines(back.Rules(), back.Descriptors())
+			r1, d1 := noLines(s.Rules(), append([]Descriptor(nil), s.descriptors...))
+			r2, d2 := noLines(back.Rules(), append([]Descriptor(nil), back.descriptors...))
 			assert.Equal(t, r1, r2)
 			assert.Equal(t, d1, d2)
 		})

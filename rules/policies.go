@@ -372,7 +372,7 @@ func resolveAlso(also []alsoDoc, r *Rule, e Error, at func(string) int, c *colle
 		var err error
 		if ck.Key, err = parseKey(a.Key); err != nil {
 			fail(field, err.Error())
-		} else if ck.Key.Kind == KeyUser && r.id != idAuthenticated {
+		} else if ck.Key.Kind == keyUser && r.id != idAuthenticated {
 			fail(field, "key user needs the rule's identity: authenticated")
 		}
 		r.Also = append(r.Also, ck)

@@ -44,13 +44,13 @@ func TestPlansAndLoginRules(t *testing.T) {
 	require.Len(t, api.Overrides, 1)
 	assert.Equal(t, "key:k_bigcustomer", api.Overrides[0].Client)
 	login, _ := s.Rule("login")
-	assert.Equal(t, rules.Key{Kind: rules.KeyForm, Field: "username"}, login.Key)
+	assert.Equal(t, rules.Key{Kind: "form", Field: "username"}, login.Key)
 	require.NotNil(t, login.Count)
 	assert.True(t, login.Count.Counts(401))
 	assert.False(t, login.Count.Counts(200))
 	assert.True(t, login.Count.ResetOnSuccess)
 	require.Len(t, login.Also, 1)
-	assert.Equal(t, rules.Key{Kind: rules.KeyIP}, login.Also[0].Key)
+	assert.Equal(t, rules.Key{Kind: "ip"}, login.Also[0].Key)
 
 	var names []string
 	for _, p := range s.Policies() {
@@ -227,5 +227,5 @@ func TestSwapKeyOnlyChangeIsAnUpdate(t *testing.T) {
 	defer snap.Release()
 	r := snap.Set().Match("GET", "/v1/items", false)
 	require.NotNil(t, r)
-	assert.Equal(t, rules.Key{Kind: rules.KeyHeader, Header: "X-Tenant"}, r.Key)
+	assert.Equal(t, rules.Key{Kind: "header", Header: "X-Tenant"}, r.Key)
 }

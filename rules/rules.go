@@ -63,63 +63,65 @@ func (i identity) matches(authenticated bool) bool {
 	return true
 }
 
-// KeyKind says which property of a request a rule counts by.
-type KeyKind uint8
-
-const (
-	// KeyIP counts by client IP (as the application's trusted-proxy
-	// configuration resolves it; IPv6 aggregated to a prefix).
-	KeyIP KeyKind = iota
-	// KeyUser counts by the authenticated principal: the user ID of a
-	// verified JWT, or the API key when that is how the caller
-	// authenticated. Requires identity: authenticated.
-	KeyUser
-	// KeyAPIKey counts by the API key the caller presented.
-	KeyAPIKey
-	// KeyHeader counts by the value of the header named in [Key.Header].
-	// Only safe for headers a trusted component sets: a client chooses its
-	// own header values and can rotate them to escape the limit.
-	KeyHeader
-	// KeyForm counts by the value of the form field named in [Key.Field]
-	// of an urlencoded or multipart form body (keyfuncs.FormField: the
-	// body read up to 64 KiB and restored for the handler; a request whose
-	// field it cannot read as the frameworks would — a longer body,
-	// another encoding, bad escaping, the field in the query string,
-	// conflicting values — is refused with 400, 413 or 415, never keyed
-	// by the IP; the handler reads the counted value with
-	// httplimit.Identity). A login rule keys on the username this way.
-	// Client-chosen: pair it with an IP check (also:) so that rotating
-	// usernames does not escape.
-	KeyForm
-)
-
 // Key names what a rule counts by. Its text form is "ip", "user",
-// "api_key" or "header:<Name>". The zero value is {Kind: KeyIP}.
+// "api_key", "header:<Name>" or "form:<field>". The zero value counts by
+// IP, as Kind "ip" does.
 type Key struct {
-	// Kind is the key's kind.
-	Kind KeyKind
-	// Header is the canonical header name when Kind is KeyHeader; empty
+	// Kind says which property of a request the rule counts by, as the
+	// rules file writes it:
+	//
+	//   - "ip": the client IP (as the application's trusted-proxy
+	//     configuration resolves it; IPv6 aggregated to a prefix). ""
+	//     means "ip" too.
+	//   - "user": the authenticated principal: the user ID of a verified
+	//     JWT, or the API key when that is how the caller authenticated.
+	//     Requires identity: authenticated.
+	//   - "api_key": the API key the caller presented.
+	//   - "header": the value of the header named in Header. Only safe for
+	//     headers a trusted component sets: a client chooses its own header
+	//     values and can rotate them to escape the limit.
+	//   - "form": the value of the form field named in Field of an
+	//     urlencoded or multipart form body (keyfuncs.FormField: the body
+	//     read up to 64 KiB and restored for the handler; a request whose
+	//     field it cannot read as the frameworks would — a longer body,
+	//     another encoding, bad escaping, the field in the query string,
+	//     conflicting values — is refused with 400, 413 or 415, never
+	//     keyed by the IP; the handler reads the counted value with
+	//     httplimit.Identity). A login rule keys on the username this way.
+	//     Client-chosen: pair it with an IP check (also:) so that rotating
+	//     usernames does not escape.
+	//
+	// Parse always sets it (the default key is "user" under identity:
+	// authenticated, else "ip").
+	Kind string
+	// Header is the canonical header name when Kind is "header"; empty
 	// otherwise.
 	Header string
-	// Field is the form field when Kind is KeyForm; empty otherwise.
+	// Field is the form field when Kind is "form"; empty otherwise.
 	Field string
 }
 
-// String returns the text form: "ip", "user", "api_key", "header:X-Tenant".
+// The kinds of a Key.
+const (
+	keyIP     = "ip"
+	keyUser   = "user"
+	keyAPIKey = "api_key"
+	keyHeader = "header"
+	keyForm   = "form"
+)
+
+// String returns the text form: "ip", "user", "api_key", "header:X-Tenant",
+// "form:username".
 func (k Key) String() string {
 	switch k.Kind {
-	case KeyIP:
-		return "ip"
-	case KeyUser:
-		return "user"
-	case KeyAPIKey:
-		return "api_key"
-	case KeyHeader:
+	case "":
+		return keyIP
+	case keyHeader:
 		return "header:" + k.Header
-	case KeyForm:
+	case keyForm:
 		return "form:" + k.Field
 	}
-	return fmt.Sprintf("KeyKind(%d)", uint8(k.Kind))
+	return k.Kind
 }
 
 // parseKey parses "ip", "user", "api_key" (or "api-key"),
@@ -129,25 +131,25 @@ func parseKey(s string) (Key, error) {
 	t := strings.TrimSpace(s)
 	switch strings.ToLower(t) {
 	case "ip":
-		return Key{Kind: KeyIP}, nil
+		return Key{Kind: keyIP}, nil
 	case "user":
-		return Key{Kind: KeyUser}, nil
+		return Key{Kind: keyUser}, nil
 	case "api_key", "api-key", "apikey":
-		return Key{Kind: KeyAPIKey}, nil
+		return Key{Kind: keyAPIKey}, nil
 	}
 	if len(t) > 7 && strings.EqualFold(t[:7], "header:") {
 		name := strings.TrimSpace(t[7:])
 		if !isToken(name) || len(name) > 128 {
 			return Key{}, fmt.Errorf("key %q: %q is not a valid header name", s, name)
 		}
-		return Key{Kind: KeyHeader, Header: textproto.CanonicalMIMEHeaderKey(name)}, nil
+		return Key{Kind: keyHeader, Header: textproto.CanonicalMIMEHeaderKey(name)}, nil
 	}
 	if len(t) > 5 && strings.EqualFold(t[:5], "form:") {
 		name := strings.TrimSpace(t[5:])
 		if name == "" || len(name) > 128 || strings.ContainsAny(name, "&=%+ ") {
 			return Key{}, fmt.Errorf("key %q: %q is not a plain form field name", s, name)
 		}
-		return Key{Kind: KeyForm, Field: name}, nil
+		return Key{Kind: keyForm, Field: name}, nil
 	}
 	return Key{}, fmt.Errorf("unknown key %q (want user, api_key, ip, header:<Name> or form:<field>)", s)
 }
@@ -363,9 +365,6 @@ type Set struct {
 // share their Methods and Limits slices with the Set, which must not be
 // modified.
 func (s *Set) Rules() []Rule { return slices.Clone(s.rules) }
-
-// Descriptors returns the descriptors in file order (a copy).
-func (s *Set) Descriptors() []Descriptor { return slices.Clone(s.descriptors) }
 
 // Descriptor returns the descriptor with the given domain and key, or
 // false.

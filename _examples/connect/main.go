@@ -78,7 +78,7 @@ func run(args []string) error {
 	if err != nil {
 		return err
 	}
-	defer app.StartReloads(rs)() // SIGHUP reloads -rules; -watch also on change
+	defer app.StartReloads(rs.Live())() // SIGHUP reloads -rules; -watch also on change
 	ln, err := exampleapp.Listen(cfg.Addr)
 	if err != nil {
 		return err
@@ -109,7 +109,7 @@ type byRule struct {
 
 func (b byRule) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
 	return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
-		snap := b.rs.Acquire()
+		snap := b.rs.Live().Acquire()
 		defer snap.Release()
 		proc := req.Spec().Procedure
 		v := keyfuncs.FromHTTP(&http.Request{Method: http.MethodPost, Header: req.Header(), RemoteAddr: req.Peer().Addr, Pattern: proc})

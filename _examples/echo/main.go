@@ -43,7 +43,7 @@ func main() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	defer app.StartReloads(srv)() // SIGHUP, and -watch
+	defer app.StartReloads(srv.Live())() // SIGHUP, and -watch
 
 	e := newEcho(app, srv)
 	e.Listener = ln
@@ -73,7 +73,7 @@ func newEcho(app *exampleapp.App, srv *serve.Server[echo.MiddlewareFunc]) *echo.
 			if c.Path() == exampleapp.MetricsPath || strings.HasPrefix(c.Path(), serve.AdminPath) {
 				return next(c) // the scraper and operators are never limited
 			}
-			snap := srv.Acquire()
+			snap := srv.Live().Acquire()
 			defer snap.Release()
 			// c.Path is the matched route ("/api1", "/*").
 			if mw, ok := srv.Middleware(snap, keyfuncs.FromHTTP(c.Request()), c.Path()); ok {

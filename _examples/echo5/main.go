@@ -44,7 +44,7 @@ func main() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	defer app.StartReloads(srv)() // SIGHUP, and -watch
+	defer app.StartReloads(srv.Live())() // SIGHUP, and -watch
 
 	hs := &http.Server{Handler: newEcho(app, srv), ReadHeaderTimeout: 5 * time.Second}
 	app.LogStartup("echo5", ln)
@@ -71,7 +71,7 @@ func newEcho(app *exampleapp.App, srv *serve.Server[echo.MiddlewareFunc]) *echo.
 			if c.Path() == exampleapp.MetricsPath || strings.HasPrefix(c.Path(), serve.AdminPath) {
 				return next(c) // the scraper and operators are never limited
 			}
-			snap := srv.Acquire()
+			snap := srv.Live().Acquire()
 			defer snap.Release()
 			// c.Path is the matched route ("/api1", "/*").
 			if mw, ok := srv.Middleware(snap, keyfuncs.FromHTTP(c.Request()), c.Path()); ok {

@@ -44,12 +44,12 @@ rules:
 	assert.Equal(t, "2", denied.Header().Get("X-Ratelimit-Limit"), "the nominal limit is advertised")
 	assert.Zero(t, app.InFlight.Load())
 
-	_, err = app.ReloadRules(srv)
+	_, err = app.ReloadRules(srv.Live())
 	require.NoError(t, err)
 	assert.Equal(t, http.StatusTooManyRequests, acme.do("GET", "/x").Code, "state kept across the reload")
 
 	require.NoError(t, os.WriteFile(file, []byte(strings.Replace(src, `"3 per 1h"`, `"9 per 1h"`, 1)), 0o600))
-	_, err = app.ReloadRules(srv)
+	_, err = app.ReloadRules(srv.Live())
 	require.NoError(t, err)
 	n, _ = acme.sendUntilDenied("GET", "/x", 10)
 	assert.Equal(t, 1, n, "a new capacity limit of 9; the key's ceiling (6) leaves 1")

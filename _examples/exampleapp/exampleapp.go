@@ -27,7 +27,7 @@
 // NewMiddleware, the options the rule asks for (serve.New builds them) and
 // [DegradedHeader]) and keeps them in a [rules.Live]: a snapshot replaced
 // as a whole when the rules file is reloaded. For each request, the
-// example acquires the snapshot serving now (Server.Acquire), asks
+// example acquires the snapshot serving now (Server.Live().Acquire), asks
 // Server.Middleware for the rule matching the method, the route pattern
 // the framework matched (or the path when there is none) and whether the
 // caller is authenticated, and hands the request to that rule's

@@ -109,7 +109,7 @@ func TestRefusedRedisSaysSo(t *testing.T) {
 	defer app.Close()
 	srv, _, err := app.HTTPHandler()
 	require.NoError(t, err)
-	snap := srv.Acquire()
+	snap := srv.Live().Acquire()
 	defer snap.Release()
 	r, _ := snap.Set().Rule(app.Rules.Rules()[0].Name)
 	for range 3 {

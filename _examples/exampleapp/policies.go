@@ -79,9 +79,9 @@ func (a *App) Identity() serve.Identity {
 func (a *App) overrideKey(r *rules.Rule, client string) (string, error) {
 	kind, v, _ := strings.Cut(client, ":")
 	switch {
-	case r.Key.Kind == rules.KeyUser && kind == "user":
+	case r.Key.Kind == "user" && kind == "user":
 		return keyfuncs.Join("user", keyfuncs.Bound(v)), nil
-	case r.Key.Kind == rules.KeyUser && kind == "key":
+	case r.Key.Kind == "user" && kind == "key":
 		k, err := apiKeyOf(v)
 		return keyfuncs.Join("key", k), err
 	}

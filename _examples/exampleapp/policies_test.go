@@ -107,7 +107,7 @@ func TestPlansThroughHTTP(t *testing.T) {
 	assert.Equal(t, 2, quota(map[string]string{"X-API-Key": "k_small"}), "another API key: the default")
 
 	writeRules(t, file, strings.Replace(plansRules, `pro: ["5 per 1m"]`, `pro: ["8 per 1m"]`, 1))
-	ch, err := app.ReloadRules(srv)
+	ch, err := app.ReloadRules(srv.Live())
 	require.NoError(t, err)
 	require.Len(t, ch.LimitsChanged, 1)
 	assert.Equal(t, "api/pro", ch.LimitsChanged[0].Name)
@@ -130,7 +130,7 @@ func TestAddedPoliciesWatched(t *testing.T) {
 	assert.Contains(t, out, `window="60"} 9`, "an override's")
 
 	writeRules(t, file, strings.Replace(plansRules, `pro: ["5 per 1m"]`, `pro: ["8 per 1m"]`, 1))
-	_, err := app.ReloadRules(srv)
+	_, err := app.ReloadRules(srv.Live())
 	require.NoError(t, err)
 	assert.Contains(t, scrape(), `limitkit_limit_requests{limit="0",policy="api/pro",window="60"} 8`)
 }

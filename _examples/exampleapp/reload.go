@@ -31,15 +31,15 @@ const MinWatch = 10 * time.Millisecond
 var errNoRulesFile = errors.New("no -rules file: the embedded endpoint table cannot change; start with -rules <file> to reload rules")
 
 // errNoServer is the reload error of a nil Server.
-var errNoServer = errors.New("exampleapp: nil Server: pass the *serve.Server that serves App.Rules to StartReloads or ReloadRules")
+var errNoServer = errors.New("exampleapp: nil Server: pass the Live of the *serve.Server that serves App.Rules to StartReloads or ReloadRules")
 
-// Server is what an App reloads its rules file into: a *serve.Server of
-// any adapter (serve.New, serve.NewNetHTTP), serving [App.Rules] with
-// [App.ServeConfig].
+// Server is what an App reloads its rules file into: the rules.Live of a
+// *serve.Server of any adapter (serve.New, serve.NewNetHTTP; its Live
+// method), serving [App.Rules] with [App.ServeConfig].
 type Server interface {
-	// Swap serves set (serve.Server.Swap).
+	// Swap serves set (rules.Live.Swap).
 	Swap(set *rules.Set) (rules.Change, error)
-	// Generation counts the sets served (serve.Server.Generation).
+	// Generation counts the sets served (rules.Live.Generation).
 	Generation() uint64
 }
 

@@ -96,7 +96,7 @@ func TestReloadKeepsStateThroughHTTP(t *testing.T) {
 	}
 
 	writeRules(t, file, anonRules(5, `  - {name: api3, methods: [GET], route: /api3, identity: anonymous, key: ip, limits: ["10 per 1h"]}`))
-	ch, err := app.ReloadRules(srv)
+	ch, err := app.ReloadRules(srv.Live())
 	require.NoError(t, err)
 	assert.Equal(t, []string{"api3"}, ch.Added)
 	assert.Equal(t, 1, ch.Unchanged)
@@ -108,7 +108,7 @@ func TestReloadKeepsStateThroughHTTP(t *testing.T) {
 	assert.Contains(t, logs.String(), `changes="added [api3]; 1 unchanged"`)
 
 	writeRules(t, file, anonRules(4, ""))
-	ch, err = app.ReloadRules(srv)
+	ch, err = app.ReloadRules(srv.Live())
 	require.NoError(t, err)
 	assert.Equal(t, []rules.LimitChange{{Name: "anon", Old: "gcra 5 per 1h", New: "gcra 4 per 1h"}}, ch.LimitsChanged)
 	assert.Equal(t, []string{"api3"}, ch.Removed)
@@ -117,7 +117,7 @@ func TestReloadKeepsStateThroughHTTP(t *testing.T) {
 	require.NotNil(t, denied)
 	assert.Equal(t, "4", denied.Header().Get("X-RateLimit-Limit"))
 	assert.Contains(t, logs.String(), `msg="rule limits changed" rule=anon old="gcra 5 per 1h" new="gcra 4 per 1h" state="starts afresh`)
-	assert.Equal(t, uint64(3), srv.Generation(), "the set served first, two reloads")
+	assert.Equal(t, uint64(3), srv.Live().Generation(), "the set served first, two reloads")
 }
 
 // TestReloadInvalidFileKeepsOld: a file that does not validate is
@@ -129,27 +129,27 @@ func TestReloadInvalidFileKeepsOld(t *testing.T) {
 	for range 2 {
 		require.Equal(t, http.StatusOK, anon.do("GET", "/x").Code)
 	}
-	gen := srv.Generation()
-	before := srv.Current()
+	gen := srv.Live().Generation()
+	before := srv.Live().Current()
 
 	writeRules(t, file, "rules:\n  - name: anon\n    route: /*\n    limts: [\"5 per 1h\"]\n  - {name: b, route: /b, limits: [\"3 per fortnight\"]}\n")
-	_, err := app.ReloadRules(srv)
+	_, err := app.ReloadRules(srv.Live())
 	require.Error(t, err)
 	out := logs.String()
 	assert.Contains(t, out, `level=ERROR msg="rules reload rejected: the previous rules keep serving"`)
 	assert.Contains(t, out, `line 4: rules[0] \"anon\": unknown field \"limts\" (did you mean \"limits\"?)`)
 	assert.Contains(t, out, `line 5: rules[1] \"b\"`)
-	assert.Same(t, before, srv.Current())
-	assert.Equal(t, gen, srv.Generation())
+	assert.Same(t, before, srv.Live().Current())
+	assert.Equal(t, gen, srv.Live().Generation())
 	n, denied := anon.sendUntilDenied("GET", "/x", 10)
 	assert.Equal(t, 3, n, "the old rule keeps serving, with its count")
 	require.NotNil(t, denied)
 
 	require.NoError(t, os.Remove(file))
-	_, err = app.ReloadRules(srv)
+	_, err = app.ReloadRules(srv.Live())
 	assert.ErrorContains(t, err, "no such file")
 	assert.Contains(t, logs.String(), `msg="rules reload failed: the previous rules keep serving"`)
-	assert.Same(t, before, srv.Current())
+	assert.Same(t, before, srv.Live().Current())
 }
 
 // TestReloadWithoutRulesFile: the embedded table has nothing to reload;
@@ -161,13 +161,13 @@ func TestReloadWithoutRulesFile(t *testing.T) {
 	defer app.Close()
 	srv, _, err := app.HTTPHandler()
 	require.NoError(t, err)
-	gen := srv.Generation()
-	_, err = app.ReloadRules(srv)
+	gen := srv.Live().Generation()
+	_, err = app.ReloadRules(srv.Live())
 	assert.ErrorContains(t, err, "no -rules file")
-	assert.Equal(t, gen, srv.Generation())
+	assert.Equal(t, gen, srv.Live().Generation())
 	assert.Contains(t, logs.String(), "nothing to reload")
 
-	var none *serve.Server[http.Handler]
+	var none *rules.Live[http.Handler]
 	_, err = app.ReloadRules(none)
 	assert.ErrorContains(t, err, "nil Server", "an error, not a panic")
 	_, err = app.ReloadRules(nil)
@@ -179,35 +179,35 @@ func TestReloadWithoutRulesFile(t *testing.T) {
 // missing, is logged once until it changes again.
 func TestWatchPoll(t *testing.T) {
 	app, srv, _, file, logs := reloadApp(t, anonRules(5, ""), Config{Watch: time.Second})
-	gen := srv.Generation()
-	assert.False(t, app.poll(srv), "the file New loaded is not reloaded")
+	gen := srv.Live().Generation()
+	assert.False(t, app.poll(srv.Live()), "the file New loaded is not reloaded")
 	writeRules(t, file, anonRules(5, "")) // rewritten, same content
-	assert.False(t, app.poll(srv))
+	assert.False(t, app.poll(srv.Live()))
 
 	writeRules(t, file, anonRules(6, ""))
-	assert.True(t, app.poll(srv))
-	assert.Equal(t, gen+1, srv.Generation())
-	assert.False(t, app.poll(srv))
+	assert.True(t, app.poll(srv.Live()))
+	assert.Equal(t, gen+1, srv.Live().Generation())
+	assert.False(t, app.poll(srv.Live()))
 
 	writeRules(t, file, "rules: [{name: x}]\n")
-	assert.True(t, app.poll(srv))
-	assert.False(t, app.poll(srv))
-	assert.False(t, app.poll(srv))
+	assert.True(t, app.poll(srv.Live()))
+	assert.False(t, app.poll(srv.Live()))
+	assert.False(t, app.poll(srv.Live()))
 	assert.Equal(t, 1, logs.count("rules reload rejected"), "logged once per content")
-	assert.Equal(t, gen+1, srv.Generation())
+	assert.Equal(t, gen+1, srv.Live().Generation())
 
 	require.NoError(t, os.Remove(file))
-	assert.True(t, app.poll(srv))
-	assert.True(t, app.poll(srv), "a missing file is checked again at every interval")
+	assert.True(t, app.poll(srv.Live()))
+	assert.True(t, app.poll(srv.Live()), "a missing file is checked again at every interval")
 	assert.Equal(t, 1, logs.count("rules reload failed"), "but logged once")
 
 	writeRules(t, file, anonRules(6, ""))
-	assert.True(t, app.poll(srv), "back to the content serving, after an invalid one: reloaded, no change")
+	assert.True(t, app.poll(srv.Live()), "back to the content serving, after an invalid one: reloaded, no change")
 	assert.Contains(t, logs.String(), `msg="rules reloaded: no change"`)
 	writeRules(t, file, anonRules(7, ""))
-	assert.True(t, app.poll(srv))
-	assert.Equal(t, gen+3, srv.Generation())
-	r, _ := srv.Current().Rule("anon")
+	assert.True(t, app.poll(srv.Live()))
+	assert.Equal(t, gen+3, srv.Live().Generation())
+	r, _ := srv.Live().Current().Rule("anon")
 	assert.Equal(t, int64(7), r.Limits[0].Requests)
 }
 
@@ -221,7 +221,7 @@ func TestStartReloadsSignalAndWatch(t *testing.T) {
 	}
 	got := make(chan attempt, 16)
 	app.reload.notify = func(trigger string, _ rules.Change, err error) { got <- attempt{trigger, err} }
-	stop := app.StartReloads(srv)
+	stop := app.StartReloads(srv.Live())
 	defer stop()
 	wait := func() attempt {
 		t.Helper()
@@ -238,7 +238,7 @@ func TestStartReloadsSignalAndWatch(t *testing.T) {
 	a := wait()
 	assert.Equal(t, TriggerWatch, a.trigger)
 	require.NoError(t, a.err)
-	limit := func() int64 { r, _ := srv.Current().Rule("anon"); return r.Limits[0].Requests }
+	limit := func() int64 { r, _ := srv.Live().Current().Rule("anon"); return r.Limits[0].Requests }
 	assert.Equal(t, int64(6), limit())
 
 	require.NoError(t, syscall.Kill(os.Getpid(), syscall.SIGHUP))
@@ -288,7 +288,7 @@ func TestReloadRaceThroughHTTP(t *testing.T) {
 			lim = limB
 		}
 		writeRules(t, file, anonRules(lim, ""))
-		_, err := app.ReloadRules(srv)
+		_, err := app.ReloadRules(srv.Live())
 		require.NoError(t, err)
 		for n := requests.Load(); requests.Load() == n && len(errs) == 0; {
 			runtime.Gosched()

@@ -61,7 +61,7 @@ func main() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	defer app.StartReloads(srv)() // SIGHUP, and -watch
+	defer app.StartReloads(srv.Live())() // SIGHUP, and -watch
 	f := newFiber(app, srv)
 	app.LogStartup("fiber", ln)
 	log.Fatal(f.Listener(ln))
@@ -78,7 +78,7 @@ func newFiber(app *exampleapp.App, srv *serve.Server[fiber.Handler]) *fiber.App 
 			defer end()
 			c.SetUserContext(ctx)
 		}
-		snap := srv.Acquire()
+		snap := srv.Live().Acquire()
 		defer snap.Release()
 		if mw, ok := srv.Middleware(snap, view{c}, c.Route().Path); ok {
 			return mw(c)

@@ -63,7 +63,7 @@ func main() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	defer app.StartReloads(srv)() // SIGHUP, and -watch
+	defer app.StartReloads(srv.Live())() // SIGHUP, and -watch
 	f := newFiber(app, srv)
 	app.LogStartup("fiber3", ln)
 	log.Fatal(f.Listener(ln, fiber.ListenConfig{DisableStartupMessage: true}))
@@ -80,7 +80,7 @@ func newFiber(app *exampleapp.App, srv *serve.Server[fiber.Handler]) *fiber.App 
 			defer end()
 			c.SetContext(ctx)
 		}
-		snap := srv.Acquire()
+		snap := srv.Live().Acquire()
 		defer snap.Release()
 		if mw, ok := srv.Middleware(snap, view{c}, c.Route().Path); ok {
 			return mw(c)

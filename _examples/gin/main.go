@@ -42,7 +42,7 @@ func main() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	defer app.StartReloads(srv)() // SIGHUP, and -watch
+	defer app.StartReloads(srv.Live())() // SIGHUP, and -watch
 
 	hs := &http.Server{Handler: newRouter(app, srv), ReadHeaderTimeout: 5 * time.Second}
 	app.LogStartup("gin", ln)
@@ -67,7 +67,7 @@ func newRouter(app *exampleapp.App, srv *serve.Server[gin.HandlerFunc]) *gin.Eng
 		if c.FullPath() == exampleapp.MetricsPath || strings.HasPrefix(c.FullPath(), serve.AdminPath) {
 			return // the scraper and operators are never limited
 		}
-		snap := srv.Acquire()
+		snap := srv.Live().Acquire()
 		defer snap.Release()
 		// FullPath is the matched route ("" for NoRoute: the path is used).
 		if mw, ok := srv.Middleware(snap, keyfuncs.FromHTTP(c.Request), c.FullPath()); ok {

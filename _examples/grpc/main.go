@@ -83,7 +83,7 @@ func run(args []string) error {
 		return err
 	}
 	defer s.app.Close()
-	defer s.app.StartReloads(s.rules)() // SIGHUP reloads -rules; -watch also on change
+	defer s.app.StartReloads(s.rules.Live())() // SIGHUP reloads -rules; -watch also on change
 	if s.app.StoreErr != nil {
 		log.Printf("WARNING: started degraded (-allow-degraded): %v; each rule's fail mode decides until the store answers", s.app.StoreErr)
 	}
@@ -187,7 +187,7 @@ func newRule(l *core.Limiter, opts ...httplimit.Option) (rule, error) {
 // serving when it arrived; a call no rule matches is not limited.
 func unary(rs *serve.Server[rule]) grpc.UnaryServerInterceptor {
 	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-		snap := rs.Acquire()
+		snap := rs.Live().Acquire()
 		defer snap.Release()
 		if r, ok := rs.Middleware(snap, grpclimit.NewRequest(ctx, info.FullMethod), info.FullMethod); ok {
 			return r.unary(ctx, req, info, handler)
@@ -199,7 +199,7 @@ func unary(rs *serve.Server[rule]) grpc.UnaryServerInterceptor {
 // stream is unary's counterpart for streams, decided when they open.
 func stream(rs *serve.Server[rule]) grpc.StreamServerInterceptor {
 	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
-		snap := rs.Acquire()
+		snap := rs.Live().Acquire()
 		defer snap.Release()
 		if r, ok := rs.Middleware(snap, grpclimit.NewRequest(ss.Context(), info.FullMethod), info.FullMethod); ok {
 			return r.stream(srv, ss, info, handler)

@@ -242,7 +242,7 @@ rules:
 	check(say, "k2", 3)
 	write(wildcard + `  - {name: say, route: /limitkit.example.Echo/Say, key: api_key, limits: ["5 per 1m"]}
 `)
-	if _, err := s.app.ReloadRules(s.rules); err != nil {
+	if _, err := s.app.ReloadRules(s.rules.Live()); err != nil {
 		t.Fatal(err)
 	}
 	check(say, "k3", 5)

@@ -59,7 +59,7 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	defer app.StartReloads(rs)() // SIGHUP reloads -rules into rs; -watch also on change
+	defer app.StartReloads(rs.Live())() // SIGHUP reloads -rules into rs; -watch also on change
 	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
 	app.LogStartup("nethttp", ln) // one line: the address, the store, the rules
 	return srv.Serve(ln)

@@ -68,7 +68,7 @@ func main() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	defer app.StartReloads(rs)() // SIGHUP reloads -rules; -watch also on change
+	defer app.StartReloads(rs.Live())() // SIGHUP reloads -rules; -watch also on change
 	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
 	app.LogStartup("redis-cluster", ln)
 	log.Fatal(srv.Serve(ln))

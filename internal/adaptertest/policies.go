@@ -216,7 +216,7 @@ func init() {
 			httplimit.WithKey(user), httplimit.WithIdentity(), httplimit.WithNoKeyDeny())}}})
 		scope := h.Scope("POST", "/login")
 		ka, kb := "login#"+scope+"|alice", "login#"+scope+"|bob"
-		big := "username=carol&pad=" + strings.Repeat("x", keyfuncs.MaxFormBody)
+		big := "username=carol&pad=" + strings.Repeat("x", formBodyMax)
 		Play(t, env, c, []Step{
 			// keyed by the username; the handler still reads the form
 			{Req: form("/login", Peer1, "username=alice&password=x", ReplyForm, "password"), Status: 200, Body: "form:x", Header: XRL(2, 1, 30*time.Second), Keys: []string{ka}},
@@ -229,7 +229,7 @@ func init() {
 			// no field, no body: no key (here: denied, 403)
 			{Req: form("/login", Peer1, "password=x"), Status: 403, Body: NoKeyBody},
 			{Req: method(http.MethodPost, "/login", Peer1, "Content-Type", "application/json"), Status: 403, Body: NoKeyBody},
-			// a body over MaxFormBody, malformed encoding, another content
+			// a body over 64 KiB, malformed encoding, another content
 			// type: refused with the refusal's status, nothing counted
 			{Req: form("/login", Peer1, big), Status: 413, Body: refusedBody(413, "The form body is over 65536 bytes or 64 parts.")},
 			{Req: form("/login", Peer1, "username=%zz"), Status: 400, Body: refusedBody(400, "The request body is not valid form encoding.")},

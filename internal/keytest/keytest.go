@@ -23,9 +23,12 @@ import (
 // from the engine's default scope, the comparing tests would fail.
 func Scope(req keyfuncs.Request) string {
 	route := req.Route()
-	// NormalMethod first: an empty request method is "OTHER" (not a route
-	// of every method, which is what RouteScope reads "" as).
-	method := httplimit.NormalMethod(req.Method())
+	// an empty request method is "OTHER" (not a route of every method,
+	// which is what RouteScope reads "" as)
+	method := req.Method()
+	if method == "" {
+		method = "OTHER"
+	}
 	if r, ok := req.(httplimit.Request); ok && r.AnyMethod() {
 		method = ""
 	}

@@ -208,9 +208,9 @@ func (s *Server[M]) clientKey(r *rules.Rule, k rules.Key, identity string) (stri
 	var key string
 	var err error
 	switch k.Kind {
-	case rules.KeyIP:
+	case "", "ip":
 		key, err = ipKeyOf(s.id, identity)
-	case rules.KeyUser:
+	case "user":
 		over := s.id.Override
 		if over == nil {
 			over = func(r *rules.Rule, c string) (string, error) { return DefaultOverride(r, c, s.id) }
@@ -227,15 +227,15 @@ func (s *Server[M]) clientKey(r *rules.Rule, k rules.Key, identity string) (stri
 		if err != nil {
 			key, err = over(&rr, "user:"+identity)
 		}
-	case rules.KeyAPIKey:
+	case "api_key":
 		key, err = apiKeyOf(s.id, identity)
-	case rules.KeyHeader, rules.KeyForm:
+	case "header", "form":
 		var f keyfuncs.Func
 		if f, err = keyFunc(k, s.id); err != nil {
 			break
 		}
 		req, _ := http.NewRequest(http.MethodPost, "/", nil)
-		if k.Kind == rules.KeyHeader {
+		if k.Kind == "header" {
 			req.Header.Set(k.Header, identity)
 		} else {
 			body := url.Values{k.Field: {identity}}.Encode()
@@ -270,7 +270,7 @@ func (s *Server[M]) clientKey(r *rules.Rule, k rules.Key, identity string) (stri
 // (the figures are then the fail mode's, marked Degraded). Safe for
 // concurrent use.
 func (s *Server[M]) Usage(ctx context.Context, rule, identity string) (RuleUsage, error) {
-	snap := s.Acquire()
+	snap := s.Live().Acquire()
 	defer snap.Release()
 	ts, err := s.targets(snap, rule, identity)
 	if err != nil {
@@ -322,7 +322,7 @@ func (s *Server[M]) Usage(ctx context.Context, rule, identity string) (RuleUsage
 // Errors: [ErrUnknownRule], [ErrBadIdentity], or the store's (joined; the
 // other policies are reset all the same). Safe for concurrent use.
 func (s *Server[M]) ResetIdentity(ctx context.Context, rule, identity string) error {
-	snap := s.Acquire()
+	snap := s.Live().Acquire()
 	defer snap.Release()
 	ts, err := s.targets(snap, rule, identity)
 	if err != nil {

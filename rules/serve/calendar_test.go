@@ -177,7 +177,7 @@ func TestCalendarRuleReloadKeepsCounters(t *testing.T) {
 	// its state means the same
 	again, err := rules.Parse([]byte(calendarRules + "    fail_mode: closed\n"))
 	require.NoError(t, err)
-	_, err = srv.Swap(again)
+	_, err = srv.Live().Swap(again)
 	require.NoError(t, err)
 	assert.Equal(t, http.StatusTooManyRequests, get(), "the month's count survives the reload")
 }

@@ -71,7 +71,7 @@ func TestConcurrencyRuleEveryAdapter(t *testing.T) {
 			require.NoError(t, err)
 			r := gin.New()
 			r.Use(func(c *gin.Context) {
-				snap := srv.Acquire()
+				snap := srv.Live().Acquire()
 				defer snap.Release()
 				if mw, ok := srv.Middleware(snap, keyfuncs.FromHTTP(c.Request), c.FullPath()); ok {
 					mw(c)
@@ -86,7 +86,7 @@ func TestConcurrencyRuleEveryAdapter(t *testing.T) {
 			e := echo.New()
 			e.Use(func(next echo.HandlerFunc) echo.HandlerFunc {
 				return func(c echo.Context) error {
-					snap := srv.Acquire()
+					snap := srv.Live().Acquire()
 					defer snap.Release()
 					if mw, ok := srv.Middleware(snap, keyfuncs.FromHTTP(c.Request()), c.Path()); ok {
 						return mw(next)(c)
@@ -102,7 +102,7 @@ func TestConcurrencyRuleEveryAdapter(t *testing.T) {
 			require.NoError(t, err)
 			app := fiber.New(fiber.Config{DisableStartupMessage: true})
 			dispatch := func(c *fiber.Ctx) error {
-				snap := srv.Acquire()
+				snap := srv.Live().Acquire()
 				defer snap.Release()
 				if mw, ok := srv.Middleware(snap, fiberView{c}, c.Route().Path); ok {
 					return mw(c)

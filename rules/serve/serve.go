@@ -7,7 +7,7 @@
 //
 //	srv, h, err := serve.NewNetHTTP(serve.Config{Store: store, Identity: id}, set, mux)
 //	// gin, echo, fiber: serve.New(cfg, set, ginlimit.NewMiddleware), then
-//	// in a global middleware: snap := srv.Acquire(); defer snap.Release();
+//	// in a global middleware: snap := srv.Live().Acquire(); defer snap.Release();
 //	// if mw, ok := srv.Middleware(snap, view, route); ok { run mw }
 //
 // # Identity
@@ -21,8 +21,8 @@
 //
 // # Reload
 //
-// The rules are a [rules.Live]: [Server.Reload] loads a file and
-// [Server.Swap] a set; a request is decided wholly by the snapshot it
+// The rules are a [rules.Live]: [Server.Live] reloads a file (ReloadFile) or
+// swaps a set (Swap); a request is decided wholly by the snapshot it
 // acquired, and rules whose policy did not change keep their state (see
 // rules.Live).
 //
@@ -136,23 +136,12 @@ func New[M any](cfg Config, set *rules.Set, newMW func(*core.Limiter, ...httplim
 	return s, nil
 }
 
-// Reload loads the rules file at path and serves it (rules.Live.ReloadFile);
-// a file that does not load leaves the current rules serving.
-func (s *Server[M]) Reload(path string) (rules.Change, error) { return s.live.ReloadFile(path) }
-
-// Swap serves set (rules.Live.Swap).
-func (s *Server[M]) Swap(set *rules.Set) (rules.Change, error) { return s.live.Swap(set) }
-
-// Current returns the rule set serving new requests (rules.Live.Current).
-func (s *Server[M]) Current() *rules.Set { return s.live.Current() }
-
-// Generation counts the sets served: 1 for New's, plus one per successful
-// Reload or Swap (rules.Live.Generation).
-func (s *Server[M]) Generation() uint64 { return s.live.Generation() }
-
-// Acquire returns the snapshot serving now; Release it once the request
-// is done.
-func (s *Server[M]) Acquire() *rules.Snapshot[M] { return s.live.Acquire() }
+// Live returns the rules s serves, in their snapshots: Acquire a
+// request's snapshot (and Release it once the request is done), reload a
+// file (ReloadFile) or swap a set (Swap); a file or set that does not load
+// leaves the current rules serving. Current and Generation tell what
+// serves now. It is the same Live for the life of s.
+func (s *Server[M]) Live() *rules.Live[M] { return s.live }
 
 // authenticated reports whether Identity.User finds a key for r.
 func (s *Server[M]) authenticated(r keyfuncs.Request) bool {
@@ -217,7 +206,7 @@ func NewNetHTTP(cfg Config, set *rules.Set, next http.Handler) (*Server[http.Han
 		if mux != nil && r.Pattern == "" {
 			_, r.Pattern = mux.Handler(r)
 		}
-		snap := s.Acquire()
+		snap := s.Live().Acquire()
 		defer snap.Release()
 		if h, ok := s.Middleware(snap, keyfuncs.FromHTTP(r), r.Pattern); ok {
 			h.ServeHTTP(w, r)
@@ -230,21 +219,21 @@ func NewNetHTTP(cfg Config, set *rules.Set, next http.Handler) (*Server[http.Han
 // keyFunc is the key function of rule key k under id.
 func keyFunc(k rules.Key, id Identity) (keyfuncs.Func, error) {
 	switch k.Kind {
-	case rules.KeyIP:
+	case "", "ip":
 		return ip(id).Key, nil
-	case rules.KeyUser:
+	case "user":
 		if id.User == nil {
 			return nil, errors.New("key user: the Identity has no User key function")
 		}
 		return id.User, nil
-	case rules.KeyAPIKey:
+	case "api_key":
 		if id.APIKey != nil {
 			return id.APIKey, nil
 		}
 		return keyfuncs.APIKey("X-API-Key", "")
-	case rules.KeyHeader:
+	case "header":
 		return keyfuncs.Header(k.Header)
-	case rules.KeyForm:
+	case "form":
 		return keyfuncs.FormField(k.Field)
 	}
 	return nil, fmt.Errorf("unsupported key %s", k)
@@ -266,7 +255,7 @@ func ip(id Identity) *keyfuncs.Resolver {
 func ruleOptions(r *rules.Rule, ls rules.Limiters, id Identity) ([]httplimit.Option, error) {
 	fail := func(err error) ([]httplimit.Option, error) { return nil, err } // the caller names the rule
 	opts := []httplimit.Option{httplimit.WithScope(r.Name)}
-	if r.Key.Kind == rules.KeyIP {
+	if r.Key.String() == "ip" {
 		opts = append(opts, httplimit.WithIPKey(ip(id)))
 	} else {
 		k, err := keyFunc(r.Key, id)
@@ -274,7 +263,7 @@ func ruleOptions(r *rules.Rule, ls rules.Limiters, id Identity) ([]httplimit.Opt
 			return fail(err)
 		}
 		opts = append(opts, httplimit.WithKey(k))
-		if r.Key.Kind == rules.KeyForm {
+		if r.Key.Kind == "form" {
 			// the handler reads the username counted (Identity), never
 			// one it parses again; other keys' requests carry none
 			opts = append(opts, httplimit.WithIdentity())
@@ -345,11 +334,11 @@ func ruleOptions(r *rules.Rule, ls rules.Limiters, id Identity) ([]httplimit.Opt
 func DefaultOverride(r *rules.Rule, client string, id Identity) (string, error) {
 	kind, v, _ := strings.Cut(client, ":")
 	switch {
-	case r.Key.Kind == rules.KeyUser && kind == "user":
+	case r.Key.Kind == "user" && kind == "user":
 		return keyfuncs.Bound(v), nil
-	case r.Key.Kind == rules.KeyAPIKey && kind == "key":
+	case r.Key.Kind == "api_key" && kind == "key":
 		return apiKeyOf(id, v)
-	case r.Key.Kind == rules.KeyIP && kind == "ip":
+	case r.Key.String() == "ip" && kind == "ip":
 		return ipKeyOf(id, v)
 	}
 	return "", fmt.Errorf("override %q cannot match a rule keyed by %s (user rules take user:, api_key rules key:, ip rules ip:)", client, r.Key)
@@ -358,7 +347,7 @@ func DefaultOverride(r *rules.Rule, client string, id Identity) (string, error) 
 // apiKeyOf is the key the API key function of id gives a request
 // presenting key in X-API-Key.
 func apiKeyOf(id Identity, key string) (string, error) {
-	f, err := keyFunc(rules.Key{Kind: rules.KeyAPIKey}, id)
+	f, err := keyFunc(rules.Key{Kind: "api_key"}, id)
 	if err != nil {
 		return "", err
 	}

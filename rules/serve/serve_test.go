@@ -126,7 +126,7 @@ func TestNetHTTP(t *testing.T) {
 	assert.Equal(t, 429, send(h, "POST", "/login", loginForm("dave", "x")), "the IP's 5 failures")
 
 	require.NoError(t, os.WriteFile(path, []byte(strings.Replace(file, `pro: ["4 per 1m"]`, `pro: ["7 per 1m"]`, 1)), 0o600))
-	ch, err := srv.Reload(path)
+	ch, err := srv.Live().ReloadFile(path)
 	require.NoError(t, err)
 	assert.Equal(t, "api/pro", ch.LimitsChanged[0].Name)
 	assert.Equal(t, 7, quota(h, "X-User", "c", "X-Plan", "pro"))
@@ -143,7 +143,7 @@ func TestGin(t *testing.T) {
 	gin.SetMode(gin.ReleaseMode)
 	r := gin.New()
 	r.Use(func(c *gin.Context) {
-		snap := srv.Acquire()
+		snap := srv.Live().Acquire()
 		defer snap.Release()
 		if mw, ok := srv.Middleware(snap, keyfuncs.FromHTTP(c.Request), c.FullPath()); ok {
 			mw(c)
@@ -199,7 +199,7 @@ func TestEchoAndFiber(t *testing.T) {
 		e := echo.New()
 		e.Use(func(next echo.HandlerFunc) echo.HandlerFunc {
 			return func(c echo.Context) error {
-				snap := srv.Acquire()
+				snap := srv.Live().Acquire()
 				defer snap.Release()
 				if mw, ok := srv.Middleware(snap, keyfuncs.FromHTTP(c.Request()), c.Path()); ok {
 					return mw(next)(c)
@@ -229,7 +229,7 @@ func TestEchoAndFiber(t *testing.T) {
 		app := fiber.New(fiber.Config{DisableStartupMessage: true})
 		// a handler of each route, so that c.Route() is the matched route
 		dispatch := func(c *fiber.Ctx) error {
-			snap := srv.Acquire()
+			snap := srv.Live().Acquire()
 			defer snap.Release()
 			if mw, ok := srv.Middleware(snap, fiberView{c}, c.Route().Path); ok {
 				return mw(c)
@@ -276,25 +276,25 @@ func TestOnBuildCurrentGeneration(t *testing.T) {
 	srv, err := serve.New(cfg, set, ginlimit.NewMiddleware)
 	require.NoError(t, err)
 	assert.Equal(t, map[string][]string{"api": {"api tiers 1 overrides 1 also 0"}, "login": {"login tiers 0 overrides 0 also 1"}}, built)
-	assert.Same(t, set, srv.Current())
-	assert.Equal(t, uint64(1), srv.Generation())
+	assert.Same(t, set, srv.Live().Current())
+	assert.Equal(t, uint64(1), srv.Live().Generation())
 
 	next, err := rules.Parse([]byte(strings.Replace(file, `"3 per 15m"`, `"4 per 15m"`, 1)))
 	require.NoError(t, err)
-	_, err = srv.Swap(next)
+	_, err = srv.Live().Swap(next)
 	require.NoError(t, err)
 	assert.Len(t, built["api"], 2, "an unchanged rule's middleware is built again")
 	assert.Len(t, built["login"], 2)
-	assert.Same(t, next, srv.Current())
-	assert.Equal(t, uint64(2), srv.Generation())
+	assert.Same(t, next, srv.Live().Current())
+	assert.Equal(t, uint64(2), srv.Live().Generation())
 
 	bad, err := rules.Parse([]byte(strings.Replace(file, `"user:vip"`, `"key:k_big"`, 1)))
 	require.NoError(t, err)
-	_, err = srv.Swap(bad)
+	_, err = srv.Live().Swap(bad)
 	require.Error(t, err)
 	assert.Len(t, built["api"], 2, "a rule that cannot be served is not reported built")
-	assert.Same(t, next, srv.Current())
-	assert.Equal(t, uint64(2), srv.Generation())
+	assert.Same(t, next, srv.Live().Current())
+	assert.Equal(t, uint64(2), srv.Live().Generation())
 }
 
 // TestRoutePath: a route pattern's path is what rules match: the method

@@ -46,8 +46,8 @@ func TestLimitsPerRoute(t *testing.T) {
 		remaining string
 	}{{200, "1"}, {200, "0"}, {429, "0"}} {
 		rec := serve(h, "/users/:id")
-		if rec.Code != want.status || rec.Header().Get(httplimit.FieldRemaining) != want.remaining ||
-			rec.Header().Get(httplimit.FieldLimit) != "2" {
+		if rec.Code != want.status || rec.Header().Get("X-Ratelimit-Remaining") != want.remaining ||
+			rec.Header().Get("X-Ratelimit-Limit") != "2" {
 			t.Fatalf("request %d: %d %v, want %d with remaining %s", i, rec.Code, rec.Header(), want.status, want.remaining)
 		}
 	}
