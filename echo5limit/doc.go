@@ -16,7 +16,7 @@
 // github.com/limitkit/limitkit/httplimit's (httplimit.WithKey,
 // httplimit.WithCheck, httplimit.WithHeaders, ...), the same for every
 // adapter. This package adds what is echo's: [New], [NewMiddleware],
-// [DenyHandler], [WithDenyHandler], [WriteRejection] and [Identity].
+// [WithDenyHandler], [WriteRejection] and [Identity].
 //
 // # Keys and scopes
 //

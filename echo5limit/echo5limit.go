@@ -9,17 +9,18 @@ import (
 	"github.com/limitkit/limitkit/httplimit"
 )
 
-// DenyHandler writes a denial in place of the default one. The rate-limit
-// headers (and Retry-After) are already set; the handler writes the status
-// and body. Its error is returned to echo (and its HTTPErrorHandler); the
-// next handler is not called.
-type DenyHandler func(c *echo.Context, rej httplimit.Rejection) error
+// denyHandler is what [WithDenyHandler] takes.
+type denyHandler = func(c *echo.Context, rej httplimit.Rejection) error
 
-// WithDenyHandler replaces the whole denial (status, body) with h, for
-// quota, no-key and store-unavailable denials alike (rej.Reason tells them
+// WithDenyHandler replaces the whole denial (status, body) with h, which
+// writes a denial in place of the default one: the rate-limit headers (and
+// Retry-After) are already set; h writes the status and body. Its error is
+// returned to echo (and its HTTPErrorHandler); the next handler is not
+// called.
+// It applies to quota, no-key and store-unavailable denials alike (rej.Reason tells them
 // apart). h must not be nil. Only this package's middleware accepts it:
 // another adapter given it fails at construction, naming both packages.
-func WithDenyHandler(h DenyHandler) httplimit.Option {
+func WithDenyHandler(h func(c *echo.Context, rej httplimit.Rejection) error) httplimit.Option {
 	return httplimit.AdapterOption("echo5limit", "WithDenyHandler", h)
 }
 
@@ -96,7 +97,7 @@ func (g *engine) serve(c *echo.Context, next echo.HandlerFunc) error {
 }
 
 // WriteRejection writes rej's default denial (status, Content-Type, body);
-// for a [DenyHandler] that only wants to add something.
+// for a deny handler ([WithDenyHandler]) that only wants to add something.
 func WriteRejection(c *echo.Context, rej httplimit.Rejection) error {
 	w := c.Response()
 	if rej.ContentType != "" {

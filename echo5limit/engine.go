@@ -17,14 +17,14 @@ import (
 // WithDenyHandler and reports outcomes.
 var adapter = httplimit.Adapter{
 	Name:    "echo5limit",
-	Options: map[string]reflect.Type{"WithDenyHandler": reflect.TypeFor[DenyHandler]()},
+	Options: map[string]reflect.Type{"WithDenyHandler": reflect.TypeFor[denyHandler]()},
 	Outcome: true,
 }
 
 // engine is the engine with the adapter options this package reads.
 type engine struct {
 	e        *httplimit.Engine
-	deny     DenyHandler
+	deny     denyHandler
 	inflight *core.InFlight
 	outcome  bool
 }
@@ -34,7 +34,7 @@ func newEngine(l *core.Limiter, opts []httplimit.Option) (*engine, error) {
 	if err != nil {
 		return nil, err
 	}
-	deny, err := httplimit.AdapterOptionValue[DenyHandler](e, "WithDenyHandler")
+	deny, err := httplimit.AdapterOptionValue[denyHandler](e, "WithDenyHandler")
 	if err != nil {
 		return nil, err
 	}

@@ -12,17 +12,18 @@ import (
 	"github.com/limitkit/limitkit/keyfuncs"
 )
 
-// DenyHandler writes a denial in place of the default one. The rate-limit
-// headers (and Retry-After) are already set; the handler writes the status
-// and body. Its error is returned to echo (and its HTTPErrorHandler); the
-// next handler is not called.
-type DenyHandler func(c echo.Context, rej httplimit.Rejection) error
+// denyHandler is what [WithDenyHandler] takes.
+type denyHandler = func(c echo.Context, rej httplimit.Rejection) error
 
-// WithDenyHandler replaces the whole denial (status, body) with h, for
-// quota, no-key and store-unavailable denials alike (rej.Reason tells them
+// WithDenyHandler replaces the whole denial (status, body) with h, which
+// writes a denial in place of the default one: the rate-limit headers (and
+// Retry-After) are already set; h writes the status and body. Its error is
+// returned to echo (and its HTTPErrorHandler); the next handler is not
+// called.
+// It applies to quota, no-key and store-unavailable denials alike (rej.Reason tells them
 // apart). h must not be nil. Only this package's middleware accepts it:
 // another adapter given it fails at construction, naming both packages.
-func WithDenyHandler(h DenyHandler) httplimit.Option {
+func WithDenyHandler(h func(c echo.Context, rej httplimit.Rejection) error) httplimit.Option {
 	return httplimit.AdapterOption("echolimit", "WithDenyHandler", h)
 }
 
@@ -30,7 +31,7 @@ func WithDenyHandler(h DenyHandler) httplimit.Option {
 // WithDenyHandler and reports outcomes.
 var adapter = httplimit.Adapter{
 	Name:    "echolimit",
-	Options: map[string]reflect.Type{"WithDenyHandler": reflect.TypeFor[DenyHandler]()},
+	Options: map[string]reflect.Type{"WithDenyHandler": reflect.TypeFor[denyHandler]()},
 	Outcome: true,
 }
 
@@ -55,7 +56,7 @@ func NewMiddleware(l *core.Limiter, opts ...httplimit.Option) (echo.MiddlewareFu
 	if err != nil {
 		return nil, err
 	}
-	deny, err := httplimit.AdapterOptionValue[DenyHandler](e, "WithDenyHandler")
+	deny, err := httplimit.AdapterOptionValue[denyHandler](e, "WithDenyHandler")
 	if err != nil {
 		return nil, err
 	}
@@ -118,7 +119,7 @@ func New(l *core.Limiter, opts ...httplimit.Option) echo.MiddlewareFunc {
 }
 
 // WriteRejection writes rej's default denial (status, Content-Type, body);
-// for a [DenyHandler] that only wants to add something.
+// for a deny handler ([WithDenyHandler]) that only wants to add something.
 func WriteRejection(c echo.Context, rej httplimit.Rejection) error {
 	resp := c.Response()
 	if rej.ContentType != "" {

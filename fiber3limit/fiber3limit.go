@@ -10,17 +10,17 @@ import (
 	"github.com/limitkit/limitkit/httplimit"
 )
 
-// DenyHandler writes a denial in place of the default one. The rate-limit
-// headers (and Retry-After) are already set; the handler writes the status
-// and body. Its error is returned to fiber (and its ErrorHandler); the
-// next handler is not called.
-type DenyHandler func(c fiber.Ctx, rej httplimit.Rejection) error
+// denyHandler is what [WithDenyHandler] takes.
+type denyHandler = func(c fiber.Ctx, rej httplimit.Rejection) error
 
-// WithDenyHandler replaces the whole denial (status, body) with h, for
-// quota, no-key and store-unavailable denials alike (rej.Reason tells them
+// WithDenyHandler replaces the whole denial (status, body) with h, which
+// writes a denial in place of the default one: the rate-limit headers (and
+// Retry-After) are already set; h writes the status and body. Its error is
+// returned to fiber (and its ErrorHandler); the next handler is not called.
+// It applies to quota, no-key and store-unavailable denials alike (rej.Reason tells them
 // apart). h must not be nil. Only this package's middleware accepts it:
 // another adapter given it fails at construction, naming both packages.
-func WithDenyHandler(h DenyHandler) httplimit.Option {
+func WithDenyHandler(h func(c fiber.Ctx, rej httplimit.Rejection) error) httplimit.Option {
 	return httplimit.AdapterOption("fiber3limit", "WithDenyHandler", h)
 }
 
@@ -103,7 +103,7 @@ func (g *engine) serve(c fiber.Ctx) error {
 }
 
 // WriteRejection writes rej's default denial (status, Content-Type, body);
-// for a [DenyHandler] that only wants to add something.
+// for a deny handler ([WithDenyHandler]) that only wants to add something.
 func WriteRejection(c fiber.Ctx, rej httplimit.Rejection) error {
 	c.Status(rej.Status)
 	if rej.ContentType != "" {

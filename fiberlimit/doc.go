@@ -15,7 +15,7 @@
 // nethttp, ginlimit, echolimit and fiberlimit, so moving between frameworks
 // changes only the constructor's package; httplimit's documentation shows
 // every option, field and constant. This package adds what is framework-specific:
-// [New], [NewMiddleware], [DenyHandler], [WithDenyHandler] and
+// [New], [NewMiddleware], [WithDenyHandler] and
 // [WriteRejection].
 //
 // # Keys

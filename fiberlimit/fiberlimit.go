@@ -16,17 +16,17 @@ import (
 	"github.com/limitkit/limitkit/keyfuncs"
 )
 
-// DenyHandler writes a denial in place of the default one. The rate-limit
-// headers (and Retry-After) are already set; the handler writes the status
-// and body. Its error is returned to fiber (and its ErrorHandler); the next
-// handler is not called.
-type DenyHandler func(c *fiber.Ctx, rej httplimit.Rejection) error
+// denyHandler is what [WithDenyHandler] takes.
+type denyHandler = func(c *fiber.Ctx, rej httplimit.Rejection) error
 
-// WithDenyHandler replaces the whole denial (status, body) with h, for
-// quota, no-key and store-unavailable denials alike (rej.Reason tells them
+// WithDenyHandler replaces the whole denial (status, body) with h, which
+// writes a denial in place of the default one: the rate-limit headers (and
+// Retry-After) are already set; h writes the status and body. Its error is
+// returned to fiber (and its ErrorHandler); the next handler is not called.
+// It applies to quota, no-key and store-unavailable denials alike (rej.Reason tells them
 // apart). h must not be nil. Only this package's middleware accepts it:
 // another adapter given it fails at construction, naming both packages.
-func WithDenyHandler(h DenyHandler) httplimit.Option {
+func WithDenyHandler(h func(c *fiber.Ctx, rej httplimit.Rejection) error) httplimit.Option {
 	return httplimit.AdapterOption("fiberlimit", "WithDenyHandler", h)
 }
 
@@ -34,7 +34,7 @@ func WithDenyHandler(h DenyHandler) httplimit.Option {
 // WithDenyHandler and reports outcomes.
 var adapter = httplimit.Adapter{
 	Name:    "fiberlimit",
-	Options: map[string]reflect.Type{"WithDenyHandler": reflect.TypeFor[DenyHandler]()},
+	Options: map[string]reflect.Type{"WithDenyHandler": reflect.TypeFor[denyHandler]()},
 	Outcome: true,
 }
 
@@ -74,7 +74,7 @@ func NewMiddleware(l *core.Limiter, opts ...httplimit.Option) (fiber.Handler, er
 	if err != nil {
 		return nil, err
 	}
-	deny, err := httplimit.AdapterOptionValue[DenyHandler](e, "WithDenyHandler")
+	deny, err := httplimit.AdapterOptionValue[denyHandler](e, "WithDenyHandler")
 	if err != nil {
 		return nil, err
 	}
@@ -98,7 +98,7 @@ func New(l *core.Limiter, opts ...httplimit.Option) fiber.Handler {
 
 type middleware struct {
 	e            *httplimit.Engine
-	deny         DenyHandler
+	deny         denyHandler
 	inflight     *core.InFlight // WithInFlight's counter, or nil
 	parts, route bool           // what e.PartsKeyed says
 }
@@ -143,7 +143,7 @@ func (m *middleware) handle(c *fiber.Ctx) error {
 }
 
 // WriteRejection writes rej's default denial (status, Content-Type, body);
-// for a [DenyHandler] that only wants to add something.
+// for a deny handler ([WithDenyHandler]) that only wants to add something.
 func WriteRejection(c *fiber.Ctx, rej httplimit.Rejection) error {
 	c.Status(rej.Status)
 	if rej.ContentType != "" {

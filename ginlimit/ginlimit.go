@@ -13,16 +13,17 @@ import (
 	"github.com/limitkit/limitkit/keyfuncs"
 )
 
-// DenyHandler writes a denial in place of the default one. The rate-limit
-// headers (and Retry-After) are already set; the handler writes the status
-// and body. The middleware aborts the chain after it returns.
-type DenyHandler func(c *gin.Context, rej httplimit.Rejection)
+// denyHandler is what [WithDenyHandler] takes.
+type denyHandler = func(c *gin.Context, rej httplimit.Rejection)
 
-// WithDenyHandler replaces the whole denial (status, body) with h, for
-// quota, no-key and store-unavailable denials alike (rej.Reason tells them
+// WithDenyHandler replaces the whole denial (status, body) with h, which
+// writes a denial in place of the default one: the rate-limit headers (and
+// Retry-After) are already set; h writes the status and body. The
+// middleware aborts the chain after it returns.
+// It applies to quota, no-key and store-unavailable denials alike (rej.Reason tells them
 // apart). h must not be nil. Only this package's middleware accepts it:
 // another adapter given it fails at construction, naming both packages.
-func WithDenyHandler(h DenyHandler) httplimit.Option {
+func WithDenyHandler(h func(c *gin.Context, rej httplimit.Rejection)) httplimit.Option {
 	return httplimit.AdapterOption("ginlimit", "WithDenyHandler", h)
 }
 
@@ -30,7 +31,7 @@ func WithDenyHandler(h DenyHandler) httplimit.Option {
 // WithDenyHandler and reports outcomes.
 var adapter = httplimit.Adapter{
 	Name:    "ginlimit",
-	Options: map[string]reflect.Type{"WithDenyHandler": reflect.TypeFor[DenyHandler]()},
+	Options: map[string]reflect.Type{"WithDenyHandler": reflect.TypeFor[denyHandler]()},
 	Outcome: true,
 }
 
@@ -55,7 +56,7 @@ func NewMiddleware(l *core.Limiter, opts ...httplimit.Option) (gin.HandlerFunc, 
 	if err != nil {
 		return nil, err
 	}
-	deny, err := httplimit.AdapterOptionValue[DenyHandler](e, "WithDenyHandler")
+	deny, err := httplimit.AdapterOptionValue[denyHandler](e, "WithDenyHandler")
 	if err != nil {
 		return nil, err
 	}
@@ -79,7 +80,7 @@ func New(l *core.Limiter, opts ...httplimit.Option) gin.HandlerFunc {
 
 type middleware struct {
 	e            *httplimit.Engine
-	deny         DenyHandler
+	deny         denyHandler
 	inflight     *core.InFlight
 	parts, route bool // what e.PartsKeyed says
 }
@@ -184,7 +185,7 @@ func (m *middleware) decide(c *gin.Context, res *httplimit.Result) {
 }
 
 // WriteRejection writes rej's default denial (status, Content-Type, body)
-// and aborts the chain; for a [DenyHandler] that only wants to add
+// and aborts the chain; for a deny handler ([WithDenyHandler]) that only wants to add
 // something.
 func WriteRejection(c *gin.Context, rej httplimit.Rejection) {
 	if rej.ContentType != "" {

@@ -17,7 +17,7 @@ import (
 var counting = Adapter{Name: "x", Outcome: true}
 
 // handler is an adapter option's type in these tests, as an adapter's
-// DenyHandler is.
+// deny handler is.
 type handler func(status int) string
 
 // TestAdapterRefusesWhatItCannotHonour: every option an adapter would

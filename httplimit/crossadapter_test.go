@@ -147,12 +147,12 @@ func TestAdapterOptionNameAndType(t *testing.T) {
 	defer store.Close()
 	l := core.MustNewLimiter(store, core.Policy{Name: "api", Limits: []core.Limit{core.PerMinute(1)}})
 	deny := func(w http.ResponseWriter, _ *http.Request, _ httplimit.Rejection) { w.WriteHeader(http.StatusTeapot) }
-	_, err := nethttp.NewMiddleware(l, httplimit.AdapterOption("nethttp", "WithDenyHandlr", nethttp.DenyHandler(deny)))
+	_, err := nethttp.NewMiddleware(l, httplimit.AdapterOption("nethttp", "WithDenyHandlr", deny))
 	if want := "nethttp: nethttp.WithDenyHandlr is not an option of package nethttp (it reads WithDenyHandler, WithRoute)"; err == nil || err.Error() != want {
 		t.Errorf("misspelt name: err = %v, want %q", err, want)
 	}
 	_, err = ginlimit.NewMiddleware(l, httplimit.AdapterOption("ginlimit", "WithDenyHandler", func(*gin.Context) {}))
-	if want := "ginlimit: ginlimit.WithDenyHandler: a func(*gin.Context) given, want a ginlimit.DenyHandler"; err == nil || err.Error() != want {
+	if want := "ginlimit: ginlimit.WithDenyHandler: a func(*gin.Context) given, want a func(*gin.Context, httplimit.Rejection)"; err == nil || err.Error() != want {
 		t.Errorf("wrong type: err = %v, want %q", err, want)
 	}
 	mw, err := nethttp.NewMiddleware(l, httplimit.WithScope("x"), httplimit.AdapterOption("nethttp", "WithDenyHandler", deny))

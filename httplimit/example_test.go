@@ -68,7 +68,7 @@ func Example() {
 	// /b 200 remaining=1
 }
 
-// A DenyHandler tells the reasons apart with the Reason constants; the
+// A deny handler tells the reasons apart with the Reason constants; the
 // Rejection carries what the default denial would send.
 func ExampleRejection() {
 	store := memstore.MustNew()

@@ -59,7 +59,7 @@ func (r Reason) String() string {
 	return fmt.Sprintf("Reason(%d)", uint8(r))
 }
 
-// Rejection describes a denial to an adapter's DenyHandler (see each
+// Rejection describes a denial to an adapter's deny handler (see each
 // adapter's WithDenyHandler): why, the binding decision, and the status,
 // Retry-After and body the default denial would send, so that a handler
 // can change only what it needs. The rate-limit headers (X-RateLimit-*,

@@ -9,17 +9,18 @@ import (
 	"github.com/limitkit/limitkit/httplimit"
 )
 
-// DenyHandler writes a denial in place of the default one. The rate-limit
-// headers (and Retry-After) are already set on w.Header(); the handler
-// writes the status and body. It must not panic and should not echo
-// internal details: rej carries no store error text.
-type DenyHandler func(w http.ResponseWriter, r *http.Request, rej httplimit.Rejection)
+// denyHandler is what [WithDenyHandler] takes.
+type denyHandler = func(w http.ResponseWriter, r *http.Request, rej httplimit.Rejection)
 
-// WithDenyHandler replaces the whole denial (status, body) with h, for
-// quota, no-key and store-unavailable denials alike (rej.Reason tells them
-// apart). h must not be nil. Only this package's middleware accepts it:
-// another adapter given it fails at construction, naming both packages.
-func WithDenyHandler(h DenyHandler) httplimit.Option {
+// WithDenyHandler replaces the whole denial (status, body) with h, which
+// writes a denial in place of the default one: the rate-limit headers
+// (and Retry-After) are already set on w.Header(); h writes the status
+// and body. It must not panic and should not echo internal details: rej
+// carries no store error text. It applies to quota, no-key and
+// store-unavailable denials alike (rej.Reason tells them apart). h must
+// not be nil. Only this package's middleware accepts it: another adapter
+// given it fails at construction, naming both packages.
+func WithDenyHandler(h func(w http.ResponseWriter, r *http.Request, rej httplimit.Rejection)) httplimit.Option {
 	return httplimit.AdapterOption("nethttp", "WithDenyHandler", h)
 }
 
@@ -28,7 +29,7 @@ func WithDenyHandler(h DenyHandler) httplimit.Option {
 var adapter = httplimit.Adapter{
 	Name: "nethttp",
 	Options: map[string]reflect.Type{
-		"WithDenyHandler": reflect.TypeFor[DenyHandler](),
+		"WithDenyHandler": reflect.TypeFor[denyHandler](),
 		"WithRoute":       reflect.TypeFor[func(*http.Request) string](),
 	},
 	Outcome: true,
@@ -63,7 +64,7 @@ func NewMiddleware(l *core.Limiter, opts ...httplimit.Option) (func(http.Handler
 	if err != nil {
 		return nil, err
 	}
-	deny, err := httplimit.AdapterOptionValue[DenyHandler](e, "WithDenyHandler")
+	deny, err := httplimit.AdapterOptionValue[denyHandler](e, "WithDenyHandler")
 	if err != nil {
 		return nil, err
 	}
@@ -112,7 +113,7 @@ type handler struct {
 	e     *httplimit.Engine
 	next  http.Handler
 	mux   *http.ServeMux
-	deny  DenyHandler
+	deny  denyHandler
 	route func(*http.Request) string // WithRoute, or nil
 	// parts: decide by KeyParts (see decide); routeParts: with the route
 	parts, routeParts bool
@@ -186,7 +187,7 @@ func direct(r *http.Request) bool {
 }
 
 // WriteRejection writes rej's default denial (status, Content-Type, body)
-// to w; for a [DenyHandler] that only wants to add something.
+// to w; for a deny handler ([WithDenyHandler]) that only wants to add something.
 func WriteRejection(w http.ResponseWriter, rej httplimit.Rejection) {
 	if rej.ContentType != "" {
 		w.Header()["Content-Type"] = []string{rej.ContentType}
