@@ -322,7 +322,7 @@ func (l *Limiter) allowNAt(ctx context.Context, key string, now time.Time, cost 
 		d = l.elasticTake(ctx, key, now, cost, d)
 	}
 	if l.observer != nil {
-		e := Event{Kind: kind, Context: ctx, Policy: l.policy.Name, Outcome: OutcomeOf(d), Decision: d, Err: err}
+		e := Event{Kind: kind, Context: ctx, Policy: l.policy.Name, Decision: d, Err: err}
 		if !start.IsZero() {
 			e.Latency = time.Since(start)
 		}

@@ -60,8 +60,11 @@ func (f ObserverFunc) Observe(e Event) { f(e) }
 type EventKind uint8
 
 const (
-	// EventDecision: a Limiter decided (Decision, Outcome; Latency and Err
-	// for stores that do I/O).
+	// EventDecision: a Limiter decided (Decision; Latency and Err for
+	// stores that do I/O). An exporter classifies the Decision by its
+	// flags, in this order: Degraded (the store failed and a fail mode
+	// decided; Allowed says which way), Shadowed (a Shadow policy would
+	// have denied; admitted), Allowed, else denied.
 	EventDecision EventKind = iota + 1
 	// EventDenyCacheHit: a store tier denied from its local deny cache
 	// without calling the remote store.
@@ -86,8 +89,8 @@ const (
 	// EventRefund: Limiter.Refund returned quota; the Decision reports the
 	// key afterwards. Not a decision.
 	EventRefund
-	// EventReset: Limiter.Reset forgot a key's state. The Decision and
-	// Outcome are zero; Err and Latency are set as for a decision.
+	// EventReset: Limiter.Reset forgot a key's state. The Decision is
+	// zero; Err and Latency are set as for a decision.
 	EventReset
 	// EventSourceHit: a [Sourced] answered an identity from its cache.
 	EventSourceHit
@@ -144,49 +147,6 @@ func (k EventKind) String() string {
 	return "unknown"
 }
 
-// Outcome classifies a decision for metrics.
-type Outcome uint8
-
-const (
-	// OutcomeAllowed: admitted within the limit.
-	OutcomeAllowed Outcome = iota + 1
-	// OutcomeDenied: denied because a limit is exhausted.
-	OutcomeDenied
-	// OutcomeShadowed: a Shadow policy would have denied; admitted.
-	OutcomeShadowed
-	// OutcomeDegraded: the store failed and a fail mode decided (Allowed
-	// says which way).
-	OutcomeDegraded
-)
-
-// String returns "allowed", "denied", "shadowed" or "degraded".
-func (o Outcome) String() string {
-	switch o {
-	case OutcomeAllowed:
-		return "allowed"
-	case OutcomeDenied:
-		return "denied"
-	case OutcomeShadowed:
-		return "shadowed"
-	case OutcomeDegraded:
-		return "degraded"
-	}
-	return "unknown"
-}
-
-// OutcomeOf classifies d: degraded first, then shadowed, allowed, denied.
-func OutcomeOf(d Decision) Outcome {
-	switch {
-	case d.Degraded:
-		return OutcomeDegraded
-	case d.Shadowed:
-		return OutcomeShadowed
-	case d.Allowed:
-		return OutcomeAllowed
-	}
-	return OutcomeDenied
-}
-
 // BreakerState is the state of a store tier's circuit breaker. The zero
 // value is BreakerClosed.
 type BreakerState uint8
@@ -231,9 +191,6 @@ type Event struct {
 	Context context.Context
 	// Policy is the policy's name ("" for a sync that spans policies).
 	Policy string
-	// Outcome classifies Decision (EventDecision, EventDenyCacheHit,
-	// EventFallback, EventPeek, EventCharge, EventRefund).
-	Outcome Outcome
 	// Decision is the decision (EventDecision, EventDenyCacheHit,
 	// EventFallback), or the key's state a verb reports (EventPeek,
 	// EventCharge, EventRefund).

@@ -81,9 +81,9 @@ func TestObserverSeesEveryDecision(t *testing.T) {
 		assert.Equal(t, core.EventDecision, e.Kind)
 		assert.Equal(t, "obs", e.Policy)
 	}
-	assert.Equal(t, core.OutcomeAllowed, events[0].Outcome)
-	assert.Equal(t, core.OutcomeDenied, events[1].Outcome)
-	assert.Equal(t, core.OutcomeDegraded, events[2].Outcome)
+	assert.True(t, events[0].Decision.Allowed)
+	assert.False(t, events[1].Decision.Allowed || events[1].Decision.Degraded, "denied")
+	assert.True(t, events[2].Decision.Degraded)
 	assert.Error(t, events[2].Err)
 	assert.Equal(t, "other", core.ClassifyError(events[2].Err))
 }
@@ -91,7 +91,7 @@ func TestObserverSeesEveryDecision(t *testing.T) {
 type nopObserver struct{ n int }
 
 func (o *nopObserver) Observe(e core.Event) {
-	if e.Outcome == core.OutcomeAllowed {
+	if e.Decision.Allowed {
 		o.n++
 	}
 }
@@ -234,16 +234,16 @@ func TestObserverEventKindsCarryTheContext(t *testing.T) {
 	steps := []struct {
 		do   func() error
 		kind core.EventKind
-		out  core.Outcome
+		out  bool // Decision.Allowed
 	}{
-		{func() error { _, err := l.Allow(ctx, "k"); return err }, core.EventDecision, core.OutcomeAllowed},
-		{func() error { _, err := l.AllowN(ctx, "k", 0); return err }, core.EventPeek, core.OutcomeAllowed},
-		{func() error { _, err := l.PeekN(ctx, "k", 1); return err }, core.EventPeek, core.OutcomeAllowed},
-		{func() error { _, err := l.Charge(ctx, "k", 1); return err }, core.EventCharge, core.OutcomeDenied},
-		{func() error { _, err := l.Allow(ctx, "k"); return err }, core.EventDecision, core.OutcomeDenied},
-		{func() error { _, err := l.Refund(ctx, "k", 1); return err }, core.EventRefund, core.OutcomeAllowed},
-		{func() error { return l.Wait(ctx, "k") }, core.EventDecision, core.OutcomeAllowed},
-		{func() error { return l.Reset(ctx, "k") }, core.EventReset, 0},
+		{func() error { _, err := l.Allow(ctx, "k"); return err }, core.EventDecision, true},
+		{func() error { _, err := l.AllowN(ctx, "k", 0); return err }, core.EventPeek, true},
+		{func() error { _, err := l.PeekN(ctx, "k", 1); return err }, core.EventPeek, true},
+		{func() error { _, err := l.Charge(ctx, "k", 1); return err }, core.EventCharge, false},
+		{func() error { _, err := l.Allow(ctx, "k"); return err }, core.EventDecision, false},
+		{func() error { _, err := l.Refund(ctx, "k", 1); return err }, core.EventRefund, true},
+		{func() error { return l.Wait(ctx, "k") }, core.EventDecision, true},
+		{func() error { return l.Reset(ctx, "k") }, core.EventReset, false},
 	}
 	for i, s := range steps {
 		events = events[:0]
@@ -251,7 +251,7 @@ func TestObserverEventKindsCarryTheContext(t *testing.T) {
 		require.Len(t, events, 1, "step %d (%v)", i, s.kind)
 		e := events[0]
 		assert.Equal(t, s.kind, e.Kind, "step %d", i)
-		assert.Equal(t, s.out, e.Outcome, "step %d (%v)", i, s.kind)
+		assert.Equal(t, s.out, e.Decision.Allowed, "step %d (%v)", i, s.kind)
 		assert.Equal(t, "kinds", e.Policy, "step %d", i)
 		require.NotNil(t, e.Context, "step %d (%v)", i, s.kind)
 		assert.Equal(t, "request-1", e.Context.Value(ctxKey{}), "step %d (%v)", i, s.kind)
@@ -292,5 +292,5 @@ func TestObserverVerbFailures(t *testing.T) {
 		assert.Equal(t, k, events[i].Kind)
 		assert.Error(t, events[i].Err, k.String())
 	}
-	assert.Equal(t, core.Outcome(0), events[3].Outcome, "a reset reports no decision")
+	assert.Equal(t, core.Decision{}, events[3].Decision, "a reset reports no decision")
 }

@@ -204,7 +204,7 @@ func (l *Limiter) observe(ctx context.Context, kind EventKind, d Decision, err e
 	}
 	e := Event{Kind: kind, Context: ctx, Policy: l.policy.Name, Err: err}
 	if kind != EventReset {
-		e.Outcome, e.Decision = OutcomeOf(d), d
+		e.Decision = d
 	}
 	if !start.IsZero() {
 		e.Latency = time.Since(start)

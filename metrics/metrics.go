@@ -94,9 +94,33 @@ type statsSource interface {
 // apart from "allowed" so that the elastic share of the traffic shows.
 const elasticOutcome = "elastic"
 
-// elastic is the index of the elastic outcome's counter in
-// policy.decisions, after core's outcomes.
-const elastic = core.OutcomeDegraded + 1
+// The outcome label of a decision, as an index of policy.decisions.
+const (
+	allowed  = iota + 1 // admitted within the limit
+	denied              // a limit is exhausted
+	shadowed            // a Shadow policy would have denied; admitted
+	degraded            // the store failed and a fail mode decided
+	elastic             // admitted above the limits (elasticOutcome)
+)
+
+// outcomeNames are the outcome labels by index.
+var outcomeNames = [...]string{allowed: "allowed", denied: "denied", shadowed: "shadowed", degraded: "degraded", elastic: elasticOutcome}
+
+// outcomeOf classifies d: degraded first, then shadowed, elastic,
+// allowed, denied.
+func outcomeOf(d *core.Decision) int {
+	switch {
+	case d.Degraded:
+		return degraded
+	case d.Shadowed:
+		return shadowed
+	case d.Allowed && d.Elastic:
+		return elastic
+	case d.Allowed:
+		return allowed
+	}
+	return denied
+}
 
 // errorKinds are core.ClassifyError's names of an error, the values of
 // the kind label: a policy's error series are indexed by them.
@@ -291,10 +315,9 @@ func MustNew(opts ...Option) *Metrics {
 
 func (m *Metrics) newPolicy(name string) *policy {
 	p := &policy{name: name}
-	for o := core.OutcomeAllowed; o <= core.OutcomeDegraded; o++ {
-		p.decisions[o] = m.decisions.WithLabelValues(name, o.String())
+	for o := allowed; o <= elastic; o++ {
+		p.decisions[o] = m.decisions.WithLabelValues(name, outcomeNames[o])
 	}
-	p.decisions[elastic] = m.decisions.WithLabelValues(name, elasticOutcome)
 	for _, k := range baseKinds {
 		p.errors[kindIndex(k)] = m.errors.WithLabelValues(name, k)
 	}
@@ -344,12 +367,7 @@ func (m *Metrics) Observe(e core.Event) {
 	switch e.Kind {
 	case core.EventDecision:
 		p := m.policy(e.Policy)
-		if o := e.Outcome; o <= core.OutcomeDegraded && o > 0 {
-			if o == core.OutcomeAllowed && e.Decision.Elastic {
-				o = elastic
-			}
-			p.decisions[o].Inc()
-		}
+		p.decisions[outcomeOf(&e.Decision)].Inc()
 		if e.Latency > 0 {
 			p.latency.get(func() prometheus.Observer { return m.latency.WithLabelValues(p.name) }).Observe(e.Latency.Seconds())
 		}

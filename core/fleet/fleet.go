@@ -354,7 +354,7 @@ func (s *fleetStore) take(ctx context.Context, deadline time.Time, key string, p
 			}
 			sh.mu.Unlock()
 			if o := s.cfg.observer; o != nil {
-				o.Observe(core.Event{Kind: core.EventDenyCacheHit, Context: ctx, Policy: p.Name, Outcome: core.OutcomeOf(d), Decision: d})
+				o.Observe(core.Event{Kind: core.EventDenyCacheHit, Context: ctx, Policy: p.Name, Decision: d})
 			}
 			return d, nil
 		}
@@ -642,7 +642,7 @@ func (s *fleetStore) fallback(ctx context.Context, key string, pi *pinfo, now ti
 		s.owe(key, pi, cost)
 	}
 	if o := s.cfg.observer; o != nil {
-		o.Observe(core.Event{Kind: core.EventFallback, Context: ctx, Policy: pi.p.Name, Outcome: core.OutcomeOf(d), Decision: d, Err: err})
+		o.Observe(core.Event{Kind: core.EventFallback, Context: ctx, Policy: pi.p.Name, Decision: d, Err: err})
 	}
 	return d, err
 }
