@@ -8,9 +8,9 @@ import (
 	"time"
 )
 
-// MaxCeilingPercent bounds [Elastic.CeilingPercent]: a ceiling of 10× the
+// maxCeilingPercent bounds Elastic.CeilingPercent: a ceiling of 10× the
 // limit.
-const MaxCeilingPercent = 1000
+const maxCeilingPercent = 1000
 
 // Elastic configures elastic throttling, the third style of the design
 // notes beside hard and soft: "the number of requests can go above the
@@ -63,7 +63,7 @@ const MaxCeilingPercent = 1000
 type Elastic struct {
 	// CeilingPercent is how far above each limit an elastic admission may
 	// go, as a percentage of the limit: 200 allows up to twice each limit.
-	// Must be in (100, MaxCeilingPercent] and raise every limit by at
+	// Must be in (100, 1000] (at most 10× the limit) and raise every limit by at
 	// least one request.
 	CeilingPercent int `json:"ceiling_percent" yaml:"ceiling_percent"`
 	// Signal says whether the service has room for an elastic admission.
@@ -143,8 +143,8 @@ func (p *Policy) validateElastic() error {
 		return nil
 	}
 	switch {
-	case e.CeilingPercent <= 100 || e.CeilingPercent > MaxCeilingPercent:
-		return fmt.Errorf("core: policy %q: elastic ceiling must be in (100%%, %d%%], got %d%% (200%% lets each limit be exceeded up to twice)", p.Name, MaxCeilingPercent, e.CeilingPercent)
+	case e.CeilingPercent <= 100 || e.CeilingPercent > maxCeilingPercent:
+		return fmt.Errorf("core: policy %q: elastic ceiling must be in (100%%, %d%%], got %d%% (200%% lets each limit be exceeded up to twice)", p.Name, maxCeilingPercent, e.CeilingPercent)
 	case e.Signal == nil:
 		return fmt.Errorf("core: policy %q: elastic needs a capacity signal (core.CapacityLimit, core.LoadBelow or your own core.CapacitySignal)", p.Name)
 	case p.SoftPercent != 0:

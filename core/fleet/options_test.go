@@ -123,3 +123,18 @@ func TestHybridChecksThroughTheTier(t *testing.T) {
 	assert.Equal(t, 2, allowed)
 	assert.Equal(t, int64(2*2+1), f.calls.Load(), "two admitted checks of two limiters, one remote denial, then the cache")
 }
+
+// TestBoundsAreCores: the tier's bounds of its default sync and fleet
+// size (maxSync, maxFleetSize) are core's bounds of a policy's: core
+// accepts each bound and refuses one more.
+func TestBoundsAreCores(t *testing.T) {
+	validate := func(set func(*core.Policy)) error {
+		p := core.Policy{Name: "p", Algorithm: core.GCRA, Limits: []core.Limit{core.PerMinute(10)}}
+		set(&p)
+		return p.Validate()
+	}
+	assert.NoError(t, validate(func(p *core.Policy) { p.Sync = maxSync }))
+	assert.Error(t, validate(func(p *core.Policy) { p.Sync = maxSync + 1 }))
+	assert.NoError(t, validate(func(p *core.Policy) { p.FleetSize = maxFleetSize }))
+	assert.Error(t, validate(func(p *core.Policy) { p.FleetSize = maxFleetSize + 1 }))
+}
