@@ -147,33 +147,6 @@ func (k EventKind) String() string {
 	return "unknown"
 }
 
-// BreakerState is the state of a store tier's circuit breaker. The zero
-// value is BreakerClosed.
-type BreakerState uint8
-
-const (
-	// BreakerClosed: calls go to the remote store.
-	BreakerClosed BreakerState = iota
-	// BreakerOpen: the remote store is not called; the fail mode decides.
-	BreakerOpen
-	// BreakerHalfOpen: one probe call is let through; its outcome closes
-	// or reopens the breaker.
-	BreakerHalfOpen
-)
-
-// String returns "closed", "open" or "half_open".
-func (s BreakerState) String() string {
-	switch s {
-	case BreakerClosed:
-		return "closed"
-	case BreakerOpen:
-		return "open"
-	case BreakerHalfOpen:
-		return "half_open"
-	}
-	return "unknown"
-}
-
 // Event is one observation. Which fields are set depends on Kind; the
 // others are zero.
 type Event struct {
@@ -205,8 +178,12 @@ type Event struct {
 	// Keys is the number of entries of a sync (EventSync), or of the
 	// limits a source found (EventSourceLookup).
 	Keys int
-	// From and To are the breaker's previous and new state (EventBreaker).
-	From, To BreakerState
+	// From and To are the breaker's previous and new state
+	// (EventBreaker): "closed" (calls go to the remote store), "open"
+	// (the remote store is not called; the fail mode decides) or
+	// "half_open" (one probe call is let through; its outcome closes or
+	// reopens the breaker).
+	From, To string
 }
 
 // errorKind classifies a store error for metrics and logs.

@@ -157,7 +157,7 @@ type policy struct {
 	fallbacks   lazy[prometheus.Counter]
 	breaker     lazy[prometheus.Gauge]
 	inFlight    lazy[prometheus.Gauge]
-	transitions [core.BreakerHalfOpen + 1]lazy[prometheus.Counter]
+	transitions [len(breakerStates)]lazy[prometheus.Counter]
 }
 
 // lazy is a series created on first use. Two goroutines may both create
@@ -393,16 +393,17 @@ func (m *Metrics) Observe(e core.Event) {
 		p := m.policy(e.Policy)
 		p.fallbacks.get(func() prometheus.Counter { return m.fallbacks.WithLabelValues(p.name) }).Inc()
 	case core.EventBreaker:
-		if e.To > core.BreakerHalfOpen {
+		to := breakerIndex(e.To)
+		if to < 0 {
 			return
 		}
 		if e.Policy == "" { // a tier's breaker, serving every policy
-			m.tierBreaker(e.From, e.To)
+			m.tierBreaker(breakerIndex(e.From), to)
 			return
 		}
 		p := m.policy(e.Policy)
-		p.breaker.get(func() prometheus.Gauge { return m.breaker.WithLabelValues(p.name) }).Set(float64(e.To))
-		p.transitions[e.To].get(func() prometheus.Counter { return m.transitions.WithLabelValues(p.name, e.To.String()) }).Inc()
+		p.breaker.get(func() prometheus.Gauge { return m.breaker.WithLabelValues(p.name) }).Set(float64(to))
+		p.transitions[to].get(func() prometheus.Counter { return m.transitions.WithLabelValues(p.name, breakerStates[to]) }).Inc()
 	case core.EventSourceHit:
 		m.source.WithLabelValues(m.policy(e.Policy).name, "hit").Inc()
 	case core.EventSourceLookup:
@@ -438,9 +439,9 @@ func (m *Metrics) Observe(e core.Event) {
 // policy (the fleet tier's, one per Redis master): the state exported for
 // a policy is 1 while any such breaker is open, else 2 while any is
 // half-open, else 0, and each transition counts under every known policy.
-func (m *Metrics) tierBreaker(from, to core.BreakerState) {
+func (m *Metrics) tierBreaker(from, to int) {
 	m.tierSeen.Store(true)
-	for st, n := range map[core.BreakerState]*atomic.Int64{core.BreakerOpen: &m.tierOpen, core.BreakerHalfOpen: &m.tierHalf} {
+	for st, n := range map[int]*atomic.Int64{breakerOpen: &m.tierOpen, breakerHalfOpen: &m.tierHalf} {
 		if from == st && n.Load() > 0 {
 			n.Add(-1)
 		}
@@ -450,19 +451,42 @@ func (m *Metrics) tierBreaker(from, to core.BreakerState) {
 	}
 	for _, name := range m.knownPolicies() {
 		p := m.policy(name)
-		p.transitions[to].get(func() prometheus.Counter { return m.transitions.WithLabelValues(p.name, to.String()) }).Inc()
+		p.transitions[to].get(func() prometheus.Counter { return m.transitions.WithLabelValues(p.name, breakerStates[to]) }).Inc()
 	}
 }
 
 // tierState is the aggregate state of the tier breakers.
-func (m *Metrics) tierState() core.BreakerState {
+func (m *Metrics) tierState() int {
 	switch {
 	case m.tierOpen.Load() > 0:
-		return core.BreakerOpen
+		return breakerOpen
 	case m.tierHalf.Load() > 0:
-		return core.BreakerHalfOpen
+		return breakerHalfOpen
 	}
-	return core.BreakerClosed
+	return breakerClosed
+}
+
+// The breaker states a core.EventBreaker names, as the values of the
+// breaker gauge.
+const (
+	breakerClosed = iota
+	breakerOpen
+	breakerHalfOpen
+)
+
+// breakerStates are the states' names (core.Event's From and To), by
+// value.
+var breakerStates = [...]string{breakerClosed: "closed", breakerOpen: "open", breakerHalfOpen: "half_open"}
+
+// breakerIndex is the value of the state named s, or -1 for a name no
+// state has.
+func breakerIndex(s string) int {
+	for i, n := range breakerStates {
+		if n == s {
+			return i
+		}
+	}
+	return -1
 }
 
 // knownPolicies are the policy names seen in events or watched

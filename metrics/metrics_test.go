@@ -174,11 +174,11 @@ func TestFleetTierEvents(t *testing.T) {
 		{Kind: core.EventFallback, Policy: "api", Decision: core.Decision{Degraded: true}, Err: refused},
 		{Kind: core.EventSync, Keys: 40, Latency: 2 * time.Millisecond},
 		{Kind: core.EventSync, Keys: 2, Latency: 50 * time.Millisecond, Err: fmt.Errorf("x: %w", context.DeadlineExceeded)},
-		{Kind: core.EventBreaker, Policy: "api", From: core.BreakerClosed, To: core.BreakerOpen},
-		{Kind: core.EventBreaker, Policy: "api", From: core.BreakerOpen, To: core.BreakerHalfOpen},
-		{Kind: core.EventBreaker, Policy: "api", From: core.BreakerHalfOpen, To: core.BreakerOpen},
-		{Kind: core.EventBreaker, Policy: "api", To: core.BreakerState(9)}, // unknown: ignored
-		{Kind: core.EventKind(99), Policy: "api"},                          // unknown: ignored
+		{Kind: core.EventBreaker, Policy: "api", From: "closed", To: "open"},
+		{Kind: core.EventBreaker, Policy: "api", From: "open", To: "half_open"},
+		{Kind: core.EventBreaker, Policy: "api", From: "half_open", To: "open"},
+		{Kind: core.EventBreaker, Policy: "api", To: "nine"}, // unknown: ignored
+		{Kind: core.EventKind(99), Policy: "api"},            // unknown: ignored
 	} {
 		m.Observe(e)
 	}

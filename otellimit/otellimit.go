@@ -132,6 +132,10 @@ const (
 // resultNames are the limitkit.result values by index.
 var resultNames = [nResult]string{allowed: "allowed", denied: "denied", shadowed: "shadowed", degraded: "degraded", elastic: "elastic"}
 
+// breakerValues are the values of the breaker gauge by the state a
+// core.EventBreaker names.
+var breakerValues = map[string]int64{"closed": 0, "open": 1, "half_open": 2}
+
 // The fail modes a degraded decision is attributed to (limitkit.fail_mode).
 const (
 	modeOpen = iota
@@ -364,7 +368,9 @@ func (o *Observer) Observe(e core.Event) {
 	case core.EventFallback:
 		o.fallbks.Add(ctx, 1, o.policy(e.Policy).add...)
 	case core.EventBreaker:
-		o.breaker.Record(ctx, int64(e.To), o.policy(e.Policy).attrs...)
+		if st, ok := breakerValues[e.To]; ok {
+			o.breaker.Record(ctx, st, o.policy(e.Policy).attrs...)
+		}
 	case core.EventSync:
 		if e.Err == nil {
 			o.syncs.Add(ctx, 1, o.syncOK...)

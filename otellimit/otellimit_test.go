@@ -126,7 +126,7 @@ func TestDecisionsMatchTraffic(t *testing.T) {
 	// the fleet tier's own events
 	o.Observe(core.Event{Kind: core.EventDenyCacheHit, Policy: "api"})
 	o.Observe(core.Event{Kind: core.EventFallback, Policy: "api", Decision: core.Decision{Allowed: true}})
-	o.Observe(core.Event{Kind: core.EventBreaker, Policy: "api", To: core.BreakerOpen})
+	o.Observe(core.Event{Kind: core.EventBreaker, Policy: "api", To: "open"})
 	o.Observe(core.Event{Kind: core.EventSync, Err: context.DeadlineExceeded})
 	o.Observe(core.Event{Kind: core.EventSync})
 

@@ -54,7 +54,7 @@ func TestDefaults(t *testing.T) {
 	assert.Equal(t, defaultProbeInterval, tier.cfg.probe)
 	assert.Equal(t, defaultFleetSize, tier.cfg.fleetSize)
 	assert.True(t, tier.FallsBackLocally())
-	assert.Equal(t, core.BreakerClosed, tier.BreakerState())
+	assert.Equal(t, "closed", tier.BreakerState())
 
 	wb := newTier(t, newFake(), WithSync(time.Second))
 	assert.Equal(t, core.ModeWriteBack, wb.cfg.mode)
