@@ -92,20 +92,17 @@ const (
 	// EventReset: Limiter.Reset forgot a key's state. The Decision is
 	// zero; Err and Latency are set as for a decision.
 	EventReset
-	// EventSourceHit: a [Sourced] answered an identity from its cache.
-	EventSourceHit
-	// EventSourceLookup: a [Sourced] asked its [LimitSource] (one
-	// lookup, whatever the requests waiting for it): Keys is the number
-	// of limits found (0: not found), Latency the call's duration, Err
-	// the source's error (context.DeadlineExceeded past the lookup's
-	// Timeout) or nil.
-	EventSourceLookup
-	// EventSourceFallback: a request of a [Sourced] was decided by the
-	// fallback (see SourceConfig.FailModeOnError) because the lookup
-	// failed (or one failed less than a second ago), timed out (Err
-	// context.DeadlineExceeded), its context ended, or too many lookups
-	// were under way.
-	EventSourceFallback
+	// EventSource: a [Sourced] did what Event.Source names: "hit", it
+	// answered an identity from its cache; "lookup", it asked its
+	// [LimitSource] (one lookup, whatever the requests waiting for it):
+	// Keys is the number of limits found (0: not found), Latency the
+	// call's duration, Err the source's error (context.DeadlineExceeded
+	// past the lookup's Timeout) or nil; "fallback", a request was
+	// decided by the fallback (see SourceConfig.FailModeOnError) because
+	// the lookup failed (or one failed less than a second ago), timed
+	// out (Err context.DeadlineExceeded), its context ended, or too many
+	// lookups were under way.
+	EventSource
 	// EventInFlight: a [Concurrency] took (Keys 1) or gave back (Keys -1)
 	// a slot of its Policy. Only the change is reported: an exporter sums
 	// them into a gauge of the slots this process holds. Not a decision.
@@ -113,8 +110,8 @@ const (
 )
 
 // String returns "decision", "deny_cache_hit", "sync", "breaker",
-// "fallback", "peek", "charge", "refund", "reset", "source_hit",
-// "source_lookup", "source_fallback" or "in_flight".
+// "fallback", "peek", "charge", "refund", "reset", "source" or
+// "in_flight".
 func (k EventKind) String() string {
 	switch k {
 	case EventDecision:
@@ -135,12 +132,8 @@ func (k EventKind) String() string {
 		return "refund"
 	case EventReset:
 		return "reset"
-	case EventSourceHit:
-		return "source_hit"
-	case EventSourceLookup:
-		return "source_lookup"
-	case EventSourceFallback:
-		return "source_fallback"
+	case EventSource:
+		return "source"
 	case EventInFlight:
 		return "in_flight"
 	}
@@ -176,8 +169,11 @@ type Event struct {
 	// EventFallback, EventSync), or nil.
 	Err error
 	// Keys is the number of entries of a sync (EventSync), or of the
-	// limits a source found (EventSourceLookup).
+	// limits a source found (an EventSource lookup).
 	Keys int
+	// Source is what a [Sourced] did (EventSource): "hit", "lookup" or
+	// "fallback".
+	Source string
 	// From and To are the breaker's previous and new state
 	// (EventBreaker): "closed" (calls go to the remote store), "open"
 	// (the remote store is not called; the fail mode decides) or

@@ -45,7 +45,7 @@ func TestAllowAllSharesOneDeadline(t *testing.T) {
 	assert.Equal(t, int64(1), st.calls.Load(), "only the first check may wait for the hung store")
 	var se *core.StoreError
 	require.ErrorAs(t, err, &se)
-	assert.True(t, se.Timeout())
+	assert.True(t, core.ClassifyError(se) == "timeout")
 }
 
 func TestLimiterSkipsStoreWhenContextDone(t *testing.T) {

@@ -404,21 +404,23 @@ func (m *Metrics) Observe(e core.Event) {
 		p := m.policy(e.Policy)
 		p.breaker.get(func() prometheus.Gauge { return m.breaker.WithLabelValues(p.name) }).Set(float64(to))
 		p.transitions[to].get(func() prometheus.Counter { return m.transitions.WithLabelValues(p.name, breakerStates[to]) }).Inc()
-	case core.EventSourceHit:
-		m.source.WithLabelValues(m.policy(e.Policy).name, "hit").Inc()
-	case core.EventSourceLookup:
-		r := "found"
-		switch {
-		case e.Err != nil && core.ClassifyError(e.Err) == "timeout":
-			r = "timeout"
-		case e.Err != nil:
-			r = "error"
-		case e.Keys == 0:
-			r = "not_found"
+	case core.EventSource:
+		r := e.Source // hit, fallback
+		if r == "lookup" {
+			switch {
+			case e.Err != nil && core.ClassifyError(e.Err) == "timeout":
+				r = "timeout"
+			case e.Err != nil:
+				r = "error"
+			case e.Keys == 0:
+				r = "not_found"
+			default:
+				r = "found"
+			}
 		}
-		m.source.WithLabelValues(m.policy(e.Policy).name, r).Inc()
-	case core.EventSourceFallback:
-		m.source.WithLabelValues(m.policy(e.Policy).name, "fallback").Inc()
+		if r != "" {
+			m.source.WithLabelValues(m.policy(e.Policy).name, r).Inc()
+		}
 	case core.EventSync:
 		if e.Err != nil {
 			m.syncs.WithLabelValues("error").Inc()
