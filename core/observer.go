@@ -31,12 +31,12 @@ import (
 // each [Limiter] method reports:
 //
 //	AllowN, Allow, AllowNAt (cost > 0)   EventDecision
-//	AllowN with cost 0, Peek, PeekN      EventPeek
+//	AllowN with cost 0, Peek, PeekN      EventVerb, Verb "peek"
 //	PeekDecision                         EventDecision (a peek that decides a request
 //	                                     counted by outcome; consumes nothing)
-//	Charge                               EventCharge
-//	Refund                               EventRefund
-//	Reset                                EventReset
+//	Charge                               EventVerb, Verb "charge"
+//	Refund                               EventVerb, Verb "refund"
+//	Reset                                EventVerb, Verb "reset"
 //	WaitN, Wait                          EventDecision per store call (a denied call, then the
 //	                                     admitting one; a reservation is one admitting call)
 //	AllowAll                             its checks' events, as AllowN's
@@ -77,21 +77,16 @@ const (
 	// EventFallback: a store tier decided locally because the remote store
 	// failed or its breaker was open (the Decision is Degraded).
 	EventFallback
-	// EventPeek: a Limiter answered a peek (a cost of 0, see
-	// Limiter.AllowN; Limiter.PeekN): the Decision reports the key's
-	// state, nothing was consumed, and it is not a decision to count as
-	// allowed or denied.
-	EventPeek
-	// EventCharge: Limiter.Charge consumed quota for work already done;
-	// the Decision reports the key afterwards (as Charge returns it). Not
-	// a decision.
-	EventCharge
-	// EventRefund: Limiter.Refund returned quota; the Decision reports the
-	// key afterwards. Not a decision.
-	EventRefund
-	// EventReset: Limiter.Reset forgot a key's state. The Decision is
-	// zero; Err and Latency are set as for a decision.
-	EventReset
+	// EventVerb: a Limiter answered the quota verb Event.Verb names, and
+	// it is not a decision to count as allowed or denied: "peek" (a cost
+	// of 0, see Limiter.AllowN; Limiter.PeekN): the Decision reports the
+	// key's state, nothing was consumed; "charge" (Limiter.Charge
+	// consumed quota for work already done) and "refund"
+	// (Limiter.Refund returned quota): the Decision reports the key
+	// afterwards, as the verb returns it; "reset" (Limiter.Reset forgot
+	// the key's state): the Decision is zero. Err and Latency are set as
+	// for a decision.
+	EventVerb
 	// EventSource: a [Sourced] did what Event.Source names: "hit", it
 	// answered an identity from its cache; "lookup", it asked its
 	// [LimitSource] (one lookup, whatever the requests waiting for it):
@@ -110,8 +105,7 @@ const (
 )
 
 // String returns "decision", "deny_cache_hit", "sync", "breaker",
-// "fallback", "peek", "charge", "refund", "reset", "source" or
-// "in_flight".
+// "fallback", "verb", "source" or "in_flight".
 func (k EventKind) String() string {
 	switch k {
 	case EventDecision:
@@ -124,14 +118,8 @@ func (k EventKind) String() string {
 		return "breaker"
 	case EventFallback:
 		return "fallback"
-	case EventPeek:
-		return "peek"
-	case EventCharge:
-		return "charge"
-	case EventRefund:
-		return "refund"
-	case EventReset:
-		return "reset"
+	case EventVerb:
+		return "verb"
 	case EventSource:
 		return "source"
 	case EventInFlight:
@@ -149,17 +137,16 @@ type Event struct {
 	// caller passed it to the Limiter (or, from a store tier, as the
 	// Limiter passed it to the store: the caller's, with the store
 	// deadline): exporters read the request's trace span from it. It is
-	// set on the events of a request (EventDecision, EventPeek,
-	// EventCharge, EventRefund, EventReset, EventDenyCacheHit,
-	// EventFallback) and nil on those of no request (EventSync,
+	// set on the events of a request (EventDecision, EventVerb,
+	// EventDenyCacheHit, EventFallback) and nil on those of no request (EventSync,
 	// EventBreaker). Valid during Observe only: an observer must not keep
 	// it, nor wait on it.
 	Context context.Context
 	// Policy is the policy's name ("" for a sync that spans policies).
 	Policy string
 	// Decision is the decision (EventDecision, EventDenyCacheHit,
-	// EventFallback), or the key's state a verb reports (EventPeek,
-	// EventCharge, EventRefund).
+	// EventFallback), or the key's state a verb reports (EventVerb but
+	// "reset").
 	Decision Decision
 	// Latency is the store call's duration (EventDecision and the verbs'
 	// events, for stores that do I/O; 0 for the embedded store, which is
@@ -171,6 +158,9 @@ type Event struct {
 	// Keys is the number of entries of a sync (EventSync), or of the
 	// limits a source found (an EventSource lookup).
 	Keys int
+	// Verb is the quota verb of an EventVerb: "peek", "charge", "refund"
+	// or "reset".
+	Verb string
 	// Source is what a [Sourced] did (EventSource): "hit", "lookup" or
 	// "fallback".
 	Source string

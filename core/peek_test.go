@@ -56,7 +56,7 @@ func TestPeekReportsExhaustedKeyDenied(t *testing.T) {
 					assert.LessOrEqual(t, d.RetryAfter, 2*time.Minute, "at most ResetAfter")
 				}
 				if observed {
-					assert.Equal(t, []core.EventKind{core.EventPeek, core.EventDecision, core.EventDecision, core.EventPeek, core.EventPeek, core.EventPeek}, kinds)
+					assert.Equal(t, []core.EventKind{core.EventVerb, core.EventDecision, core.EventDecision, core.EventVerb, core.EventVerb, core.EventVerb}, kinds)
 				}
 			})
 		}

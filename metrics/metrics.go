@@ -380,9 +380,10 @@ func (m *Metrics) Observe(e core.Event) {
 				p.replies[i].get(func() prometheus.Counter { return m.errors.WithLabelValues(p.name, errorKinds[i]) }).Inc()
 			}
 		}
-	case core.EventPeek:
-		// a peek (cost 0) is not a decision: neither allowed, nor denied,
-		// nor degraded (its store error surfaces at the next decision)
+	case core.EventVerb:
+		// a verb (a peek, charge, refund or reset) is not a decision:
+		// neither allowed, nor denied, nor degraded (its store error
+		// surfaces at the next decision)
 	case core.EventInFlight:
 		p := m.policy(e.Policy)
 		p.inFlight.get(func() prometheus.Gauge { return m.inFlight.WithLabelValues(p.name) }).Add(float64(e.Keys))

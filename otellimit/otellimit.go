@@ -22,8 +22,7 @@
 //	limitkit.limit              gauge      {request}; limitkit.policy, limitkit.limit.index, limitkit.limit.window (s) (WatchPolicy)
 //
 // Only decisions are counted: a peek, a charge, a refund and a reset
-// ([core.EventPeek], [core.EventCharge], [core.EventRefund],
-// [core.EventReset]) are not, as in the Prometheus package.
+// ([core.EventVerb]) are not, as in the Prometheus package.
 //
 // # Traces
 //
@@ -168,10 +167,22 @@ var spanEventNames = [...]string{
 	core.EventDecision:     "limitkit.decision",
 	core.EventDenyCacheHit: "limitkit.deny_cache_hit",
 	core.EventFallback:     "limitkit.fallback",
-	core.EventPeek:         "limitkit.peek",
-	core.EventCharge:       "limitkit.charge",
-	core.EventRefund:       "limitkit.refund",
-	core.EventReset:        "limitkit.reset",
+}
+
+// verbEventName is the span event's name of a core.EventVerb of verb ("" for
+// none).
+func verbEventName(verb string) string {
+	switch verb {
+	case "peek":
+		return "limitkit.peek"
+	case "charge":
+		return "limitkit.charge"
+	case "refund":
+		return "limitkit.refund"
+	case "reset":
+		return "limitkit.reset"
+	}
+	return ""
 }
 
 // Option configures [New].
@@ -380,13 +391,20 @@ func (o *Observer) Observe(e core.Event) {
 		}
 	}
 	if o.spans && e.Context != nil {
-		o.spanEvent(e.Context, e.Kind, e.Policy, e.Decision, e.Err)
+		o.spanEvent(e.Context, e.Kind, e.Verb, e.Policy, e.Decision, e.Err)
 	}
 }
 
 // spanEvent adds the event of kind to ctx's span when it is recording.
-func (o *Observer) spanEvent(ctx context.Context, kind core.EventKind, name string, d core.Decision, err error) {
-	if int(kind) >= len(spanEventNames) || spanEventNames[kind] == "" {
+func (o *Observer) spanEvent(ctx context.Context, kind core.EventKind, verb, name string, d core.Decision, err error) {
+	event := verbEventName(verb)
+	if kind != core.EventVerb {
+		event = ""
+		if int(kind) < len(spanEventNames) {
+			event = spanEventNames[kind]
+		}
+	}
+	if event == "" {
 		return
 	}
 	span := trace.SpanFromContext(ctx)
@@ -395,7 +413,7 @@ func (o *Observer) spanEvent(ctx context.Context, kind core.EventKind, name stri
 	}
 	attrs := make([]attribute.KeyValue, 1, 7)
 	attrs[0] = o.policy(name).attr
-	if kind != core.EventReset {
+	if verb != "reset" {
 		r := resultOf(&d)
 		attrs = append(attrs, attribute.String("limitkit.result", resultNames[r]))
 		if r == degraded {
@@ -410,7 +428,7 @@ func (o *Observer) spanEvent(ctx context.Context, kind core.EventKind, name stri
 	if err != nil {
 		attrs = append(attrs, attribute.String("error.type", errorKinds[kindIndex(core.ClassifyError(err))]))
 	}
-	span.AddEvent(spanEventNames[kind], trace.WithAttributes(attrs...))
+	span.AddEvent(event, trace.WithAttributes(attrs...))
 }
 
 // WatchPolicy records p's configured limits on the limitkit.limit gauge,
@@ -430,7 +448,7 @@ func (o *Observer) WatchPolicy(p core.Policy) {
 // for a decision made by a Limiter without this Observer: with it, Observe
 // has added the event already. It never records the key.
 func (o *Observer) RecordDecision(ctx context.Context, d core.Decision) {
-	o.spanEvent(ctx, core.EventDecision, d.Policy, d, nil)
+	o.spanEvent(ctx, core.EventDecision, "", d.Policy, d, nil)
 }
 
 // hashedKeyAttribute is the attribute key of [HashedKey].

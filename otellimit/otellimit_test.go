@@ -334,9 +334,9 @@ func TestObserveDoesNotAllocate(t *testing.T) {
 			{Kind: core.EventDecision, Policy: "api", Decision: core.Decision{Degraded: true}, Err: context.DeadlineExceeded},
 			{Kind: core.EventDecision, Policy: "api", Decision: core.Decision{Degraded: true, Limit: core.PerMinute(1)}},
 			{Kind: core.EventDecision, Policy: "api", Decision: core.Decision{Cached: true}},
-			{Kind: core.EventPeek, Policy: "api", Decision: core.Decision{Allowed: true}},
-			{Kind: core.EventCharge, Policy: "api"},
-			{Kind: core.EventReset, Policy: "api"},
+			{Kind: core.EventVerb, Verb: "peek", Policy: "api", Decision: core.Decision{Allowed: true}},
+			{Kind: core.EventVerb, Verb: "charge", Policy: "api"},
+			{Kind: core.EventVerb, Verb: "reset", Policy: "api"},
 			{Kind: core.EventDenyCacheHit, Policy: "api"},
 			{Kind: core.EventSync, Keys: 3},
 		} {
