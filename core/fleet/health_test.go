@@ -22,7 +22,7 @@ import (
 func TestOOMIsNotAnOutage(t *testing.T) {
 	srv := redistest.StartNode(t)
 	c := srv.NewClient(t)
-	tier := newTier(t, redisStore(t, c), WithDefaultFailMode(core.FailOpen), WithoutDenyCache(),
+	tier := newTier(t, redisStore(t, c), WithDefaultFailMode(core.FailOpen), WithDenyCacheTTL(0),
 		WithBreaker(3, 200*time.Millisecond, 50*time.Millisecond))
 	pol := core.Policy{Name: "oom", Algorithm: core.FixedWindow, Limits: []core.Limit{core.Per(10, time.Hour)}}
 	// a deadline a loaded machine does not miss: a timeout would be
@@ -209,7 +209,7 @@ func TestStarvedTierMovesTheDeadline(t *testing.T) {
 			probe.Record(probe.Now(), c.lag)
 		}
 		remote := &deadlineRemote{}
-		tier := newTier(t, remote, withLagProbe(probe), WithoutDenyCache())
+		tier := newTier(t, remote, withLagProbe(probe), WithDenyCacheTTL(0))
 		dl := time.Now().Add(budget)
 		_, err := tier.TakeBy(context.Background(), dl, "k", pol, time.Now(), 1)
 		require.NoError(t, err)

@@ -64,7 +64,7 @@ type config struct {
 	fleetSize   int
 	clock       core.Clock
 	observer    core.Observer
-	noDenyCache bool
+	noDenyCache bool // WithDenyCacheTTL(0)
 	deferCounts bool
 	failMode    core.FailMode // what FailOpen (the zero value) policies fail as
 	errs        []error
@@ -181,10 +181,6 @@ func WithClock(clk core.Clock) Option {
 // transitions, fallback decisions) to o. Observe is called synchronously,
 // also on the request path: it must be cheap and safe for concurrent use.
 func WithObserver(o core.Observer) Option { return func(c *config) { c.observer = o } }
-
-// WithoutDenyCache turns the deny cache off: every request not served from
-// a lease goes to the remote store.
-func WithoutDenyCache() Option { return func(c *config) { c.noDenyCache = true } }
 
 // WithDeferredDenialCounts makes the deny cache serve CountDenied policies
 // in exact mode too (write-back mode always does): their locally denied

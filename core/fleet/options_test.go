@@ -138,3 +138,15 @@ func TestBoundsAreCores(t *testing.T) {
 	assert.NoError(t, validate(func(p *core.Policy) { p.FleetSize = maxFleetSize }))
 	assert.Error(t, validate(func(p *core.Policy) { p.FleetSize = maxFleetSize + 1 }))
 }
+
+// TestDenyCacheTTLZeroTurnsItOff: WithDenyCacheTTL(0) is the tier
+// without a deny cache; any other bound keeps it.
+func TestDenyCacheTTLZeroTurnsItOff(t *testing.T) {
+	p := &core.Policy{Name: "p", Algorithm: core.GCRA, Limits: []core.Limit{core.PerMinute(1)}}
+	for ttl, want := range map[time.Duration]bool{0: false, time.Second: true} {
+		tier := newTier(t, newFake(), WithDenyCacheTTL(ttl))
+		pi, err := tier.info(p)
+		require.NoError(t, err)
+		assert.Equal(t, want, pi.denyCache, "WithDenyCacheTTL(%v)", ttl)
+	}
+}

@@ -96,7 +96,7 @@ func TestVerbsThroughTier(t *testing.T) {
 	assert.True(t, d.Allowed, "the refund dropped the cached denial")
 	require.NoError(t, l.Wait(ctx, "u"))
 
-	_, err = newFleet(remote, WithDenyCacheTTL(0))
+	_, err = newFleet(remote, WithDenyCacheTTL(-1))
 	require.ErrorContains(t, err, "WithDenyCacheTTL")
 }
 
