@@ -13,9 +13,9 @@ import (
 // DefaultLease is the lease of a [ConcurrencyPolicy] that sets none.
 const DefaultLease = 30 * time.Second
 
-// MaxLease bounds [ConcurrencyPolicy.Lease]: a crashed holder's slot comes
+// maxLease bounds ConcurrencyPolicy.Lease: a crashed holder's slot comes
 // back within the lease, so a longer one is a misconfiguration.
-const MaxLease = 24 * time.Hour
+const maxLease = 24 * time.Hour
 
 // ConcurrencyPolicy is an in-flight (concurrency) limit: at most Max
 // requests of one key hold a slot at once, from admission until they
@@ -31,7 +31,7 @@ type ConcurrencyPolicy struct {
 	// slot of a holder that crashed (or leaked its release) comes back
 	// within it. A live holder renews its slots every Lease/3, so work
 	// may run longer than the lease. 0 means [DefaultLease]; otherwise
-	// 1 s .. [MaxLease].
+	// 1 s .. 24 h: NewConcurrency refuses a lease outside.
 	Lease time.Duration
 	// FailMode is what Acquire decides when the store fails: FailOpen
 	// (the default) admits holding nothing, FailClosed denies. FailLocal
@@ -186,8 +186,8 @@ func NewConcurrency(store Store, p ConcurrencyPolicy, opts ...Option) (*Concurre
 	if p.Lease == 0 {
 		p.Lease = DefaultLease
 	}
-	if p.Lease < time.Second || p.Lease > MaxLease {
-		return nil, fmt.Errorf("core: concurrency limit %q: lease %v must be between 1s and %v", p.Name, p.Lease, MaxLease)
+	if p.Lease < time.Second || p.Lease > maxLease {
+		return nil, fmt.Errorf("core: concurrency limit %q: lease %v must be between 1s and %v", p.Name, p.Lease, maxLease)
 	}
 	switch p.FailMode {
 	case FailOpen, FailClosed:

@@ -8,9 +8,9 @@ import (
 	"time"
 )
 
-// MaxCeilingPercent bounds [Elastic.CeilingPercent]: a ceiling of 10× the
+// maxCeilingPercent bounds Elastic.CeilingPercent: a ceiling of 10× the
 // limit.
-const MaxCeilingPercent = 1000
+const maxCeilingPercent = 1000
 
 // Elastic configures elastic throttling, the third style of the design
 // notes beside hard and soft: "the number of requests can go above the
@@ -63,7 +63,7 @@ const MaxCeilingPercent = 1000
 type Elastic struct {
 	// CeilingPercent is how far above each limit an elastic admission may
 	// go, as a percentage of the limit: 200 allows up to twice each limit.
-	// Must be in (100, MaxCeilingPercent] and raise every limit by at
+	// Must be in (100, 1000] (at most 10× the limit) and raise every limit by at
 	// least one request.
 	CeilingPercent int `json:"ceiling_percent" yaml:"ceiling_percent"`
 	// Signal says whether the service has room for an elastic admission.
@@ -85,9 +85,13 @@ func (e *Elastic) ceiling(capa int64) int64 {
 // (the request is decided by the hard limit) and is not logged by the
 // Limiter: a signal that can fail reports its failures itself (a
 // [CapacityLimit]'s Limiter logs its store's). Acquire may consume
-// capacity (a CapacityLimit does); a signal whose capacity can be handed
-// back also implements [CapacityReleaser], which the Limiter calls when
-// the elastic admission did not happen after all.
+// capacity (a CapacityLimit does). A signal whose capacity can be handed
+// back also has a method Release(ctx context.Context, cost int64), which
+// the Limiter calls when the elastic take that followed an Acquire that
+// reported room did not admit above the limit (another request of the
+// same key reached the ceiling in between, or the key's quota came back).
+// Signals without it lose that capacity until it refills: conservative
+// (fewer elastic admissions), never more.
 //
 // Implementations must be safe for concurrent use and should be fast:
 // Acquire runs on the request path.
@@ -95,14 +99,9 @@ type CapacitySignal interface {
 	Acquire(ctx context.Context, cost int64) (bool, error)
 }
 
-// CapacityReleaser is implemented by a [CapacitySignal] that can hand back
-// what an Acquire that reported room took. The Limiter calls Release(ctx,
-// cost) when the elastic take that followed the Acquire did not admit
-// above the limit (another request of the same key reached the ceiling in
-// between, or the key's quota came back). Signals without it lose that
-// capacity until it refills: conservative (fewer elastic admissions),
-// never more.
-type CapacityReleaser interface {
+// capacityReleaser is a [CapacitySignal] with the optional Release
+// method.
+type capacityReleaser interface {
 	Release(ctx context.Context, cost int64)
 }
 
@@ -143,8 +142,8 @@ func (p *Policy) validateElastic() error {
 		return nil
 	}
 	switch {
-	case e.CeilingPercent <= 100 || e.CeilingPercent > MaxCeilingPercent:
-		return fmt.Errorf("core: policy %q: elastic ceiling must be in (100%%, %d%%], got %d%% (200%% lets each limit be exceeded up to twice)", p.Name, MaxCeilingPercent, e.CeilingPercent)
+	case e.CeilingPercent <= 100 || e.CeilingPercent > maxCeilingPercent:
+		return fmt.Errorf("core: policy %q: elastic ceiling must be in (100%%, %d%%], got %d%% (200%% lets each limit be exceeded up to twice)", p.Name, maxCeilingPercent, e.CeilingPercent)
 	case e.Signal == nil:
 		return fmt.Errorf("core: policy %q: elastic needs a capacity signal (core.CapacityLimit, core.LoadBelow or your own core.CapacitySignal)", p.Name)
 	case p.SoftPercent != 0:
@@ -247,7 +246,7 @@ func (l *Limiter) elasticTake(ctx context.Context, key string, now time.Time, co
 		cancel()
 	}
 	if err != nil || !e.Elastic {
-		if r, ok := sig.(CapacityReleaser); ok {
+		if r, ok := sig.(capacityReleaser); ok {
 			r.Release(ctx, cost)
 		}
 		if err != nil || !e.Allowed {
@@ -312,7 +311,7 @@ func (c *CapacityLimit) Acquire(ctx context.Context, cost int64) (bool, error) {
 	return d.Allowed && !d.Shadowed && !d.Degraded, nil
 }
 
-var _ CapacityReleaser = (*CapacityLimit)(nil)
+var _ capacityReleaser = (*CapacityLimit)(nil)
 
 // Release gives back cost that an Acquire reporting room took, when the
 // capacity Limiter's store can (see [CapacityLimit]); otherwise it does
@@ -434,8 +433,8 @@ func (s LoadBelow) Acquire(context.Context, int64) (bool, error) {
 // AllSignals returns a signal with room only when every one of signals
 // has room, asked in order (put the cheapest, such as a LoadBelow, first:
 // later ones are not asked once one says no). When a later signal says no
-// or fails, the earlier ones that implement CapacityReleaser are released.
-// The result implements CapacityReleaser (releasing those that can).
+// or fails, the earlier ones that have a Release method are released.
+// The result has a Release method (releasing those that can).
 func AllSignals(signals ...CapacitySignal) CapacitySignal {
 	return allSignals(append([]CapacitySignal(nil), signals...))
 }
@@ -455,7 +454,7 @@ func (a allSignals) Acquire(ctx context.Context, cost int64) (bool, error) {
 
 func (a allSignals) Release(ctx context.Context, cost int64) {
 	for _, s := range a {
-		if r, ok := s.(CapacityReleaser); ok {
+		if r, ok := s.(capacityReleaser); ok {
 			r.Release(ctx, cost)
 		}
 	}

@@ -60,8 +60,8 @@ func WithTimeout(d time.Duration) Option { return func(l *Limiter) { l.timeout =
 // WithObserver sends every decision of the Limiter to o as an
 // [EventDecision] (with the store call's latency and error for stores that
 // do I/O, and the caller's context), every peek (cost 0) as an
-// [EventPeek], and Charge, Refund and Reset as their own kinds (see
-// [Observer]). nil, the default, observes nothing and costs nothing.
+// [EventVerb] "peek", and Charge, Refund and Reset as EventVerb "charge",
+// "refund" and "reset" (see [Observer]). nil, the default, observes nothing and costs nothing.
 func WithObserver(o Observer) Option { return func(l *Limiter) { l.observer = o } }
 
 // WithLogger sends the Limiter's store-failure lines to logger instead of
@@ -230,7 +230,7 @@ func (l *Limiter) Allow(ctx context.Context, key string) (Decision, error) {
 // margin would still admit (RetryAfter is then ResetAfter). docs/verbs.md
 // tabulates Peek, PeekN(0), AllowN(0) and Usage per algorithm. A
 // peek never draws elastic capacity, and goes to the observer as an
-// [EventPeek], not as a decision.
+// [EventVerb] "peek", not as a decision.
 //
 // On a store failure or timeout, AllowN returns the policy's FailMode
 // decision (Degraded set) and a *StoreError. A remote store is not called
@@ -310,9 +310,9 @@ func (l *Limiter) allowNAt(ctx context.Context, key string, now time.Time, cost 
 		}
 		d, err = l.remoteTake(ctx, key, now, cost)
 	}
-	kind := EventDecision
+	kind, verb := EventDecision, ""
 	if cost == 0 {
-		kind = EventPeek
+		kind, verb = EventVerb, "peek"
 	}
 	if err != nil {
 		d, err = l.settle(ctx, d, err)
@@ -322,7 +322,7 @@ func (l *Limiter) allowNAt(ctx context.Context, key string, now time.Time, cost 
 		d = l.elasticTake(ctx, key, now, cost, d)
 	}
 	if l.observer != nil {
-		e := Event{Kind: kind, Context: ctx, Policy: l.policy.Name, Outcome: OutcomeOf(d), Decision: d, Err: err}
+		e := Event{Kind: kind, Verb: verb, Context: ctx, Policy: l.policy.Name, Decision: d, Err: err}
 		if !start.IsZero() {
 			e.Latency = time.Since(start)
 		}

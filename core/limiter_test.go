@@ -94,7 +94,7 @@ func TestFailModes(t *testing.T) {
 			require.ErrorAs(t, err, &se)
 			assert.ErrorIs(t, err, boom)
 			assert.Equal(t, mode, se.Mode)
-			assert.False(t, se.Timeout())
+			assert.False(t, core.ClassifyError(se) == "timeout")
 			assert.True(t, d.Degraded)
 			assert.Equal(t, mode == core.FailOpen, d.Allowed)
 			assert.Equal(t, "p", d.Policy)
@@ -117,7 +117,7 @@ func TestStoreDeadline(t *testing.T) {
 	returned := time.Now()
 	var se *core.StoreError
 	require.ErrorAs(t, err, &se)
-	assert.True(t, se.Timeout())
+	assert.True(t, core.ClassifyError(se) == "timeout")
 	assert.False(t, d.Allowed)
 	assert.True(t, d.Degraded)
 	seen := <-s.seen
@@ -299,7 +299,7 @@ func TestLimiterDeadlineStore(t *testing.T) {
 	_, err = l.Allow(ctx, "k")
 	var se *core.StoreError
 	require.ErrorAs(t, err, &se)
-	assert.True(t, se.Timeout())
+	assert.True(t, core.ClassifyError(se) == "timeout")
 	assert.NotErrorIs(t, err, core.ErrCallerDone, "the store's deadline passed, not the caller's")
 }
 

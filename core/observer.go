@@ -31,12 +31,12 @@ import (
 // each [Limiter] method reports:
 //
 //	AllowN, Allow, AllowNAt (cost > 0)   EventDecision
-//	AllowN with cost 0, Peek, PeekN      EventPeek
+//	AllowN with cost 0, Peek, PeekN      EventVerb, Verb "peek"
 //	PeekDecision                         EventDecision (a peek that decides a request
 //	                                     counted by outcome; consumes nothing)
-//	Charge                               EventCharge
-//	Refund                               EventRefund
-//	Reset                                EventReset
+//	Charge                               EventVerb, Verb "charge"
+//	Refund                               EventVerb, Verb "refund"
+//	Reset                                EventVerb, Verb "reset"
 //	WaitN, Wait                          EventDecision per store call (a denied call, then the
 //	                                     admitting one; a reservation is one admitting call)
 //	AllowAll                             its checks' events, as AllowN's
@@ -60,8 +60,11 @@ func (f ObserverFunc) Observe(e Event) { f(e) }
 type EventKind uint8
 
 const (
-	// EventDecision: a Limiter decided (Decision, Outcome; Latency and Err
-	// for stores that do I/O).
+	// EventDecision: a Limiter decided (Decision; Latency and Err for
+	// stores that do I/O). An exporter classifies the Decision by its
+	// flags, in this order: Degraded (the store failed and a fail mode
+	// decided; Allowed says which way), Shadowed (a Shadow policy would
+	// have denied; admitted), Allowed, else denied.
 	EventDecision EventKind = iota + 1
 	// EventDenyCacheHit: a store tier denied from its local deny cache
 	// without calling the remote store.
@@ -74,35 +77,27 @@ const (
 	// EventFallback: a store tier decided locally because the remote store
 	// failed or its breaker was open (the Decision is Degraded).
 	EventFallback
-	// EventPeek: a Limiter answered a peek (a cost of 0, see
-	// Limiter.AllowN; Limiter.PeekN): the Decision reports the key's
-	// state, nothing was consumed, and it is not a decision to count as
-	// allowed or denied.
-	EventPeek
-	// EventCharge: Limiter.Charge consumed quota for work already done;
-	// the Decision reports the key afterwards (as Charge returns it). Not
-	// a decision.
-	EventCharge
-	// EventRefund: Limiter.Refund returned quota; the Decision reports the
-	// key afterwards. Not a decision.
-	EventRefund
-	// EventReset: Limiter.Reset forgot a key's state. The Decision and
-	// Outcome are zero; Err and Latency are set as for a decision.
-	EventReset
-	// EventSourceHit: a [Sourced] answered an identity from its cache.
-	EventSourceHit
-	// EventSourceLookup: a [Sourced] asked its [LimitSource] (one
-	// lookup, whatever the requests waiting for it): Keys is the number
-	// of limits found (0: not found), Latency the call's duration, Err
-	// the source's error (context.DeadlineExceeded past the lookup's
-	// Timeout) or nil.
-	EventSourceLookup
-	// EventSourceFallback: a request of a [Sourced] was decided by the
-	// fallback (see SourceConfig.FailModeOnError) because the lookup
-	// failed (or one failed less than a second ago), timed out (Err
-	// context.DeadlineExceeded), its context ended, or too many lookups
-	// were under way.
-	EventSourceFallback
+	// EventVerb: a Limiter answered the quota verb Event.Verb names, and
+	// it is not a decision to count as allowed or denied: "peek" (a cost
+	// of 0, see Limiter.AllowN; Limiter.PeekN): the Decision reports the
+	// key's state, nothing was consumed; "charge" (Limiter.Charge
+	// consumed quota for work already done) and "refund"
+	// (Limiter.Refund returned quota): the Decision reports the key
+	// afterwards, as the verb returns it; "reset" (Limiter.Reset forgot
+	// the key's state): the Decision is zero. Err and Latency are set as
+	// for a decision.
+	EventVerb
+	// EventSource: a [Sourced] did what Event.Source names: "hit", it
+	// answered an identity from its cache; "lookup", it asked its
+	// [LimitSource] (one lookup, whatever the requests waiting for it):
+	// Keys is the number of limits found (0: not found), Latency the
+	// call's duration, Err the source's error (context.DeadlineExceeded
+	// past the lookup's Timeout) or nil; "fallback", a request was
+	// decided by the fallback (see SourceConfig.FailModeOnError) because
+	// the lookup failed (or one failed less than a second ago), timed
+	// out (Err context.DeadlineExceeded), its context ended, or too many
+	// lookups were under way.
+	EventSource
 	// EventInFlight: a [Concurrency] took (Keys 1) or gave back (Keys -1)
 	// a slot of its Policy. Only the change is reported: an exporter sums
 	// them into a gauge of the slots this process holds. Not a decision.
@@ -110,8 +105,7 @@ const (
 )
 
 // String returns "decision", "deny_cache_hit", "sync", "breaker",
-// "fallback", "peek", "charge", "refund", "reset", "source_hit",
-// "source_lookup", "source_fallback" or "in_flight".
+// "fallback", "verb", "source" or "in_flight".
 func (k EventKind) String() string {
 	switch k {
 	case EventDecision:
@@ -124,92 +118,12 @@ func (k EventKind) String() string {
 		return "breaker"
 	case EventFallback:
 		return "fallback"
-	case EventPeek:
-		return "peek"
-	case EventCharge:
-		return "charge"
-	case EventRefund:
-		return "refund"
-	case EventReset:
-		return "reset"
-	case EventSourceHit:
-		return "source_hit"
-	case EventSourceLookup:
-		return "source_lookup"
-	case EventSourceFallback:
-		return "source_fallback"
+	case EventVerb:
+		return "verb"
+	case EventSource:
+		return "source"
 	case EventInFlight:
 		return "in_flight"
-	}
-	return "unknown"
-}
-
-// Outcome classifies a decision for metrics.
-type Outcome uint8
-
-const (
-	// OutcomeAllowed: admitted within the limit.
-	OutcomeAllowed Outcome = iota + 1
-	// OutcomeDenied: denied because a limit is exhausted.
-	OutcomeDenied
-	// OutcomeShadowed: a Shadow policy would have denied; admitted.
-	OutcomeShadowed
-	// OutcomeDegraded: the store failed and a fail mode decided (Allowed
-	// says which way).
-	OutcomeDegraded
-)
-
-// String returns "allowed", "denied", "shadowed" or "degraded".
-func (o Outcome) String() string {
-	switch o {
-	case OutcomeAllowed:
-		return "allowed"
-	case OutcomeDenied:
-		return "denied"
-	case OutcomeShadowed:
-		return "shadowed"
-	case OutcomeDegraded:
-		return "degraded"
-	}
-	return "unknown"
-}
-
-// OutcomeOf classifies d: degraded first, then shadowed, allowed, denied.
-func OutcomeOf(d Decision) Outcome {
-	switch {
-	case d.Degraded:
-		return OutcomeDegraded
-	case d.Shadowed:
-		return OutcomeShadowed
-	case d.Allowed:
-		return OutcomeAllowed
-	}
-	return OutcomeDenied
-}
-
-// BreakerState is the state of a store tier's circuit breaker. The zero
-// value is BreakerClosed.
-type BreakerState uint8
-
-const (
-	// BreakerClosed: calls go to the remote store.
-	BreakerClosed BreakerState = iota
-	// BreakerOpen: the remote store is not called; the fail mode decides.
-	BreakerOpen
-	// BreakerHalfOpen: one probe call is let through; its outcome closes
-	// or reopens the breaker.
-	BreakerHalfOpen
-)
-
-// String returns "closed", "open" or "half_open".
-func (s BreakerState) String() string {
-	switch s {
-	case BreakerClosed:
-		return "closed"
-	case BreakerOpen:
-		return "open"
-	case BreakerHalfOpen:
-		return "half_open"
 	}
 	return "unknown"
 }
@@ -223,20 +137,16 @@ type Event struct {
 	// caller passed it to the Limiter (or, from a store tier, as the
 	// Limiter passed it to the store: the caller's, with the store
 	// deadline): exporters read the request's trace span from it. It is
-	// set on the events of a request (EventDecision, EventPeek,
-	// EventCharge, EventRefund, EventReset, EventDenyCacheHit,
-	// EventFallback) and nil on those of no request (EventSync,
+	// set on the events of a request (EventDecision, EventVerb,
+	// EventDenyCacheHit, EventFallback) and nil on those of no request (EventSync,
 	// EventBreaker). Valid during Observe only: an observer must not keep
 	// it, nor wait on it.
 	Context context.Context
 	// Policy is the policy's name ("" for a sync that spans policies).
 	Policy string
-	// Outcome classifies Decision (EventDecision, EventDenyCacheHit,
-	// EventFallback, EventPeek, EventCharge, EventRefund).
-	Outcome Outcome
 	// Decision is the decision (EventDecision, EventDenyCacheHit,
-	// EventFallback), or the key's state a verb reports (EventPeek,
-	// EventCharge, EventRefund).
+	// EventFallback), or the key's state a verb reports (EventVerb but
+	// "reset").
 	Decision Decision
 	// Latency is the store call's duration (EventDecision and the verbs'
 	// events, for stores that do I/O; 0 for the embedded store, which is
@@ -246,10 +156,20 @@ type Event struct {
 	// EventFallback, EventSync), or nil.
 	Err error
 	// Keys is the number of entries of a sync (EventSync), or of the
-	// limits a source found (EventSourceLookup).
+	// limits a source found (an EventSource lookup).
 	Keys int
-	// From and To are the breaker's previous and new state (EventBreaker).
-	From, To BreakerState
+	// Verb is the quota verb of an EventVerb: "peek", "charge", "refund"
+	// or "reset".
+	Verb string
+	// Source is what a [Sourced] did (EventSource): "hit", "lookup" or
+	// "fallback".
+	Source string
+	// From and To are the breaker's previous and new state
+	// (EventBreaker): "closed" (calls go to the remote store), "open"
+	// (the remote store is not called; the fail mode decides) or
+	// "half_open" (one probe call is let through; its outcome closes or
+	// reopens the breaker).
+	From, To string
 }
 
 // errorKind classifies a store error for metrics and logs.

@@ -45,7 +45,7 @@ func TestAllowAllSharesOneDeadline(t *testing.T) {
 	assert.Equal(t, int64(1), st.calls.Load(), "only the first check may wait for the hung store")
 	var se *core.StoreError
 	require.ErrorAs(t, err, &se)
-	assert.True(t, se.Timeout())
+	assert.True(t, core.ClassifyError(se) == "timeout")
 }
 
 func TestLimiterSkipsStoreWhenContextDone(t *testing.T) {
@@ -81,9 +81,9 @@ func TestObserverSeesEveryDecision(t *testing.T) {
 		assert.Equal(t, core.EventDecision, e.Kind)
 		assert.Equal(t, "obs", e.Policy)
 	}
-	assert.Equal(t, core.OutcomeAllowed, events[0].Outcome)
-	assert.Equal(t, core.OutcomeDenied, events[1].Outcome)
-	assert.Equal(t, core.OutcomeDegraded, events[2].Outcome)
+	assert.True(t, events[0].Decision.Allowed)
+	assert.False(t, events[1].Decision.Allowed || events[1].Decision.Degraded, "denied")
+	assert.True(t, events[2].Decision.Degraded)
 	assert.Error(t, events[2].Err)
 	assert.Equal(t, "other", core.ClassifyError(events[2].Err))
 }
@@ -91,7 +91,7 @@ func TestObserverSeesEveryDecision(t *testing.T) {
 type nopObserver struct{ n int }
 
 func (o *nopObserver) Observe(e core.Event) {
-	if e.Outcome == core.OutcomeAllowed {
+	if e.Decision.Allowed {
 		o.n++
 	}
 }
@@ -233,32 +233,38 @@ func TestObserverEventKindsCarryTheContext(t *testing.T) {
 	ctx := context.WithValue(context.Background(), ctxKey{}, "request-1")
 	steps := []struct {
 		do   func() error
-		kind core.EventKind
-		out  core.Outcome
+		kind string // kindOf's
+		out  bool   // Decision.Allowed
 	}{
-		{func() error { _, err := l.Allow(ctx, "k"); return err }, core.EventDecision, core.OutcomeAllowed},
-		{func() error { _, err := l.AllowN(ctx, "k", 0); return err }, core.EventPeek, core.OutcomeAllowed},
-		{func() error { _, err := l.PeekN(ctx, "k", 1); return err }, core.EventPeek, core.OutcomeAllowed},
-		{func() error { _, err := l.Charge(ctx, "k", 1); return err }, core.EventCharge, core.OutcomeDenied},
-		{func() error { _, err := l.Allow(ctx, "k"); return err }, core.EventDecision, core.OutcomeDenied},
-		{func() error { _, err := l.Refund(ctx, "k", 1); return err }, core.EventRefund, core.OutcomeAllowed},
-		{func() error { return l.Wait(ctx, "k") }, core.EventDecision, core.OutcomeAllowed},
-		{func() error { return l.Reset(ctx, "k") }, core.EventReset, 0},
+		{func() error { _, err := l.Allow(ctx, "k"); return err }, "decision", true},
+		{func() error { _, err := l.AllowN(ctx, "k", 0); return err }, "peek", true},
+		{func() error { _, err := l.PeekN(ctx, "k", 1); return err }, "peek", true},
+		{func() error { _, err := l.Charge(ctx, "k", 1); return err }, "charge", false},
+		{func() error { _, err := l.Allow(ctx, "k"); return err }, "decision", false},
+		{func() error { _, err := l.Refund(ctx, "k", 1); return err }, "refund", true},
+		{func() error { return l.Wait(ctx, "k") }, "decision", true},
+		{func() error { return l.Reset(ctx, "k") }, "reset", false},
 	}
 	for i, s := range steps {
 		events = events[:0]
 		require.NoError(t, s.do(), "step %d", i)
 		require.Len(t, events, 1, "step %d (%v)", i, s.kind)
 		e := events[0]
-		assert.Equal(t, s.kind, e.Kind, "step %d", i)
-		assert.Equal(t, s.out, e.Outcome, "step %d (%v)", i, s.kind)
+		assert.Equal(t, s.kind, kindOf(e), "step %d", i)
+		assert.Equal(t, s.out, e.Decision.Allowed, "step %d (%v)", i, s.kind)
 		assert.Equal(t, "kinds", e.Policy, "step %d", i)
 		require.NotNil(t, e.Context, "step %d (%v)", i, s.kind)
 		assert.Equal(t, "request-1", e.Context.Value(ctxKey{}), "step %d (%v)", i, s.kind)
 	}
-	for k, want := range map[core.EventKind]string{core.EventPeek: "peek", core.EventCharge: "charge", core.EventRefund: "refund", core.EventReset: "reset"} {
-		assert.Equal(t, want, k.String())
+	assert.Equal(t, "verb", core.EventVerb.String())
+}
+
+// kindOf names an event: its kind, or for an EventVerb its verb.
+func kindOf(e core.Event) string {
+	if e.Kind == core.EventVerb {
+		return e.Verb
 	}
+	return e.Kind.String()
 }
 
 // A remote store's events carry the caller's context too (the Limiter
@@ -288,9 +294,9 @@ func TestObserverVerbFailures(t *testing.T) {
 	_, _ = l.Refund(ctx, "k", 1)
 	_ = l.Reset(ctx, "k")
 	require.Len(t, events, 4)
-	for i, k := range []core.EventKind{core.EventPeek, core.EventCharge, core.EventRefund, core.EventReset} {
-		assert.Equal(t, k, events[i].Kind)
-		assert.Error(t, events[i].Err, k.String())
+	for i, k := range []string{"peek", "charge", "refund", "reset"} {
+		assert.Equal(t, k, kindOf(events[i]))
+		assert.Error(t, events[i].Err, k)
 	}
-	assert.Equal(t, core.Outcome(0), events[3].Outcome, "a reset reports no decision")
+	assert.Equal(t, core.Decision{}, events[3].Decision, "a reset reports no decision")
 }

@@ -56,7 +56,7 @@ func TestPeekReportsExhaustedKeyDenied(t *testing.T) {
 					assert.LessOrEqual(t, d.RetryAfter, 2*time.Minute, "at most ResetAfter")
 				}
 				if observed {
-					assert.Equal(t, []core.EventKind{core.EventPeek, core.EventDecision, core.EventDecision, core.EventPeek, core.EventPeek, core.EventPeek}, kinds)
+					assert.Equal(t, []core.EventKind{core.EventVerb, core.EventDecision, core.EventDecision, core.EventVerb, core.EventVerb, core.EventVerb}, kinds)
 				}
 			})
 		}
@@ -115,7 +115,7 @@ func TestCallerDoneIsNotAStoreFailure(t *testing.T) {
 			assert.Equal(t, "canceled", core.ClassifyError(err))
 			var se *core.StoreError
 			require.True(t, errors.As(err, &se))
-			assert.False(t, se.Timeout())
+			assert.False(t, core.ClassifyError(se) == "timeout")
 			assert.Empty(t, buf.String(), "nothing at INFO and above")
 
 			var dbg syncBuffer

@@ -13,12 +13,14 @@ import (
 
 // PeekDecision answers as PeekN and consumes nothing, but the observer
 // sees an EventDecision (allowed, then denied on an exhausted key), not an
-// EventPeek: a request counted by outcome is a decision to the metrics.
+// EventVerb "peek": a request counted by outcome is a decision to the metrics.
 func TestPeekDecisionIsADecision(t *testing.T) {
 	ms := mustMem()
 	defer ms.Close()
 	var kinds []string
-	obs := core.ObserverFunc(func(e core.Event) { kinds = append(kinds, e.Kind.String()+"/"+e.Outcome.String()) })
+	obs := core.ObserverFunc(func(e core.Event) {
+		kinds = append(kinds, kindOf(e)+"/"+map[bool]string{true: "allowed", false: "denied"}[e.Decision.Allowed])
+	})
 	l := core.MustNewLimiter(ms, core.Policy{Name: "login", Algorithm: core.FixedWindow, Limits: []core.Limit{core.PerMinute(1)}},
 		core.WithObserver(obs), core.WithClock(core.NewManualClock(time.Unix(1_700_000_000, 0))))
 	ctx := context.Background()

@@ -213,20 +213,20 @@ type Policy struct {
 	Mode Mode `json:"mode,omitempty" yaml:"mode,omitempty"`
 	// Sync is the write-back sync interval for this policy; 0 takes the
 	// tier's default. Only with Mode write-back (or ModeDefault). At most
-	// MaxSync.
+	// one hour: Validate refuses a longer one.
 	Sync time.Duration `json:"sync,omitempty" yaml:"sync,omitempty"`
 	// FleetSize is the number of servers sharing the remote store: under
 	// FailLocal each limit is divided by it while the remote store is
 	// unreachable. 0 takes the tier's configured default. At most
-	// MaxFleetSize.
+	// 100,000: Validate refuses more.
 	FleetSize int `json:"fleet_size,omitempty" yaml:"fleet_size,omitempty"`
 }
 
-// MaxSync bounds [Policy.Sync].
-const MaxSync = time.Hour
+// maxSync bounds Policy.Sync.
+const maxSync = time.Hour
 
-// MaxFleetSize bounds [Policy.FleetSize].
-const MaxFleetSize = 100_000
+// maxFleetSize bounds Policy.FleetSize.
+const maxFleetSize = 100_000
 
 // Mode selects how a store tier decides a policy. The zero value is
 // [ModeDefault].
@@ -382,14 +382,14 @@ func (p *Policy) validateSwitches() error {
 	if p.Mode >= numModes {
 		return fmt.Errorf("core: policy %q: unknown mode %d", p.Name, p.Mode)
 	}
-	if p.Sync < 0 || p.Sync > MaxSync {
-		return fmt.Errorf("core: policy %q: sync must be in [0, %v], got %v", p.Name, MaxSync, p.Sync)
+	if p.Sync < 0 || p.Sync > maxSync {
+		return fmt.Errorf("core: policy %q: sync must be in [0, %v], got %v", p.Name, maxSync, p.Sync)
 	}
 	if p.Sync != 0 && p.Mode == ModeExact {
 		return fmt.Errorf("core: policy %q: sync %v applies to mode write-back only; remove it or set mode write-back", p.Name, p.Sync)
 	}
-	if p.FleetSize < 0 || p.FleetSize > MaxFleetSize {
-		return fmt.Errorf("core: policy %q: fleet_size must be in [0, %d], got %d", p.Name, MaxFleetSize, p.FleetSize)
+	if p.FleetSize < 0 || p.FleetSize > maxFleetSize {
+		return fmt.Errorf("core: policy %q: fleet_size must be in [0, %d], got %d", p.Name, maxFleetSize, p.FleetSize)
 	}
 	return nil
 }

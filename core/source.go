@@ -106,8 +106,8 @@ type SourceConfig struct {
 // (its state dropped) when a new one needs the room, and an identity
 // whose set finds none falls back.
 //
-// Events go to the default Limiter's observer: EventSourceHit,
-// EventSourceLookup and EventSourceFallback. A Sourced is safe for
+// Events go to the default Limiter's observer: an EventSource of each
+// cache hit, lookup and fallback. A Sourced is safe for
 // concurrent use; the zero value is not usable: build one with
 // NewSourced.
 type Sourced struct {
@@ -283,9 +283,9 @@ func (s *Sourced) selectCarry(ctx context.Context, identity string, take bool) (
 			}
 			sh.mu.Unlock()
 			if failed { // a lookup failed less than a second ago
-				s.observe(ctx, EventSourceFallback, errSourceFailed, 0)
+				s.observe(ctx, "fallback", errSourceFailed, 0)
 			} else {
-				s.observe(ctx, EventSourceHit, nil, 0)
+				s.observe(ctx, "hit", nil, 0)
 			}
 			return s.limiterOf(set, failed), from
 		}
@@ -305,7 +305,7 @@ func (s *Sourced) selectCarry(ctx context.Context, identity string, take bool) (
 			s.inflight.Add(-1)
 			s.unref(prev.set)
 			sh.mu.Unlock()
-			s.observe(ctx, EventSourceFallback, errSourceBusy, 0)
+			s.observe(ctx, "fallback", errSourceBusy, 0)
 			return s.limiterOf(nil, true), carryFrom{}
 		}
 		identity = strings.Clone(identity) // kept in the cache: not a view of the caller's buffer
@@ -341,7 +341,7 @@ func (s *Sourced) selectCarry(ctx context.Context, identity string, take bool) (
 	case <-ctx.Done():
 		err = ctx.Err()
 	}
-	s.observe(ctx, EventSourceFallback, err, 0)
+	s.observe(ctx, "fallback", err, 0)
 	return s.limiterOf(nil, true), carryFrom{}
 }
 
@@ -386,7 +386,7 @@ func (s *Sourced) lookup(parent context.Context, sh *srcShard, identity string, 
 	if found {
 		n = len(limits)
 	}
-	s.observe(ctx, EventSourceLookup, err, n, time.Since(start))
+	s.observe(ctx, "lookup", err, n, time.Since(start))
 	ttl := s.ttl
 	if err != nil {
 		ttl = s.errTTL
@@ -558,12 +558,12 @@ func (sh *srcShard) touch(e *srcEntry) {
 	sh.push(e)
 }
 
-func (s *Sourced) observe(ctx context.Context, k EventKind, err error, n int, lat ...time.Duration) {
+func (s *Sourced) observe(ctx context.Context, what string, err error, n int, lat ...time.Duration) {
 	o := s.def.observer
 	if o == nil {
 		return
 	}
-	e := Event{Kind: k, Context: ctx, Policy: s.def.policy.Name, Err: err, Keys: n}
+	e := Event{Kind: EventSource, Source: what, Context: ctx, Policy: s.def.policy.Name, Err: err, Keys: n}
 	if len(lat) > 0 {
 		e.Latency = lat[0]
 	}

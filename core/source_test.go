@@ -144,10 +144,10 @@ func TestSourceErrorFallsBackToOwnLimits(t *testing.T) {
 	tb := &table{err: errors.New("db down")}
 	var fallbacks, lookupErrs atomic.Int64
 	obs := core.ObserverFunc(func(e core.Event) {
-		switch e.Kind {
-		case core.EventSourceFallback:
+		switch e.Source {
+		case "fallback":
 			fallbacks.Add(1)
-		case core.EventSourceLookup:
+		case "lookup":
 			if e.Err != nil {
 				lookupErrs.Add(1)
 			}
@@ -214,7 +214,7 @@ func TestSourceSlowHonoursRequestDeadline(t *testing.T) {
 	defer close(b.release)
 	var fallbacks atomic.Int64
 	obs := core.ObserverFunc(func(e core.Event) {
-		if e.Kind == core.EventSourceFallback && errors.Is(e.Err, context.Canceled) {
+		if e.Kind == core.EventSource && e.Source == "fallback" && errors.Is(e.Err, context.Canceled) {
 			fallbacks.Add(1)
 		}
 	})
@@ -231,7 +231,7 @@ func TestSourceSlowHonoursLookupTimeout(t *testing.T) {
 	defer close(b.release)
 	var timeouts atomic.Int64
 	obs := core.ObserverFunc(func(e core.Event) {
-		if e.Kind == core.EventSourceFallback && errors.Is(e.Err, context.DeadlineExceeded) {
+		if e.Kind == core.EventSource && e.Source == "fallback" && errors.Is(e.Err, context.DeadlineExceeded) {
 			timeouts.Add(1)
 		}
 	})

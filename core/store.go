@@ -68,7 +68,7 @@ var ErrInvalidCost = errors.New("limitkit: cost must be >= 0")
 // StoreError is the error a [Limiter] returns when its store failed or timed
 // out; the accompanying Decision has the policy's FailMode applied and
 // Degraded set. Unwrap gives the store's error (context.DeadlineExceeded on
-// a timeout).
+// a timeout); [ClassifyError] names its kind ("timeout" for a deadline).
 type StoreError struct {
 	// Policy is the name of the policy being decided.
 	Policy string
@@ -86,7 +86,3 @@ func (e *StoreError) Error() string {
 
 // Unwrap returns the store's error.
 func (e *StoreError) Unwrap() error { return e.Err }
-
-// Timeout reports whether the store did not answer within the deadline (a
-// context deadline or a socket timeout; see [ClassifyError]).
-func (e *StoreError) Timeout() bool { return classify(e.Err) == kindTimeout }

@@ -9,9 +9,9 @@ import (
 
 // Bounds of a [Tiers].
 const (
-	// MaxTiers bounds the named tiers of a Tiers (the default not
+	// maxTiers bounds the named tiers of a Tiers (the default not
 	// counted): every tier is a policy the store keeps state for.
-	MaxTiers = 16
+	maxTiers = 16
 	// maxOverrides bounds the per-key overrides of a Tiers.
 	maxOverrides = 1024
 )
@@ -30,7 +30,7 @@ const (
 // pro) starts on the new tier's quota, full, and finds its old tier's
 // state again only if it moves back before that state expires. The tier
 // is only looked up, never written into a store key, so a client choosing
-// its tier (a header) can reach at most the 1 + MaxTiers + 1024
+// its tier (a header) can reach at most the 1 + 16 + 1024
 // policies configured here; which tier source is safe to trust is the
 // caller's choice (a verified claim is; a client-set header is not).
 //
@@ -43,7 +43,7 @@ type Tiers struct {
 }
 
 // NewTiers returns the Tiers of default limiter def, the named tiers
-// (tier name → limiter; at most [MaxTiers], names not empty) and the
+// (tier name → limiter; at most 16, names not empty) and the
 // overrides (client key → limiter; at most 1024, keys not
 // empty). It fails on a nil limiter and on two limiters (default, tiers,
 // overrides) with one policy name: their counters would mix. The maps are
@@ -52,8 +52,8 @@ func NewTiers(def *Limiter, tiers, overrides map[string]*Limiter) (*Tiers, error
 	if def == nil {
 		return nil, errors.New("core: NewTiers: nil default limiter; pass the limiter of requests without a known tier")
 	}
-	if len(tiers) > MaxTiers {
-		return nil, fmt.Errorf("core: NewTiers: %d tiers, at most %d (each is a policy with its own state)", len(tiers), MaxTiers)
+	if len(tiers) > maxTiers {
+		return nil, fmt.Errorf("core: NewTiers: %d tiers, at most %d (each is a policy with its own state)", len(tiers), maxTiers)
 	}
 	if len(overrides) > maxOverrides {
 		return nil, fmt.Errorf("core: NewTiers: %d overrides, at most %d", len(overrides), maxOverrides)

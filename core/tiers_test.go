@@ -92,7 +92,7 @@ func ExampleTiers() {
 	// key/k_bigcustomer api/bigcustomer 50000
 }
 
-// TestNewTiersCapsAreExact: exactly MaxTiers tiers and MaxOverrides
+// TestNewTiersCapsAreExact: exactly core.MaxTiers tiers and MaxOverrides
 // overrides are accepted, one more of either is refused (the boundary
 // itself, not only far beyond it).
 func TestNewTiersCapsAreExact(t *testing.T) {
@@ -107,7 +107,7 @@ func TestNewTiersCapsAreExact(t *testing.T) {
 		return m
 	}
 	tiers, err := core.NewTiers(def, limiters("api/t", core.MaxTiers), nil)
-	require.NoError(t, err, "MaxTiers tiers are allowed")
+	require.NoError(t, err, "core.MaxTiers tiers are allowed")
 	assert.Same(t, def, tiers.Select("none", "k"), "an unknown tier is the default")
 	_, err = core.NewTiers(def, limiters("api/u", core.MaxTiers+1), nil)
 	assert.ErrorContains(t, err, fmt.Sprintf("%d tiers, at most %d", core.MaxTiers+1, core.MaxTiers))

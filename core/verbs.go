@@ -92,12 +92,12 @@ func (l *Limiter) call(ctx context.Context, f func(context.Context) (Decision, e
 // them), consuming nothing and writing nothing. An exhausted key is
 // reported denied. A cost of 0 answers as AllowN's: Remaining now,
 // Allowed when a request of cost 1 would be, and the exact RetryAfter
-// otherwise; for a usage screen read it through [Limiter.Usage]. The observer sees an [EventPeek], not a decision. A
+// otherwise; for a usage screen read it through [Limiter.Usage]. The observer sees an [EventVerb] "peek", not a decision. A
 // negative cost returns ErrInvalidCost; a store that does not implement
 // storekit.VerbStore, ErrUnsupported; a store failure, the policy's fail-mode
 // decision and a *StoreError, as AllowN.
 func (l *Limiter) PeekN(ctx context.Context, key string, cost int64) (Decision, error) {
-	return l.peek(ctx, key, cost, EventPeek)
+	return l.peek(ctx, key, cost, "peek")
 }
 
 // PeekDecision is PeekN for a request that the peek decides and whose
@@ -108,14 +108,14 @@ func (l *Limiter) PeekN(ctx context.Context, key string, cost int64) (Decision, 
 // an [EventDecision] (allowed, denied or degraded), so that metrics count
 // such a request as they count AllowN's: the deny ratio of a login
 // limiter shows a brute force. The Charge or Refund that settles the
-// request later is an EventCharge or EventRefund, never a second
+// request later is an EventVerb "charge" or "refund", never a second
 // decision. A usage screen that only reads a key wants PeekN.
 func (l *Limiter) PeekDecision(ctx context.Context, key string, cost int64) (Decision, error) {
-	return l.peek(ctx, key, cost, EventDecision)
+	return l.peek(ctx, key, cost, "")
 }
 
 // peek is PeekN, reported to the observer as kind.
-func (l *Limiter) peek(ctx context.Context, key string, cost int64, kind EventKind) (Decision, error) {
+func (l *Limiter) peek(ctx context.Context, key string, cost int64, verb string) (Decision, error) {
 	if cost < 0 {
 		return Decision{Policy: l.policy.Name, RetryAfter: Never}, ErrInvalidCost
 	}
@@ -131,7 +131,7 @@ func (l *Limiter) peek(ctx context.Context, key string, cost int64, kind EventKi
 	if err == nil && cost == 0 {
 		l.peeked(ctx, &d, key, now)
 	}
-	l.observe(ctx, kind, d, err, start)
+	l.observe(ctx, verb, d, err, start)
 	return d, err
 }
 
@@ -174,7 +174,7 @@ type Usage struct {
 // PeekN(ctx, key, 0) read as a usage (see the table in docs/verbs.md): one
 // store call, two for an exhausted key (its exact RetryAfter), and for a
 // policy of several limits one more for every limit's figures
-// (Usage.Limits). The observer sees an [EventPeek]. Errors as PeekN's; a
+// (Usage.Limits). The observer sees an [EventVerb] "peek". Errors as PeekN's; a
 // failure of the per-limit read is returned as a *StoreError too (the
 // binding figures stand, Limits is nil). Safe for concurrent use.
 func (l *Limiter) Usage(ctx context.Context, key string) (Usage, error) {
@@ -197,14 +197,18 @@ func (l *Limiter) started() time.Time {
 	return time.Time{}
 }
 
-// observe sends a verb's event to the observer, if any.
-func (l *Limiter) observe(ctx context.Context, kind EventKind, d Decision, err error, start time.Time) {
+// observe sends a verb's event to the observer, if any: an EventVerb, or
+// for verb "" (a peek that decides a request) an EventDecision.
+func (l *Limiter) observe(ctx context.Context, verb string, d Decision, err error, start time.Time) {
 	if l.observer == nil {
 		return
 	}
-	e := Event{Kind: kind, Context: ctx, Policy: l.policy.Name, Err: err}
-	if kind != EventReset {
-		e.Outcome, e.Decision = OutcomeOf(d), d
+	e := Event{Kind: EventVerb, Verb: verb, Context: ctx, Policy: l.policy.Name, Err: err}
+	if verb == "" {
+		e.Kind = EventDecision
+	}
+	if verb != "reset" {
+		e.Decision = d
 	}
 	if !start.IsZero() {
 		e.Latency = time.Since(start)
@@ -216,7 +220,7 @@ func (l *Limiter) observe(ctx context.Context, kind EventKind, d Decision, err e
 // if the key had never been seen: its next request gets a full quota
 // (support unblocking a user, a successful login clearing failures).
 // Through the fleet tier every tier honours it within the bound the fleet
-// package states. The observer sees an [EventReset]. A store failure
+// package states. The observer sees an [EventVerb] "reset". A store failure
 // returns a *StoreError (logged as AllowN's); a store that does not
 // implement storekit.VerbStore, ErrUnsupported.
 func (l *Limiter) Reset(ctx context.Context, key string) error {
@@ -228,7 +232,7 @@ func (l *Limiter) Reset(ctx context.Context, key string) error {
 	_, err = l.call(ctx, func(ctx context.Context) (Decision, error) {
 		return Decision{}, vs.Reset(ctx, key, l.policy)
 	})
-	l.observe(ctx, EventReset, Decision{}, err, start)
+	l.observe(ctx, "reset", Decision{}, err, start)
 	return err
 }
 
@@ -244,7 +248,7 @@ func (l *Limiter) Reset(ctx context.Context, key string) error {
 // The Decision reports the key after the charge ([Compiled.ReportTo]):
 // Remaining what it would still admit, Allowed whether a request of cost
 // 1 would be admitted now, and if not, RetryAfter the exact wait until it
-// would. The observer sees an [EventCharge] (a charge is not a
+// would. The observer sees an [EventVerb] "charge" (a charge is not a
 // decision). A
 // negative cost returns ErrInvalidCost; errors otherwise as PeekN.
 func (l *Limiter) Charge(ctx context.Context, key string, cost int64) (Decision, error) {
@@ -260,7 +264,7 @@ func (l *Limiter) Charge(ctx context.Context, key string, cost int64) (Decision,
 	d, err := l.call(ctx, func(ctx context.Context) (Decision, error) {
 		return vs.Charge(ctx, key, l.policy, now, cost)
 	})
-	l.observe(ctx, EventCharge, d, err, start)
+	l.observe(ctx, "charge", d, err, start)
 	return d, err
 }
 
@@ -270,7 +274,7 @@ func (l *Limiter) Charge(ctx context.Context, key string, cost int64) (Decision,
 // ended; what is returned per algorithm is stated at
 // [Compiled.RefundTo]. A refund also repays a Charge's debt. The Decision
 // reports the key afterwards, as Charge's; the observer sees an
-// [EventRefund]. A negative cost returns
+// [EventVerb] "refund". A negative cost returns
 // ErrInvalidCost; errors otherwise as PeekN.
 func (l *Limiter) Refund(ctx context.Context, key string, cost int64) (Decision, error) {
 	if cost < 0 {
@@ -285,7 +289,7 @@ func (l *Limiter) Refund(ctx context.Context, key string, cost int64) (Decision,
 	d, err := l.call(ctx, func(ctx context.Context) (Decision, error) {
 		return vs.Credit(ctx, key, l.policy, now, cost)
 	})
-	l.observe(ctx, EventRefund, d, err, start)
+	l.observe(ctx, "refund", d, err, start)
 	return d, err
 }
 
@@ -423,6 +427,6 @@ func (l *Limiter) reserve(ctx context.Context, rs reserveStore, key string, cost
 	d, err := l.call(ctx, func(ctx context.Context) (Decision, error) {
 		return rs.Reserve(ctx, key, l.policy, now, cost, maxWait)
 	})
-	l.observe(ctx, EventDecision, d, err, start)
+	l.observe(ctx, "", d, err, start)
 	return d, err
 }

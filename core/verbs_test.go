@@ -160,7 +160,7 @@ func TestVerbsThroughLimiter(t *testing.T) {
 	d, err = l.PeekN(ctx, "k", 1)
 	require.NoError(t, err)
 	assert.False(t, d.Allowed, "an exhausted key peeks denied")
-	assert.Equal(t, []core.EventKind{core.EventCharge, core.EventPeek}, kinds, "a charge and a peek are their own kinds, not decisions")
+	assert.Equal(t, []core.EventKind{core.EventVerb, core.EventVerb}, kinds, "a charge and a peek are verbs, not decisions")
 
 	d, err = l.Refund(ctx, "k", 6)
 	require.NoError(t, err)

@@ -212,7 +212,11 @@ func TestOutcomePeekIsADecision(t *testing.T) {
 	events := map[string]int{}
 	obs := core.ObserverFunc(func(ev core.Event) {
 		mu.Lock()
-		events[ev.Kind.String()+"/"+ev.Outcome.String()]++
+		kind := ev.Kind.String()
+		if ev.Kind == core.EventVerb {
+			kind = ev.Verb
+		}
+		events[kind+"/"+map[bool]string{true: "allowed", false: "denied"}[ev.Decision.Allowed]]++
 		mu.Unlock()
 	})
 	l := core.MustNewLimiter(ms, core.Policy{Name: "login", Algorithm: core.FixedWindow, Limits: []core.Limit{core.PerMinute(2)}}, core.WithObserver(obs))

@@ -22,7 +22,7 @@ import (
 // counters of two tiers never mix, and a user who upgrades from free to
 // pro starts on pro's quota, full. The tier never enters a store key: a
 // client can reach at most the configured tiers (at most
-// [core.MaxTiers]). Trust matters: a client that sets its own tier header
+// 16, as core.NewTiers). Trust matters: a client that sets its own tier header
 // picks its own plan, so read the tier from a verified claim unless a
 // proxy you control sets the header. The headers and the denial describe
 // the chosen tier's policy. tiers is copied.
@@ -49,7 +49,7 @@ func WithTiers(tier keyfuncs.Func, tiers map[string]*core.Limiter) Option {
 // An override of an IP key names the client key (the address, or an IPv6
 // client's prefix "2001:db8::/64"). Each limiter
 // must have its own policy name, as for [WithTiers]; at most
-// [core.MaxOverrides]. Keys from the fallback key function never match.
+// 1024, as core.NewTiers. Keys from the fallback key function never match.
 // overrides is copied.
 func WithOverrides(overrides map[string]*core.Limiter) Option {
 	return func(c *config) { c.pol.overrides = maps.Clone(overrides) }

@@ -60,9 +60,9 @@ func scrape(t *testing.T) (series map[string]bool, names map[string]bool) {
 		_, _ = el.Allow(ctx, "e")
 	}
 	// The fleet tier's events, as core/fleet reports them.
-	m.Observe(core.Event{Kind: core.EventDenyCacheHit, Policy: "api", Outcome: core.OutcomeDenied})
-	m.Observe(core.Event{Kind: core.EventFallback, Policy: "api", Outcome: core.OutcomeDegraded})
-	m.Observe(core.Event{Kind: core.EventBreaker, Policy: "api", From: core.BreakerClosed, To: core.BreakerOpen})
+	m.Observe(core.Event{Kind: core.EventDenyCacheHit, Policy: "api"})
+	m.Observe(core.Event{Kind: core.EventFallback, Policy: "api", Decision: core.Decision{Degraded: true}})
+	m.Observe(core.Event{Kind: core.EventBreaker, Policy: "api", From: "closed", To: "open"})
 	m.Observe(core.Event{Kind: core.EventSync, Keys: 3, Latency: time.Millisecond})
 	m.Observe(core.Event{Kind: core.EventSync, Err: context.DeadlineExceeded, Latency: time.Millisecond})
 

@@ -38,9 +38,9 @@
 // rate(limitkit_decisions_total{outcome="degraded"}[5m]) > 0. The
 // decisions and errors series of a policy exist from its first decision
 // (at zero), so such an alert sees them before the first failure.
-// A peek (core.Limiter.AllowN with cost 0, a core.EventPeek) is not a
-// decision and is not counted, not even its store error; nor are Charge,
-// Refund and Reset (core.EventCharge, EventRefund, EventReset). A store error after the caller gave up (core.ErrCallerDone)
+// A peek (core.Limiter.AllowN with cost 0, a core.EventVerb "peek") is
+// not a decision and is not counted, not even its store error; nor are
+// Charge, Refund and Reset (core.EventVerb "charge", "refund", "reset"). A store error after the caller gave up (core.ErrCallerDone)
 // has kind canceled: the caller's, not the store's.
 //
 // # Cardinality

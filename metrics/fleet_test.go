@@ -39,10 +39,10 @@ limitkit_syncs_total{result="ok"} 0
 
 	// two tier breakers (two Redis masters): one opens, the other opens
 	// and closes again; the aggregate stays open until both have closed
-	m.Observe(core.Event{Kind: core.EventBreaker, From: core.BreakerClosed, To: core.BreakerOpen})
-	m.Observe(core.Event{Kind: core.EventBreaker, From: core.BreakerClosed, To: core.BreakerOpen})
-	m.Observe(core.Event{Kind: core.EventBreaker, From: core.BreakerOpen, To: core.BreakerHalfOpen})
-	m.Observe(core.Event{Kind: core.EventBreaker, From: core.BreakerHalfOpen, To: core.BreakerClosed})
+	m.Observe(core.Event{Kind: core.EventBreaker, From: "closed", To: "open"})
+	m.Observe(core.Event{Kind: core.EventBreaker, From: "closed", To: "open"})
+	m.Observe(core.Event{Kind: core.EventBreaker, From: "open", To: "half_open"})
+	m.Observe(core.Event{Kind: core.EventBreaker, From: "half_open", To: "closed"})
 	state := func() string {
 		return `
 # HELP limitkit_breaker_state State of a store tier's circuit breaker: 0 closed, 1 open, 2 half-open.
@@ -50,9 +50,9 @@ limitkit_syncs_total{result="ok"} 0
 limitkit_breaker_state{policy="api"} `
 	}
 	require.NoError(t, testutil.GatherAndCompare(reg, strings.NewReader(state()+"1\n"), "limitkit_breaker_state"), "one breaker still open")
-	m.Observe(core.Event{Kind: core.EventBreaker, From: core.BreakerOpen, To: core.BreakerHalfOpen})
+	m.Observe(core.Event{Kind: core.EventBreaker, From: "open", To: "half_open"})
 	require.NoError(t, testutil.GatherAndCompare(reg, strings.NewReader(state()+"2\n"), "limitkit_breaker_state"), "half-open")
-	m.Observe(core.Event{Kind: core.EventBreaker, From: core.BreakerHalfOpen, To: core.BreakerClosed})
+	m.Observe(core.Event{Kind: core.EventBreaker, From: "half_open", To: "closed"})
 	require.NoError(t, testutil.GatherAndCompare(reg, strings.NewReader(state()+"0\n"), "limitkit_breaker_state"), "both closed")
 	require.Equal(t, 3, testutil.CollectAndCount(m, "limitkit_breaker_transitions_total"), "api by state entered (open, half_open, closed), no policy=\"\"")
 }

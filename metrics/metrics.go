@@ -94,9 +94,33 @@ type statsSource interface {
 // apart from "allowed" so that the elastic share of the traffic shows.
 const elasticOutcome = "elastic"
 
-// elastic is the index of the elastic outcome's counter in
-// policy.decisions, after core's outcomes.
-const elastic = core.OutcomeDegraded + 1
+// The outcome label of a decision, as an index of policy.decisions.
+const (
+	allowed  = iota + 1 // admitted within the limit
+	denied              // a limit is exhausted
+	shadowed            // a Shadow policy would have denied; admitted
+	degraded            // the store failed and a fail mode decided
+	elastic             // admitted above the limits (elasticOutcome)
+)
+
+// outcomeNames are the outcome labels by index.
+var outcomeNames = [...]string{allowed: "allowed", denied: "denied", shadowed: "shadowed", degraded: "degraded", elastic: elasticOutcome}
+
+// outcomeOf classifies d: degraded first, then shadowed, elastic,
+// allowed, denied.
+func outcomeOf(d *core.Decision) int {
+	switch {
+	case d.Degraded:
+		return degraded
+	case d.Shadowed:
+		return shadowed
+	case d.Allowed && d.Elastic:
+		return elastic
+	case d.Allowed:
+		return allowed
+	}
+	return denied
+}
 
 // errorKinds are core.ClassifyError's names of an error, the values of
 // the kind label: a policy's error series are indexed by them.
@@ -133,7 +157,7 @@ type policy struct {
 	fallbacks   lazy[prometheus.Counter]
 	breaker     lazy[prometheus.Gauge]
 	inFlight    lazy[prometheus.Gauge]
-	transitions [core.BreakerHalfOpen + 1]lazy[prometheus.Counter]
+	transitions [len(breakerStates)]lazy[prometheus.Counter]
 }
 
 // lazy is a series created on first use. Two goroutines may both create
@@ -291,10 +315,9 @@ func MustNew(opts ...Option) *Metrics {
 
 func (m *Metrics) newPolicy(name string) *policy {
 	p := &policy{name: name}
-	for o := core.OutcomeAllowed; o <= core.OutcomeDegraded; o++ {
-		p.decisions[o] = m.decisions.WithLabelValues(name, o.String())
+	for o := allowed; o <= elastic; o++ {
+		p.decisions[o] = m.decisions.WithLabelValues(name, outcomeNames[o])
 	}
-	p.decisions[elastic] = m.decisions.WithLabelValues(name, elasticOutcome)
 	for _, k := range baseKinds {
 		p.errors[kindIndex(k)] = m.errors.WithLabelValues(name, k)
 	}
@@ -344,12 +367,7 @@ func (m *Metrics) Observe(e core.Event) {
 	switch e.Kind {
 	case core.EventDecision:
 		p := m.policy(e.Policy)
-		if o := e.Outcome; o <= core.OutcomeDegraded && o > 0 {
-			if o == core.OutcomeAllowed && e.Decision.Elastic {
-				o = elastic
-			}
-			p.decisions[o].Inc()
-		}
+		p.decisions[outcomeOf(&e.Decision)].Inc()
 		if e.Latency > 0 {
 			p.latency.get(func() prometheus.Observer { return m.latency.WithLabelValues(p.name) }).Observe(e.Latency.Seconds())
 		}
@@ -362,9 +380,10 @@ func (m *Metrics) Observe(e core.Event) {
 				p.replies[i].get(func() prometheus.Counter { return m.errors.WithLabelValues(p.name, errorKinds[i]) }).Inc()
 			}
 		}
-	case core.EventPeek:
-		// a peek (cost 0) is not a decision: neither allowed, nor denied,
-		// nor degraded (its store error surfaces at the next decision)
+	case core.EventVerb:
+		// a verb (a peek, charge, refund or reset) is not a decision:
+		// neither allowed, nor denied, nor degraded (its store error
+		// surfaces at the next decision)
 	case core.EventInFlight:
 		p := m.policy(e.Policy)
 		p.inFlight.get(func() prometheus.Gauge { return m.inFlight.WithLabelValues(p.name) }).Add(float64(e.Keys))
@@ -375,31 +394,34 @@ func (m *Metrics) Observe(e core.Event) {
 		p := m.policy(e.Policy)
 		p.fallbacks.get(func() prometheus.Counter { return m.fallbacks.WithLabelValues(p.name) }).Inc()
 	case core.EventBreaker:
-		if e.To > core.BreakerHalfOpen {
+		to := breakerIndex(e.To)
+		if to < 0 {
 			return
 		}
 		if e.Policy == "" { // a tier's breaker, serving every policy
-			m.tierBreaker(e.From, e.To)
+			m.tierBreaker(breakerIndex(e.From), to)
 			return
 		}
 		p := m.policy(e.Policy)
-		p.breaker.get(func() prometheus.Gauge { return m.breaker.WithLabelValues(p.name) }).Set(float64(e.To))
-		p.transitions[e.To].get(func() prometheus.Counter { return m.transitions.WithLabelValues(p.name, e.To.String()) }).Inc()
-	case core.EventSourceHit:
-		m.source.WithLabelValues(m.policy(e.Policy).name, "hit").Inc()
-	case core.EventSourceLookup:
-		r := "found"
-		switch {
-		case e.Err != nil && core.ClassifyError(e.Err) == "timeout":
-			r = "timeout"
-		case e.Err != nil:
-			r = "error"
-		case e.Keys == 0:
-			r = "not_found"
+		p.breaker.get(func() prometheus.Gauge { return m.breaker.WithLabelValues(p.name) }).Set(float64(to))
+		p.transitions[to].get(func() prometheus.Counter { return m.transitions.WithLabelValues(p.name, breakerStates[to]) }).Inc()
+	case core.EventSource:
+		r := e.Source // hit, fallback
+		if r == "lookup" {
+			switch {
+			case e.Err != nil && core.ClassifyError(e.Err) == "timeout":
+				r = "timeout"
+			case e.Err != nil:
+				r = "error"
+			case e.Keys == 0:
+				r = "not_found"
+			default:
+				r = "found"
+			}
 		}
-		m.source.WithLabelValues(m.policy(e.Policy).name, r).Inc()
-	case core.EventSourceFallback:
-		m.source.WithLabelValues(m.policy(e.Policy).name, "fallback").Inc()
+		if r != "" {
+			m.source.WithLabelValues(m.policy(e.Policy).name, r).Inc()
+		}
 	case core.EventSync:
 		if e.Err != nil {
 			m.syncs.WithLabelValues("error").Inc()
@@ -420,9 +442,9 @@ func (m *Metrics) Observe(e core.Event) {
 // policy (the fleet tier's, one per Redis master): the state exported for
 // a policy is 1 while any such breaker is open, else 2 while any is
 // half-open, else 0, and each transition counts under every known policy.
-func (m *Metrics) tierBreaker(from, to core.BreakerState) {
+func (m *Metrics) tierBreaker(from, to int) {
 	m.tierSeen.Store(true)
-	for st, n := range map[core.BreakerState]*atomic.Int64{core.BreakerOpen: &m.tierOpen, core.BreakerHalfOpen: &m.tierHalf} {
+	for st, n := range map[int]*atomic.Int64{breakerOpen: &m.tierOpen, breakerHalfOpen: &m.tierHalf} {
 		if from == st && n.Load() > 0 {
 			n.Add(-1)
 		}
@@ -432,19 +454,42 @@ func (m *Metrics) tierBreaker(from, to core.BreakerState) {
 	}
 	for _, name := range m.knownPolicies() {
 		p := m.policy(name)
-		p.transitions[to].get(func() prometheus.Counter { return m.transitions.WithLabelValues(p.name, to.String()) }).Inc()
+		p.transitions[to].get(func() prometheus.Counter { return m.transitions.WithLabelValues(p.name, breakerStates[to]) }).Inc()
 	}
 }
 
 // tierState is the aggregate state of the tier breakers.
-func (m *Metrics) tierState() core.BreakerState {
+func (m *Metrics) tierState() int {
 	switch {
 	case m.tierOpen.Load() > 0:
-		return core.BreakerOpen
+		return breakerOpen
 	case m.tierHalf.Load() > 0:
-		return core.BreakerHalfOpen
+		return breakerHalfOpen
 	}
-	return core.BreakerClosed
+	return breakerClosed
+}
+
+// The breaker states a core.EventBreaker names, as the values of the
+// breaker gauge.
+const (
+	breakerClosed = iota
+	breakerOpen
+	breakerHalfOpen
+)
+
+// breakerStates are the states' names (core.Event's From and To), by
+// value.
+var breakerStates = [...]string{breakerClosed: "closed", breakerOpen: "open", breakerHalfOpen: "half_open"}
+
+// breakerIndex is the value of the state named s, or -1 for a name no
+// state has.
+func breakerIndex(s string) int {
+	for i, n := range breakerStates {
+		if n == s {
+			return i
+		}
+	}
+	return -1
 }
 
 // knownPolicies are the policy names seen in events or watched

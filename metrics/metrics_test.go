@@ -137,8 +137,8 @@ func TestPolicyLabelsAreCapped(t *testing.T) {
 	m, reg := newRegistry(t, metrics.WithMaxPolicies(2))
 	for i := range 50 {
 		name := fmt.Sprintf("p%d", i)
-		m.Observe(core.Event{Kind: core.EventDecision, Policy: name, Outcome: core.OutcomeAllowed})
-		m.Observe(core.Event{Kind: core.EventDenyCacheHit, Policy: name, Outcome: core.OutcomeDenied})
+		m.Observe(core.Event{Kind: core.EventDecision, Policy: name, Decision: core.Decision{Allowed: true}})
+		m.Observe(core.Event{Kind: core.EventDenyCacheHit, Policy: name})
 	}
 	want := `
 # HELP limitkit_deny_cache_hits_total Decisions a store tier denied from its local deny cache without calling the remote store.
@@ -159,9 +159,9 @@ func TestEqualNamesShareSeries(t *testing.T) {
 	m, reg := newRegistry(t)
 	a := strings.Repeat("x", 3)
 	b := strings.Repeat("x", 3)
-	m.Observe(core.Event{Kind: core.EventDecision, Policy: a, Outcome: core.OutcomeDenied})
-	m.Observe(core.Event{Kind: core.EventDecision, Policy: b, Outcome: core.OutcomeDenied})
-	m.Observe(core.Event{Kind: core.EventDecision, Policy: a, Outcome: core.OutcomeDenied})
+	m.Observe(core.Event{Kind: core.EventDecision, Policy: a})
+	m.Observe(core.Event{Kind: core.EventDecision, Policy: b})
+	m.Observe(core.Event{Kind: core.EventDecision, Policy: a})
 	assert.Equal(t, 3.0, gauge(t, reg, "limitkit_decisions_total", map[string]string{"policy": "xxx", "outcome": "denied"}))
 }
 
@@ -169,16 +169,16 @@ func TestFleetTierEvents(t *testing.T) {
 	m, reg := newRegistry(t)
 	refused := &net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}
 	for _, e := range []core.Event{
-		{Kind: core.EventDenyCacheHit, Policy: "api", Outcome: core.OutcomeDenied},
-		{Kind: core.EventDenyCacheHit, Policy: "api", Outcome: core.OutcomeDenied},
-		{Kind: core.EventFallback, Policy: "api", Outcome: core.OutcomeDegraded, Err: refused},
+		{Kind: core.EventDenyCacheHit, Policy: "api"},
+		{Kind: core.EventDenyCacheHit, Policy: "api"},
+		{Kind: core.EventFallback, Policy: "api", Decision: core.Decision{Degraded: true}, Err: refused},
 		{Kind: core.EventSync, Keys: 40, Latency: 2 * time.Millisecond},
 		{Kind: core.EventSync, Keys: 2, Latency: 50 * time.Millisecond, Err: fmt.Errorf("x: %w", context.DeadlineExceeded)},
-		{Kind: core.EventBreaker, Policy: "api", From: core.BreakerClosed, To: core.BreakerOpen},
-		{Kind: core.EventBreaker, Policy: "api", From: core.BreakerOpen, To: core.BreakerHalfOpen},
-		{Kind: core.EventBreaker, Policy: "api", From: core.BreakerHalfOpen, To: core.BreakerOpen},
-		{Kind: core.EventBreaker, Policy: "api", To: core.BreakerState(9)}, // unknown: ignored
-		{Kind: core.EventKind(99), Policy: "api"},                          // unknown: ignored
+		{Kind: core.EventBreaker, Policy: "api", From: "closed", To: "open"},
+		{Kind: core.EventBreaker, Policy: "api", From: "open", To: "half_open"},
+		{Kind: core.EventBreaker, Policy: "api", From: "half_open", To: "open"},
+		{Kind: core.EventBreaker, Policy: "api", To: "nine"}, // unknown: ignored
+		{Kind: core.EventKind(99), Policy: "api"},            // unknown: ignored
 	} {
 		m.Observe(e)
 	}
@@ -295,7 +295,7 @@ func TestOptions(t *testing.T) {
 	assert.Panics(t, func() { metrics.MustNew(metrics.WithMaxPolicies(-1)) })
 
 	m, reg := newRegistry(t, metrics.WithNamespace("api"), metrics.WithConstLabels(prometheus.Labels{"tier": "a"}), metrics.WithLatencyBuckets(0.001, 0.01))
-	m.Observe(core.Event{Kind: core.EventDecision, Policy: "p", Outcome: core.OutcomeAllowed, Latency: time.Millisecond})
+	m.Observe(core.Event{Kind: core.EventDecision, Policy: "p", Decision: core.Decision{Allowed: true}, Latency: time.Millisecond})
 	assert.Equal(t, 1.0, gauge(t, reg, "api_decisions_total", map[string]string{"policy": "p", "outcome": "allowed", "tier": "a"}))
 }
 
@@ -303,9 +303,9 @@ func TestObserveDoesNotAllocate(t *testing.T) {
 	m := metrics.MustNew()
 	name := "api1-get"
 	for _, e := range []core.Event{
-		{Kind: core.EventDecision, Policy: name, Outcome: core.OutcomeAllowed},
-		{Kind: core.EventDecision, Policy: name, Outcome: core.OutcomeDenied, Latency: time.Millisecond},
-		{Kind: core.EventDenyCacheHit, Policy: name, Outcome: core.OutcomeDenied},
+		{Kind: core.EventDecision, Policy: name, Decision: core.Decision{Allowed: true}},
+		{Kind: core.EventDecision, Policy: name, Latency: time.Millisecond},
+		{Kind: core.EventDenyCacheHit, Policy: name},
 		{Kind: core.EventSync, Keys: 3, Latency: time.Millisecond},
 	} {
 		m.Observe(e) // first sight creates the series
@@ -323,7 +323,7 @@ func TestConcurrentObserveAndCollect(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for i := range 500 {
-				m.Observe(core.Event{Kind: core.EventDecision, Policy: fmt.Sprint("p", (g+i)%10), Outcome: core.OutcomeAllowed})
+				m.Observe(core.Event{Kind: core.EventDecision, Policy: fmt.Sprint("p", (g+i)%10), Decision: core.Decision{Allowed: true}})
 			}
 		}()
 	}
@@ -361,9 +361,9 @@ func (k replyKindErr) ErrorKind() string { return string(k) }
 // kind, a series created when it first occurs.
 func TestReplyKindSeries(t *testing.T) {
 	m, reg := newRegistry(t)
-	m.Observe(core.Event{Kind: core.EventDecision, Policy: "p", Outcome: core.OutcomeDegraded, Err: fmt.Errorf("redisstore: %w", replyKindErr("oom"))})
-	m.Observe(core.Event{Kind: core.EventDecision, Policy: "p", Outcome: core.OutcomeDegraded, Err: replyKindErr("oom")})
-	m.Observe(core.Event{Kind: core.EventDecision, Policy: "p", Outcome: core.OutcomeDegraded, Err: replyKindErr("tryagain")})
+	m.Observe(core.Event{Kind: core.EventDecision, Policy: "p", Decision: core.Decision{Degraded: true}, Err: fmt.Errorf("redisstore: %w", replyKindErr("oom"))})
+	m.Observe(core.Event{Kind: core.EventDecision, Policy: "p", Decision: core.Decision{Degraded: true}, Err: replyKindErr("oom")})
+	m.Observe(core.Event{Kind: core.EventDecision, Policy: "p", Decision: core.Decision{Degraded: true}, Err: replyKindErr("tryagain")})
 	got := map[string]float64{}
 	mfs, err := reg.Gather()
 	require.NoError(t, err)

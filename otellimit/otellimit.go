@@ -22,8 +22,7 @@
 //	limitkit.limit              gauge      {request}; limitkit.policy, limitkit.limit.index, limitkit.limit.window (s) (WatchPolicy)
 //
 // Only decisions are counted: a peek, a charge, a refund and a reset
-// ([core.EventPeek], [core.EventCharge], [core.EventRefund],
-// [core.EventReset]) are not, as in the Prometheus package.
+// ([core.EventVerb]) are not, as in the Prometheus package.
 //
 // # Traces
 //
@@ -119,10 +118,22 @@ func kindIndex(k string) int {
 	return len(errorKinds) - 1
 }
 
+// The limitkit.result of a decision, as an index of policy.results.
 const (
-	elastic = core.OutcomeDegraded + 1 // the elastic result's index
-	nResult = elastic + 1
+	allowed  = iota + 1 // admitted within the limit
+	denied              // a limit is exhausted
+	shadowed            // a Shadow policy would have denied; admitted
+	degraded            // the store failed and a fail mode decided
+	elastic             // admitted above the limits
+	nResult
 )
+
+// resultNames are the limitkit.result values by index.
+var resultNames = [nResult]string{allowed: "allowed", denied: "denied", shadowed: "shadowed", degraded: "degraded", elastic: "elastic"}
+
+// breakerValues are the values of the breaker gauge by the state a
+// core.EventBreaker names.
+var breakerValues = map[string]int64{"closed": 0, "open": 1, "half_open": 2}
 
 // The fail modes a degraded decision is attributed to (limitkit.fail_mode).
 const (
@@ -156,10 +167,22 @@ var spanEventNames = [...]string{
 	core.EventDecision:     "limitkit.decision",
 	core.EventDenyCacheHit: "limitkit.deny_cache_hit",
 	core.EventFallback:     "limitkit.fallback",
-	core.EventPeek:         "limitkit.peek",
-	core.EventCharge:       "limitkit.charge",
-	core.EventRefund:       "limitkit.refund",
-	core.EventReset:        "limitkit.reset",
+}
+
+// verbEventName is the span event's name of a core.EventVerb of verb ("" for
+// none).
+func verbEventName(verb string) string {
+	switch verb {
+	case "peek":
+		return "limitkit.peek"
+	case "charge":
+		return "limitkit.charge"
+	case "refund":
+		return "limitkit.refund"
+	case "reset":
+		return "limitkit.reset"
+	}
+	return ""
 }
 
 // Option configures [New].
@@ -270,9 +293,9 @@ func newPolicy(name string) *policy {
 	p := &policy{name: name, set: set, attr: pa,
 		attrs: []metric.RecordOption{metric.WithAttributeSet(set)},
 		add:   []metric.AddOption{metric.WithAttributeSet(set)}}
-	for r := core.OutcomeAllowed; r < nResult; r++ {
-		p.results[r] = []metric.AddOption{metric.WithAttributes(pa, attribute.String("limitkit.result", result(r)))}
-		p.cached[r] = []metric.AddOption{metric.WithAttributes(pa, attribute.String("limitkit.result", result(r)), denyCacheAttr)}
+	for r := allowed; r < nResult; r++ {
+		p.results[r] = []metric.AddOption{metric.WithAttributes(pa, attribute.String("limitkit.result", resultNames[r]))}
+		p.cached[r] = []metric.AddOption{metric.WithAttributes(pa, attribute.String("limitkit.result", resultNames[r]), denyCacheAttr)}
 	}
 	for m := range nMode {
 		p.degraded[m] = []metric.AddOption{metric.WithAttributes(pa, attribute.String("limitkit.result", "degraded"),
@@ -282,13 +305,6 @@ func newPolicy(name string) *policy {
 		p.kinds[i] = []metric.AddOption{metric.WithAttributes(pa, attribute.String("error.type", k))}
 	}
 	return p
-}
-
-func result(o core.Outcome) string {
-	if o == elastic {
-		return "elastic"
-	}
-	return o.String()
 }
 
 func (o *Observer) policy(name string) *policy {
@@ -317,11 +333,20 @@ func (o *Observer) policy(name string) *policy {
 	return p
 }
 
-func resultOf(out core.Outcome, d core.Decision) core.Outcome {
-	if out == core.OutcomeAllowed && d.Elastic {
+// resultOf classifies d: degraded first, then shadowed, elastic,
+// allowed, denied.
+func resultOf(d *core.Decision) int {
+	switch {
+	case d.Degraded:
+		return degraded
+	case d.Shadowed:
+		return shadowed
+	case d.Allowed && d.Elastic:
 		return elastic
+	case d.Allowed:
+		return allowed
 	}
-	return out
+	return denied
 }
 
 // Observe records e and, when e's context holds a recording span, adds
@@ -336,11 +361,11 @@ func (o *Observer) Observe(e core.Event) {
 	switch e.Kind {
 	case core.EventDecision:
 		p := o.policy(e.Policy)
-		if r := resultOf(e.Outcome, e.Decision); r == core.OutcomeDegraded {
+		if r := resultOf(&e.Decision); r == degraded {
 			o.decisions.Add(ctx, 1, p.degraded[failMode(e.Decision)]...)
-		} else if e.Decision.Cached && r > 0 && r < nResult {
+		} else if e.Decision.Cached {
 			o.decisions.Add(ctx, 1, p.cached[r]...)
-		} else if r > 0 && r < nResult {
+		} else {
 			o.decisions.Add(ctx, 1, p.results[r]...)
 		}
 		if e.Latency > 0 {
@@ -354,7 +379,9 @@ func (o *Observer) Observe(e core.Event) {
 	case core.EventFallback:
 		o.fallbks.Add(ctx, 1, o.policy(e.Policy).add...)
 	case core.EventBreaker:
-		o.breaker.Record(ctx, int64(e.To), o.policy(e.Policy).attrs...)
+		if st, ok := breakerValues[e.To]; ok {
+			o.breaker.Record(ctx, st, o.policy(e.Policy).attrs...)
+		}
 	case core.EventSync:
 		if e.Err == nil {
 			o.syncs.Add(ctx, 1, o.syncOK...)
@@ -364,13 +391,20 @@ func (o *Observer) Observe(e core.Event) {
 		}
 	}
 	if o.spans && e.Context != nil {
-		o.spanEvent(e.Context, e.Kind, e.Policy, e.Outcome, e.Decision, e.Err)
+		o.spanEvent(e.Context, e.Kind, e.Verb, e.Policy, e.Decision, e.Err)
 	}
 }
 
 // spanEvent adds the event of kind to ctx's span when it is recording.
-func (o *Observer) spanEvent(ctx context.Context, kind core.EventKind, name string, out core.Outcome, d core.Decision, err error) {
-	if int(kind) >= len(spanEventNames) || spanEventNames[kind] == "" {
+func (o *Observer) spanEvent(ctx context.Context, kind core.EventKind, verb, name string, d core.Decision, err error) {
+	event := verbEventName(verb)
+	if kind != core.EventVerb {
+		event = ""
+		if int(kind) < len(spanEventNames) {
+			event = spanEventNames[kind]
+		}
+	}
+	if event == "" {
 		return
 	}
 	span := trace.SpanFromContext(ctx)
@@ -379,10 +413,10 @@ func (o *Observer) spanEvent(ctx context.Context, kind core.EventKind, name stri
 	}
 	attrs := make([]attribute.KeyValue, 1, 7)
 	attrs[0] = o.policy(name).attr
-	if kind != core.EventReset {
-		r := resultOf(out, d)
-		attrs = append(attrs, attribute.String("limitkit.result", result(r)))
-		if r == core.OutcomeDegraded {
+	if verb != "reset" {
+		r := resultOf(&d)
+		attrs = append(attrs, attribute.String("limitkit.result", resultNames[r]))
+		if r == degraded {
 			attrs = append(attrs, attribute.String("limitkit.fail_mode", modeNames[failMode(d)]))
 		}
 		if d.Cached {
@@ -394,7 +428,7 @@ func (o *Observer) spanEvent(ctx context.Context, kind core.EventKind, name stri
 	if err != nil {
 		attrs = append(attrs, attribute.String("error.type", errorKinds[kindIndex(core.ClassifyError(err))]))
 	}
-	span.AddEvent(spanEventNames[kind], trace.WithAttributes(attrs...))
+	span.AddEvent(event, trace.WithAttributes(attrs...))
 }
 
 // WatchPolicy records p's configured limits on the limitkit.limit gauge,
@@ -414,7 +448,7 @@ func (o *Observer) WatchPolicy(p core.Policy) {
 // for a decision made by a Limiter without this Observer: with it, Observe
 // has added the event already. It never records the key.
 func (o *Observer) RecordDecision(ctx context.Context, d core.Decision) {
-	o.spanEvent(ctx, core.EventDecision, d.Policy, core.OutcomeOf(d), d, nil)
+	o.spanEvent(ctx, core.EventDecision, "", d.Policy, d, nil)
 }
 
 // hashedKeyAttribute is the attribute key of [HashedKey].

@@ -124,9 +124,9 @@ func TestDecisionsMatchTraffic(t *testing.T) {
 	_, _ = l.Refund(ctx, "k", 1)
 	require.NoError(t, l.Reset(ctx, "k"))
 	// the fleet tier's own events
-	o.Observe(core.Event{Kind: core.EventDenyCacheHit, Policy: "api", Outcome: core.OutcomeDenied})
-	o.Observe(core.Event{Kind: core.EventFallback, Policy: "api", Outcome: core.OutcomeAllowed})
-	o.Observe(core.Event{Kind: core.EventBreaker, Policy: "api", To: core.BreakerOpen})
+	o.Observe(core.Event{Kind: core.EventDenyCacheHit, Policy: "api"})
+	o.Observe(core.Event{Kind: core.EventFallback, Policy: "api", Decision: core.Decision{Allowed: true}})
+	o.Observe(core.Event{Kind: core.EventBreaker, Policy: "api", To: "open"})
 	o.Observe(core.Event{Kind: core.EventSync, Err: context.DeadlineExceeded})
 	o.Observe(core.Event{Kind: core.EventSync})
 
@@ -198,7 +198,7 @@ func TestSpanEventsFromTheEventsContext(t *testing.T) {
 	require.NoError(t, l.Reset(ctx, key))
 	f := core.MustNewLimiter(failingStore{context.DeadlineExceeded}, core.Policy{Name: "api", FailMode: core.FailClosed, Limits: []core.Limit{core.PerMinute(3)}}, core.WithObserver(o))
 	_, _ = f.Allow(ctx, key)
-	o.Observe(core.Event{Kind: core.EventDenyCacheHit, Context: ctx, Policy: "api", Outcome: core.OutcomeDenied,
+	o.Observe(core.Event{Kind: core.EventDenyCacheHit, Context: ctx, Policy: "api",
 		Decision: core.Decision{Policy: "api", RetryAfter: time.Second}})
 	span.End()
 	_, _ = l.Allow(context.Background(), key) // no span: nothing, no panic
@@ -328,16 +328,16 @@ func TestObserveDoesNotAllocate(t *testing.T) {
 	defer span.End()
 	for _, ctx := range []context.Context{nil, context.Background(), unsampled} {
 		for _, e := range []core.Event{
-			{Kind: core.EventDecision, Policy: "api", Outcome: core.OutcomeAllowed},
-			{Kind: core.EventDecision, Policy: "api", Outcome: core.OutcomeAllowed, Decision: core.Decision{Elastic: true}},
-			{Kind: core.EventDecision, Policy: "api", Outcome: core.OutcomeDenied, Latency: time.Millisecond},
-			{Kind: core.EventDecision, Policy: "api", Outcome: core.OutcomeDegraded, Err: context.DeadlineExceeded},
-			{Kind: core.EventDecision, Policy: "api", Outcome: core.OutcomeDegraded, Decision: core.Decision{Degraded: true, Limit: core.PerMinute(1)}},
-			{Kind: core.EventDecision, Policy: "api", Outcome: core.OutcomeDenied, Decision: core.Decision{Cached: true}},
-			{Kind: core.EventPeek, Policy: "api", Outcome: core.OutcomeAllowed},
-			{Kind: core.EventCharge, Policy: "api", Outcome: core.OutcomeDenied},
-			{Kind: core.EventReset, Policy: "api"},
-			{Kind: core.EventDenyCacheHit, Policy: "api", Outcome: core.OutcomeDenied},
+			{Kind: core.EventDecision, Policy: "api", Decision: core.Decision{Allowed: true}},
+			{Kind: core.EventDecision, Policy: "api", Decision: core.Decision{Allowed: true, Elastic: true}},
+			{Kind: core.EventDecision, Policy: "api", Latency: time.Millisecond},
+			{Kind: core.EventDecision, Policy: "api", Decision: core.Decision{Degraded: true}, Err: context.DeadlineExceeded},
+			{Kind: core.EventDecision, Policy: "api", Decision: core.Decision{Degraded: true, Limit: core.PerMinute(1)}},
+			{Kind: core.EventDecision, Policy: "api", Decision: core.Decision{Cached: true}},
+			{Kind: core.EventVerb, Verb: "peek", Policy: "api", Decision: core.Decision{Allowed: true}},
+			{Kind: core.EventVerb, Verb: "charge", Policy: "api"},
+			{Kind: core.EventVerb, Verb: "reset", Policy: "api"},
+			{Kind: core.EventDenyCacheHit, Policy: "api"},
 			{Kind: core.EventSync, Keys: 3},
 		} {
 			e.Context = ctx
@@ -469,7 +469,7 @@ func TestNewDefaultsToTheGlobalProviders(t *testing.T) {
 	o, err := otellimit.New()
 	require.NoError(t, err)
 	ctx, span := otel.Tracer("test").Start(context.Background(), "GET /")
-	o.Observe(core.Event{Kind: core.EventDecision, Context: ctx, Policy: "g", Outcome: core.OutcomeAllowed, Decision: core.Decision{Allowed: true}})
+	o.Observe(core.Event{Kind: core.EventDecision, Context: ctx, Policy: "g", Decision: core.Decision{Allowed: true}})
 	span.End()
 	assert.Equal(t, map[string]float64{"limitkit.policy=g,limitkit.result=allowed,": 1}, points(t, reader)["limitkit.decisions"])
 	names, _ := spanEvents(t, rec.Ended()[0], "k")
@@ -484,7 +484,7 @@ func TestPolicyCapIsExact(t *testing.T) {
 	o, err := otellimit.New(otellimit.WithMeterProvider(sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))))
 	require.NoError(t, err)
 	for i := range docMaxPolicies + 2 {
-		o.Observe(core.Event{Kind: core.EventDecision, Policy: fmt.Sprintf("p%d", i), Outcome: core.OutcomeAllowed})
+		o.Observe(core.Event{Kind: core.EventDecision, Policy: fmt.Sprintf("p%d", i), Decision: core.Decision{Allowed: true}})
 	}
 	got := points(t, reader)["limitkit.decisions"]
 	own := func(i int) string { return fmt.Sprintf("limitkit.policy=p%d,limitkit.result=allowed,", i) }

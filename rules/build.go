@@ -110,8 +110,8 @@ func resolveServing(s *switchesDoc, out *switches, fail func(field, msg string))
 		switch {
 		case err != nil:
 			fail("sync", fmt.Sprintf("%q is not a duration; write e.g. 100ms or 1s", *s.Sync))
-		case d <= 0 || d > core.MaxSync:
-			fail("sync", fmt.Sprintf("%q must be above 0 and at most %v (leave sync out, or write mode: exact, for exact decisions)", *s.Sync, core.MaxSync))
+		case d <= 0 || d > maxSync:
+			fail("sync", fmt.Sprintf("%q must be above 0 and at most %v (leave sync out, or write mode: exact, for exact decisions)", *s.Sync, maxSync))
 		default:
 			out.sync = d
 		}
@@ -120,8 +120,8 @@ func resolveServing(s *switchesDoc, out *switches, fail func(field, msg string))
 		out.elastic = resolveElastic(s.Elastic, fail)
 	}
 	if s.FleetSize != nil {
-		if n := *s.FleetSize; n < 1 || n > core.MaxFleetSize {
-			fail("fleet_size", fmt.Sprintf("%d must be in [1, %d]: the number of servers sharing the store", n, core.MaxFleetSize))
+		if n := *s.FleetSize; n < 1 || n > maxFleetSize {
+			fail("fleet_size", fmt.Sprintf("%d must be in [1, %d]: the number of servers sharing the store", n, maxFleetSize))
 		} else {
 			out.fleetSize = n
 		}

@@ -39,8 +39,8 @@ func resolveConcurrency(d *ruleDoc, r *Rule, fail func(field, msg string)) {
 		return
 	}
 	lease, err := time.ParseDuration(cd.Lease)
-	if err != nil || lease < time.Second || lease > core.MaxLease {
-		fail("lease", fmt.Sprintf("%q must be a duration between 1s and %v (e.g. 30s)", cd.Lease, core.MaxLease))
+	if err != nil || lease < time.Second || lease > maxLease {
+		fail("lease", fmt.Sprintf("%q must be a duration between 1s and %v (e.g. 30s)", cd.Lease, maxLease))
 		return
 	}
 	r.Lease = lease

@@ -298,9 +298,9 @@ func parseCeiling(s string) (int, error) {
 	bad := fmt.Errorf("ceiling %q: write a percentage above 100%% (\"200%%\") or a multiple above 1 (\"2x\")", s)
 	if m, ok := strings.CutSuffix(t, "x"); ok {
 		f, err := strconv.ParseFloat(strings.TrimSpace(m), 64)
-		if err != nil || math.IsNaN(f) || f <= 1 || f > float64(core.MaxCeilingPercent)/100 {
+		if err != nil || math.IsNaN(f) || f <= 1 || f > float64(maxCeilingPercent)/100 {
 			if err == nil {
-				return 0, fmt.Errorf("ceiling %q must be above 1x and at most %dx", s, core.MaxCeilingPercent/100)
+				return 0, fmt.Errorf("ceiling %q must be above 1x and at most %dx", s, maxCeilingPercent/100)
 			}
 			return 0, bad
 		}
@@ -314,8 +314,8 @@ func parseCeiling(s string) (int, error) {
 	if err != nil {
 		return 0, bad
 	}
-	if n <= 100 || n > core.MaxCeilingPercent {
-		return 0, fmt.Errorf("ceiling %q must be above 100%% and at most %d%% (200%% lets each limit be exceeded up to twice)", s, core.MaxCeilingPercent)
+	if n <= 100 || n > maxCeilingPercent {
+		return 0, fmt.Errorf("ceiling %q must be above 100%% and at most %d%% (200%% lets each limit be exceeded up to twice)", s, maxCeilingPercent)
 	}
 	return n, nil
 }

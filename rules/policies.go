@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"go.yaml.in/yaml/v3"
 
@@ -18,9 +19,20 @@ import (
 
 // Bounds of the policies a rule may add to its own.
 const (
-	// maxTiers bounds a rule's tiers (core.MaxTiers), the default not
-	// counted.
-	maxTiers = core.MaxTiers
+	// maxTiers bounds a rule's tiers, the default not counted: core's
+	// bound (core.NewTiers refuses more), as are the four below, which
+	// TestBoundsAreCores checks.
+	maxTiers = 16
+	// maxSync bounds a rule's sync (core.Policy.Sync).
+	maxSync = time.Hour
+	// maxFleetSize bounds a rule's fleet_size (core.Policy.FleetSize).
+	maxFleetSize = 100_000
+	// maxLease bounds a concurrency rule's lease
+	// (core.ConcurrencyPolicy.Lease).
+	maxLease = 24 * time.Hour
+	// maxCeilingPercent bounds an elastic ceiling
+	// (core.Elastic.CeilingPercent).
+	maxCeilingPercent = 1000
 	// maxOverrides bounds a rule's overrides.
 	maxOverrides = 256
 	// maxAlso bounds a rule's also: checks (a middleware runs at most 8

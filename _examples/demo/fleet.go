@@ -118,7 +118,7 @@ func runOutage() (fleetRun, error) {
 	policy := core.Policy{Name: "demo-outage", FailMode: core.FailLocal, Limits: []core.Limit{core.Per(400, fleetWindow)}}
 	var opened atomic.Int64
 	obs := core.ObserverFunc(func(e core.Event) {
-		if e.Kind == core.EventBreaker && e.To == core.BreakerOpen {
+		if e.Kind == core.EventBreaker && e.To == "open" {
 			opened.Add(1)
 		}
 	})

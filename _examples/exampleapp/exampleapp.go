@@ -183,11 +183,13 @@ func ParseFlagsAddr(name, defaultAddr string, args []string, getenv func(string)
 	if fs.NArg() > 0 {
 		return Config{}, fmt.Errorf("%s: unexpected arguments %q", name, fs.Args())
 	}
-	if cfg.Sync < 0 || cfg.Sync > core.MaxSync {
-		return Config{}, fmt.Errorf("%s: -sync %v: want 0 (exact) or a write-back interval up to %v, e.g. -sync 100ms", name, cfg.Sync, core.MaxSync)
+	// the fleet tier's bounds (core.Policy's Sync and FleetSize)
+	const maxSync, maxFleetSize = time.Hour, 100_000
+	if cfg.Sync < 0 || cfg.Sync > maxSync {
+		return Config{}, fmt.Errorf("%s: -sync %v: want 0 (exact) or a write-back interval up to %v, e.g. -sync 100ms", name, cfg.Sync, maxSync)
 	}
-	if cfg.FleetSize < 1 || cfg.FleetSize > core.MaxFleetSize {
-		return Config{}, fmt.Errorf("%s: -fleet-size %d: want the number of app servers sharing Redis, 1 to %d", name, cfg.FleetSize, core.MaxFleetSize)
+	if cfg.FleetSize < 1 || cfg.FleetSize > maxFleetSize {
+		return Config{}, fmt.Errorf("%s: -fleet-size %d: want the number of app servers sharing Redis, 1 to %d", name, cfg.FleetSize, maxFleetSize)
 	}
 	if cfg.OTel != "" && cfg.OTel != OTelStdout {
 		return Config{}, fmt.Errorf("%s: -otel %q: want %q or nothing", name, cfg.OTel, OTelStdout)

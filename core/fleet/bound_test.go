@@ -213,8 +213,8 @@ func TestFailLocalBoundSteps(t *testing.T) {
 			// local admissions before the tiers' own decisions did (the
 			// window then held 100, not 104: the bound held, the step
 			// test's arithmetic did not)
-			tier := newTier(t, remote, WithClock(clk), WithoutDenyCache(), WithBreaker(1<<30, time.Second, time.Second), WithFlapHorizon(0),
-				WithSync(core.MaxSync), WithDefaultMode(core.ModeExact))
+			tier := newTier(t, remote, WithClock(clk), WithDenyCacheTTL(0), WithBreaker(1<<30, time.Second, time.Second), WithFlapHorizon(0),
+				WithSync(maxSync), WithDefaultMode(core.ModeExact))
 			lims = append(lims, core.MustNewLimiter(tier, pol, core.WithClock(clk)))
 		}
 		return remote, lims

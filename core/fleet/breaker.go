@@ -21,7 +21,7 @@ const domainIdle = time.Minute
 // The request path reads one atomic word when closed.
 type breaker struct {
 	cfg   *config
-	st    atomic.Uint32 // core.BreakerState
+	st    atomic.Uint32 // breakerState
 	fails atomic.Int64  // consecutive failures while closed
 	used  atomic.Bool   // called since the last sweep
 	okAt  atomic.Int64  // the last answered call (starvation clock)
@@ -61,9 +61,9 @@ func (b *breaker) newWave(start, now int64) bool {
 	}
 }
 
-func (b *breaker) state() core.BreakerState { return core.BreakerState(b.st.Load()) }
+func (b *breaker) state() breakerState { return breakerState(b.st.Load()) }
 
-func (b *breaker) isOpen() bool { return b.state() != core.BreakerClosed }
+func (b *breaker) isOpen() bool { return b.state() != breakerClosed }
 
 // allow reports whether a request may call the remote store. Closed: yes.
 // Open: no, until the retry time has passed; then the request becomes the
@@ -73,7 +73,7 @@ func (b *breaker) isOpen() bool { return b.state() != core.BreakerClosed }
 // probe, with its longer deadline, goes first). Half-open: no (the probe
 // is out).
 func (b *breaker) allow() bool {
-	if b.st.Load() == uint32(core.BreakerClosed) {
+	if b.st.Load() == uint32(breakerClosed) {
 		return true
 	}
 	var wait time.Duration
@@ -88,8 +88,8 @@ func (b *breaker) allow() bool {
 func (b *breaker) halfOpen(wait time.Duration) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.state() == core.BreakerOpen && !b.cfg.clock.Now().Before(b.retryAt.Add(wait)) {
-		b.transition(core.BreakerHalfOpen)
+	if b.state() == breakerOpen && !b.cfg.clock.Now().Before(b.retryAt.Add(wait)) {
+		b.transition(breakerHalfOpen)
 		return true
 	}
 	return false
@@ -101,9 +101,9 @@ func (b *breaker) success() {
 	if b.fails.Load() != 0 {
 		b.fails.Store(0)
 	}
-	if b.st.Load() != uint32(core.BreakerClosed) {
+	if b.st.Load() != uint32(breakerClosed) {
 		b.mu.Lock()
-		b.transition(core.BreakerClosed)
+		b.transition(breakerClosed)
 		b.mu.Unlock()
 	}
 }
@@ -113,20 +113,20 @@ func (b *breaker) success() {
 // again until the next probe, one probe interval later.
 func (b *breaker) failure() {
 	n := b.fails.Add(1)
-	if b.state() == core.BreakerClosed && n < int64(b.cfg.threshold) {
+	if b.state() == breakerClosed && n < int64(b.cfg.threshold) {
 		return
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	switch b.state() {
-	case core.BreakerClosed:
+	case breakerClosed:
 		if b.fails.Load() >= int64(b.cfg.threshold) {
 			b.retryAt = b.cfg.clock.Now().Add(b.cfg.coolDown)
-			b.transition(core.BreakerOpen)
+			b.transition(breakerOpen)
 		}
-	case core.BreakerHalfOpen:
+	case breakerHalfOpen:
 		b.retryAt = b.cfg.clock.Now().Add(b.cfg.probe)
-		b.transition(core.BreakerOpen)
+		b.transition(breakerOpen)
 	}
 }
 
@@ -135,28 +135,57 @@ func (b *breaker) failure() {
 // half-open probe is given back, and the next request after one probe
 // interval probes again.
 func (b *breaker) neutral() {
-	if b.state() != core.BreakerHalfOpen {
+	if b.state() != breakerHalfOpen {
 		return
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.state() == core.BreakerHalfOpen {
+	if b.state() == breakerHalfOpen {
 		b.retryAt = b.cfg.clock.Now().Add(b.cfg.probe)
-		b.transition(core.BreakerOpen)
+		b.transition(breakerOpen)
 	}
 }
 
 // transition sets the state and reports it; b.mu is held.
-func (b *breaker) transition(to core.BreakerState) {
+// breakerState is the state of a breaker. The zero value is
+// breakerClosed.
+type breakerState uint8
+
+const (
+	// breakerClosed: calls go to the remote store.
+	breakerClosed breakerState = iota
+	// breakerOpen: the remote store is not called; the fail mode decides.
+	breakerOpen
+	// breakerHalfOpen: one probe call is let through; its outcome closes
+	// or reopens the breaker.
+	breakerHalfOpen
+)
+
+// String returns "closed", "open" or "half_open": the state as
+// core.EventBreaker's From and To, Store.BreakerState and the metrics
+// name it.
+func (s breakerState) String() string {
+	switch s {
+	case breakerClosed:
+		return "closed"
+	case breakerOpen:
+		return "open"
+	case breakerHalfOpen:
+		return "half_open"
+	}
+	return "unknown"
+}
+
+func (b *breaker) transition(to breakerState) {
 	from := b.state()
 	if from == to {
 		return
 	}
 	b.st.Store(uint32(to))
-	if to == core.BreakerClosed {
+	if to == breakerClosed {
 		b.fails.Store(0)
 	}
-	if to == core.BreakerOpen && from == core.BreakerClosed {
+	if to == breakerOpen && from == breakerClosed {
 		b.cfg.openings.Add(1)
 		if b.cfg.wake != nil {
 			select { // the probe loop starts the watch at once
@@ -166,7 +195,7 @@ func (b *breaker) transition(to core.BreakerState) {
 		}
 	}
 	if o := b.cfg.observer; o != nil {
-		o.Observe(core.Event{Kind: core.EventBreaker, From: from, To: to})
+		o.Observe(core.Event{Kind: core.EventBreaker, From: from.String(), To: to.String()})
 	}
 }
 
@@ -232,15 +261,15 @@ func (d *domains) sweep(now time.Time) {
 
 // worst returns the most open state over every domain: open if one is
 // open, else half-open if one is, else closed.
-func (d *domains) worst() core.BreakerState {
+func (d *domains) worst() breakerState {
 	st := d.def.state()
 	d.mu.RLock()
 	defer d.mu.RUnlock()
 	for _, b := range d.m {
 		switch s := b.state(); {
-		case s == core.BreakerOpen:
+		case s == breakerOpen:
 			return s
-		case s == core.BreakerHalfOpen:
+		case s == breakerHalfOpen:
 			st = s
 		}
 	}
@@ -264,10 +293,10 @@ func (d *domains) open() []*breaker {
 }
 
 // states returns each known domain's state ("" for the default breaker).
-func (d *domains) states() map[string]core.BreakerState {
+func (d *domains) states() map[string]breakerState {
 	d.mu.RLock()
 	defer d.mu.RUnlock()
-	m := make(map[string]core.BreakerState, len(d.m)+1)
+	m := make(map[string]breakerState, len(d.m)+1)
 	m[""] = d.def.state()
 	for name, b := range d.m {
 		m[name] = b.state()

@@ -285,7 +285,7 @@
 // the Limiter passed to Take), so an exporter can put them on the
 // request's trace; a sync and a breaker transition belong to no request.
 // BreakerState and BreakerStates report the breakers; an Observer counts
-// their openings (core.EventBreaker with To core.BreakerOpen).
+// their openings (core.EventBreaker with To "open").
 //
 // # Time
 //

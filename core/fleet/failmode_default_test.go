@@ -32,7 +32,7 @@ func TestDefaultFailModeAppliesToUnsetPolicies(t *testing.T) {
 		t.Run(tc.def.String()+"/"+tc.own.String(), func(t *testing.T) {
 			remote := newFake()
 			remote.setFail(errDown)
-			tier := newTier(t, remote, WithDefaultFailMode(tc.def), WithFleetSize(2), WithoutDenyCache(), WithFlapHorizon(0))
+			tier := newTier(t, remote, WithDefaultFailMode(tc.def), WithFleetSize(2), WithDenyCacheTTL(0), WithFlapHorizon(0))
 			pol := core.Policy{Name: "p", FailMode: tc.own, Limits: []core.Limit{core.Per(4, time.Hour)}}
 			l := core.MustNewLimiter(tier, pol)
 			allowed := 0

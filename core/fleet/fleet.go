@@ -63,14 +63,15 @@ type Store interface {
 	// export them.
 	Stats() memstore.Stats
 	// BreakerState returns the most open state over the tier's breakers
-	// (one per failure domain of the remote store): core.BreakerOpen
-	// when one domain's breaker is open, else core.BreakerHalfOpen when
-	// one is probing, else core.BreakerClosed.
-	BreakerState() core.BreakerState
+	// (one per failure domain of the remote store): "open" when one
+	// domain's breaker is open, else "half_open" when one is probing,
+	// else "closed".
+	BreakerState() string
 	// BreakerStates returns the state of each failure domain's breaker
 	// the tier knows, by domain (a Cluster master's address; "" for the
-	// remote store as a whole, or for keys whose domain is unknown).
-	BreakerStates() map[string]core.BreakerState
+	// remote store as a whole, or for keys whose domain is unknown), as
+	// BreakerState names it.
+	BreakerStates() map[string]string
 	// Sync forwards the counts held locally now, in one round (the
 	// background goroutine does it every WithSync interval); it returns
 	// the first error.
@@ -270,15 +271,20 @@ func (s *fleetStore) Close() error {
 }
 
 // BreakerState returns the most open state over the tier's breakers (one
-// per failure domain of the remote store): core.BreakerOpen when one
-// domain's breaker is open, else core.BreakerHalfOpen when one is probing,
-// else core.BreakerClosed.
-func (s *fleetStore) BreakerState() core.BreakerState { return s.dom.worst() }
+// per failure domain of the remote store): "open" when one domain's
+// breaker is open, else "half_open" when one is probing, else "closed".
+func (s *fleetStore) BreakerState() string { return s.dom.worst().String() }
 
 // BreakerStates returns the state of each failure domain's breaker the
 // tier knows, by domain (a Cluster master's address; "" for the remote
 // store as a whole, or for keys whose domain is unknown).
-func (s *fleetStore) BreakerStates() map[string]core.BreakerState { return s.dom.states() }
+func (s *fleetStore) BreakerStates() map[string]string {
+	m := make(map[string]string)
+	for d, st := range s.dom.states() {
+		m[d] = st.String()
+	}
+	return m
+}
 
 // breakerOpenings returns how many times a breaker of the tier opened
 // (closed → open), over every domain, since New.
@@ -354,7 +360,7 @@ func (s *fleetStore) take(ctx context.Context, deadline time.Time, key string, p
 			}
 			sh.mu.Unlock()
 			if o := s.cfg.observer; o != nil {
-				o.Observe(core.Event{Kind: core.EventDenyCacheHit, Context: ctx, Policy: p.Name, Outcome: core.OutcomeOf(d), Decision: d})
+				o.Observe(core.Event{Kind: core.EventDenyCacheHit, Context: ctx, Policy: p.Name, Decision: d})
 			}
 			return d, nil
 		}
@@ -642,7 +648,7 @@ func (s *fleetStore) fallback(ctx context.Context, key string, pi *pinfo, now ti
 		s.owe(key, pi, cost)
 	}
 	if o := s.cfg.observer; o != nil {
-		o.Observe(core.Event{Kind: core.EventFallback, Context: ctx, Policy: pi.p.Name, Outcome: core.OutcomeOf(d), Decision: d, Err: err})
+		o.Observe(core.Event{Kind: core.EventFallback, Context: ctx, Policy: pi.p.Name, Decision: d, Err: err})
 	}
 	return d, err
 }

@@ -111,7 +111,7 @@ func (s *fleetStore) report(ctx context.Context, b *breaker, err error, start in
 		if b.downAt.Load() == 0 {
 			b.downAt.CompareAndSwap(0, s.cfg.clock.Now().UnixNano())
 		}
-		if b.state() == core.BreakerClosed && !b.newWave(start, s.health.Now()) {
+		if b.state() == breakerClosed && !b.newWave(start, s.health.Now()) {
 			break // in flight with an outage already counted: the same stall
 		}
 		b.failure()

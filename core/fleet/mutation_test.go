@@ -109,7 +109,7 @@ func TestBreakerSweepKeepsOpenBreakers(t *testing.T) {
 	d.init(cfg)
 	dead, gone, live := d.get("dead:1"), d.get("gone:1"), d.get("live:1")
 	dead.failure()
-	require.Equal(t, core.BreakerOpen, dead.state())
+	require.Equal(t, breakerOpen, dead.state())
 
 	d.sweep(t0) // every breaker was used since New: none reclaimed
 	require.Len(t, d.m, 3)
@@ -118,7 +118,7 @@ func TestBreakerSweepKeepsOpenBreakers(t *testing.T) {
 	require.Len(t, d.m, 3, "at most one sweep per domainIdle")
 
 	d.sweep(t0.Add(domainIdle))
-	assert.Equal(t, map[string]core.BreakerState{"": core.BreakerClosed, "dead:1": core.BreakerOpen, "live:1": core.BreakerClosed}, d.states(),
+	assert.Equal(t, map[string]breakerState{"": breakerClosed, "dead:1": breakerOpen, "live:1": breakerClosed}, d.states(),
 		"the unused closed breaker was reclaimed, the open one kept")
 	assert.Same(t, dead, d.get("dead:1"), "the dead domain keeps its open breaker")
 	assert.False(t, d.get("dead:1").allow(), "its keys still fail fast")
@@ -126,7 +126,7 @@ func TestBreakerSweepKeepsOpenBreakers(t *testing.T) {
 	assert.NotSame(t, gone, d.get("gone:1"), "a reclaimed domain gets a fresh breaker")
 
 	d.sweep(t0.Add(3 * domainIdle))
-	assert.Equal(t, core.BreakerOpen, d.states()["dead:1"], "an open breaker unused for several sweeps is still kept")
+	assert.Equal(t, breakerOpen, d.states()["dead:1"], "an open breaker unused for several sweeps is still kept")
 }
 
 // TestDomainCapIsExact: a tier keeps its own breaker for exactly
@@ -175,6 +175,6 @@ func TestFailLocalOnTimeoutBeforeBreakerOpens(t *testing.T) {
 			admitted++
 		}
 	}
-	assert.Equal(t, core.BreakerClosed, tier.BreakerState())
+	assert.Equal(t, "closed", tier.BreakerState())
 	assert.Equal(t, 5, admitted, "the local share of 10 / 2")
 }

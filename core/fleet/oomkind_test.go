@@ -26,7 +26,7 @@ func TestOOMKindEveryPath(t *testing.T) {
 	ev := &events{}
 	wb := newTier(t, redisStore(t, srv.NewClient(t)), WithClock(clk), WithSync(time.Second), WithMaxLease(4),
 		withoutSyncLoop(), WithObserver(ev))
-	exact := newTier(t, redisStore(t, srv.NewClient(t)), WithClock(clk), WithoutDenyCache())
+	exact := newTier(t, redisStore(t, srv.NewClient(t)), WithClock(clk), WithDenyCacheTTL(0))
 	p := &core.Policy{Name: "oomsync", Limits: []core.Limit{core.PerSecond(10_000)}}
 	pe := &core.Policy{Name: "oomexact", Limits: []core.Limit{core.PerSecond(10_000)}}
 	// hot keys, loaded and leased while Redis has memory

@@ -38,6 +38,14 @@ const (
 	defaultFlapHorizon = 10 * time.Second
 )
 
+// The bounds of the tier's defaults of a policy's Sync and FleetSize:
+// core's own (Policy.Validate refuses a policy beyond them), which
+// TestBoundsAreCores checks.
+const (
+	maxSync      = time.Hour
+	maxFleetSize = 100_000
+)
+
 // config is what the options set.
 type config struct {
 	noSyncLoop  bool          // tests that sync by hand only (export_test.go)
@@ -56,7 +64,7 @@ type config struct {
 	fleetSize   int
 	clock       core.Clock
 	observer    core.Observer
-	noDenyCache bool
+	noDenyCache bool // WithDenyCacheTTL(0)
 	deferCounts bool
 	failMode    core.FailMode // what FailOpen (the zero value) policies fail as
 	errs        []error
@@ -74,11 +82,11 @@ type Option func(*config)
 // WithSync sets the tier's default sync interval d (a policy's own Sync
 // overrides it). d > 0 also makes write-back the default mode (unless
 // [WithDefaultMode] says otherwise); d = 0, the default, makes exact the
-// default mode. At most core.MaxSync.
+// default mode. At most maxSync.
 func WithSync(d time.Duration) Option {
 	return func(c *config) {
-		if d < 0 || d > core.MaxSync {
-			c.errs = append(c.errs, fmt.Errorf("WithSync(%v): the interval must be in [0, %v]", d, core.MaxSync))
+		if d < 0 || d > maxSync {
+			c.errs = append(c.errs, fmt.Errorf("WithSync(%v): the interval must be in [0, %v]", d, maxSync))
 		}
 		c.sync = d
 	}
@@ -146,11 +154,11 @@ func WithBreaker(threshold int, coolDown, probe time.Duration) Option {
 // WithFleetSize sets the default number of servers sharing the remote
 // store (a policy's FleetSize overrides it): under FailLocal each limit is
 // divided by it while the remote store is unreachable, and the lease cap is
-// derived from it. Default 1; 1..core.MaxFleetSize.
+// derived from it. Default 1; 1..maxFleetSize.
 func WithFleetSize(n int) Option {
 	return func(c *config) {
-		if n < 1 || n > core.MaxFleetSize {
-			c.errs = append(c.errs, fmt.Errorf("WithFleetSize(%d): must be in [1, %d]", n, core.MaxFleetSize))
+		if n < 1 || n > maxFleetSize {
+			c.errs = append(c.errs, fmt.Errorf("WithFleetSize(%d): must be in [1, %d]", n, maxFleetSize))
 		}
 		c.fleetSize = n
 	}
@@ -173,10 +181,6 @@ func WithClock(clk core.Clock) Option {
 // transitions, fallback decisions) to o. Observe is called synchronously,
 // also on the request path: it must be cheap and safe for concurrent use.
 func WithObserver(o core.Observer) Option { return func(c *config) { c.observer = o } }
-
-// WithoutDenyCache turns the deny cache off: every request not served from
-// a lease goes to the remote store.
-func WithoutDenyCache() Option { return func(c *config) { c.noDenyCache = true } }
 
 // WithDeferredDenialCounts makes the deny cache serve CountDenied policies
 // in exact mode too (write-back mode always does): their locally denied

@@ -54,7 +54,7 @@ func TestDefaults(t *testing.T) {
 	assert.Equal(t, defaultProbeInterval, tier.cfg.probe)
 	assert.Equal(t, defaultFleetSize, tier.cfg.fleetSize)
 	assert.True(t, tier.FallsBackLocally())
-	assert.Equal(t, core.BreakerClosed, tier.BreakerState())
+	assert.Equal(t, "closed", tier.BreakerState())
 
 	wb := newTier(t, newFake(), WithSync(time.Second))
 	assert.Equal(t, core.ModeWriteBack, wb.cfg.mode)
@@ -122,4 +122,31 @@ func TestHybridChecksThroughTheTier(t *testing.T) {
 	}
 	assert.Equal(t, 2, allowed)
 	assert.Equal(t, int64(2*2+1), f.calls.Load(), "two admitted checks of two limiters, one remote denial, then the cache")
+}
+
+// TestBoundsAreCores: the tier's bounds of its default sync and fleet
+// size (maxSync, maxFleetSize) are core's bounds of a policy's: core
+// accepts each bound and refuses one more.
+func TestBoundsAreCores(t *testing.T) {
+	validate := func(set func(*core.Policy)) error {
+		p := core.Policy{Name: "p", Algorithm: core.GCRA, Limits: []core.Limit{core.PerMinute(10)}}
+		set(&p)
+		return p.Validate()
+	}
+	assert.NoError(t, validate(func(p *core.Policy) { p.Sync = maxSync }))
+	assert.Error(t, validate(func(p *core.Policy) { p.Sync = maxSync + 1 }))
+	assert.NoError(t, validate(func(p *core.Policy) { p.FleetSize = maxFleetSize }))
+	assert.Error(t, validate(func(p *core.Policy) { p.FleetSize = maxFleetSize + 1 }))
+}
+
+// TestDenyCacheTTLZeroTurnsItOff: WithDenyCacheTTL(0) is the tier
+// without a deny cache; any other bound keeps it.
+func TestDenyCacheTTLZeroTurnsItOff(t *testing.T) {
+	p := &core.Policy{Name: "p", Algorithm: core.GCRA, Limits: []core.Limit{core.PerMinute(1)}}
+	for ttl, want := range map[time.Duration]bool{0: false, time.Second: true} {
+		tier := newTier(t, newFake(), WithDenyCacheTTL(ttl))
+		pi, err := tier.info(p)
+		require.NoError(t, err)
+		assert.Equal(t, want, pi.denyCache, "WithDenyCacheTTL(%v)", ttl)
+	}
 }

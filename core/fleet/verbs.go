@@ -22,13 +22,15 @@ const defaultDenyCacheTTL = time.Second
 // again if still denied, with the remote store's exact RetryAfter). A
 // Reset through one server drops that server's entry at once;
 // every other server of the fleet honours it within d. A longer d saves
-// round trips for clients that keep hammering while denied; d must be > 0.
+// round trips for clients that keep hammering while denied. d = 0 turns
+// the deny cache off: every request not served from a lease goes to the
+// remote store. d must be >= 0.
 func WithDenyCacheTTL(d time.Duration) Option {
 	return func(c *config) {
-		if d <= 0 {
-			c.errs = append(c.errs, fmt.Errorf("WithDenyCacheTTL(%v): the bound must be > 0", d))
+		if d < 0 {
+			c.errs = append(c.errs, fmt.Errorf("WithDenyCacheTTL(%v): the bound must be >= 0 (0 turns the deny cache off)", d))
 		}
-		c.denyTTL = d
+		c.denyTTL, c.noDenyCache = d, d == 0
 	}
 }
 

@@ -40,7 +40,7 @@ func (b *barrierSignal) Acquire(ctx context.Context, cost int64) (bool, error) {
 }
 
 func (b *barrierSignal) Release(ctx context.Context, cost int64) {
-	if r, ok := b.sig.(core.CapacityReleaser); ok {
+	if r, ok := b.sig.(interface{ Release(context.Context, int64) }); ok {
 		r.Release(ctx, cost)
 	}
 }

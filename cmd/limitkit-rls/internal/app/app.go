@@ -70,8 +70,8 @@ func ParseFlags(args []string, out io.Writer) (Config, error) {
 	if c.ConfigPath == "" {
 		return c, errors.New("-config is required: a file or directory in envoyproxy/ratelimit's format")
 	}
-	if c.Sync < 0 || c.Sync > core.MaxSync {
-		return c, fmt.Errorf("-sync %v: want 0 (exact) up to %v", c.Sync, core.MaxSync)
+	if c.Sync < 0 || c.Sync > time.Hour { // the fleet tier's bound (core.Policy.Sync)
+		return c, fmt.Errorf("-sync %v: want 0 (exact) up to %v", c.Sync, time.Hour)
 	}
 	if c.Sync > 0 && c.Redis == "" {
 		return c, errors.New("-sync needs -redis (the embedded store is exact and local)")
