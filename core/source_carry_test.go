@@ -36,7 +36,7 @@ func TestSourceCarryPerAlgorithm(t *testing.T) {
 		t.Run(alg.String(), func(t *testing.T) {
 			tb := &table{}
 			s, clk := sourced(t, alg, core.FailOpen, tb.source, patient)
-			clk.Set(time.Date(2026, 1, 1, 0, 0, 1, 0, time.UTC)) // inside a fixed window
+			clk.Advance(time.Date(2026, 1, 1, 0, 0, 1, 0, time.UTC).Sub(clk.Now())) // inside a fixed window
 			change := func(id string, n int64) {
 				tb.set(id, n)
 				s.Invalidate(id)

@@ -343,7 +343,7 @@ func TestSourceLimitChangePerAlgorithm(t *testing.T) {
 			tb := &table{}
 			tb.set("alice", 10)
 			s, clk := sourced(t, alg, core.FailOpen, tb.source, patient)
-			clk.Set(time.Date(2026, 1, 1, 0, 0, 1, 0, time.UTC)) // inside a fixed window
+			clk.Advance(time.Date(2026, 1, 1, 0, 0, 1, 0, time.UTC).Sub(clk.Now())) // inside a fixed window
 			assert.Equal(t, 10, admitted(t, s, "alice", 30), "at 10 per minute")
 			tb.set("alice", 20)
 			s.Invalidate("alice")

@@ -1,7 +1,6 @@
 package core
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"sort"
@@ -110,12 +109,6 @@ func (t *Tiers) Select(tier, key string) *Limiter {
 		return l
 	}
 	return t.def
-}
-
-// AllowN decides a request of cost by key under the limiter that
-// [Tiers.Select] chooses for tier and key.
-func (t *Tiers) AllowN(ctx context.Context, tier, key string, cost int64) (Decision, error) {
-	return t.Select(tier, key).AllowN(ctx, key, cost)
 }
 
 // HasVerbs reports whether the Limiter's store implements the quota verbs

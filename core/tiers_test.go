@@ -35,7 +35,7 @@ func TestTiersEachTierItsOwnQuota(t *testing.T) {
 	admitted := func(tier, key string) int {
 		n := 0
 		for range 10 {
-			if d, err := tiers.AllowN(ctx, tier, key, 1); err == nil && d.Allowed {
+			if d, err := tiers.Select(tier, key).AllowN(ctx, key, 1); err == nil && d.Allowed {
 				n++
 			}
 		}

@@ -59,7 +59,7 @@ func WithOverrides(overrides map[string]*core.Limiter) Option {
 type Outcome struct {
 	// Count reports whether a response with this status counts against
 	// the quota (only failed logins: [StatusIn](401); every failure:
-	// [StatusAtLeast](400)). Required.
+	// func(s int) bool { return s >= 400 }). Required.
 	Count func(status int) bool
 	// ResetOnSuccess makes a response that does not count and whose
 	// status is below 400 reset the client's count under New's limiter
@@ -156,12 +156,6 @@ type policySpec struct {
 
 func (p *policySpec) setOutcome(o Outcome) {
 	p.count, p.resetOnSuccess, p.chargeFirst = o.Count, o.ResetOnSuccess, o.ChargeFirst
-}
-
-// StatusAtLeast returns an [Outcome] Count that accepts statuses >= min
-// (StatusAtLeast(400): every failure).
-func StatusAtLeast(min int) func(status int) bool {
-	return func(status int) bool { return status >= min }
 }
 
 // StatusIn returns an [Outcome] Count that accepts exactly the given

@@ -81,7 +81,7 @@ func refusalEngines(t *testing.T, st core.Store, opts ...Option) map[string]*Eng
 // no quota headers), whatever the no-key options say: never keyed by the fallback
 // IP key, never skipped.
 func TestRefusedKeyIsNeverFallback(t *testing.T) {
-	for _, mode := range []Option{WithFallbackKey(keyfuncs.PeerIP().Key), WithNoKeySkip(), WithFallbackKey(keyfuncs.Constant("fb"))} {
+	for _, mode := range []Option{WithFallbackKey(keyfuncs.PeerIP().Key), WithNoKeySkip(), WithFallbackKey(func(keyfuncs.Request) (string, error) { return "fb", nil })} {
 		st := newRecStore(t)
 		for name, e := range refusalEngines(t, st, mode) {
 			for _, c := range []struct {

@@ -103,12 +103,6 @@ func FirstOf(fns ...Func) Func {
 
 var errNoneOf = fmt.Errorf("%w: no key function yielded a key", ErrNoKey)
 
-// Constant keys every request by key: one quota shared by all clients (a
-// global limit protecting a backend).
-func Constant(key string) Func {
-	return func(Request) (string, error) { return key, nil }
-}
-
 // errNilFunc is returned, on every request, by a combinator that was given a
 // nil [Func]: a wiring mistake that must not panic on the request path.
 var errNilFunc = errors.New("keyfuncs: nil key function passed to a combinator")

@@ -102,9 +102,9 @@ func TestFirstOf(t *testing.T) {
 }
 
 func TestFirstOfCopiesItsArguments(t *testing.T) {
-	fns := []Func{Constant("a")}
+	fns := []Func{constant("a")}
 	f := FirstOf(fns...)
-	fns[0] = Constant("b")
+	fns[0] = constant("b")
 	k, err := f(newReq(t, lbPeer))
 	require.NoError(t, err)
 	assert.Equal(t, "a", k)
@@ -141,7 +141,7 @@ func TestNilFuncsFailInsteadOfPanicking(t *testing.T) {
 		assert.ErrorIs(t, err, errNilFunc, name)
 		assert.False(t, errors.Is(err, ErrNoKey), name)
 	}
-	k, err := FirstOf(nil, Constant("k"))(req)
+	k, err := FirstOf(nil, constant("k"))(req)
 	require.NoError(t, err)
 	assert.Equal(t, "k", k)
 }
@@ -159,3 +159,6 @@ func TestNilResolverKeysThePeer(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "2001:db8:1::/48", k)
 }
+
+// constant keys every request by key.
+func constant(key string) Func { return func(Request) (string, error) { return key, nil } }

@@ -234,7 +234,7 @@ func TestFormFieldParsedBefore(t *testing.T) {
 // the next function's key.
 func TestFirstOfStopsAtRefusal(t *testing.T) {
 	user := mustFormField(t)
-	f := keyfuncs.FirstOf(user, keyfuncs.Constant("ip"))
+	f := keyfuncs.FirstOf(user, func(keyfuncs.Request) (string, error) { return "ip", nil })
 	_, err := f(keyfuncs.FromHTTP(formRequest("username=%zz", urlencoded).r))
 	assert.Equal(t, 400, refusal(err), "%v", err)
 	k, err := f(keyfuncs.FromHTTP(formRequest("password=x", urlencoded).r))

@@ -50,7 +50,9 @@ type Request interface {
 // fall through to the next key function (see [FirstOf]).
 //
 // Every Func in this package is safe for concurrent use, never panics on any
-// request, and returns keys bounded in length.
+// request, and returns keys bounded in length. A global limit (one quota
+// shared by every client, protecting a backend) is a Func that returns
+// one constant key: func(Request) (string, error) { return "all", nil }.
 type Func func(Request) (string, error)
 
 // ErrNoKey reports that a request carries no key of the kind a [Func] looks

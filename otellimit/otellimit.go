@@ -42,8 +42,7 @@
 // beyond passing the request's context to the Limiter, which every
 // limitkit middleware does: a span started before the middleware (by
 // otelhttp, otelgin, otelgrpc or your own) gets the decision.
-// [WithoutSpanEvents] turns the span events off; [Observer.RecordDecision]
-// adds one by hand for a decision made without the Observer.
+// [WithoutSpanEvents] turns the span events off.
 //
 // # Keys
 //
@@ -205,7 +204,7 @@ func WithMeterProvider(mp metric.MeterProvider) Option { return func(c *config) 
 func WithTracerProvider(tp trace.TracerProvider) Option { return func(c *config) { c.tp = tp } }
 
 // WithoutSpanEvents stops Observe from adding events to the request's
-// span: metrics only. [Observer.RecordDecision] still adds one.
+// span: metrics only.
 func WithoutSpanEvents() Option { return func(c *config) { c.noSpans = true } }
 
 // Observer is a [core.Observer] recording to OpenTelemetry instruments
@@ -440,15 +439,6 @@ func (o *Observer) WatchPolicy(p core.Policy) {
 			attribute.String("limitkit.policy", p.Name), attribute.Int("limitkit.limit.index", i),
 			attribute.String("limitkit.limit.window", strconv.FormatFloat(l.Window.Seconds(), 'g', -1, 64))))
 	}
-}
-
-// RecordDecision adds a "limitkit.decision" event to the span in ctx (none
-// when ctx carries no recording span) with the decision's policy, result,
-// remaining quota and retry-after, as Observe does for a decision. It is
-// for a decision made by a Limiter without this Observer: with it, Observe
-// has added the event already. It never records the key.
-func (o *Observer) RecordDecision(ctx context.Context, d core.Decision) {
-	o.spanEvent(ctx, core.EventDecision, "", d.Policy, d, nil)
 }
 
 // hashedKeyAttribute is the attribute key of [HashedKey].

@@ -501,11 +501,6 @@ type LimitChange struct {
 	Old, New string
 }
 
-// Empty reports whether the swap changed nothing.
-func (c Change) Empty() bool {
-	return len(c.Added) == 0 && len(c.Removed) == 0 && len(c.LimitsChanged) == 0 && len(c.Updated) == 0
-}
-
 // String summarizes the change for a log line: "added [a]; removed [b];
 // limits changed [c: gcra 10 per 1m -> gcra 20 per 1m]; updated [d]; 3
 // unchanged".

@@ -153,7 +153,7 @@ func (a *App) reloadFile(srv Server, trigger string, force bool) (ch rules.Chang
 		return rules.Change{}, true, err
 	}
 	msg := "rules reloaded"
-	if ch.Empty() {
+	if len(ch.Added)+len(ch.Removed)+len(ch.LimitsChanged)+len(ch.Updated) == 0 {
 		msg = "rules reloaded: no change"
 	}
 	log.Info(msg, "file", a.reload.file, "trigger", trigger, "generation", srv.Generation(), "changes", ch.String())

@@ -150,7 +150,7 @@ var policyScenarios = []scenario{
 	{"OutcomeChargeFirst", func(t *testing.T, h Harness, env *Env) {
 		l := env.Limiter(t, policy("api", core.PerMinute(2)))
 		c := build(t, h, App{Global: mw(l, httplimit.WithClock(env.Clock),
-			httplimit.WithOutcome(httplimit.Outcome{Count: httplimit.StatusAtLeast(400), ChargeFirst: true})),
+			httplimit.WithOutcome(httplimit.Outcome{Count: func(s int) bool { return s >= 400 }, ChargeFirst: true})),
 			Routes: []Route{{Method: "POST", Path: "/x"}}})
 		k := "api#" + h.Scope("POST", "/x") + "|" + IP1
 		Play(t, env, c, []Step{
