@@ -14,7 +14,8 @@
 //	               comma-separated, ?master_name= for Sentinel); empty: the embedded store
 //	-sync          with -redis: the fleet tier's write-back interval (e.g. 100ms);
 //	               0 = exact, every decision at Redis behind the deny cache and breaker
-//	-redis-pipeline  with -redis: pipeline the decisions waiting for one node
+//	-redis-pipeline  with -redis: pipeline the decisions waiting for one node, no window
+//	               (default true; -redis-pipeline=false: a round trip per decision)
 //	-store-timeout deadline of one store call (default 50ms); past it the rule's fail mode decides
 //	-metrics-addr  Prometheus /metrics and /healthz (default :9090; empty: off)
 //	-headers       add X-Ratelimit-* and Retry-After to Envoy's responses (default true)

@@ -58,7 +58,7 @@ func ParseFlags(args []string, out io.Writer) (Config, error) {
 	fs.BoolVar(&c.Headers, "headers", true, "add X-Ratelimit-Limit, -Remaining, -Reset and Retry-After to the responses")
 	fs.DurationVar(&c.Watch, "watch", time.Second, "check the configuration for changes this often; 0: reload only on SIGHUP")
 	fs.DurationVar(&c.StoreTimeout, "store-timeout", core.DefaultTimeout, "deadline of one store call; past it a rule's fail mode decides (open by default: admitted)")
-	fs.BoolVar(&c.Pipeline, "redis-pipeline", false, "with -redis: send the decisions waiting for one Redis node in one pipeline (redisstore.WithPipelining)")
+	fs.BoolVar(&c.Pipeline, "redis-pipeline", true, "with -redis: send the decisions waiting for one Redis node in one pipeline, with no window (redisstore.WithPipelining); -redis-pipeline=false: one round trip per decision")
 	fs.StringVar(&c.OTel, "otel", "", "also export the metrics to OpenTelemetry: stdout (JSON lines every 10s) or otlp (OTLP/gRPC, set up by the OTEL_EXPORTER_OTLP_* environment); empty: off")
 	fs.BoolVar(&c.AllowDegraded, "allow-degraded", false, "start even when Redis does not answer (decisions follow each rule's fail mode meanwhile)")
 	if err := fs.Parse(args); err != nil {

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/debug"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -172,6 +173,13 @@ func sharedQuota(t *testing.T, exact bool, redisArgs ...string) {
 	for range 3 {
 		clients = append(clients, start(t, append([]string{"-config", dir, "-watch", "0", "-store-timeout", redistest.StoreTimeout.String()}, redisArgs...)...))
 	}
+	if redisArgs[0] == "-redis" {
+		// the store the servers logged: pipelined unless turned off
+		pipelined := !slices.Contains(redisArgs, "-redis-pipeline=false")
+		for _, c := range clients {
+			require.Equal(t, pipelined, strings.Contains(c.log.String(), " pipelined"), c.log.String())
+		}
+	}
 	// api_key binds (50), tenant has room: a denied request charges tenant nothing
 	got := hammer(t, clients, 300, "api_key", key, "tenant", key)
 	if exact {
@@ -218,9 +226,11 @@ func TestSharedQuotaRedisCluster(t *testing.T) {
 	sharedQuota(t, true, "-redis", loadedURL(strings.Join(c.Addrs(), ",")))
 }
 
-func TestSharedQuotaRedisPipelined(t *testing.T) {
+// TestSharedQuotaRedisUnpipelined is TestSharedQuotaRedisNode with
+// pipelining (the default) turned off: a round trip per decision.
+func TestSharedQuotaRedisUnpipelined(t *testing.T) {
 	s := redistest.StartNode(t)
-	sharedQuota(t, true, "-redis", loadedURL(s.Addr), "-redis-pipeline")
+	sharedQuota(t, true, "-redis", loadedURL(s.Addr), "-redis-pipeline=false")
 }
 
 func TestSharedQuotaFleetWriteBack(t *testing.T) {

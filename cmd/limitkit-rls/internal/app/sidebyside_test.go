@@ -250,7 +250,8 @@ func buildRLS(t *testing.T) string {
 // decision (/proc/<pid>/stat), its Redis's CPU per decision (INFO cpu)
 // and the load generator's (this process's getrusage) for
 // envoyproxy/ratelimit (pipeline window 0 and 150µs) and limitkit-rls
-// (exact, pipelined, fleet tier), each a separate process on its own
+// (exact with -redis-pipeline=false, exact pipelined as by default, and
+// the fleet tier), each a separate process on its own
 // redis-server. The targets are measured round-robin,
 // LIMITKIT_RLS_ROUNDS times (default 3) for LIMITKIT_RLS_SECONDS each
 // (default 5, after a 1 s warm-up), so that the host's load falls on all
@@ -311,15 +312,17 @@ func TestSideBySideThroughput(t *testing.T) {
 		extra     []string
 	}
 	runs := []rlsRun{
-		{"limitkit-rls exact", bin, nil},
-		{"limitkit-rls -redis-pipeline", bin, []string{"-redis-pipeline"}},
-		{"limitkit-rls -sync 100ms", bin, []string{"-sync", "100ms"}},
+		// the flags are spelled out, so that a baseline built before
+		// pipelining became the default is measured alike
+		{"limitkit-rls -redis-pipeline=false", bin, []string{"-redis-pipeline=false"}},
+		{"limitkit-rls exact (pipelined)", bin, []string{"-redis-pipeline"}},
+		{"limitkit-rls -sync 100ms", bin, []string{"-sync", "100ms", "-redis-pipeline"}},
 	}
 	if base := os.Getenv("LIMITKIT_RLS_BASELINE"); base != "" {
 		runs = append(runs,
-			rlsRun{"baseline exact", base, nil},
-			rlsRun{"baseline -redis-pipeline", base, []string{"-redis-pipeline"}},
-			rlsRun{"baseline -sync 100ms", base, []string{"-sync", "100ms"}})
+			rlsRun{"baseline -redis-pipeline=false", base, []string{"-redis-pipeline=false"}},
+			rlsRun{"baseline exact (pipelined)", base, []string{"-redis-pipeline"}},
+			rlsRun{"baseline -sync 100ms", base, []string{"-sync", "100ms", "-redis-pipeline"}})
 	}
 	for _, r := range runs {
 		s := redistest.StartNode(t)
