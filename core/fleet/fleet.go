@@ -88,6 +88,7 @@ type Store interface {
 type fleetStore struct {
 	remote core.Store
 	batch  storekit.BatchStore  // the remote's batch form, or nil
+	by     deadlineStore        // the remote's TakeBy, or nil
 	dstore storekit.DomainStore // the remote's failure domains, or nil
 	cfg    config
 	local  localStore // FailLocal decisions while the remote is unreachable
@@ -157,6 +158,7 @@ func newFleet(remote core.Store, opts ...Option) (*fleetStore, error) {
 	}
 	s.policies.Store(&map[*core.Policy]*pinfo{})
 	s.batch, _ = remote.(storekit.BatchStore)
+	s.by, _ = remote.(deadlineStore)
 	s.dstore, _ = remote.(storekit.DomainStore)
 	s.cfg.openings = &s.openings
 	s.life, s.endLife = context.WithCancel(context.Background())
@@ -334,9 +336,7 @@ func (s *fleetStore) take(ctx context.Context, deadline time.Time, key string, p
 	cost = min(max(cost, 0), pi.maxCost)
 	t := now.UnixMicro()
 	if len(key) > maxKeyLen || pi.elastic {
-		ctx, cancel := s.bound(ctx, deadline)
-		defer cancel()
-		return s.remoteTake(ctx, nil, nil, ekey{p: p, key: key}, pi, now, t, cost, 0, 0)
+		return s.remoteTake(ctx, deadline, nil, nil, ekey{p: p, key: key}, pi, now, t, cost, 0, 0)
 	}
 	bounded := deadline.IsZero()
 	k := ekey{p: p, key: key}
@@ -389,12 +389,10 @@ func (s *fleetStore) take(ctx context.Context, deadline time.Time, key string, p
 		break
 	}
 	sh.mu.Unlock()
-	if !bounded {
-		var cancel context.CancelFunc
-		ctx, cancel = s.bound(ctx, deadline)
-		defer cancel()
+	if bounded {
+		deadline = time.Time{} // ctx holds it, or there is none
 	}
-	return s.remoteTake(ctx, sh, e, k, pi, now, t, cost, pending, grab)
+	return s.remoteTake(ctx, deadline, sh, e, k, pi, now, t, cost, pending, grab)
 }
 
 // waitGrab waits for the end of another request's lease request for the
@@ -445,14 +443,33 @@ func (s *fleetStore) TakeElastic(ctx context.Context, key string, p *core.Policy
 }
 
 // remoteTake decides at the remote store, first forwarding pending
-// locally denied cost (CountDenied) and asking for grab leased units.
-func (s *fleetStore) remoteTake(ctx context.Context, sh *shard, e *entry, k ekey, pi *pinfo, now time.Time, t, cost, pending, grab int64) (core.Decision, error) {
+// locally denied cost (CountDenied) and asking for grab leased units,
+// bounded by ctx and by dl (TakeBy's deadline; zero: none).
+//
+// A remote store with its own TakeBy (the Redis store) is handed dl for
+// a lone take, and bounds the call itself: no context, no timer (which
+// a pipelined Redis store would otherwise pay for every decision). It
+// moves dl later by the process's recent wait to run, by the rule the
+// tier's bound applies (schedlag.Probe.Move). Any other call runs under
+// ctx bounded by dl (bound).
+func (s *fleetStore) remoteTake(ctx context.Context, dl time.Time, sh *shard, e *entry, k ekey, pi *pinfo, now time.Time, t, cost, pending, grab int64) (core.Decision, error) {
 	p := pi.p
 	grabbing := grab > 0 // e's lease request in flight is ours to end
 	b := s.breakerFor(k.key, p)
 	if !b.allow() {
 		s.undo(sh, e, pending, grabbing)
 		return s.fallback(ctx, k.key, pi, now, cost, core.ErrCircuitOpen)
+	}
+	var moved time.Time // dl as bound would move it, for classify
+	if !dl.IsZero() {
+		if s.by != nil && pending == 0 {
+			moved = s.health.Move(dl)
+		} else {
+			var cancel context.CancelFunc
+			ctx, cancel = s.bound(ctx, dl)
+			defer cancel()
+			dl = time.Time{}
+		}
 	}
 	var d core.Decision
 	var err error
@@ -470,15 +487,24 @@ func (s *fleetStore) remoteTake(ctx context.Context, sh *shard, e *entry, k ekey
 			d, err = b[1].Decision, b[1].Err
 		}
 	} else {
-		d, err = s.remote.Take(ctx, k.key, p, now, cost+grab)
+		d, err = s.takeRemote(ctx, dl, k.key, p, now, cost+grab)
 	}
 	if err == nil && grab > 0 && (!d.Allowed || d.Shadowed) && !pi.countDenied {
 		// The lease did not fit: decide the request alone, exactly.
 		grab = 0
-		d, err = s.remote.Take(ctx, k.key, p, now, cost)
+		d, err = s.takeRemote(ctx, dl, k.key, p, now, cost)
 	}
-	if s.report(ctx, b, err, start) == outage {
-		b.probe.Store(&k)
+	rctx := ctx
+	if err != nil && !moved.IsZero() {
+		// classify reads the call's deadline from its context, as the
+		// bounded call's would have carried it
+		var cancel context.CancelFunc
+		rctx, cancel = context.WithDeadline(ctx, moved)
+		defer cancel()
+	}
+	if s.report(rctx, b, err, start) == outage {
+		probe := k // a copy: k itself stays on the stack of every other call
+		b.probe.Store(&probe)
 	}
 	if err != nil {
 		s.undo(sh, e, pending, grabbing)
@@ -499,6 +525,22 @@ func (s *fleetStore) remoteTake(ctx context.Context, sh *shard, e *entry, k ekey
 	}
 	s.record(sh, e, k, pi, t, cost, d, grab, granted, grabbing)
 	return d, nil
+}
+
+// takeRemote is the remote store's Take, or its TakeBy with dl when dl
+// is set (remoteTake sets it only for a remote with TakeBy).
+func (s *fleetStore) takeRemote(ctx context.Context, dl time.Time, key string, p *core.Policy, now time.Time, cost int64) (core.Decision, error) {
+	if !dl.IsZero() {
+		return s.by.TakeBy(ctx, dl, key, p, now, cost)
+	}
+	return s.remote.Take(ctx, key, p, now, cost)
+}
+
+// deadlineStore is a remote store that bounds its calls by a deadline it
+// is given as a time (core's Limiter hands one to the stores with this
+// method; the Redis store has it).
+type deadlineStore interface {
+	TakeBy(ctx context.Context, deadline time.Time, key string, p *core.Policy, now time.Time, cost int64) (core.Decision, error)
 }
 
 // takeBatch sends b in one round trip when the remote can batch, else one

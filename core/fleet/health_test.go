@@ -145,6 +145,27 @@ func (r *slowRemote) Take(ctx context.Context, _ string, _ *core.Policy, _ time.
 // threshold of 3 timeouts opens the breaker, as a stopped Redis beside a
 // busy loop must.
 func TestStarvationForgivesOnlyTheTimeoutsItExplains(t *testing.T) {
+	t.Run("Take", func(t *testing.T) { starvationForgives(t, false) })
+	// a remote with TakeBy is handed the deadline, with no context
+	// bounded by it: the verdict must still weigh the wait against it
+	t.Run("TakeBy", func(t *testing.T) { starvationForgives(t, true) })
+}
+
+// slowByRemote is slowRemote with TakeBy, which the tier calls with the
+// store deadline instead of a context bounded by it.
+type slowByRemote struct {
+	*slowRemote
+	by atomic.Int64 // TakeBy calls whose context had no deadline
+}
+
+func (r *slowByRemote) TakeBy(ctx context.Context, _ time.Time, key string, p *core.Policy, now time.Time, cost int64) (core.Decision, error) {
+	if _, ok := ctx.Deadline(); !ok {
+		r.by.Add(1)
+	}
+	return r.Take(ctx, key, p, now, cost)
+}
+
+func starvationForgives(t *testing.T, withTakeBy bool) {
 	for _, c := range []struct {
 		name  string
 		lag   time.Duration
@@ -158,19 +179,34 @@ func TestStarvationForgivesOnlyTheTimeoutsItExplains(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			probe := schedlag.New()
-			remote := &slowRemote{probe: probe, lag: c.lag, stale: c.stale}
+			slow := &slowRemote{probe: probe, lag: c.lag, stale: c.stale}
+			var remote core.Store = slow
+			by := &slowByRemote{slowRemote: slow}
+			if withTakeBy {
+				remote = by
+			}
 			if c.stale {
 				probe.Record(probe.Now(), c.lag)
 				time.Sleep(time.Millisecond) // the calls start after it (probe's clock in µs)
 			}
-			tier := newTier(t, remote, withLagProbe(probe), WithBreaker(3, time.Hour, time.Hour))
-			lim := core.MustNewLimiter(tier, core.Policy{Name: "starve", FailMode: core.FailLocal, Limits: []core.Limit{core.Per(1000, time.Hour)}},
+			opts := []Option{withLagProbe(probe), WithBreaker(3, time.Hour, time.Hour)}
+			mode := core.FailLocal
+			if withTakeBy {
+				// no fallback admissions to forward: every take is a lone TakeBy
+				mode = core.FailOpen
+				opts = append(opts, WithDefaultFailMode(core.FailOpen))
+			}
+			tier := newTier(t, remote, opts...)
+			lim := core.MustNewLimiter(tier, core.Policy{Name: "starve", FailMode: mode, Limits: []core.Limit{core.Per(1000, time.Hour)}},
 				core.WithTimeout(50*time.Millisecond))
 			for i := 0; i < 10; i++ {
 				_, err := lim.Allow(context.Background(), "k")
 				if i < 3 { // then the breaker may be open
 					require.Equal(t, "timeout", core.ClassifyError(err), "%v", err)
 				}
+			}
+			if withTakeBy {
+				assert.GreaterOrEqual(t, by.by.Load(), int64(3), "TakeBy calls without a deadline context")
 			}
 			if c.open {
 				assert.Equal(t, "open", tier.BreakerState(), "the store did not answer: an outage")
