@@ -6,9 +6,16 @@ import (
 	"github.com/limitkit/limitkit/core"
 )
 
-// The response header names, as the HTTP adapters write them (httplimit's
-// Field constants): a gateway's client sees the same fields from Envoy as
-// from a Go service.
+// The response header names, as the HTTP adapters write them (the names
+// httplimit.Fields.At gives): a gateway's client sees the same fields from
+// Envoy as from a Go service.
+//
+// The functions below repeat httplimit/internal/respond's CeilSeconds,
+// RetryAfterSeconds and EpochSeconds, which rls cannot import (Go's
+// internal rule). One copy for both would have to live in the top-level
+// internal/, which httplimit would then import while internal/adaptertest
+// imports the adapters above httplimit: an import cycle between
+// directories that TestNoUpwardImport refuses. Change one, change both.
 const (
 	headerLimit      = "X-Ratelimit-Limit"
 	headerRemaining  = "X-Ratelimit-Remaining"
