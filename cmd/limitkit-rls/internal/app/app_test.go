@@ -414,3 +414,40 @@ func TestTuneGC(t *testing.T) {
 	require.Equal(t, 100, TuneGC(gogc))
 	require.Equal(t, 100, debug.SetGCPercent(100), "the runtime's target")
 }
+
+// TestAllowDegraded: a Redis that does not answer at start-up stops the
+// server with a message saying what to do, unless -allow-degraded; then
+// every decision follows the rule's fail mode (open: admitted, with no
+// RPC error) while Redis is away, pipelined (the default) or not, and
+// is decided by Redis again, exactly, once it is back.
+func TestAllowDegraded(t *testing.T) {
+	for _, pipe := range []string{"-redis-pipeline=true", "-redis-pipeline=false"} {
+		t.Run(pipe, func(t *testing.T) {
+			s := redistest.StartNode(t)
+			s.Stop()
+			dir := t.TempDir()
+			writeConfig(t, dir, sharedConfig)
+			args := []string{"-addr", "127.0.0.1:0", "-metrics-addr", "", "-config", dir, "-redis", s.Addr, pipe}
+			err := Run(context.Background(), args, nil, slog.New(slog.DiscardHandler), nil)
+			require.ErrorContains(t, err, "Redis does not answer")
+			require.ErrorContains(t, err, "-allow-degraded")
+
+			r := start(t, "-config", dir, "-watch", "0", "-redis", s.Addr, pipe, "-allow-degraded")
+			for range 5 {
+				resp, err := r.client.ShouldRateLimit(context.Background(), req("shared", "api_key", "down"))
+				require.NoError(t, err, "a store failure is the fail mode's to decide, not an RPC error")
+				require.Equal(t, pb.RateLimitResponse_OK, resp.OverallCode, "failed open")
+			}
+			s.Restart()
+			var last uint32
+			eventually(t, func() bool {
+				resp, err := r.client.ShouldRateLimit(context.Background(), req("shared", "api_key", "up"))
+				require.NoError(t, err)
+				rem := resp.Statuses[0].LimitRemaining
+				exact := last != 0 && rem == last-1 // two decisions in a row counted at Redis
+				last = rem
+				return exact
+			}, "decided by Redis once it is back")
+		})
+	}
+}
