@@ -259,6 +259,7 @@ func buildRLS(t *testing.T) string {
 // (a baseline build) measured in the same rounds. The load generator is
 // h2Caller; LIMITKIT_RLS_GENERATORS=h2,grpc measures every server with
 // each generator in the same rounds (grpc: grpc-go with the raw codec).
+// LIMITKIT_RLS_ONLY limits the servers measured (see selected).
 //
 // It asserts nothing about speed; it logs the figures. It fails when any
 // answer was an error or not OK (the rule is never reached), so that no
@@ -288,6 +289,9 @@ func TestSideBySideThroughput(t *testing.T) {
 	bin := buildRLS(t)
 	var targets []*loadTarget
 	for _, window := range []string{"0", "150us"} {
+		if !selected("envoyproxy/ratelimit window=" + window) {
+			continue
+		}
 		s := redistest.StartNode(t)
 		root := t.TempDir()
 		dir := filepath.Join(root, "rl", "config")
@@ -325,6 +329,9 @@ func TestSideBySideThroughput(t *testing.T) {
 			rlsRun{"baseline -sync 100ms", base, []string{"-sync", "100ms", "-redis-pipeline"}})
 	}
 	for _, r := range runs {
+		if !selected(r.name) {
+			continue
+		}
 		s := redistest.StartNode(t)
 		dir := t.TempDir()
 		writeConfig(t, dir, loadConfig)
@@ -368,6 +375,23 @@ func TestSideBySideThroughput(t *testing.T) {
 		require.Zero(t, tg.failed, "%s (%s): answers that were errors or over the limit", tg.name, tg.gen)
 	}
 	t.Logf("load average before: %s, after: %s", load0, loadAvg())
+}
+
+// selected reports whether TestSideBySideThroughput measures the server
+// named name: LIMITKIT_RLS_ONLY, when set, is a comma-separated list of
+// substrings, one of which the name must hold (e.g. "sync" for the fleet
+// tier's runs only); unset, every server is measured.
+func selected(name string) bool {
+	only := os.Getenv("LIMITKIT_RLS_ONLY")
+	if only == "" {
+		return true
+	}
+	for _, s := range strings.Split(only, ",") {
+		if s != "" && strings.Contains(name, s) {
+			return true
+		}
+	}
+	return false
 }
 
 // loadAvg is /proc/loadavg's first three fields.
