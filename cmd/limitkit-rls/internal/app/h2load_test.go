@@ -32,9 +32,16 @@ import (
 // answers under the writers' lock: a writer blocked on a full socket
 // would stall it, which 64 requests of a few dozen bytes in flight
 // cannot cause.
+//
+// Indexed (the "h2i" generator) encodes the headers as Envoy's and
+// grpc-go's clients do, through HPACK's dynamic table: the first
+// request's block adds them to the table, every later one names them by
+// index (a byte each), which the server decodes without Huffman-decoding
+// six literals.
 type h2Caller struct {
-	conn net.Conn
-	hdr  []byte // the HEADERS block of every request
+	conn  net.Conn
+	hdr   []byte // the HEADERS block of every request
+	first []byte // the first request's (hdr unless indexed)
 
 	wmu     sync.Mutex // the writer: stream ids in order, frames whole
 	bw      *bufio.Writer
@@ -52,18 +59,24 @@ type h2Call struct {
 	done chan bool
 }
 
-// dialH2 connects to the gRPC server at addr.
-func dialH2(t *testing.T, addr string) *h2Caller {
+// dialH2 connects to the gRPC server at addr; indexed: see h2Caller.
+func dialH2(t *testing.T, addr string, indexed bool) *h2Caller {
 	conn, err := net.Dial("tcp", addr)
 	require.NoError(t, err)
 	t.Cleanup(func() { conn.Close() })
 	var hb bytes.Buffer
 	enc := hpack.NewEncoder(&hb)
-	for _, f := range [][2]string{{":method", "POST"}, {":scheme", "http"}, {":path", shouldRateLimit},
-		{":authority", addr}, {"content-type", "application/grpc"}, {"te", "trailers"}} {
-		require.NoError(t, enc.WriteField(hpack.HeaderField{Name: f[0], Value: f[1], Sensitive: true}))
+	block := func() []byte {
+		hb.Reset()
+		for _, f := range [][2]string{{":method", "POST"}, {":scheme", "http"}, {":path", shouldRateLimit},
+			{":authority", addr}, {"content-type", "application/grpc"}, {"te", "trailers"}} {
+			require.NoError(t, enc.WriteField(hpack.HeaderField{Name: f[0], Value: f[1], Sensitive: !indexed}))
+		}
+		return bytes.Clone(hb.Bytes())
 	}
-	c := &h2Caller{conn: conn, hdr: hb.Bytes(), bw: bufio.NewWriterSize(conn, 64<<10), next: 1, calls: map[uint32]*h2Call{}}
+	first := block()
+	hdr := block() // the same bytes when never indexed; indices when indexed
+	c := &h2Caller{conn: conn, hdr: hdr, first: first, bw: bufio.NewWriterSize(conn, 64<<10), next: 1, calls: map[uint32]*h2Call{}}
 	c.fr = http2.NewFramer(c.bw, bufio.NewReaderSize(conn, 64<<10))
 	c.fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
 	_, err = c.bw.WriteString(http2.ClientPreface)
@@ -100,7 +113,11 @@ func (c *h2Caller) call(frame []byte, cl *h2Call) bool {
 	}
 	c.mu.Unlock()
 	if broken == nil {
-		c.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: c.hdr, EndHeaders: true})
+		hdr := c.hdr
+		if id == 1 { // written first: the stream ids go out in order
+			hdr = c.first
+		}
+		c.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: hdr, EndHeaders: true})
 		c.fr.WriteData(id, true, frame)
 	}
 	if c.pending.Add(-1) == 0 { // the last writer of a burst flushes it

@@ -148,9 +148,11 @@ func (c grpcCaller) caller(msg []byte) func() bool {
 
 // Generators are the load generators TestSideBySideThroughput can drive
 // a server with (LIMITKIT_RLS_GENERATORS, a comma-separated list; "h2"
-// by default): "h2" is h2Caller, "grpc" grpcCaller.
+// by default): "h2" is h2Caller, "h2i" h2Caller with indexed headers (as
+// Envoy sends them), "grpc" grpcCaller.
 var generators = map[string]func(t *testing.T, addr string) loadClient{
-	"h2":   func(t *testing.T, addr string) loadClient { return dialH2(t, addr) },
+	"h2":   func(t *testing.T, addr string) loadClient { return dialH2(t, addr, false) },
+	"h2i":  func(t *testing.T, addr string) loadClient { return dialH2(t, addr, true) },
 	"grpc": func(t *testing.T, addr string) loadClient { return dialGRPC(t, addr) },
 }
 
@@ -283,7 +285,7 @@ func TestSideBySideThroughput(t *testing.T) {
 	if v := os.Getenv("LIMITKIT_RLS_GENERATORS"); v != "" {
 		gens = strings.Split(v, ",")
 		for _, g := range gens {
-			require.Contains(t, generators, g, "LIMITKIT_RLS_GENERATORS: h2 or grpc")
+			require.Contains(t, generators, g, "LIMITKIT_RLS_GENERATORS: h2, h2i or grpc")
 		}
 	}
 	bin := buildRLS(t)
