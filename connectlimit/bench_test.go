@@ -6,26 +6,19 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"testing"
-	"time"
 
 	"connectrpc.com/connect"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/limitkit/limitkit/connectlimit"
-	"github.com/limitkit/limitkit/core"
-	"github.com/limitkit/limitkit/core/memstore"
 	"github.com/limitkit/limitkit/httplimit"
+	"github.com/limitkit/limitkit/internal/adaptertest"
 	"github.com/limitkit/limitkit/keyfuncs"
 )
 
 func benchInterceptor(b *testing.B) *connectlimit.Interceptor {
 	b.Helper()
-	st, err := memstore.New()
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { _ = st.Close() })
-	l := core.MustNewLimiter(st, core.Policy{Name: "bench", Limits: []core.Limit{core.Per(1<<30, 366*24*time.Hour)}})
+	l := adaptertest.BenchLimiter(b)
 	byKey, err := keyfuncs.Header("X-Api-Key")
 	if err != nil {
 		b.Fatal(err)

@@ -8,6 +8,7 @@ import (
 	"github.com/limitkit/limitkit/core"
 	"github.com/limitkit/limitkit/core/memstore"
 	"github.com/limitkit/limitkit/httplimit"
+	"github.com/limitkit/limitkit/internal/adaptertest"
 	"github.com/limitkit/limitkit/keyfuncs"
 	"github.com/limitkit/limitkit/nethttp"
 )
@@ -44,12 +45,12 @@ func TestIdentityAllocsOnlyWithIdentity(t *testing.T) {
 		r, _ := http.NewRequest(http.MethodGet, "http://example.com/a", nil)
 		r.RemoteAddr = "203.0.113.7:40001"
 		r.Header.Set("X-API-Key", "k-0123456789abcdef")
-		w := &benchWriter{h: http.Header{}}
+		w := adaptertest.BenchWriter()
 		read = true
 		h.ServeHTTP(w, r) // also warms the key's entry
 		read = false
 		n := testing.AllocsPerRun(200, func() {
-			clear(w.h)
+			clear(w.Header())
 			h.ServeHTTP(w, r)
 		})
 		return n, seen, seenOK
