@@ -2,7 +2,6 @@ package memstore
 
 import (
 	"context"
-	"math"
 	"runtime"
 	"strconv"
 	"sync"
@@ -13,9 +12,6 @@ import (
 	"github.com/limitkit/limitkit/core"
 	"github.com/limitkit/limitkit/core/internal/conformkit"
 )
-
-// maxBuckets is core's bound on Policy.Buckets.
-const maxBuckets = 600
 
 var benchPolicies = []core.Policy{
 	{Name: "gcra", Algorithm: core.GCRA, Limits: []core.Limit{core.Per(1<<30, 30*24*time.Hour)}},
@@ -189,104 +185,17 @@ func BenchmarkFloodAtCap(b *testing.B) {
 	}
 }
 
-// worstCase is one decision pattern at the largest configuration
-// validation accepts, next to a cheap GCRA baseline.
-type worstCase struct {
-	name  string
-	p     core.Policy
-	setup func(take func(at time.Duration, cost int64) core.Decision)
-	// step i's instant (after t0) and cost, and whether it must be allowed
-	step func(i int) (at time.Duration, cost int64, allowed bool)
-}
-
-func worstCases() []worstCase {
-	const logC = 100_000
-	fillLog := func(take func(time.Duration, int64) core.Decision) {
-		// 1,000 chunks of 100 entries, 3.6 s apart: a full hour's log
-		for j := 0; j < logC/100; j++ {
-			take(time.Duration(j)*3600*time.Millisecond, 100)
-		}
-	}
-	return []worstCase{
-		{"gcra_baseline", core.Policy{Name: "w-gcra", Algorithm: core.GCRA, Limits: []core.Limit{core.PerMinute(100)}}, nil,
-			func(i int) (time.Duration, int64, bool) { return time.Duration(i) * 600 * time.Millisecond, 1, true }},
-		// a full 100,000-entry log hammered by its owner: denied every time
-		{"sliding_log_100k_full_denied", core.Policy{Name: "w-log-d", Algorithm: core.SlidingWindowLog, Limits: []core.Limit{core.PerHour(logC)}}, fillLog,
-			func(i int) (time.Duration, int64, bool) { return time.Hour - time.Second, 1, false }},
-		// the same log kept full: each request admitted as an old entry leaves
-		{"sliding_log_100k_full_allowed", core.Policy{Name: "w-log-a", Algorithm: core.SlidingWindowLog, Limits: []core.Limit{core.PerHour(logC)}}, fillLog,
-			func(i int) (time.Duration, int64, bool) {
-				return time.Hour + time.Duration(i/100)*3600*time.Millisecond + time.Duration(i%100)*time.Microsecond, 1, true
-			}},
-		// the largest ring the Redis store reads and writes whole (256
-		// slots, 2 KB), kept full
-		{"sliding_log_256_full_allowed", core.Policy{Name: "w-log-256", Algorithm: core.SlidingWindowLog, Limits: []core.Limit{core.PerHour(256)}},
-			func(take func(time.Duration, int64) core.Decision) {
-				for j := 0; j < 256; j++ {
-					take(time.Duration(j)*14062500*time.Microsecond, 1)
-				}
-			},
-			func(i int) (time.Duration, int64, bool) {
-				return time.Hour + time.Duration(i)*14062500*time.Microsecond, 1, true
-			}},
-		// a counted huge cost: writes a full window of C stamps every time
-		{"sliding_log_100k_counted_huge_cost", core.Policy{Name: "w-log-c", Algorithm: core.SlidingWindowLog, CountDenied: true, Limits: []core.Limit{core.PerHour(logC)}}, nil,
-			func(i int) (time.Duration, int64, bool) {
-				return time.Duration(i) * time.Millisecond, math.MaxInt64, false
-			}},
-		// maxBuckets one-second buckets, all full; a cost of the whole
-		// capacity is denied with the latest RetryAfter (every bucket must
-		// leave)
-		{"sliding_counter_max_buckets_denied", core.Policy{Name: "w-sc", Algorithm: core.SlidingWindowCounter, Buckets: maxBuckets,
-			Limits: []core.Limit{core.Per(maxBuckets*100, maxBuckets*time.Second)}},
-			func(take func(time.Duration, int64) core.Decision) {
-				for j := 0; j < maxBuckets; j++ {
-					take(time.Duration(j)*time.Second, 100)
-				}
-			},
-			func(i int) (time.Duration, int64, bool) {
-				return maxBuckets*time.Second - time.Second, maxBuckets * 100, false
-			}},
-		// the same counter, allowed: every decision reads and writes the
-		// whole window
-		{"sliding_counter_max_buckets_allowed", core.Policy{Name: "w-sca", Algorithm: core.SlidingWindowCounter, Buckets: maxBuckets,
-			Limits: []core.Limit{core.Per(1<<30, maxBuckets*time.Second)}},
-			func(take func(time.Duration, int64) core.Decision) {
-				for j := 0; j < maxBuckets; j++ {
-					take(time.Duration(j)*time.Second, 100)
-				}
-			},
-			func(i int) (time.Duration, int64, bool) {
-				return maxBuckets*time.Second + time.Duration(i)*time.Millisecond, 1, true
-			}},
-		// the most limits (8), each with the buckets the bound on their
-		// sum leaves (75 × 8 = maxBuckets), full, allowed: every decision
-		// reads and writes every bucket of every limit (8 × 600 buckets,
-		// 1,397 µs of Redis CPU, is refused since issue 22)
-		{"sliding_counter_8_limits_max_buckets_allowed", core.Policy{Name: "w-sc8", Algorithm: core.SlidingWindowCounter, Buckets: maxBuckets / 8,
-			Limits: conformkit.WorstMultiLimits()},
-			func(take func(time.Duration, int64) core.Decision) {
-				for j := 0; j < maxBuckets; j++ {
-					take(time.Duration(j)*time.Second, 100)
-				}
-			},
-			func(i int) (time.Duration, int64, bool) {
-				return maxBuckets*time.Second + time.Duration(i)*time.Millisecond, 1, true
-			}},
-	}
-}
-
-// BenchmarkWorstCase runs each worstCases pattern on one key: the work of
+// BenchmarkWorstCase runs each conformkit.WorstCases pattern on one key: the work of
 // one decision at the largest configurations validation accepts (a
 // 100,000-entry sliding log, a 3,600-bucket sliding counter), next to a
 // single-limit GCRA in the same run.
 func BenchmarkWorstCase(b *testing.B) {
-	for _, wc := range worstCases() {
-		b.Run(wc.name, func(b *testing.B) {
+	for _, wc := range conformkit.WorstCases() {
+		b.Run(wc.Name, func(b *testing.B) {
 			s := mustNew()
 			defer s.Close()
 			ctx := context.Background()
-			p := wc.p
+			p := wc.Policy
 			t0 := time.Unix(1_700_000_000, 0)
 			take := func(at time.Duration, cost int64) core.Decision {
 				d, err := s.Take(ctx, "user:42", &p, t0.Add(at), cost)
@@ -295,12 +204,12 @@ func BenchmarkWorstCase(b *testing.B) {
 				}
 				return d
 			}
-			if wc.setup != nil {
-				wc.setup(take)
+			if wc.Setup != nil {
+				wc.Setup(take)
 			}
 			b.ReportAllocs()
 			for i := 0; b.Loop(); i++ {
-				at, cost, allowed := wc.step(i)
+				at, cost, allowed := wc.Step(i)
 				if d := take(at, cost); d.Allowed != allowed {
 					b.Fatalf("step %d: allowed %v", i, d.Allowed)
 				}

@@ -1,10 +1,12 @@
 // Package conformkit holds what the store conformance suite
 // (core/storetest) and the in-module stores' own tests share: the
 // suite's fixed epoch and policies, core's model of the quota verbs on a
-// plain state, and the costliest multi-limit policy. Test support only.
+// plain state, the costliest multi-limit policy, and the stores'
+// worst-case benchmark patterns (WorstCases). Test support only.
 package conformkit
 
 import (
+	"math"
 	"time"
 
 	"github.com/limitkit/limitkit/core"
@@ -73,4 +75,101 @@ func WorstMultiLimits() []core.Limit {
 		ls[i] = core.Per(1<<30, time.Duration(i+1)*75*time.Second)
 	}
 	return ls
+}
+
+// MaxBuckets is core's bound on Policy.Buckets.
+const MaxBuckets = 600
+
+// WorstCase is one decision pattern at the largest configuration
+// validation accepts, for the stores' BenchmarkWorstCase.
+type WorstCase struct {
+	Name   string
+	Policy core.Policy
+	// Setup, when set, fills the key's state through take (a decision
+	// at t0 plus at, of cost).
+	Setup func(take func(at time.Duration, cost int64) core.Decision)
+	// Step is step i's instant (after t0) and cost, and whether it must
+	// be allowed.
+	Step func(i int) (at time.Duration, cost int64, allowed bool)
+}
+
+// WorstCases are the patterns, next to a cheap GCRA baseline: a full
+// 100,000-entry sliding log (denied, allowed, and counted at a huge
+// cost), the largest ring the Redis store reads whole, a sliding counter
+// of the most buckets (denied and allowed), and 8 limits sharing them.
+func WorstCases() []WorstCase {
+	const logC = 100_000
+	fillLog := func(take func(time.Duration, int64) core.Decision) {
+		// 1,000 chunks of 100 entries, 3.6 s apart: a full hour's log
+		for j := 0; j < logC/100; j++ {
+			take(time.Duration(j)*3600*time.Millisecond, 100)
+		}
+	}
+	return []WorstCase{
+		{"gcra_baseline", core.Policy{Name: "w-gcra", Algorithm: core.GCRA, Limits: []core.Limit{core.PerMinute(100)}}, nil,
+			func(i int) (time.Duration, int64, bool) { return time.Duration(i) * 600 * time.Millisecond, 1, true }},
+		// a full 100,000-entry log hammered by its owner: denied every time
+		{"sliding_log_100k_full_denied", core.Policy{Name: "w-log-d", Algorithm: core.SlidingWindowLog, Limits: []core.Limit{core.PerHour(logC)}}, fillLog,
+			func(i int) (time.Duration, int64, bool) { return time.Hour - time.Second, 1, false }},
+		// the same log kept full: each request admitted as an old entry leaves
+		{"sliding_log_100k_full_allowed", core.Policy{Name: "w-log-a", Algorithm: core.SlidingWindowLog, Limits: []core.Limit{core.PerHour(logC)}}, fillLog,
+			func(i int) (time.Duration, int64, bool) {
+				return time.Hour + time.Duration(i/100)*3600*time.Millisecond + time.Duration(i%100)*time.Microsecond, 1, true
+			}},
+		// the largest ring the Redis store reads and writes whole (256
+		// slots, 2 KB), kept full
+		{"sliding_log_256_full_allowed", core.Policy{Name: "w-log-256", Algorithm: core.SlidingWindowLog, Limits: []core.Limit{core.PerHour(256)}},
+			func(take func(time.Duration, int64) core.Decision) {
+				for j := 0; j < 256; j++ {
+					take(time.Duration(j)*14062500*time.Microsecond, 1)
+				}
+			},
+			func(i int) (time.Duration, int64, bool) {
+				return time.Hour + time.Duration(i)*14062500*time.Microsecond, 1, true
+			}},
+		// a counted huge cost: writes a full window of C stamps every time
+		{"sliding_log_100k_counted_huge_cost", core.Policy{Name: "w-log-c", Algorithm: core.SlidingWindowLog, CountDenied: true, Limits: []core.Limit{core.PerHour(logC)}}, nil,
+			func(i int) (time.Duration, int64, bool) {
+				return time.Duration(i) * time.Millisecond, math.MaxInt64, false
+			}},
+		// MaxBuckets one-second buckets, all full; a cost of the whole
+		// capacity is denied with the latest RetryAfter (every bucket must
+		// leave)
+		{"sliding_counter_max_buckets_denied", core.Policy{Name: "w-sc", Algorithm: core.SlidingWindowCounter, Buckets: MaxBuckets,
+			Limits: []core.Limit{core.Per(MaxBuckets*100, MaxBuckets*time.Second)}},
+			func(take func(time.Duration, int64) core.Decision) {
+				for j := 0; j < MaxBuckets; j++ {
+					take(time.Duration(j)*time.Second, 100)
+				}
+			},
+			func(i int) (time.Duration, int64, bool) {
+				return MaxBuckets*time.Second - time.Second, MaxBuckets * 100, false
+			}},
+		// the same counter, allowed: every decision reads and writes the
+		// whole window
+		{"sliding_counter_max_buckets_allowed", core.Policy{Name: "w-sca", Algorithm: core.SlidingWindowCounter, Buckets: MaxBuckets,
+			Limits: []core.Limit{core.Per(1<<30, MaxBuckets*time.Second)}},
+			func(take func(time.Duration, int64) core.Decision) {
+				for j := 0; j < MaxBuckets; j++ {
+					take(time.Duration(j)*time.Second, 100)
+				}
+			},
+			func(i int) (time.Duration, int64, bool) {
+				return MaxBuckets*time.Second + time.Duration(i)*time.Millisecond, 1, true
+			}},
+		// the most limits (8), each with the buckets the bound on their
+		// sum leaves (75 × 8 = MaxBuckets), full, allowed: every decision
+		// reads and writes every bucket of every limit (8 × 600 buckets,
+		// 1,397 µs of Redis CPU, is refused since issue 22)
+		{"sliding_counter_8_limits_max_buckets_allowed", core.Policy{Name: "w-sc8", Algorithm: core.SlidingWindowCounter, Buckets: MaxBuckets / 8,
+			Limits: WorstMultiLimits()},
+			func(take func(time.Duration, int64) core.Decision) {
+				for j := 0; j < MaxBuckets; j++ {
+					take(time.Duration(j)*time.Second, 100)
+				}
+			},
+			func(i int) (time.Duration, int64, bool) {
+				return MaxBuckets*time.Second + time.Duration(i)*time.Millisecond, 1, true
+			}},
+	}
 }
