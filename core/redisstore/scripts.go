@@ -2,6 +2,7 @@ package redisstore
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"strconv"
@@ -153,12 +154,9 @@ func unpackAllowed(s string) ([]int64, bool) {
 	return out, true
 }
 
-// le64 is the little-endian int64 in s's 8 bytes (Lua struct's '<i8').
-func le64(s string) int64 {
-	_ = s[7]
-	return int64(uint64(s[0]) | uint64(s[1])<<8 | uint64(s[2])<<16 | uint64(s[3])<<24 |
-		uint64(s[4])<<32 | uint64(s[5])<<40 | uint64(s[6])<<48 | uint64(s[7])<<56)
-}
+// le64 is the little-endian int64 in s's first 8 bytes (Lua struct's
+// '<i8', the packed answers and the sliding log's stamps).
+func le64(s string) int64 { return int64(binary.LittleEndian.Uint64([]byte(s[:8]))) }
 
 // generic are the scripts for any policy, indexed by core.Algorithm.
 var generic = [...]*script{

@@ -2,7 +2,6 @@ package redisstore
 
 import (
 	"context"
-	"encoding/binary"
 	"fmt"
 	"strconv"
 	"strings"
@@ -81,13 +80,13 @@ func decodeRing(st []int64, raw string) {
 	if n < 16 || n%8 != 0 || (n-8)/8 > c {
 		return
 	}
-	h := int64(binary.LittleEndian.Uint64([]byte(raw[:8])))
+	h := le64(raw)
 	if h < 0 || h >= int64(c) {
 		return
 	}
 	st[0] = h
 	for j := 0; j < (n-8)/8; j++ {
-		st[1+j] = int64(binary.LittleEndian.Uint64([]byte(raw[8+8*j : 16+8*j])))
+		st[1+j] = le64(raw[8+8*j:])
 	}
 }
 
