@@ -317,18 +317,25 @@ func TestSideBySideThroughput(t *testing.T) {
 		name, bin string
 		extra     []string
 	}
-	runs := []rlsRun{
-		// the flags are spelled out, so that a baseline built before
-		// pipelining became the default is measured alike
-		{"limitkit-rls -redis-pipeline=false", bin, []string{"-redis-pipeline=false"}},
-		{"limitkit-rls exact (pipelined)", bin, []string{"-redis-pipeline"}},
-		{"limitkit-rls -sync 100ms", bin, []string{"-sync", "100ms", "-redis-pipeline"}},
+	// each mode of each binary; the flags are spelled out, so that a
+	// baseline built before pipelining became the default is measured alike
+	modes := []struct {
+		name  string
+		extra []string
+	}{
+		{"-redis-pipeline=false", []string{"-redis-pipeline=false"}},
+		{"exact (pipelined)", []string{"-redis-pipeline"}},
+		{"-sync 100ms", []string{"-sync", "100ms", "-redis-pipeline"}},
 	}
+	bins := [][2]string{{"limitkit-rls", bin}}
 	if base := os.Getenv("LIMITKIT_RLS_BASELINE"); base != "" {
-		runs = append(runs,
-			rlsRun{"baseline -redis-pipeline=false", base, []string{"-redis-pipeline=false"}},
-			rlsRun{"baseline exact (pipelined)", base, []string{"-redis-pipeline"}},
-			rlsRun{"baseline -sync 100ms", base, []string{"-sync", "100ms", "-redis-pipeline"}})
+		bins = append(bins, [2]string{"baseline", base})
+	}
+	var runs []rlsRun
+	for _, b := range bins {
+		for _, m := range modes {
+			runs = append(runs, rlsRun{b[0] + " " + m.name, b[1], m.extra})
+		}
 	}
 	for _, r := range runs {
 		if !selected(r.name) {
